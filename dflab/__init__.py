@@ -1,0 +1,49 @@
+"""dflab: a dataflow engine in the spirit of the TensorFlow paper, with TF 1.x graph-mode API.
+
+``import dflab as tf`` gives the ``tf.compat.v1`` names: graphs, ops, sessions, variables,
+gradients and training. Layers (see docs/architecture.md): framework (graph IR) <- ops
+(schemas, gradients, builders) <- kernels, runtime (placement, executor, session) <- train.
+Nothing here imports the notebook layer.
+"""
+
+from dflab import kernels as _kernels  # noqa: F401 - registers every kernel
+from dflab.framework import errors
+from dflab.framework.constant_op import constant
+from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.dtypes import *  # noqa: F403
+from dflab.framework.dtypes import DType, as_dtype
+from dflab.framework.graph_io import GraphDef, NodeDef, import_graph_def
+from dflab.framework.ops import (
+    Graph,
+    GraphKeys,
+    Operation,
+    Tensor,
+    add_to_collection,
+    add_to_collections,
+    colocate_with,
+    control_dependencies,
+    convert_to_tensor,
+    device,
+    get_all_collection_keys,
+    get_collection,
+    get_collection_ref,
+    get_default_graph,
+    name_scope,
+    reset_default_graph,
+)
+from dflab.framework.registry import NotDifferentiable, RegisterGradient, no_gradient
+from dflab.framework.tensor_shape import Dimension, TensorShape
+from dflab.ops.api import *  # noqa: F403
+from dflab.runtime.config import (
+    ConfigProto,
+    GPUOptions,
+    GraphOptions,
+    OptimizerOptions,
+    RunMetadata,
+    RunOptions,
+)
+from dflab.runtime.session import InteractiveSession, Session, get_default_session
+
+from dflab import compat, nn, train  # noqa: E402  isort: skip
+
+__version__ = "0.1.0"

@@ -1,0 +1,123 @@
+"""``Const``: the graph's literal. Lives in the framework because ``convert_to_tensor`` needs it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops
+from dflab.framework.registry import register_op
+from dflab.framework.tensor_shape import TensorShape
+
+
+def _const_infer(op):
+    v = op._attrs["value"]
+    return [(op._attrs["dtype"], TensorShape(v.shape))]
+
+
+register_op("Const", _const_infer)
+
+
+def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarray:
+    """Convert a Python/NumPy value to a read-only ndarray of ``dtype``, checking lossy casts."""
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.dtype_of_value(value)
+    np_dt = dt.base_dtype._np
+    if dt.base_dtype is _dt.string:
+        arr = np.asarray(value, dtype=object)
+        arr = np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(
+            arr) if arr.size else arr
+    else:
+        src = np.asarray(value)
+        if src.dtype == object:
+            raise TypeError(f"Failed to convert object of type {type(value).__name__} to Tensor. "
+                            f"Contents: {value!r}")
+        if src.dtype.kind in "US":
+            raise TypeError(f"Expected {dt.name}, got {value!r} of type 'str' instead.")
+        if dt.is_integer or dt.is_bool:
+            if src.dtype.kind == "f" and src.size and not np.all(np.mod(src, 1) == 0):
+                raise TypeError(f"Expected {dt.name}, got {value!r} of type "
+                                f"'{type(value).__name__}' instead.")
+        if dt.is_integer and src.dtype.kind in "iu" and src.size:
+            info = np.iinfo(np_dt)
+            if src.max() > info.max or src.min() < info.min:
+                raise TypeError(f"Value {value!r} is out of range for {dt.name}")
+        arr = src.astype(np_dt, copy=True)
+    if shape is not None:
+        shape = [int(d) for d in (shape.as_list() if isinstance(shape, TensorShape) else shape)]
+        n = int(np.prod(shape)) if shape else 1
+        if arr.size == n:
+            arr = arr.reshape(shape)
+        elif arr.size == 1 and not verify_shape:
+            arr = np.full(shape, arr.reshape(()), dtype=arr.dtype)
+        elif arr.size < n and not verify_shape and arr.ndim <= 1:
+            # TF pads a short list with its last value.
+            flat = np.concatenate([arr.ravel(), np.full(n - arr.size, arr.ravel()[-1])])
+            arr = flat.reshape(shape).astype(arr.dtype)
+        else:
+            raise TypeError(f"Expected Tensor's shape: {tuple(shape)}, got {arr.shape}.")
+    arr.flags.writeable = False
+    return arr
+
+
+def constant(value, dtype=None, shape=None, name="Const", verify_shape=False) -> ops.Tensor:
+    arr = make_ndarray(value, dtype, shape, verify_shape)
+    dt = _dt.as_dtype(dtype).base_dtype if dtype is not None else _dt.as_dtype(arr.dtype)
+    g = ops.get_default_graph()
+    op = g._create_op("Const", [], {"value": arr, "dtype": dt}, name, site=ops._user_site())
+    return op._outputs[0]
+
+
+def constant_value(tensor):
+    """The value of ``tensor`` if it can be computed at graph-build time, else None.
+
+    Used by shape functions (``reshape(x, [2, -1])``, ``fill(dims, v)``…) to infer static shapes.
+    """
+    if not isinstance(tensor, ops.Tensor):
+        return None
+    op = tensor.op
+    if op.type == "Const":
+        return op._attrs["value"]
+    if op.type == "Shape" and op.inputs[0].shape.is_fully_defined():
+        return np.array(op.inputs[0].shape.as_list(), dtype=op._attrs["out_type"]._np)
+    if op.type == "Size" and op.inputs[0].shape.is_fully_defined():
+        return np.array(op.inputs[0].shape.num_elements(), dtype=op._attrs["out_type"]._np)
+    if op.type == "Rank" and op.inputs[0].shape.ndims is not None:
+        return np.array(op.inputs[0].shape.ndims, dtype=np.int32)
+    if op.type == "Identity":
+        return constant_value(op.inputs[0])
+    if op.type == "Cast":
+        v = constant_value(op.inputs[0])
+        return None if v is None else v.astype(op._attrs["DstT"]._np)
+    if op.type == "Pack":
+        vals = [constant_value(t) for t in op.inputs]
+        if any(v is None for v in vals):
+            return None
+        return np.stack(vals, axis=op._attrs.get("axis", 0))
+    if op.type == "ConcatV2":
+        vals = [constant_value(t) for t in op.inputs]
+        if any(v is None for v in vals):
+            return None
+        return np.concatenate(vals[:-1], axis=int(vals[-1]))
+    return None
+
+
+def constant_value_as_shape(tensor) -> TensorShape:
+    """A partial shape from a 1-D shape tensor: known entries where they can be computed."""
+    v = constant_value(tensor)
+    if v is not None:
+        return TensorShape([None if d == -1 else int(d) for d in np.ravel(v)])
+    if tensor.op.type == "Pack":
+        dims = []
+        for t in tensor.op.inputs:
+            c = constant_value(t)
+            dims.append(None if c is None or int(c) == -1 else int(c))
+        return TensorShape(dims)
+    if tensor.op.type == "Shape":
+        return tensor.op.inputs[0].shape
+    n = tensor.shape.as_tuple()
+    if n is not None and len(n) == 1 and n[0] is not None:
+        return TensorShape([None] * n[0])
+    return TensorShape(None)
+
+
+ops._constant_builder = constant

@@ -1,0 +1,153 @@
+"""Data types (``tf.float32`` …): a thin, interned wrapper over NumPy dtypes.
+
+Invariant: there is exactly one ``DType`` object per type, so ``is`` and ``==`` agree and the
+objects can be used as dict keys in plans and caches.
+"""
+
+from __future__ import annotations
+
+import builtins as _builtins
+
+import numpy as np
+
+
+class DType:
+    __slots__ = ("name", "_np", "_ref")
+
+    def __init__(self, name: str, np_type, is_ref: bool = False):
+        self.name = name
+        self._np = np.dtype(np_type)
+        self._ref = is_ref
+
+    # --- TF1 attributes -------------------------------------------------------------------
+    @property
+    def as_numpy_dtype(self):
+        return self._np.type
+
+    @property
+    def base_dtype(self) -> DType:
+        return _BY_NAME[self.name[:-4]] if self._ref else self
+
+    @property
+    def is_ref_dtype(self) -> bool:
+        return self._ref
+
+    def _as_ref(self) -> DType:
+        return self if self._ref else _REF[self.name]
+
+    @property
+    def is_floating(self) -> bool:
+        return self._np.kind == "f"
+
+    @property
+    def is_integer(self) -> bool:
+        return self._np.kind in "iu"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self._np.kind == "u"
+
+    @property
+    def is_bool(self) -> bool:
+        return self._np.kind == "b"
+
+    @property
+    def is_complex(self) -> bool:
+        return self._np.kind == "c"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self._np.kind in "iufc"
+
+    @property
+    def size(self) -> int:
+        return self._np.itemsize
+
+    @property
+    def min(self):
+        return np.finfo(self._np).min if self.is_floating else np.iinfo(self._np).min
+
+    @property
+    def max(self):
+        return np.finfo(self._np).max if self.is_floating else np.iinfo(self._np).max
+
+    def is_compatible_with(self, other) -> bool:
+        return self.base_dtype is as_dtype(other).base_dtype
+
+    def __repr__(self) -> str:
+        return f"tf.{self.name}"
+
+    def __reduce__(self):
+        return as_dtype, (self.name,)
+
+
+_SPECS = [
+    ("float16", np.float16), ("float32", np.float32), ("float64", np.float64),
+    ("int8", np.int8), ("int16", np.int16), ("int32", np.int32), ("int64", np.int64),
+    ("uint8", np.uint8), ("uint16", np.uint16), ("uint32", np.uint32), ("uint64", np.uint64),
+    ("bool", np.bool_), ("complex64", np.complex64), ("complex128", np.complex128),
+    ("string", np.object_),
+]
+_BY_NAME: dict[str, DType] = {n: DType(n, t) for n, t in _SPECS}
+_REF: dict[str, DType] = {n: DType(n + "_ref", t, True) for n, t in _SPECS}
+_BY_NAME.update({d.name: d for d in _REF.values()})
+_BY_NP = {d._np: d for n, d in _BY_NAME.items() if not d._ref}
+_BY_NP[np.dtype(np.str_)] = _BY_NAME["string"]
+_BY_NP[np.dtype(np.bytes_)] = _BY_NAME["string"]
+
+float16 = half = _BY_NAME["float16"]
+float32 = _BY_NAME["float32"]
+float64 = double = _BY_NAME["float64"]
+int8 = _BY_NAME["int8"]
+int16 = _BY_NAME["int16"]
+int32 = _BY_NAME["int32"]
+int64 = _BY_NAME["int64"]
+uint8 = _BY_NAME["uint8"]
+uint16 = _BY_NAME["uint16"]
+uint32 = _BY_NAME["uint32"]
+uint64 = _BY_NAME["uint64"]
+bool = _BY_NAME["bool"]  # noqa: A001 - TF's public name
+complex64 = _BY_NAME["complex64"]
+complex128 = _BY_NAME["complex128"]
+string = _BY_NAME["string"]
+
+_PY = {float: float32, int: int32, complex: complex128, str: string, bytes: string}
+
+
+def as_dtype(value) -> DType:
+    """Convert a DType, name, NumPy dtype or Python type into a ``DType``."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str) and value in _BY_NAME:
+        return _BY_NAME[value]
+    if value is _builtins.bool:
+        return _BY_NAME["bool"]
+    if value in _PY:
+        return _PY[value]
+    try:
+        npd = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"Cannot convert {value!r} to a dflab DType.") from None
+    if npd.kind in "US":
+        return string
+    if npd in _BY_NP:
+        return _BY_NP[npd]
+    raise TypeError(f"Cannot convert {value!r} to a dflab DType.")
+
+
+def dtype_of_value(value) -> DType:
+    """The DType TF gives a Python/NumPy value passed to ``constant`` without a dtype."""
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        return as_dtype(value.dtype)
+    arr = np.asarray(value)
+    if arr.dtype == np.float64:
+        return float32
+    if arr.dtype == np.int64:
+        # TF picks int32 unless the values do not fit.
+        if arr.size and (arr.max() > 2**31 - 1 or arr.min() < -(2**31)):
+            return int64
+        return int32
+    return as_dtype(arr.dtype)
+
+
+__all__ = [n for n, d in globals().items() if isinstance(d, DType)] + ["DType", "as_dtype"]

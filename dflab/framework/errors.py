@@ -1,0 +1,81 @@
+"""TensorFlow's error classes (``tf.errors``).
+
+Every runtime failure is an ``OpError`` subclass carrying the failing node and, where known, the
+user's file:line where that node was created, so a message points at the user's code rather than
+at dflab's internals.
+"""
+
+from __future__ import annotations
+
+OK = 0
+CANCELLED = 1
+UNKNOWN = 2
+INVALID_ARGUMENT = 3
+DEADLINE_EXCEEDED = 4
+NOT_FOUND = 5
+ALREADY_EXISTS = 6
+PERMISSION_DENIED = 7
+RESOURCE_EXHAUSTED = 8
+FAILED_PRECONDITION = 9
+ABORTED = 10
+OUT_OF_RANGE = 11
+UNIMPLEMENTED = 12
+INTERNAL = 13
+UNAVAILABLE = 14
+DATA_LOSS = 15
+UNAUTHENTICATED = 16
+
+
+class OpError(Exception):
+    """A failure while building or running an op; ``node_def``/``op`` name the culprit."""
+
+    error_code = UNKNOWN
+
+    def __init__(self, node_def=None, op=None, message: str = "", error_code: int | None = None):
+        self.node_def = node_def
+        self.op = op
+        self.message = message
+        if error_code is not None:
+            self.error_code = error_code
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        if self.op is None:
+            return self.message
+        where = getattr(self.op, "creation_site", None)
+        site = f" (defined at {where})" if where else ""
+        return f"{self.message}\n\t [[node {self.op.name}{site}]]"
+
+    def __str__(self) -> str:
+        return self._format()
+
+
+def _subclass(name: str, code: int) -> type:
+    def __init__(self, node_def=None, op=None, message: str = "", *args, **kwargs):
+        OpError.__init__(self, node_def, op, message, code)
+
+    return type(name, (OpError,), {"__init__": __init__, "error_code": code})
+
+
+CancelledError = _subclass("CancelledError", CANCELLED)
+UnknownError = _subclass("UnknownError", UNKNOWN)
+InvalidArgumentError = _subclass("InvalidArgumentError", INVALID_ARGUMENT)
+DeadlineExceededError = _subclass("DeadlineExceededError", DEADLINE_EXCEEDED)
+NotFoundError = _subclass("NotFoundError", NOT_FOUND)
+AlreadyExistsError = _subclass("AlreadyExistsError", ALREADY_EXISTS)
+PermissionDeniedError = _subclass("PermissionDeniedError", PERMISSION_DENIED)
+ResourceExhaustedError = _subclass("ResourceExhaustedError", RESOURCE_EXHAUSTED)
+FailedPreconditionError = _subclass("FailedPreconditionError", FAILED_PRECONDITION)
+AbortedError = _subclass("AbortedError", ABORTED)
+OutOfRangeError = _subclass("OutOfRangeError", OUT_OF_RANGE)
+UnimplementedError = _subclass("UnimplementedError", UNIMPLEMENTED)
+InternalError = _subclass("InternalError", INTERNAL)
+UnavailableError = _subclass("UnavailableError", UNAVAILABLE)
+DataLossError = _subclass("DataLossError", DATA_LOSS)
+UnauthenticatedError = _subclass("UnauthenticatedError", UNAUTHENTICATED)
+
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, OpError) and _cls is not OpError:
+        _cls.__module__ = __name__
+
+__all__ = [n for n in dir() if n.endswith("Error") or n.isupper()]

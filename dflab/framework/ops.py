@@ -1,0 +1,871 @@
+"""The graph IR: ``Graph``, ``Operation``, ``Tensor`` and the scopes that shape op creation.
+
+A graph is plain data: operations in creation order, each with typed inputs, control inputs,
+attributes, a *requested* device and the user's file:line where it was created. Nothing here
+executes; the runtime reads a graph and builds plans from it. Ops are never removed except by
+``Graph._remove_ops`` (used by the notebook layer to replace a cell's ops), which bumps
+``Graph.version`` so cached plans are dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import errors
+from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.registry import get_op_def
+from dflab.framework.tensor_shape import TensorShape, as_shape
+
+_DFLAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+_VALID_SCOPE = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
+
+
+def _user_site() -> str:
+    """file:line of the innermost frame outside the dflab package (where the user built the op)."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_DFLAB_DIR):
+        f = f.f_back
+    if f is None:
+        return ""
+    return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+class GraphKeys:
+    GLOBAL_VARIABLES = "variables"
+    LOCAL_VARIABLES = "local_variables"
+    MODEL_VARIABLES = "model_variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    SUMMARIES = "summaries"
+    QUEUE_RUNNERS = "queue_runners"
+    TABLE_INITIALIZERS = "table_initializer"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    LOSSES = "losses"
+    SAVERS = "savers"
+    GLOBAL_STEP = "global_step"
+    TRAIN_OP = "train_op"
+    UPDATE_OPS = "update_ops"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    CONCATENATED_VARIABLES = "concatenated_variables"
+    VARIABLES = GLOBAL_VARIABLES
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor
+# --------------------------------------------------------------------------------------------
+class Tensor:
+    """A symbolic handle to output ``value_index`` of ``op``."""
+
+    # Make NumPy defer to our operators (``np_array + tensor`` builds an op).
+    __array_priority__ = 100
+
+    __slots__ = ("_op", "_value_index", "_dtype", "_shape", "_consumers", "__weakref__")
+
+    def __init__(self, op: Operation, value_index: int, dtype: _dt.DType, shape: TensorShape):
+        self._op = op
+        self._value_index = value_index
+        self._dtype = dtype
+        self._shape = shape
+        self._consumers: list[Operation] = []
+
+    @property
+    def op(self) -> Operation:
+        return self._op
+
+    @property
+    def value_index(self) -> int:
+        return self._value_index
+
+    @property
+    def dtype(self) -> _dt.DType:
+        return self._dtype
+
+    @property
+    def graph(self) -> Graph:
+        return self._op.graph
+
+    @property
+    def name(self) -> str:
+        return f"{self._op.name}:{self._value_index}"
+
+    @property
+    def device(self) -> str:
+        return self._op.device
+
+    @property
+    def shape(self) -> TensorShape:
+        return self._shape
+
+    def get_shape(self) -> TensorShape:
+        return self._shape
+
+    def set_shape(self, shape) -> None:
+        try:
+            self._shape = self._shape.merge_with(as_shape(shape))
+        except ValueError as e:
+            raise ValueError(f"Tensor {self.name}: {e}") from None
+
+    def consumers(self) -> list[Operation]:
+        return list(self._consumers)
+
+    def eval(self, feed_dict=None, session=None):
+        return _run_with_default_session(self, feed_dict, session)
+
+    def __repr__(self):
+        return f"<tf.Tensor '{self.name}' shape={self._shape} dtype={self._dtype.name}>"
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):  # TF1 graph mode: identity, not elementwise
+        return self is other
+
+    def __bool__(self):
+        raise TypeError(
+            "Using a `tf.Tensor` as a Python `bool` is not allowed. Use `if t is not None:` "
+            "to test for None, or tf.cond to branch on the tensor's value."
+        )
+
+    def __iter__(self):
+        raise TypeError("Tensor objects are not iterable in graph mode; use tf.unstack.")
+
+    def __len__(self):
+        raise TypeError(f"len is not well defined for symbolic Tensors ({self.name}).")
+
+    @classmethod
+    def _override_operator(cls, operator: str, func: Callable) -> None:
+        setattr(cls, operator, func)
+
+
+def _run_with_default_session(fetches, feed_dict, session):
+    from dflab.runtime.session import get_default_session  # runtime is above framework
+
+    sess = session or get_default_session()
+    if sess is None:
+        raise ValueError(
+            "Cannot evaluate tensor using `eval()`: No default session is registered. Use "
+            "`with sess.as_default()` or pass an explicit session to `eval(session=sess)`"
+        )
+    if sess.graph is not _graph_of(fetches):
+        raise ValueError("Cannot use the given session to evaluate tensor: the tensor's graph "
+                         "is different from the session's graph.")
+    return sess.run(fetches, feed_dict)
+
+
+def _graph_of(x):
+    return x.graph
+
+
+# --------------------------------------------------------------------------------------------
+# Operation
+# --------------------------------------------------------------------------------------------
+class Operation:
+    """A node: an op type applied to input tensors, with attributes and a requested device."""
+
+    __slots__ = (
+        "_graph", "_name", "_type", "_inputs", "_outputs", "_control_inputs", "_control_outputs",
+        "_attrs", "_device", "_id", "_site", "_op_def", "_colocation", "__weakref__",
+    )
+
+    def __init__(self, graph, name, op_type, inputs, attrs, device, control_inputs, site):
+        self._graph = graph
+        self._name = name
+        self._type = op_type
+        self._inputs = tuple(inputs)
+        self._outputs: list[Tensor] = []
+        self._control_inputs: list[Operation] = list(control_inputs)
+        self._control_outputs: list[Operation] = []
+        self._attrs = dict(attrs or {})
+        self._device = device
+        self._id = 0
+        self._site = site
+        self._op_def = get_op_def(op_type)
+        self._colocation: list[str] = []
+
+    # --- TF API ------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def type(self) -> str:
+        return self._type
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def inputs(self) -> tuple:
+        return self._inputs
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        return list(self._outputs)
+
+    def values(self) -> tuple:
+        return tuple(self._outputs)
+
+    @property
+    def control_inputs(self) -> list[Operation]:
+        return list(self._control_inputs)
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    def _set_device(self, device) -> None:
+        self._device = _device_string(device)
+
+    @property
+    def node_def(self):
+        from dflab.framework.graph_io import node_def_of
+
+        return node_def_of(self)
+
+    @property
+    def op_def(self):
+        return self._op_def
+
+    @property
+    def creation_site(self) -> str:
+        """``file:line`` of the user code that created this op."""
+        return self._site
+
+    @property
+    def traceback(self) -> str:
+        return self._site
+
+    def get_attr(self, name: str):
+        if name == "_class":
+            return [c.encode() for c in self._colocation]
+        if name not in self._attrs:
+            raise ValueError(f"Operation {self._name!r} has no attr named {name!r}.")
+        return self._attrs[name]
+
+    @property
+    def attrs(self) -> dict:
+        return dict(self._attrs)
+
+    def colocation_groups(self) -> list[bytes]:
+        if self._colocation:
+            return [c.encode() for c in self._colocation]
+        return [f"loc:@{self._name}".encode()]
+
+    def run(self, feed_dict=None, session=None) -> None:
+        _run_with_default_session(self, feed_dict, session)
+
+    def _add_control_input(self, op: Operation) -> None:
+        if op not in self._control_inputs:
+            self._control_inputs.append(op)
+            op._control_outputs.append(self)
+            self._graph._version += 1
+            self._graph._plan_epoch += 1
+
+    def _add_control_inputs(self, ops) -> None:
+        for op in ops:
+            self._add_control_input(op)
+
+    def __repr__(self):
+        return f"<tf.Operation '{self._name}' type={self._type}>"
+
+    def __str__(self):
+        from dflab.framework.graph_io import op_to_text
+
+        return op_to_text(self)
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+
+def _device_string(device) -> str:
+    if device is None:
+        return ""
+    if isinstance(device, DeviceSpec):
+        return device.to_string()
+    return DeviceSpec.from_string(device).to_string()
+
+
+# --------------------------------------------------------------------------------------------
+# Graph
+# --------------------------------------------------------------------------------------------
+class Graph:
+    """A dataflow graph of operations, with the scopes that name and place new ops."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._ops_by_name: dict[str, Operation] = {}
+        self._ops: list[Operation] = []
+        self._names_in_use: dict[str, int] = {}
+        self._collections: dict[str, list] = {}
+        self._finalized = False
+        self._version = 0
+        # Bumped only by edits that can change an existing plan (new control edges, removed ops);
+        # adding ops never invalidates a cached plan, so sessions key their plans on this.
+        self._plan_epoch = 0
+        self._next_id = 0
+        self._seed = None
+        self._unfeedable: set[int] = set()
+        self._unfetchable: set[int] = set()
+        self._stacks = threading.local()
+        self._building_function = False
+        # Observers called with each new op (the notebook layer records which cell built what).
+        self._op_observers: list[Callable[[Operation], None]] = []
+
+    # --- per-thread scope stacks ---------------------------------------------------------
+    def _st(self):
+        st = self._stacks
+        if not hasattr(st, "name_scope"):
+            st.name_scope = ""
+            st.control = []  # list of lists of ops
+            st.device = []  # list of (kind, value)
+            st.colocate = []  # list of ops (None clears)
+            st.attr_scope = []
+        return st
+
+    @property
+    def seed(self):
+        return self._seed
+
+    @seed.setter
+    def seed(self, value):
+        self._seed = value
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def finalized(self) -> bool:
+        return self._finalized
+
+    def finalize(self) -> None:
+        self._finalized = True
+
+    def _unsafe_unfinalize(self) -> None:
+        self._finalized = False
+
+    def _check_not_finalized(self) -> None:
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
+
+    @contextlib.contextmanager
+    def as_default(self):
+        _default_graph_stack().append(self)
+        try:
+            yield self
+        finally:
+            stack = _default_graph_stack()
+            if stack and stack[-1] is self:
+                stack.pop()
+
+    # --- lookup --------------------------------------------------------------------------
+    def get_operations(self) -> list[Operation]:
+        with self._lock:
+            return list(self._ops)
+
+    def get_operation_by_name(self, name: str) -> Operation:
+        if not isinstance(name, str):
+            raise TypeError(f"Operation names are strings (or similar), not {type(name).__name__}")
+        op = self._ops_by_name.get(name)
+        if op is None:
+            if ":" in name:
+                raise ValueError(f"Name {name!r} appears to refer to a Tensor, not an Operation.")
+            raise KeyError(f"The name {name!r} refers to an Operation not in the graph.")
+        return op
+
+    def get_tensor_by_name(self, name: str) -> Tensor:
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}")
+        op_name, sep, idx = name.rpartition(":")
+        if not sep or not idx.isdigit():
+            raise ValueError(
+                f"The name {name!r} looks a like an Operation name, not a Tensor. Tensor names "
+                "must be of the form \"<op_name>:<output_index>\"."
+            )
+        op = self._ops_by_name.get(op_name)
+        if op is None:
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. "
+                           f"The operation, {op_name!r}, does not exist in the graph.")
+        i = int(idx)
+        if i >= len(op._outputs):
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The "
+                           f"operation, {op_name!r}, exists but only has "
+                           f"{len(op._outputs)} outputs.")
+        return op._outputs[i]
+
+    def as_graph_element(self, obj, allow_tensor=True, allow_operation=True):
+        if hasattr(obj, "_as_graph_element") and not isinstance(obj, (Tensor, Operation)):
+            obj = obj._as_graph_element()
+        if isinstance(obj, str):
+            if ":" in obj and allow_tensor:
+                return self.get_tensor_by_name(obj)
+            if allow_operation:
+                return self.get_operation_by_name(obj)
+            raise ValueError(f"Name {obj!r} refers to an Operation, not a Tensor.")
+        if isinstance(obj, Tensor) and allow_tensor:
+            if obj.graph is not self:
+                raise ValueError(f"Tensor {obj} is not an element of this graph.")
+            return obj
+        if isinstance(obj, Operation) and allow_operation:
+            if obj.graph is not self:
+                raise ValueError(f"Operation {obj!r} is not an element of this graph.")
+            return obj
+        raise TypeError(f"Can not convert a {type(obj).__name__} into a graph element.")
+
+    # --- names ---------------------------------------------------------------------------
+    def get_name_scope(self) -> str:
+        return self._st().name_scope.rstrip("/")
+
+    def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        scope = self._st().name_scope
+        if scope:
+            name = scope + name
+        key = name.lower()
+        i = self._names_in_use.get(key, 0)
+        if mark_as_used:
+            self._names_in_use[key] = i + 1
+        if i > 0:
+            base = key
+            while key in self._names_in_use:
+                key = f"{base}_{i}"
+                i += 1
+            if mark_as_used:
+                self._names_in_use[key] = 1
+            name = f"{name}_{i - 1}"
+        return name
+
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        st = self._st()
+        old = st.name_scope
+        if name is None or name == "":
+            new = ""
+        elif isinstance(name, str) and name.endswith("/"):
+            if not _VALID_SCOPE.match(name):
+                raise ValueError(f"'{name}' is not a valid scope name")
+            new = name  # re-enter an exact scope
+        else:
+            if not _VALID_SCOPE.match(name):
+                raise ValueError(f"'{name}' is not a valid scope name")
+            new = self.unique_name(name) + "/"
+        st.name_scope = new
+        try:
+            yield new
+        finally:
+            st.name_scope = old
+
+    # --- control dependencies, devices, colocation --------------------------------------
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs):
+        st = self._st()
+        old = st.control
+        if control_inputs is None:
+            st.control = []
+        else:
+            ops = []
+            for c in control_inputs:
+                if hasattr(c, "_as_graph_element") and not isinstance(c, (Tensor, Operation)):
+                    c = c._as_graph_element()
+                if isinstance(c, Tensor):
+                    c = c.op
+                if not isinstance(c, Operation):
+                    raise TypeError(f"Control input must be an Operation or Tensor: {c!r}")
+                if c.graph is not self:
+                    raise ValueError(f"Control input {c.name} must be from the same graph.")
+                ops.append(c)
+            st.control = old + [ops]
+        try:
+            yield None
+        finally:
+            st.control = old
+
+    @contextlib.contextmanager
+    def device(self, device_name_or_function):
+        st = self._st()
+        old = st.device
+        d = device_name_or_function
+        if d is None:
+            st.device = [("reset", None)]
+        elif callable(d) and not isinstance(d, (str, DeviceSpec)):
+            st.device = old + [("fn", d)]
+        else:
+            spec = d if isinstance(d, DeviceSpec) else DeviceSpec.from_string(d)
+            st.device = old + [("spec", spec)]
+        try:
+            yield
+        finally:
+            st.device = old
+
+    def _current_device(self, op: Operation) -> str:
+        spec = DeviceSpec()
+        for kind, val in self._st().device:
+            if kind == "reset":
+                spec = DeviceSpec()
+            elif kind == "spec":
+                spec = spec.make_merged_spec(val)
+            else:
+                out = val(op)
+                if out is not None:
+                    inner = out if isinstance(out, DeviceSpec) else DeviceSpec.from_string(out)
+                    spec = spec.make_merged_spec(inner)
+        return spec.to_string()
+
+    @contextlib.contextmanager
+    def colocate_with(self, op, ignore_existing=False):
+        st = self._st()
+        old_col, old_dev = st.colocate, st.device
+        if op is None:
+            st.colocate = []
+        else:
+            if hasattr(op, "_as_graph_element") and not isinstance(op, (Tensor, Operation)):
+                op = op._as_graph_element()
+            if isinstance(op, Tensor):
+                op = op.op
+            st.colocate = ([] if ignore_existing else old_col) + [op]
+            # Colocation overrides device scopes (TF does the same).
+            st.device = [("reset", None)]
+        try:
+            yield
+        finally:
+            st.colocate, st.device = old_col, old_dev
+
+    # --- op creation ---------------------------------------------------------------------
+    def create_op(self, op_type, inputs, dtypes=None, input_types=None, name=None, attrs=None,
+                  op_def=None, compute_shapes=True, compute_device=True):
+        """TF's public ``Graph.create_op``; dflab infers output dtypes from the op schema."""
+        return self._create_op(op_type, list(inputs), attrs or {}, name)
+
+    def _create_op(self, op_type: str, inputs: list, attrs: dict, name: str | None,
+                   site: str | None = None, extra_control: list | None = None) -> Operation:
+        self._check_not_finalized()
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"Input to op {op_type} must be a Tensor, got {t!r}")
+            if t.graph is not self:
+                raise ValueError(
+                    f"Tensor {t.name} must be from the same graph as the op {op_type} being "
+                    "created."
+                )
+        with self._lock:
+            if name is None:
+                name = op_type
+            if name.endswith("/"):
+                name = name[:-1]
+                if name in self._ops_by_name:
+                    raise ValueError(f"Duplicate node name in graph: {name!r}")
+                self._names_in_use[name.lower()] = self._names_in_use.get(name.lower(), 0) + 1
+            else:
+                if not _VALID_NAME.match(name):
+                    raise ValueError(f"'{name}' is not a valid node name")
+                name = self.unique_name(name)
+            st = self._st()
+            control = []
+            input_ops = {t.op for t in inputs}
+            for group in st.control:
+                for c in group:
+                    if c not in control and c not in input_ops:
+                        control.append(c)
+            if extra_control:
+                control.extend(c for c in extra_control if c not in control)
+            op = Operation(self, name, op_type, inputs, attrs, "", control,
+                           site if site is not None else _user_site())
+            if st.colocate:
+                target = st.colocate[-1]
+                op._colocation = list(target._colocation) or [f"loc:@{target.name}"]
+                op._device = target.device
+            else:
+                op._device = self._current_device(op)
+            try:
+                specs = op._op_def.infer(op)
+            except (ValueError, TypeError) as e:
+                shapes = ", ".join(str(t.shape) for t in inputs)
+                raise type(e)(
+                    f"{e} for '{name}' (op: '{op_type}') with input shapes: [{shapes}]. "
+                    f"Created at {op._site}"
+                ) from None
+            op._outputs = [Tensor(op, i, dt, as_shape(sh)) for i, (dt, sh) in enumerate(specs)]
+            for t in inputs:
+                t._consumers.append(op)
+            for c in control:
+                c._control_outputs.append(op)
+            op._id = self._next_id
+            self._next_id += 1
+            self._ops_by_name[name] = op
+            self._ops.append(op)
+            self._version += 1
+        for obs in self._op_observers:
+            obs(op)
+        return op
+
+    def _remove_ops(self, ops) -> None:
+        """Remove ops (and edges to them); used to replace what a notebook cell built."""
+        doomed = set(ops)
+        with self._lock:
+            for op in doomed:
+                for t in op._inputs:
+                    if op in t._consumers:
+                        t._consumers.remove(op)
+                for c in op._control_inputs:
+                    if op in c._control_outputs:
+                        c._control_outputs.remove(op)
+                self._ops_by_name.pop(op.name, None)
+            self._ops = [o for o in self._ops if o not in doomed]
+            for key, coll in self._collections.items():
+                self._collections[key] = [v for v in coll if _collection_op(v) not in doomed]
+            self._version += 1
+            self._plan_epoch += 1
+
+    # --- feeds / fetches -----------------------------------------------------------------
+    def prevent_feeding(self, tensor: Tensor) -> None:
+        self._unfeedable.add(id(tensor))
+
+    def is_feedable(self, tensor: Tensor) -> bool:
+        return id(tensor) not in self._unfeedable
+
+    def prevent_fetching(self, op: Operation) -> None:
+        self._unfetchable.add(id(op))
+
+    def is_fetchable(self, tensor_or_op) -> bool:
+        op = tensor_or_op.op if isinstance(tensor_or_op, Tensor) else tensor_or_op
+        return id(op) not in self._unfetchable
+
+    # --- collections ---------------------------------------------------------------------
+    def add_to_collection(self, name, value) -> None:
+        self._check_not_finalized()
+        with self._lock:
+            self._collections.setdefault(name, []).append(value)
+
+    def add_to_collections(self, names, value) -> None:
+        names = (names,) if isinstance(names, str) else set(names)
+        for n in names:
+            self.add_to_collection(n, value)
+
+    def get_collection_ref(self, name) -> list:
+        with self._lock:
+            return self._collections.setdefault(name, [])
+
+    def get_collection(self, name, scope=None) -> list:
+        with self._lock:
+            items = list(self._collections.get(name, []))
+        if scope is None:
+            return items
+        pattern = re.compile(scope)
+        return [v for v in items if hasattr(v, "name") and pattern.match(v.name)]
+
+    def get_all_collection_keys(self) -> list:
+        return [k for k, v in self._collections.items() if v]
+
+    def clear_collection(self, name) -> None:
+        with self._lock:
+            self._collections.pop(name, None)
+
+    # --- serialization -------------------------------------------------------------------
+    def as_graph_def(self, from_version=None, add_shapes=False):
+        from dflab.framework.graph_io import graph_to_def
+
+        return graph_to_def(self, add_shapes=add_shapes)
+
+    def __repr__(self):
+        return f"<dflab.Graph with {len(self._ops)} ops>"
+
+
+def _collection_op(value):
+    for attr in ("op", "_variable"):
+        v = getattr(value, attr, None)
+        if v is not None:
+            return v.op if isinstance(v, Tensor) else v
+    return value if isinstance(value, Operation) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Default graph
+# --------------------------------------------------------------------------------------------
+_global_default_graph = Graph()
+_local = threading.local()
+
+
+def _default_graph_stack() -> list:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+def get_default_graph() -> Graph:
+    stack = _default_graph_stack()
+    return stack[-1] if stack else _global_default_graph
+
+
+def reset_default_graph() -> None:
+    global _global_default_graph
+    if _default_graph_stack():
+        raise AssertionError(
+            "Do not use tf.reset_default_graph() to clear nested graphs. If you need a cleared "
+            "graph, exit the nesting and create a new graph."
+        )
+    _global_default_graph = Graph()
+
+
+# Module-level scope helpers (TF's tf.* functions) --------------------------------------------
+@contextlib.contextmanager
+def name_scope(name, default_name=None, values=None):
+    """TF1 ``tf.name_scope(name, default_name=None, values=None)``; yields the scope string."""
+    g = _graph_from_values(values) if values else get_default_graph()
+    if name is None and default_name is None and values is not None:
+        raise ValueError("At least one of name and default_name must be provided.")
+    n = name if name is not None else default_name
+    if n is None:
+        n = ""
+    with g.as_default() if g is not get_default_graph() else contextlib.nullcontext():
+        with g.name_scope(n) as scope:
+            yield scope
+
+
+def _graph_from_values(values):
+    g = None
+    for v in values or ():
+        if isinstance(v, (Tensor, Operation)):
+            if g is None:
+                g = v.graph
+            elif v.graph is not g:
+                raise ValueError(f"{v!r} must be from the same graph as the other values.")
+    return g or get_default_graph()
+
+
+def control_dependencies(control_inputs):
+    return get_default_graph().control_dependencies(control_inputs)
+
+
+def device(device_name_or_function):
+    return get_default_graph().device(device_name_or_function)
+
+
+def colocate_with(op, ignore_existing=False):
+    return get_default_graph().colocate_with(op, ignore_existing)
+
+
+def add_to_collection(name, value):
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):
+    get_default_graph().add_to_collections(names, value)
+
+
+def get_collection(key, scope=None):
+    return get_default_graph().get_collection(key, scope)
+
+
+def get_collection_ref(key):
+    return get_default_graph().get_collection_ref(key)
+
+
+def get_all_collection_keys():
+    return get_default_graph().get_all_collection_keys()
+
+
+def get_name_scope():
+    return get_default_graph().get_name_scope()
+
+
+# --------------------------------------------------------------------------------------------
+# Conversion to tensors
+# --------------------------------------------------------------------------------------------
+_constant_builder: Callable | None = None  # set by dflab.framework.constant_op
+
+
+def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_hint=None):
+    """A Tensor for ``value``: tensors pass through (dtype checked), others become constants."""
+    if isinstance(value, Tensor):
+        if dtype is not None and not _dt.as_dtype(dtype).is_compatible_with(value.dtype):
+            raise ValueError(
+                f"Tensor conversion requested dtype {_dt.as_dtype(dtype).name} for Tensor with "
+                f"dtype {value.dtype.base_dtype.name}: {value!r}"
+            )
+        return value
+    conv = getattr(value, "_as_tensor", None)
+    if conv is not None:
+        return convert_to_tensor(conv(), dtype, name)
+    if isinstance(value, Operation):
+        raise TypeError(f"Can't convert Operation '{value.name}' to Tensor (target dtype={dtype})")
+    if dtype is None and (preferred_dtype or dtype_hint) is not None:
+        try:
+            return _constant_builder(value, dtype=preferred_dtype or dtype_hint, name=name)
+        except (TypeError, ValueError):
+            pass
+    return _constant_builder(value, dtype=dtype, name=name or "Const")
+
+
+def convert_n_to_tensor(values, dtype=None, name=None):
+    return [convert_to_tensor(v, dtype) for v in values]
+
+
+def is_tensor_like(x) -> bool:
+    return isinstance(x, Tensor) or hasattr(x, "_as_tensor")
+
+
+def graph_of(values) -> Graph:
+    """The graph that all tensor-like ``values`` live in (default graph if none)."""
+    return _graph_from_values(
+        [v._as_tensor() if hasattr(v, "_as_tensor") else v for v in values]
+    )
+
+
+def np_value(x):
+    return np.asarray(x)
+
+
+__all__ = [
+    "Graph", "Operation", "Tensor", "GraphKeys", "get_default_graph", "reset_default_graph",
+    "name_scope", "control_dependencies", "device", "colocate_with", "add_to_collection",
+    "add_to_collections", "get_collection", "get_collection_ref", "get_all_collection_keys",
+    "convert_to_tensor", "get_name_scope",
+]
+
+# keep errors importable from here for kernels that only import framework.ops
+OpError = errors.OpError
+
+
+def apply_op(op_type: str, inputs, attrs: dict | None = None, name: str | None = None,
+             dtype=None) -> Operation:
+    """Create an op of ``op_type`` in the graph of its inputs (the builders' one entry point).
+
+    Inputs that are not tensors are converted to constants of ``dtype`` (or of the dtype of the
+    first tensor input, so ``x + 1`` stays in ``x``'s dtype).
+    """
+    inputs = list(inputs)
+    g = graph_of(inputs)
+    with g.as_default() if g is not get_default_graph() else contextlib.nullcontext():
+        if dtype is None:
+            for v in inputs:
+                if isinstance(v, Tensor):
+                    dtype = v.dtype.base_dtype
+                    break
+                if hasattr(v, "_as_tensor"):
+                    dtype = v._as_tensor().dtype.base_dtype
+                    break
+        converted = []
+        for v in inputs:
+            if isinstance(v, Tensor):
+                converted.append(v)
+            elif hasattr(v, "_as_tensor"):
+                converted.append(v._as_tensor())
+            else:
+                converted.append(convert_to_tensor(v, dtype=dtype))
+        return g._create_op(op_type, converted, attrs or {}, name, site=_user_site())

@@ -1,0 +1,10 @@
+"""NumPy (and, where present, CuPy) kernels, registered per (op type, device type).
+
+Importing this package registers every kernel module.
+"""
+
+from dflab.kernels import (  # noqa: F401 - imported for their registrations
+    array_kernels,
+    math_kernels,
+    state_kernels,
+)

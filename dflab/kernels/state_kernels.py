@@ -1,0 +1,141 @@
+"""Kernels for variables and their update ops.
+
+Dense updates install a new array (readers keep consistent snapshots); scatter updates write in
+place into the variable's own buffer, as TF1 does, so a sparse update costs O(rows), not O(var).
+``use_locking`` holds the variable's lock across the read-modify-write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from dflab.framework import errors
+from dflab.kernels.registry import kernel
+
+
+def _owned(value):
+    """A private, writeable copy unless the array is already exclusively ours."""
+    v = np.asarray(value)
+    if v.flags.owndata and v.flags.writeable:
+        return v
+    return np.array(v, copy=True)
+
+
+@kernel("VariableV2")
+def _variable(op, ctx):
+    state = ctx.resources.variable(op.name)
+    return lambda: state
+
+
+def _lock(state, use_locking):
+    return state.lock if use_locking else contextlib.nullcontext()
+
+
+@kernel("Assign")
+def _assign(op, ctx):
+    declared = op.inputs[0].shape
+    validate = op._attrs.get("validate_shape", True)
+    use_locking = op._attrs.get("use_locking", True)
+
+    def assign(ref, value):
+        if validate and declared.ndims is not None and \
+                not declared.is_compatible_with(np.shape(value)):
+            raise errors.InvalidArgumentError(
+                None, None, f"Assign requires shapes of both tensors to match. lhs shape= "
+                f"{declared.as_list()} rhs shape= {list(np.shape(value))}")
+        v = _owned(value)
+        with _lock(ref, use_locking):
+            ref.set(v)
+        return ref
+
+    return assign
+
+
+def _update(np_fn):
+    def factory(op, ctx):
+        use_locking = op._attrs.get("use_locking", False)
+
+        def update(ref, delta):
+            with _lock(ref, use_locking):
+                old = ref.read()
+                new = np_fn(old, delta)
+                if new.shape != old.shape:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"Must have the same shape: var {list(old.shape)} vs "
+                        f"update {list(np.shape(delta))}")
+                ref.set(new)
+            return ref
+
+        return update
+
+    return factory
+
+
+kernel("AssignAdd")(_update(np.add))
+kernel("AssignSub")(_update(np.subtract))
+
+
+def _check_indices(indices, n, op_name):
+    idx = np.asarray(indices)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = idx[(idx < 0) | (idx >= n)].ravel()[0]
+        raise errors.InvalidArgumentError(None, None,
+                                          f"indices = {bad} is not in [0, {n}) in {op_name}")
+    return idx
+
+
+def _scatter(apply):
+    def factory(op, ctx):
+        use_locking = op._attrs.get("use_locking", False)
+
+        def scatter(ref, indices, updates):
+            with _lock(ref, use_locking):
+                var = ref.read()
+                idx = _check_indices(indices, var.shape[0], op.type)
+                var.flags.writeable = True  # the variable owns this buffer (see _owned)
+                try:
+                    apply(var, idx, np.broadcast_to(updates, idx.shape + var.shape[1:]))
+                finally:
+                    var.flags.writeable = False
+            return ref
+
+        return scatter
+
+    return factory
+
+
+def _scatter_update(var, idx, upd):
+    var[idx] = upd
+
+
+kernel("ScatterUpdate")(_scatter(_scatter_update))
+kernel("ScatterAdd")(_scatter(np.add.at))
+kernel("ScatterSub")(_scatter(np.subtract.at))
+kernel("ScatterMul")(_scatter(np.multiply.at))
+kernel("ScatterDiv")(_scatter(np.divide.at))
+
+
+def _is_initialized(ref):
+    return np.bool_(ref.initialized)
+
+
+_is_initialized.accepts_refs = True
+
+
+@kernel("IsVariableInitialized")
+def _is_init(op, ctx):
+    return _is_initialized
+
+
+@kernel("ReportUninitializedVariables")
+def _report(op, ctx):
+    names = op._attrs["names"]
+
+    def report(*refs):
+        return np.array([n.encode() for n, r in zip(names, refs) if not r.initialized],
+                        dtype=object)
+
+    report.accepts_refs = True
+    return report

@@ -1,0 +1,1 @@
+"""``tf.nn``: neural-network ops (activations, losses, convolution, pooling…)."""

@@ -1,0 +1,15 @@
+"""The public op builders, gathered for ``dflab/__init__``: each ops module lists its
+exports in ``__all__``; this module re-exports them all."""
+
+from dflab.ops import math_ops as _math_ops
+from dflab.ops.array_ops import *  # noqa: F403
+from dflab.ops.control_flow_ops import *  # noqa: F403
+from dflab.ops.gradients import IndexedSlices, gradients  # noqa: F401
+from dflab.ops.math_ops import *  # noqa: F403
+from dflab.ops.state_ops import *  # noqa: F403
+from dflab.ops.variables import *  # noqa: F403
+
+_math_ops._install_operators()
+from dflab.ops import variables as _variables  # noqa: E402
+
+_variables._overload_variable_operators()

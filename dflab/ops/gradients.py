@@ -1,0 +1,224 @@
+"""Symbolic differentiation: ``gradients(ys, xs)`` adds the backward graph to the graph.
+
+Reverse-mode, as TF1 does it: find the ops on a path from ``xs`` to ``ys``; count, for each,
+how many of its consumers on such paths will send it a gradient; walk from ``ys`` back in
+dependency order, summing each op's incoming gradients (``add_n``, or a concatenated
+``IndexedSlices`` when all of them are sparse), calling the op type's registered gradient
+function inside a ``gradients/<op>_grad`` name scope. Integer and bool tensors carry no gradient.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from dflab.framework import ops as _ops
+from dflab.framework.registry import get_gradient_function
+from dflab.ops import array_ops, math_ops
+
+
+class IndexedSlices:
+    """A sparse gradient: ``values[i]`` is the gradient of row ``indices[i]`` of a tensor."""
+
+    def __init__(self, values, indices, dense_shape=None):
+        self.values = values
+        self.indices = indices
+        self.dense_shape = dense_shape
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    @property
+    def graph(self):
+        return self.values.graph
+
+    @property
+    def name(self):
+        return self.values.name
+
+    @property
+    def op(self):
+        return self.values.op
+
+    @property
+    def shape(self):
+        if self.dense_shape is not None:
+            from dflab.framework.constant_op import constant_value_as_shape
+
+            return constant_value_as_shape(self.dense_shape)
+        return self.values.shape
+
+    def _as_tensor(self):
+        return densify(self)
+
+    def __repr__(self):
+        return (f"IndexedSlices(indices={self.indices}, values={self.values}, "
+                f"dense_shape={self.dense_shape})")
+
+
+def densify(s: IndexedSlices):
+    """Dense tensor of an IndexedSlices (rows with repeated indices are summed)."""
+    if s.dense_shape is None:
+        raise ValueError("Cannot densify IndexedSlices without dense_shape")
+    return math_ops.unsorted_segment_sum(s.values, s.indices, s.dense_shape[0])
+
+
+def _as_dense(g):
+    return densify(g) if isinstance(g, IndexedSlices) else g
+
+
+def _aggregate(grads, name):
+    grads = [g for g in grads if g is not None]
+    if not grads:
+        return None
+    if len(grads) == 1:
+        return grads[0]
+    if all(isinstance(g, IndexedSlices) for g in grads):
+        from dflab.ops.array_ops import concat
+
+        return IndexedSlices(concat([g.values for g in grads], 0),
+                             concat([g.indices for g in grads], 0), grads[0].dense_shape)
+    return math_ops.add_n([_as_dense(g) for g in grads], name=name)
+
+
+def _is_differentiable_dtype(t) -> bool:
+    dt = t.dtype.base_dtype
+    return dt.is_floating or dt.is_complex
+
+
+def _between_ops(ys, xs, stop_ops):
+    """Ops reachable backwards from ys (data edges) that also reach from some x."""
+    reach_from_x = set()
+    stack = [x.op for x in xs]
+    while stack:
+        op = stack.pop()
+        if id(op) in reach_from_x:
+            continue
+        reach_from_x.add(id(op))
+        for t in op.outputs:
+            stack.extend(t._consumers)
+    between = {}
+    stack = [y.op for y in ys]
+    while stack:
+        op = stack.pop()
+        if id(op) in between or id(op) not in reach_from_x:
+            continue
+        between[id(op)] = op
+        if id(op) in stop_ops:
+            continue
+        stack.extend(t.op for t in op.inputs)
+    return between
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
+              gate_gradients=False, aggregation_method=None, stop_gradients=None,
+              unconnected_gradients="none"):
+    """Symbolic partial derivatives of ``sum(ys)`` with respect to each of ``xs``."""
+    ys = _as_list(ys)
+    xs_in = _as_list(xs)
+    xs = [_ops.convert_to_tensor(x._ref() if hasattr(x, "_ref") else x) for x in xs_in]
+    ys = [_ops.convert_to_tensor(y) for y in ys]
+    if grad_ys is None:
+        grad_ys = [None] * len(ys)
+    else:
+        grad_ys = _as_list(grad_ys)
+        if len(grad_ys) != len(ys):
+            raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
+    stop_ops = {id(t.op) for t in _as_list(stop_gradients or [])}
+    # A variable's gradient arrives at its snapshot ``v/read``: that is the x we look for.
+    targets = [xs_in[k]._as_tensor() if hasattr(xs_in[k], "_as_tensor") else xs[k]
+               for k in range(len(xs))]
+    with _ops.name_scope(name, "gradients", ys + targets):
+        between = _between_ops(ys, targets, stop_ops)
+        # pending[op] = number of data edges from ops in `between` that will send a gradient
+        pending = collections.Counter()
+        for op in between.values():
+            if id(op) in stop_ops:
+                continue
+            for t in op.inputs:
+                if id(t.op) in between:
+                    pending[id(t.op)] += 1
+        grads: dict[int, list] = {}  # id(tensor) -> list of contributions
+
+        def add_grad(t, g):
+            grads.setdefault(id(t), []).append(g)
+
+        for y, gy in zip(ys, grad_ys):
+            if gy is None:
+                if not _is_differentiable_dtype(y):
+                    raise TypeError(f"Gradients of complex or integer tensors need grad_ys: {y}")
+                gy = array_ops.ones_like(y, name=f"grad_ys_{len(grads)}")
+            else:
+                gy = _ops.convert_to_tensor(gy, dtype=y.dtype.base_dtype)
+            add_grad(y, gy)
+        ready = collections.deque(op for op in _unique(y.op for y in ys)
+                                  if pending[id(op)] == 0 and id(op) in between)
+        visited = set()
+        while ready:
+            op = ready.popleft()
+            if id(op) in visited:
+                continue
+            visited.add(id(op))
+            out_grads = [_aggregate(grads.get(id(t), []), None) for t in op.outputs]
+            for t, g in zip(op.outputs, out_grads):
+                if g is not None:
+                    grads[id(t)] = [g]
+            if id(op) not in stop_ops and any(g is not None for g in out_grads) and \
+                    any(_is_differentiable_dtype(t) and id(t.op) in between for t in op.inputs):
+                in_grads = _call_grad_fn(op, out_grads)
+                for t, g in zip(op.inputs, in_grads):
+                    if g is None or not _is_differentiable_dtype(t):
+                        continue
+                    if isinstance(g, _ops.Tensor) and g.shape.is_compatible_with(t.shape):
+                        g.set_shape(t.shape)
+                    add_grad(t, g)
+            if id(op) not in stop_ops:
+                for t in op.inputs:
+                    if id(t.op) in between:
+                        pending[id(t.op)] -= 1
+                        if pending[id(t.op)] == 0:
+                            ready.append(t.op)
+        result = []
+        for k, x in enumerate(targets):
+            g = _aggregate(grads.get(id(x), []), None)
+            if g is None and unconnected_gradients == "zero":
+                g = array_ops.zeros_like(x)
+            result.append(g)
+        return result
+
+
+def _call_grad_fn(op, out_grads):
+    known, fn = get_gradient_function(op.type)
+    if not known:
+        raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
+    if fn is None:
+        return [None] * len(op.inputs)
+    filled = []
+    for t, g in zip(op.outputs, out_grads):
+        if g is None and _is_differentiable_dtype(t):
+            g = array_ops.zeros_like(t)
+        filled.append(g)
+    with _ops.name_scope(op.name + "_grad"):
+        in_grads = fn(op, *filled)
+    if not isinstance(in_grads, (list, tuple)):
+        in_grads = [in_grads]
+    in_grads = list(in_grads)
+    if len(in_grads) != len(op.inputs):
+        raise ValueError(f"Gradient function for {op.type} returned {len(in_grads)} gradients, "
+                         f"expected {len(op.inputs)}")
+    return in_grads
+
+
+def _as_list(x):
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    return [x]
+
+
+def _unique(items):
+    seen, out = set(), []
+    for i in items:
+        if id(i) not in seen:
+            seen.add(id(i))
+            out.append(i)
+    return out

@@ -1,0 +1,76 @@
+"""Shared shape/dtype rules and small graph-building helpers for op definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.constant_op import constant_value
+from dflab.framework.tensor_shape import TensorShape, broadcast_shapes
+
+
+def check_same_dtype(op, names=None) -> _dt.DType:
+    """All inputs of ``op`` share a dtype (TF's type attr ``T``); returns it."""
+    ins = op.inputs
+    dt = ins[0].dtype.base_dtype
+    for k, t in enumerate(ins[1:], 1):
+        if t.dtype.base_dtype is not dt:
+            nm = names[k] if names else f"#{k}"
+            raise TypeError(
+                f"Input '{nm}' of '{op.type}' Op has type {t.dtype.base_dtype.name} that does "
+                f"not match type {dt.name} of argument '{names[0] if names else '#0'}'"
+            )
+    return dt
+
+
+def unary_infer(op):
+    t = op.inputs[0]
+    return [(t.dtype.base_dtype, t.shape)]
+
+
+def broadcast_infer(op, out_dtype=None):
+    dt = check_same_dtype(op, ["x", "y"])
+    shape = broadcast_shapes(op.inputs[0].shape, op.inputs[1].shape)
+    return [(out_dtype or dt, shape)]
+
+
+def scalar_int(t, what="value"):
+    v = constant_value(t)
+    return None if v is None else int(np.asarray(v).reshape(()))
+
+
+def axis_list(axis, rank):
+    """Normalise a constant axis argument to a sorted list of non-negative axes (None: all)."""
+    if axis is None:
+        return None
+    ax = np.asarray(axis).ravel().astype(int).tolist()
+    if rank is None:
+        return None if any(a < 0 for a in ax) else sorted(set(ax))
+    out = []
+    for a in ax:
+        if not -rank <= a < max(rank, 1):
+            raise ValueError(f"axis {a} is out of range for a tensor of rank {rank}")
+        out.append(a % rank if rank else 0)
+    return sorted(set(out))
+
+
+def shape_from(t) -> TensorShape:
+    return t.shape
+
+
+def attr(op, name, default=None):
+    return op._attrs.get(name, default)
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, _ops.Tensor)
+
+
+def static_or_dynamic_shape(t):
+    """A Python list if the shape is fully known, else a ``Shape`` tensor."""
+    if t.shape.is_fully_defined():
+        return t.shape.as_list()
+    from dflab.ops import array_ops
+
+    return array_ops.shape(t)

@@ -1,0 +1,293 @@
+"""``tf.Variable`` (TF1 reference variables) and the variable collections' helpers.
+
+A Variable is three ops under one name scope, as in TF1: ``name`` (``VariableV2``, the state),
+``name/Assign`` (its initializer) and ``name/read`` (an ``Identity`` snapshot every ordinary use
+reads). The initializer and the read are colocated with the variable.
+"""
+
+from __future__ import annotations
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.ops import GraphKeys
+from dflab.ops import array_ops, control_flow_ops, state_ops
+
+
+class Variable:
+    def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True,
+                 caching_device=None, name=None, variable_def=None, dtype=None,
+                 expected_shape=None, import_scope=None, constraint=None, use_resource=None,
+                 synchronization=None, aggregation=None, shape=None):
+        if variable_def is not None:
+            self._init_from_existing(variable_def)
+            return
+        if initial_value is None:
+            raise ValueError("initial_value must be specified.")
+        trainable = True if trainable is None else bool(trainable)
+        if collections is None:
+            collections = [GraphKeys.GLOBAL_VARIABLES]
+        collections = list(collections)
+        if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
+            collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        init_from_fn = callable(initial_value)
+        values = None if init_from_fn else [initial_value]
+        with _ops.name_scope(name, "Variable", values) as scope:
+            with _ops.name_scope("Initializer" if init_from_fn else "initial_value"):
+                init = initial_value() if init_from_fn else initial_value
+                self._initial_value = _ops.convert_to_tensor(init, dtype=dtype,
+                                                             name="initial_value")
+            shape = self._initial_value.shape if validate_shape else None
+            if shape is not None and not shape.is_fully_defined():
+                raise ValueError(
+                    f"initial_value must have a shape specified: {self._initial_value}")
+            self._variable = state_ops.variable_op_v2(
+                shape if shape is not None else [], self._initial_value.dtype.base_dtype,
+                name=scope[:-1] + "/" if scope else "Variable")
+            if not validate_shape:
+                self._variable._shape = self._initial_value.shape.__class__(None)
+            with _ops.colocate_with(self._variable.op):
+                self._initializer_op = state_ops.assign(
+                    self._variable, self._initial_value, validate_shape=validate_shape,
+                    name="Assign").op
+                self._snapshot = array_ops.identity(self._variable, name="read")
+        self._trainable = trainable
+        self._constraint = constraint
+        self._save_slice_info = None
+        _ops.get_default_graph().add_to_collections(collections, self)
+
+    def _init_from_existing(self, d):
+        g = _ops.get_default_graph()
+        self._variable = g.get_tensor_by_name(d["variable_name"])
+        self._initializer_op = g.get_operation_by_name(d["initializer_name"])
+        self._snapshot = g.get_tensor_by_name(d["snapshot_name"])
+        self._initial_value = g.get_tensor_by_name(d["initial_value_name"]) \
+            if d.get("initial_value_name") else None
+        self._trainable = d.get("trainable", True)
+        self._constraint = None
+        self._save_slice_info = None
+
+    def to_proto(self, export_scope=None) -> dict:
+        return {"variable_name": self._variable.name, "initializer_name": self._initializer_op.name,
+                "snapshot_name": self._snapshot.name,
+                "initial_value_name": self._initial_value.name if self._initial_value is not None
+                else "", "trainable": self._trainable}
+
+    @staticmethod
+    def from_proto(variable_def, import_scope=None):
+        return Variable(variable_def=variable_def)
+
+    # --- TF1 properties ------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._variable.name
+
+    @property
+    def op(self):
+        return self._variable.op
+
+    @property
+    def graph(self):
+        return self._variable.graph
+
+    @property
+    def dtype(self):
+        return self._variable.dtype
+
+    @property
+    def device(self):
+        return self._variable.device
+
+    @property
+    def shape(self):
+        return self._variable.shape
+
+    def get_shape(self):
+        return self._variable.shape
+
+    @property
+    def initializer(self):
+        return self._initializer_op
+
+    @property
+    def initial_value(self):
+        return self._initial_value
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def constraint(self):
+        return self._constraint
+
+    def value(self):
+        return self._snapshot
+
+    def read_value(self):
+        return array_ops.identity(self._variable, name="read")
+
+    def _ref(self):
+        return self._variable
+
+    def _as_tensor(self):
+        return self._snapshot
+
+    def _as_graph_element(self):
+        return self._variable
+
+    def initialized_value(self):
+        """The value to initialize another variable from (TF1 helper).
+
+        TF1 builds ``cond(is_initialized, read, initial_value)``; dflab returns the initial
+        value, which is what that cond yields inside an initializer run.
+        """
+        return array_ops.identity(self._initial_value)
+
+    def eval(self, session=None):
+        return self._snapshot.eval(session=session)
+
+    def load(self, value, session=None):
+        from dflab.runtime.session import get_default_session
+
+        session = session or get_default_session()
+        if session is None:
+            raise ValueError("Either session argument should be provided or default session "
+                             "should be established")
+        session.run(self._initializer_op, {self._initial_value: value})
+
+    # --- updates -------------------------------------------------------------------------
+    def assign(self, value, use_locking=False, name=None, read_value=True):
+        out = state_ops.assign(self._variable, value, use_locking=use_locking, name=name)
+        return out if read_value else out.op
+
+    def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+        out = state_ops.assign_add(self._variable, delta, use_locking=use_locking, name=name)
+        return out if read_value else out.op
+
+    def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
+        out = state_ops.assign_sub(self._variable, delta, use_locking=use_locking, name=name)
+        return out if read_value else out.op
+
+    def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        return state_ops.scatter_update(self._variable, sparse_delta.indices,
+                                        sparse_delta.values, use_locking, name)
+
+    def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        return state_ops.scatter_add(self._variable, sparse_delta.indices,
+                                     sparse_delta.values, use_locking, name)
+
+    def scatter_sub(self, sparse_delta, use_locking=False, name=None):
+        return state_ops.scatter_sub(self._variable, sparse_delta.indices,
+                                     sparse_delta.values, use_locking, name)
+
+    def count_up_to(self, limit):
+        raise NotImplementedError("count_up_to is not implemented")
+
+    def __repr__(self):
+        return (f"<tf.Variable '{self.name}' shape={self.shape} "
+                f"dtype={self.dtype.base_dtype.name}_ref>")
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+    def __bool__(self):
+        raise TypeError("Using a `tf.Variable` as a Python `bool` is not allowed.")
+
+    def __iter__(self):
+        raise TypeError("'Variable' object is not iterable.")
+
+    @classmethod
+    def _overload_operator(cls, operator):
+        tensor_oper = getattr(_ops.Tensor, operator)
+
+        def _run_op(a, *args, **kwargs):
+            return tensor_oper(a._as_tensor(), *args, **kwargs)
+
+        _run_op.__name__ = operator
+        setattr(cls, operator, _run_op)
+
+
+VariableV1 = Variable
+RefVariable = Variable
+
+
+def _overload_variable_operators():
+    """Give Variable every operator Tensor has (reads the snapshot, like TF1)."""
+    for op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+               "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+               "__rmod__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__",
+               "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__and__",
+               "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__invert__", "__div__",
+               "__rdiv__"):
+        if hasattr(_ops.Tensor, op):
+            Variable._overload_operator(op)
+
+
+# --- collections and initializers -------------------------------------------------------------------
+def global_variables(scope=None):
+    return _ops.get_collection(GraphKeys.GLOBAL_VARIABLES, scope)
+
+
+all_variables = global_variables
+
+
+def local_variables(scope=None):
+    return _ops.get_collection(GraphKeys.LOCAL_VARIABLES, scope)
+
+
+def model_variables(scope=None):
+    return _ops.get_collection(GraphKeys.MODEL_VARIABLES, scope)
+
+
+def trainable_variables(scope=None):
+    return _ops.get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
+
+
+def variables_initializer(var_list, name="init"):
+    var_list = list(var_list)
+    if var_list:
+        return control_flow_ops.group(*[v.initializer for v in var_list], name=name)
+    return control_flow_ops.no_op(name=name)
+
+
+initialize_variables = variables_initializer
+
+
+def global_variables_initializer():
+    return variables_initializer(global_variables())
+
+
+initialize_all_variables = global_variables_initializer
+
+
+def local_variables_initializer():
+    return variables_initializer(local_variables(), name="init")
+
+
+def is_variable_initialized(variable):
+    return state_ops.is_variable_initialized(variable)
+
+
+def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
+    if var_list is None:
+        var_list = global_variables() + local_variables()
+    if not var_list:
+        from dflab.framework.constant_op import constant
+
+        return constant([], dtype=_dt.string, name=name)
+    return state_ops.report_uninitialized(var_list, name=name)
+
+
+def assert_variables_initialized(var_list=None):
+    raise NotImplementedError("use report_uninitialized_variables")
+
+
+__all__ = [
+    "Variable", "VariableV1", "global_variables", "all_variables", "local_variables",
+    "model_variables", "trainable_variables", "variables_initializer", "initialize_variables",
+    "global_variables_initializer", "initialize_all_variables", "local_variables_initializer",
+    "is_variable_initialized", "report_uninitialized_variables",
+]

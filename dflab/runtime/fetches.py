@@ -1,0 +1,99 @@
+"""Fetch mapping: nested fetch structures <-> a flat list of unique tensors and target ops.
+
+``Session.run`` accepts a tensor, an op, a name, a Variable, or any nesting of lists, tuples,
+dicts and namedtuples of them, and returns the same structure with ops mapped to None. A tensor
+fetched twice is computed once. Mappers for plain (hashable) fetches are cached per graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dflab.framework import ops as _ops
+
+
+class _Mapper:
+    __slots__ = ("tensors", "targets", "build")
+
+    def __init__(self, tensors, targets, build):
+        self.tensors = tensors
+        self.targets = targets
+        self.build = build
+
+
+def _element(graph, x):
+    try:
+        el = graph.as_graph_element(x)
+    except (KeyError, ValueError) as e:
+        raise type(e)(f"Fetch argument {x!r} cannot be interpreted as a Tensor. ({e})") from None
+    except TypeError:
+        raise TypeError(
+            f"Fetch argument {x!r} has invalid type {type(x).__name__}, must be a string or "
+            "Tensor. (Can not convert a {0} into a Tensor or Operation.)".format(
+                type(x).__name__)
+        ) from None
+    return el
+
+
+def mapper_for(graph, fetches) -> _Mapper:
+    cache = graph.__dict__.setdefault("_fetch_mapper_cache", {})
+    try:
+        m = cache.get(fetches)
+    except TypeError:  # unhashable structure
+        m = None
+        cacheable = False
+    else:
+        cacheable = True
+    if m is not None:
+        return m
+    m = _build_mapper(graph, fetches)
+    if cacheable and isinstance(fetches, (_ops.Tensor, _ops.Operation, str)):
+        cache[fetches] = m
+    return m
+
+
+def _build_mapper(graph, fetches) -> _Mapper:
+    tensors: list = []
+    targets: list = []
+    t_index: dict[int, int] = {}
+    seen_targets: set[int] = set()
+
+    def leaf(x):
+        el = _element(graph, x)
+        if isinstance(el, _ops.Operation):
+            if id(el) not in seen_targets:
+                seen_targets.add(id(el))
+                targets.append(el)
+            return lambda vals: None
+        k = t_index.get(id(el))
+        if k is None:
+            k = t_index[id(el)] = len(tensors)
+            tensors.append(el)
+        return lambda vals, k=k: vals[k]
+
+    def walk(x):
+        if x is None:
+            raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
+        if isinstance(x, (list, tuple)) and not _is_namedtuple(x):
+            parts = [walk(e) for e in x]
+            kind = type(x)
+            if kind is list:
+                return lambda vals: [p(vals) for p in parts]
+            if kind is tuple:
+                return lambda vals: tuple(p(vals) for p in parts)
+            return lambda vals: kind(p(vals) for p in parts)
+        if _is_namedtuple(x):
+            parts = [walk(e) for e in x]
+            return lambda vals: type(x)(*[p(vals) for p in parts])
+        if isinstance(x, Mapping):
+            items = [(k, walk(v)) for k, v in x.items()]
+            kind = type(x)
+            return lambda vals: kind((k, p(vals)) for k, p in items)
+        return leaf(x)
+
+    build = walk(fetches)
+    return _Mapper(tensors, targets, build)
+
+
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")

@@ -1,0 +1,84 @@
+"""Per-device resource containers: variable state (and later queues) owned by a session.
+
+A ``VarState`` is what a ref-typed tensor carries at run time: the variable's current value and
+its lock. Values are immutable by convention (stored read-only; updates install a new array), so
+a reader that got the old array keeps a consistent snapshot, and fetched values can never alias
+mutable state.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from dflab.framework import errors
+
+
+class VarState:
+    __slots__ = ("name", "value", "lock", "device")
+
+    def __init__(self, name: str, device: str = ""):
+        self.name = name
+        self.value = None
+        self.lock = threading.Lock()
+        self.device = device
+
+    @property
+    def initialized(self) -> bool:
+        return self.value is not None
+
+    def read(self):
+        v = self.value
+        if v is None:
+            raise errors.FailedPreconditionError(
+                None, None, f"Attempting to use uninitialized value {self.name}"
+            )
+        return v
+
+    def set(self, value) -> None:
+        """Install ``value`` (which the caller owns and will not mutate again)."""
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+        self.value = value
+
+    def __repr__(self):
+        state = "uninitialized" if self.value is None else f"shape={np.shape(self.value)}"
+        return f"<VarState {self.name} {state}>"
+
+
+class ResourceMgr:
+    """Named resources of one device: variables, and any stateful kernel's private state."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self._lock = threading.Lock()
+        self._vars: dict[str, VarState] = {}
+        self._other: dict[tuple[str, str], object] = {}
+
+    def variable(self, name: str) -> VarState:
+        v = self._vars.get(name)
+        if v is None:
+            with self._lock:
+                v = self._vars.get(name)
+                if v is None:
+                    v = self._vars[name] = VarState(name, self.device)
+        return v
+
+    def variables(self) -> dict[str, VarState]:
+        return dict(self._vars)
+
+    def lookup_or_create(self, kind: str, name: str, create):
+        key = (kind, name)
+        r = self._other.get(key)
+        if r is None:
+            with self._lock:
+                r = self._other.get(key)
+                if r is None:
+                    r = self._other[key] = create()
+        return r
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vars.clear()
+            self._other.clear()

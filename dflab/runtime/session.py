@@ -1,0 +1,436 @@
+"""``Session``: feeds, fetches, the plan cache, and running plans on the executor.
+
+``run`` maps the user's (possibly nested) fetches to a flat list of unique graph elements, checks
+and converts feeds, then looks up a cached plan for the signature (fetches, feeds, targets). A plan
+is built once per signature: prune the graph to what the fetches need (cutting at fed tensors),
+check it is acyclic, place every op on a device, bind kernels. Variable state lives in per-device
+resource managers owned by the session, so it persists across ``run`` calls and is shared by
+concurrent ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Mapping
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import errors
+from dflab.framework import ops as _ops
+from dflab.framework.tensor_shape import TensorShape
+from dflab.runtime import fetches as _fetches
+from dflab.runtime.config import ConfigProto, RunMetadata, RunOptions
+from dflab.runtime.devices import DeviceSet
+from dflab.runtime.executor import Execution, ExecutorPlan
+from dflab.runtime.placer import place
+
+_default_session = threading.local()
+_step_ids = itertools.count(1)
+
+
+def get_default_session():
+    stack = getattr(_default_session, "stack", None)
+    return stack[-1] if stack else None
+
+
+class _DefaultSessionContext:
+    def __init__(self, sess):
+        self._sess = sess
+
+    def __enter__(self):
+        if not hasattr(_default_session, "stack"):
+            _default_session.stack = []
+        _default_session.stack.append(self._sess)
+        return self._sess
+
+    def __exit__(self, *exc):
+        _default_session.stack.remove(self._sess)
+
+
+class Plan:
+    """A cached, placed, kernel-bound execution plan for one run signature."""
+
+    def __init__(self, executor_plan: ExecutorPlan, placement: dict, ops):
+        self.executor_plan = executor_plan
+        self.placement = placement
+        self.ops = ops
+
+
+class BaseSession:
+    def __init__(self, target: str = "", graph=None, config: ConfigProto | None = None):
+        if target not in ("", None) and not isinstance(target, str):
+            raise TypeError("target must be a string")
+        self._target = target or ""
+        self._graph = graph if graph is not None else _ops.get_default_graph()
+        self._config = config if config is not None else ConfigProto()
+        self._devices = DeviceSet.from_config(self._config, self)
+        self._plans: dict = {}
+        self._plans_lock = threading.Lock()
+        self._closed = False
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        self._blas_limits = None
+        self._partial_runs: dict = {}
+        self._default_ctx = None
+        if self._config.intra_op_parallelism_threads:
+            from threadpoolctl import threadpool_limits
+
+            self._blas_limits = threadpool_limits(self._config.intra_op_parallelism_threads)
+
+    # --- properties ------------------------------------------------------------------------
+    @property
+    def graph(self):
+        return self._graph
+
+    @property
+    def graph_def(self):
+        return self._graph.as_graph_def()
+
+    @property
+    def sess_str(self):
+        return self._target
+
+    @property
+    def devices(self) -> DeviceSet:
+        return self._devices
+
+    def list_devices(self):
+        return self._devices.list()
+
+    def as_default(self):
+        return _DefaultSessionContext(self)
+
+    def __enter__(self):
+        self._default_ctx = _DefaultSessionContext(self)
+        self._default_ctx.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._default_ctx is not None:
+            self._default_ctx.__exit__(exc_type, exc, tb)
+            self._default_ctx = None
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._blas_limits is not None:
+            self._blas_limits.restore_original_limits()
+        self._devices.close()
+
+    def __del__(self):
+        try:
+            if self._pool is not None and not self._closed:
+                self._pool.shutdown(wait=False)
+        except Exception:  # noqa: BLE001 - interpreter teardown
+            pass
+
+    def _inter_op_pool(self):
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._pool = ThreadPoolExecutor(
+                        max_workers=self._config.inter_op_threads(),
+                        thread_name_prefix="dflab-inter-op",
+                    )
+        return self._pool
+
+    # --- run -------------------------------------------------------------------------------
+    def run(self, fetches, feed_dict=None, options: RunOptions | None = None,
+            run_metadata: RunMetadata | None = None):
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        mapper = _fetches.mapper_for(self._graph, fetches)
+        feed_tensors, feed_values = self._process_feeds(feed_dict)
+        plan = self._get_plan(mapper.tensors, mapper.targets, feed_tensors)
+        values = self._run_plan(plan, feed_values, options, run_metadata)
+        return mapper.build(values)
+
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        """A callable that runs ``fetches`` with positional feeds, skipping all per-call lookups."""
+        mapper = _fetches.mapper_for(self._graph, fetches)
+        feed_tensors = [self._feed_key(k) for k in (feed_list or [])]
+        plan = self._get_plan(mapper.tensors, mapper.targets, feed_tensors)
+        convert = [self._feed_converter(t) for t in feed_tensors]
+
+        def call(*args, options=None, run_metadata=None):
+            if len(args) != len(convert):
+                raise ValueError(f"Expected {len(convert)} feeds, got {len(args)}")
+            vals = [c(a) for c, a in zip(convert, args)]
+            return mapper.build(self._run_plan(plan, vals, options, run_metadata))
+
+        return call
+
+    # --- feeds -----------------------------------------------------------------------------
+    def _feed_key(self, key) -> _ops.Tensor:
+        try:
+            t = self._graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+        except (KeyError, ValueError, TypeError) as e:
+            raise TypeError(f"Cannot interpret feed_dict key as Tensor: {e}") from None
+        if not self._graph.is_feedable(t):
+            raise ValueError(f"Tensor {t.name} may not be fed.")
+        return t
+
+    def _process_feeds(self, feed_dict):
+        if not feed_dict:
+            return (), ()
+        tensors, values = [], []
+        seen = set()
+        for key, value in feed_dict.items():
+            t = self._feed_key(key)
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            tensors.append(t)
+            values.append(self._feed_converter(t)(value))
+        # Plans are keyed by the *set* of fed tensors: sort to make the key order-free.
+        order = sorted(range(len(tensors)), key=lambda i: id(tensors[i]))
+        return tuple(tensors[i] for i in order), tuple(values[i] for i in order)
+
+    def _feed_converter(self, t: _ops.Tensor):
+        dtype = t.dtype.base_dtype
+        np_dtype = dtype._np
+        shape = t.shape
+
+        def convert(value):
+            if isinstance(value, _ops.Tensor):
+                raise TypeError(
+                    f"The value of a feed cannot be a tf.Tensor object (feeding {t.name}). "
+                    "Acceptable feed values include Python scalars, strings, lists, numpy "
+                    "ndarrays, or TensorHandles."
+                )
+            if dtype is _dt.string:
+                arr = np.asarray(value, dtype=object)
+            else:
+                src = np.asarray(value)
+                if src.dtype.kind in "USO" or (
+                    src.dtype.kind in "fc" and (dtype.is_integer or dtype.is_bool)
+                    and src.size and not np.all(np.mod(src, 1) == 0)
+                ):
+                    raise TypeError(
+                        f"Cannot feed value of dtype {src.dtype} to Tensor {t.name!r} of "
+                        f"dtype {dtype.name}"
+                    )
+                arr = src.astype(np_dtype, copy=False)
+            if not shape.is_compatible_with(TensorShape(arr.shape)):
+                raise ValueError(
+                    f"Cannot feed value of shape {arr.shape} for Tensor {t.name!r}, which has "
+                    f"shape {shape}"
+                )
+            if arr is value or (isinstance(value, np.ndarray) and np.shares_memory(arr, value)):
+                # Never let a kernel mutate, or a variable capture, the caller's array.
+                arr = arr.view()
+                arr.flags.writeable = False
+            return arr
+
+        return convert
+
+    # --- plans -----------------------------------------------------------------------------
+    def _get_plan(self, fetch_tensors, targets, feed_tensors) -> Plan:
+        key = (tuple(map(id, fetch_tensors)), tuple(map(id, targets)),
+               tuple(map(id, feed_tensors)), self._graph._plan_epoch)
+        plan = self._plans.get(key)
+        if plan is None:
+            with self._plans_lock:
+                plan = self._plans.get(key)
+                if plan is None:
+                    plan = self._build_plan(fetch_tensors, targets, feed_tensors)
+                    self._plans[key] = plan
+        return plan
+
+    def _build_plan(self, fetch_tensors, targets, feed_tensors) -> Plan:
+        for t in fetch_tensors:
+            if not self._graph.is_fetchable(t):
+                raise ValueError(f"Operation {t.op.name!r} has been marked as not fetchable.")
+        ops = prune(fetch_tensors, targets, feed_tensors)
+        ordered = topological_order(ops, feed_tensors)
+        placement = place(ordered, self._devices, self._config)
+        devices = self._devices
+        eplan = ExecutorPlan(
+            ordered, feed_tensors, fetch_tensors,
+            lambda op: devices.kernel_context(placement[op].device),
+        )
+        return Plan(eplan, placement, ordered)
+
+    def _run_plan(self, plan: Plan, feed_values, options, run_metadata):
+        eplan = plan.executor_plan
+        ex = Execution(eplan, feed_values, next(_step_ids))
+        timeout = None
+        if options is not None and options.timeout_in_ms:
+            timeout = options.timeout_in_ms / 1000.0
+        elif self._config.operation_timeout_in_ms:
+            timeout = self._config.operation_timeout_in_ms / 1000.0
+        tracer = None
+        if options is not None and options.trace_level and run_metadata is not None:
+            from dflab.runtime.tracing import StepTracer
+
+            tracer = StepTracer(plan)
+            ex.observer = tracer
+        if eplan.straight_line and timeout is None:
+            ex.run_inline()
+        else:
+            ex.run_dataflow(self._inter_op_pool(), timeout)
+        if tracer is not None:
+            tracer.fill(run_metadata, options)
+        return ex.fetch_values()
+
+    # --- partial runs ----------------------------------------------------------------------
+    def partial_run_setup(self, fetches, feeds=None):
+        mapper = _fetches.mapper_for(self._graph, fetches)
+        feed_tensors = tuple(self._feed_key(f) for f in (feeds or []))
+        plan = self._build_plan(mapper.tensors, mapper.targets, feed_tensors)
+        ex = Execution(plan.executor_plan, (), next(_step_ids), partial=True)
+        handle = f"partial_run_{ex.step_id}"
+        self._partial_runs[handle] = (plan, ex, set(), set())
+        return handle
+
+    def partial_run(self, handle, fetches, feed_dict=None):
+        if handle not in self._partial_runs:
+            raise errors.InvalidArgumentError(None, None, f"Unknown partial run handle {handle}")
+        plan, ex, fed, fetched = self._partial_runs[handle]
+        eplan = plan.executor_plan
+        feed_index = {id(t): k for k, t in enumerate(eplan.feeds)}
+        for key, value in (feed_dict or {}).items():
+            t = self._feed_key(key)
+            k = feed_index.get(id(t))
+            if k is None:
+                raise errors.InvalidArgumentError(
+                    None, t.op, f"Input to feed {t.name} was not specified in partial_run_setup.")
+            if k in fed:
+                raise errors.InvalidArgumentError(
+                    None, t.op, f"Input {t.name} has already been fed.")
+            fed.add(k)
+            ex.provide_feed(k, self._feed_converter(t)(value))
+        mapper = _fetches.mapper_for(self._graph, fetches)
+        fetch_index = {id(t): k for k, t in enumerate(eplan.fetches)}
+        wanted_slots = []
+        for t in mapper.tensors:
+            if id(t) not in fetch_index:
+                raise errors.InvalidArgumentError(
+                    None, t.op, f"Fetch {t.name} was not specified in partial_run_setup.")
+            if id(t) in fetched:
+                raise errors.InvalidArgumentError(
+                    None, t.op, f"Fetch {t.name} has already been fetched.")
+            fetched.add(id(t))
+            wanted_slots.append(eplan.fetch_slots[fetch_index[id(t)]])
+        needed = _needed_nodes(eplan, mapper.tensors, mapper.targets)
+        while True:
+            runnable = [i for i in ex.ready if i in needed]
+            if not runnable:
+                break
+            for i in runnable:
+                ex.step(i)
+        missing = [i for i in needed if not ex.done_flags[i]]
+        if missing:
+            op = eplan.nodes[missing[0]].op
+            raise errors.InvalidArgumentError(
+                None, op, "Partial run cannot compute the fetches: they depend on a feed that "
+                "has not been provided yet.")
+        from dflab.runtime.executor import to_client_value
+
+        return mapper.build([to_client_value(ex.slots[s]) for s in wanted_slots])
+
+
+def _needed_nodes(eplan, tensors, targets) -> set:
+    index = {id(n.op): n.index for n in eplan.nodes}
+    fed = {id(t) for t in eplan.feeds}
+    stack = [t.op for t in tensors if id(t) not in fed] + list(targets)
+    needed = set()
+    while stack:
+        op = stack.pop()
+        i = index.get(id(op))
+        if i is None or i in needed:
+            continue
+        needed.add(i)
+        stack.extend(t.op for t in op.inputs if id(t) not in fed)
+        stack.extend(op.control_inputs)
+    return needed
+
+
+def prune(fetch_tensors, targets, feed_tensors) -> list:
+    """The ops the fetches and targets transitively need, cutting at fed tensors."""
+    fed = {id(t) for t in feed_tensors}
+    seen = {}
+    stack = [t.op for t in fetch_tensors if id(t) not in fed] + list(targets)
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen[id(op)] = op
+        for t in op._inputs:
+            if id(t) not in fed:
+                stack.append(t.op)
+        stack.extend(op._control_inputs)
+    return list(seen.values())
+
+
+def topological_order(ops, feed_tensors) -> list:
+    """Kahn's algorithm in creation order; a cycle raises ``InvalidArgumentError``."""
+    fed = {id(t) for t in feed_tensors}
+    ids = {id(op) for op in ops}
+    indeg = {}
+    succ = {}
+    for op in ops:
+        n = 0
+        for t in op._inputs:
+            if id(t) not in fed and id(t.op) in ids:
+                n += 1
+                succ.setdefault(id(t.op), []).append(op)
+        for c in op._control_inputs:
+            if id(c) in ids:
+                n += 1
+                succ.setdefault(id(c), []).append(op)
+        indeg[id(op)] = n
+    import heapq
+
+    heap = [(op._id, id(op), op) for op in ops if indeg[id(op)] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, _, op = heapq.heappop(heap)
+        order.append(op)
+        for s in succ.get(id(op), ()):
+            indeg[id(s)] -= 1
+            if indeg[id(s)] == 0:
+                heapq.heappush(heap, (s._id, id(s), s))
+    if len(order) != len(ops):
+        stuck = sorted((op for op in ops if indeg[id(op)] > 0), key=lambda o: o._id)
+        names = ", ".join(o.name for o in stuck[:5])
+        raise errors.InvalidArgumentError(
+            None, stuck[0], f"Graph is invalid, contains a cycle with {len(stuck)} nodes, "
+            f"including: {names}"
+        )
+    return order
+
+
+class Session(BaseSession):
+    """TF1 ``tf.Session``."""
+
+
+class InteractiveSession(BaseSession):
+    """A session that installs itself as the default on construction (TF1 semantics)."""
+
+    def __init__(self, target="", graph=None, config=None):
+        super().__init__(target, graph, config)
+        self._ctx = _DefaultSessionContext(self)
+        self._ctx.__enter__()
+
+    def close(self):
+        if self._ctx is not None:
+            try:
+                self._ctx.__exit__(None, None, None)
+            except ValueError:
+                pass
+            self._ctx = None
+        super().close()
+
+
+def _is_mapping(x):
+    return isinstance(x, Mapping)
