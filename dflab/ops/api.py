@@ -2,14 +2,18 @@
 exports in ``__all__``; this module re-exports them all."""
 
 from dflab.ops import math_ops as _math_ops
+from dflab.ops import variables as _variables
 from dflab.ops.array_ops import *  # noqa: F403
 from dflab.ops.control_flow_ops import *  # noqa: F403
 from dflab.ops.gradients import IndexedSlices, gradients  # noqa: F401
+from dflab.ops.init_ops import *  # noqa: F403
 from dflab.ops.math_ops import *  # noqa: F403
+from dflab.ops.nn_ops import *  # noqa: F403
+from dflab.ops.random_ops import *  # noqa: F403
 from dflab.ops.state_ops import *  # noqa: F403
+from dflab.ops.training_ops import *  # noqa: F403
+from dflab.ops.variable_scope import *  # noqa: F403
 from dflab.ops.variables import *  # noqa: F403
 
 _math_ops._install_operators()
-from dflab.ops import variables as _variables  # noqa: E402
-
 _variables._overload_variable_operators()

@@ -1,0 +1,1 @@
+"""nn_kernels (being written)."""

@@ -1,0 +1,1 @@
+"""random_kernels (being written)."""

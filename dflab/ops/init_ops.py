@@ -1,0 +1,3 @@
+"""init_ops (being written)."""
+
+__all__ = []

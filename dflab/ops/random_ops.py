@@ -1,0 +1,3 @@
+"""random_ops (being written)."""
+
+__all__ = []

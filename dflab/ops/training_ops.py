@@ -1,0 +1,3 @@
+"""training_ops (being written)."""
+
+__all__ = []

@@ -1,0 +1,3 @@
+"""variable_scope (being written)."""
+
+__all__ = []
