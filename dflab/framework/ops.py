@@ -570,7 +570,9 @@ class Graph:
                 name = name[:-1]
                 if name in self._ops_by_name:
                     raise ValueError(f"Duplicate node name in graph: {name!r}")
-                self._names_in_use[name.lower()] = self._names_in_use.get(name.lower(), 0) + 1
+                # A scope-style name ("w/") names the op exactly; make sure later unique_name
+                # calls see it as taken without counting the scope's own use twice.
+                self._names_in_use.setdefault(name.lower(), 1)
             else:
                 if not _VALID_NAME.match(name):
                     raise ValueError(f"'{name}' is not a valid node name")

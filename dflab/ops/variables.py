@@ -32,9 +32,12 @@ class Variable:
         init_from_fn = callable(initial_value)
         values = None if init_from_fn else [initial_value]
         with _ops.name_scope(name, "Variable", values) as scope:
-            with _ops.name_scope("Initializer" if init_from_fn else "initial_value"):
-                init = initial_value() if init_from_fn else initial_value
-                self._initial_value = _ops.convert_to_tensor(init, dtype=dtype,
+            if init_from_fn:
+                with _ops.name_scope("Initializer"):
+                    self._initial_value = _ops.convert_to_tensor(
+                        initial_value(), dtype=dtype, name="initial_value")
+            else:
+                self._initial_value = _ops.convert_to_tensor(initial_value, dtype=dtype,
                                                              name="initial_value")
             shape = self._initial_value.shape if validate_shape else None
             if shape is not None and not shape.is_fully_defined():

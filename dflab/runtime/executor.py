@@ -331,11 +331,9 @@ class Execution:
         if not nodes:
             return
         self._outstanding = 1  # this thread
-        pool_work, inline = self._split(list(self.ready))
+        ready = list(self.ready)
         self.ready.clear()
-        for j in pool_work:
-            self._submit(pool, j)
-        self._work(pool, inline)
+        self._work(pool, ready)
         if not self._finished.wait(timeout):
             self.cancelled.set()
             raise errors.DeadlineExceededError(
@@ -345,43 +343,43 @@ class Execution:
         if self.error is not None:
             raise self.error
 
-    def _split(self, ready: list[int]):
-        """Ready nodes -> (for the pool, for this thread): keep cheap ones and one expensive."""
-        nodes = self.plan.nodes
-        pool_work, inline = [], []
-        kept_expensive = False
-        for j in ready:
-            n = nodes[j]
-            if n.blocking:
-                pool_work.append(j)
-            elif n.expensive:
-                if kept_expensive:
-                    pool_work.append(j)
-                else:
-                    kept_expensive = True
-                    inline.append(j)
-            else:
-                inline.append(j)
-        return pool_work, inline
-
     def _submit(self, pool, j: int) -> None:
         with self.lock:
             self._outstanding += 1
         pool.submit(self._work, pool, [j])
 
-    def _work(self, pool, stack: list[int]) -> None:
+    def _work(self, pool, ready: list[int]) -> None:
+        """Run ``ready`` and whatever it makes ready: cheap nodes first, inline; one expensive
+        node is held back to run here once no cheap work is left, any further expensive (and
+        every blocking) node goes to the pool. A chain never changes threads; two branches that
+        become ready together run in parallel."""
+        nodes = self.plan.nodes
+        cheap: list[int] = []
+        held = None
         try:
-            while stack:
+            pending = ready
+            while True:
+                for j in pending:
+                    n = nodes[j]
+                    if n.blocking:
+                        self._submit(pool, j)
+                    elif n.expensive:
+                        if held is None:
+                            held = j
+                        else:
+                            self._submit(pool, j)
+                    else:
+                        cheap.append(j)
+                if cheap:
+                    i = cheap.pop()
+                elif held is not None:
+                    i, held = held, None
+                else:
+                    break
                 if self.cancelled.is_set():
                     return
-                i = stack.pop()
                 self._execute(i)
-                new = self._propagate(i)
-                if new:
-                    pool_work, inline = self._split(new)
-                    for j in pool_work:
-                        self._submit(pool, j)
-                    stack.extend(inline)
+                pending = self._propagate(i)
         except BaseException as e:  # noqa: BLE001 - reported to the waiting caller
             with self.lock:
                 if self.error is None:

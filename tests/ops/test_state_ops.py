@@ -1,0 +1,136 @@
+"""Variables and the ops that update them through references."""
+
+import numpy as np
+import pytest
+
+import dflab as tf
+
+
+def test_variable_structure_matches_tf1():
+    v = tf.Variable(tf.zeros([2, 3]), name="w")
+    g = tf.get_default_graph()
+    assert v.name == "w:0" and v.op.type == "VariableV2"
+    assert v.dtype == tf.float32._as_ref()
+    assert v.shape.as_list() == [2, 3]
+    assert g.get_operation_by_name("w/Assign") is v.initializer
+    assert v.value().name == "w/read:0"
+    assert v.initial_value.op.name == "zeros"  # a tensor initial value is used as is
+    assert tf.Variable([1.0], name="p").initial_value.name == "p/initial_value:0"
+    assert g.get_operation_by_name("w/read").colocation_groups() == [b"loc:@w"]
+    v2 = tf.Variable(1.0, name="w")
+    assert v2.name == "w_1:0"
+
+
+def test_initialize_read_assign():
+    v = tf.Variable([1.0, 2.0], name="v")
+    with tf.Session() as s:
+        assert not s.run(tf.is_variable_initialized(v))
+        names = s.run(tf.report_uninitialized_variables())
+        assert list(names) == [b"v"]
+        s.run(tf.global_variables_initializer())
+        assert s.run(tf.is_variable_initialized(v))
+        assert len(s.run(tf.report_uninitialized_variables())) == 0
+        np.testing.assert_array_equal(s.run(v.assign([3.0, 4.0])), [3.0, 4.0])
+        np.testing.assert_array_equal(s.run(v.assign_sub([1.0, 1.0])), [2.0, 3.0])
+        np.testing.assert_array_equal(s.run(tf.assign_add(v, [1.0, 1.0])), [3.0, 4.0])
+        np.testing.assert_array_equal(v.eval(s), [3.0, 4.0])
+
+
+def test_variable_operators_read_snapshot():
+    v = tf.Variable(2.0)
+    with tf.Session() as s:
+        s.run(v.initializer)
+        assert s.run(v * 3.0) == 6.0
+        assert s.run(1.0 - v) == -1.0
+        assert s.run(-v) == -2.0
+
+
+def test_state_persists_across_runs_and_is_per_session():
+    v = tf.Variable(0.0)
+    inc = v.assign_add(1.0)
+    with tf.Session() as s1, tf.Session() as s2:
+        s1.run(v.initializer)
+        s2.run(v.initializer)
+        for _ in range(3):
+            s1.run(inc)
+        assert s1.run(v) == 3.0 and s2.run(v) == 0.0
+
+
+def test_assign_shape_validation():
+    v = tf.Variable(tf.zeros([2]))
+    with pytest.raises(ValueError):
+        v.assign([1.0, 2.0, 3.0])
+    p = tf.placeholder(tf.float32, [None])
+    a = v.assign(p)
+    with tf.Session() as s:
+        s.run(v.initializer)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="match"):
+            s.run(a, {p: [1.0, 2.0, 3.0]})
+        np.testing.assert_array_equal(s.run(v), [0.0, 0.0])  # state untouched by the failure
+    free = tf.Variable(tf.zeros([2]), validate_shape=False)
+    grow = tf.assign(free, p, validate_shape=False)
+    with tf.Session() as s:
+        s.run(free.initializer)
+        assert s.run(grow, {p: [1.0, 2.0, 3.0]}).shape == (3,)
+
+
+def test_assign_dtype_mismatch():
+    v = tf.Variable(tf.zeros([2]))
+    with pytest.raises((TypeError, ValueError)):
+        tf.assign(v, tf.constant([1, 2]))
+
+
+def test_initializer_depending_on_other_variable():
+    a = tf.Variable([1.0, 2.0])
+    b = tf.Variable(a.initialized_value() * 2.0)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        np.testing.assert_array_equal(s.run(b), [2.0, 4.0])
+
+
+@pytest.mark.parametrize("fn,ref", [
+    (tf.scatter_update, lambda v, i, u: _np_set(v, i, u)),
+    (tf.scatter_add, lambda v, i, u: _np_at(np.add, v, i, u)),
+    (tf.scatter_sub, lambda v, i, u: _np_at(np.subtract, v, i, u)),
+    (tf.scatter_mul, lambda v, i, u: _np_at(np.multiply, v, i, u)),
+])
+def test_scatter_ops(fn, ref):
+    init = np.arange(12, dtype=np.float32).reshape(4, 3) + 1
+    idx = np.array([2, 0, 2], dtype=np.int32)
+    upd = np.full((3, 3), 2.0, np.float32)
+    v = tf.Variable(init)
+    op = fn(v, idx, upd) if fn is not tf.scatter_update else fn(v, [2, 0], upd[:2])
+    with tf.Session() as s:
+        s.run(v.initializer)
+        before = s.run(v)
+        s.run(op)
+        got = s.run(v)
+    want = ref(init, idx, upd) if fn is not tf.scatter_update else ref(init, [2, 0], upd[:2])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(before, init)  # earlier fetch not affected by in-place update
+
+
+def test_scatter_out_of_range_is_invalid_argument():
+    v = tf.Variable(tf.zeros([3, 2]))
+    op = tf.scatter_add(v, [5], tf.ones([1, 2]))
+    with tf.Session() as s:
+        s.run(v.initializer)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not in"):
+            s.run(op)
+
+
+def test_assign_to_non_ref_is_type_error():
+    with pytest.raises(TypeError):
+        tf.assign(tf.constant([1.0]), [2.0])
+
+
+def _np_set(v, i, u):
+    out = v.copy()
+    out[i] = u
+    return out
+
+
+def _np_at(fn, v, i, u):
+    out = v.copy()
+    fn.at(out, i, u)
+    return out

@@ -1,0 +1,157 @@
+"""The executor: single steps, concurrency of independent branches, release of dead tensors,
+cancellation on error, and many client threads sharing variables."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.framework import registry
+from dflab.kernels.registry import register_kernel
+from dflab.runtime.executor import Execution
+
+_BARRIER = {}
+
+
+def _barrier_op(x, key):
+    """A test-only expensive op: each instance waits at a 2-party barrier, so a step with two of
+    them only finishes if the executor really runs them at the same time."""
+    if "TestBarrier" not in registry.registered_ops():
+        registry.register_op("TestBarrier", lambda op: [(op.inputs[0].dtype, op.inputs[0].shape)],
+                             expensive=True, stateful=True)
+
+        def factory(op, ctx):
+            def wait(v):
+                _BARRIER[op._attrs["key"]].wait()
+                return v
+
+            return wait
+
+        register_kernel("TestBarrier", factory=factory)
+    return tf.get_default_graph()._create_op("TestBarrier", [x], {"key": key}, None).outputs[0]
+
+
+def test_independent_branches_run_concurrently():
+    _BARRIER["k"] = threading.Barrier(2, timeout=10)
+    x = tf.placeholder(tf.float32, [])
+    a = _barrier_op(x + 1.0, "k")
+    b = _barrier_op(x + 2.0, "k")
+    with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=2)) as s:
+        assert s.run(a + b, {x: 0.0}) == 3.0
+
+
+def test_error_in_one_branch_cancels_step():
+    _BARRIER["never"] = threading.Barrier(3, timeout=10)  # will never fill
+    x = tf.placeholder(tf.float32, [None])
+    y = tf.placeholder(tf.float32, [None])
+    bad = tf.add(x, y, name="bad")
+    ok = _barrier_op(x, "never")
+    with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=2)) as s:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="bad"):
+            s.run([ok, bad, _barrier_op(y, "never")], {x: [1.0, 2.0], y: [1.0, 2.0, 3.0]})
+    _BARRIER["never"].abort()
+
+
+def _plan_for(sess, fetches, feeds=()):
+    from dflab.runtime import fetches as fetch_mod
+
+    m = fetch_mod.mapper_for(sess.graph, fetches)
+    return sess._get_plan(m.tensors, m.targets, tuple(feeds)).executor_plan
+
+
+def test_step_api_runs_one_node_at_a_time_and_matches_run():
+    x = tf.constant(2.0, name="x")
+    y = tf.constant(3.0, name="y")
+    z = tf.multiply(x + y, y, name="z")
+    with tf.Session() as s:
+        plan = _plan_for(s, z)
+        ex = Execution(plan)
+        ready_names = sorted(plan.nodes[i].op.name for i in ex.ready)
+        assert ready_names == ["x", "y"]
+        # dataflow order is free: run y first
+        yi = next(i for i in ex.ready if plan.nodes[i].op.name == "y")
+        ex.step(yi)
+        order = [plan.nodes[yi].op.name]
+        while ex.ready:
+            order.append(plan.nodes[ex.step()].op.name)
+        assert ex.finished and order[0] == "y" and order[-1] == "z"
+        assert ex.fetch_values() == [s.run(z)]
+        with pytest.raises(tf.errors.OutOfRangeError):
+            ex.step()
+
+
+def test_tensors_released_at_last_use():
+    x = tf.placeholder(tf.float32, [4])
+    h = x
+    for _ in range(5):
+        h = h + 1.0
+    with tf.Session() as s:
+        plan = _plan_for(s, h, [x])
+        ex = Execution(plan, [np.zeros(4, np.float32)])
+        ex.run_inline()
+        live = [v for v in ex.slots if v is not None]
+        assert len(live) <= 2  # the fetched result (and constants' slots are released too)
+        ex2 = Execution(plan, [np.zeros(4, np.float32)])
+        while ex2.ready:
+            ex2.step()
+        assert sum(v is not None for v in ex2.slots) <= 2
+        np.testing.assert_array_equal(ex2.fetch_values()[0], np.full(4, 5.0))
+
+
+def test_concurrent_clients_with_locking_are_exact():
+    counter = tf.Variable(0, dtype=tf.int64, name="counter")
+    other = tf.Variable(0.0, name="other")
+    inc = counter.assign_add(tf.constant(1, tf.int64), use_locking=True)
+    inc2 = tf.group(counter.assign_add(tf.constant(2, tf.int64), use_locking=True),
+                    other.assign_add(1.0, use_locking=True))
+    read = counter + 0
+    n_threads, n_runs = 8, 200
+    errors = []
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+
+        def client(k):
+            try:
+                for i in range(n_runs):
+                    if (i + k) % 2:
+                        s.run(inc)
+                    else:
+                        s.run([inc2, read])
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "deadlock"
+        assert not errors
+        total = s.run(counter)
+        n_inc = n_threads * n_runs // 2
+        assert total == n_inc * 1 + n_inc * 2
+        assert s.run(other) == n_inc
+
+
+def test_concurrent_dataflow_runs_share_session():
+    a = tf.placeholder(tf.float64, [64, 64])
+    m1 = tf.matmul(a, a)
+    m2 = tf.matmul(a, tf.transpose(a) if hasattr(tf, "transpose") else a)
+    out = tf.add(m1, m2)
+    rng = np.random.default_rng(0)
+    mats = [rng.standard_normal((64, 64)) for _ in range(8)]
+    results = {}
+    with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=2)) as s:
+        def client(k):
+            for _ in range(20):
+                results[k] = s.run(out, {a: mats[k]})
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    for k, m in enumerate(mats):
+        want = m @ m + m @ (m.T if hasattr(tf, "transpose") else m)
+        np.testing.assert_allclose(results[k], want, rtol=1e-10)
