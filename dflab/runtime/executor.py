@@ -140,6 +140,7 @@ class ExecutorPlan:
         self.n_expensive = sum(n.expensive for n in nodes)
         self._compute_releases()
         self.schedule = [(n.fn, n.inputs, n.out_base, n.n_out, n.releases) for n in nodes]
+        self._compiled = None
 
     def _bind_kernel(self, node, ctx) -> None:
         op = node.op
@@ -179,6 +180,19 @@ class ExecutorPlan:
     @property
     def straight_line(self) -> bool:
         return not self.has_blocking and self.n_expensive < 2
+
+    def compiled(self):
+        """The straight-line schedule as one generated Python function (built on first use).
+
+        Each tensor becomes a local variable and each node one line ``v7 = k3(v2, v5)``, so a
+        step costs little more than the kernel calls themselves. The source is generated only
+        from integer indices (no names or strings from the graph), so nothing from a graph or a
+        file ever reaches ``compile``. A failing line maps back to its node through the
+        traceback's line number.
+        """
+        if self._compiled is None:
+            self._compiled = _compile_schedule(self)
+        return self._compiled
 
 
 def _attach_op(e: BaseException, op) -> errors.OpError:
@@ -308,6 +322,19 @@ class Execution:
                 self._execute(i)
                 self._propagate(i)
             return
+        fn, line_to_node = self.plan.compiled()
+        if fn is not None:
+            n_feeds = len(self.plan.feeds)
+            try:
+                out = fn(slots[:n_feeds])
+            except BaseException as e:
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                raise _attach_op(e, self.plan.nodes[_failed_node(e, line_to_node)].op) from e
+            for s, v in zip(self.plan.fetch_slots, out):
+                slots[s] = v
+            self.executed = len(self.plan.nodes)
+            return
         i = 0
         try:
             for fn, ins, base, n_out, rel in self.plan.schedule:
@@ -402,6 +429,56 @@ class Execution:
             except errors.OpError as e:
                 raise _attach_op(e, t.op) from None
         return out
+
+
+_MAX_COMPILED_NODES = 20000
+_GENERATED_FILE = "<dflab straight-line schedule>"
+
+
+def _compile_schedule(plan):
+    """Generate ``run(feeds) -> fetches`` for a straight-line plan; (None, None) if too big."""
+    if len(plan.nodes) > _MAX_COMPILED_NODES:
+        return None, None
+    lines = ["def run(F):"]
+    line_to_node = {}
+    if plan.feeds:
+        lines.append("    " + ", ".join(f"v{k}" for k in range(len(plan.feeds))) + ", = F")
+    fetched = set(plan.fetch_slots)
+    for node in plan.nodes:
+        call = f"k{node.index}(" + ", ".join(f"v{s}" for s in node.inputs) + ")"
+        if node.n_out == 1:
+            text = f"v{node.out_base} = {call}"
+        elif node.n_out == 0:
+            text = call
+        else:
+            outs = ", ".join(f"v{node.out_base + k}" for k in range(node.n_out))
+            text = f"{outs}, = {call}"
+        lines.append("    " + text)
+        line_to_node[len(lines)] = node.index
+        dead = [s for s in node.releases if s not in fetched]
+        if dead:  # release tensors at their last use (peak memory of long chains)
+            lines.append("    " + " = ".join(f"v{s}" for s in dead) + " = None")
+    lines.append("    return (" + "".join(f"v{s}, " for s in plan.fetch_slots) + ")")
+    # Kernels are bound as default arguments: fast local lookups inside the function.
+    kernel_args = ", ".join(f"k{n.index}=K[{n.index}]" for n in plan.nodes)
+    src = "def make(K):\n" + "\n".join("    " + ln for ln in lines) + "\n    return run\n"
+    if kernel_args:
+        src = src.replace("def run(F):", f"def run(F, {kernel_args}):", 1)
+    namespace: dict = {}
+    exec(compile(src, _GENERATED_FILE, "exec"), namespace)  # noqa: S102 - indices only
+    run = namespace["make"]([n.fn for n in plan.nodes])
+    # Line numbers in `src` are shifted by the `def make` header line.
+    return run, {ln + 1: i for ln, i in line_to_node.items()}
+
+
+def _failed_node(exc, line_to_node) -> int:
+    tb = exc.__traceback__
+    node = 0
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == _GENERATED_FILE:
+            node = line_to_node.get(tb.tb_lineno, node)
+        tb = tb.tb_next
+    return node
 
 
 def to_client_value(v):
