@@ -51,10 +51,10 @@ class OpError(Exception):
 
 
 def _subclass(name: str, code: int) -> type:
-    def __init__(self, node_def=None, op=None, message: str = "", *args, **kwargs):
+    def init(self, node_def=None, op=None, message: str = "", *args, **kwargs):
         OpError.__init__(self, node_def, op, message, code)
 
-    return type(name, (OpError,), {"__init__": __init__, "error_code": code})
+    return type(name, (OpError,), {"__init__": init, "error_code": code})
 
 
 CancelledError = _subclass("CancelledError", CANCELLED)

@@ -179,7 +179,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                         if pending[id(t.op)] == 0:
                             ready.append(t.op)
         result = []
-        for k, x in enumerate(targets):
+        for x in targets:
             g = _aggregate(grads.get(id(x), []), None)
             if g is None and unconnected_gradients == "zero":
                 g = array_ops.zeros_like(x)

@@ -229,7 +229,7 @@ def _overload_variable_operators():
             Variable._overload_operator(op)
 
 
-# --- collections and initializers -------------------------------------------------------------------
+# --- collections and initializers ----------------------------------------------------------
 def global_variables(scope=None):
     return _ops.get_collection(GraphKeys.GLOBAL_VARIABLES, scope)
 

@@ -22,8 +22,9 @@ class OptimizerOptions:
     L0 = -1
     DEFAULT = 0
 
-    def __init__(self, opt_level=0, do_constant_folding=True, do_common_subexpression_elimination=True,
-                 do_function_inlining=True, global_jit_level=0):
+    def __init__(self, opt_level=0, do_constant_folding=True,
+                 do_common_subexpression_elimination=True, do_function_inlining=True,
+                 global_jit_level=0):
         self.opt_level = opt_level
         self.do_constant_folding = do_constant_folding
         self.do_common_subexpression_elimination = do_common_subexpression_elimination

@@ -219,7 +219,8 @@ def _block_until_cancelled_op(x):
     from dflab.kernels.registry import register_kernel
 
     if "TestBlockUntilCancelled" not in registry.registered_ops():
-        registry.register_op("TestBlockUntilCancelled", lambda op: [(tf.float32, op.inputs[0].shape)],
+        registry.register_op("TestBlockUntilCancelled",
+                             lambda op: [(tf.float32, op.inputs[0].shape)],
                              blocking=True, stateful=True)
 
         def block(step, value):
