@@ -14,7 +14,6 @@ from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape, as_shape
 
 
-
 def _variable_infer(op):
     return [(op._attrs["dtype"]._as_ref(), op._attrs["shape"])]
 

@@ -14,6 +14,9 @@ from dflab.ops import array_ops, control_flow_ops, state_ops
 
 
 class Variable:
+    # NumPy defers to our operators (``np_array * variable`` reads the variable).
+    __array_priority__ = 100
+
     def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True,
                  caching_device=None, name=None, variable_def=None, dtype=None,
                  expected_shape=None, import_scope=None, constraint=None, use_resource=None,
