@@ -44,6 +44,6 @@ from dflab.runtime.config import (
 )
 from dflab.runtime.session import InteractiveSession, Session, get_default_session
 
-from dflab import compat, nn, train  # noqa: E402  isort: skip
+from dflab import compat, layers, losses, nn, train  # noqa: E402  isort: skip
 
 __version__ = "0.1.0"

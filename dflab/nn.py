@@ -1,1 +1,60 @@
-"""``tf.nn``: neural-network ops (activations, losses, convolution, pooling…)."""
+"""``tf.nn``: neural-network ops (activations, losses, convolution, pooling, normalisation…).
+
+A namespace only: the ops live in ``dflab.ops.nn_ops`` (ops with their own kernels) and
+``dflab.ops.nn_impl`` (composites); ``sigmoid`` and ``tanh`` are the math ops, re-exported
+under ``tf.nn`` as TF1 does.
+"""
+
+from dflab.ops.math_ops import sigmoid, tanh
+from dflab.ops.nn_impl import (
+    batch_normalization,
+    conv1d,
+    embedding_lookup,
+    fused_batch_norm,
+    l2_normalize,
+    moments,
+    sigmoid_cross_entropy_with_logits,
+    weighted_cross_entropy_with_logits,
+    xw_plus_b,
+    zero_fraction,
+)
+from dflab.ops.nn_ops import (
+    avg_pool,
+    bias_add,
+    conv2d,
+    conv2d_backprop_filter,
+    conv2d_backprop_input,
+    conv2d_transpose,
+    dropout,
+    elu,
+    in_top_k,
+    l2_loss,
+    leaky_relu,
+    log_softmax,
+    max_pool,
+    relu,
+    relu6,
+    selu,
+    softmax,
+    softmax_cross_entropy_with_logits,
+    softmax_cross_entropy_with_logits_v2,
+    softplus,
+    softsign,
+    sparse_softmax_cross_entropy_with_logits,
+    top_k,
+)
+
+# TF 1.14+ names for the 2-D pools.
+max_pool2d = max_pool
+avg_pool2d = avg_pool
+
+__all__ = [
+    "avg_pool", "avg_pool2d", "batch_normalization", "bias_add", "conv1d", "conv2d",
+    "conv2d_backprop_filter", "conv2d_backprop_input", "conv2d_transpose", "dropout", "elu",
+    "embedding_lookup", "fused_batch_norm", "in_top_k", "l2_loss", "l2_normalize",
+    "leaky_relu", "log_softmax", "max_pool", "max_pool2d", "moments", "relu", "relu6", "selu",
+    "sigmoid", "sigmoid_cross_entropy_with_logits", "softmax",
+    "softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2", "softplus",
+    "softsign", "sparse_softmax_cross_entropy_with_logits", "tanh", "top_k",
+    "weighted_cross_entropy_with_logits", "xw_plus_b", "zero_fraction",
+]

@@ -1,4 +1,9 @@
-"""NumPy kernels for array ops."""
+"""NumPy kernels for array ops.
+
+Kernels check their arguments against TF's rules and raise ``InvalidArgumentError`` naming the
+node (out-of-range indices, sizes that do not fit), never an anonymous NumPy error. They return
+fresh arrays or read-only views of their inputs and never write into an input.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,33 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.registry import kernel, register_kernel
+from dflab.ops.array_ops import strided_slice_spec
 
 
+def _bad(op, message):
+    return errors.InvalidArgumentError(None, op, message)
+
+
+def _ints(v):
+    return [int(e) for e in np.ravel(v)]
+
+
+def _axis(op, axis, ndim, what="axis"):
+    a = int(np.ravel(axis)[0]) if np.ndim(axis) else int(axis)
+    if not -ndim <= a < ndim:
+        raise _bad(op, f"Expected {what} in the range [{-ndim}, {ndim}), but got {a}")
+    return a % ndim
+
+
+def _check_indices(op, idx, limit, what="indices"):
+    bad = (idx < 0) | (idx >= limit)
+    if bad.any():
+        pos = tuple(int(p) for p in np.argwhere(bad)[0])
+        raise _bad(op, f"{what}[{','.join(map(str, pos))}] = {int(idx[pos])} is not in "
+                       f"[0, {limit})")
+
+
+# --- sources and identities -------------------------------------------------------------------
 @kernel("Const")
 def _const(op, ctx):
     value = op._attrs["value"]
@@ -47,32 +77,119 @@ register_kernel("PlaceholderWithDefault", fn=_identity)
 register_kernel("StopGradient", fn=_identity)
 
 
+def _no_op():
+    return None
+
+
+register_kernel("NoOp", fn=_no_op)
+
+
+# --- shapes -----------------------------------------------------------------------------------
 @kernel("Shape")
 def _shape(op, ctx):
     dt = op._attrs["out_type"]._np
     return lambda x: np.array(np.shape(x), dtype=dt)
 
 
-def _reshape(x, shape):
-    return np.reshape(x, shape)
+@kernel("ShapeN")
+def _shape_n(op, ctx):
+    dt = op._attrs["out_type"]._np
+    return lambda *xs: tuple(np.array(np.shape(x), dtype=dt) for x in xs)
 
 
-register_kernel("Reshape", fn=_reshape)
+@kernel("Size")
+def _size(op, ctx):
+    dt = op._attrs["out_type"]._np
+    return lambda x: np.array(np.size(x), dtype=dt)
+
+
+def _rank(x):
+    return np.array(np.ndim(x), dtype=np.int32)
+
+
+register_kernel("Rank", fn=_rank)
+
+
+@kernel("Reshape")
+def _reshape(op, ctx):
+    def reshape(x, shape):
+        x = np.asarray(x)
+        target = _ints(shape)
+        if target.count(-1) > 1:
+            raise _bad(op, f"only one input size may be -1, not both: {target}")
+        if any(d < -1 for d in target):
+            raise _bad(op, f"Size of a reshape target dimension must be >= -1, got {target}")
+        known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+        if -1 in target:
+            if known == 0 or x.size % known:
+                raise _bad(op, f"Input to reshape is a tensor with {x.size} values, but the "
+                               f"requested shape requires a multiple of {known}")
+        elif known != x.size:
+            raise _bad(op, f"Input to reshape is a tensor with {x.size} values, but the "
+                           f"requested shape has {known}")
+        return x.reshape(target)
+
+    return reshape
+
+
+@kernel("ExpandDims")
+def _expand_dims(op, ctx):
+    def expand_dims(x, dim):
+        x = np.asarray(x)
+        a = int(np.ravel(dim)[0])
+        if not -x.ndim - 1 <= a <= x.ndim:
+            raise _bad(op, f"Tried to expand dim index {a} for tensor with {x.ndim} dimensions.")
+        return np.expand_dims(x, a if a >= 0 else a + x.ndim + 1)
+
+    return expand_dims
+
+
+@kernel("Squeeze")
+def _squeeze(op, ctx):
+    axes = op._attrs["squeeze_dims"]
+
+    def squeeze(x):
+        x = np.asarray(x)
+        if not axes:
+            return np.squeeze(x)
+        norm = tuple(sorted({_axis(op, a, x.ndim) for a in axes}))
+        for a in norm:
+            if x.shape[a] != 1:
+                raise _bad(op, f"Can not squeeze dim[{a}], expected a dimension of 1, got "
+                               f"{x.shape[a]}")
+        return np.squeeze(x, axis=norm)
+
+    return squeeze
+
+
+# --- filling ----------------------------------------------------------------------------------
 register_kernel("ZerosLike", fn=np.zeros_like)
 register_kernel("OnesLike", fn=np.ones_like)
 
 
-def _fill(dims, value):
-    return np.full(dims, value, dtype=np.asarray(value).dtype)
+@kernel("Fill")
+def _fill(op, ctx):
+    def fill(dims, value):
+        dims = _ints(dims)
+        if any(d < 0 for d in dims):
+            raise _bad(op, f"dims must be non-negative, got {dims}")
+        return np.full(dims, value, dtype=np.asarray(value).dtype)
+
+    return fill
 
 
-register_kernel("Fill", fn=_fill)
-
-
+# --- stacking, transposing, concatenating, splitting ------------------------------------------
 @kernel("Pack")
 def _pack(op, ctx):
     axis = op._attrs["axis"]
-    return lambda *xs: np.stack(xs, axis=axis)
+
+    def pack(*xs):
+        shapes = {np.shape(x) for x in xs}
+        if len(shapes) > 1:
+            raise _bad(op, f"Shapes of all inputs must match: {sorted(shapes)}")
+        return np.stack(xs, axis=axis)
+
+    return pack
 
 
 @kernel("Unpack")
@@ -80,15 +197,467 @@ def _unpack(op, ctx):
     axis, num = op._attrs["axis"], op._attrs["num"]
 
     def unpack(x):
+        x = np.asarray(x)
         if x.shape[axis] != num:
-            raise ValueError(f"Input has {x.shape[axis]} slices along axis {axis}, expected {num}")
+            raise _bad(op, f"Input has {x.shape[axis]} slices along axis {axis}, expected {num}")
         return tuple(np.moveaxis(x, axis, 0))
 
     return unpack
 
 
-def _no_op():
-    return None
+def _check_perm(op, perm, ndim):
+    if len(perm) != ndim:
+        raise _bad(op, f"transpose expects a vector of size {ndim}. But input(1) is a vector "
+                       f"of size {len(perm)}")
+    if sorted(perm) != list(range(ndim)):
+        raise _bad(op, f"{perm} is not a valid permutation of {ndim} dimensions")
 
 
-register_kernel("NoOp", fn=_no_op)
+@kernel("Transpose")
+def _transpose(op, ctx):
+    def transpose(x, perm):
+        x = np.asarray(x)
+        perm = _ints(perm)
+        _check_perm(op, perm, x.ndim)
+        return np.transpose(x, perm)
+
+    return transpose
+
+
+@kernel("ConjugateTranspose")
+def _conjugate_transpose(op, ctx):
+    def conjugate_transpose(x, perm):
+        x = np.asarray(x)
+        perm = _ints(perm)
+        _check_perm(op, perm, x.ndim)
+        return np.conj(np.transpose(x, perm))
+
+    return conjugate_transpose
+
+
+@kernel("InvertPermutation")
+def _invert_permutation(op, ctx):
+    def invert_permutation(p):
+        p = np.asarray(p)
+        if p.ndim != 1 or not np.array_equal(np.sort(p), np.arange(p.size)):
+            raise _bad(op, f"{p.tolist()} is not a permutation of 0..{p.size - 1}")
+        inv = np.empty_like(p)
+        inv[p] = np.arange(p.size, dtype=p.dtype)
+        return inv
+
+    return invert_permutation
+
+
+@kernel("ConcatV2")
+def _concat(op, ctx):
+    def concat(*args):
+        xs = [np.asarray(x) for x in args[:-1]]
+        ndim = xs[0].ndim
+        if ndim == 0:
+            raise _bad(op, "Can't concatenate scalars (use tf.stack instead)")
+        a = _axis(op, args[-1], ndim, "concat axis")
+        for k, x in enumerate(xs[1:], 1):
+            if x.ndim != ndim or x.shape[:a] + x.shape[a + 1:] != \
+                    xs[0].shape[:a] + xs[0].shape[a + 1:]:
+                raise _bad(op, f"ConcatOp : Dimensions of inputs should match: shape[0] = "
+                               f"{list(xs[0].shape)} vs. shape[{k}] = {list(x.shape)}")
+        return np.concatenate(xs, axis=a)
+
+    return concat
+
+
+@kernel("Split")
+def _split(op, ctx):
+    n = op._attrs["num_split"]
+
+    def split(axis, x):
+        x = np.asarray(x)
+        a = _axis(op, axis, x.ndim, "split axis")
+        if x.shape[a] % n:
+            raise _bad(op, f"Number of ways to split should evenly divide the split dimension, "
+                           f"but got split_dim {a} (size = {x.shape[a]}) and num_split {n}")
+        return tuple(np.split(x, n, axis=a))
+
+    return split
+
+
+@kernel("SplitV")
+def _split_v(op, ctx):
+    n = op._attrs["num_split"]
+
+    def split_v(x, size_splits, axis):
+        x = np.asarray(x)
+        a = _axis(op, axis, x.ndim, "split axis")
+        sizes = _ints(size_splits)
+        d = x.shape[a]
+        if len(sizes) != n or sizes.count(-1) > 1 or any(s < -1 for s in sizes):
+            raise _bad(op, f"invalid size_splits {sizes} for {n} outputs")
+        if -1 in sizes:
+            rest = d - sum(s for s in sizes if s != -1)
+            sizes = [rest if s == -1 else s for s in sizes]
+        if sum(sizes) != d or any(s < 0 for s in sizes):
+            raise _bad(op, f"Determined shape must either match input shape along split_dim "
+                           f"exactly if fully specified, or be less than the size of the input "
+                           f"along split_dim if not fully specified.  Got: {sum(sizes)} vs. {d}")
+        return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=a))
+
+    return split_v
+
+
+# --- slicing ----------------------------------------------------------------------------------
+@kernel("Slice")
+def _slice(op, ctx):
+    def slice_(x, begin, size):
+        x = np.asarray(x)
+        begin, size = _ints(begin), _ints(size)
+        if len(begin) != x.ndim or len(size) != x.ndim:
+            raise _bad(op, f"Expected begin and size arguments to be 1-D tensors of size "
+                           f"{x.ndim}, but got shapes {len(begin)} and {len(size)} instead.")
+        index = []
+        for i, (d, b, s) in enumerate(zip(x.shape, begin, size)):
+            if s == -1:
+                s = d - b
+            if not 0 <= b <= d:
+                raise _bad(op, f"Expected begin[{i}] in [0, {d}], but got {b}")
+            if not 0 <= s <= d - b:
+                raise _bad(op, f"Expected size[{i}] in [0, {d - b}], but got {s}")
+            index.append(slice(b, b + s))
+        return x[tuple(index)]
+
+    return slice_
+
+
+def _numpy_index(op, shape, begin, end, strides):
+    """The NumPy basic index that a StridedSlice's vectors and masks describe."""
+    try:
+        items = strided_slice_spec(op._attrs, _ints(begin), _ints(end), _ints(strides))
+    except ValueError as e:
+        raise _bad(op, str(e)) from None
+    ndim = len(shape)
+    n_ellipsis = ndim - sum(1 for it in items if it[0] in ("index", "slice"))
+    if n_ellipsis < 0:
+        raise _bad(op, f"Index out of range using input dim {ndim}; input has only {ndim} dims")
+    index, k = [], 0
+    for it in items:
+        if it[0] == "ellipsis":
+            index.append(Ellipsis)
+            k += n_ellipsis
+        elif it[0] == "newaxis":
+            index.append(None)
+        elif it[0] == "index":
+            b, d = it[1], shape[k]
+            if not -d <= b < d:
+                raise _bad(op, f"slice index {b} of dimension {k} out of bounds.")
+            index.append(b)
+            k += 1
+        else:
+            index.append(slice(it[1], it[2], it[3]))
+            k += 1
+    return tuple(index)
+
+
+@kernel("StridedSlice")
+def _strided_slice(op, ctx):
+    def strided_slice(x, begin, end, strides):
+        x = np.asarray(x)
+        return x[_numpy_index(op, x.shape, begin, end, strides)]
+
+    return strided_slice
+
+
+@kernel("StridedSliceGrad")
+def _strided_slice_grad(op, ctx):
+    def strided_slice_grad(shape, begin, end, strides, dy):
+        shape = tuple(_ints(shape))
+        dy = np.asarray(dy)
+        index = _numpy_index(op, shape, begin, end, strides)
+        out = np.zeros(shape, dtype=dy.dtype)
+        if out[index].shape != dy.shape:
+            raise _bad(op, f"dy has shape {list(dy.shape)}, but the slice of a tensor of shape "
+                           f"{list(shape)} has shape {list(out[index].shape)}")
+        out[index] = dy  # `out` is this kernel's own fresh array
+        return out
+
+    return strided_slice_grad
+
+
+# --- gathering and scattering -----------------------------------------------------------------
+@kernel("GatherV2")
+def _gather(op, ctx):
+    def gather(params, indices, axis):
+        params, idx = np.asarray(params), np.asarray(indices)
+        if params.ndim == 0:
+            raise _bad(op, "params must be at least 1 dimensional")
+        a = _axis(op, axis, params.ndim)
+        _check_indices(op, idx, params.shape[a])
+        return np.take(params, idx, axis=a)
+
+    return gather
+
+
+def _check_nd_indices(op, idx, shape):
+    k = idx.shape[-1]
+    bad = ((idx < 0) | (idx >= np.asarray(shape[:k], dtype=np.int64))).any(axis=-1)
+    if bad.any():
+        pos = tuple(int(p) for p in np.argwhere(bad)[0])
+        raise _bad(op, f"indices[{','.join(map(str, pos))}] = {idx[pos].tolist()} does not "
+                       f"index into param shape {list(shape)}")
+
+
+@kernel("GatherNd")
+def _gather_nd(op, ctx):
+    def gather_nd(params, indices):
+        params, idx = np.asarray(params), np.asarray(indices)
+        if idx.ndim == 0:
+            raise _bad(op, "indices must be at least a vector")
+        k = idx.shape[-1]
+        if k > params.ndim:
+            raise _bad(op, f"index innermost dimension length must be <= params rank; saw: "
+                           f"{k} vs. {params.ndim}")
+        if k == 0:  # every index picks the whole of params
+            return np.array(np.broadcast_to(params, idx.shape[:-1] + params.shape))
+        _check_nd_indices(op, idx, params.shape)
+        return params[tuple(np.moveaxis(idx, -1, 0))]
+
+    return gather_nd
+
+
+@kernel("ScatterNd")
+def _scatter_nd(op, ctx):
+    def scatter_nd(indices, updates, shape):
+        idx, updates = np.asarray(indices), np.asarray(updates)
+        shape = tuple(_ints(shape))
+        if any(d < 0 for d in shape):
+            raise _bad(op, f"shape must be non-negative, got {list(shape)}")
+        if idx.ndim == 0:
+            raise _bad(op, "indices must be at least a vector")
+        k = idx.shape[-1]
+        if k > len(shape):
+            raise _bad(op, f"The inner {k} dimensions of indices exceed the rank {len(shape)} "
+                           f"of shape")
+        want = idx.shape[:-1] + shape[k:]
+        if updates.shape != want:
+            raise _bad(op, f"updates has shape {list(updates.shape)}, expected {list(want)}")
+        _check_nd_indices(op, idx, shape)
+        out = np.zeros(shape, dtype=updates.dtype)
+        if k == 0:
+            out += updates.reshape((-1,) + shape).sum(axis=0, dtype=updates.dtype)
+        else:
+            np.add.at(out, tuple(np.moveaxis(idx, -1, 0)), updates)  # repeats are summed
+        return out
+
+    return scatter_nd
+
+
+# --- tiling, broadcasting, reversing, padding -------------------------------------------------
+@kernel("Tile")
+def _tile(op, ctx):
+    def tile(x, multiples):
+        x = np.asarray(x)
+        m = _ints(multiples)
+        if len(m) != x.ndim:
+            raise _bad(op, f"Expected multiples argument to be a vector of length {x.ndim} but "
+                           f"got length {len(m)}")
+        if any(v < 0 for v in m):
+            raise _bad(op, f"Expected multiples to be non-negative, got {m}")
+        return np.tile(x, m) if x.ndim else x.copy()
+
+    return tile
+
+
+@kernel("BroadcastTo")
+def _broadcast_to(op, ctx):
+    def broadcast_to(x, shape):
+        target = tuple(_ints(shape))
+        try:
+            # A copy: a zero-stride view would surprise whoever fetches the result.
+            return np.array(np.broadcast_to(x, target))
+        except ValueError:
+            raise _bad(op, f"Incompatible shapes: {list(np.shape(x))} vs. "
+                           f"{list(target)}") from None
+
+    return broadcast_to
+
+
+@kernel("ReverseV2")
+def _reverse(op, ctx):
+    def reverse(x, axis):
+        x = np.asarray(x)
+        axes = [_axis(op, a, x.ndim) for a in _ints(axis)]
+        if len(set(axes)) != len(axes):
+            raise _bad(op, f"axis {_ints(axis)} specifies the same dimension more than once")
+        return np.flip(x, axis=tuple(axes)) if axes else x
+
+    return reverse
+
+
+def _paddings(op, x, paddings, limit_offset=None):
+    p = np.asarray(paddings)
+    if p.shape != (x.ndim, 2):
+        raise _bad(op, f"paddings must be a matrix with 2 columns and {x.ndim} rows: "
+                       f"{list(p.shape)}")
+    if (p < 0).any():
+        raise _bad(op, f"Paddings must be non-negative: {p.tolist()}")
+    if limit_offset is not None:
+        for i, (a, b) in enumerate(p.tolist()):
+            limit = x.shape[i] - limit_offset
+            if a > limit or b > limit:
+                raise _bad(op, f"paddings must be no greater than the dimension size: {a}, {b} "
+                               f"greater than {limit} for dimension {i}")
+    return [(int(a), int(b)) for a, b in p.tolist()]
+
+
+@kernel("Pad")
+def _pad(op, ctx):
+    def pad(x, paddings):
+        x = np.asarray(x)
+        return np.pad(x, _paddings(op, x, paddings), mode="constant")
+
+    return pad
+
+
+@kernel("PadV2")
+def _pad_v2(op, ctx):
+    def pad_v2(x, paddings, constant_values):
+        x = np.asarray(x)
+        return np.pad(x, _paddings(op, x, paddings), mode="constant",
+                      constant_values=np.asarray(constant_values).item())
+
+    return pad_v2
+
+
+_MIRROR_OFFSET = {"REFLECT": 1, "SYMMETRIC": 0}  # REFLECT does not repeat the edge element
+
+
+@kernel("MirrorPad")
+def _mirror_pad(op, ctx):
+    mode = op._attrs["mode"]
+    offset = _MIRROR_OFFSET[mode]
+
+    def mirror_pad(x, paddings):
+        x = np.asarray(x)
+        return np.pad(x, _paddings(op, x, paddings, offset), mode=mode.lower())
+
+    return mirror_pad
+
+
+def _mirror_sources(n, before, after, offset):
+    """For each position of a mirror-padded axis, the input position it copies."""
+    j = np.arange(before + n + after) - before
+    src = np.where(j < 0, -j - 1 + offset, j)
+    return np.where(j >= n, 2 * n - j - 1 - offset, src)
+
+
+@kernel("MirrorPadGrad")
+def _mirror_pad_grad(op, ctx):
+    offset = _MIRROR_OFFSET[op._attrs["mode"]]
+
+    def mirror_pad_grad(grad, paddings):
+        out = np.asarray(grad)
+        p = np.asarray(paddings)
+        if p.shape != (out.ndim, 2) or (p < 0).any():
+            raise _bad(op, f"invalid paddings {p.tolist()} for a gradient of rank {out.ndim}")
+        for ax, (a, b) in enumerate(p.tolist()):
+            if a == 0 and b == 0:
+                continue
+            n = out.shape[ax] - a - b
+            if n < 0 or max(a, b) > n - offset:
+                raise _bad(op, f"paddings {a}, {b} too large for dimension {ax} of size {n}")
+            moved = np.moveaxis(out, ax, 0)
+            acc = np.zeros((n,) + moved.shape[1:], dtype=moved.dtype)
+            np.add.at(acc, _mirror_sources(n, a, b, offset), moved)  # fold the mirrored parts
+            out = np.moveaxis(acc, 0, ax)
+        return out
+
+    return mirror_pad_grad
+
+
+# --- one-hot, selection, masks ----------------------------------------------------------------
+@kernel("OneHot")
+def _one_hot(op, ctx):
+    axis = op._attrs["axis"]
+    dt = op.outputs[0].dtype._np
+
+    def one_hot(indices, depth, on_value, off_value):
+        idx = np.asarray(indices)
+        depth = int(depth)
+        if depth < 0:
+            raise _bad(op, f"depth must be non-negative, got: {depth}")
+        hot = idx[..., None] == np.arange(depth)
+        out = np.where(hot, np.asarray(on_value, dtype=dt), np.asarray(off_value, dtype=dt))
+        return out if axis == -1 else np.moveaxis(out, -1, axis)
+
+    return one_hot
+
+
+@kernel("Select")
+def _select(op, ctx):
+    def select(cond, x, y):
+        cond, x, y = np.asarray(cond), np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            raise _bad(op, f"'then' and 'else' must have the same size.  but received: "
+                           f"{list(x.shape)} vs. {list(y.shape)}")
+        if cond.ndim == 0:
+            return x if cond else y
+        if cond.shape == x.shape:
+            return np.where(cond, x, y)
+        if cond.ndim == 1 and x.ndim > 1 and cond.shape[0] == x.shape[0]:
+            return np.where(cond.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
+        raise _bad(op, f"condition must be a scalar, a vector of size x.shape[0], or have the "
+                       f"shape of x: {list(cond.shape)} vs. {list(x.shape)}")
+
+    return select
+
+
+@kernel("SelectV2")
+def _select_v2(op, ctx):
+    def select_v2(cond, x, y):
+        try:
+            return np.where(cond, x, y)
+        except ValueError:
+            raise _bad(op, f"condition, x and y must be broadcastable: {list(np.shape(cond))}, "
+                           f"{list(np.shape(x))}, {list(np.shape(y))}") from None
+
+    return select_v2
+
+
+def _where(x):
+    return np.argwhere(x).astype(np.int64)
+
+
+register_kernel("Where", fn=_where)
+
+
+@kernel("SequenceMask")
+def _sequence_mask(op, ctx):
+    dt = op._attrs["dtype"]._np
+
+    def sequence_mask(lengths, maxlen=None):
+        lengths = np.asarray(lengths)
+        if maxlen is None:
+            m = int(lengths.max()) if lengths.size else 0
+        else:
+            m = int(maxlen)
+        if m < 0:
+            raise _bad(op, f"maxlen must be non-negative, got {m}")
+        return (np.arange(m) < lengths[..., None]).astype(dt)
+
+    return sequence_mask
+
+
+@kernel("Unique")
+def _unique(op, ctx):
+    idx_dt = op._attrs["out_idx"]._np
+
+    def unique(x):
+        x = np.asarray(x)
+        if x.size == 0:
+            return x.copy(), np.zeros(0, dtype=idx_dt)
+        values, first, inverse = np.unique(x, return_index=True, return_inverse=True)
+        # TF lists values in order of first appearance, NumPy sorted: renumber.
+        order = np.argsort(first, kind="stable")
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size)
+        return values[order], position[inverse.ravel()].astype(idx_dt)
+
+    return unique

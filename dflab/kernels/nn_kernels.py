@@ -1,1 +1,514 @@
-"""nn_kernels (being written)."""
+"""NumPy kernels for nn ops.
+
+Convolution is im2col: the padded input is viewed (no copy) as its sliding windows with
+``sliding_window_view``, the view is strided by the stride and dilation, copied once into a
+``[N*OH*OW, KH*KW*C]`` patch matrix, and multiplied with the filter in one BLAS matmul. The
+filter gradient is the transposed product; the input gradient multiplies the other way and
+scatters the patches back (col2im) with one vectorised slice-add per filter tap, never a loop
+over pixels. Pooling reduces the same window views. Kernels compute in NHWC and transpose NCHW
+data at the boundary. Inputs are never written to.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from dflab.framework import errors
+from dflab.kernels.registry import kernel, register_kernel
+from dflab.ops.conv_ops import conv_output_size
+from dflab.ops.nn_ops import bias_channel_axis
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+def _quiet(fn):
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    quiet.__name__ = getattr(fn, "__name__", "quiet")
+    return quiet
+
+
+def _like(x, value):
+    """``value`` as an array of ``x``'s dtype (NumPy may promote scalars in mixed math)."""
+    return np.asarray(value, dtype=np.asarray(x).dtype)
+
+
+# --- activations ----------------------------------------------------------------------------
+def _relu(x):
+    return np.maximum(x, _like(x, 0))
+
+
+def _relu_grad(g, y):
+    return np.where(y > 0, g, _like(g, 0))
+
+
+def _relu6(x):
+    return np.clip(x, _like(x, 0), _like(x, 6))
+
+
+def _relu6_grad(g, y):
+    return np.where((y > 0) & (y < 6), g, _like(g, 0))
+
+
+def _elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, _like(x, 0))))
+
+
+def _elu_grad(g, y):
+    return np.where(y > 0, g, g * (y + _like(y, 1)))
+
+
+def _selu(x):
+    neg = _like(x, _SELU_SCALE * _SELU_ALPHA) * np.expm1(np.minimum(x, _like(x, 0)))
+    return np.where(x > 0, _like(x, _SELU_SCALE) * x, neg)
+
+
+def _selu_grad(g, y):
+    return np.where(y > 0, g * _like(g, _SELU_SCALE), g * (y + _like(y, _SELU_SCALE * _SELU_ALPHA)))
+
+
+def _softplus(x):
+    return np.logaddexp(_like(x, 0), x)
+
+
+def _softplus_grad(g, x):
+    # sigmoid(x), written to stay finite for large |x|
+    return g * _like(g, 0.5) * (np.tanh(x * _like(x, 0.5)) + _like(x, 1))
+
+
+def _softsign(x):
+    return x / (np.abs(x) + _like(x, 1))
+
+
+def _softsign_grad(g, x):
+    d = np.abs(x) + _like(x, 1)
+    return g / (d * d)
+
+
+for _t, _f in (("Relu", _relu), ("ReluGrad", _relu_grad), ("Relu6", _relu6),
+               ("Relu6Grad", _relu6_grad), ("Elu", _elu), ("EluGrad", _elu_grad),
+               ("Selu", _selu), ("SeluGrad", _selu_grad), ("Softplus", _softplus),
+               ("SoftplusGrad", _softplus_grad), ("Softsign", _softsign),
+               ("SoftsignGrad", _softsign_grad)):
+    register_kernel(_t, fn=_quiet(_f))
+
+
+@kernel("LeakyRelu")
+def _leaky_relu(op, ctx):
+    alpha = op._attrs["alpha"]
+    return lambda x: np.where(x > 0, x, x * _like(x, alpha))
+
+
+@kernel("LeakyReluGrad")
+def _leaky_relu_grad(op, ctx):
+    alpha = op._attrs["alpha"]
+    return lambda g, x: np.where(x > 0, g, g * _like(g, alpha))
+
+
+# --- softmax and cross-entropy --------------------------------------------------------------
+def _log_softmax_np(x, axis):
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+@kernel("Softmax")
+def _softmax(op, ctx):
+    axis = op._attrs["axis"]
+
+    def softmax(x):
+        with np.errstate(all="ignore"):
+            e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+            return e / np.sum(e, axis=axis, keepdims=True)
+
+    return softmax
+
+
+@kernel("LogSoftmax")
+def _log_softmax(op, ctx):
+    axis = op._attrs["axis"]
+    return _quiet(lambda x: _log_softmax_np(x, axis))
+
+
+@kernel("SoftmaxCrossEntropyWithLogits")
+def _xent(op, ctx):
+    axis = op._attrs["axis"]
+
+    def xent(logits, labels):
+        if np.shape(logits) != np.shape(labels):
+            raise errors.InvalidArgumentError(
+                None, op, f"logits and labels must be same size: logits_size="
+                f"{list(np.shape(logits))} labels_size={list(np.shape(labels))}")
+        with np.errstate(all="ignore"):
+            log_p = _log_softmax_np(logits, axis)
+            # 0 * -inf (a zero label on a -inf logit) contributes 0, as in TF
+            terms = np.where(labels == 0, _like(labels, 0), labels * log_p)
+            loss = -np.sum(terms, axis=axis)
+            return loss, np.exp(log_p) - labels
+
+    return xent
+
+
+@kernel("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_xent(op, ctx):
+    def sparse_xent(logits, labels):
+        logits, labels = np.asarray(logits), np.asarray(labels)
+        k = logits.shape[-1] if logits.ndim else 0
+        if labels.shape != logits.shape[:-1]:
+            raise errors.InvalidArgumentError(
+                None, op, f"logits and labels must have the same first dimensions, got "
+                f"logits shape {list(logits.shape)} and labels shape {list(labels.shape)}")
+        bad = (labels < 0) | (labels >= k)
+        if bad.any():
+            v = labels[bad].ravel()[0]
+            raise errors.InvalidArgumentError(
+                None, op, f"Received a label value of {v} which is outside the valid range "
+                f"of [0, {k}).  Label values: {' '.join(map(str, labels.ravel()))}")
+        idx = labels[..., None].astype(np.intp)
+        with np.errstate(all="ignore"):
+            log_p = _log_softmax_np(logits, -1)
+            picked = np.take_along_axis(log_p, idx, -1)[..., 0]
+            backprop = np.exp(log_p)
+            np.put_along_axis(backprop, idx, np.take_along_axis(backprop, idx, -1) - 1, -1)
+        return -picked, backprop
+
+    return sparse_xent
+
+
+# --- bias add -------------------------------------------------------------------------------
+def _bias_shape(rank, c_axis):
+    return (-1,) + (1,) * (rank - 1 - c_axis)
+
+
+@kernel("BiasAdd")
+def _bias_add(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def bias_add(x, b):
+        c = bias_channel_axis(np.ndim(x), fmt)
+        if np.shape(x)[c] != np.shape(b)[0]:
+            raise errors.InvalidArgumentError(
+                None, op, f"Must provide as many biases as the channel dimension of the "
+                f"input tensor: {list(np.shape(b))} vs. {list(np.shape(x))}")
+        return x + np.reshape(b, _bias_shape(np.ndim(x), c))
+
+    return bias_add
+
+
+@kernel("BiasAddGrad")
+def _bias_add_grad(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def bias_add_grad(g):
+        c = bias_channel_axis(np.ndim(g), fmt)
+        axes = tuple(i for i in range(np.ndim(g)) if i != c)
+        return np.sum(g, axis=axes, dtype=np.asarray(g).dtype)
+
+    return bias_add_grad
+
+
+# --- window geometry ------------------------------------------------------------------------
+class _Window:
+    """Spatial geometry of one conv/pool op for a given input size (all NHWC)."""
+
+    __slots__ = ("kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "pt", "pb", "pl", "pr")
+
+    def __init__(self, h, w, kh, kw, sh, sw, dh, dw, padding):
+        self.kh, self.kw, self.sh, self.sw, self.dh, self.dw = kh, kw, sh, sw, dh, dw
+        self.oh, self.pt, self.pb = conv_output_size(h, kh, sh, dh, padding)
+        self.ow, self.pl, self.pr = conv_output_size(w, kw, sw, dw, padding)
+
+    def pad(self, x, value=0):
+        if not (self.pt or self.pb or self.pl or self.pr):
+            return x
+        return np.pad(x, ((0, 0), (self.pt, self.pb), (self.pl, self.pr), (0, 0)),
+                      constant_values=value)
+
+    def windows(self, xp):
+        """View of padded input ``xp`` as (N, OH, OW, C, KH, KW) windows; no copy."""
+        eh, ew = (self.kh - 1) * self.dh + 1, (self.kw - 1) * self.dw + 1
+        v = sliding_window_view(xp, (eh, ew), axis=(1, 2))
+        return v[:, ::self.sh, ::self.sw, :, ::self.dh, ::self.dw][:, :self.oh, :self.ow]
+
+    def scatter_taps(self, cols, padded_shape):
+        """col2im: sum (N, OH, OW, KH, KW, C) patch values back into a padded input."""
+        out = np.zeros(padded_shape, dtype=cols.dtype)
+        hspan, wspan = self.sh * (self.oh - 1) + 1, self.sw * (self.ow - 1) + 1
+        for i in range(self.kh):
+            for j in range(self.kw):
+                r, c = i * self.dh, j * self.dw
+                out[:, r:r + hspan:self.sh, c:c + wspan:self.sw, :] += cols[:, :, :, i, j, :]
+        return out
+
+    def crop(self, xp, h, w):
+        return xp[:, self.pt:self.pt + h, self.pl:self.pl + w, :]
+
+
+def _hw(vals, fmt):
+    return (vals[1], vals[2]) if fmt == "NHWC" else (vals[2], vals[3])
+
+
+def _to_nhwc(x, fmt):
+    return x if fmt == "NHWC" else np.transpose(x, (0, 2, 3, 1))
+
+
+def _from_nhwc(x, fmt):
+    return x if fmt == "NHWC" else np.transpose(x, (0, 3, 1, 2))
+
+
+def _nhwc_shape(shape, fmt):
+    s = [int(d) for d in np.ravel(shape)]
+    return tuple(s) if fmt == "NHWC" else (s[0], s[2], s[3], s[1])
+
+
+def _conv_params(op):
+    a = op._attrs
+    fmt = a["data_format"]
+    return fmt, _hw(a["strides"], fmt), _hw(a["dilations"], fmt), a["padding"]
+
+
+def _window(op, h, w, kh, kw):
+    fmt, (sh, sw), (dh, dw), padding = _conv_params(op)
+    try:
+        return _Window(h, w, kh, kw, sh, sw, dh, dw, padding)
+    except ValueError as e:
+        raise errors.InvalidArgumentError(None, op, str(e)) from None
+
+
+def _patch_matrix(win, x):
+    """(N*OH*OW, KH*KW*C) im2col matrix of NHWC ``x``, in the filter's (KH, KW, C) order."""
+    xp = win.pad(x)
+    n, c = x.shape[0], x.shape[3]
+    if win.oh == 0 or win.ow == 0 or n == 0:
+        return np.zeros((n * win.oh * win.ow, win.kh * win.kw * c), dtype=x.dtype)
+    cols = win.windows(xp).transpose(0, 1, 2, 4, 5, 3)
+    return cols.reshape(n * win.oh * win.ow, win.kh * win.kw * c)
+
+
+def _check_rank4(op, **arrays):
+    for nm, a in arrays.items():
+        if np.ndim(a) != 4:
+            raise errors.InvalidArgumentError(None, op, f"{nm} must be 4-dimensional, got "
+                                              f"shape {list(np.shape(a))}")
+
+
+# --- Conv2D ---------------------------------------------------------------------------------
+@kernel("Conv2D")
+def _conv2d(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def conv2d(x, f):
+        _check_rank4(op, input=x, filter=f)
+        x = _to_nhwc(np.asarray(x), fmt)
+        n, h, w, c = x.shape
+        kh, kw, ci, co = f.shape
+        if c != ci:
+            raise errors.InvalidArgumentError(
+                None, op, f"input depth must equal filter depth: {c} vs {ci}")
+        win = _window(op, h, w, kh, kw)
+        y = _patch_matrix(win, x) @ np.reshape(f, (kh * kw * ci, co))
+        return _from_nhwc(y.reshape(n, win.oh, win.ow, co), fmt)
+
+    return conv2d
+
+
+@kernel("Conv2DBackpropInput")
+def _conv2d_backprop_input(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def backprop_input(sizes, f, dy):
+        _check_rank4(op, filter=f, out_backprop=dy)
+        n, h, w, c = _nhwc_shape(sizes, fmt)
+        dy = _to_nhwc(np.asarray(dy), fmt)
+        kh, kw, ci, co = f.shape
+        win = _window(op, h, w, kh, kw)
+        if dy.shape != (n, win.oh, win.ow, co) or ci != c:
+            raise errors.InvalidArgumentError(
+                None, op, f"Conv2DBackpropInput: shapes do not agree: input {[n, h, w, c]}, "
+                f"filter {list(f.shape)}, out_backprop {list(dy.shape)} (NHWC)")
+        cols = dy.reshape(-1, co) @ np.reshape(f, (kh * kw * ci, co)).T
+        cols = cols.reshape(n, win.oh, win.ow, kh, kw, ci)
+        padded = (n, h + win.pt + win.pb, w + win.pl + win.pr, c)
+        dx = win.crop(win.scatter_taps(cols, padded), h, w)
+        return _from_nhwc(np.ascontiguousarray(dx), fmt)
+
+    return backprop_input
+
+
+@kernel("Conv2DBackpropFilter")
+def _conv2d_backprop_filter(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def backprop_filter(x, sizes, dy):
+        _check_rank4(op, input=x, out_backprop=dy)
+        kh, kw, ci, co = (int(d) for d in np.ravel(sizes))
+        x = _to_nhwc(np.asarray(x), fmt)
+        dy = _to_nhwc(np.asarray(dy), fmt)
+        n, h, w, c = x.shape
+        win = _window(op, h, w, kh, kw)
+        if dy.shape != (n, win.oh, win.ow, co) or ci != c:
+            raise errors.InvalidArgumentError(
+                None, op, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
+                f" filter {[kh, kw, ci, co]}, out_backprop {list(dy.shape)} (NHWC)")
+        df = _patch_matrix(win, x).T @ dy.reshape(-1, co)
+        return df.reshape(kh, kw, ci, co)
+
+    return backprop_filter
+
+
+# --- pooling --------------------------------------------------------------------------------
+def _pool_window(op, h, w):
+    a = op._attrs
+    fmt = a["data_format"]
+    (kh, kw), (sh, sw) = _hw(a["ksize"], fmt), _hw(a["strides"], fmt)
+    try:
+        return _Window(h, w, kh, kw, sh, sw, 1, 1, a["padding"])
+    except ValueError as e:
+        raise errors.InvalidArgumentError(None, op, str(e)) from None
+
+
+def _lowest(dt):
+    return -np.inf if dt.kind == "f" else np.iinfo(dt).min
+
+
+def _avg_counts(win, h, w):
+    """Cells of each window inside the unpadded input (SAME windows exclude padding, as TF)."""
+    def counts(o, k, s, pad, size):
+        start = np.arange(o) * s - pad
+        return np.minimum(start + k, size) - np.maximum(start, 0)
+
+    ch = counts(win.oh, win.kh, win.sh, win.pt, h)
+    cw = counts(win.ow, win.kw, win.sw, win.pl, w)
+    return ch[:, None] * cw[None, :]
+
+
+@kernel("MaxPool")
+def _max_pool(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def max_pool(x):
+        _check_rank4(op, input=x)
+        x = _to_nhwc(np.asarray(x), fmt)
+        n, h, w, c = x.shape
+        win = _pool_window(op, h, w)
+        if win.oh == 0 or win.ow == 0:
+            return _from_nhwc(np.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
+        y = win.windows(win.pad(x, _lowest(x.dtype))).max(axis=(4, 5))
+        return _from_nhwc(np.ascontiguousarray(y), fmt)
+
+    return max_pool
+
+
+@kernel("AvgPool")
+def _avg_pool(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def avg_pool(x):
+        _check_rank4(op, value=x)
+        x = _to_nhwc(np.asarray(x), fmt)
+        n, h, w, c = x.shape
+        win = _pool_window(op, h, w)
+        if win.oh == 0 or win.ow == 0:
+            return _from_nhwc(np.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
+        s = win.windows(win.pad(x)).sum(axis=(4, 5))
+        y = (s / _avg_counts(win, h, w)[None, :, :, None]).astype(x.dtype)
+        return _from_nhwc(y, fmt)
+
+    return avg_pool
+
+
+@kernel("MaxPoolGrad")
+def _max_pool_grad(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def max_pool_grad(x, y, g):
+        # Each window's gradient goes to its first maximal cell in row-major window order
+        # (TF's CPU tie-break); overlapping windows accumulate through one bincount.
+        x, g = _to_nhwc(np.asarray(x), fmt), _to_nhwc(np.asarray(g), fmt)
+        n, h, w, c = x.shape
+        win = _pool_window(op, h, w)
+        if g.shape != (n, win.oh, win.ow, c):
+            raise errors.InvalidArgumentError(None, op, f"grad shape {list(g.shape)} does not "
+                                              "match the pooling output shape")
+        if g.size == 0:
+            return _from_nhwc(np.zeros_like(x), fmt)
+        xp = win.pad(x, _lowest(x.dtype))
+        hp, wp = xp.shape[1], xp.shape[2]
+        vals = win.windows(xp).reshape(n, win.oh, win.ow, c, win.kh * win.kw)
+        ki, kj = np.divmod(np.argmax(vals, axis=-1), win.kw)
+        rows = np.arange(win.oh)[None, :, None, None] * win.sh + ki
+        cols = np.arange(win.ow)[None, None, :, None] * win.sw + kj
+        flat = ((np.arange(n)[:, None, None, None] * hp + rows) * wp + cols) * c \
+            + np.arange(c)[None, None, None, :]
+        dxp = np.bincount(flat.ravel(), weights=g.ravel(), minlength=n * hp * wp * c)
+        dx = win.crop(dxp.reshape(n, hp, wp, c), h, w).astype(x.dtype)
+        return _from_nhwc(np.ascontiguousarray(dx), fmt)
+
+    return max_pool_grad
+
+
+@kernel("AvgPoolGrad")
+def _avg_pool_grad(op, ctx):
+    fmt = op._attrs["data_format"]
+
+    def avg_pool_grad(sizes, g):
+        n, h, w, c = _nhwc_shape(sizes, fmt)
+        g = _to_nhwc(np.asarray(g), fmt)
+        win = _pool_window(op, h, w)
+        if g.shape != (n, win.oh, win.ow, c):
+            raise errors.InvalidArgumentError(None, op, f"grad shape {list(g.shape)} does not "
+                                              "match the pooling output shape")
+        if g.size == 0:
+            return _from_nhwc(np.zeros((n, h, w, c), g.dtype), fmt)
+        share = g / _avg_counts(win, h, w)[None, :, :, None].astype(g.dtype)
+        cols = np.broadcast_to(share[:, :, :, None, None, :],
+                               (n, win.oh, win.ow, win.kh, win.kw, c))
+        padded = (n, h + win.pt + win.pb, w + win.pl + win.pr, c)
+        dx = win.crop(win.scatter_taps(cols, padded), h, w)
+        return _from_nhwc(np.ascontiguousarray(dx), fmt)
+
+    return avg_pool_grad
+
+
+# --- L2Loss, InTopK, TopK -------------------------------------------------------------------
+def _l2_loss(x):
+    x = np.asarray(x)
+    return np.asarray(np.sum(np.square(x)) / 2, dtype=x.dtype)
+
+
+register_kernel("L2Loss", fn=_l2_loss)
+
+
+def _in_top_k(pred, targets, k):
+    pred, targets, k = np.asarray(pred), np.asarray(targets), int(k)
+    batch, classes = pred.shape
+    if targets.shape != (batch,):
+        raise ValueError(f"targets must have shape [{batch}], got {list(targets.shape)}")
+    valid = (targets >= 0) & (targets < classes)
+    safe = np.where(valid, targets, 0).astype(np.intp)
+    target_pred = pred[np.arange(batch), safe]
+    finite = np.all(np.isfinite(pred), axis=1)
+    # Ties with the target's score count in its favour: only strictly larger scores compete.
+    better = np.sum(pred > target_pred[:, None], axis=1)
+    return valid & finite & (better < k)
+
+
+register_kernel("InTopKV2", fn=_in_top_k)
+
+
+def _top_k(x, k):
+    x, k = np.asarray(x), int(k)
+    n = x.shape[-1]
+    if k < 0 or k > n:
+        raise ValueError(f"input must have at least k={k} columns, got {n}")
+    # Descending and stable (lower index first among ties): stable ascending sort of the
+    # reversed row, read backwards.
+    order = np.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1][..., :k]
+    idx = (n - 1 - order).astype(np.int32)
+    return np.take_along_axis(x, idx, -1), idx
+
+
+register_kernel("TopKV2", fn=_top_k)

@@ -1,1 +1,177 @@
-"""random_kernels (being written)."""
+"""NumPy kernels for random ops.
+
+Each op instance owns one ``numpy.random.Generator`` (Philox keyed by the op's ``(seed, seed2)``
+attributes) per session, kept in the device's resource manager under the op's name. The
+generator therefore survives across ``Session.run`` calls and plan rebuilds (successive runs
+continue the sequence), and a fresh session over an identically built graph starts the same
+sequence again. ``seed == seed2 == 0`` means no seed was given: the generator is seeded from OS
+entropy. Kernels never touch their inputs; every result is a new array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dflab.framework import errors
+from dflab.kernels.registry import kernel
+
+
+def _generator(op, ctx) -> np.random.Generator:
+    seed, seed2 = int(op._attrs.get("seed", 0)), int(op._attrs.get("seed2", 0))
+
+    def create():
+        if seed == 0 and seed2 == 0:
+            return np.random.Generator(np.random.Philox())
+        return np.random.Generator(np.random.Philox(key=[seed, seed2]))
+
+    # Keyed by name *and* seeds: an op rebuilt under the same name with other seeds (a notebook
+    # cell re-run) must not inherit the old op's stream.
+    return ctx.resources.lookup_or_create("rng", f"{op.name}:{seed}:{seed2}", create)
+
+
+def _shape(op, shape):
+    dims = [int(d) for d in np.ravel(shape)]
+    if any(d < 0 for d in dims):
+        raise errors.InvalidArgumentError(None, op, f"Shape {dims} has a negative dimension")
+    return tuple(dims)
+
+
+def _work_dtype(np_dt):
+    """Generators draw float32 or float64; half precision is drawn in float32 and rounded."""
+    return np.float64 if np_dt == np.float64 else np.float32
+
+
+@kernel("RandomStandardNormal")
+def _standard_normal(op, ctx):
+    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+
+    def standard_normal(shape):
+        return gen.standard_normal(_shape(op, shape), dtype=_work_dtype(dt)).astype(dt,
+                                                                                    copy=False)
+
+    return standard_normal
+
+
+@kernel("TruncatedNormal")
+def _truncated_normal(op, ctx):
+    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+    work = _work_dtype(dt)
+
+    def truncated_normal(shape):
+        x = gen.standard_normal(_shape(op, shape), dtype=work)
+        # Re-draw only the rejected entries; about 4.6% per round, so few rounds are needed.
+        bad = np.abs(x) > 2
+        while bad.any():
+            x[bad] = gen.standard_normal(int(bad.sum()), dtype=work)
+            bad = np.abs(x) > 2
+        return x.astype(dt, copy=False)
+
+    return truncated_normal
+
+
+@kernel("RandomUniform")
+def _uniform(op, ctx):
+    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+
+    if dt == np.float16:
+        # Rounding a float32 draw to half precision can produce 1.0; draw the 10-bit mantissa
+        # grid directly so the result stays in [0, 1).
+        def uniform_half(shape):
+            bits = gen.integers(0, 1 << 10, size=_shape(op, shape))
+            return (bits * (1.0 / (1 << 10))).astype(np.float16)
+
+        return uniform_half
+
+    def uniform(shape):
+        return gen.random(_shape(op, shape), dtype=dt)
+
+    return uniform
+
+
+@kernel("RandomUniformInt")
+def _uniform_int(op, ctx):
+    gen = _generator(op, ctx)
+
+    def uniform_int(shape, lo, hi):
+        lo_v, hi_v = np.asarray(lo).item(), np.asarray(hi).item()
+        if not lo_v < hi_v:
+            raise errors.InvalidArgumentError(
+                None, op, f"Need minval < maxval: {lo_v} >= {hi_v}")
+        dt = np.asarray(lo).dtype
+        return gen.integers(lo_v, hi_v, size=_shape(op, shape), dtype=dt)
+
+    return uniform_int
+
+
+@kernel("RandomShuffle")
+def _shuffle(op, ctx):
+    gen = _generator(op, ctx)
+
+    def shuffle(x):
+        x = np.asarray(x)
+        if x.ndim == 0 or x.shape[0] <= 1:
+            return x
+        return x[gen.permutation(x.shape[0])]
+
+    return shuffle
+
+
+@kernel("Multinomial")
+def _multinomial(op, ctx):
+    gen, out_dt = _generator(op, ctx), op._attrs["output_dtype"]._np
+
+    def multinomial(logits, num_samples):
+        logits = np.asarray(logits, dtype=np.float64)
+        n = int(num_samples)
+        if logits.ndim != 2:
+            raise errors.InvalidArgumentError(None, op, "logits should be a matrix, got shape "
+                                              f"{list(logits.shape)}")
+        if n < 0:
+            raise errors.InvalidArgumentError(None, op, "num_samples should be nonnegative")
+        batch, classes = logits.shape
+        if classes == 0 and n > 0:
+            raise errors.InvalidArgumentError(None, op, "num_classes should be positive")
+        if batch == 0 or n == 0:
+            return np.zeros((batch, n), dtype=out_dt)
+        with np.errstate(invalid="ignore", over="ignore"):
+            p = np.exp(logits - np.max(logits, axis=1, keepdims=True))
+            cdf = np.cumsum(p, axis=1)
+            cdf /= cdf[:, -1:]
+        # Inverse-CDF sampling for all rows in one search: shifting row r's CDF and draws by r
+        # makes the concatenated CDFs one increasing sequence.
+        rows = np.arange(batch, dtype=np.float64)[:, None]
+        u = gen.random((batch, n)) + rows
+        flat = np.searchsorted((cdf + rows).ravel(), u.ravel(), side="right")
+        idx = flat.reshape(batch, n) - (np.arange(batch) * classes)[:, None]
+        return np.clip(idx, 0, classes - 1).astype(out_dt)
+
+    return multinomial
+
+
+@kernel("RandomGamma")
+def _gamma(op, ctx):
+    gen = _generator(op, ctx)
+
+    def gamma(shape, alpha):
+        alpha = np.asarray(alpha)
+        dims = _shape(op, shape)
+        work = _work_dtype(alpha.dtype)
+        out = gen.standard_gamma(np.broadcast_to(alpha, dims + alpha.shape).astype(work),
+                                 dtype=work)
+        return out.astype(alpha.dtype, copy=False)
+
+    return gamma
+
+
+@kernel("RandomPoissonV2")
+def _poisson(op, ctx):
+    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+
+    def poisson(shape, rate):
+        rate = np.asarray(rate, dtype=np.float64)
+        dims = _shape(op, shape)
+        if np.any(rate < 0):
+            raise errors.InvalidArgumentError(None, op, "lam must be non-negative")
+        return gen.poisson(np.broadcast_to(rate, dims + rate.shape)).astype(dt)
+
+    return poisson

@@ -1,1 +1,226 @@
-"""training_kernels (being written)."""
+"""Kernels for the fused optimizer updates of ``dflab.ops.training_ops``.
+
+Each kernel receives the variable and its slots as ``VarState`` references. With
+``use_locking`` it holds all of their locks, taken in one fixed order (by object id) so two
+updates sharing variables can never deadlock. Dense updates compute new arrays and install them
+(readers keep consistent snapshots); sparse updates sum repeated indices, then write the touched
+rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
+The formulas follow TF's ``training_ops`` kernels term by term.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from dflab.framework import errors
+from dflab.kernels.registry import kernel
+from dflab.ops.training_ops import signature
+
+
+@contextlib.contextmanager
+def _locked(refs, use_locking):
+    if not use_locking:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        for r in sorted({id(r): r for r in refs}.values(), key=id):
+            stack.enter_context(r.lock)
+        yield
+
+
+def _invalid(msg):
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _check_dense(op_type, names, arrays, grad):
+    var = arrays[0]
+    for n, a in zip(names[1:], arrays[1:]):
+        if a.shape != var.shape:
+            raise _invalid(f"var and {n} do not have the same shape{list(var.shape)} "
+                           f"{list(a.shape)}")
+    if np.shape(grad) != var.shape:
+        raise _invalid(f"var and grad do not have the same shape{list(var.shape)} "
+                       f"{list(np.shape(grad))}")
+
+
+def _check_scalars(names, scalars):
+    for n, s in zip(names, scalars):
+        if np.ndim(s) != 0:
+            raise _invalid(f"{n} is not a scalar: {list(np.shape(s))}")
+
+
+def _dedup(indices, grad, n_rows, op_type):
+    """Unique rows and the gradient summed over repeated indices."""
+    idx = np.asarray(indices)
+    if idx.ndim != 1:
+        raise _invalid(f"indices must be one-dimensional: {list(idx.shape)}")
+    grad = np.asarray(grad)
+    if grad.ndim == 0 or grad.shape[0] != idx.shape[0]:
+        raise _invalid(f"grad must be the same size as indices in the first dimension: "
+                       f"{list(grad.shape)} vs {list(idx.shape)}")
+    bad = (idx < 0) | (idx >= n_rows)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise _invalid(f"Index {int(idx[k])} at offset {k} in indices is out of range "
+                       f"[0, {n_rows}) in {op_type}")
+    uniq, inverse = np.unique(idx, return_inverse=True)
+    if len(uniq) == len(idx):
+        order = np.argsort(idx, kind="stable")
+        return uniq, grad[order]
+    summed = np.zeros((len(uniq),) + grad.shape[1:], dtype=grad.dtype)
+    np.add.at(summed, inverse.ravel(), grad)
+    return uniq, summed
+
+
+def _write_rows(state, rows, values) -> None:
+    """var[rows] = values in the variable's own buffer (copied first if it is not ours)."""
+    buf = state.read()
+    if not (isinstance(buf, np.ndarray) and buf.flags.owndata):
+        buf = np.array(buf, copy=True)
+        state.set(buf)
+    buf.flags.writeable = True
+    try:
+        buf[rows] = values
+    finally:
+        buf.flags.writeable = False
+
+
+def _training_kernel(op_type, update, sparse=False, dense_rows=False):
+    """Register the kernel of ``op_type``.
+
+    ``update(attrs, slots, scalars, grad) -> new slots`` works on whole arrays (dense ops) or
+    on the gathered rows (sparse ops); ``slots`` and the result list the var first. With
+    ``dense_rows`` a sparse op's update gets full arrays plus the unique rows and their summed
+    gradient, and its result is installed whole.
+    """
+    ref_names, value_names = signature(op_type)
+    n_refs = len(ref_names)
+    scalar_names = [n for n in value_names if n not in ("grad", "delta", "indices")]
+    scalar_pos = [value_names.index(n) for n in scalar_names]
+    grad_pos = value_names.index("delta" if "delta" in value_names else "grad")
+    idx_pos = value_names.index("indices") if sparse else None
+
+    @kernel(op_type)
+    def factory(op, ctx):
+        use_locking = op._attrs.get("use_locking", False)
+        attrs = op._attrs
+
+        def run(*args):
+            refs, values = args[:n_refs], args[n_refs:]
+            scalars = [values[p] for p in scalar_pos]
+            _check_scalars(scalar_names, scalars)
+            grad = values[grad_pos]
+            with _locked(refs, use_locking), np.errstate(all="ignore"):
+                arrays = [np.asarray(r.read()) for r in refs]
+                if not sparse:
+                    _check_dense(op_type, ref_names, arrays, grad)
+                    new = update(attrs, arrays, scalars, np.asarray(grad))
+                    for r, a in zip(refs, new):
+                        r.set(np.asarray(a, dtype=arrays[0].dtype))
+                    return refs[0]
+                _check_dense(op_type, ref_names, arrays, arrays[0])
+                if arrays[0].ndim == 0:
+                    raise _invalid("var must be at least 1 dimensional")
+                grad = np.asarray(grad)
+                if grad.shape[1:] != arrays[0].shape[1:]:
+                    raise _invalid(f"var and grad must match in dimension 1 and up: "
+                                   f"{list(arrays[0].shape)} vs {list(grad.shape)}")
+                rows, g = _dedup(values[idx_pos], grad, arrays[0].shape[0], op_type)
+                if dense_rows:
+                    new = update(attrs, arrays, scalars, rows, g)
+                    for r, a in zip(refs, new):
+                        r.set(np.asarray(a, dtype=arrays[0].dtype))
+                    return refs[0]
+                new = update(attrs, [a[rows] for a in arrays], scalars, g)
+                for r, a in zip(refs, new):
+                    _write_rows(r, rows, a)
+            return refs[0]
+
+        return run
+
+    return factory
+
+
+# --- the update rules (names as in TF's kernels) ---------------------------------------------
+def _gradient_descent(attrs, slots, scalars, grad):
+    (var,), (alpha,) = slots, scalars
+    return [var - grad * alpha]
+
+
+def _momentum(attrs, slots, scalars, grad):
+    (var, accum), (lr, momentum) = slots, scalars
+    accum = accum * momentum + grad
+    if attrs.get("use_nesterov", False):
+        return [var - (grad * lr + accum * momentum * lr), accum]
+    return [var - accum * lr, accum]
+
+
+def _adagrad(attrs, slots, scalars, grad):
+    (var, accum), (lr,) = slots, scalars
+    if attrs.get("update_slots", True):
+        accum = accum + grad * grad
+    return [var - grad * lr * (np.ones((), dtype=var.dtype) / np.sqrt(accum)), accum]
+
+
+def _rms_prop(attrs, slots, scalars, grad):
+    (var, ms, mom), (lr, rho, momentum, epsilon) = slots, scalars
+    one = np.ones((), dtype=var.dtype)
+    ms = ms + (grad * grad - ms) * (one - rho)
+    mom = mom * momentum + grad * lr / np.sqrt(ms + epsilon)
+    return [var - mom, ms, mom]
+
+
+def _centered_rms_prop(attrs, slots, scalars, grad):
+    (var, mg, ms, mom), (lr, rho, momentum, epsilon) = slots, scalars
+    one = np.ones((), dtype=var.dtype)
+    ms = ms + (grad * grad - ms) * (one - rho)
+    mg = mg + (grad - mg) * (one - rho)
+    denom = (ms - mg * mg) + epsilon
+    mom = mom * momentum + grad * lr / np.sqrt(denom)
+    return [var - mom, mg, ms, mom]
+
+
+def _adam_alpha(var, beta1_power, beta2_power, lr):
+    one = np.ones((), dtype=var.dtype)
+    return lr * np.sqrt(one - beta2_power) / (one - beta1_power)
+
+
+def _adam(attrs, slots, scalars, grad):
+    (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
+    one = np.ones((), dtype=var.dtype)
+    alpha = _adam_alpha(var, beta1_power, beta2_power, lr)
+    m = m + (grad - m) * (one - beta1)
+    v = v + (grad * grad - v) * (one - beta2)
+    if attrs.get("use_nesterov", False):
+        step = (grad * (one - beta1) + beta1 * m) * alpha / (np.sqrt(v) + epsilon)
+    else:
+        step = m * alpha / (np.sqrt(v) + epsilon)
+    return [var - step, m, v]
+
+
+def _sparse_adam(attrs, slots, scalars, rows, grad):
+    """TF1 ``AdamOptimizer._apply_sparse_shared``: m and v decay everywhere, the (deduplicated)
+    gradient terms are scattered into their rows, and the whole variable moves."""
+    (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
+    one = np.ones((), dtype=var.dtype)
+    alpha = _adam_alpha(var, beta1_power, beta2_power, lr)
+    m = m * beta1
+    m[rows] += grad * (one - beta1)
+    v = v * beta2
+    v[rows] += (grad * grad) * (one - beta2)
+    return [var - alpha * m / (np.sqrt(v) + epsilon), m, v]
+
+
+_training_kernel("ApplyGradientDescent", _gradient_descent)
+_training_kernel("ApplyMomentum", _momentum)
+_training_kernel("SparseApplyMomentum", _momentum, sparse=True)
+_training_kernel("ApplyAdagrad", _adagrad)
+_training_kernel("SparseApplyAdagrad", _adagrad, sparse=True)
+_training_kernel("ApplyRMSProp", _rms_prop)
+_training_kernel("SparseApplyRMSProp", _rms_prop, sparse=True)
+_training_kernel("ApplyCenteredRMSProp", _centered_rms_prop)
+_training_kernel("SparseApplyCenteredRMSProp", _centered_rms_prop, sparse=True)
+_training_kernel("ApplyAdam", _adam)
+_training_kernel("SparseApplyAdam", _sparse_adam, sparse=True, dense_rows=True)

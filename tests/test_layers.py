@@ -1,0 +1,210 @@
+"""The package's layering (docs/architecture.md), checked by reading every import in dflab/.
+
+Layers, lowest first: framework (graph IR) <- ops (schemas, gradients, builders) <- kernels,
+runtime <- train, client, distributed <- notebook. A module may import its own layer and the
+layers below it, nothing above; nobody imports the notebook layer (it observes the runtime).
+Kernels sit above ops so that a kernel can share a pure helper with its op's shape function
+(one definition of, say, strided-slice or convolution geometry); ops never import kernels, so
+schemas, shapes and gradients stay usable without any implementation.
+The few lazy upward imports the design accepts are listed in ``EXCEPTIONS`` with their reason;
+an exception that no longer matches any import fails too, so the list cannot rot.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PKG_ROOT = Path(__file__).resolve().parents[1] / "dflab"
+
+# What each layer may import from dflab (besides itself). "api" is the package facade:
+# dflab/__init__.py and the top-level modules that mirror TF's namespaces (tf.nn, tf.layers…).
+ALLOWED = {
+    "framework": {"framework"},
+    "ops": {"framework", "ops"},
+    "kernels": {"framework", "ops", "kernels"},
+    "runtime": {"framework", "ops", "kernels", "runtime"},
+    "train": {"framework", "ops", "kernels", "runtime", "train"},
+    "client": {"framework", "runtime", "client"},
+    "distributed": {"framework", "ops", "kernels", "runtime", "train", "distributed"},
+    "api": {"framework", "ops", "kernels", "runtime", "train", "client", "distributed", "api"},
+    "notebook": {"framework", "ops", "kernels", "runtime", "train", "client", "distributed",
+                 "api", "notebook"},
+}
+
+# (importing module, enclosing function qualname, imported module): why it is acceptable.
+EXCEPTIONS = {
+    ("dflab.framework.ops", "_run_with_default_session", "dflab.runtime.session"):
+        "Tensor.eval/Operation.run look up the default session; imported lazily at call time.",
+    ("dflab.ops.variables", "Variable.load", "dflab.runtime.session"):
+        "Variable.load runs its initializer in the default session, like Tensor.eval.",
+}
+
+# Modules that `import dflab` must not pull in: the UI stack stays optional.
+UI_MODULES = ("IPython", "ipywidgets", "anywidget", "traitlets", "dflab.notebook")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, e.g. dflab.ops.math_ops
+    target: str  # the imported dflab module, e.g. dflab.framework.ops
+    func: str  # qualname of the enclosing function/class ("" at module level)
+    lineno: int
+
+    def where(self) -> str:
+        return f"{self.module}:{self.lineno} ({self.func or 'module level'})"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG_ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_dflab_module(name: str) -> bool:
+    rel = name.split(".")[1:]
+    base = PKG_ROOT.joinpath(*rel)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _resolve_from(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _imports_of(path: Path) -> list[Import]:
+    module = _module_name(path)
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[Import] = []
+
+    def add(target: str, scope: list[str], lineno: int) -> None:
+        if target == "dflab" or target.startswith("dflab."):
+            found.append(Import(module, target, ".".join(scope), lineno))
+
+    def visit(node: ast.AST, scope: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking_block(child):
+                continue  # annotations only; never executed
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    add(alias.name, scope, child.lineno)
+            elif isinstance(child, ast.ImportFrom):
+                base = _resolve_from(module, is_package, child)
+                for alias in child.names:
+                    # `from dflab import nn` imports the module dflab.nn; `from dflab.ops
+                    # import math_ops` likewise. Otherwise the name is an attribute.
+                    sub = f"{base}.{alias.name}"
+                    add(sub if _is_dflab_module(sub) else base, scope, child.lineno)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, scope + [child.name])
+            else:
+                visit(child, scope)
+
+    visit(tree, [])
+    return found
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[1] in ALLOWED and (PKG_ROOT / parts[1]).is_dir():
+        return parts[1]
+    return "api"  # dflab itself and its top-level modules
+
+
+def _all_imports() -> list[Import]:
+    found = []
+    for path in sorted(PKG_ROOT.rglob("*.py")):
+        found.extend(_imports_of(path))
+    return found
+
+
+ALL_IMPORTS = _all_imports()
+
+
+def test_scanner_sees_the_package():
+    # Guard against a scanner that silently finds nothing (wrong root, parse changes).
+    modules = {imp.module for imp in ALL_IMPORTS}
+    assert {"dflab", "dflab.framework.ops", "dflab.runtime.session"} <= modules
+    assert any(imp.target == "dflab.framework.ops" for imp in ALL_IMPORTS)
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_imports_only_layers_below(layer):
+    violations = []
+    for imp in ALL_IMPORTS:
+        if _layer(imp.module) != layer:
+            continue
+        target_layer = _layer(imp.target)
+        if target_layer in ALLOWED[layer]:
+            continue
+        if (imp.module, imp.func, imp.target) in EXCEPTIONS:
+            continue
+        violations.append(f"{imp.where()} imports {imp.target} ({target_layer} layer)")
+    assert not violations, (
+        f"the {layer} layer may import only {sorted(ALLOWED[layer])}:\n  "
+        + "\n  ".join(violations)
+    )
+
+
+def test_nothing_imports_the_notebook_layer():
+    offenders = [
+        f"{imp.where()} imports {imp.target}"
+        for imp in ALL_IMPORTS
+        if _layer(imp.target) == "notebook" and _layer(imp.module) != "notebook"
+    ]
+    assert not offenders, "the notebook layer observes the runtime; nobody imports it:\n  " + (
+        "\n  ".join(offenders)
+    )
+
+
+@pytest.mark.parametrize("key", sorted(EXCEPTIONS), ids=lambda k: f"{k[0]}:{k[1]}")
+def test_listed_exceptions_still_exist(key):
+    module, func, target = key
+    matches = [i for i in ALL_IMPORTS if (i.module, i.func, i.target) == key]
+    assert matches, (
+        f"exception {module} ({func}) -> {target} matches no import any more; "
+        "remove it from EXCEPTIONS"
+    )
+
+
+def test_exceptions_are_lazy_function_level_imports():
+    # An upward import is tolerable only when deferred to call time inside a function.
+    for module, func, target in EXCEPTIONS:
+        assert func, f"{module} -> {target}: module-level upward imports are never allowed"
+
+
+def test_import_dflab_does_not_load_ui_modules():
+    # A fresh interpreter: this test process may already have IPython loaded by plugins.
+    code = (
+        "import sys, dflab\n"
+        f"bad = [m for m in {UI_MODULES!r} if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(PKG_ROOT.parent),
+    ).stdout.strip()
+    assert out == "", f"`import dflab` loaded UI modules: {out}"
