@@ -43,7 +43,8 @@ def _relu(x):
 
 
 def _relu_grad(g, y):
-    return np.where(y > 0, g, _like(g, 0))
+    # A multiply by the boolean mask is several times faster than np.where here.
+    return np.multiply(g, y > 0, dtype=g.dtype)
 
 
 def _relu6(x):

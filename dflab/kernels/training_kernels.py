@@ -146,7 +146,8 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
 # --- the update rules (names as in TF's kernels) ---------------------------------------------
 def _gradient_descent(attrs, slots, scalars, grad):
     (var,), (alpha,) = slots, scalars
-    return [var - grad * alpha]
+    step = np.multiply(grad, alpha, dtype=var.dtype)
+    return [np.subtract(var, step, out=step)]  # one fresh array: the new value
 
 
 def _momentum(attrs, slots, scalars, grad):

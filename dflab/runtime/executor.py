@@ -234,6 +234,7 @@ class Execution:
         self.error: BaseException | None = None
         self.observer = None
         self._outstanding = 0
+        self._parallel = True
         self._finished = threading.Event()
         self.start_time = time.perf_counter()
 
@@ -353,10 +354,13 @@ class Execution:
         self.executed = len(self.plan.nodes)
 
     # --- driver 3: concurrent dataflow ------------------------------------------------------
-    def run_dataflow(self, pool, timeout: float | None = None) -> None:
+    def run_dataflow(self, pool, timeout: float | None = None, parallel: bool = True) -> None:
+        """Run the step on this thread plus ``pool``. With ``parallel=False`` (one inter-op
+        thread) only blocking nodes leave this thread, so nothing else runs concurrently."""
         nodes = self.plan.nodes
         if not nodes:
             return
+        self._parallel = parallel
         self._outstanding = 1  # this thread
         ready = list(self.ready)
         self.ready.clear()
@@ -383,6 +387,7 @@ class Execution:
         nodes = self.plan.nodes
         cheap: list[int] = []
         held = None
+        later: list[int] = []  # expensive nodes kept on this thread when not parallel
         try:
             pending = ready
             while True:
@@ -393,14 +398,18 @@ class Execution:
                     elif n.expensive:
                         if held is None:
                             held = j
-                        else:
+                        elif self._parallel:
                             self._submit(pool, j)
+                        else:
+                            later.append(j)
                     else:
                         cheap.append(j)
                 if cheap:
                     i = cheap.pop()
                 elif held is not None:
                     i, held = held, None
+                elif later:
+                    i = later.pop(0)
                 else:
                     break
                 if self.cancelled.is_set():

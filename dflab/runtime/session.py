@@ -136,8 +136,10 @@ class BaseSession:
                 if self._pool is None:
                     from concurrent.futures import ThreadPoolExecutor
 
+                    # The calling thread runs ops too, so N inter-op threads = caller + N-1
+                    # workers (one at least, for blocking ops such as a queue dequeue).
                     self._pool = ThreadPoolExecutor(
-                        max_workers=self._config.inter_op_threads(),
+                        max_workers=max(self._config.inter_op_threads() - 1, 1),
                         thread_name_prefix="dflab-inter-op",
                     )
         return self._pool
@@ -276,7 +278,8 @@ class BaseSession:
         if eplan.straight_line and timeout is None:
             ex.run_inline()
         else:
-            ex.run_dataflow(self._inter_op_pool(), timeout)
+            ex.run_dataflow(self._inter_op_pool(), timeout,
+                            parallel=self._config.inter_op_threads() > 1)
         if tracer is not None:
             tracer.fill(run_metadata, options)
         return ex.fetch_values()

@@ -155,3 +155,35 @@ def test_concurrent_dataflow_runs_share_session():
     for k, m in enumerate(mats):
         want = m @ m + m @ (m.T if hasattr(tf, "transpose") else m)
         np.testing.assert_allclose(results[k], want, rtol=1e-10)
+
+
+_PROBE = {"now": 0, "max": 0, "lock": threading.Lock()}
+
+
+def _probe_op(x):
+    """A test-only expensive op recording how many instances run at the same moment."""
+    if "TestProbe" not in registry.registered_ops():
+        registry.register_op("TestProbe", lambda op: [(op.inputs[0].dtype, op.inputs[0].shape)],
+                             expensive=True, stateful=True)
+
+        def probe(v):
+            with _PROBE["lock"]:
+                _PROBE["now"] += 1
+                _PROBE["max"] = max(_PROBE["max"], _PROBE["now"])
+            threading.Event().wait(0.05)  # long enough for a second thread to enter
+            with _PROBE["lock"]:
+                _PROBE["now"] -= 1
+            return v
+
+        register_kernel("TestProbe", fn=probe)
+    return tf.get_default_graph()._create_op("TestProbe", [x], {}, None).outputs[0]
+
+
+@pytest.mark.parametrize("threads,want", [(1, 1), (2, 2)])
+def test_inter_op_threads_bound_concurrency(threads, want):
+    x = tf.placeholder(tf.float32, [])
+    outs = [_probe_op(x + float(k)) for k in range(4)]
+    _PROBE["max"] = 0
+    with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=threads)) as s:
+        assert s.run(tf.add_n(outs), {x: 0.0}) == 6.0
+    assert _PROBE["max"] == want
