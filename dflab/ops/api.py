@@ -5,7 +5,7 @@ from dflab.ops import math_ops as _math_ops
 from dflab.ops import variables as _variables
 from dflab.ops.array_ops import *  # noqa: F403
 from dflab.ops.control_flow_ops import *  # noqa: F403
-from dflab.ops.gradients import IndexedSlices, gradients  # noqa: F401
+from dflab.ops.gradients import IndexedSlices, IndexedSlicesValue, gradients  # noqa: F401
 from dflab.ops.init_ops import *  # noqa: F403
 from dflab.ops.math_ops import *  # noqa: F403
 from dflab.ops.nn_ops import *  # noqa: F403

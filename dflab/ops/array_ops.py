@@ -95,19 +95,9 @@ def stack_ints(values):
 
 def _dense(grad):
     """A dense tensor for a gradient that may be an ``IndexedSlices``."""
-    from dflab.ops.gradients import IndexedSlices  # gradients imports this module
+    from dflab.ops import gradients  # gradients imports this module
 
-    if isinstance(grad, IndexedSlices):
-        return _indexed_slices_to_dense(grad)
-    return grad
-
-
-def _indexed_slices_to_dense(s):
-    """Sum the rows of ``s.values`` into a zero tensor of ``s.dense_shape`` (ScatterNd adds
-    the rows of repeated indices, as a dense gradient must)."""
-    if s.dense_shape is None:
-        raise ValueError("Cannot convert IndexedSlices without dense_shape to a dense tensor")
-    return scatter_nd(expand_dims(s.indices, -1), s.values, s.dense_shape)
+    return gradients.as_dense(grad)
 
 
 def _normalize_axis(axis, rank, what="axis"):

@@ -16,6 +16,11 @@ from dflab.framework.registry import get_gradient_function
 from dflab.ops import array_ops, math_ops
 
 
+class IndexedSlicesValue(collections.namedtuple("IndexedSlicesValue",
+                                                 ["values", "indices", "dense_shape"])):
+    """What ``Session.run`` returns for a fetched ``IndexedSlices`` (NumPy arrays)."""
+
+
 class IndexedSlices:
     """A sparse gradient: ``values[i]`` is the gradient of row ``indices[i]`` of a tensor."""
 
@@ -63,7 +68,8 @@ def densify(s: IndexedSlices):
     return math_ops.unsorted_segment_sum(s.values, s.indices, s.dense_shape[0])
 
 
-def _as_dense(g):
+def as_dense(g):
+    """``g`` itself, or the dense tensor of an ``IndexedSlices``."""
     return densify(g) if isinstance(g, IndexedSlices) else g
 
 
@@ -78,7 +84,7 @@ def _aggregate(grads, name):
 
         return IndexedSlices(concat([g.values for g in grads], 0),
                              concat([g.indices for g in grads], 0), grads[0].dense_shape)
-    return math_ops.add_n([_as_dense(g) for g in grads], name=name)
+    return math_ops.add_n([as_dense(g) for g in grads], name=name)
 
 
 def _is_differentiable_dtype(t) -> bool:

@@ -1,7 +1,7 @@
 """Fetch mapping: nested fetch structures <-> a flat list of unique tensors and target ops.
 
-``Session.run`` accepts a tensor, an op, a name, a Variable, or any nesting of lists, tuples,
-dicts and namedtuples of them, and returns the same structure with ops mapped to None. A tensor
+``Session.run`` accepts a tensor, an op, a name, a Variable, an ``IndexedSlices`` (fetched as
+an ``IndexedSlicesValue``), or any nesting of lists, tuples, dicts and namedtuples of them, and returns the same structure with ops mapped to None. A tensor
 fetched twice is computed once. Mappers for plain (hashable) fetches are cached per graph.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dflab.framework import ops as _ops
+from dflab.ops.gradients import IndexedSlices, IndexedSlicesValue
 
 
 class _Mapper:
@@ -85,6 +86,10 @@ def _build_mapper(graph, fetches) -> _Mapper:
         if _is_namedtuple(x):
             parts = [walk(e) for e in x]
             return lambda vals: type(x)(*[p(vals) for p in parts])
+        if isinstance(x, IndexedSlices):
+            parts = [walk(x.values), walk(x.indices)]
+            shape = walk(x.dense_shape) if x.dense_shape is not None else (lambda vals: None)
+            return lambda vals: IndexedSlicesValue(parts[0](vals), parts[1](vals), shape(vals))
         if isinstance(x, Mapping):
             items = [(k, walk(v)) for k, v in x.items()]
             kind = type(x)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from op_test_util import check_forward, check_grads, evaluate
 
 import dflab as tf
-from dflab.ops import array_ops
+from dflab.ops import array_ops, gradients
 from dflab.ops.gradients import IndexedSlices
 
 RNG = np.random.default_rng(1234)
@@ -351,7 +351,7 @@ def _grad_values(fn, args, shapes):
         total = tf.add_n([tf.reduce_sum(tf.reshape(y, [-1]) * tf.constant(
             np.linspace(-1.0, 2.0, num=np.size(v)))) for y, v in zip(ys, values)])
         grads = tf.gradients(total, phs)
-        grads = [array_ops._indexed_slices_to_dense(gr) if isinstance(gr, IndexedSlices)
+        grads = [gradients.as_dense(gr) if isinstance(gr, IndexedSlices)
                  else gr for gr in grads]
         with tf.Session(graph=g) as s:
             return s.run(grads, dict(zip(phs, args)))
@@ -402,7 +402,7 @@ def test_gather_gradient_is_indexed_slices():
     assert isinstance(g, IndexedSlices)
     assert g.values.shape.as_list() == [4, 3] and g.indices.shape.as_list() == [4]
     assert g.shape.as_list() == [4, 3]
-    dense = array_ops._indexed_slices_to_dense(g)
+    dense = gradients.as_dense(g)
     want = np.zeros((4, 3))
     np.add.at(want, np.array([3, 0, 3, 1]), w.op.get_attr("value").reshape(4, 3))
     with tf.Session() as s:

@@ -274,3 +274,16 @@ def test_list_devices_and_device_count():
     with tf.Session(config=tf.ConfigProto(device_count={"CPU": 3})) as s:
         names = [d.name for d in s.list_devices()]
     assert names == [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3)]
+
+
+def test_fetch_indexed_slices():
+    params = tf.constant(np.arange(12.0).reshape(4, 3))
+    picked = tf.gather(params, [3, 1, 3])
+    grad, = tf.gradients(tf.reduce_sum(picked * 2.0), [params])
+    assert isinstance(grad, tf.IndexedSlices)
+    with tf.Session() as s:
+        val = s.run(grad)
+    assert isinstance(val, tf.IndexedSlicesValue)
+    np.testing.assert_array_equal(val.indices, [3, 1, 3])
+    np.testing.assert_array_equal(val.values, np.full((3, 3), 2.0))
+    np.testing.assert_array_equal(val.dense_shape, [4, 3])
