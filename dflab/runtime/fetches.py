@@ -1,8 +1,9 @@
 """Fetch mapping: nested fetch structures <-> a flat list of unique tensors and target ops.
 
 ``Session.run`` accepts a tensor, an op, a name, a Variable, an ``IndexedSlices`` (fetched as
-an ``IndexedSlicesValue``), or any nesting of lists, tuples, dicts and namedtuples of them, and returns the same structure with ops mapped to None. A tensor
-fetched twice is computed once. Mappers for plain (hashable) fetches are cached per graph.
+an ``IndexedSlicesValue``), or any nesting of lists, tuples, dicts and namedtuples of them, and
+returns the same structure with ops mapped to None. A tensor fetched twice is computed once.
+Mappers for plain (hashable) fetches are cached per graph.
 """
 
 from __future__ import annotations
