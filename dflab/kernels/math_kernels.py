@@ -11,17 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dflab.kernels.registry import kernel, register_kernel
-
-
-def _quiet(fn):
-    def quiet(*args):
-        with np.errstate(all="ignore"):
-            return fn(*args)
-
-    quiet.__name__ = getattr(fn, "__name__", "quiet")
-    return quiet
-
+from dflab.kernels.registry import kernel, quiet, register_kernel
 
 # --- elementwise binary ---------------------------------------------------------------------------
 register_kernel("AddV2", fn=np.add)
@@ -29,10 +19,10 @@ register_kernel("Sub", fn=np.subtract)
 register_kernel("Mul", fn=np.multiply)
 # RealDiv only ever sees floating or complex inputs: its shape rule rejects integers, and
 # ``truediv`` casts integers to floating point before dividing.
-register_kernel("RealDiv", fn=_quiet(np.true_divide))
+register_kernel("RealDiv", fn=quiet(np.true_divide))
 register_kernel("Maximum", fn=np.maximum)
 register_kernel("Minimum", fn=np.minimum)
-register_kernel("Pow", fn=_quiet(np.power))
+register_kernel("Pow", fn=quiet(np.power))
 
 
 def _squared_difference(x, y):
@@ -40,7 +30,7 @@ def _squared_difference(x, y):
     return np.multiply(d, np.conj(d)) if np.iscomplexobj(d) else np.multiply(d, d)
 
 
-register_kernel("SquaredDifference", fn=_quiet(_squared_difference))
+register_kernel("SquaredDifference", fn=quiet(_squared_difference))
 
 
 def _check_int_divisor(y):
@@ -56,7 +46,7 @@ def _floordiv(op, ctx):
             return np.floor_divide(x, y)
 
         return int_floordiv
-    return _quiet(lambda x, y: np.floor(np.true_divide(x, y)))
+    return quiet(lambda x, y: np.floor(np.true_divide(x, y)))
 
 
 @kernel("FloorMod")
@@ -73,7 +63,7 @@ def _floormod(op, ctx):
         m = np.fmod(x, y)
         return np.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
 
-    return _quiet(float_floormod)
+    return quiet(float_floormod)
 
 
 # --- comparisons and logic ----------------------------------------------------------------------
@@ -106,7 +96,7 @@ for _t, _f in (("Neg", np.negative), ("Abs", np.abs), ("Sign", np.sign),
     register_kernel(_t, fn=_f)
 for _t, _f in (("Sqrt", np.sqrt), ("Rsqrt", _rsqrt), ("Reciprocal", np.reciprocal),
                ("Exp", np.exp), ("Log", np.log), ("Log1p", np.log1p), ("Sigmoid", _sigmoid)):
-    register_kernel(_t, fn=_quiet(_f))
+    register_kernel(_t, fn=quiet(_f))
 
 
 def _add_n(*xs):
@@ -289,7 +279,7 @@ def _scan_kernel(ufunc, identity):
                 out = np.flip(out, a)
             return out
 
-        return _quiet(scan)
+        return quiet(scan)
 
     return factory
 

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from dflab.framework import errors
-from dflab.kernels.registry import kernel, register_kernel
+from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.conv_ops import conv_output_size
 from dflab.ops.nn_ops import bias_channel_axis
 
@@ -23,13 +23,6 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_ALPHA = 1.6732632423543772848170429916717
 
 
-def _quiet(fn):
-    def quiet(*args):
-        with np.errstate(all="ignore"):
-            return fn(*args)
-
-    quiet.__name__ = getattr(fn, "__name__", "quiet")
-    return quiet
 
 
 def _like(x, value):
@@ -95,7 +88,7 @@ for _t, _f in (("Relu", _relu), ("ReluGrad", _relu_grad), ("Relu6", _relu6),
                ("Selu", _selu), ("SeluGrad", _selu_grad), ("Softplus", _softplus),
                ("SoftplusGrad", _softplus_grad), ("Softsign", _softsign),
                ("SoftsignGrad", _softsign_grad)):
-    register_kernel(_t, fn=_quiet(_f))
+    register_kernel(_t, fn=quiet(_f))
 
 
 @kernel("LeakyRelu")
@@ -131,7 +124,7 @@ def _softmax(op, ctx):
 @kernel("LogSoftmax")
 def _log_softmax(op, ctx):
     axis = op._attrs["axis"]
-    return _quiet(lambda x: _log_softmax_np(x, axis))
+    return quiet(lambda x: _log_softmax_np(x, axis))
 
 
 @kernel("SoftmaxCrossEntropyWithLogits")

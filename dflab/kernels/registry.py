@@ -16,6 +16,8 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from dflab.framework import errors
 
 
@@ -76,3 +78,15 @@ def get_kernel_def(op, device_type: str) -> KernelDef:
             f"with node {op.name}. Registered devices: {kernel_device_types(op.type)}"
         )
     return kd
+
+
+def quiet(fn: Callable) -> Callable:
+    """``fn`` with NumPy's floating-point warnings silenced: TF returns inf/NaN silently, so
+    kernels of ops that can legitimately produce them (division, log, sqrt…) use this."""
+
+    def quiet_fn(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    quiet_fn.__name__ = getattr(fn, "__name__", "quiet")
+    return quiet_fn

@@ -117,6 +117,8 @@ class RandomUniform(Initializer):
 
 
 class RandomNormal(Initializer):
+    _sample = staticmethod(random_ops.random_normal)
+
     def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=_dt.float32):
         self.mean = mean
         self.stddev = stddev
@@ -124,28 +126,18 @@ class RandomNormal(Initializer):
         self.dtype = _float_dtype(dtype)
 
     def __call__(self, shape, dtype=None, partition_info=None):
-        return random_ops.random_normal(_shape_list(shape), self.mean, self.stddev,
-                                        _float_dtype(dtype or self.dtype), seed=self.seed)
+        return self._sample(_shape_list(shape), self.mean, self.stddev,
+                            _float_dtype(dtype or self.dtype), seed=self.seed)
 
     def get_config(self):
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed,
                 "dtype": self.dtype.name}
 
 
-class TruncatedNormal(Initializer):
-    def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=_dt.float32):
-        self.mean = mean
-        self.stddev = stddev
-        self.seed = seed
-        self.dtype = _float_dtype(dtype)
+class TruncatedNormal(RandomNormal):
+    """Like ``RandomNormal``, re-drawing values beyond two standard deviations."""
 
-    def __call__(self, shape, dtype=None, partition_info=None):
-        return random_ops.truncated_normal(_shape_list(shape), self.mean, self.stddev,
-                                           _float_dtype(dtype or self.dtype), seed=self.seed)
-
-    def get_config(self):
-        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed,
-                "dtype": self.dtype.name}
+    _sample = staticmethod(random_ops.truncated_normal)
 
 
 def _compute_fans(shape):

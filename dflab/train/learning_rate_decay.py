@@ -12,11 +12,12 @@ def _prologue(global_step, what):
         raise ValueError(f"global_step is required for {what}.")
 
 
-def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
-                      name=None):
-    """learning_rate * decay_rate ^ (global_step / decay_steps) (floored if ``staircase``)."""
-    _prologue(global_step, "exponential_decay")
-    with _ops.name_scope(name, "ExponentialDecay") as name:
+def _step_decay(what, default_name, learning_rate, global_step, decay_steps, decay_rate,
+                staircase, name, scale):
+    """The shared shape of the three step-ratio schedules: ``scale(lr, rate, p)`` with
+    ``p = global_step / decay_steps`` (floored if ``staircase``)."""
+    _prologue(global_step, what)
+    with _ops.name_scope(name, default_name) as name:
         lr = _ops.convert_to_tensor(learning_rate, name="learning_rate")
         dtype = lr.dtype
         decay_steps = math_ops.cast(decay_steps, dtype)
@@ -24,38 +25,35 @@ def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, stair
         p = math_ops.cast(global_step, dtype) / decay_steps
         if staircase:
             p = math_ops.floor(p)
-        return math_ops.multiply(lr, math_ops.pow(decay_rate, p), name=name[:-1] + "/")
+        return scale(lr, decay_rate, p, dtype, name[:-1] + "/")
+
+
+def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
+                      name=None):
+    """learning_rate * decay_rate ^ (global_step / decay_steps) (floored if ``staircase``)."""
+    return _step_decay(
+        "exponential_decay", "ExponentialDecay", learning_rate, global_step, decay_steps,
+        decay_rate, staircase, name,
+        lambda lr, rate, p, dtype, nm: math_ops.multiply(lr, math_ops.pow(rate, p), name=nm))
 
 
 def natural_exp_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
                       name=None):
     """learning_rate * exp(-decay_rate * global_step / decay_steps)."""
-    _prologue(global_step, "natural_exp_decay")
-    with _ops.name_scope(name, "NaturalExpDecay") as name:
-        lr = _ops.convert_to_tensor(learning_rate, name="learning_rate")
-        dtype = lr.dtype
-        decay_steps = math_ops.cast(decay_steps, dtype)
-        decay_rate = math_ops.cast(decay_rate, dtype)
-        p = math_ops.cast(global_step, dtype) / decay_steps
-        if staircase:
-            p = math_ops.floor(p)
-        return math_ops.multiply(lr, math_ops.exp(-decay_rate * p), name=name[:-1] + "/")
+    return _step_decay(
+        "natural_exp_decay", "NaturalExpDecay", learning_rate, global_step, decay_steps,
+        decay_rate, staircase, name,
+        lambda lr, rate, p, dtype, nm: math_ops.multiply(lr, math_ops.exp(-rate * p), name=nm))
 
 
 def inverse_time_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
                        name=None):
     """learning_rate / (1 + decay_rate * global_step / decay_steps)."""
-    _prologue(global_step, "inverse_time_decay")
-    with _ops.name_scope(name, "InverseTimeDecay") as name:
-        lr = _ops.convert_to_tensor(learning_rate, name="learning_rate")
-        dtype = lr.dtype
-        decay_steps = math_ops.cast(decay_steps, dtype)
-        decay_rate = math_ops.cast(decay_rate, dtype)
-        p = math_ops.cast(global_step, dtype) / decay_steps
-        if staircase:
-            p = math_ops.floor(p)
-        denom = math_ops.add(math_ops.cast(1, dtype), math_ops.multiply(decay_rate, p))
-        return math_ops.truediv(lr, denom, name=name[:-1] + "/")
+    return _step_decay(
+        "inverse_time_decay", "InverseTimeDecay", learning_rate, global_step, decay_steps,
+        decay_rate, staircase, name,
+        lambda lr, rate, p, dtype, nm: math_ops.truediv(
+            lr, math_ops.add(math_ops.cast(1, dtype), math_ops.multiply(rate, p)), name=nm))
 
 
 def polynomial_decay(learning_rate, global_step, decay_steps, end_learning_rate=0.0001,
