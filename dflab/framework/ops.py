@@ -177,7 +177,8 @@ class Operation:
 
     __slots__ = (
         "_graph", "_name", "_type", "_inputs", "_outputs", "_control_inputs", "_control_outputs",
-        "_attrs", "_device", "_id", "_site", "_op_def", "_colocation", "__weakref__",
+        "_attrs", "_device", "_id", "_site", "_op_def", "_colocation", "_control_flow_context",
+        "_cf_info", "__weakref__",
     )
 
     def __init__(self, graph, name, op_type, inputs, attrs, device, control_inputs, site):
@@ -194,6 +195,9 @@ class Operation:
         self._site = site
         self._op_def = get_op_def(op_type)
         self._colocation: list[str] = []
+        # The cond branch or while loop body this op was built in (None: outside any).
+        self._control_flow_context = None
+        self._cf_info = None  # a cond Merge's predicate; a loop Exit's WhileContext
 
     # --- TF API ------------------------------------------------------------------------------
     @property
@@ -279,6 +283,33 @@ class Operation:
         for op in ops:
             self._add_control_input(op)
 
+    def _remove_control_input(self, op: Operation) -> None:
+        if op in self._control_inputs:
+            self._control_inputs.remove(op)
+            op._control_outputs.remove(self)
+            self._graph._version += 1
+            self._graph._plan_epoch += 1
+
+    def _update_input(self, index: int, tensor: Tensor) -> None:
+        """Rewire input ``index`` (a while loop's Merge gets its back edge this way)."""
+        old = self._inputs[index]
+        if tensor.dtype.base_dtype != old.dtype.base_dtype:
+            raise TypeError(f"Cannot update input {index} of {self._name} from {old.dtype} to "
+                            f"{tensor.dtype}")
+        inputs = list(self._inputs)
+        inputs[index] = tensor
+        self._inputs = tuple(inputs)
+        old._consumers.remove(self)  # one entry per input position, as at creation
+        tensor._consumers.append(self)
+        self._graph._version += 1
+        self._graph._plan_epoch += 1
+
+    def _get_control_flow_context(self):
+        return self._control_flow_context
+
+    def _set_control_flow_context(self, ctx) -> None:
+        self._control_flow_context = ctx
+
     def __repr__(self):
         return f"<tf.Operation '{self._name}' type={self._type}>"
 
@@ -337,7 +368,14 @@ class Graph:
             st.device = []  # list of (kind, value)
             st.colocate = []  # list of ops (None clears)
             st.attr_scope = []
+            st.cf_context = None  # the cond branch / while body being built
         return st
+
+    def _get_control_flow_context(self):
+        return self._st().cf_context
+
+    def _set_control_flow_context(self, ctx) -> None:
+        self._st().cf_context = ctx
 
     @property
     def seed(self):
@@ -563,6 +601,10 @@ class Graph:
                     f"Tensor {t.name} must be from the same graph as the op {op_type} being "
                     "created."
                 )
+        cf_context = self._st().cf_context
+        if cf_context is not None:
+            # Inside a cond branch or loop body, outside values come in through Switch/Enter.
+            inputs = [cf_context.AddValue(t) for t in inputs]
         with self._lock:
             if name is None:
                 name = op_type
@@ -612,6 +654,9 @@ class Graph:
             self._ops_by_name[name] = op
             self._ops.append(op)
             self._version += 1
+        if cf_context is not None:
+            op._control_flow_context = cf_context
+            cf_context.AddOp(op)
         for obs in self._op_observers:
             obs(op)
         return op

@@ -5,6 +5,7 @@ Importing this package registers every kernel module.
 
 from dflab.kernels import (  # noqa: F401 - imported for their registrations
     array_kernels,
+    control_flow_kernels,
     math_kernels,
     nn_kernels,
     random_kernels,

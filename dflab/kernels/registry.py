@@ -28,13 +28,17 @@ class KernelDef:
     factory: Callable  # (op, ctx) -> callable
     takes_step: bool  # called as fn(step, *inputs): needs the per-step context (cancellation…)
     site: str
+    # Called as fn(step, done, *inputs); calls done(outputs) or done(error=e) exactly once,
+    # from any thread, so that waiting (a Recv) holds no thread.
+    is_async: bool = False
 
 
 _KERNELS: dict[tuple[str, str], KernelDef] = {}
 
 
 def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None = None,
-                    factory: Callable | None = None, takes_step: bool = False) -> None:
+                    factory: Callable | None = None, takes_step: bool = False,
+                    is_async: bool = False) -> None:
     if (fn is None) == (factory is None):
         raise TypeError("register_kernel needs exactly one of fn= or factory=")
     if factory is None:
@@ -49,14 +53,17 @@ def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None 
         if key in _KERNELS:
             raise KeyError(f"Kernel for {op_type} on {dt} already registered at "
                            f"{_KERNELS[key].site}")
-        _KERNELS[key] = KernelDef(op_type, dt.upper(), factory, takes_step, site)
+        _KERNELS[key] = KernelDef(op_type, dt.upper(), factory, takes_step or is_async, site,
+                                  is_async)
 
 
-def kernel(op_type: str, device_types=("CPU",), takes_step: bool = False):
+def kernel(op_type: str, device_types=("CPU",), takes_step: bool = False,
+           is_async: bool = False):
     """Decorator form: registers the decorated *factory* ``(op, ctx) -> fn``."""
 
     def deco(factory):
-        register_kernel(op_type, device_types, factory=factory, takes_step=takes_step)
+        register_kernel(op_type, device_types, factory=factory, takes_step=takes_step,
+                        is_async=is_async)
         return factory
 
     return deco

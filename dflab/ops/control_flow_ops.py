@@ -1,14 +1,35 @@
-"""Control ops: ``no_op``, ``group``, ``tuple``, ``with_dependencies``.
+"""Control ops: ``no_op``, ``group``, ``tuple``, ``with_dependencies``, ``Assert``, and dynamic
+control flow: ``cond``, ``case`` and ``while_loop`` built from the dataflow primitives
+``Switch``, ``Merge``, ``Enter``, ``Exit``, ``NextIteration`` and ``LoopCond``.
 
-(Dynamic control flow — Switch/Merge/Enter/Exit/NextIteration — will live here too.)
+Design (TF's; DESIGN.md §4). A *control-flow context* is active on the graph while a branch or a
+loop body is built. Every op created meanwhile passes through it (``Graph._create_op`` calls
+``AddValue`` on each input and ``AddOp`` on the new op):
+
+* a ``CondContext`` routes every tensor from outside the branch through a ``Switch`` on the
+  predicate, so an untaken branch receives only dead tensors and does nothing; ops without inputs
+  get a control input from the branch's pivot for the same reason. ``cond`` joins the branches'
+  results with ``Merge`` ops;
+* a ``WhileContext`` (one loop frame) brings outside tensors in through loop-invariant ``Enter``
+  ops, replaces control inputs from outside the loop by one from such an ``Enter``, and gives
+  input-less ops a control input from the loop's pivot so they run once per iteration. Each loop
+  variable becomes ``Enter -> Merge -> Switch(LoopCond) -> Identity -> body -> NextIteration``
+  back into the ``Merge``, and ``Switch``'s false port leaves through ``Exit``.
+
+The executor (``dflab.runtime.executor``) gives these ops their meaning: frames, iterations,
+deadness. Gradients: ``Switch``/``Merge`` of a cond have gradients here; a while loop is
+differentiated as a whole by ``dflab.ops.control_flow_grad``.
 """
 
 from __future__ import annotations
 
 import builtins
 
+from dflab.framework import dtypes as _dt
+from dflab.framework import nest
 from dflab.framework import ops as _ops
-from dflab.framework.registry import NotDifferentiable, register_op
+from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
+from dflab.framework.tensor_shape import TensorShape, unknown_shape
 from dflab.ops import array_ops
 
 register_op("NoOp", lambda op: [], stateful=True)
@@ -61,4 +82,512 @@ def with_dependencies(dependencies, output_tensor, name=None):
             return array_ops.identity(output_tensor, name=sc[:-1] + "/" if sc else None)
 
 
-__all__ = ["no_op", "group", "tuple", "with_dependencies"]
+# --- Assert -----------------------------------------------------------------------------------
+register_op("Assert", lambda op: [], stateful=True)
+NotDifferentiable("Assert")
+
+
+def Assert(condition, data, summarize=None, name=None):  # noqa: N802 - TF's public name
+    """An op that fails the step with ``InvalidArgumentError`` when ``condition`` is false,
+    showing ``data`` (tensors, up to ``summarize`` entries each)."""
+    cond = _ops.convert_to_tensor(condition, dtype=_dt.bool)
+    data = [_ops.convert_to_tensor(d) for d in data]
+    return _ops.apply_op("Assert", [cond] + data, {"summarize": summarize or 3},
+                         name or "Assert")
+
+
+# --- the primitives -----------------------------------------------------------------------------
+def _check_predicate(pred, what):
+    if pred.dtype.base_dtype is not _dt.bool:
+        raise TypeError(f"{what} must be a bool tensor, got {pred.dtype.base_dtype.name} "
+                        f"({pred.name})")
+    if pred.shape.ndims not in (None, 0):
+        raise ValueError(f"{what} must be a scalar, got shape {pred.shape} ({pred.name})")
+
+
+def _switch_infer(op):
+    data, pred = op.inputs
+    _check_predicate(pred, f"The predicate of {op.name}")
+    return [(data.dtype.base_dtype, data.shape)] * 2
+
+
+def _merge_shape(shapes) -> TensorShape:
+    out = shapes[0]
+    for s in shapes[1:]:
+        if out.ndims is None or s.ndims is None or out.ndims != s.ndims:
+            return unknown_shape()
+        out = TensorShape([a if a == b else None for a, b in zip(out.as_list(), s.as_list())])
+    return out
+
+
+def _merge_infer(op):
+    dts = {t.dtype.base_dtype for t in op.inputs}
+    if len(dts) != 1:
+        raise TypeError(f"Merge inputs must have one dtype, got {sorted(d.name for d in dts)}")
+    return [(dts.pop(), _merge_shape([t.shape for t in op.inputs])), (_dt.int32, TensorShape([]))]
+
+
+def _forward_infer(op):
+    t = op.inputs[0]
+    return [(t.dtype.base_dtype, t.shape)]
+
+
+def _loop_cond_infer(op):
+    _check_predicate(op.inputs[0], f"The loop condition of {op.name}")
+    return [(_dt.bool, TensorShape([]))]
+
+
+register_op("Switch", _switch_infer)
+register_op("Merge", _merge_infer)
+register_op("Enter", _forward_infer)
+register_op("Exit", _forward_infer)
+register_op("NextIteration", _forward_infer)
+register_op("LoopCond", _loop_cond_infer)
+NotDifferentiable("LoopCond")
+
+
+def switch(data, pred, name=None):
+    """(output_false, output_true): ``data`` on the port ``pred`` selects, dead on the other."""
+    return builtins.tuple(_ops.apply_op("Switch", [data, pred], None, name or "Switch").outputs)
+
+
+def merge(inputs, name=None):
+    """(output, value_index): the first of ``inputs`` that is live."""
+    return builtins.tuple(_ops.apply_op("Merge", list(inputs), None, name or "Merge").outputs)
+
+
+def _enter(data, frame_name, is_constant=False, parallel_iterations=10, name=None):
+    return _ops.apply_op("Enter", [data], {"frame_name": frame_name, "is_constant": is_constant,
+                                           "parallel_iterations": parallel_iterations},
+                         name or "Enter")
+
+
+def exit(data, name=None):  # noqa: A001 - TF's name
+    return _ops.apply_op("Exit", [data], None, name or "Exit")
+
+
+def _next_iteration(data, name=None):
+    return _ops.apply_op("NextIteration", [data], None, name or "NextIteration")
+
+
+def loop_cond(pred, name=None):
+    return _ops.apply_op("LoopCond", [pred], None, name or "LoopCond")
+
+
+# --- contexts ------------------------------------------------------------------------------------
+class ControlFlowContext:
+    """Base of ``CondContext`` and ``WhileContext``: see the module docstring."""
+
+    def __init__(self):
+        self._graph = _ops.get_default_graph()
+        self.outer_context = self._graph._get_control_flow_context()
+        self._external: dict[int, _ops.Tensor] = {}  # id(outside tensor) -> inside tensor
+
+    def contains(self, ctx) -> bool:
+        """Is ``ctx`` this context or nested inside it?"""
+        while ctx is not None:
+            if ctx is self:
+                return True
+            ctx = ctx.outer_context
+        return False
+
+    def _is_inside(self, t) -> bool:
+        return self.contains(t.op._control_flow_context)
+
+    def Enter(self):  # noqa: N802 - TF's name
+        self._saved = self._graph._get_control_flow_context()
+        self._graph._set_control_flow_context(self)
+
+    def Exit(self):  # noqa: N802 - TF's name
+        self._graph._set_control_flow_context(self._saved)
+
+    def __enter__(self):
+        self.Enter()
+        return self
+
+    def __exit__(self, *exc):
+        self.Exit()
+
+    def _in_outer(self):
+        return _ContextSwitch(self._graph, self.outer_context)
+
+    def AddValue(self, t):  # noqa: N802 - TF's name
+        if self._is_inside(t):
+            return t
+        inner = self._external.get(id(t))
+        if inner is None:
+            with self._in_outer():
+                inner = self._bring_in(t)
+            inner.op._control_flow_context = self
+            self._external[id(t)] = inner
+        return inner
+
+    def AddOp(self, op):  # noqa: N802 - TF's name
+        if not op._inputs and self.pivot is not None and op is not self.pivot.op:
+            op._add_control_input(self.pivot.op)
+
+
+class _ContextSwitch:
+    def __init__(self, graph, ctx):
+        self._graph, self._ctx = graph, ctx
+
+    def __enter__(self):
+        self._saved = self._graph._get_control_flow_context()
+        self._graph._set_control_flow_context(self._ctx)
+
+    def __exit__(self, *exc):
+        self._graph._set_control_flow_context(self._saved)
+
+
+class CondContext(ControlFlowContext):
+    """One branch of a ``cond``: outside values enter through ``Switch(value, pred)[branch]``."""
+
+    def __init__(self, pred, pivot, branch):
+        super().__init__()
+        self.pred = pred
+        self.pivot = pivot
+        self.branch = branch
+
+    def _bring_in(self, t):
+        if t.dtype.is_ref_dtype:
+            t = array_ops.identity(t)
+        with _ops.control_dependencies(None):
+            return switch(t, self.pred)[self.branch]
+
+
+class WhileContext(ControlFlowContext):
+    """One while loop's frame; see the module docstring."""
+
+    def __init__(self, name, parallel_iterations=10, back_prop=True):
+        super().__init__()
+        if parallel_iterations < 1:
+            raise ValueError("parallel_iterations must be a positive integer.")
+        self.name = name
+        self.frame_name = name + "while_context" if name.endswith("/") else name
+        self.parallel_iterations = int(parallel_iterations)
+        self.back_prop = back_prop
+        self.pivot = None  # while building cond: the first Merge; then the body's pivot
+        self.loop_cond = None  # the LoopCond tensor
+        self.enters: list = []
+        self.merges: list = []
+        self.switches: list = []
+        self.body_inputs: list = []  # Identity of each Switch's true port
+        self.next_iterations: list = []
+        self.exits: list = []
+        self.counter = None  # iteration counter added for gradients
+        self._control_enters: dict = {}
+
+    def _bring_in(self, t):
+        with _ops.control_dependencies(None):
+            return _enter(t, self.frame_name, is_constant=True,
+                          parallel_iterations=self.parallel_iterations).outputs[0]
+
+    def AddOp(self, op):  # noqa: N802 - TF's name
+        outside = [c for c in op._control_inputs if not self.contains(c._control_flow_context)]
+        for c in outside:
+            op._remove_control_input(c)
+            op._add_control_input(self._control_enter(c))
+        super().AddOp(op)
+
+    def _control_enter(self, c):
+        """An Enter that carries control from ``c`` (outside the loop) into every iteration."""
+        e = self._control_enters.get(c)
+        if e is None:
+            with self._in_outer(), _ops.control_dependencies([c]):
+                token = array_ops.constant(0, name="control_token")
+            with self._in_outer(), _ops.control_dependencies(None):
+                e = _enter(token, self.frame_name, is_constant=True,
+                           parallel_iterations=self.parallel_iterations)
+            e._control_flow_context = self
+            self._control_enters[c] = e
+        return e
+
+
+# --- cond -------------------------------------------------------------------------------------
+def _to_tensors(values, ctx, what):
+    out = []
+    for v in nest.flatten(values):
+        if v is None:
+            raise ValueError(f"{what} returned None; it must return tensors")
+        if isinstance(v, _ops.Operation):
+            v = with_dependencies([v], ctx.pivot)
+        v = _ops.convert_to_tensor(v)
+        out.append(ctx.AddValue(v) if not ctx._is_inside(v) else v)
+    return out
+
+
+def _build_branch(ctx, fn, what):
+    ctx.Enter()
+    try:
+        result = fn()
+        flat = _to_tensors(result, ctx, what)
+    finally:
+        ctx.Exit()
+    return result, flat
+
+
+def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):
+    """``true_fn()`` if ``pred`` else ``false_fn()``; only the taken branch executes."""
+    true_fn = true_fn if true_fn is not None else fn1
+    false_fn = false_fn if false_fn is not None else fn2
+    if not callable(true_fn) or not callable(false_fn):
+        raise TypeError("true_fn and false_fn must be callable.")
+    site = _ops._user_site()
+    with _ops.name_scope(name, "cond", [pred]):
+        pred = _ops.convert_to_tensor(pred)
+        try:
+            _check_predicate(pred, "The predicate of cond")
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{e}. cond created at {site}") from None
+        p_false, p_true = switch(pred, pred)
+        pivot_t = array_ops.identity(p_true, name="switch_t")
+        pivot_f = array_ops.identity(p_false, name="switch_f")
+        pred_id = array_ops.identity(pred, name="pred_id")
+        ctx_t = CondContext(pred_id, pivot_t, 1)
+        res_t, flat_t = _build_branch(ctx_t, true_fn, "true_fn")
+        ctx_f = CondContext(pred_id, pivot_f, 0)
+        res_f, flat_f = _build_branch(ctx_f, false_fn, "false_fn")
+        try:
+            nest.assert_same_structure(res_t, res_f, check_types=False)
+        except ValueError as e:
+            raise ValueError(f"true_fn and false_fn of cond at {site} must return the same "
+                             f"structure: {e}") from None
+        for a, b in zip(flat_t, flat_f):
+            if a.dtype.base_dtype != b.dtype.base_dtype:
+                raise TypeError(f"true_fn and false_fn of cond at {site} return different "
+                                f"dtypes: {a.dtype.base_dtype.name} ({a.name}) and "
+                                f"{b.dtype.base_dtype.name} ({b.name})")
+        merges = []
+        for f, t in zip(flat_f, flat_t):
+            m = merge([f, t])[0]
+            m.op._cf_info = pred_id
+            merges.append(m)
+        structure = res_t
+        if not strict and isinstance(structure, (list, builtins.tuple)) and len(structure) == 1 \
+                and not hasattr(structure, "_fields"):
+            structure = structure[0]
+        return nest.pack_sequence_as(structure, merges)
+
+
+def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
+    """The first ``fn`` whose ``pred`` is true (TF1 semantics): nested conds."""
+    if isinstance(pred_fn_pairs, dict):
+        pairs = sorted(pred_fn_pairs.items(), key=lambda kv: kv[0].name)
+    else:
+        pairs = list(pred_fn_pairs)
+    for p, f in pairs:
+        if not callable(f):
+            raise TypeError(f"fn for pred {p!r} must be callable.")
+    if not pairs and default is None:
+        raise ValueError("case needs at least one (pred, fn) pair or a default.")
+    with _ops.name_scope(name, "case", [p for p, _ in pairs]):
+        preds = [_ops.convert_to_tensor(p) for p, _ in pairs]
+        fns = [f for _, f in pairs]
+        checks = []
+        if preds:
+            count = _count_true(preds)
+            if exclusive:
+                checks.append(Assert(count <= 1, [count], name="exclusive"))
+            if default is None:
+                checks.append(Assert(count >= 1, [count], name="none_true"))
+                default, preds, fns = fns[-1], preds[:-1], fns[:-1]
+        with _ops.control_dependencies(checks):
+            if not preds:
+                return default()
+            result = default
+            for p, f in reversed(list(zip(preds, fns))):
+                result = _bind_cond(p, f, result, strict)
+            return result()
+
+
+@RegisterGradient("Switch")
+def _switch_grad(op, g_false, g_true):
+    """A cond's Switch: merge the branch gradients. The untaken branch's gradient is dead, and
+    so is the zeros stand-in for a branch that does not use the value (it is computed from the
+    Switch's own dead port), so exactly one Merge input is live."""
+    if not isinstance(op._control_flow_context, CondContext):
+        return [None, None]
+    from dflab.ops.gradients import as_dense
+
+    return [merge([as_dense(g_false), as_dense(g_true)])[0], None]
+
+
+@RegisterGradient("Merge")
+def _merge_grad(op, grad, _):
+    pred = op._cf_info
+    if pred is None:
+        raise LookupError(f"No gradient for {op.name}: a Merge that is not the output of a cond "
+                          "(while loops are differentiated as a whole).")
+    from dflab.ops.gradients import as_dense
+
+    return list(switch(as_dense(grad), pred))
+
+
+for _t in ("Enter", "Exit", "NextIteration"):
+    NotDifferentiable(_t)
+
+
+def _count_true(preds):
+    from dflab.ops import math_ops
+
+    return math_ops.add_n([math_ops.cast(p, _dt.int32) for p in preds])
+
+
+def _bind_cond(pred, fn, otherwise, strict):
+    return lambda: cond(pred, fn, otherwise, strict=strict)
+
+
+# --- while_loop ----------------------------------------------------------------------------------
+def _leaf_to_tensor(v, what):
+    """Loop variables are tensors, or objects (a ``TensorArray``) that travel as one tensor."""
+    if hasattr(v, "_as_loop_var"):
+        return v._as_loop_var()
+    if v is None:
+        raise ValueError(f"{what}: loop variables cannot be None")
+    return _ops.convert_to_tensor(v)
+
+
+def _rebuild_leaves(like_flat, tensors):
+    return [v._from_loop_var(t) if hasattr(v, "_from_loop_var") else t
+            for v, t in zip(like_flat, tensors)]
+
+
+def _shape_le(a: TensorShape, b: TensorShape) -> bool:
+    """Is ``a`` at least as specific as ``b`` (every dim ``b`` knows, ``a`` knows equally)?"""
+    if b.ndims is None:
+        return True
+    if a.ndims != b.ndims:
+        return False
+    return all(db is None or da == db for da, db in zip(a.as_list(), b.as_list()))
+
+
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10,
+               back_prop=True, swap_memory=False, name=None, maximum_iterations=None,
+               return_same_structure=False):
+    """Repeat ``body`` while ``cond`` is true, as one loop frame in the dataflow graph.
+
+    TF1 semantics: ``cond`` and ``body`` take the loop variables unpacked; ``body`` returns
+    them with the same structure, dtypes and shapes (or shapes compatible with
+    ``shape_invariants``); up to ``parallel_iterations`` iterations run at once;
+    ``maximum_iterations`` stops the loop after that many iterations.
+    """
+    if not callable(cond) or not callable(body):
+        raise TypeError("cond and body must be callable.")
+    site = _ops._user_site()
+    is_seq = isinstance(loop_vars, (list, builtins.tuple))
+    lv = loop_vars if is_seq else [loop_vars]
+    if not nest.flatten(lv):
+        raise ValueError(f"No loop variables provided (while_loop at {site})")
+    with _ops.name_scope(name, "while", [v for v in nest.flatten(lv)
+                                         if isinstance(v, _ops.Tensor)]) as scope:
+        user_cond, user_body, invariants = cond, body, shape_invariants
+        if shape_invariants is not None and not is_seq:
+            invariants = [shape_invariants]
+        if maximum_iterations is not None:
+            limit = _ops.convert_to_tensor(maximum_iterations, name="maximum_iterations")
+            if not limit.dtype.is_integer or limit.shape.ndims not in (None, 0):
+                raise ValueError(f"maximum_iterations must be an integer scalar, got "
+                                 f"{limit.dtype.name} {limit.shape} (while_loop at {site})")
+            lv = [array_ops.constant(0, limit.dtype.base_dtype, name="iteration_counter"), lv]
+            if invariants is not None:
+                invariants = [TensorShape([]), invariants]
+
+            def cond(i, v):  # noqa: F811 - the counted loop wraps the user's functions
+                from dflab.ops import math_ops
+
+                return math_ops.logical_and(i < limit, user_cond(*v))
+
+            def body(i, v):  # noqa: F811
+                out = user_body(*v)
+                return [i + 1, out if isinstance(out, (list, builtins.tuple)) else [out]]
+
+        ctx = WhileContext(scope, parallel_iterations, back_prop)
+        ctx.site = site
+        result = _build_loop(ctx, cond, body, lv, invariants, site)
+        if maximum_iterations is not None:
+            result = result[1]
+        if not is_seq and not return_same_structure:
+            return result[0]
+        if not return_same_structure and len(result) == 1:
+            return result[0]
+        return result
+
+
+def _build_loop(ctx, cond, body, lv, invariants, site):
+    where = f"while_loop '{ctx.name.rstrip('/')}' at {site}"
+    flat_in = nest.flatten(lv)
+    tensors = [_leaf_to_tensor(v, where) for v in flat_in]
+    if invariants is not None:
+        try:
+            nest.assert_same_structure(lv, invariants, check_types=False)
+        except ValueError as e:
+            raise ValueError(f"shape_invariants of {where} do not match loop_vars: {e}") from None
+        shapes = [TensorShape(s) for s in nest.flatten(invariants)]
+        for t, s in zip(tensors, shapes):
+            if not _shape_le(t.shape, s):
+                raise ValueError(f"The shape invariant {s} is not compatible with the initial "
+                                 f"shape {t.shape} of loop variable {t.name} ({where}).")
+    else:
+        shapes = [t.shape for t in tensors]
+    with ctx._in_outer():
+        enters = [_enter(t, ctx.frame_name, False, ctx.parallel_iterations).outputs[0]
+                  for t in tensors]
+    for e, s in zip(enters, shapes):
+        e.op._control_flow_context = ctx
+        e._shape = s
+    ctx.Enter()
+    try:
+        merges = [merge([e, e])[0] for e in enters]
+        for m, s in zip(merges, shapes):
+            m._shape = s
+        ctx.pivot = merges[0]
+        packed = nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, merges))
+        c = _ops.convert_to_tensor(cond(*packed))
+        try:
+            _check_predicate(c, "The condition of a while_loop")
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{e} ({where})") from None
+        ctx.loop_cond = loop_cond(c, name="LoopCond").outputs[0]
+        switches = [switch(m, ctx.loop_cond) for m in merges]
+        body_inputs = [array_ops.identity(s[1]) for s in switches]
+        ctx.pivot = body_inputs[0]
+        packed = nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, body_inputs))
+        result = body(*packed)
+        if not isinstance(result, (list, builtins.tuple)):
+            result = [result]
+        try:
+            nest.assert_same_structure(list(lv), list(result), check_types=False)
+        except ValueError as e:
+            raise ValueError(f"The body of {where} must return its loop variables with the "
+                             f"same structure: {e}") from None
+        outs = []
+        for m, r in zip(merges, nest.flatten(result)):
+            r = _leaf_to_tensor(r, where) if hasattr(r, "_as_loop_var") or \
+                isinstance(r, _ops.Tensor) else _ops.convert_to_tensor(r, dtype=m.dtype)
+            if r.dtype.base_dtype != m.dtype.base_dtype:
+                raise TypeError(f"Loop variable {m.name} enters the loop with dtype "
+                                f"{m.dtype.base_dtype.name}, but has dtype "
+                                f"{r.dtype.base_dtype.name} after one iteration ({where}).")
+            if not _shape_le(r.shape, m.shape):
+                raise ValueError(
+                    f"Input tensor '{m.name}' enters the loop with shape {m.shape}, but has "
+                    f"shape {r.shape} after one iteration. To allow the shape to vary across "
+                    f"iterations, use the `shape_invariants` argument of tf.while_loop to "
+                    f"specify a less-specific shape ({where}).")
+            outs.append(ctx.AddValue(r))
+        nexts = [_next_iteration(r).outputs[0] for r in outs]
+        for m, n in zip(merges, nexts):
+            m.op._update_input(1, n)
+        exits = [exit(s[0]).outputs[0] for s in switches]
+    finally:
+        ctx.Exit()
+    for x, s in zip(exits, shapes):
+        x._shape = s
+        x.op._cf_info = ctx
+    ctx.enters, ctx.merges, ctx.switches = enters, merges, switches
+    ctx.body_inputs, ctx.next_iterations, ctx.exits = body_inputs, nexts, exits
+    return nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, exits))
+
+
+__all__ = ["no_op", "group", "tuple", "with_dependencies", "Assert", "cond", "case",
+           "while_loop"]

@@ -1,27 +1,41 @@
 """The dataflow executor: a fixed per-signature *plan* plus per-run *state*.
 
-Plan (built once, cached by the session): nodes in topological order, each with its bound kernel,
-input slot indices, output slot base, successor list (one entry per edge), initial pending count,
-and whether it is expensive (worth a pool thread) or blocking. Every tensor of the pruned graph
-has a slot in a flat list; fed tensors have slots filled before the run.
+Plan (built once, cached by the session): nodes in topological order (loop back edges aside),
+each with its bound kernel, input slots, output slots, out-edges, initial pending count, and
+whether it is expensive (worth a pool thread), blocking or asynchronous. Plans with dynamic
+control flow also carry *static frames*: every node reads its inputs in one frame (the root
+frame, or the body of a ``while_loop``) and writes its outputs in one frame; ``Enter`` writes
+into its child frame, ``Exit`` into the parent frame.
 
-Run state (``Execution``): the slots, the pending counts, the remaining-use count of each slot (a
-tensor is released at its last use unless fetched), a ready queue.
+Run state (``Execution``) follows TF's executor (and Yu et al., EuroSys 2018): a *frame
+instance* per execution of a loop (keyed by parent frame instance, parent iteration and frame
+name), and inside it one *iteration state* per live iteration, holding that iteration's tensor
+slots, pending counts and deadness. ``NextIteration`` starts iteration i+1 while iteration i may
+still be running, up to ``parallel_iterations`` iterations in flight; iteration i is complete
+once nothing of it is ready or running and iteration i-1 is complete; then its state is freed.
+A frame is done when its last iteration completes; its ``Exit`` nodes that never produced a live
+value then send *dead* values out, so a loop inside an untaken ``cond`` branch is dead as a whole.
 
-Three drivers share ``_execute`` and ``_propagate``:
+Deadness: a ``Switch`` sends its input to one port and ``DEAD`` to the other; a node with a dead
+input (or a dead control input) produces dead outputs without running; a ``Merge`` runs as soon as
+one live input arrives, or produces dead outputs once all its inputs of this iteration are dead;
+a dead ``NextIteration`` ends its loop's chain.
+
+Three drivers share ``_run``/``_propagate``:
 
 * ``step()`` runs one ready node and reports it: the stepper and partial runs use it;
-* ``run_dataflow()`` is the concurrent driver: the calling thread and inter-op pool workers each
-  take a ready node, run it, and decrement its successors' pending counts; newly ready cheap nodes
-  are run inline, newly ready expensive ones except one are handed to the pool (TF's
+* ``start()``/``wait()`` (``run_dataflow()``) is the concurrent driver: the calling thread and
+  inter-op pool workers each take a ready node, run it, and propagate; newly ready cheap nodes are
+  run inline, newly ready expensive ones except one are handed to the pool (TF's
   ``ScheduleReady``), so chains never pay a thread hand-off while independent branches run in
-  parallel (NumPy releases the GIL inside BLAS and ufunc loops);
-* ``run_inline()`` is the precompiled straight-line schedule for plans with no blocking node and
-  at most one expensive node: no pending counts, no locks, only the topological order and
-  precomputed release lists.
+  parallel (NumPy releases the GIL inside BLAS and ufunc loops). Asynchronous kernels (``_Recv``)
+  hold no thread while they wait: they call back when their value arrives;
+* ``run_inline()`` is the precompiled straight-line schedule for plans without control flow,
+  blocking or asynchronous nodes and with at most one expensive node.
 
-Observers (tracing, stepping, live UI) attach through ``Execution.observer``; when it is None the
-hot loops pay nothing for them.
+Observers (tracing, stepping, live UI) attach through ``Execution.observer`` and are called as
+``node_start(ex, node, frame, iteration)`` and ``node_end(ex, node, frame, iteration, outputs)``;
+when it is None the hot loops pay nothing for them.
 """
 
 from __future__ import annotations
@@ -33,6 +47,7 @@ from collections import deque
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.control_flow_kernels import DEAD
 from dflab.kernels.registry import get_kernel_def
 
 
@@ -65,12 +80,45 @@ class _Deref:
         return self.fn(*args)
 
 
+# Node kinds: how the executor routes a node's outputs.
+PLAIN, SWITCH, MERGE, ENTER, EXIT, NEXT = range(6)
+_KINDS = {
+    "Switch": SWITCH, "RefSwitch": SWITCH, "Merge": MERGE, "RefMerge": MERGE,
+    "Enter": ENTER, "RefEnter": ENTER, "Exit": EXIT, "RefExit": EXIT,
+    "NextIteration": NEXT, "RefNextIteration": NEXT,
+}
+CONTROL_FLOW_OPS = frozenset(_KINDS) | {"LoopCond"}
+ROOT = 0
+
+
 class PlanNode:
-    __slots__ = ("op", "index", "fn", "inputs", "out_base", "n_out", "succ", "expensive",
-                 "blocking", "takes_step", "releases")
+    __slots__ = ("op", "index", "fn", "inputs", "out_base", "n_out", "succ", "edges", "expensive",
+                 "blocking", "takes_step", "is_async", "releases", "kind", "local", "in_frame",
+                 "out_frame", "is_constant", "n_forward", "n_back")
 
     def __repr__(self):
         return f"<PlanNode {self.index} {self.op.name}>"
+
+
+class FrameInfo:
+    """A static frame: the root, or the body of one ``while_loop`` (named by ``frame_name``)."""
+
+    __slots__ = ("id", "name", "parent", "parallel_iterations", "nodes", "n_slots",
+                 "initial_pending", "n_enters", "exits")
+
+    def __init__(self, fid, name, parent, parallel_iterations):
+        self.id = fid
+        self.name = name
+        self.parent = parent
+        self.parallel_iterations = max(int(parallel_iterations), 1)
+        self.nodes = []
+        self.n_slots = 0
+        self.initial_pending = []
+        self.n_enters = 0
+        self.exits = []
+
+    def __repr__(self):
+        return f"<FrameInfo {self.id} {self.name or '(root)'}>"
 
 
 def _is_ref(t) -> bool:
@@ -84,63 +132,164 @@ class ExecutorPlan:
         self.ops = list(ops_in_order)
         self.feeds = list(feeds)
         self.fetches = list(fetches)
-        fed = {id(t) for t in self.feeds}
-        slot_of: dict[int, int] = {}
-        n_slots = 0
-        for t in self.feeds:
-            slot_of[id(t)] = n_slots
-            n_slots += 1
+        self.cf = any(op.type in CONTROL_FLOW_OPS for op in self.ops)
         index_of = {id(op): i for i, op in enumerate(self.ops)}
+        fed = {id(t): k for k, t in enumerate(self.feeds)}
         nodes = []
         for i, op in enumerate(self.ops):
             node = PlanNode()
             node.op = op
             node.index = i
-            node.out_base = n_slots
+            node.kind = _KINDS.get(op.type, PLAIN)
             node.n_out = len(op._outputs)
-            for t in op._outputs:
-                if id(t) not in fed:
-                    slot_of[id(t)] = n_slots
-                n_slots += 1
-            node.succ = []
             node.releases = ()
+            node.is_constant = bool(op._attrs.get("is_constant", False))
             nodes.append(node)
-        pending = [0] * len(nodes)
-        uses = [0] * n_slots
-        self.feed_consumers: list[list[int]] = [[] for _ in self.feeds]
-        feed_pos = {id(t): k for k, t in enumerate(self.feeds)}
+        self.nodes = nodes
+        self.frames = [FrameInfo(ROOT, "", None, 1)]
+        self._assign_frames(index_of, fed)
+        slot_of = self._assign_slots()
+        self._wire(index_of, fed, slot_of)
         for node in nodes:
-            op = node.op
-            ins = []
-            for t in op._inputs:
-                s = slot_of[id(t)]
-                ins.append(s)
-                uses[s] += 1
-                if id(t) in fed:
-                    self.feed_consumers[feed_pos[id(t)]].append(node.index)
-                else:
-                    nodes[index_of[id(t.op)]].succ.append(node.index)
-                    pending[node.index] += 1
-            for c in op._control_inputs:
-                j = index_of.get(id(c))
-                if j is not None:
-                    nodes[j].succ.append(node.index)
-                    pending[node.index] += 1
-            node.inputs = tuple(ins)
-            self._bind_kernel(node, ctx_for_op(op))
-        self.fetch_slots = [slot_of[id(t)] for t in self.fetches]
+            self._bind_kernel(node, ctx_for_op(node.op))
+        self.fetch_slots = []
+        for t in self.fetches:
+            if id(t) not in fed and nodes[index_of[id(t.op)]].out_frame != ROOT:
+                raise errors.InvalidArgumentError(
+                    None, t.op, f"Cannot fetch {t.name}: it is computed inside a while loop "
+                    "(fetch an output of the loop instead).")
+            self.fetch_slots.append(fed[id(t)] if id(t) in fed else slot_of[id(t)])
+        uses = [0] * self.frames[ROOT].n_slots
+        for node in nodes:
+            if node.in_frame == ROOT:
+                for s in node.inputs:
+                    uses[s] += 1
         for s in self.fetch_slots:
             uses[s] += 1 << 30  # fetched tensors are never released
-        self.nodes = nodes
-        self.n_slots = n_slots
-        self.initial_pending = pending
+        self.n_slots = self.frames[ROOT].n_slots
+        self.initial_pending = self.frames[ROOT].initial_pending
         self.initial_uses = uses
-        self.roots = [i for i, p in enumerate(pending) if p == 0]
-        self.has_blocking = any(n.blocking for n in nodes)
+        self.roots = [i for i in self.frames[ROOT].nodes
+                      if self.initial_pending[nodes[i].local] == 0]
+        self.has_blocking = any(n.blocking or n.is_async for n in nodes)
         self.n_expensive = sum(n.expensive for n in nodes)
         self._compute_releases()
         self.schedule = [(n.fn, n.inputs, n.out_base, n.n_out, n.releases) for n in nodes]
         self._compiled = None
+
+    # --- frames, slots and edges --------------------------------------------------------------
+    def _assign_frames(self, index_of, fed) -> None:
+        """Give every node the static frame it reads in and the one it writes in."""
+        nodes = self.nodes
+        child_of: dict[tuple, int] = {}
+        for node in nodes:
+            op = node.op
+            if not self.cf:
+                node.in_frame = node.out_frame = ROOT
+                continue
+            producers = [t.op for t in op._inputs if id(t) not in fed]
+            if node.kind == MERGE:  # a loop Merge's back edge comes from a later node
+                producers = [p for p in producers if p.type not in ("NextIteration",
+                                                                    "RefNextIteration")]
+            if not producers:
+                producers = [c for c in op._control_inputs if id(c) in index_of]
+            found = {nodes[index_of[id(p)]].out_frame for p in producers}
+            if len(found) > 1:
+                names = ", ".join(sorted(self.frames[f].name or "(root)" for f in found))
+                raise errors.InvalidArgumentError(
+                    None, op, f"{op.name} takes inputs from different loop frames ({names}); "
+                    "tensors enter a while loop only through Enter (build loops with "
+                    "tf.while_loop).")
+            node.in_frame = found.pop() if found else ROOT
+            if node.kind == ENTER:
+                key = (node.in_frame, op._attrs.get("frame_name", ""))
+                if key not in child_of:
+                    child_of[key] = len(self.frames)
+                    self.frames.append(FrameInfo(len(self.frames), key[1], node.in_frame,
+                                                 op._attrs.get("parallel_iterations", 10)))
+                node.out_frame = child_of[key]
+                self.frames[node.out_frame].n_enters += 1
+            elif node.kind == EXIT:
+                parent = self.frames[node.in_frame].parent
+                if parent is None:
+                    raise errors.InvalidArgumentError(
+                        None, op, f"Exit node {op.name} is not inside a while loop.")
+                node.out_frame = parent
+                self.frames[node.in_frame].exits.append(node.index)
+            else:
+                node.out_frame = node.in_frame
+
+    def _assign_slots(self) -> dict:
+        """Number each node locally in its read frame and each output in its write frame."""
+        slot_of: dict[int, int] = {}
+        root = self.frames[ROOT]
+        root.n_slots = len(self.feeds)
+        fed = {id(t) for t in self.feeds}
+        for k, t in enumerate(self.feeds):
+            slot_of[id(t)] = k
+        for node in self.nodes:
+            fin = self.frames[node.in_frame]
+            node.local = len(fin.nodes)
+            fin.nodes.append(node.index)
+            fout = self.frames[node.out_frame]
+            node.out_base = fout.n_slots
+            for t in node.op._outputs:
+                if id(t) not in fed:
+                    slot_of[id(t)] = fout.n_slots
+                fout.n_slots += 1
+        return slot_of
+
+    def _wire(self, index_of, fed, slot_of) -> None:
+        nodes = self.nodes
+        edges = [[] for _ in nodes]
+        self.feed_consumers: list[list[int]] = [[] for _ in self.feeds]
+        for frame in self.frames:
+            frame.initial_pending = [0] * len(frame.nodes)
+        for node in nodes:
+            op = node.op
+            pending = 0
+            node.n_forward = node.n_back = 0
+            ins = []
+            for pos, t in enumerate(op._inputs):
+                s = slot_of[id(t)]
+                ins.append(s)
+                if id(t) in fed:
+                    if node.in_frame != ROOT:
+                        raise errors.InvalidArgumentError(
+                            None, op, f"Cannot feed {t.name}: it is used inside a while loop "
+                            f"by {op.name}.")
+                    self.feed_consumers[fed[id(t)]].append(node.index)
+                    continue
+                prod = nodes[index_of[id(t.op)]]
+                self._check_same_frame(prod, node)
+                edges[prod.index].append((node.index, s, pos))
+                if node.kind == MERGE:
+                    if prod.kind == NEXT:
+                        node.n_back += 1
+                    else:
+                        node.n_forward += 1
+                else:
+                    pending += 1
+            for c in op._control_inputs:
+                j = index_of.get(id(c))
+                if j is not None:
+                    self._check_same_frame(nodes[j], node)
+                    edges[j].append((node.index, -1, -1))
+                    pending += 1
+            if node.kind == MERGE:
+                pending += 1  # the first live data input, or the last dead one
+            node.inputs = tuple(ins)
+            self.frames[node.in_frame].initial_pending[node.local] = pending
+        for node in nodes:
+            node.edges = tuple(edges[node.index])
+            node.succ = tuple(nodes[j].local for j, _, _ in node.edges)
+
+    def _check_same_frame(self, producer, consumer) -> None:
+        if producer.out_frame != consumer.in_frame:
+            raise errors.InvalidArgumentError(
+                None, consumer.op, f"{consumer.op.name} uses {producer.op.name} across a while "
+                "loop boundary; values enter a loop only through Enter and leave it through "
+                "Exit (build loops with tf.while_loop).")
 
     def _bind_kernel(self, node, ctx) -> None:
         op = node.op
@@ -157,9 +306,11 @@ class ExecutorPlan:
         ref_inputs = op._op_def.ref_inputs
         deref = [i for i, t in enumerate(op._inputs) if _is_ref(t) and i not in ref_inputs]
         if deref and not getattr(fn, "accepts_refs", False):
-            fn = _Deref(fn, deref)
+            lead = 2 if kd.is_async else 1 if kd.takes_step else 0  # (step[, done], *inputs)
+            fn = _Deref(fn, [i + lead for i in deref])
         node.fn = fn
         node.takes_step = kd.takes_step
+        node.is_async = kd.is_async
         node.expensive = op._op_def.expensive or op._op_def.blocking
         node.blocking = op._op_def.blocking
 
@@ -179,7 +330,7 @@ class ExecutorPlan:
 
     @property
     def straight_line(self) -> bool:
-        return not self.has_blocking and self.n_expensive < 2
+        return not self.cf and not self.has_blocking and self.n_expensive < 2
 
     def compiled(self):
         """The straight-line schedule as one generated Python function (built on first use).
@@ -208,6 +359,48 @@ def _attach_op(e: BaseException, op) -> errors.OpError:
     return errors.InternalError(None, op, f"{type(e).__name__}: {e}")
 
 
+class _Frame:
+    """One execution of a static frame (the root, or one run of a while loop)."""
+
+    __slots__ = ("info", "parent", "parent_iter", "iters", "count", "n_iters", "pending_enters",
+                 "invariants", "deferred", "live_exits", "children")
+
+    def __init__(self, info: FrameInfo, parent=None, parent_iter: int = 0):
+        self.info = info
+        self.parent = parent
+        self.parent_iter = parent_iter
+        self.iters: dict[int, _Iter] = {0: _Iter(0, info)}
+        self.count = 0  # the highest iteration started
+        self.n_iters = 1  # iterations started and not complete
+        self.pending_enters = info.n_enters
+        self.invariants: list = []  # (Enter node, value) of loop-invariant Enters
+        self.deferred: list = []  # NextIteration values waiting for a free iteration
+        self.live_exits: set = set()
+        self.children: dict = {}
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def __repr__(self):
+        where = f" in {self.parent.name or '(root)'}:{self.parent_iter}" if self.parent else ""
+        return f"<Frame {self.name or '(root)'}{where}>"
+
+
+class _Iter:
+    """State of one iteration of a frame: tensor slots, pending counts, deadness."""
+
+    __slots__ = ("n", "slots", "pending", "outstanding", "dead_ctrl", "merge")
+
+    def __init__(self, n: int, info: FrameInfo):
+        self.n = n
+        self.slots = [None] * info.n_slots
+        self.pending = list(info.initial_pending)
+        self.outstanding = 0  # nodes ready or running, plus live child frames
+        self.dead_ctrl: set = set()
+        self.merge: dict = {}  # local index -> [dead inputs, chosen input pos, chosen slot]
+
+
 class Execution:
     """Per-run state of one plan (see the module docstring)."""
 
@@ -215,60 +408,105 @@ class Execution:
                  partial: bool = False):
         self.plan = plan
         self.step_id = step_id
-        self.slots = [None] * plan.n_slots
+        self.root = _Frame(plan.frames[ROOT])
+        self._root_iter = it = self.root.iters[0]
         for k, v in enumerate(feed_values):
-            self.slots[k] = v
-        self.pending = list(plan.initial_pending)
+            it.slots[k] = v
         self.uses = list(plan.initial_uses)
         if partial:
             for consumers in plan.feed_consumers:
                 for i in consumers:
-                    self.pending[i] += 1
-            self.ready = deque(i for i, p in enumerate(self.pending) if p == 0)
+                    it.pending[plan.nodes[i].local] += 1
+            roots = [i for i in plan.frames[ROOT].nodes if it.pending[plan.nodes[i].local] == 0]
         else:
-            self.ready = deque(plan.roots)
+            roots = plan.roots
+        self.ready = deque((i, self.root, it) for i in roots)
+        it.outstanding = self._inflight = len(self.ready)
         self.executed = 0
         self.done_flags = [False] * len(plan.nodes)
         self.lock = threading.Lock()
         self.cancelled = threading.Event()
         self.error: BaseException | None = None
+        self.error_callback = None
         self.observer = None
-        self._outstanding = 0
+        self.rendezvous = None
+        self._pool = None
         self._parallel = True
         self._finished = threading.Event()
         self.start_time = time.perf_counter()
+        if plan.cf:
+            self._run, self._propagate = self._run_cf, self._propagate_cf
+        else:
+            self._run, self._propagate = self._run_flat, self._propagate_flat
 
-    # --- the shared core ------------------------------------------------------------------
-    def _execute(self, i: int) -> None:
-        node = self.plan.nodes[i]
-        slots = self.slots
-        args = [slots[s] for s in node.inputs]
-        obs = self.observer
-        if obs is not None:
-            obs.node_start(self, node)
+    @property
+    def slots(self) -> list:
+        """The root frame's tensor slots."""
+        return self._root_iter.slots
+
+    @property
+    def ready_nodes(self) -> list[int]:
+        return [item[0] for item in self.ready]
+
+    # --- running one node -----------------------------------------------------------------
+    def _call(self, node, args):
         try:
             if node.takes_step:
-                out = node.fn(self, *args)
-            else:
-                out = node.fn(*args)
+                return node.fn(self, *args)
+            return node.fn(*args)
         except BaseException as e:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             raise _attach_op(e, node.op) from e
+
+    def _run_flat(self, item):
+        i, frame, it = item
+        node = self.plan.nodes[i]
+        slots = it.slots
+        obs = self.observer
+        if obs is not None:
+            obs.node_start(self, node, frame, 0)
+        out = self._call(node, [slots[s] for s in node.inputs])
+        if obs is not None:
+            obs.node_end(self, node, frame, 0, _as_outputs(out, node.n_out))
+        return out
+
+    def _run_cf(self, item):
+        """Run a node unless it is dead; returns (outputs, dead)."""
+        i, frame, it = item
+        node = self.plan.nodes[i]
+        obs = self.observer
+        if obs is not None:
+            obs.node_start(self, node, frame, it.n)
+        dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl
+        if node.kind == MERGE:
+            st = it.merge[node.local]
+            dead = dead or st[1] < 0
+            args = None if dead else (it.slots[st[2]], st[1])
+        else:
+            args = [it.slots[s] for s in node.inputs]
+            dead = dead or any(a is DEAD for a in args)
+        if dead:
+            out = DEAD if node.n_out == 1 else (DEAD,) * node.n_out
+        else:
+            out = self._call(node, args)
+        if obs is not None:
+            obs.node_end(self, node, frame, it.n, _as_outputs(out, node.n_out))
+        return out, dead
+
+    # --- propagation --------------------------------------------------------------------------
+    def _propagate_flat(self, item, out) -> list:
+        """Store node i's outputs, release its inputs, return the successors it made ready."""
+        i, frame, it = item
+        node = self.plan.nodes[i]
+        slots = it.slots
         if node.n_out == 1:
             slots[node.out_base] = out
         elif node.n_out:
             b = node.out_base
             for k, v in enumerate(out):
                 slots[b + k] = v
-        if obs is not None:
-            obs.node_end(self, node)
-
-    def _propagate(self, i: int) -> list[int]:
-        """Mark node i done, release its inputs, return the successors it made ready."""
-        plan_nodes = self.plan.nodes
-        node = plan_nodes[i]
-        pending, uses, slots = self.pending, self.uses, self.slots
+        pending, uses = it.pending, self.uses
         new = []
         with self.lock:
             self.done_flags[i] = True
@@ -282,47 +520,250 @@ class Execution:
                 p = pending[j] - 1
                 pending[j] = p
                 if p == 0:
-                    new.append(j)
+                    new.append((j, frame, it))
+            it.outstanding += len(new) - 1
+            self._inflight += len(new) - 1
+            if self._inflight == 0:
+                self._finished.set()
         return new
 
+    def _propagate_cf(self, item, result) -> list:
+        i, frame, it = item
+        out, dead = result
+        node = self.plan.nodes[i]
+        outs = _as_outputs(out, node.n_out)
+        new: list = []
+        with self.lock:
+            self.done_flags[i] = True
+            self.executed += 1
+            if frame is self.root:
+                uses, slots = self.uses, it.slots
+                for s in node.inputs:
+                    u = uses[s] - 1
+                    uses[s] = u
+                    if u == 0:
+                        slots[s] = None
+            kind = node.kind
+            if kind == ENTER:
+                self._enter(node, frame, it, outs[0], new)
+            elif kind == EXIT:
+                if outs[0] is not DEAD:  # dead exits leave the frame when it is done
+                    frame.live_exits.add(i)
+                    self._deliver(node, frame.parent, frame.parent.iters[frame.parent_iter],
+                                  outs, False, new)
+            elif kind == NEXT:
+                if outs[0] is not DEAD:  # a dead NextIteration ends the chain
+                    self._next_iteration(node, frame, it, outs[0], new)
+            else:
+                self._deliver(node, frame, it, outs, dead, new)
+            it.outstanding -= 1
+            if it.outstanding == 0 and frame.parent is not None:
+                self._iteration_idle(frame, it, new)
+            self._inflight += len(new) - 1
+            if self._inflight == 0:
+                self._finished.set()
+        return new
+
+    def _deliver(self, node, frame, it, outs, dead, new) -> None:
+        """Write ``outs`` into iteration ``it`` of ``frame``; count down node's successors."""
+        slots = it.slots
+        b = node.out_base
+        for k, v in enumerate(outs):
+            slots[b + k] = v
+        nodes = self.plan.nodes
+        pending = it.pending
+        for j, slot, pos in node.edges:
+            c = nodes[j]
+            loc = c.local
+            if slot < 0:
+                if dead:
+                    it.dead_ctrl.add(loc)
+            elif c.kind == MERGE and not self._merge_arrival(c, it, slot, pos):
+                continue
+            p = pending[loc] - 1
+            pending[loc] = p
+            if p == 0:
+                it.outstanding += 1
+                new.append((j, frame, it))
+
+    def _merge_arrival(self, merge, it, slot, pos) -> bool:
+        """A data input reached a Merge: True when it decides the Merge (first live input, or
+        the last of the inputs expected in this iteration, all dead)."""
+        st = it.merge.get(merge.local)
+        if st is None:
+            st = it.merge[merge.local] = [0, -1, -1]
+        elif st[1] != -1:
+            return False  # already decided: later inputs are ignored
+        if it.slots[slot] is DEAD:
+            st[0] += 1
+            if merge.n_back == 0:
+                expected = merge.n_forward
+            else:
+                expected = merge.n_forward if it.n == 0 else merge.n_back
+            if st[0] < expected:
+                return False
+            st[1] = -2
+            return True
+        st[1], st[2] = pos, slot
+        return True
+
+    def _enter(self, node, frame, it, value, new) -> None:
+        key = (node.out_frame, it.n)
+        child = frame.children.get(key)
+        if child is None:
+            child = _Frame(self.plan.frames[node.out_frame], frame, it.n)
+            frame.children[key] = child
+            it.outstanding += 1  # a live child frame keeps its parent iteration open
+        child.pending_enters -= 1
+        dead = value is DEAD
+        if node.is_constant:  # loop invariant: available to every iteration
+            child.invariants.append((node, value))
+            for cit in list(child.iters.values()):
+                self._deliver(node, child, cit, (value,), dead, new)
+        else:
+            self._deliver(node, child, child.iters[0], (value,), dead, new)
+        if child.pending_enters == 0:
+            first = child.iters.get(0)
+            if first is not None and first.outstanding == 0:
+                self._iteration_idle(child, first, new)
+
+    def _next_iteration(self, node, frame, it, value, new) -> None:
+        nxt = frame.iters.get(it.n + 1)
+        if nxt is None:
+            if frame.n_iters >= frame.info.parallel_iterations:
+                frame.deferred.append((node, value))
+                return
+            nxt = self._new_iteration(frame, new)
+        self._deliver(node, frame, nxt, (value,), False, new)
+
+    def _new_iteration(self, frame, new):
+        frame.count += 1
+        nit = _Iter(frame.count, frame.info)
+        frame.iters[frame.count] = nit
+        frame.n_iters += 1
+        for enter, value in frame.invariants:
+            self._deliver(enter, frame, nit, (value,), value is DEAD, new)
+        return nit
+
+    def _iteration_idle(self, frame, it, new) -> None:
+        """Nothing of ``it`` is ready or running: complete it (and later ones) if possible."""
+        while True:
+            n = it.n
+            if it.outstanding or (n == 0 and frame.pending_enters) or (n - 1) in frame.iters:
+                return
+            del frame.iters[n]
+            frame.n_iters -= 1
+            if frame.deferred:
+                waiting, frame.deferred = frame.deferred, []
+                nit = self._new_iteration(frame, new)
+                for node, value in waiting:
+                    self._deliver(node, frame, nit, (value,), False, new)
+            nxt = frame.iters.get(n + 1)
+            if nxt is None:
+                if not frame.iters:
+                    self._frame_done(frame, new)
+                return
+            it = nxt
+
+    def _frame_done(self, frame, new) -> None:
+        parent = frame.parent
+        pit = parent.iters[frame.parent_iter]
+        nodes = self.plan.nodes
+        for i in frame.info.exits:
+            if i not in frame.live_exits:
+                self._deliver(nodes[i], parent, pit, (DEAD,), True, new)
+        del parent.children[(frame.info.id, frame.parent_iter)]
+        pit.outstanding -= 1
+        if pit.outstanding == 0 and parent.parent is not None:
+            self._iteration_idle(parent, pit, new)
+
     # --- driver 1: single steps -------------------------------------------------------------
-    def step(self, i: int | None = None) -> int:
-        """Run one ready node (the first, or node ``i`` which must be ready); returns its index."""
+    def step(self, i=None) -> int:
+        """Run one ready node: the first, node index ``i``, or the ready item ``i``; returns
+        the node's index."""
         if not self.ready:
             raise errors.OutOfRangeError(None, None, "No node is ready to run.")
         if i is None:
-            i = self.ready.popleft()
+            item = self.ready.popleft()
         else:
-            try:
-                self.ready.remove(i)
-            except ValueError:
-                raise errors.InvalidArgumentError(
-                    None, self.plan.nodes[i].op, "node is not ready to run") from None
-        self._execute(i)
-        self.ready.extend(self._propagate(i))
-        return i
+            item = i if isinstance(i, tuple) else next(
+                (r for r in self.ready if r[0] == i), None)
+            if item is None or item not in self.ready:
+                node = self.plan.nodes[i[0] if isinstance(i, tuple) else i]
+                raise errors.InvalidArgumentError(None, node.op, "node is not ready to run")
+            self.ready.remove(item)
+        if self.plan.nodes[item[0]].is_async:
+            self._start_async(item)
+        else:
+            self.ready.extend(self._propagate(item, self._run(item)))
+        if self.error is not None:
+            raise self.error
+        return item[0]
 
     def provide_feed(self, k: int, value) -> None:
         """Partial runs: feed ``k`` arrives; its consumers lose one pending input."""
-        self.slots[k] = value
+        it = self._root_iter
+        it.slots[k] = value
         with self.lock:
             for j in self.plan.feed_consumers[k]:
-                self.pending[j] -= 1
-                if self.pending[j] == 0:
-                    self.ready.append(j)
+                loc = self.plan.nodes[j].local
+                it.pending[loc] -= 1
+                if it.pending[loc] == 0:
+                    it.outstanding += 1
+                    self._inflight += 1
+                    self.ready.append((j, self.root, it))
 
     @property
     def finished(self) -> bool:
-        return self.executed == len(self.plan.nodes)
+        return not self.ready and self._inflight == 0
+
+    # --- asynchronous kernels -----------------------------------------------------------------
+    def _start_async(self, item) -> None:
+        i, frame, it = item
+        node = self.plan.nodes[i]
+        args = [it.slots[s] for s in node.inputs]
+        if self.plan.cf and (any(a is DEAD for a in args) or node.local in it.dead_ctrl):
+            dead = DEAD if node.n_out == 1 else (DEAD,) * node.n_out
+            self._async_done(item, (dead, True))
+            return
+        called = []
+
+        def done(outputs=None, error=None):
+            if called:
+                raise RuntimeError(f"done() called twice by the kernel of {node.op.name}")
+            called.append(True)
+            if error is not None:
+                self._fail(_attach_op(error, node.op))
+            elif not self.cancelled.is_set():
+                self._async_done(item, (outputs, False) if self.plan.cf else outputs)
+
+        if self.observer is not None:
+            self.observer.node_start(self, node, frame, it.n)
+        try:
+            node.fn(self, done, *args)
+        except BaseException as e:  # noqa: BLE001 - reported like any kernel error
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            if not called:
+                called.append(True)
+                self._fail(_attach_op(e, node.op))
+
+    def _async_done(self, item, result) -> None:
+        new = self._propagate(item, result)
+        if self._pool is None:  # stepping: the caller runs what became ready
+            self.ready.extend(new)
+        elif new:
+            self._pool.submit(self._work, new)
 
     # --- driver 2: straight-line ----------------------------------------------------------
     def run_inline(self) -> None:
         slots = self.slots
         if self.observer is not None:
-            for i in range(len(self.plan.nodes)):
-                self._execute(i)
-                self._propagate(i)
+            while self.ready:
+                item = self.ready.popleft()
+                self.ready.extend(self._propagate(item, self._run(item)))
             return
+        self.ready.clear()
         fn, line_to_node = self.plan.compiled()
         if fn is not None:
             n_feeds = len(self.plan.feeds)
@@ -334,7 +775,7 @@ class Execution:
                 raise _attach_op(e, self.plan.nodes[_failed_node(e, line_to_node)].op) from e
             for s, v in zip(self.plan.fetch_slots, out):
                 slots[s] = v
-            self.executed = len(self.plan.nodes)
+            self._all_done()
             return
         i = 0
         try:
@@ -351,93 +792,136 @@ class Execution:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             raise _attach_op(e, self.plan.nodes[i].op) from e
+        self._all_done()
+
+    def _all_done(self) -> None:
         self.executed = len(self.plan.nodes)
+        self._inflight = 0
+        self._finished.set()
 
     # --- driver 3: concurrent dataflow ------------------------------------------------------
+    def run(self, pool, timeout: float | None = None, parallel: bool = True) -> None:
+        """Run the whole step, on the straight-line schedule when the plan allows it."""
+        if self.plan.straight_line and timeout is None:
+            self.run_inline()
+        else:
+            self.run_dataflow(pool, timeout, parallel)
+
     def run_dataflow(self, pool, timeout: float | None = None, parallel: bool = True) -> None:
         """Run the step on this thread plus ``pool``. With ``parallel=False`` (one inter-op
         thread) only blocking nodes leave this thread, so nothing else runs concurrently."""
-        nodes = self.plan.nodes
-        if not nodes:
-            return
+        self.start(pool, parallel, inline=True)
+        self.wait(timeout)
+
+    def start(self, pool, parallel: bool = True, inline: bool = False) -> None:
+        """Begin the step: run the ready nodes on this thread (``inline``) or hand them to
+        ``pool`` and return at once."""
+        self._pool = pool
         self._parallel = parallel
-        self._outstanding = 1  # this thread
-        ready = list(self.ready)
+        items = list(self.ready)
         self.ready.clear()
-        self._work(pool, ready)
+        if not items:
+            if self._inflight == 0:
+                self._finished.set()
+            return
+        if inline:
+            self._work(items)
+        else:
+            pool.submit(self._work, items)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the step is finished; raise its error, or time out and cancel it."""
         if not self._finished.wait(timeout):
-            self.cancelled.set()
-            raise errors.DeadlineExceededError(
+            self.cancel(errors.DeadlineExceededError(
                 None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step to "
-                f"finish ({self.executed} of {len(nodes)} nodes done)."
-            )
+                f"finish ({self.executed} of {len(self.plan.nodes)} nodes done, "
+                f"{self._inflight} ready, running or waiting)."))
         if self.error is not None:
             raise self.error
 
-    def _submit(self, pool, j: int) -> None:
-        with self.lock:
-            self._outstanding += 1
-        pool.submit(self._work, pool, [j])
+    def cancel(self, error: BaseException) -> None:
+        """Stop the step: nothing more is scheduled, waiters wake up with ``error``."""
+        self._fail(error)
 
-    def _work(self, pool, ready: list[int]) -> None:
+    def _fail(self, e: BaseException) -> None:
+        with self.lock:
+            first = self.error is None
+            if first:
+                self.error = e
+        self.cancelled.set()
+        self._finished.set()
+        if first and self.error_callback is not None:
+            self.error_callback(e)
+
+    def _submit(self, item) -> None:
+        self._pool.submit(self._work, [item])
+
+    def _work(self, ready: list) -> None:
         """Run ``ready`` and whatever it makes ready: cheap nodes first, inline; one expensive
         node is held back to run here once no cheap work is left, any further expensive (and
         every blocking) node goes to the pool. A chain never changes threads; two branches that
         become ready together run in parallel."""
         nodes = self.plan.nodes
-        cheap: list[int] = []
+        cheap: list = []
         held = None
-        later: list[int] = []  # expensive nodes kept on this thread when not parallel
+        later: list = []  # expensive nodes kept on this thread when not parallel
+        run, propagate = self._run, self._propagate
         try:
             pending = ready
             while True:
-                for j in pending:
-                    n = nodes[j]
+                for item in pending:
+                    n = nodes[item[0]]
                     if n.blocking:
-                        self._submit(pool, j)
+                        self._submit(item)
                     elif n.expensive:
                         if held is None:
-                            held = j
+                            held = item
                         elif self._parallel:
-                            self._submit(pool, j)
+                            self._submit(item)
                         else:
-                            later.append(j)
+                            later.append(item)
                     else:
-                        cheap.append(j)
+                        cheap.append(item)
                 if cheap:
-                    i = cheap.pop()
+                    item = cheap.pop()
                 elif held is not None:
-                    i, held = held, None
+                    item, held = held, None
                 elif later:
-                    i = later.pop(0)
+                    item = later.pop(0)
                 else:
                     break
                 if self.cancelled.is_set():
                     return
-                self._execute(i)
-                pending = self._propagate(i)
+                if nodes[item[0]].is_async:
+                    self._start_async(item)
+                    pending = ()
+                    continue
+                pending = propagate(item, run(item))
         except BaseException as e:  # noqa: BLE001 - reported to the waiting caller
-            with self.lock:
-                if self.error is None:
-                    self.error = e
-            self.cancelled.set()
-            self._finished.set()
-        finally:
-            with self.lock:
-                self._outstanding -= 1
-                done = self._outstanding == 0
-            if done:
-                self._finished.set()
+            self._fail(e)
 
     # --- results ------------------------------------------------------------------------------
     def fetch_values(self) -> list:
         out = []
+        slots = self.slots
         for t, s in zip(self.plan.fetches, self.plan.fetch_slots):
+            v = slots[s]
+            if v is DEAD or v is None:
+                why = ("it is on a branch of a cond that was not taken" if v is DEAD
+                       else "the step ended before it was computed")
+                raise errors.InvalidArgumentError(
+                    None, t.op, f"Fetched tensor {t.name} has no value: {why}.")
             try:
-                out.append(to_client_value(self.slots[s]))
+                out.append(to_client_value(v))
             except errors.OpError as e:
                 raise _attach_op(e, t.op) from None
         return out
+
+
+def _as_outputs(out, n_out: int) -> tuple:
+    if n_out == 1:
+        return (out,)
+    return tuple(out) if n_out else ()
 
 
 _MAX_COMPILED_NODES = 20000

@@ -275,11 +275,8 @@ class BaseSession:
 
             tracer = StepTracer(plan)
             ex.observer = tracer
-        if eplan.straight_line and timeout is None:
-            ex.run_inline()
-        else:
-            ex.run_dataflow(self._inter_op_pool(), timeout,
-                            parallel=self._config.inter_op_threads() > 1)
+        pool = None if eplan.straight_line and timeout is None else self._inter_op_pool()
+        ex.run(pool, timeout, parallel=self._config.inter_op_threads() > 1)
         if tracer is not None:
             tracer.fill(run_metadata, options)
         return ex.fetch_values()
@@ -325,11 +322,11 @@ class BaseSession:
             wanted_slots.append(eplan.fetch_slots[fetch_index[id(t)]])
         needed = _needed_nodes(eplan, mapper.tensors, mapper.targets)
         while True:
-            runnable = [i for i in ex.ready if i in needed]
+            runnable = [item for item in ex.ready if item[0] in needed]
             if not runnable:
                 break
-            for i in runnable:
-                ex.step(i)
+            for item in runnable:
+                ex.step(item)
         missing = [i for i in needed if not ex.done_flags[i]]
         if missing:
             op = eplan.nodes[missing[0]].op
@@ -374,8 +371,14 @@ def prune(fetch_tensors, targets, feed_tensors) -> list:
     return list(seen.values())
 
 
+_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+
+
 def topological_order(ops, feed_tensors) -> list:
-    """Kahn's algorithm in creation order; a cycle raises ``InvalidArgumentError``."""
+    """Kahn's algorithm in creation order; a cycle raises ``InvalidArgumentError``.
+
+    Edges out of ``NextIteration`` are a while loop's back edges: they do not order nodes.
+    """
     fed = {id(t) for t in feed_tensors}
     ids = {id(op) for op in ops}
     indeg = {}
@@ -383,7 +386,7 @@ def topological_order(ops, feed_tensors) -> list:
     for op in ops:
         n = 0
         for t in op._inputs:
-            if id(t) not in fed and id(t.op) in ids:
+            if id(t) not in fed and id(t.op) in ids and t.op.type not in _BACK_EDGE_OPS:
                 n += 1
                 succ.setdefault(id(t.op), []).append(op)
         for c in op._control_inputs:

@@ -67,10 +67,10 @@ def test_step_api_runs_one_node_at_a_time_and_matches_run():
     with tf.Session() as s:
         plan = _plan_for(s, z)
         ex = Execution(plan)
-        ready_names = sorted(plan.nodes[i].op.name for i in ex.ready)
+        ready_names = sorted(plan.nodes[i].op.name for i in ex.ready_nodes)
         assert ready_names == ["x", "y"]
         # dataflow order is free: run y first
-        yi = next(i for i in ex.ready if plan.nodes[i].op.name == "y")
+        yi = next(i for i in ex.ready_nodes if plan.nodes[i].op.name == "y")
         ex.step(yi)
         order = [plan.nodes[yi].op.name]
         while ex.ready:
