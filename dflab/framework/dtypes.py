@@ -94,6 +94,10 @@ _BY_NAME.update({d.name: d for d in _REF.values()})
 _BY_NP = {d._np: d for n, d in _BY_NAME.items() if not d._ref}
 _BY_NP[np.dtype(np.str_)] = _BY_NAME["string"]
 _BY_NP[np.dtype(np.bytes_)] = _BY_NAME["string"]
+# Handles to per-step or per-session state (TensorArrays, accumulators, queues): opaque Python
+# objects, never converted from NumPy data.
+_BY_NAME["resource"] = DType("resource", np.object_)
+_BY_NAME["variant"] = DType("variant", np.object_)
 
 float16 = half = _BY_NAME["float16"]
 float32 = _BY_NAME["float32"]
@@ -110,6 +114,8 @@ bool = _BY_NAME["bool"]  # noqa: A001 - TF's public name
 complex64 = _BY_NAME["complex64"]
 complex128 = _BY_NAME["complex128"]
 string = _BY_NAME["string"]
+resource = _BY_NAME["resource"]
+variant = _BY_NAME["variant"]
 
 _PY = {float: float32, int: int32, complex: complex128, str: string, bytes: string}
 

@@ -512,10 +512,14 @@ class Graph:
     # --- control dependencies, devices, colocation --------------------------------------
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs):
+        """TF1 semantics: ``None`` clears the control dependencies *and* leaves any cond branch
+        or loop body being built (so variables and slots created there live outside it)."""
         st = self._st()
         old = st.control
+        old_cf = st.cf_context
         if control_inputs is None:
             st.control = []
+            st.cf_context = None
         else:
             ops = []
             for c in control_inputs:
@@ -529,6 +533,18 @@ class Graph:
                     raise ValueError(f"Control input {c.name} must be from the same graph.")
                 ops.append(c)
             st.control = old + [ops]
+        try:
+            yield None
+        finally:
+            st.control = old
+            st.cf_context = old_cf
+
+    @contextlib.contextmanager
+    def _no_control_dependencies(self):
+        """Clear the control dependencies only (control-flow builders stay in their context)."""
+        st = self._st()
+        old = st.control
+        st.control = []
         try:
             yield None
         finally:
@@ -552,17 +568,20 @@ class Graph:
             st.device = old
 
     def _current_device(self, op: Operation) -> str:
+        # TF applies the scopes innermost first: a string scope fills only the fields still
+        # unset, a device function sees op.device as the inner scopes left it and its answer
+        # replaces it; a None scope stops the walk.
         spec = DeviceSpec()
-        for kind, val in self._st().device:
+        for kind, val in reversed(self._st().device):
             if kind == "reset":
-                spec = DeviceSpec()
-            elif kind == "spec":
-                spec = spec.make_merged_spec(val)
+                break
+            if kind == "spec":
+                spec = val.make_merged_spec(spec)
             else:
+                op._device = spec.to_string()
                 out = val(op)
-                if out is not None:
-                    inner = out if isinstance(out, DeviceSpec) else DeviceSpec.from_string(out)
-                    spec = spec.make_merged_spec(inner)
+                spec = DeviceSpec.from_string(out or "") if not isinstance(out, DeviceSpec) \
+                    else out
         return spec.to_string()
 
     @contextlib.contextmanager

@@ -9,6 +9,8 @@ live input the executor chose with its index, and the frame ops forward their in
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from dflab.framework import errors
@@ -33,6 +35,11 @@ def _forward(x):
     return x
 
 
+# A variable's reference travels through frames and branches as itself (TF's RefEnter,
+# RefSwitch): consumers read or update the variable, not a snapshot taken at the boundary.
+_forward.accepts_refs = True
+
+
 for _op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration"):
     register_kernel(_op, _ALL_DEVICES, fn=_forward)
 
@@ -51,6 +58,7 @@ def _switch(op, ctx):
     def switch(data, pred):
         return (DEAD, data) if _predicate(op, pred) else (data, DEAD)
 
+    switch.accepts_refs = True
     return switch
 
 
@@ -83,3 +91,48 @@ def _assert(op, ctx):
                 None, op, f"assertion failed: [{shown}]")
 
     return check
+
+
+# --- accumulators of forward values for loop gradients (dflab.ops.control_flow_grad) ---------
+class _Accumulator:
+    """Values of one forward tensor, per tuple of forward iteration indices, for one step."""
+
+    __slots__ = ("values", "lock", "name")
+
+    def __init__(self, name):
+        self.values = {}
+        self.lock = threading.Lock()
+        self.name = name
+
+    def __repr__(self):
+        return f"<accumulator of {self.name}: {len(self.values)} values>"
+
+
+@kernel("_LoopAccumulator")
+def _accumulator_kernel(op, ctx):
+    name = op._attrs.get("tensor_name", op.name)
+    return lambda: _Accumulator(name)
+
+
+def _push(acc, value, *index):
+    if any(i is DEAD for i in index):  # the iteration that ends the loop: nothing to save
+        return np.int32(0)
+    with acc.lock:
+        acc.values[tuple(int(i) for i in index)] = value
+    return np.int32(0)
+
+
+register_kernel("_LoopAccumulatorPush", fn=_push)
+
+
+@kernel("_LoopAccumulatorGet")
+def _get_kernel(op, ctx):
+    def get(acc, *index):
+        key = tuple(int(i) for i in index)
+        try:
+            return acc.values[key]
+        except KeyError:
+            raise errors.InternalError(
+                None, op, f"No forward value of {acc.name} saved for iteration {key}") from None
+
+    return get

@@ -108,7 +108,7 @@ def _check_predicate(pred, what):
 def _switch_infer(op):
     data, pred = op.inputs
     _check_predicate(pred, f"The predicate of {op.name}")
-    return [(data.dtype.base_dtype, data.shape)] * 2
+    return [(data.dtype, data.shape)] * 2  # a variable's reference stays a reference
 
 
 def _merge_shape(shapes) -> TensorShape:
@@ -129,7 +129,7 @@ def _merge_infer(op):
 
 def _forward_infer(op):
     t = op.inputs[0]
-    return [(t.dtype.base_dtype, t.shape)]
+    return [(t.dtype, t.shape)]
 
 
 def _loop_cond_infer(op):
@@ -181,7 +181,8 @@ class ControlFlowContext:
     def __init__(self):
         self._graph = _ops.get_default_graph()
         self.outer_context = self._graph._get_control_flow_context()
-        self._external: dict[int, _ops.Tensor] = {}  # id(outside tensor) -> inside tensor
+        # id(outside tensor) -> (outside tensor, the tensor standing for it inside)
+        self._external: dict[int, builtins.tuple] = {}
 
     def contains(self, ctx) -> bool:
         """Is ``ctx`` this context or nested inside it?"""
@@ -214,13 +215,18 @@ class ControlFlowContext:
     def AddValue(self, t):  # noqa: N802 - TF's name
         if self._is_inside(t):
             return t
-        inner = self._external.get(id(t))
-        if inner is None:
-            with self._in_outer():
-                inner = self._bring_in(t)
-            inner.op._control_flow_context = self
-            self._external[id(t)] = inner
+        known = self._external.get(id(t))
+        if known is not None:
+            return known[1]
+        with self._in_outer():
+            inner = self._bring_in(t)
+        inner.op._control_flow_context = self
+        self._external[id(t)] = (t, inner)
         return inner
+
+    def external_values(self) -> list:
+        """(outside tensor, inside tensor) for every value brought into this context."""
+        return list(self._external.values())
 
     def AddOp(self, op):  # noqa: N802 - TF's name
         if not op._inputs and self.pivot is not None and op is not self.pivot.op:
@@ -249,9 +255,7 @@ class CondContext(ControlFlowContext):
         self.branch = branch
 
     def _bring_in(self, t):
-        if t.dtype.is_ref_dtype:
-            t = array_ops.identity(t)
-        with _ops.control_dependencies(None):
+        with _ops.get_default_graph()._no_control_dependencies():
             return switch(t, self.pred)[self.branch]
 
 
@@ -274,11 +278,12 @@ class WhileContext(ControlFlowContext):
         self.body_inputs: list = []  # Identity of each Switch's true port
         self.next_iterations: list = []
         self.exits: list = []
-        self.counter = None  # iteration counter added for gradients
+        # Added the first time the loop is differentiated (dflab.ops.control_flow_grad).
+        self.counter = self.counter_increment = self.iterations = None
         self._control_enters: dict = {}
 
     def _bring_in(self, t):
-        with _ops.control_dependencies(None):
+        with _ops.get_default_graph()._no_control_dependencies():
             return _enter(t, self.frame_name, is_constant=True,
                           parallel_iterations=self.parallel_iterations).outputs[0]
 
@@ -295,7 +300,7 @@ class WhileContext(ControlFlowContext):
         if e is None:
             with self._in_outer(), _ops.control_dependencies([c]):
                 token = array_ops.constant(0, name="control_token")
-            with self._in_outer(), _ops.control_dependencies(None):
+            with self._in_outer(), _ops.get_default_graph()._no_control_dependencies():
                 e = _enter(token, self.frame_name, is_constant=True,
                            parallel_iterations=self.parallel_iterations)
             e._control_flow_context = self
@@ -452,6 +457,14 @@ def _rebuild_leaves(like_flat, tensors):
             for v, t in zip(like_flat, tensors)]
 
 
+def _same_structure(a, b) -> bool:
+    try:
+        nest.assert_same_structure(a, b, check_types=False)
+    except ValueError:
+        return False
+    return True
+
+
 def _shape_le(a: TensorShape, b: TensorShape) -> bool:
     """Is ``a`` at least as specific as ``b`` (every dim ``b`` knows, ``a`` knows equally)?"""
     if b.ndims is None:
@@ -553,8 +566,10 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
         ctx.pivot = body_inputs[0]
         packed = nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, body_inputs))
         result = body(*packed)
-        if not isinstance(result, (list, builtins.tuple)):
-            result = [result]
+        if not isinstance(result, (list, builtins.tuple)) or (
+                len(lv) == 1 and _same_structure(result, lv[0])
+                and not _same_structure(result, list(lv))):
+            result = [result]  # one loop variable, returned bare
         try:
             nest.assert_same_structure(list(lv), list(result), check_types=False)
         except ValueError as e:

@@ -92,8 +92,37 @@ def _is_differentiable_dtype(t) -> bool:
     return dt.is_floating or dt.is_complex
 
 
+class _LoopNode:
+    """A while loop seen from outside, as one node of the backward walk: its inputs are what
+    it reads from outside, its outputs its ``Exit`` tensors."""
+
+    def __init__(self, ctx):
+        from dflab.ops.control_flow_grad import loop_inputs
+
+        self.ctx = ctx
+        self.name = ctx.name.rstrip("/")
+        self.inputs = loop_inputs(ctx)
+        self.outputs = list(ctx.exits)
+
+    def grad(self, out_grads):
+        from dflab.ops.control_flow_grad import while_grad
+
+        return while_grad(self.ctx, out_grads)
+
+
+def _node_of(op):
+    """The node of the backward walk that ``op`` belongs to (a loop, for a loop's Exit)."""
+    ctx = op._cf_info
+    if op.type == "Exit" and ctx is not None and hasattr(ctx, "exits"):
+        node = ctx.__dict__.get("_grad_node")
+        if node is None or len(node.inputs) != len(_LoopNode(ctx).inputs):
+            node = ctx._grad_node = _LoopNode(ctx)
+        return node
+    return op
+
+
 def _between_ops(ys, xs, stop_ops):
-    """Ops reachable backwards from ys (data edges) that also reach from some x."""
+    """Nodes reachable backwards from ys (data edges) that also reach from some x."""
     reach_from_x = set()
     stack = [x.op for x in xs]
     while stack:
@@ -107,12 +136,13 @@ def _between_ops(ys, xs, stop_ops):
     stack = [y.op for y in ys]
     while stack:
         op = stack.pop()
-        if id(op) in between or id(op) not in reach_from_x:
+        node = _node_of(op)
+        if id(node) in between or id(op) not in reach_from_x:
             continue
-        between[id(op)] = op
+        between[id(node)] = node
         if id(op) in stop_ops:
             continue
-        stack.extend(t.op for t in op.inputs)
+        stack.extend(t.op for t in node.inputs)
     return between
 
 
@@ -142,8 +172,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             if id(op) in stop_ops:
                 continue
             for t in op.inputs:
-                if id(t.op) in between:
-                    pending[id(t.op)] += 1
+                if id(_node_of(t.op)) in between:
+                    pending[id(_node_of(t.op))] += 1
         grads: dict[int, list] = {}  # id(tensor) -> list of contributions
 
         def add_grad(t, g):
@@ -157,7 +187,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             else:
                 gy = _ops.convert_to_tensor(gy, dtype=y.dtype.base_dtype)
             add_grad(y, gy)
-        ready = collections.deque(op for op in _unique(y.op for y in ys)
+        ready = collections.deque(op for op in _unique(_node_of(y.op) for y in ys)
                                   if pending[id(op)] == 0 and id(op) in between)
         visited = set()
         while ready:
@@ -170,8 +200,12 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                 if g is not None:
                     grads[id(t)] = [g]
             if id(op) not in stop_ops and any(g is not None for g in out_grads) and \
-                    any(_is_differentiable_dtype(t) and id(t.op) in between for t in op.inputs):
-                in_grads = _call_grad_fn(op, out_grads)
+                    any(_is_differentiable_dtype(t) and id(_node_of(t.op)) in between
+                        for t in op.inputs):
+                if isinstance(op, _LoopNode):
+                    in_grads = op.grad(out_grads)
+                else:
+                    in_grads = _call_grad_fn(op, out_grads)
                 for t, g in zip(op.inputs, in_grads):
                     if g is None or not _is_differentiable_dtype(t):
                         continue
@@ -180,10 +214,11 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                     add_grad(t, g)
             if id(op) not in stop_ops:
                 for t in op.inputs:
-                    if id(t.op) in between:
-                        pending[id(t.op)] -= 1
-                        if pending[id(t.op)] == 0:
-                            ready.append(t.op)
+                    node = _node_of(t.op)
+                    if id(node) in between:
+                        pending[id(node)] -= 1
+                        if pending[id(node)] == 0:
+                            ready.append(node)
         result = []
         for x in targets:
             g = _aggregate(grads.get(id(x), []), None)

@@ -34,7 +34,16 @@ class Variable:
             collections.append(GraphKeys.TRAINABLE_VARIABLES)
         init_from_fn = callable(initial_value)
         values = None if init_from_fn else [initial_value]
-        with _ops.name_scope(name, "Variable", values) as scope:
+        if isinstance(initial_value, _ops.Tensor) and \
+                initial_value.op._control_flow_context is not None:
+            raise ValueError(
+                f"Initializer for variable {name or 'Variable'} is from inside a control-flow "
+                "construct, such as a loop or conditional. When creating a variable inside a "
+                "loop or conditional, use a lambda as the initializer.")
+        # Like TF's init_scope: a variable built inside a cond branch or loop body lives
+        # outside it, with no control dependencies.
+        with _ops.control_dependencies(None), \
+                _ops.name_scope(name, "Variable", values) as scope:
             if init_from_fn:
                 with _ops.name_scope("Initializer"):
                     self._initial_value = _ops.convert_to_tensor(

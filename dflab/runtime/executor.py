@@ -94,7 +94,7 @@ ROOT = 0
 class PlanNode:
     __slots__ = ("op", "index", "fn", "inputs", "out_base", "n_out", "succ", "edges", "expensive",
                  "blocking", "takes_step", "is_async", "releases", "kind", "local", "in_frame",
-                 "out_frame", "is_constant", "n_forward", "n_back")
+                 "out_frame", "is_constant", "n_forward", "n_back", "accepts_dead")
 
     def __repr__(self):
         return f"<PlanNode {self.index} {self.op.name}>"
@@ -144,6 +144,8 @@ class ExecutorPlan:
             node.n_out = len(op._outputs)
             node.releases = ()
             node.is_constant = bool(op._attrs.get("is_constant", False))
+            # Runs even on dead inputs (a loop-gradient accumulator records "dead" too).
+            node.accepts_dead = bool(op._op_def.extra.get("accepts_dead", False))
             nodes.append(node)
         self.nodes = nodes
         self.frames = [FrameInfo(ROOT, "", None, 1)]
@@ -478,14 +480,14 @@ class Execution:
         obs = self.observer
         if obs is not None:
             obs.node_start(self, node, frame, it.n)
-        dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl
+        dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl and not node.accepts_dead
         if node.kind == MERGE:
             st = it.merge[node.local]
             dead = dead or st[1] < 0
             args = None if dead else (it.slots[st[2]], st[1])
         else:
             args = [it.slots[s] for s in node.inputs]
-            dead = dead or any(a is DEAD for a in args)
+            dead = dead or (not node.accepts_dead and any(a is DEAD for a in args))
         if dead:
             out = DEAD if node.n_out == 1 else (DEAD,) * node.n_out
         else:
@@ -724,6 +726,8 @@ class Execution:
         args = [it.slots[s] for s in node.inputs]
         if self.plan.cf and (any(a is DEAD for a in args) or node.local in it.dead_ctrl):
             dead = DEAD if node.n_out == 1 else (DEAD,) * node.n_out
+            if self.observer is not None:
+                self.observer.node_start(self, node, frame, it.n)
             self._async_done(item, (dead, True))
             return
         called = []
@@ -749,6 +753,12 @@ class Execution:
                 self._fail(_attach_op(e, node.op))
 
     def _async_done(self, item, result) -> None:
+        obs = self.observer
+        if obs is not None:
+            i, frame, it = item
+            node = self.plan.nodes[i]
+            out = result[0] if self.plan.cf else result
+            obs.node_end(self, node, frame, it.n, _as_outputs(out, node.n_out))
         new = self._propagate(item, result)
         if self._pool is None:  # stepping: the caller runs what became ready
             self.ready.extend(new)
@@ -810,7 +820,9 @@ class Execution:
     def run_dataflow(self, pool, timeout: float | None = None, parallel: bool = True) -> None:
         """Run the step on this thread plus ``pool``. With ``parallel=False`` (one inter-op
         thread) only blocking nodes leave this thread, so nothing else runs concurrently."""
-        self.start(pool, parallel, inline=True)
+        # With a deadline the calling thread only waits, so that it can give up on time even
+        # when the step never ends (an endless loop of cheap nodes never leaves a thread).
+        self.start(pool, parallel, inline=timeout is None)
         self.wait(timeout)
 
     def start(self, pool, parallel: bool = True, inline: bool = False) -> None:
@@ -834,10 +846,21 @@ class Execution:
         if not self._finished.wait(timeout):
             self.cancel(errors.DeadlineExceededError(
                 None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step to "
-                f"finish ({self.executed} of {len(self.plan.nodes)} nodes done, "
-                f"{self._inflight} ready, running or waiting)."))
+                f"finish ({self.executed} nodes run, {self._inflight} ready, running or "
+                f"waiting){self._loops_running()}."))
         if self.error is not None:
             raise self.error
+
+    def _loops_running(self) -> str:
+        """Which while loops are running, and at which iteration (for timeout messages)."""
+        with self.lock:
+            found, stack = [], list(self.root.children.values())
+            while stack:
+                f = stack.pop()
+                found.append(f"'{f.name.rstrip('/').removesuffix('/while_context')}' at "
+                             f"iteration {f.count}")
+                stack.extend(f.children.values())
+        return "; inside while loop " + ", ".join(found) if found else ""
 
     def cancel(self, error: BaseException) -> None:
         """Stop the step: nothing more is scheduled, waiters wake up with ``error``."""
@@ -854,9 +877,15 @@ class Execution:
             self.error_callback(e)
 
     def _submit(self, item) -> None:
-        self._pool.submit(self._work, [item])
+        self._pool.submit(self._work, [item], True)
 
-    def _work(self, ready: list) -> None:
+    def _run_one(self, item) -> list:
+        if self.plan.nodes[item[0]].is_async:
+            self._start_async(item)
+            return []
+        return self._propagate(item, self._run(item))
+
+    def _work(self, ready: list, direct: bool = False) -> None:
         """Run ``ready`` and whatever it makes ready: cheap nodes first, inline; one expensive
         node is held back to run here once no cheap work is left, any further expensive (and
         every blocking) node goes to the pool. A chain never changes threads; two branches that
@@ -865,9 +894,9 @@ class Execution:
         cheap: list = []
         held = None
         later: list = []  # expensive nodes kept on this thread when not parallel
-        run, propagate = self._run, self._propagate
         try:
-            pending = ready
+            # A submitted node runs here as it is: it was already classified.
+            pending = self._run_one(ready[0]) if direct else ready
             while True:
                 for item in pending:
                     n = nodes[item[0]]
@@ -892,11 +921,7 @@ class Execution:
                     break
                 if self.cancelled.is_set():
                     return
-                if nodes[item[0]].is_async:
-                    self._start_async(item)
-                    pending = ()
-                    continue
-                pending = propagate(item, run(item))
+                pending = self._run_one(item)
         except BaseException as e:  # noqa: BLE001 - reported to the waiting caller
             self._fail(e)
 
