@@ -58,3 +58,9 @@ __all__ = [
     "softsign", "sparse_softmax_cross_entropy_with_logits", "tanh", "top_k",
     "weighted_cross_entropy_with_logits", "xw_plus_b", "zero_fraction",
 ]
+
+# Recurrent networks: the cells (``tf.nn.rnn_cell.*``) and the loops that run them.
+from dflab.ops import rnn_cell_impl as rnn_cell  # noqa: E402
+from dflab.ops.rnn import dynamic_rnn, static_rnn  # noqa: E402
+
+__all__ += ["dynamic_rnn", "rnn_cell", "static_rnn"]

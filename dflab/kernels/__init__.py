@@ -10,5 +10,6 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     nn_kernels,
     random_kernels,
     state_kernels,
+    tensor_array_kernels,
     training_kernels,
 )

@@ -5,15 +5,19 @@ from dflab.ops import math_ops as _math_ops
 from dflab.ops import variables as _variables
 from dflab.ops.array_ops import *  # noqa: F403
 from dflab.ops.control_flow_ops import *  # noqa: F403
+from dflab.ops.functional_ops import *  # noqa: F403
 from dflab.ops.gradients import IndexedSlices, IndexedSlicesValue, gradients  # noqa: F401
 from dflab.ops.init_ops import *  # noqa: F403
 from dflab.ops.math_ops import *  # noqa: F403
 from dflab.ops.nn_ops import *  # noqa: F403
 from dflab.ops.random_ops import *  # noqa: F403
 from dflab.ops.state_ops import *  # noqa: F403
+from dflab.ops.tensor_array_ops import *  # noqa: F403
 from dflab.ops.training_ops import *  # noqa: F403
 from dflab.ops.variable_scope import *  # noqa: F403
 from dflab.ops.variables import *  # noqa: F403
 
 _math_ops._install_operators()
 _variables._overload_variable_operators()
+from dflab.ops import io_ops as _io_ops  # noqa: E402 - registers the checkpoint ops
+from dflab.ops.data_flow_ops import *  # noqa: E402, F403

@@ -1,0 +1,480 @@
+"""``tf.TensorArray``: a per-step array of tensors, written and read one element (or many) at a
+time, as TF 1.x builds it from the ``TensorArray*V3`` ops.
+
+The ``TensorArrayV3`` op outputs a ``resource`` handle and a float32 scalar *flow*. Each write
+(``write``, ``scatter``, ``unstack``, ``split``) takes the current flow and returns a new one;
+each read (``read``, ``gather``, ``stack``, ``concat``, ``size``) takes the flow as an input. The
+flow carries no data: threading it through makes dataflow order reads after the writes they see,
+including across the iterations of a ``while_loop``, where a ``TensorArray`` travels as one loop
+variable (its flow; ``_as_loop_var``/``_from_loop_var``) while its handle enters the loop as an
+invariant. A Python ``TensorArray`` object is immutable: every write returns a new object with
+the same handle and the new flow, and all objects of one array share its inferred element shape.
+
+Gradients (TF's scheme): ``TensorArrayGradV3`` gives, per forward array and per gradient
+*source* (the ``gradients`` name scope), a gradient array that sums repeated writes. The
+gradient of a read writes into it, the gradient of a write reads from it, and so on for
+gather/scatter and concat/split; the flows order these backward accesses. Kernels live in
+``dflab.kernels.tensor_array_kernels``.
+"""
+
+from __future__ import annotations
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.constant_op import constant_value
+from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
+from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
+from dflab.ops import array_ops, math_ops
+
+_SCALAR = TensorShape([])
+
+
+# --- schemas ------------------------------------------------------------------------------------
+def _check_scalar(t, what):
+    if t.shape.ndims not in (None, 0):
+        raise ValueError(f"{what} must be a scalar, got shape {t.shape}")
+
+
+def _check_int(t, what):
+    if t.dtype.base_dtype not in (_dt.int32, _dt.int64):
+        raise TypeError(f"{what} must be int32 or int64, got {t.dtype.base_dtype.name}")
+
+
+def _check_handle(op):
+    h = op.inputs[0]
+    if h.dtype.base_dtype is not _dt.resource:
+        raise TypeError(f"{op.type} needs a TensorArray handle (resource), got "
+                        f"{h.dtype.base_dtype.name}")
+
+
+def _check_flow(t):
+    if t.dtype.base_dtype is not _dt.float32:
+        raise TypeError(f"A TensorArray flow must be float32, got {t.dtype.base_dtype.name}")
+    _check_scalar(t, "A TensorArray flow")
+
+
+def _ta_infer(op):
+    size = op.inputs[0]
+    if size.dtype.base_dtype is not _dt.int32:
+        raise TypeError(f"TensorArray size must be int32, got {size.dtype.base_dtype.name}")
+    _check_scalar(size, "TensorArray size")
+    return [(_dt.resource, _SCALAR), (_dt.float32, _SCALAR)]
+
+
+def _grad_infer(op):
+    _check_handle(op)
+    _check_flow(op.inputs[1])
+    return [(_dt.resource, _SCALAR), (_dt.float32, _SCALAR)]
+
+
+def _write_infer(op):
+    _check_handle(op)
+    _check_int(op.inputs[1], "TensorArray write index")
+    _check_scalar(op.inputs[1], "TensorArray write index")
+    _check_flow(op.inputs[3])
+    return [(_dt.float32, _SCALAR)]
+
+
+def _read_infer(op):
+    _check_handle(op)
+    _check_int(op.inputs[1], "TensorArray read index")
+    _check_scalar(op.inputs[1], "TensorArray read index")
+    _check_flow(op.inputs[2])
+    return [(op._attrs["dtype"], unknown_shape())]
+
+
+def _gather_infer(op):
+    _check_handle(op)
+    indices = op.inputs[1]
+    _check_int(indices, "TensorArray gather indices")
+    if indices.shape.ndims not in (None, 1):
+        raise ValueError(f"TensorArray gather indices must be a vector, got shape "
+                         f"{indices.shape}")
+    _check_flow(op.inputs[2])
+    n = indices.shape.as_list()[0] if indices.shape.ndims == 1 else None
+    elem = op._attrs.get("element_shape") or unknown_shape()
+    shape = TensorShape([n]).concatenate(elem) if elem.ndims is not None else unknown_shape()
+    return [(op._attrs["dtype"], shape)]
+
+
+def _scatter_infer(op):
+    _check_handle(op)
+    indices, value = op.inputs[1], op.inputs[2]
+    _check_int(indices, "TensorArray scatter indices")
+    if indices.shape.ndims not in (None, 1):
+        raise ValueError(f"TensorArray scatter indices must be a vector, got shape "
+                         f"{indices.shape}")
+    if value.shape.ndims == 0:
+        raise ValueError("TensorArray scatter value must have rank >= 1 (one row per index)")
+    if indices.shape.ndims == 1 and value.shape.ndims is not None and \
+            not value.shape[0].is_compatible_with(indices.shape[0]):
+        raise ValueError(f"TensorArray scatter: {indices.shape[0]} indices but value has "
+                         f"{value.shape[0]} rows")
+    _check_flow(op.inputs[3])
+    return [(_dt.float32, _SCALAR)]
+
+
+def _size_infer(op):
+    _check_handle(op)
+    _check_flow(op.inputs[1])
+    return [(_dt.int32, _SCALAR)]
+
+
+def _concat_infer(op):
+    _check_handle(op)
+    _check_flow(op.inputs[1])
+    except0 = op._attrs.get("element_shape_except0") or unknown_shape()
+    shape = TensorShape([None]).concatenate(except0) if except0.ndims is not None \
+        else unknown_shape()
+    return [(op._attrs["dtype"], shape), (_dt.int64, TensorShape([None]))]
+
+
+def _split_infer(op):
+    _check_handle(op)
+    value, lengths = op.inputs[1], op.inputs[2]
+    if value.shape.ndims == 0:
+        raise ValueError("TensorArray split value must have rank >= 1")
+    if lengths.dtype.base_dtype is not _dt.int64:
+        raise TypeError(f"TensorArray split lengths must be int64, got "
+                        f"{lengths.dtype.base_dtype.name}")
+    if lengths.shape.ndims not in (None, 1):
+        raise ValueError(f"TensorArray split lengths must be a vector, got {lengths.shape}")
+    _check_flow(op.inputs[3])
+    return [(_dt.float32, _SCALAR)]
+
+
+def _close_infer(op):
+    _check_handle(op)
+    return []
+
+
+# Every TensorArray op touches per-step state: none may be folded, deduplicated or reordered
+# except through its inputs.
+register_op("TensorArrayV3", _ta_infer, stateful=True)
+register_op("TensorArrayGradV3", _grad_infer, stateful=True)
+register_op("TensorArrayWriteV3", _write_infer, stateful=True)
+register_op("TensorArrayReadV3", _read_infer, stateful=True)
+register_op("TensorArrayGatherV3", _gather_infer, stateful=True)
+register_op("TensorArrayScatterV3", _scatter_infer, stateful=True)
+register_op("TensorArraySizeV3", _size_infer, stateful=True)
+register_op("TensorArrayConcatV3", _concat_infer, stateful=True)
+register_op("TensorArraySplitV3", _split_infer, stateful=True)
+register_op("TensorArrayCloseV3", _close_infer, stateful=True)
+for _t in ("TensorArrayV3", "TensorArrayGradV3", "TensorArraySizeV3", "TensorArrayCloseV3"):
+    NotDifferentiable(_t)
+
+
+# --- the Python object --------------------------------------------------------------------------
+def _as_index(v, name):
+    t = _ops.convert_to_tensor(v, dtype=_dt.int32 if not isinstance(v, _ops.Tensor) else None,
+                               name=name)
+    _check_int(t, f"TensorArray {name}")
+    return t
+
+
+class TensorArray:
+    """TF 1.x's ``tf.TensorArray`` (see the module docstring)."""
+
+    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None,
+                 tensor_array_name=None, handle=None, flow=None, infer_shape=True,
+                 element_shape=None, colocate_with_first_write_call=True, name=None):
+        if handle is not None:
+            if tensor_array_name:
+                raise ValueError("Cannot construct with both handle and tensor_array_name")
+            if not isinstance(handle, _ops.Tensor):
+                raise TypeError(f"Handle must be a Tensor, got {handle!r}")
+            if flow is None:
+                raise ValueError("flow must not be None if handle is not None.")
+            if size is not None:
+                raise ValueError("Cannot provide both a handle and size at the same time")
+            if element_shape is not None:
+                raise ValueError("Cannot provide both a handle and element_shape at the same "
+                                 "time")
+            if dynamic_size is not None:
+                raise ValueError("Cannot provide both a handle and dynamic_size at the same "
+                                 "time")
+            if clear_after_read is not None:
+                raise ValueError("Cannot provide both a handle and clear_after_read at the "
+                                 "same time")
+        elif size is None:
+            raise ValueError("Size must be provided if handle is not provided")
+        self._dtype = _dt.as_dtype(dtype).base_dtype
+        self._dynamic_size = bool(dynamic_size)
+        self._infer_shape = infer_shape
+        self._colocate_with_first_write_call = colocate_with_first_write_call
+        # One mutable cell shared by every TensorArray object of this array (TF's idiom), so a
+        # shape learnt from a write inside a loop body is known to reads after the loop.
+        self._element_shape = [as_shape(element_shape) if element_shape is not None
+                               else unknown_shape()]
+        self._size = None
+        with _ops.name_scope(name, "TensorArray", [t for t in (handle, size, flow)
+                                                   if isinstance(t, _ops.Tensor)]) as scope:
+            if handle is not None:
+                self._handle = handle
+                self._flow = _ops.convert_to_tensor(flow, dtype=_dt.float32)
+            else:
+                size_t = _ops.convert_to_tensor(size, dtype=_dt.int32, name="size")
+                if not dynamic_size:
+                    self._size = size_t
+                op = _ops.apply_op("TensorArrayV3", [size_t], {
+                    "dtype": self._dtype,
+                    "element_shape": self._element_shape[0],
+                    "dynamic_size": self._dynamic_size,
+                    "clear_after_read": True if clear_after_read is None
+                    else bool(clear_after_read),
+                    "identical_element_shapes": bool(infer_shape),
+                    "tensor_array_name": tensor_array_name or (scope or "").rstrip("/"),
+                }, name=None)
+                self._handle, self._flow = op.outputs
+
+    # --- properties ------------------------------------------------------------------------
+    @property
+    def flow(self):
+        return self._flow
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def handle(self):
+        return self._handle
+
+    @property
+    def element_shape(self) -> TensorShape:
+        return self._element_shape[0]
+
+    @property
+    def dynamic_size(self) -> bool:
+        return self._dynamic_size
+
+    def _with_flow(self, flow):
+        ta = TensorArray.__new__(TensorArray)
+        ta.__dict__.update(self.__dict__)
+        ta._flow = flow
+        return ta
+
+    # while_loop's protocol: a TensorArray travels through a loop as its flow.
+    def _as_loop_var(self):
+        return self._flow
+
+    def _from_loop_var(self, flow):
+        return self._with_flow(flow)
+
+    def _merge_element_shape(self, shape):
+        shape = as_shape(shape)
+        try:
+            self._element_shape[0] = self._element_shape[0].merge_with(shape)
+        except ValueError:
+            raise ValueError(f"Inconsistent shapes: saw {shape} but expected "
+                             f"{self._element_shape[0]} (and infer_shape=True)") from None
+
+    def _apply(self, op_type, inputs, attrs=None, name=None):
+        return _ops.apply_op(op_type, [self._handle] + list(inputs), attrs, name)
+
+    # --- API -------------------------------------------------------------------------------
+    def identity(self):
+        """A TensorArray with the same handle and an identity of the flow (an ordering point
+        for control dependencies)."""
+        return self._with_flow(array_ops.identity(self._flow))
+
+    def grad(self, source, flow=None, name=None):
+        """The gradient array of this one for gradient ``source`` (created on first use)."""
+        flow = self._flow if flow is None else flow
+        with _ops.name_scope(name, "TensorArrayGrad", [self._handle]):
+            op = self._apply("TensorArrayGradV3", [flow], {"source": source})
+            g_handle = op.outputs[0]
+            with _ops.control_dependencies([g_handle]):
+                g_flow = array_ops.identity(flow, name="gradient_flow")
+            g = TensorArray(self._dtype, handle=g_handle, flow=g_flow,
+                            infer_shape=self._infer_shape,
+                            colocate_with_first_write_call=False)
+            g._element_shape = self._element_shape
+            return g
+
+    def read(self, index, name=None):
+        """The element at ``index`` (a scalar int32 tensor)."""
+        with _ops.name_scope(name, "TensorArrayRead", [self._handle, index]):
+            index = _as_index(index, "index")
+            value = self._apply("TensorArrayReadV3", [index, self._flow],
+                                {"dtype": self._dtype}).outputs[0]
+            if self.element_shape.ndims is not None:
+                value.set_shape(self.element_shape)
+            return value
+
+    def write(self, index, value, name=None):
+        """A TensorArray with ``value`` written at ``index``."""
+        with _ops.name_scope(name, "TensorArrayWrite", [self._handle, index, value]):
+            index = _as_index(index, "index")
+            value = _ops.convert_to_tensor(
+                value, dtype=None if isinstance(value, _ops.Tensor) else self._dtype,
+                name="value")
+            if self._infer_shape:
+                self._merge_element_shape(value.shape)
+            flow = self._apply("TensorArrayWriteV3", [index, value, self._flow],
+                               {"T": value.dtype.base_dtype}).outputs[0]
+            return self._with_flow(flow)
+
+    def stack(self, name=None):
+        """All elements stacked along a new first dimension."""
+        with _ops.name_scope(name, "TensorArrayStack", [self._handle]):
+            return self.gather(math_ops.range(0, self.size()), name=None)
+
+    def gather(self, indices, name=None):
+        """The elements at ``indices`` stacked along a new first dimension."""
+        with _ops.name_scope(name, "TensorArrayGather", [self._handle, indices]):
+            indices = _as_index(indices, "indices")
+            value = self._apply("TensorArrayGatherV3", [indices, self._flow],
+                                {"dtype": self._dtype,
+                                 "element_shape": self.element_shape}).outputs[0]
+            return value
+
+    def concat(self, name=None):
+        """All elements concatenated along their first dimension."""
+        with _ops.name_scope(name, "TensorArrayConcat", [self._handle]):
+            es = self.element_shape
+            except0 = es[1:] if es.ndims else unknown_shape()
+            return self._apply("TensorArrayConcatV3", [self._flow],
+                               {"dtype": self._dtype,
+                                "element_shape_except0": except0}).outputs[0]
+
+    def unstack(self, value, name=None):
+        """A TensorArray whose element i is ``value[i]``."""
+        with _ops.name_scope(name, "TensorArrayUnstack", [self._handle, value]):
+            value = _ops.convert_to_tensor(
+                value, dtype=None if isinstance(value, _ops.Tensor) else self._dtype,
+                name="value")
+            n = value.shape.as_list()[0] if value.shape.ndims else None
+            num = n if n is not None else array_ops.shape(value)[0]
+            return self.scatter(math_ops.range(0, num), value, name=None)
+
+    def scatter(self, indices, value, name=None):
+        """A TensorArray with ``value[k]`` written at ``indices[k]``."""
+        with _ops.name_scope(name, "TensorArrayScatter", [self._handle, value, indices]):
+            indices = _as_index(indices, "indices")
+            value = _ops.convert_to_tensor(
+                value, dtype=None if isinstance(value, _ops.Tensor) else self._dtype,
+                name="value")
+            if self._infer_shape and value.shape.ndims is not None:
+                self._merge_element_shape(value.shape[1:])
+            flow = self._apply("TensorArrayScatterV3", [indices, value, self._flow],
+                               {"T": value.dtype.base_dtype}).outputs[0]
+            return self._with_flow(flow)
+
+    def split(self, value, lengths, name=None):
+        """A TensorArray whose elements are consecutive row blocks of ``value``."""
+        with _ops.name_scope(name, "TensorArraySplit", [self._handle, value, lengths]):
+            value = _ops.convert_to_tensor(
+                value, dtype=None if isinstance(value, _ops.Tensor) else self._dtype,
+                name="value")
+            lengths = _ops.convert_to_tensor(
+                lengths, dtype=None if isinstance(lengths, _ops.Tensor) else _dt.int64,
+                name="lengths")
+            if lengths.dtype.base_dtype is not _dt.int64:
+                lengths = math_ops.cast(lengths, _dt.int64)
+            if self._infer_shape and value.shape.ndims is not None:
+                cl = constant_value(lengths)
+                if cl is not None and cl.size and cl.max() == cl.min():
+                    self._merge_element_shape(
+                        TensorShape([int(cl.reshape(-1)[0])]).concatenate(value.shape[1:]))
+            flow = self._apply("TensorArraySplitV3", [value, lengths, self._flow],
+                               {"T": value.dtype.base_dtype}).outputs[0]
+            return self._with_flow(flow)
+
+    def size(self, name=None):
+        """The number of elements (a constant for a fixed-size array, as in TF)."""
+        if not self._dynamic_size and self._size is not None:
+            return self._size
+        with _ops.name_scope(name, "TensorArraySize", [self._handle]):
+            return self._apply("TensorArraySizeV3", [self._flow]).outputs[0]
+
+    def close(self, name=None):
+        """An op that frees the array's elements."""
+        with _ops.name_scope(name, "TensorArrayClose", [self._handle]):
+            return self._apply("TensorArrayCloseV3", [])
+
+    def __repr__(self):
+        return f"<TensorArray handle={self._handle.name} flow={self._flow.name}>"
+
+
+# --- gradients ----------------------------------------------------------------------------------
+def _grad_source():
+    """The gradient source this backward op belongs to: the ``gradients`` scope it is built
+    in (``gradients``, ``gradients_1``, ...), so that separate ``tf.gradients`` calls use
+    separate gradient arrays. The *outermost* such scope counts: the backward body of a while
+    loop is built in a nested ``gradients`` scope of the same call."""
+    tokens = _ops.get_default_graph().get_name_scope().split("/")
+    pos = [i for i, t in enumerate(tokens) if t.startswith("gradients")]
+    if not pos:
+        raise ValueError(f"Expected a TensorArray gradient to be built inside a 'gradients' "
+                         f"name scope, got {'/'.join(tokens)!r}")
+    return "/".join(tokens[:pos[0] + 1])
+
+
+def _grad_array(op, flow):
+    dtype = op._attrs.get("dtype") or op._attrs.get("T")
+    ta = TensorArray(dtype, handle=op.inputs[0], flow=flow,
+                     colocate_with_first_write_call=False)
+    return ta.grad(_grad_source(), flow=flow)
+
+
+def _after_forward(op, flow_grad):
+    """``flow_grad``, but only once ``op`` (a write) has run: its gradient must not read the
+    gradient array before the forward write is done."""
+    flow_out = array_ops.identity(op.outputs[0], name="flow_out")
+    with _ops.control_dependencies([flow_out]):
+        return array_ops.identity(flow_grad, name="write_barrier")
+
+
+@RegisterGradient("TensorArrayReadV3")
+def _read_grad(op, grad):
+    from dflab.ops.gradients import as_dense
+
+    index, flow = op.inputs[1], op.inputs[2]
+    g = _grad_array(op, flow)
+    return [None, None, g.write(index, as_dense(grad)).flow]
+
+
+@RegisterGradient("TensorArrayWriteV3")
+def _write_grad(op, flow):
+    index = op.inputs[1]
+    flow = _after_forward(op, flow)
+    g = _grad_array(op, flow)
+    return [None, None, g.read(index), flow]
+
+
+@RegisterGradient("TensorArrayGatherV3")
+def _gather_grad(op, grad):
+    from dflab.ops.gradients import as_dense
+
+    indices, flow = op.inputs[1], op.inputs[2]
+    g = _grad_array(op, flow)
+    return [None, None, g.scatter(indices, as_dense(grad)).flow]
+
+
+@RegisterGradient("TensorArrayScatterV3")
+def _scatter_grad(op, flow):
+    indices = op.inputs[1]
+    flow = _after_forward(op, flow)
+    g = _grad_array(op, flow)
+    return [None, None, g.gather(indices), flow]
+
+
+@RegisterGradient("TensorArrayConcatV3")
+def _concat_grad(op, grad, _lengths_grad):
+    from dflab.ops.gradients import as_dense
+
+    flow = op.inputs[1]
+    lengths = op.outputs[1]
+    g = _grad_array(op, flow)
+    return [None, g.split(as_dense(grad), lengths).flow]
+
+
+@RegisterGradient("TensorArraySplitV3")
+def _split_grad(op, flow):
+    flow = _after_forward(op, flow)
+    g = _grad_array(op, flow)
+    return [None, g.concat(), None, flow]
+
+
+__all__ = ["TensorArray"]
