@@ -84,33 +84,230 @@ class RunOptions:
         self.report_tensor_allocations_upon_oom = report_tensor_allocations_upon_oom
 
 
-class NodeExecStats:
+# --- run metadata: TF's StepStats / CostGraphDef messages ------------------------------------
+# Plain records with the protobuf field names and defaults (0, "", empty lists), so code written
+# against TF's generated classes (``ns.output[0].tensor_description.shape.dim[0].size``) works.
+
+
+class _Message:
+    """Keyword construction, field-wise equality and a protobuf-text-like ``repr``."""
+
+    _fields: tuple = ()
+
+    def __eq__(self, other):
+        return type(self) is type(other) and all(
+            getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    __hash__ = None
+
+    def __repr__(self):
+        parts = []
+        for f in self._fields:
+            v = getattr(self, f)
+            if v:
+                parts.append(f"{f}={v!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+class TensorShapeProto(_Message):
+    """``dim[k].size`` per dimension (-1 when unknown); ``unknown_rank`` when the rank is."""
+
+    _fields = ("dim", "unknown_rank")
+
+    class Dim(_Message):
+        _fields = ("size", "name")
+
+        def __init__(self, size=0, name=""):
+            self.size = size
+            self.name = name
+
+    def __init__(self, dim=None, unknown_rank=False):
+        self.dim = [d if isinstance(d, TensorShapeProto.Dim) else TensorShapeProto.Dim(int(d))
+                    for d in (dim or [])]
+        self.unknown_rank = unknown_rank
+
+    def as_list(self) -> list:
+        return [d.size for d in self.dim]
+
+
+class AllocationDescription(_Message):
+    """Where an output tensor's buffer came from.
+
+    dflab fills ``allocated_bytes`` with what *this node* allocated for the output: 0 when the
+    output forwards an existing buffer (Identity, a variable read, a constant); forwarded outputs
+    keep the ``allocation_id`` of the buffer they share.
+    """
+
+    _fields = ("requested_bytes", "allocated_bytes", "allocator_name", "allocation_id",
+               "has_single_reference", "ptr")
+
+    def __init__(self, requested_bytes=0, allocated_bytes=0, allocator_name="", allocation_id=0,
+                 has_single_reference=False, ptr=0):
+        self.requested_bytes = requested_bytes
+        self.allocated_bytes = allocated_bytes
+        self.allocator_name = allocator_name
+        self.allocation_id = allocation_id
+        self.has_single_reference = has_single_reference
+        self.ptr = ptr
+
+
+class TensorDescription(_Message):
+    """``dtype`` is a dflab ``DType`` (``tf.float32``), not TF's integer enum."""
+
+    _fields = ("dtype", "shape", "allocation_description")
+
+    def __init__(self, dtype=None, shape=None, allocation_description=None):
+        self.dtype = dtype
+        self.shape = shape if shape is not None else TensorShapeProto()
+        self.allocation_description = allocation_description or AllocationDescription()
+
+
+class NodeOutput(_Message):
+    _fields = ("slot", "tensor_description")
+
+    def __init__(self, slot=0, tensor_description=None):
+        self.slot = slot
+        self.tensor_description = tensor_description or TensorDescription()
+
+
+class AllocatorMemoryUsed(_Message):
+    """One allocator's use by one node: bytes it allocated (``total_bytes``), its own peak
+    (``peak_bytes``), what it left allocated (``live_bytes``) and the allocator's peak use while
+    it ran (``allocator_bytes_in_use``)."""
+
+    _fields = ("allocator_name", "total_bytes", "peak_bytes", "live_bytes",
+               "allocator_bytes_in_use", "allocation_records")
+
+    def __init__(self, allocator_name="", total_bytes=0, peak_bytes=0, live_bytes=0,
+                 allocator_bytes_in_use=0, allocation_records=None):
+        self.allocator_name = allocator_name
+        self.total_bytes = total_bytes
+        self.peak_bytes = peak_bytes
+        self.live_bytes = live_bytes
+        self.allocator_bytes_in_use = allocator_bytes_in_use
+        self.allocation_records = list(allocation_records or [])
+
+
+class MemoryStats(_Message):
+    _fields = ("temp_memory_size", "persistent_memory_size", "persistent_tensor_alloc_ids")
+
+    def __init__(self, temp_memory_size=0, persistent_memory_size=0,
+                 persistent_tensor_alloc_ids=None):
+        self.temp_memory_size = temp_memory_size
+        self.persistent_memory_size = persistent_memory_size
+        self.persistent_tensor_alloc_ids = list(persistent_tensor_alloc_ids or [])
+
+
+class NodeExecStats(_Message):
+    """One execution of one node (a node inside a loop gets one entry per iteration)."""
+
+    _fields = ("node_name", "all_start_micros", "op_start_rel_micros", "op_end_rel_micros",
+               "all_end_rel_micros", "memory", "output", "timeline_label", "scheduled_micros",
+               "thread_id", "referenced_tensor", "memory_stats", "all_start_nanos",
+               "op_start_rel_nanos", "op_end_rel_nanos", "all_end_rel_nanos",
+               "scheduled_nanos")
+
     def __init__(self, node_name="", all_start_micros=0, op_start_rel_micros=0,
-                 op_end_rel_micros=0, all_end_rel_micros=0, thread_id=0, output=None,
-                 timeline_label=""):
+                 op_end_rel_micros=0, all_end_rel_micros=0, memory=None, output=None,
+                 timeline_label="", scheduled_micros=0, thread_id=0, referenced_tensor=None,
+                 memory_stats=None, all_start_nanos=0, op_start_rel_nanos=0,
+                 op_end_rel_nanos=0, all_end_rel_nanos=0, scheduled_nanos=0):
         self.node_name = node_name
         self.all_start_micros = all_start_micros
         self.op_start_rel_micros = op_start_rel_micros
         self.op_end_rel_micros = op_end_rel_micros
         self.all_end_rel_micros = all_end_rel_micros
-        self.thread_id = thread_id
-        self.output = list(output or [])
+        self.memory: list[AllocatorMemoryUsed] = list(memory or [])
+        self.output: list[NodeOutput] = list(output or [])
         self.timeline_label = timeline_label
+        self.scheduled_micros = scheduled_micros
+        self.thread_id = thread_id
+        self.referenced_tensor: list[AllocationDescription] = list(referenced_tensor or [])
+        self.memory_stats = memory_stats or MemoryStats()
+        self.all_start_nanos = all_start_nanos
+        self.op_start_rel_nanos = op_start_rel_nanos
+        self.op_end_rel_nanos = op_end_rel_nanos
+        self.all_end_rel_nanos = all_end_rel_nanos
+        self.scheduled_nanos = scheduled_nanos
 
 
-class DeviceStepStats:
-    def __init__(self, device=""):
+class DeviceStepStats(_Message):
+    _fields = ("device", "node_stats", "thread_names")
+
+    def __init__(self, device="", node_stats=None, thread_names=None):
         self.device = device
-        self.node_stats: list[NodeExecStats] = []
+        self.node_stats: list[NodeExecStats] = list(node_stats or [])
+        self.thread_names: dict[int, str] = dict(thread_names or {})
 
 
-class StepStats:
-    def __init__(self):
-        self.dev_stats: list[DeviceStepStats] = []
+class StepStats(_Message):
+    _fields = ("dev_stats",)
+
+    def __init__(self, dev_stats=None):
+        self.dev_stats: list[DeviceStepStats] = list(dev_stats or [])
 
 
-class RunMetadata:
-    def __init__(self):
+class CostGraphDef(_Message):
+    """TF's ``CostGraphDef``: per node its device, inputs, output sizes and measured cost."""
+
+    _fields = ("node", "cost")
+
+    class Node(_Message):
+        _fields = ("name", "device", "id", "input_info", "output_info",
+                   "temporary_memory_size", "persistent_memory_size", "compute_cost",
+                   "compute_time", "memory_time", "is_final", "control_input", "inaccurate")
+
+        class InputInfo(_Message):
+            _fields = ("preceding_node", "preceding_port")
+
+            def __init__(self, preceding_node=0, preceding_port=0):
+                self.preceding_node = preceding_node
+                self.preceding_port = preceding_port
+
+        class OutputInfo(_Message):
+            _fields = ("size", "alias_input_port", "shape", "dtype")
+
+            def __init__(self, size=0, alias_input_port=-1, shape=None, dtype=None):
+                self.size = size
+                self.alias_input_port = alias_input_port
+                self.shape = shape if shape is not None else TensorShapeProto()
+                self.dtype = dtype
+
+        def __init__(self, name="", device="", id=0, input_info=None,  # noqa: A002 - TF name
+                     output_info=None, temporary_memory_size=0, persistent_memory_size=0,
+                     compute_cost=0, compute_time=0, memory_time=0, is_final=False,
+                     control_input=None, inaccurate=False):
+            self.name = name
+            self.device = device
+            self.id = id
+            self.input_info = list(input_info or [])
+            self.output_info = list(output_info or [])
+            self.temporary_memory_size = temporary_memory_size
+            self.persistent_memory_size = persistent_memory_size
+            self.compute_cost = compute_cost
+            self.compute_time = compute_time
+            self.memory_time = memory_time
+            self.is_final = is_final
+            self.control_input = list(control_input or [])
+            self.inaccurate = inaccurate
+
+    def __init__(self, node=None, cost=None):
+        self.node: list[CostGraphDef.Node] = list(node or [])
+        self.cost = list(cost or [])
+
+
+class RunMetadata(_Message):
+    """What a traced ``Session.run`` reports. Each traced run replaces the contents (as TF's
+    ``ParseFromString`` does), so one object can be reused across runs."""
+
+    _fields = ("step_stats", "cost_graph", "partition_graphs")
+
+    def __init__(self, step_stats=None, cost_graph=None, partition_graphs=None):
+        self.step_stats = step_stats if step_stats is not None else StepStats()
+        self.cost_graph = cost_graph if cost_graph is not None else CostGraphDef()
+        self.partition_graphs: list = list(partition_graphs or [])
+
+    def Clear(self) -> None:  # noqa: N802 - TF name
         self.step_stats = StepStats()
-        self.partition_graphs: list = []
-        self.cost_graph = None
+        self.cost_graph = CostGraphDef()
+        self.partition_graphs = []
