@@ -158,8 +158,13 @@ class GradWhileContext(WhileContext):
 def loop_inputs(fwd: WhileContext) -> list:
     """What a loop reads from outside: initial values, then outside tensors used inside."""
     initial = [e.op.inputs[0] for e in fwd.enters]
-    outside = [t for t, inner in fwd.external_values() if inner.op.type == "Enter"]
-    return initial + outside
+    # The Enter's own input, not the original tensor: inside a cond branch that is the
+    # branch's Switch, whose gradient keeps an untaken branch's (dead) gradient out.
+    return initial + [enter.op.inputs[0] for enter in _invariant_enters(fwd)]
+
+
+def _invariant_enters(fwd: WhileContext) -> list:
+    return [inner for _, inner in fwd.external_values() if inner.op.type == "Enter"]
 
 
 def while_grad(fwd: WhileContext, exit_grads: list) -> list:
@@ -167,7 +172,7 @@ def while_grad(fwd: WhileContext, exit_grads: list) -> list:
     from dflab.ops.gradients import _is_differentiable_dtype, as_dense, gradients
 
     n_vars = len(fwd.exits)
-    outside = [(t, inner) for t, inner in fwd.external_values() if inner.op.type == "Enter"]
+    outside = [(e.op.inputs[0], e) for e in _invariant_enters(fwd)]
     result = [None] * (n_vars + len(outside))
     if not fwd.back_prop:
         return result

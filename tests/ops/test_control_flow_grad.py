@@ -1,0 +1,138 @@
+"""Gradients through cond and while_loop: numerical differences and the unrolled graph."""
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from op_test_util import check_grads
+
+RNG = np.random.default_rng(7)
+
+
+def _rnn_loop(h0, w, n=4, parallel=10):
+    return tf.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))),
+                         [tf.constant(0), h0], parallel_iterations=parallel)[1]
+
+
+def _rnn_unrolled(h0, w, n=4):
+    h = h0
+    for _ in range(n):
+        h = tf.tanh(tf.matmul(h, w))
+    return h
+
+
+@pytest.mark.parametrize("parallel", [1, 10])
+def test_while_gradient_matches_numerical(parallel):
+    check_grads(lambda h, w: _rnn_loop(h, w, parallel=parallel),
+                [RNG.standard_normal((2, 3)), RNG.standard_normal((3, 3)) / 2])
+
+
+def test_while_gradient_equals_unrolled_graph():
+    h0 = tf.constant(RNG.standard_normal((2, 3)))
+    w = tf.constant(RNG.standard_normal((3, 3)) / 2)
+    loop = tf.gradients(tf.reduce_sum(_rnn_loop(h0, w) ** 2), [h0, w])
+    flat = tf.gradients(tf.reduce_sum(_rnn_unrolled(h0, w) ** 2), [h0, w])
+    with tf.Session() as s:
+        for a, b in zip(s.run(loop), s.run(flat)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_gradient_with_data_dependent_trip_count():
+    def f(x):
+        return tf.while_loop(lambda i, v: tf.reduce_sum(v) < 50.0,
+                             lambda i, v: (i + 1, v * 1.5 + 0.1), [tf.constant(0), x])[1]
+
+    check_grads(f, [np.array([1.0, 2.0])])
+
+
+def test_nested_loop_gradient():
+    def f(x, w):
+        def outer(i, v):
+            inner = tf.while_loop(lambda j, u: j < i + 1, lambda j, u: (j + 1, tf.sin(u * w)),
+                                  [tf.constant(0), v])[1]
+            return i + 1, inner + v
+
+        return tf.while_loop(lambda i, v: i < 3, outer, [tf.constant(0), x])[1]
+
+    check_grads(f, [RNG.standard_normal(3), np.array(0.7)])
+
+
+def test_cond_inside_loop_gradient():
+    def f(x):
+        def body(i, v):
+            return i + 1, tf.cond(tf.equal(i % 2, 0), lambda: v * v, lambda: tf.sin(v))
+
+        return tf.while_loop(lambda i, v: i < 5, body, [tf.constant(0), x])[1]
+
+    check_grads(f, [np.array([0.3, 0.8, -0.5])])
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_loop_inside_cond_gradient(flag):
+    def f(x):
+        return tf.cond(tf.constant(flag),
+                       lambda: tf.while_loop(lambda i, v: i < 3,
+                                             lambda i, v: (i + 1, v * x), [0, x])[1],
+                       lambda: x * 2.0)
+
+    check_grads(f, [np.array([0.5, -1.5])])
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_cond_gradients(flag):
+    def f(x, y):
+        return tf.cond(tf.constant(flag), lambda: x * y + tf.exp(x), lambda: y * y)
+
+    check_grads(f, [RNG.standard_normal(3), RNG.standard_normal(3)])
+
+
+def test_cond_gradient_of_an_unused_branch_input_is_zero():
+    x = tf.placeholder(tf.float64, [])
+    y = tf.cond(x > 0, lambda: x * 3.0, lambda: tf.constant(1.0, tf.float64))
+    g = tf.gradients(y, x)[0]
+    with tf.Session() as s:
+        assert s.run(g, {x: 2.0}) == 3.0 and s.run(g, {x: -2.0}) == 0.0
+
+
+def test_maximum_iterations_gradient():
+    check_grads(lambda x: tf.while_loop(lambda v: tf.reduce_sum(v) < 1e9, lambda v: v * 1.1,
+                                        [x], maximum_iterations=6), [np.array([1.0, 2.0])])
+
+
+def test_gather_gradient_inside_loop_is_densified():
+    params = RNG.standard_normal((5, 2))
+
+    def f(p):
+        def body(i, acc):
+            return i + 1, acc + tf.gather(p, i % 5)
+
+        return tf.while_loop(lambda i, a: i < 7, body,
+                             [tf.constant(0), tf.zeros([2], tf.float64)])[1]
+
+    check_grads(f, [params])
+
+
+def test_training_through_a_loop_converges():
+    x = tf.placeholder(tf.float64, [None, 3])
+    target = tf.placeholder(tf.float64, [None, 3])
+    w = tf.Variable(np.eye(3) * 0.5)
+    out = _rnn_loop(x, w, n=3)
+    loss = tf.reduce_mean((out - target) ** 2)
+    step = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    xs = RNG.standard_normal((16, 3))
+    w_true = RNG.standard_normal((3, 3)) / 2
+    ys = xs
+    for _ in range(3):
+        ys = np.tanh(ys @ w_true)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        first = s.run(loss, {x: xs, target: ys})
+        for _ in range(200):
+            s.run(step, {x: xs, target: ys})
+        assert s.run(loss, {x: xs, target: ys}) < first / 10
+
+
+def test_back_prop_false_gives_no_gradient():
+    x = tf.constant(1.0)
+    y = tf.while_loop(lambda v: v < 10, lambda v: v * 2, [x], back_prop=False)
+    assert tf.gradients(y, x) == [None]
