@@ -24,6 +24,7 @@ BENCHMARKS = [
     "bench_mlp_step.py",
     "bench_inter_op.py",
     "bench_memory.py",
+    "bench_placement.py",
 ]
 
 

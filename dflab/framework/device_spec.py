@@ -1,8 +1,13 @@
 """Device names: ``/job:J/replica:R/task:T/device:TYPE:N``, partial specs, and merging.
 
 Parsed once into a ``DeviceSpec``; short forms ``/cpu:0`` and ``/gpu:1`` are accepted in any case
-and normalised to ``/device:CPU:0``. ``merge_from`` fills the fields this spec leaves unset with
-the other's, which is how nested ``tf.device`` scopes combine.
+and normalised to ``/device:CPU:0``. ``merge_from`` overwrites this spec's fields with the ones the
+other spec sets, which is how nested ``tf.device`` scopes combine (the inner scope wins).
+
+Deviations from TF1's Python ``DeviceSpec``, both in the direction of TF's C++ name parser: the
+device type is upper-cased everywhere (TF keeps ``/device:gpu:0`` lower-case until the C++ side
+canonicalises it), and a device index without a type is kept as ``/device:*:N`` instead of being
+dropped by ``to_string``.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import re
 
 _FIELDS = ("job", "replica", "task", "device_type", "device_index")
+_SHORT_TYPES = ("cpu", "gpu")  # TF1 accepts the legacy "/cpu:0" form for these two only
 
 
 class DeviceSpec:
@@ -26,30 +32,40 @@ class DeviceSpec:
 
     @classmethod
     def from_string(cls, spec: str) -> DeviceSpec:
-        out = cls()
+        return cls().parse_from_string(spec)
+
+    def parse_from_string(self, spec: str) -> DeviceSpec:
+        """TF1's in-place parse: sets the fields ``spec`` names, resets the others; returns self."""
+        for f in _FIELDS:
+            setattr(self, f, None)
         if not spec:
-            return out
+            return self
+        seen_type = False
         for part in spec.split("/"):
             if not part:
                 continue
             key, _, rest = part.partition(":")
             low = key.lower()
-            if low == "job":
-                out.job = rest
-            elif low == "replica":
-                out.replica = int(rest)
-            elif low == "task":
-                out.task = int(rest)
-            elif low == "device":
-                dtype, _, idx = rest.partition(":")
-                out.device_type = dtype.upper() if dtype and dtype != "*" else None
-                out.device_index = int(idx) if idx and idx != "*" else None
-            elif re.fullmatch(r"[A-Za-z_]+", key) and (rest == "" or re.fullmatch(r"\d+|\*", rest)):
-                out.device_type = key.upper()
-                out.device_index = int(rest) if rest and rest != "*" else None
-            else:
-                raise ValueError(f"Invalid device specification {spec!r}")
-        return out
+            try:
+                if low == "job":
+                    self.job = rest
+                elif low == "replica":
+                    self.replica = int(rest)
+                elif low == "task":
+                    self.task = int(rest)
+                elif low == "device" or (low in _SHORT_TYPES
+                                         and re.fullmatch(r"(\d+|\*)?", rest)):
+                    if seen_type:
+                        raise ValueError("Cannot specify multiple device types")
+                    seen_type = True
+                    dtype, idx = rest.partition(":")[::2] if low == "device" else (key, rest)
+                    self.device_type = dtype.upper() if dtype and dtype != "*" else None
+                    self.device_index = int(idx) if idx and idx != "*" else None
+                else:
+                    raise ValueError(f"Unknown attribute: {key!r}")
+            except ValueError as e:
+                raise ValueError(f"Invalid device specification {spec!r}: {e}") from None
+        return self
 
     def merge_from(self, other: DeviceSpec) -> None:
         """Fields set in ``other`` override this spec's (TF semantics)."""

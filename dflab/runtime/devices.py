@@ -1,11 +1,35 @@
-"""Devices of a session: names, types, array namespaces and resource containers.
+"""Devices of a session: names, types, array namespaces, memory accounts and resource containers.
 
-Each device has a full TF name (``/job:localhost/replica:0/task:0/device:CPU:0``), a type used
-to look up kernels, an array namespace ``xp`` its kernels compute with, and a ``ResourceMgr``
-holding its variables. ``ConfigProto(device_count={"CPU": n})`` creates n CPU devices.
+Each device has a full TF name (``/job:localhost/replica:0/task:0/device:GPU:0``), a
+``device_type`` (what users, the placer and the UI see), a ``kernel_device_type`` (the type its
+kernels are looked up under), an array namespace ``xp`` its kernels compute with, a
+``ResourceMgr`` holding its variables and queues, and a ``DeviceMemory`` account.
+
+Where devices come from (``DeviceSet.from_config``):
+
+* ``ConfigProto(device_count={"CPU": n})``: n CPU devices on the host (default 1). CPU:0 is the
+  host; CPU:1… are extra devices on the same cores and are labelled simulated.
+* ``device_count={"GPU": n}``: n GPUs. Real ones come from a registered backend (a future CuPy
+  backend calls ``register_backend("GPU", ...)`` with ``xp=cupy`` and
+  ``kernel_device_type="GPU"``); those the machine lacks are *simulated*: GPU-typed devices that
+  run the CPU (NumPy) kernels. Without a GPU backend, TF's default of "all GPUs present" is 0.
+* ``ConfigProto(dflab={"simulated_devices": {"GPU": 2}})``: exactly that many devices of the
+  type, all simulated, whatever the hardware (for lessons that must look the same everywhere).
+  It overrides ``device_count`` for that type; for "CPU" it means the same as ``device_count``
+  (CPU:0 is always the host).
+* ``dflab={"device_params": {"GPU": {...}, "GPU:1": {...}}}``: cost-model parameters of a device
+  type or of one device (see ``DEFAULT_PARAMS``); ``cost_model`` reads them.
+
+Invariant: a device's name, type and kernel lookup type never change after construction, and
+every device in a set has a distinct name.
 """
 
 from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,18 +39,127 @@ from dflab.runtime.resources import ResourceMgr
 
 LOCAL_TASK = "/job:localhost/replica:0/task:0"
 
+# TF's placement preference: among devices that can run a node, higher priority first
+# (DeviceFactory priorities: GPU 210, CPU 100); unknown types rank below CPU.
+DEVICE_TYPE_PRIORITY = {"GPU": 210, "CPU": 100}
+
+# Cost-model parameters per device type. They describe what the devices *are* here: a simulated
+# GPU computes with NumPy on the host cores, so it shares the CPU's throughput; its transfers
+# are modelled as a PCIe 3.0 x16 link (≈12 GB/s, ≈10 µs), while extra CPU devices exchange
+# tensors in host memory. Override per type or per device through dflab={"device_params": ...}
+# (e.g. flops_per_s=10e12 to teach with a fast GPU).
+DEFAULT_PARAMS = {
+    "CPU": {
+        "flops_per_s": 5e10,  # dense float32 math on one core with a SIMD BLAS
+        "bytes_per_s": 5e9,  # memory-bound kernels (copies, elementwise, reductions)
+        "op_overhead_s": 5e-6,  # per-op dispatch cost of the executor
+        "bandwidth_bytes_per_s": 2e10,  # device-to-device copies in host memory
+        "latency_s": 2e-6,  # rendezvous hand-off between devices
+    },
+    "GPU": {
+        "flops_per_s": 5e10,
+        "bytes_per_s": 5e9,
+        "op_overhead_s": 5e-6,
+        "bandwidth_bytes_per_s": 1.2e10,  # PCIe 3.0 x16
+        "latency_s": 1e-5,
+    },
+}
+PARAM_NAMES = tuple(DEFAULT_PARAMS["CPU"])
+
+
+class DeviceMemory:
+    """Bytes a device holds: current and peak, updated by ``allocate``/``free`` (thread-safe).
+
+    Accounting only; nothing is allocated here. ``limit`` (0 = none) is reported, not enforced.
+    """
+
+    __slots__ = ("_lock", "bytes_in_use", "peak_bytes_in_use", "num_allocs",
+                 "largest_alloc_size", "bytes_limit")
+
+    def __init__(self, bytes_limit: int = 0):
+        self._lock = threading.Lock()
+        self.bytes_in_use = 0
+        self.peak_bytes_in_use = 0
+        self.num_allocs = 0
+        self.largest_alloc_size = 0
+        self.bytes_limit = int(bytes_limit)
+
+    def allocate(self, nbytes: int) -> None:
+        nbytes = int(nbytes)
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
+        with self._lock:
+            self.bytes_in_use += nbytes
+            self.num_allocs += 1
+            if nbytes > self.largest_alloc_size:
+                self.largest_alloc_size = nbytes
+            if self.bytes_in_use > self.peak_bytes_in_use:
+                self.peak_bytes_in_use = self.bytes_in_use
+
+    def free(self, nbytes: int) -> None:
+        nbytes = int(nbytes)
+        with self._lock:
+            if nbytes < 0 or nbytes > self.bytes_in_use:
+                raise ValueError(f"cannot free {nbytes} bytes: {self.bytes_in_use} in use")
+            self.bytes_in_use -= nbytes
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            self.peak_bytes_in_use = self.bytes_in_use
+
+    def stats(self) -> dict:
+        """A consistent snapshot (names as TF's ``AllocatorStats``)."""
+        with self._lock:
+            return {"bytes_in_use": self.bytes_in_use,
+                    "peak_bytes_in_use": self.peak_bytes_in_use,
+                    "num_allocs": self.num_allocs,
+                    "largest_alloc_size": self.largest_alloc_size,
+                    "bytes_limit": self.bytes_limit}
+
+    def __repr__(self):
+        return f"<DeviceMemory in use {self.bytes_in_use} B, peak {self.peak_bytes_in_use} B>"
+
 
 class Device:
+    """One device. ``kernel_device_type`` defaults to ``device_type``; a simulated GPU sets it
+    to "CPU" so that the executor binds the NumPy kernels while the device stays GPU-typed.
+    A real accelerator passes its own ``xp`` (e.g. ``cupy``) and keeps ``kernel_device_type``
+    equal to its type."""
+
     def __init__(self, device_type: str, index: int, xp=np, simulated: bool = False,
-                 task: str = LOCAL_TASK, session=None):
-        self.device_type = device_type
+                 task: str = LOCAL_TASK, session=None, kernel_device_type: str | None = None,
+                 description: str = "", params: dict | None = None, memory_limit: int = 0):
+        self.device_type = device_type.upper()
         self.index = index
-        self.name = f"{task}/device:{device_type}:{index}"
+        self.name = f"{task}/device:{self.device_type}:{index}"
         self.spec = DeviceSpec.from_string(self.name)
         self.xp = xp
         self.simulated = simulated
+        self.kernel_device_type = (kernel_device_type or self.device_type).upper()
+        self.description = description or (
+            f"simulated {self.device_type} (NumPy)" if simulated else self.device_type)
+        base = DEFAULT_PARAMS.get(self.device_type, DEFAULT_PARAMS["CPU"])
+        self.params = {**base, **(params or {})}
+        self.memory = DeviceMemory(memory_limit)
         self.resources = ResourceMgr(self.name)
-        self.context = KernelContext(self.name, device_type, xp, self.resources, session)
+        # The executor looks kernels up under ctx.device_type: give it the lookup type.
+        self.context = KernelContext(self.name, self.kernel_device_type, xp, self.resources,
+                                     session)
+
+    @property
+    def short_name(self) -> str:
+        return f"{self.device_type}:{self.index}"
+
+    @property
+    def priority(self) -> int:
+        return DEVICE_TYPE_PRIORITY.get(self.device_type, 0)
+
+    def __getattr__(self, name):
+        # bandwidth_bytes_per_s, latency_s, flops_per_s… read as attributes.
+        params = self.__dict__.get("params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(name)
 
     def __repr__(self):
         sim = " (simulated)" if self.simulated else ""
@@ -34,26 +167,119 @@ class Device:
 
 
 class DeviceAttributes:
-    """What ``Session.list_devices`` returns (TF field names)."""
+    """What ``Session.list_devices`` returns (TF field names, plus ``simulated``)."""
 
     def __init__(self, device: Device):
         self.name = device.name
         self.device_type = device.device_type
-        self.memory_limit_bytes = 0
+        self.memory_limit_bytes = device.memory.bytes_limit
         self.incarnation = id(device)
+        self.simulated = device.simulated
+        self.physical_device_desc = ("simulated (NumPy)" if device.simulated
+                                     and device.xp is np else device.description)
+
+    def __repr__(self):
+        sim = ", simulated" if self.simulated else ""
+        return (f"_DeviceAttributes({self.name}, {self.device_type}, "
+                f"{self.memory_limit_bytes}, {self.incarnation}{sim})")
+
+
+@dataclass
+class Backend:
+    """A source of real devices of one type: how many the machine has, and how to make one."""
+
+    count: Callable[[], int]
+    make: Callable[..., Device]  # make(index, session=..., params=...) -> Device
+
+
+def _host_cpu_count() -> int:
+    return 1
+
+
+def _make_cpu(index: int, session=None, params=None) -> Device:
+    # Every CPU device runs on the same host cores; only CPU:0 stands for real hardware.
+    return Device("CPU", index, session=session, simulated=index > 0, params=params,
+                  description="host CPU" if index == 0 else "extra CPU device on the host")
+
+
+_BACKENDS: dict[str, Backend] = {"CPU": Backend(_host_cpu_count, _make_cpu)}
+
+
+def register_backend(device_type: str, count: Callable[[], int],
+                     make: Callable[..., Device]) -> None:
+    """Plug in real devices of ``device_type`` (e.g. a CuPy GPU backend)."""
+    device_type = device_type.upper()
+    if device_type in _BACKENDS and device_type != "CPU":
+        raise KeyError(f"A device backend for {device_type} is already registered")
+    _BACKENDS[device_type] = Backend(count, make)
+
+
+def _simulated(device_type: str, index: int, session=None, params=None) -> Device:
+    if device_type == "CPU":
+        return Device("CPU", index, session=session, simulated=True, params=params,
+                      description="simulated CPU (NumPy)")
+    return Device(device_type, index, session=session, simulated=True, params=params,
+                  kernel_device_type="CPU")
 
 
 class DeviceSet:
+    """The devices of a session: ``devices`` in creation order (CPUs first, as TF lists them),
+    ``prioritized`` in TF's placement preference order (type priority, then index)."""
+
     def __init__(self, devices: list[Device]):
-        self.devices = devices
+        names = [d.name for d in devices]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate device names in {names}")
+        self.devices = list(devices)
+        self.prioritized = sorted(devices, key=lambda d: (-d.priority, d.device_type, d.index))
         self._by_name = {d.name: d for d in devices}
+        self._by_short = {d.short_name: d for d in devices}
 
     @classmethod
     def from_config(cls, config, session=None) -> DeviceSet:
-        n_cpu = int(config.device_count.get("CPU", 1))
-        if n_cpu < 1:
+        opts = getattr(config, "dflab", {}) or {}
+        counts = {k.upper(): int(v) for k, v in (config.device_count or {}).items()}
+        forced = {k.upper(): int(v) for k, v in (opts.get("simulated_devices") or {}).items()}
+        for k, v in list(counts.items()) + list(forced.items()):
+            if v < 0:
+                raise ValueError(f"device count for {k} must be >= 0, got {v}")
+        if counts.get("CPU", 1) < 1 or forced.get("CPU", 1) < 1:
             raise ValueError("device_count['CPU'] must be at least 1")
-        return cls([Device("CPU", i, session=session) for i in range(n_cpu)])
+        params = opts.get("device_params") or {}
+        devices = []
+        for dtype in dict.fromkeys(["CPU", *_BACKENDS, *counts, *forced]):
+            backend = _BACKENDS.get(dtype)
+            physical = backend.count() if backend else 0
+            if dtype in forced and dtype != "CPU":
+                n, n_real = forced[dtype], 0
+            elif dtype == "CPU":
+                # CPU:0 is always the host; extra CPUs are simulated either way.
+                n, n_real = forced.get("CPU", counts.get("CPU", 1)), 1
+            else:
+                n = counts.get(dtype, physical)
+                n_real = min(n, physical)
+            for i in range(n):
+                p = {**params.get(dtype, {}), **params.get(f"{dtype}:{i}", {})}
+                _check_params(dtype, i, p)
+                if i < n_real:
+                    devices.append(backend.make(i, session=session, params=p))
+                else:
+                    devices.append(_simulated(dtype, i, session=session, params=p))
+        out = cls(devices)
+        if getattr(config, "log_device_placement", False):
+            out.log_mapping()
+        return out
+
+    def log_mapping(self, file=None) -> None:
+        """TF's "Device mapping:" banner, listing the accelerators (simulated ones marked)."""
+        file = file or sys.stderr
+        accel = [d for d in self.devices if d.device_type != "CPU"]
+        if not accel:
+            print("Device mapping: no known devices.", file=file)
+            return
+        print("Device mapping:", file=file)
+        for d in accel:
+            print(f"{d.name} -> device: {d.index}, name: {d.description}", file=file)
 
     def list(self):
         return [DeviceAttributes(d) for d in self.devices]
@@ -61,8 +287,16 @@ class DeviceSet:
     def __iter__(self):
         return iter(self.devices)
 
+    def __len__(self):
+        return len(self.devices)
+
     def __getitem__(self, name: str) -> Device:
-        return self._by_name[name]
+        dev = self._by_name.get(name) or self._by_short.get(name)
+        if dev is None:
+            dev = self._by_name.get(DeviceSpec.from_string(name).to_string())
+        if dev is None:
+            raise KeyError(name)
+        return dev
 
     def kernel_context(self, name: str) -> KernelContext:
         return self._by_name[name].context
@@ -70,9 +304,31 @@ class DeviceSet:
     def matching(self, spec: DeviceSpec) -> list[Device]:
         return [d for d in self.devices if _matches(spec, d.spec)]
 
+    @property
+    def host(self) -> Device:
+        """Where fed values and fetched results live: the first CPU device."""
+        return next(d for d in self.devices if d.device_type == "CPU")
+
+    def memory_stats(self) -> dict:
+        return {d.name: d.memory.stats() for d in self.devices}
+
     def close(self) -> None:
         for d in self.devices:
             d.resources.clear()
+
+
+def _check_params(dtype: str, index: int, params: dict) -> None:
+    for k, v in params.items():
+        if k not in PARAM_NAMES:
+            raise ValueError(f"Unknown device parameter {k!r} for {dtype}:{index}; "
+                             f"known: {', '.join(PARAM_NAMES)}")
+        # Times may be zero; rates divide, so they must be positive.
+        may_be_zero = k in ("latency_s", "op_overhead_s")
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (
+            v >= 0 if may_be_zero else v > 0)
+        if not ok:
+            raise ValueError(f"Device parameter {k} of {dtype}:{index} must be a "
+                             f"{'non-negative' if may_be_zero else 'positive'} number, got {v!r}")
 
 
 def _matches(req: DeviceSpec, dev: DeviceSpec) -> bool:

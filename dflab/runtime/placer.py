@@ -1,90 +1,491 @@
-"""The placer: assign every op of a pruned graph to a device, keeping the reason.
+"""The placer: assign every op of a pruned graph to a device, and keep the reason.
 
-TF's rules, in order: ops in one colocation group (a variable with its initializer, reads and
-updates; ``colocate_with``) share a device; a group's explicit device requests are merged; a
-device must match the merged request and have a kernel for every op in the group; without
-``allow_soft_placement`` an unsatisfiable request is an ``InvalidArgumentError`` naming the op
-and device, with it the request is relaxed. Among candidates the first device wins (devices are
-ordered so that this is TF's preference).
+TF 1.x's rules (``placer.cc``), in order:
+
+1. **Colocation groups.** Ops that must share a device form one group: ``colocate_with``
+   (``op._colocation``, e.g. a variable with its initializer, ``read`` and the optimizer's update
+   ops) and reference edges (an op writing through a ref input sits with the ref's producer).
+2. **Explicit requests** of a group's members are merged (partial specs combine); conflicting
+   types or indices are an ``InvalidArgumentError`` ("Cannot colocate nodes …"), or are dropped
+   under ``allow_soft_placement``; conflicting jobs or tasks are always an error.
+3. **Kernel availability.** A device can run an op when the kernel registry has a kernel for
+   the device's ``kernel_device_type`` and the device does not exclude it: simulated GPUs mirror
+   TF, which has no GPU kernels for string tensors or for the ops in ``CPU_ONLY_OPS``.
+4. The group goes to the first device, in TF's preference order (GPU before CPU, then by
+   index), that matches the request and can run every member. Without one, the request is an
+   ``InvalidArgumentError`` naming op and device; with ``allow_soft_placement`` the request is
+   relaxed (type and index first, then everything).
+5. Heuristics for lone ops: a *metadata* op (Shape, Size, Rank) joins its input's device, a
+   *generator* (no inputs, one non-ref output, e.g. Const) joins its consumers' device.
+
+``ConfigProto(dflab={"placement": "cost_model"})`` swaps rule 4 for unconstrained groups with
+the greedy scheduler of ``cost_model``. Every decision is a ``Placement`` (device, reason, rule,
+requested, group); ``PlacementReport`` renders them as a table. ``log_device_placement`` prints
+TF's ``name: (Type): device`` lines to stderr.
 """
 
 from __future__ import annotations
 
+import html
 import sys
 from dataclasses import dataclass
 
+from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.kernels.registry import has_kernel, kernel_device_types
 
+# Ops TF registers only for CPU, so never placed on a GPU (even a simulated one).
+CPU_ONLY_OPS = frozenset({
+    "SaveV2", "RestoreV2", "Save", "Restore", "SaveSlices", "RestoreSlice",
+    "MergeV2Checkpoints", "ShardedFilename", "ShardedFilespec",
+    "FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2",
+    "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
+    "QueueDequeueUpToV2", "QueueCloseV2", "QueueSizeV2", "QueueIsClosedV2",
+    "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "QueueEnqueue",
+    "QueueEnqueueMany", "QueueDequeue", "QueueDequeueMany", "QueueDequeueUpTo",
+    "QueueClose", "QueueSize",
+    "Print", "PrintV2", "Assert", "PyFunc", "PyFuncStateless",
+    "RandomShuffle", "RandomGamma", "RandomPoissonV2",
+})
+METADATA_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+POLICIES = ("tf", "cost_model")
+
+# Rules a Placement can name.
+EXPLICIT, COLOCATION, KERNEL, SOFT, DEFAULT, METADATA, GENERATOR, COST_MODEL = (
+    "explicit", "colocation", "kernel", "soft", "default", "metadata", "generator", "cost_model")
+
 
 @dataclass
 class Placement:
+    """Where one op goes and why.
+
+    ``rule``: which rule decided (``explicit``, ``colocation``, ``kernel``, ``soft``,
+    ``default``, ``metadata``, ``generator``, ``cost_model``); ``requested``: the op's own device
+    request; ``group``: its colocation group's name, or None when it is alone."""
+
     device: str
     reason: str
+    rule: str = DEFAULT
+    requested: str = ""
+    group: str | None = None
+    simulated: bool = False
 
 
-def _group_key(op) -> str:
-    return op._colocation[0] if op._colocation else f"loc:@{op.name}"
+# --- what a device can run ------------------------------------------------------------------------
+
+def _has_string(op) -> bool:
+    return any(t.dtype.base_dtype is _dt.string for t in list(op.inputs) + list(op.outputs))
+
+
+def unsupported_reason(op, device) -> str | None:
+    """Why ``device`` cannot run ``op``, or None when it can."""
+    ktype = getattr(device, "kernel_device_type", device.device_type)
+    if not has_kernel(op.type, ktype):
+        return f"no {ktype} kernel for {op.type}"
+    if device.device_type != "CPU" and ktype == "CPU":  # a simulated accelerator: mirror TF
+        if op.type in CPU_ONLY_OPS:
+            return f"TensorFlow has no {device.device_type} kernel for {op.type}"
+        if _has_string(op):
+            return f"TensorFlow keeps string tensors off {device.device_type} devices"
+    return None
+
+
+def can_run(op, device) -> bool:
+    return unsupported_reason(op, device) is None
+
+
+# --- colocation groups ----------------------------------------------------------------------------
+
+class _UnionFind:
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        root = x
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[x] != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def _colocation_targets(op) -> list[str]:
+    return [c[5:] if c.startswith("loc:@") else c for c in (op._colocation or [])]
+
+
+class _Group:
+    """A colocation group: its members, merged request, candidate devices and decision."""
+
+    def __init__(self, key: str, members: list):
+        self.key = key
+        self.members = members
+        self.request = DeviceSpec()
+        self.requesters: list = []
+        self.candidates: list = []  # devices matching the request that run every member
+        self.capable: list = []  # devices that run every member
+        self.device = None
+        self.rule = DEFAULT
+        self.reason = ""
+
+    @property
+    def name(self) -> str | None:
+        return self.key if len(self.members) > 1 else None
+
+
+def _build_groups(ops) -> tuple[list[_Group], dict]:
+    uf = _UnionFind()
+    in_set = {id(op) for op in ops}
+    for op in ops:
+        uf.find(op.name)
+        for target in _colocation_targets(op):
+            uf.union(target, op.name)
+        ref_in = op._op_def.ref_inputs if op._op_def is not None else ()
+        passes_ref = any(t.dtype.is_ref_dtype for t in op.outputs)
+        for i, t in enumerate(op.inputs):
+            if t.dtype.is_ref_dtype and id(t.op) in in_set and (i in ref_in or passes_ref):
+                uf.union(t.op.name, op.name)
+    members: dict[str, list] = {}
+    for op in ops:
+        members.setdefault(uf.find(op.name), []).append(op)
+    groups, group_of = [], {}
+    for ms in members.values():
+        # Name the group after the op the others were colocated with (the variable, say).
+        names = {m.name for m in ms}
+        targets = [t for m in ms for t in _colocation_targets(m) if t in names]
+        g = _Group(targets[0] if targets else ms[0].name, ms)
+        groups.append(g)
+        for m in ms:
+            group_of[id(m)] = g
+    return groups, group_of
+
+
+# --- requests -------------------------------------------------------------------------------------
+
+def _merge_request(group: _Group, op, soft: bool) -> None:
+    """Fold ``op``'s device request into the group's (TF's ``MergeDevNames``)."""
+    spec = DeviceSpec.from_string(op.device)
+    acc = group.request
+    for field in ("job", "replica", "task"):
+        a, b = getattr(acc, field), getattr(spec, field)
+        if a is not None and b is not None and a != b:
+            raise errors.InvalidArgumentError(
+                None, op, f"Cannot colocate nodes {group.requesters[0].name!r} and "
+                f"{op.name!r}: Cannot merge devices with incompatible {field}s: "
+                f"'{acc.to_string()}' and '{spec.to_string()}'")
+    merged = acc.make_merged_spec(spec)
+    conflict = None
+    if acc.device_type and spec.device_type and acc.device_type != spec.device_type:
+        conflict = "types"
+    elif acc.device_index is not None and spec.device_index is not None \
+            and acc.device_index != spec.device_index:
+        conflict = "ids"
+    if conflict:
+        if not soft:
+            raise errors.InvalidArgumentError(
+                None, op, f"Cannot colocate nodes {group.requesters[0].name!r} and "
+                f"{op.name!r}: Cannot merge devices with incompatible {conflict}: "
+                f"'{acc.to_string()}' and '{spec.to_string()}'")
+        merged.device_index = None
+        if conflict == "types":
+            merged.device_type = None
+    group.request = merged
+    group.requesters.append(op)
+
+
+def _matches(req: DeviceSpec, dev) -> bool:
+    spec = dev.spec
+    return all(getattr(req, f) is None or getattr(req, f) == getattr(spec, f)
+               for f in ("job", "replica", "task", "device_type", "device_index"))
+
+
+# --- placing one group ----------------------------------------------------------------------------
+
+def _names(ops, n=3) -> str:
+    out = ", ".join(o.name for o in ops[:n])
+    return out + (f" and {len(ops) - n} more" if len(ops) > n else "")
+
+
+def _place_group(g: _Group, devices: list, config) -> None:
+    soft = bool(getattr(config, "allow_soft_placement", False))
+    for op in g.members:
+        if op.device:
+            _merge_request(g, op, soft)
+    g.capable = [d for d in devices if all(can_run(op, d) for op in g.members)]
+    if not g.capable:
+        _no_capable_device(g, devices)
+    g.candidates = [d for d in g.capable if _matches(g.request, d)]
+    req = g.request.to_string()
+    if g.candidates:
+        g.device = g.candidates[0]
+        if g.requesters:
+            g.rule = EXPLICIT
+            g.reason = f"explicit request {req} by {_names(g.requesters)}"
+        elif g.device is devices[0]:
+            g.rule, g.reason = DEFAULT, "no constraint: the preferred device"
+        else:
+            why = unsupported_reason(next(o for o in g.members
+                                          if not can_run(o, devices[0])), devices[0])
+            g.rule = KERNEL
+            g.reason = (f"no constraint, but {devices[0].short_name} cannot run it ({why}): "
+                        f"first device that can")
+        return
+    # The request names no device that can run the group.
+    matching = [d for d in devices if _matches(g.request, d)]
+    if matching:
+        blocker = next(o for o in g.members if not can_run(o, matching[0]))
+        why = (f"no supported kernel for {matching[0].device_type} devices is available "
+               f"({unsupported_reason(blocker, matching[0])})")
+        if blocker not in g.requesters:
+            why += f"; it is colocated with {blocker.name} ({blocker.type})"
+    else:
+        why = "no such device exists"
+    if soft:
+        relaxed = g.request.replace(device_type=None, device_index=None)
+        near = [d for d in g.capable if _matches(relaxed, d)]
+        g.device = (near or g.capable)[0]
+        g.candidates = [g.device]
+        g.rule = SOFT
+        g.reason = (f"soft placement: requested {req} but {why}; "
+                    f"{'same task' if near else 'first'} device that can run it")
+        return
+    op = g.requesters[0]
+    if not matching:
+        available = ", ".join(d.name for d in devices)
+        raise errors.InvalidArgumentError(
+            None, op, f"Cannot assign a device for operation {op.name}: Operation was explicitly "
+            f"assigned to {op.device} but available devices are [ {available} ]. Make sure the "
+            "device specification refers to a valid device.")
+    raise errors.InvalidArgumentError(
+        None, op, f"Cannot assign a device for operation {op.name}: Could not satisfy explicit "
+        f"device specification '{op.device}' because {why}. Set allow_soft_placement=True to "
+        "let the placer choose another device.")
+
+
+def _no_capable_device(g: _Group, devices: list) -> None:
+    for op in g.members:
+        if not any(can_run(op, d) for d in devices):
+            raise errors.InvalidArgumentError(
+                None, op, f"No registered kernel for op {op.type} ({op.name}) on any available "
+                f"device (kernels exist for {kernel_device_types(op.type)}; devices: "
+                f"{', '.join(d.short_name for d in devices)})")
+    raise errors.InvalidArgumentError(
+        None, g.members[0], f"Cannot place colocation group {g.key}: no available device can "
+        f"run all of {_names(g.members, 6)}")
+
+
+# --- heuristics for lone ops ----------------------------------------------------------------------
+
+def _is_generator(op) -> bool:
+    return not op.inputs and len(op.outputs) == 1 and not op.outputs[0].dtype.is_ref_dtype
+
+
+def _consumers(op, in_set) -> list:
+    out = [c for t in op.outputs for c in t.consumers() if id(c) in in_set]
+    out += [c for c in op._control_outputs if id(c) in in_set]
+    return out
+
+
+def _apply_heuristics(ops, groups, group_of, in_set, policy) -> None:
+    lone = [g for g in groups if len(g.members) == 1 and g.rule in (DEFAULT, KERNEL, EXPLICIT)]
+    if policy == "tf":  # the cost model already weighed where metadata ops should go
+        for g in lone:
+            op = g.members[0]
+            if op.type in METADATA_OPS and op.inputs and id(op.inputs[0].op) in in_set:
+                src = group_of[id(op.inputs[0].op)].device
+                if src is not g.device and src in g.candidates:
+                    g.device, g.rule = src, METADATA
+                    g.reason = f"metadata op: placed with its input {op.inputs[0].op.name}"
+    for g in lone:
+        op = g.members[0]
+        if not _is_generator(op) or g.rule == COST_MODEL:
+            continue
+        consumers = _consumers(op, in_set)
+        if not consumers:
+            continue
+        where = {id(group_of[id(c)].device) for c in consumers}
+        dev = group_of[id(consumers[0])].device
+        if len(where) == 1 and dev is not g.device and dev in g.candidates:
+            g.device, g.rule = dev, GENERATOR
+            g.reason = f"generator: placed with its consumer {consumers[0].name}"
+
+
+# --- entry point ----------------------------------------------------------------------------------
+
+def _policy(config) -> str:
+    policy = (getattr(config, "dflab", None) or {}).get("placement", "tf")
+    if policy not in POLICIES:
+        raise ValueError(f"Unknown placement policy {policy!r}; expected one of {POLICIES}")
+    return policy
 
 
 def place(ops, devices, config) -> dict:
-    groups: dict[str, list] = {}
-    for op in ops:
-        groups.setdefault(_group_key(op), []).append(op)
+    """Place ``ops`` (topologically ordered) on ``devices``: op -> ``Placement``."""
+    devs = list(getattr(devices, "prioritized", None) or devices)
+    policy = _policy(config)
+    in_set = {id(op) for op in ops}
+    groups, group_of = _build_groups(ops)
+    for g in groups:
+        _place_group(g, devs, config)
+    if policy == "cost_model":
+        _apply_cost_model(ops, devs, groups, group_of, config)
+    _apply_heuristics(ops, groups, group_of, in_set, policy)
     result = {}
-    for key, members in groups.items():
-        device, reason = _place_group(key, members, devices, config)
-        for op in members:
-            why = reason if len(members) == 1 else f"{reason}; colocation group {key[5:]}"
-            result[op] = Placement(device, why)
-            if config.log_device_placement:
-                print(f"{op.name}: ({op.type}): {device}", file=sys.stderr)
+    for op in ops:
+        g = group_of[id(op)]
+        rule, reason = g.rule, g.reason
+        if g.name is not None:
+            # The op the others were colocated with carries the group's rule; the others say
+            # they follow it.
+            if op.name == g.key:
+                reason = f"{reason}; colocation group {g.name} ({len(g.members)} ops)"
+            else:
+                rule = COLOCATION
+                reason = f"colocated with {g.name} ({len(g.members)} ops), placed by " \
+                         f"{g.rule}: {g.reason}"
+        result[op] = Placement(g.device.name, reason, rule, op.device, g.name,
+                               bool(getattr(g.device, "simulated", False)))
+    if getattr(config, "log_device_placement", False):
+        for op in ops:
+            print(f"{op.name}: ({op.type}): {result[op].device}", file=sys.stderr)
     return result
 
 
-def _place_group(key, members, devices, config):
-    request = DeviceSpec()
-    requesters = []
-    for op in members:
-        if not op.device:
+def _apply_cost_model(ops, devs, groups, group_of, config) -> None:
+    from dflab.runtime import cost_model
+
+    opts = (getattr(config, "dflab", None) or {}).get("cost_model", {}) or {}
+    unknown = int(opts.get("unknown_dim_size", cost_model.UNKNOWN_DIM_SIZE))
+    movable = {g.key for g in groups if g.rule in (DEFAULT, KERNEL)}
+    fixed = {id(op): g.device for g in groups if g.key not in movable for op in g.members}
+    floating = {id(g.members[0]): g.capable for g in groups
+                if g.key in movable and len(g.members) == 1 and _is_generator(g.members[0])}
+    candidates = {g.key: g.capable for g in groups}
+    keys = {id(op): group_of[id(op)].key for op in ops}
+    chosen, _ = cost_model.cost_model_placement(ops, devs, candidates, fixed, keys, floating,
+                                                unknown)
+    for g in groups:
+        if g.key not in movable:
             continue
-        spec = DeviceSpec.from_string(op.device)
-        if not request.is_compatible_with(spec) and not config.allow_soft_placement:
-            raise errors.InvalidArgumentError(
-                None, op, f"Cannot colocate nodes {requesters[0].name} and {op.name}: "
-                f"conflicting device requests {request.to_string()} and {op.device}"
-            )
-        request = request.make_merged_spec(spec)
-        requesters.append(op)
-    capable = [d for d in devices if all(has_kernel(op.type, d.device_type) for op in members)]
-    if not capable:
-        op = next(o for o in members if not any(has_kernel(o.type, d.device_type)
-                                                 for d in devices))
-        raise errors.InvalidArgumentError(
-            None, op, f"No kernel for op {op.type} on any available device "
-            f"(kernels exist for {kernel_device_types(op.type)})"
-        )
-    matching = [d for d in capable if _compatible(request, d.spec)]
-    if matching:
-        if requesters:
-            return matching[0].name, f"explicit request {request.to_string()} by " + \
-                ", ".join(o.name for o in requesters[:3])
-        return matching[0].name, "no constraint: default device"
-    if config.allow_soft_placement:
-        return capable[0].name, (f"soft placement: requested {request.to_string()} is not "
-                                 "available")
-    op = requesters[0]
-    available = ", ".join(d.name for d in devices)
-    raise errors.InvalidArgumentError(
-        None, op, f"Cannot assign a device for operation {op.name}: Operation was explicitly "
-        f"assigned to {op.device} but available devices are [ {available} ]. Make sure the "
-        "device specification refers to a valid device."
-    )
+        dev, reason = chosen[id(g.members[0])]  # one decision per group
+        g.device, g.rule, g.reason = dev, COST_MODEL, reason
+        if id(g.members[0]) in floating:
+            g.rule = GENERATOR
+        g.candidates = [dev]
 
 
-def _compatible(req: DeviceSpec, dev: DeviceSpec) -> bool:
-    return all(
-        getattr(req, f) is None or getattr(req, f) == getattr(dev, f)
-        for f in ("job", "replica", "task", "device_type", "device_index")
-    )
+# --- reports --------------------------------------------------------------------------------------
+
+@dataclass
+class ReportRow:
+    op: str
+    type: str
+    requested: str
+    assigned: str
+    rule: str
+    reason: str
+    group: str | None
+    simulated: bool
+
+
+class PlacementReport:
+    """A whole-graph view of a placement: one row per op, grouped views, text and HTML."""
+
+    COLUMNS = ("op", "type", "requested", "assigned", "rule", "group", "reason")
+
+    def __init__(self, placement: dict):
+        self.placement = placement
+        self.rows = [ReportRow(op.name, op.type, p.requested, p.device, p.rule, p.reason,
+                               p.group, p.simulated) for op, p in placement.items()]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, op_name: str) -> ReportRow:
+        for r in self.rows:
+            if r.op == op_name:
+                return r
+        raise KeyError(op_name)
+
+    def by_device(self) -> dict[str, list[ReportRow]]:
+        out: dict[str, list[ReportRow]] = {}
+        for r in self.rows:
+            out.setdefault(r.assigned, []).append(r)
+        return out
+
+    def by_rule(self) -> dict[str, list[ReportRow]]:
+        out: dict[str, list[ReportRow]] = {}
+        for r in self.rows:
+            out.setdefault(r.rule, []).append(r)
+        return out
+
+    @staticmethod
+    def _short(name: str) -> str:
+        return name.rsplit("/", 1)[-1].replace("device:", "") if name else ""
+
+    def _cells(self, r: ReportRow) -> list[str]:
+        assigned = self._short(r.assigned) + (" (simulated)" if r.simulated else "")
+        return [r.op, r.type, r.requested or "-", assigned, r.rule, r.group or "-", r.reason]
+
+    def text(self) -> str:
+        table = [list(self.COLUMNS)] + [self._cells(r) for r in self.rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(self.COLUMNS) - 1)]
+        lines = []
+        for k, row in enumerate(table):
+            cells = [c.ljust(w) for c, w in zip(row, widths)] + [row[-1]]
+            lines.append("  ".join(cells).rstrip())
+            if k == 0:
+                lines.append("  ".join("-" * w for w in widths) + "  ------")
+        counts = ", ".join(f"{self._short(d)}{' (simulated)' if rows[0].simulated else ''}: "
+                           f"{len(rows)}" for d, rows in self.by_device().items())
+        lines.append(f"{len(self.rows)} ops; {counts}")
+        return "\n".join(lines)
+
+    __str__ = text
+
+    def __repr__(self):
+        return f"<PlacementReport {len(self.rows)} ops on {len(self.by_device())} devices>"
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        head = "".join(f"<th>{esc(c)}</th>" for c in self.COLUMNS)
+        body = []
+        for r in self.rows:
+            cells = self._cells(r)
+            body.append("<tr>" + "".join(
+                f"<td{' class=simulated' if i == 3 and r.simulated else ''}>{esc(c)}</td>"
+                for i, c in enumerate(cells)) + "</tr>")
+        return (f"<table class='dflab-placement'><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def placement_report(placement: dict) -> PlacementReport:
+    return PlacementReport(placement)
+
+
+def explain_placement(fetches, config=None, feed_tensors=(), graph=None) -> PlacementReport:
+    """Place what ``fetches`` need (as ``Session.run`` would) without running it."""
+    from dflab.framework import ops as _ops
+    from dflab.runtime.config import ConfigProto
+    from dflab.runtime.devices import DeviceSet
+    from dflab.runtime.session import prune, topological_order
+
+    config = config if config is not None else ConfigProto()
+    graph = graph if graph is not None else _ops.get_default_graph()
+    items = fetches if isinstance(fetches, (list, tuple)) else [fetches]
+    tensors, targets = [], []
+    for f in items:
+        el = graph.as_graph_element(f, allow_tensor=True, allow_operation=True)
+        (tensors if isinstance(el, _ops.Tensor) else targets).append(el)
+    ops = topological_order(prune(tensors, targets, feed_tensors), feed_tensors)
+    devices = DeviceSet.from_config(config)
+    try:
+        return PlacementReport(place(ops, devices, config))
+    finally:
+        devices.close()

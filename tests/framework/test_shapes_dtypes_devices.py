@@ -80,3 +80,121 @@ def test_device_spec_merge():
     assert a.to_string() == "/job:worker/task:1/device:GPU:0"
     with pytest.raises(ValueError):
         tf.DeviceSpec.from_string("/bogus!!")
+
+
+# --- DeviceSpec: parsing, merging, and tf.device scopes (TF 1.x semantics) ------------------------
+
+@pytest.mark.parametrize("spec,fields", [
+    ("", (None, None, None, None, None)),
+    ("/job:ps", ("ps", None, None, None, None)),
+    ("/job:worker/replica:1/task:2/device:GPU:3", ("worker", 1, 2, "GPU", 3)),
+    ("/replica:0/task:0/cpu:1", (None, 0, 0, "CPU", 1)),
+    ("/Gpu:2", (None, None, None, "GPU", 2)),
+    ("/gpu", (None, None, None, "GPU", None)),
+    ("/device:gpu:*", (None, None, None, "GPU", None)),
+    ("/job:w/", ("w", None, None, None, None)),
+])
+def test_device_spec_fields(spec, fields):
+    d = tf.DeviceSpec.from_string(spec)
+    assert (d.job, d.replica, d.task, d.device_type, d.device_index) == fields
+    # The canonical string parses back to the same spec.
+    assert tf.DeviceSpec.from_string(d.to_string()) == d
+
+
+@pytest.mark.parametrize("bad", ["/cpu:0/gpu:0", "/replica:x", "/task:", "/device:GPU:0:1",
+                                 "/bogus!!", "/job:a/what:3"])
+def test_device_spec_rejects(bad):
+    with pytest.raises(ValueError, match="Invalid device specification"):
+        tf.DeviceSpec.from_string(bad)
+
+
+@pytest.mark.parametrize("base,other,want", [
+    ("/job:worker/task:1", "/gpu:0", "/job:worker/task:1/device:GPU:0"),
+    ("/job:worker/device:CPU:0", "/job:ps", "/job:ps/device:CPU:0"),
+    # Only fields set in the other spec override: "*" is unset, so the index survives.
+    ("/device:GPU:1", "/device:CPU:*", "/device:CPU:1"),
+    ("/job:a/replica:2/task:3/device:GPU:1", "", "/job:a/replica:2/task:3/device:GPU:1"),
+    ("", "/job:b/task:0", "/job:b/task:0"),
+])
+def test_device_spec_merge_table(base, other, want):
+    a = tf.DeviceSpec.from_string(base)
+    b = tf.DeviceSpec.from_string(other)
+    merged = a.make_merged_spec(b)
+    assert merged.to_string() == want
+    assert a.to_string() == tf.DeviceSpec.from_string(base).to_string()  # not modified
+    a.merge_from(b)
+    assert a == merged
+
+
+def test_device_spec_constructor_and_parse_in_place():
+    d = tf.DeviceSpec(job="ps", task=0, device_type="cpu", device_index=0)
+    assert d.to_string() == "/job:ps/task:0/device:CPU:0"
+    assert d.parse_from_string("/gpu:1") is d
+    assert (d.job, d.task, d.device_type, d.device_index) == (None, None, "GPU", 1)
+    assert str(tf.DeviceSpec(device_type="GPU")) == "/device:GPU:*"
+
+
+def test_nested_device_scopes_like_tf():
+    # TF's testNestingWithMergeDeviceFunction, written with strings.
+    with tf.device("/device:GPU:0"):
+        a = tf.constant(1.0)
+        with tf.device("/job:worker"):
+            b = tf.constant(1.0)
+            with tf.device("/device:CPU:0"):
+                c = tf.constant(1.0)
+                with tf.device("/job:ps"):
+                    d = tf.constant(1.0)
+                    with tf.device(""):
+                        e = tf.constant(1.0)
+                    with tf.device(None):
+                        f = tf.constant(1.0)
+    assert [t.op.device for t in (a, b, c, d, e, f)] == [
+        "/device:GPU:0", "/job:worker/device:GPU:0", "/job:worker/device:CPU:0",
+        "/job:ps/device:CPU:0", "/job:ps/device:CPU:0", ""]
+
+
+def test_device_functions_see_inner_scopes_and_win_over_them():
+    seen = []
+
+    def to_cpu(op):
+        seen.append(op.device)
+        return "/cpu:0"
+
+    with tf.device(to_cpu):
+        with tf.device("/gpu:1"):
+            a = tf.constant(1.0)
+    # TF applies the innermost scope first; the outer function sees its result and replaces it.
+    assert seen == ["/device:GPU:1"]
+    assert a.op.device == "/device:CPU:0"
+
+    with tf.device("/job:worker/task:2"):
+        with tf.device(lambda op: tf.DeviceSpec(device_type="GPU", device_index=0)):
+            b = tf.constant(1.0)
+        with tf.device(lambda op: None):
+            c = tf.constant(1.0)
+    assert b.op.device == "/job:worker/task:2/device:GPU:0"  # outer string fills the rest
+    assert c.op.device == "/job:worker/task:2"
+
+
+def test_device_function_chooses_by_op_type():
+    def params_on_cpu(op):
+        return "/cpu:0" if op.type == "VariableV2" else "/gpu:0"
+
+    with tf.device(params_on_cpu):
+        v = tf.Variable(1.0, name="v")
+        y = v * 2.0
+    assert v.op.device == "/device:CPU:0"
+    assert y.op.device == "/device:GPU:0"
+    # The initializer is colocated with the variable, whatever the device function says.
+    assert v.initializer.device == "/device:CPU:0"
+
+
+def test_colocate_with_overrides_device_scope():
+    with tf.device("/cpu:0"):
+        a = tf.constant(1.0, name="a")
+    with tf.device("/gpu:0"):
+        with tf.colocate_with(a):
+            b = tf.identity(a, name="b")
+        c = tf.identity(a, name="c")
+    assert b.op.device == "/device:CPU:0" and b.op.colocation_groups() == [b"loc:@a"]
+    assert c.op.device == "/device:GPU:0"
