@@ -6,6 +6,8 @@ Importing this package registers every kernel module.
 from dflab.kernels import (  # noqa: F401 - imported for their registrations
     array_kernels,
     control_flow_kernels,
+    data_flow_kernels,
+    io_kernels,
     math_kernels,
     nn_kernels,
     random_kernels,

@@ -67,11 +67,11 @@ def _ensure_counter(fwd: WhileContext) -> None:
     if fwd.counter is not None:
         return
     g = _ops.get_default_graph()
-    with _ContextSwitch(g, fwd.outer_context), _ops.get_default_graph()._no_control_dependencies():
+    with _ContextSwitch(g, fwd.outer_context), g._no_control_dependencies():
         start = constant(0, _dt.int32, name=fwd.name + "iteration_count_init")
         enter = _enter(start, fwd.frame_name, False, fwd.parallel_iterations).outputs[0]
     enter.op._control_flow_context = fwd
-    with _ContextSwitch(g, fwd), _ops.get_default_graph()._no_control_dependencies(), _ops.name_scope(fwd.name):
+    with _ContextSwitch(g, fwd), g._no_control_dependencies(), _ops.name_scope(fwd.name):
         m = merge([enter, enter], name="iteration_count")[0]
         sw = switch(m, fwd.loop_cond)
         fwd.counter = array_ops.identity(sw[1], name="iteration")
@@ -90,10 +90,10 @@ def _accumulator_for(fwd: WhileContext, t):
     loops = _enclosing_loops(fwd)
     for w in loops:
         _ensure_counter(w)
-    with _ContextSwitch(g, None), _ops.get_default_graph()._no_control_dependencies():
+    with _ContextSwitch(g, None), g._no_control_dependencies():
         handle = _ops.apply_op("_LoopAccumulator", [], {"tensor_name": t.name},
                                "loop_accumulator").outputs[0]
-    with _ContextSwitch(g, fwd), _ops.get_default_graph()._no_control_dependencies():
+    with _ContextSwitch(g, fwd), g._no_control_dependencies():
         push = _ops.apply_op("_LoopAccumulatorPush", [handle, t] + [w.counter for w in loops],
                              None, "push")
     fwd.counter_increment.op._add_control_input(push)

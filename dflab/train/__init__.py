@@ -5,16 +5,62 @@ from dflab.framework.graph_io import write_graph  # noqa: F401
 from dflab.train import slot_creator  # noqa: F401
 from dflab.train.adagrad import AdagradOptimizer  # noqa: F401
 from dflab.train.adam import AdamOptimizer  # noqa: F401
+from dflab.train.basic_session_run_hooks import (  # noqa: F401, E402
+    CheckpointSaverHook,
+    CheckpointSaverListener,
+    LoggingTensorHook,
+    NanLossDuringTrainingError,
+    NanTensorHook,
+    SecondOrStepTimer,
+    StepCounterHook,
+    StopAtStepHook,
+)
+
+# Checkpoints, queues, input pipelines and monitored sessions.
+from dflab.train.checkpoint_utils import (  # noqa: F401, E402
+    CheckpointState,
+    NewCheckpointReader,
+    checkpoint_exists,
+    get_checkpoint_mtimes,
+    get_checkpoint_state,
+    latest_checkpoint,
+    list_variables,
+    load_checkpoint,
+    load_variable,
+    update_checkpoint_state,
+)
+from dflab.train.coordinator import Coordinator, LooperThread  # noqa: F401, E402
 from dflab.train.gradient_descent import GradientDescentOptimizer  # noqa: F401
+from dflab.train.input import batch, shuffle_batch  # noqa: F401, E402
 from dflab.train.learning_rate_decay import (  # noqa: F401
     exponential_decay,
     inverse_time_decay,
     natural_exp_decay,
     polynomial_decay,
 )
+from dflab.train.meta_graph import export_meta_graph, import_meta_graph  # noqa: F401, E402
 from dflab.train.momentum import MomentumOptimizer  # noqa: F401
+from dflab.train.monitored_session import (  # noqa: F401, E402
+    ChiefSessionCreator,
+    MonitoredSession,
+    MonitoredTrainingSession,
+    Scaffold,
+    SingularMonitoredSession,
+)
 from dflab.train.optimizer import Optimizer  # noqa: F401
+from dflab.train.queue_runner import (  # noqa: F401, E402
+    QueueRunner,
+    add_queue_runner,
+    start_queue_runners,
+)
 from dflab.train.rmsprop import RMSPropOptimizer  # noqa: F401
+from dflab.train.saver import Saver, SaverDef  # noqa: F401, E402
+from dflab.train.session_run_hook import (  # noqa: F401, E402
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 from dflab.train.training_util import (  # noqa: F401
     assert_global_step,
     create_global_step,

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from op_test_util import check_grads
 
 import dflab as tf
-from op_test_util import check_grads
 
 RNG = np.random.default_rng(7)
 

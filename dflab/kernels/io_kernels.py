@@ -1,0 +1,399 @@
+"""The checkpoint format, and the CPU kernels of ``SaveV2``, ``RestoreV2``,
+``MergeV2Checkpoints``, ``ShardedFilename`` and ``StringJoin``.
+
+A checkpoint ``prefix`` (TF's V2 layout and file names) is:
+
+* ``prefix.data-0000i-of-0000N``: safetensors files holding the tensors of shard i;
+* ``prefix.index``: a JSON index ``{"format", "version", "shards": [{"file", "size"}],
+  "tensors": {name: {"dtype", "shape", "shard", "sha256"}}}``.
+
+Invariants: every file is written atomically (a temp file in the same directory, fsync, rename,
+fsync of the directory) and the index is written last, so an index that exists names complete
+data files; a crash at any moment leaves earlier checkpoints intact. Loading parses JSON and
+safetensors only (nothing is unpickled) and verifies each tensor's sha256 and each file's size,
+so corrupted or truncated data is a ``DataLossError`` naming the file and the tensor.
+
+Tensors safetensors cannot hold are stored as byte views: a string tensor as its utf-8 bytes
+concatenated (uint8, key ``name``) plus their lengths (int64, key ``name:lengths``; ``:`` never
+occurs in an op name, so keys cannot collide); complex tensors as their real view with a trailing
+dimension of 2. The index keeps the true dtype and shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import errors
+from dflab.kernels.registry import kernel
+
+FORMAT = "dflab.checkpoint"
+VERSION = 1
+_LENGTHS = ":lengths"
+
+
+# --- file names ---------------------------------------------------------------------------------
+def data_filename(prefix: str, shard: int = 0, num_shards: int = 1) -> str:
+    return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
+
+
+def index_filename(prefix: str) -> str:
+    return prefix + ".index"
+
+
+def as_str(value) -> str:
+    """A scalar string tensor (bytes or str, maybe in a 0-d object array) as ``str``."""
+    v = np.asarray(value, dtype=object).reshape(-1)[0] if np.ndim(value) else value
+    if isinstance(v, np.ndarray):
+        v = v.item()
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+def as_str_list(value) -> list[str]:
+    return [as_str(v) for v in np.asarray(value, dtype=object).reshape(-1)]
+
+
+# --- atomic writes ------------------------------------------------------------------------------
+def _fsync_dir(path: str) -> None:
+    # The rename is durable only once the directory entry is: fsync the directory too.
+    try:
+        fd = os.open(path or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+# --- encoding -----------------------------------------------------------------------------------
+def _sha256(arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _contiguous(arr: np.ndarray) -> np.ndarray:
+    # np.ascontiguousarray would turn a 0-d array into a 1-d one.
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
+def _to_stored(name: str, value) -> tuple[dict, dict]:
+    """``value`` as safetensors-storable arrays, and its index entry."""
+    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    dt = _dt.as_dtype(arr.dtype)
+    if dt is _dt.string:
+        items = [x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in arr.reshape(-1)]
+        stored = {name: np.frombuffer(b"".join(items), dtype=np.uint8),
+                  name + _LENGTHS: np.array([len(x) for x in items], dtype=np.int64)}
+    elif dt.is_complex:
+        real = _contiguous(arr).view(arr.real.dtype).reshape(arr.shape + (2,))
+        stored = {name: real}
+    else:
+        stored = {name: _contiguous(arr)}
+    entry = {"dtype": dt.name, "shape": list(arr.shape), "sha256": _sha256(stored.values())}
+    return stored, entry
+
+
+def _from_stored(name: str, entry: dict, get) -> np.ndarray:
+    """Rebuild a tensor from its stored arrays (``get(key)``), checking its checksum."""
+    dt = _dt.as_dtype(entry["dtype"])
+    shape = tuple(int(s) for s in entry["shape"])
+    parts = [get(name)] + ([get(name + _LENGTHS)] if dt is _dt.string else [])
+    if _sha256(parts) != entry["sha256"]:
+        raise ValueError("checksum mismatch")
+    if dt is _dt.string:
+        data, lengths = parts[0].tobytes(), parts[1]
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        flat = [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+        out = np.empty(len(flat), dtype=object)
+        out[:] = flat
+        return out.reshape(shape)
+    arr = parts[0]
+    if dt.is_complex:
+        arr = _contiguous(arr).view(dt._np).reshape(shape)
+    if arr.dtype != dt._np or arr.shape != shape:
+        raise ValueError(f"stored as {arr.dtype}{list(arr.shape)}, index says "
+                         f"{dt.name}{list(shape)}")
+    return arr
+
+
+def write_shard(prefix: str, names, values, shard: int = 0, num_shards: int = 1) -> dict:
+    """Write one data file; returns its index fragment ``{"shard": {...}, "tensors": {...}}``."""
+    from safetensors.numpy import save as st_save
+
+    stored, tensors = {}, {}
+    for name, value in zip(names, values):
+        if name in tensors:
+            raise errors.InvalidArgumentError(None, None, f"Duplicate tensor name {name!r} in "
+                                              f"checkpoint {prefix}")
+        arrays, entry = _to_stored(name, value)
+        entry["shard"] = shard
+        stored.update(arrays)
+        tensors[name] = entry
+    blob = st_save(stored, metadata={"format": FORMAT})
+    path = data_filename(prefix, shard, num_shards)
+    atomic_write(path, blob)
+    return {"shard": {"file": os.path.basename(path), "size": len(blob)}, "tensors": tensors}
+
+
+def write_index(prefix: str, fragments: list[dict]) -> None:
+    """Write ``prefix.index`` from the shards' fragments (in shard order): the commit point."""
+    index = {"format": FORMAT, "version": VERSION, "shards": [], "tensors": {}}
+    for i, frag in enumerate(fragments):
+        index["shards"].append(frag["shard"])
+        for name, entry in frag["tensors"].items():
+            index["tensors"][name] = dict(entry, shard=i)
+    atomic_write(index_filename(prefix), json.dumps(index, sort_keys=True).encode())
+
+
+# --- reading ------------------------------------------------------------------------------------
+class CheckpointReader:
+    """Reads one checkpoint: the index eagerly, tensors on demand (checksummed)."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self._index = self._read_index(index_filename(prefix))
+        self._shards: dict[int, dict] = {}
+
+    def _read_index(self, path: str) -> dict:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raise errors.NotFoundError(
+                None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any "
+                f"matching files for {self.prefix} (no {path})") from None
+        try:
+            index = json.loads(raw)
+            if index.get("format") != FORMAT or index.get("version") != VERSION:
+                raise ValueError("not a dflab checkpoint index (format/version)")
+            for entry in index["tensors"].values():
+                _dt.as_dtype(entry["dtype"])
+                int(entry["shard"])
+            if not isinstance(index["shards"], list):
+                raise ValueError("shards must be a list")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise errors.DataLossError(
+                None, None, f"Checkpoint index {path} is corrupted: {e}") from None
+        return index
+
+    def tensor_entries(self) -> dict:
+        return dict(self._index["tensors"])
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self._index["tensors"]
+
+    def get_variable_to_shape_map(self) -> dict:
+        return {n: list(e["shape"]) for n, e in self._index["tensors"].items()}
+
+    def get_variable_to_dtype_map(self) -> dict:
+        return {n: _dt.as_dtype(e["dtype"]) for n, e in self._index["tensors"].items()}
+
+    def _shard(self, k: int) -> dict:
+        """All arrays of shard ``k`` (read once per reader), with the file's size checked."""
+        if k in self._shards:
+            return self._shards[k]
+        from safetensors.numpy import load as st_load
+
+        try:
+            info = self._index["shards"][k]
+            path = os.path.join(os.path.dirname(self.prefix), os.path.basename(info["file"]))
+        except (IndexError, KeyError, TypeError):
+            raise errors.DataLossError(None, None, f"Checkpoint index {self.prefix}.index names "
+                                       f"no shard {k}") from None
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except FileNotFoundError:
+            raise errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
+                                       f"(index {self.prefix}.index)") from None
+        if len(blob) != info.get("size"):
+            raise errors.DataLossError(None, None, f"Checkpoint data file {path} is truncated or "
+                                       f"corrupted: {len(blob)} bytes, expected {info.get('size')}")
+        try:
+            arrays = st_load(blob)
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error class
+            raise errors.DataLossError(None, None, f"Checkpoint data file {path} is corrupted: "
+                                       f"{e}") from None
+        self._shards[k] = arrays
+        return arrays
+
+    def get_tensor(self, name: str) -> np.ndarray:
+        entry = self._index["tensors"].get(name)
+        if entry is None:
+            raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint "
+                                       f"{self.prefix}")
+        arrays = self._shard(int(entry["shard"]))
+        path = data_filename(self.prefix, int(entry["shard"]), len(self._index["shards"]))
+
+        def get(key):
+            if key not in arrays:
+                raise ValueError(f"key {key!r} missing from the data file")
+            return arrays[key]
+
+        try:
+            return _from_stored(name, entry, get)
+        except ValueError as e:
+            raise errors.DataLossError(None, None, f"Checkpoint {path}: tensor {name!r} is "
+                                       f"corrupted ({e})") from None
+
+
+def checkpoint_exists(prefix: str) -> bool:
+    return os.path.isfile(index_filename(prefix))
+
+
+def delete_checkpoint_files(prefix: str) -> None:
+    """Remove a checkpoint, index first so that it is never seen half-deleted."""
+    try:
+        index = json.loads(open(index_filename(prefix), "rb").read())
+        files = [s["file"] for s in index.get("shards", [])]
+    except (OSError, ValueError, TypeError, AttributeError):
+        files = []
+    directory = os.path.dirname(prefix)
+    for path in [index_filename(prefix)] + [os.path.join(directory, f) for f in files]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+# --- kernels ------------------------------------------------------------------------------------
+def _check_slices(slices, op_type):
+    if any(s for s in as_str_list(slices)):
+        raise errors.UnimplementedError(None, None, f"{op_type}: partitioned (sliced) "
+                                        "variables are not supported; shape_and_slices must be ''")
+
+
+@kernel("SaveV2")
+def _save_v2(op, ctx):
+    def save(prefix, tensor_names, shape_and_slices, *tensors):
+        prefix = as_str(prefix)
+        names = as_str_list(tensor_names)
+        _check_slices(shape_and_slices, "SaveV2")
+        directory = os.path.dirname(prefix)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        write_index(prefix, [write_shard(prefix, names, tensors)])
+        return None
+
+    return save
+
+
+@kernel("RestoreV2")
+def _restore_v2(op, ctx):
+    dtypes = op._attrs["dtypes"]
+    shapes = op._attrs.get("shapes") or [None] * len(dtypes)
+
+    def restore(prefix, tensor_names, shape_and_slices):
+        prefix = as_str(prefix)
+        names = as_str_list(tensor_names)
+        _check_slices(shape_and_slices, "RestoreV2")
+        reader = CheckpointReader(prefix)
+        outs = tuple(_restore_one(reader, n, dt, sh) for n, dt, sh in zip(names, dtypes, shapes))
+        return outs[0] if len(outs) == 1 else outs  # a single-output op returns one value
+
+    return restore
+
+
+def _restore_one(reader: CheckpointReader, name, dtype, shape):
+    entries = reader.tensor_entries()
+    if name not in entries:
+        raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint "
+                                   f"{reader.prefix}")
+    stored = entries[name]
+    if _dt.as_dtype(stored["dtype"]) is not dtype.base_dtype:
+        raise errors.InvalidArgumentError(
+            None, None, f"tensor_name = {name}; expected dtype {dtype.base_dtype.name} does not "
+            f"equal original dtype {stored['dtype']} in checkpoint {reader.prefix}")
+    if shape is not None and shape.ndims is not None and \
+            not shape.is_compatible_with(stored["shape"]):
+        raise errors.InvalidArgumentError(
+            None, None, f"tensor_name = {name}; shape in checkpoint {reader.prefix} is "
+            f"{stored['shape']} but the variable has shape {shape.as_list()}")
+    return reader.get_tensor(name)
+
+
+@kernel("MergeV2Checkpoints")
+def _merge_v2(op, ctx):
+    delete_old_dirs = op._attrs.get("delete_old_dirs", True)
+
+    def merge(checkpoint_prefixes, destination_prefix):
+        parts = as_str_list(checkpoint_prefixes)
+        dest = as_str(destination_prefix)
+        fragments = []
+        for i, part in enumerate(parts):
+            index = CheckpointReader(part)._index
+            src = os.path.join(os.path.dirname(part), index["shards"][0]["file"])
+            target = data_filename(dest, i, len(parts))
+            os.replace(src, target)  # same file system: the part's bytes, renamed atomically
+            fragments.append({"shard": dict(index["shards"][0], file=os.path.basename(target)),
+                              "tensors": index["tensors"]})
+        write_index(dest, fragments)
+        for part in parts:
+            _remove_part(part, delete_old_dirs)
+        return None
+
+    return merge
+
+
+def _remove_part(part: str, delete_dir: bool) -> None:
+    try:
+        os.unlink(index_filename(part))
+    except OSError:
+        pass
+    if delete_dir:
+        shutil.rmtree(os.path.dirname(part), ignore_errors=True)
+
+
+@kernel("ShardedFilename")
+def _sharded_filename(op, ctx):
+    def sharded(basename, shard, num_shards):
+        name = f"{as_str(basename)}-{int(shard):05d}-of-{int(num_shards):05d}"
+        return np.array(name.encode(), dtype=object)
+
+    return sharded
+
+
+@kernel("StringJoin")
+def _string_join(op, ctx):
+    sep = op._attrs.get("separator", "")
+
+    def join(*inputs):
+        arrays = np.broadcast_arrays(*[np.asarray(x, dtype=object) for x in inputs])
+        out = np.empty(arrays[0].shape, dtype=object)
+        flat = [sep.join(as_str(v) for v in vals) for vals in zip(*[a.reshape(-1)
+                                                                    for a in arrays])]
+        out.reshape(-1)[:] = [s.encode() for s in flat]
+        return out
+
+    return join

@@ -1,0 +1,311 @@
+"""``MonitoredSession``, ``MonitoredTrainingSession``, ``SingularMonitoredSession``,
+``Scaffold`` and the session creators: training with hooks, automatic checkpoints and recovery.
+
+A ``MonitoredSession`` owns a raw ``Session`` made by a *session creator*: the
+``ChiefSessionCreator`` finalizes the ``Scaffold`` (init ops, ready op, saver), then restores the
+variables from the newest checkpoint in ``checkpoint_dir`` if there is one, or initializes them.
+On creation the queue runners start under a ``Coordinator`` and hooks get
+``after_create_session``. Each ``run`` merges the hooks' fetches and feeds with the caller's.
+
+Recovery: when a run fails with ``AbortedError`` or ``UnavailableError`` (a lost worker, a
+preempted device), the session is closed and created again (so the variables come back from the
+latest checkpoint) and the run is retried; the caller only sees the step repeat.
+
+dflab's default saver (made by the scaffold) is consistent (``Saver(consistent=True)``): each
+checkpoint is one point between training steps even when several threads run steps.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dflab.framework import errors
+from dflab.framework import ops as _ops
+from dflab.framework.ops import GraphKeys
+from dflab.ops import control_flow_ops
+from dflab.ops import variables as _variables
+from dflab.runtime.session import Session
+from dflab.train import basic_session_run_hooks as _hooks
+from dflab.train import checkpoint_utils
+from dflab.train.coordinator import Coordinator
+from dflab.train.queue_runner import start_queue_runners
+from dflab.train.saver import Saver
+from dflab.train.session_run_hook import SessionRunContext, SessionRunValues
+from dflab.train.step_gate import step_gate
+
+logger = logging.getLogger("dflab.train")
+
+_RECOVERABLE = (errors.AbortedError, errors.UnavailableError)
+USE_DEFAULT = object()
+
+
+class Scaffold:
+    """The ops a monitored session needs; ``finalize`` fills in defaults and freezes the graph."""
+
+    def __init__(self, init_op=None, init_feed_dict=None, init_fn=None, ready_op=None,
+                 ready_for_local_init_op=None, local_init_op=None, summary_op=None, saver=None,
+                 copy_from_scaffold=None):
+        self._init_op = init_op
+        self._init_feed_dict = init_feed_dict
+        self._init_fn = init_fn
+        self._ready_op = ready_op
+        self._local_init_op = local_init_op
+        self._saver = saver
+
+    def finalize(self):
+        graph = _ops.get_default_graph()
+        if graph.finalized:
+            return self
+        if self._init_op is None:
+            self._init_op = _variables.global_variables_initializer()
+        if self._ready_op is None:
+            self._ready_op = _variables.report_uninitialized_variables()
+        if self._local_init_op is None:
+            self._local_init_op = control_flow_ops.group(
+                _variables.local_variables_initializer(), name="local_init")
+        if self._saver is None:
+            savers = graph.get_collection(GraphKeys.SAVERS)
+            if savers:
+                self._saver = savers[0]
+            else:
+                self._saver = Saver(sharded=True, allow_empty=True, consistent=True)
+                graph.add_to_collection(GraphKeys.SAVERS, self._saver)
+        graph.finalize()
+        return self
+
+    init_op = property(lambda self: self._init_op)
+    init_feed_dict = property(lambda self: self._init_feed_dict)
+    init_fn = property(lambda self: self._init_fn)
+    ready_op = property(lambda self: self._ready_op)
+    local_init_op = property(lambda self: self._local_init_op)
+    saver = property(lambda self: self._saver)
+
+
+class ChiefSessionCreator:
+    """Creates a session and restores it from the latest checkpoint, or initializes it."""
+
+    def __init__(self, scaffold=None, master="", config=None, checkpoint_dir=None,
+                 checkpoint_filename_with_path=None):
+        self._scaffold = scaffold or Scaffold()
+        self._master = master
+        self._config = config
+        self._checkpoint_dir = checkpoint_dir
+        self._checkpoint_path = checkpoint_filename_with_path
+
+    def _latest(self):
+        if self._checkpoint_path:
+            return self._checkpoint_path
+        if self._checkpoint_dir:
+            return checkpoint_utils.latest_checkpoint(self._checkpoint_dir)
+        return None
+
+    def _adopt_old_checkpoints(self, saver):
+        # TF's SessionManager does this too: max_to_keep then also covers earlier runs' files.
+        state = checkpoint_utils.get_checkpoint_state(self._checkpoint_dir) \
+            if self._checkpoint_dir else None
+        if state is not None:
+            saver.recover_last_checkpoints(state.all_model_checkpoint_paths)
+
+    def create_session(self):
+        sc = self._scaffold.finalize()
+        sess = Session(self._master, graph=_ops.get_default_graph(), config=self._config)
+        step_gate(sess)  # before any thread runs a step: consistent saves track every step
+        try:
+            path = self._latest()
+            if path is not None:
+                sc.saver.restore(sess, path)
+                self._adopt_old_checkpoints(sc.saver)
+                logger.info("Restored from checkpoint %s", path)
+            else:
+                sess.run(sc.init_op, feed_dict=sc.init_feed_dict)
+                if sc.init_fn is not None:
+                    sc.init_fn(sc, sess)
+            if sc.local_init_op is not None:
+                sess.run(sc.local_init_op)
+            not_ready = sess.run(sc.ready_op) if sc.ready_op is not None else []
+            if len(not_ready):
+                names = ", ".join(n.decode() if isinstance(n, bytes) else str(n)
+                                  for n in not_ready)
+                raise RuntimeError(f"Init operations did not make model ready. Variables not "
+                                   f"initialized: {names}")
+        except BaseException:
+            sess.close()
+            raise
+        return sess
+
+
+class MonitoredSession:
+    """A session with hooks, queue runners and recovery from Aborted/Unavailable errors."""
+
+    def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120):
+        self._creator = session_creator or ChiefSessionCreator()
+        self._hooks = list(hooks or [])
+        self._stop_grace_period_secs = stop_grace_period_secs
+        self._graph = _ops.get_default_graph()
+        for h in self._hooks:
+            h.begin()
+        self._sess = None
+        self._coord = None
+        self._threads = []
+        self._stop_requested = False
+        self._closed = False
+        self.recoveries = 0  # how many times the session was recreated (visible to tests/UI)
+        self._create()
+
+    # --- session lifecycle ------------------------------------------------------------------
+    def _create(self):
+        self._sess = self._creator.create_session()
+        self._coord = Coordinator()
+        self._threads = start_queue_runners(self._sess, self._coord, daemon=True)
+        for h in self._hooks:
+            h.after_create_session(self._sess, self._coord)
+
+    def _teardown(self, raise_errors: bool):
+        """Stop the queue runners and close the raw session."""
+        sess, coord, threads = self._sess, self._coord, self._threads
+        self._sess, self._threads = None, []
+        try:
+            if coord is not None:
+                coord.request_stop()
+                coord.join(threads, stop_grace_period_secs=self._stop_grace_period_secs,
+                           ignore_live_threads=True)
+        except Exception:
+            if raise_errors:
+                raise
+        finally:
+            if sess is not None:
+                sess.close()
+
+    def _recover(self, error):
+        logger.warning("%s: %s — recreating the session from the latest checkpoint.",
+                       type(error).__name__, error)
+        self._teardown(raise_errors=False)
+        self.recoveries += 1
+        self._create()
+
+    # --- running ----------------------------------------------------------------------------
+    @property
+    def graph(self):
+        return self._graph
+
+    def _tf_sess(self):
+        return self._sess
+
+    def should_stop(self) -> bool:
+        return self._closed or self._stop_requested or \
+            (self._coord is not None and self._coord.should_stop())
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        if self._closed:
+            raise RuntimeError("Run called even after should_stop requested.")
+        while True:
+            try:
+                return self._run_with_hooks(fetches, feed_dict, options, run_metadata)
+            except _RECOVERABLE as e:
+                self._recover(e)
+
+    def _run_with_hooks(self, fetches, feed_dict, options, run_metadata):
+        from dflab.train.session_run_hook import SessionRunArgs
+
+        ctx = SessionRunContext(SessionRunArgs(fetches, feed_dict, options), self._sess)
+        hook_fetches, feeds = {}, dict(feed_dict or {})
+        for k, h in enumerate(self._hooks):
+            args = h.before_run(ctx)
+            if args is None:
+                continue
+            if args.fetches is not None:
+                hook_fetches[k] = args.fetches
+            for key, value in (args.feed_dict or {}).items():
+                if key in feeds:
+                    raise RuntimeError(f"Same tensor is fed by a SessionRunHook and user: "
+                                       f"{key}")
+                feeds[key] = value
+            if args.options is not None and options is None:
+                options = args.options
+        out = self._sess.run({"caller": fetches, "hooks": hook_fetches}, feed_dict=feeds,
+                             options=options, run_metadata=run_metadata)
+        for k, h in enumerate(self._hooks):
+            h.after_run(ctx, SessionRunValues(out["hooks"].get(k), options, run_metadata))
+        if ctx.stop_requested:
+            self._stop_requested = True
+        if self._coord is not None:
+            self._coord.raise_requested_exception()
+        return out["caller"]
+
+    def run_step_fn(self, step_fn):
+        """``step_fn(step_context)`` with ``step_context.session`` and ``run_with_hooks``."""
+        outer = self
+
+        class _StepContext:
+            session = property(lambda self: outer._sess)
+
+            def run_with_hooks(self, *args, **kwargs):
+                return outer.run(*args, **kwargs)
+
+            def request_stop(self):
+                outer._stop_requested = True
+
+        return step_fn(_StepContext())
+
+    # --- closing ------------------------------------------------------------------------------
+    def close(self):
+        self._close_internal(None)
+
+    def _close_internal(self, exception_type):
+        if self._closed:
+            return
+        try:
+            if exception_type is None and self._sess is not None:
+                for h in self._hooks:
+                    h.end(self._sess)
+        finally:
+            self._closed = True
+            self._teardown(raise_errors=exception_type is None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exception_type, exception_value, traceback):
+        if exception_type in (errors.OutOfRangeError, StopIteration):
+            exception_type = None  # the input ran dry: a normal end of training
+        self._close_internal(exception_type)
+        return exception_type is None
+
+
+class SingularMonitoredSession(MonitoredSession):
+    def __init__(self, hooks=None, scaffold=None, master="", config=None, checkpoint_dir=None,
+                 stop_grace_period_secs=120, checkpoint_filename_with_path=None):
+        creator = ChiefSessionCreator(scaffold, master, config, checkpoint_dir,
+                                      checkpoint_filename_with_path)
+        super().__init__(creator, hooks, stop_grace_period_secs)
+
+    def raw_session(self):
+        return self._sess
+
+
+def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None,  # noqa: N802
+                             scaffold=None, hooks=None, chief_only_hooks=None,
+                             save_checkpoint_secs=USE_DEFAULT, save_summaries_steps=USE_DEFAULT,
+                             save_summaries_secs=USE_DEFAULT, config=None,
+                             stop_grace_period_secs=120, log_step_count_steps=100,
+                             max_wait_secs=7200, save_checkpoint_steps=USE_DEFAULT,
+                             summary_dir=None):
+    """A ``MonitoredSession`` set up for training (TF1's factory function and defaults)."""
+    if save_checkpoint_steps is USE_DEFAULT and save_checkpoint_secs is USE_DEFAULT:
+        save_checkpoint_secs, save_checkpoint_steps = 600, None
+    elif save_checkpoint_secs is USE_DEFAULT:
+        save_checkpoint_secs = None
+    elif save_checkpoint_steps is USE_DEFAULT:
+        save_checkpoint_steps = None
+    scaffold = scaffold or Scaffold()
+    all_hooks = list(hooks or [])
+    if is_chief:
+        all_hooks += list(chief_only_hooks or [])
+        if log_step_count_steps and log_step_count_steps > 0:
+            all_hooks.append(_hooks.StepCounterHook(every_n_steps=log_step_count_steps))
+        if checkpoint_dir and (save_checkpoint_secs or save_checkpoint_steps):
+            all_hooks.append(_hooks.CheckpointSaverHook(
+                checkpoint_dir, save_secs=save_checkpoint_secs or None,
+                save_steps=save_checkpoint_steps or None, scaffold=scaffold))
+    creator = ChiefSessionCreator(scaffold, master, config, checkpoint_dir)
+    return MonitoredSession(creator, all_hooks, stop_grace_period_secs)

@@ -1,0 +1,342 @@
+"""``tf.train.Saver``: checkpoints through ``SaveV2``/``RestoreV2`` graph ops.
+
+The Saver builds its ops once, under a ``save`` name scope (TF's names: ``save/Const`` is the
+filename, fed on every call; ``save/control_dependency`` the tensor a save fetches;
+``save/restore_all`` the restore target). Save and restore ops sit on the CPU of the variables'
+device (only CPU kernels exist); restored values reach the variables through ``Assign`` ops
+colocated with them. With ``sharded=True`` each device writes its own shard into a temporary
+directory and ``MergeV2Checkpoints`` moves the shards into place and writes the index last.
+
+Order of a ``save`` (each write atomic): data files, index, ``.meta`` graph, then the ``checkpoint``
+state file; only then are checkpoints beyond ``max_to_keep`` deleted. A crash at any point leaves
+the state file naming complete checkpoints only.
+
+``consistent=True`` (a dflab extension) takes the session's step gate (``step_gate.py``) around
+each save and restore, so a checkpoint reflects one point between variable-changing steps even
+while other threads train; a ``global_step`` tensor passed to ``save`` is read inside the gate,
+so the file name matches the saved step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import os
+import time
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import errors
+from dflab.framework import ops as _ops
+from dflab.framework.constant_op import constant
+from dflab.framework.device_spec import DeviceSpec
+from dflab.kernels import io_kernels
+from dflab.ops import array_ops, control_flow_ops, io_ops, state_ops
+from dflab.ops import variables as _variables
+from dflab.train import checkpoint_utils
+from dflab.train.step_gate import step_gate
+
+
+class SaverDef:
+    """TF's ``SaverDef`` as a plain record (also its JSON form in a ``.meta`` file)."""
+
+    V1, V2 = 1, 2
+    _FIELDS = ("filename_tensor_name", "save_tensor_name", "restore_op_name", "max_to_keep",
+               "sharded", "keep_checkpoint_every_n_hours", "version", "consistent")
+
+    def __init__(self, filename_tensor_name="", save_tensor_name="", restore_op_name="",
+                 max_to_keep=5, sharded=False, keep_checkpoint_every_n_hours=10000.0,
+                 version=2, consistent=False):
+        self.filename_tensor_name = filename_tensor_name
+        self.save_tensor_name = save_tensor_name
+        self.restore_op_name = restore_op_name
+        self.max_to_keep = max_to_keep
+        self.sharded = sharded
+        self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+        self.version = version
+        self.consistent = consistent
+
+    def to_json(self) -> dict:
+        return {f: getattr(self, f) for f in self._FIELDS}
+
+    @classmethod
+    def from_json(cls, d: dict) -> SaverDef:
+        return cls(**{f: d[f] for f in cls._FIELDS if f in d})
+
+
+def _var_name(v) -> str:
+    op = v.op if hasattr(v, "op") else None
+    if op is None or op.type not in ("VariableV2", "Variable", "VarHandleOp"):
+        raise TypeError(f"Variable to save is not a Variable: {v!r}")
+    return op.name
+
+
+def _names_to_variables(var_list) -> dict:
+    """``{checkpoint name: variable}`` from a list or dict (TF's rules, duplicates rejected)."""
+    if isinstance(var_list, dict):
+        out = {}
+        for name, v in var_list.items():
+            _var_name(v)
+            out[str(name)] = v
+        return out
+    out = {}
+    for v in var_list:
+        name = _var_name(v)
+        if name in out:
+            if out[name] is v:
+                continue
+            raise ValueError(f"At least two variables have the same name: {name}")
+        out[name] = v
+    return out
+
+
+def _value_of(v):
+    """A value tensor of ``v`` (its ``read`` snapshot): safe to send across devices."""
+    if hasattr(v, "value") and callable(v.value):
+        return v.value()
+    return array_ops.identity(v)
+
+
+def _ref_of(v):
+    r = getattr(v, "_ref", None)
+    return r() if callable(r) else v
+
+
+def _io_device(device: str) -> str:
+    """The CPU of the task that holds ``device``: where its save/restore ops go."""
+    if not device:
+        return ""
+    spec = DeviceSpec.from_string(device)
+    if spec.device_type in (None, "CPU"):
+        return spec.to_string()
+    return spec.replace(device_type="CPU", device_index=0).to_string()
+
+
+class Saver:
+    """Saves and restores variables (TF1's ``tf.train.Saver``)."""
+
+    _META_KIND = "saver"
+
+    def __init__(self, var_list=None, reshape=False, sharded=False, max_to_keep=5,
+                 keep_checkpoint_every_n_hours=10000.0, name=None, restore_sequentially=False,
+                 saver_def=None, builder=None, defer_build=False, allow_empty=False,
+                 write_version=2, pad_step_number=False, save_relative_paths=False,
+                 filename=None, consistent=False):
+        if reshape:
+            raise NotImplementedError("Saver(reshape=True) is not supported")
+        self._var_list = var_list
+        self._sharded = bool(sharded)
+        self._max_to_keep = max_to_keep
+        self._keep_every_n_hours = keep_checkpoint_every_n_hours
+        self._name = name
+        self._allow_empty = allow_empty
+        self._pad_step_number = pad_step_number
+        self._save_relative_paths = save_relative_paths
+        self._filename = filename
+        self._consistent = bool(consistent)
+        self._last_checkpoints: list[tuple[str, float]] = []
+        self._checkpoints_to_be_deleted: list[tuple[str, float]] = []
+        self._next_preserve_time = time.time() + self._keep_every_n_hours * 3600
+        self._graph = _ops.get_default_graph()
+        self.saver_def = saver_def if not isinstance(saver_def, dict) else \
+            SaverDef.from_json(saver_def)
+        if self.saver_def is not None:
+            self._consistent = bool(self.saver_def.consistent)
+        elif not defer_build:
+            self.build()
+
+    # --- building ----------------------------------------------------------------------------
+    def build(self) -> None:
+        if self.saver_def is not None:
+            return
+        var_list = self._var_list
+        if var_list is None:
+            var_list = _variables.global_variables()
+        names = _names_to_variables(var_list)
+        if not names and not self._allow_empty:
+            raise ValueError("No variables to save")
+        self._names = names
+        with _ops.name_scope(self._name, "save") as scope:
+            filename = constant(self._filename or "model", dtype=_dt.string, name="Const")
+            if not names:
+                save_tensor, restore_op = filename, control_flow_ops.no_op(name="restore_all")
+            elif self._sharded:
+                save_tensor, restore_op = self._build_sharded(filename, names)
+            else:
+                save_tensor, restore_op = self._build_single(filename, names)
+        del scope
+        self.saver_def = SaverDef(filename.name, save_tensor.name, restore_op.name,
+                                  self._max_to_keep, self._sharded, self._keep_every_n_hours,
+                                  2, self._consistent)
+
+    def _build_single(self, filename, names):
+        items = sorted(names.items())
+        first_device = next((v.device for _, v in items if v.device), "")
+        with _ops.device(_io_device(first_device)):
+            save = self._save_op(filename, items)
+            with _ops.control_dependencies([save]):
+                save_tensor = array_ops.identity(filename, name="control_dependency")
+        assigns = self._restore_ops(filename, items, first_device)
+        return save_tensor, control_flow_ops.group(*assigns, name="restore_all")
+
+    def _build_sharded(self, filename, names):
+        by_device: dict[str, list] = {}
+        for name, v in sorted(names.items()):
+            by_device.setdefault(_io_device(v.device), []).append((name, v))
+        devices = sorted(by_device)
+        n = len(devices)
+        tmp_base = io_ops.string_join([filename, f"_temp_{os.getpid():x}{id(self):x}/part"],
+                                      name="StringJoin")
+        parts, saves, assigns = [], [], []
+        for k, device in enumerate(devices):
+            with _ops.device(device):
+                part = io_ops.sharded_filename(tmp_base, k, n, name="ShardedFilename")
+                parts.append(part)
+                saves.append(self._save_op(part, by_device[device]))
+            assigns += self._restore_ops(filename, by_device[device], device)
+        with _ops.control_dependencies(saves):
+            with _ops.device(devices[0]):
+                merge = io_ops.merge_v2_checkpoints(array_ops.stack(parts), filename,
+                                                    delete_old_dirs=True)
+        with _ops.control_dependencies([merge]):
+            save_tensor = array_ops.identity(filename, name="control_dependency")
+        return save_tensor, control_flow_ops.group(*assigns, name="restore_all")
+
+    @staticmethod
+    def _save_op(prefix, items):
+        tensor_names = constant([n for n, _ in items], dtype=_dt.string, name="tensor_names")
+        slices = constant([""] * len(items), dtype=_dt.string, name="shape_and_slices")
+        return io_ops.save_v2(prefix, tensor_names, slices, [_value_of(v) for _, v in items],
+                              name="SaveV2")
+
+    @staticmethod
+    def _restore_ops(filename, items, device):
+        with _ops.device(_io_device(device)):
+            tensor_names = constant([n for n, _ in items], dtype=_dt.string,
+                                    name="RestoreV2/tensor_names")
+            slices = constant([""] * len(items), dtype=_dt.string,
+                              name="RestoreV2/shape_and_slices")
+            values = io_ops.restore_v2(filename, tensor_names, slices,
+                                       [v.dtype.base_dtype for _, v in items], name="RestoreV2",
+                                       shapes=[v.shape for _, v in items])
+        assigns = []
+        for (_, v), value in zip(items, values):
+            ref = _ref_of(v)
+            with _ops.colocate_with(ref.op):
+                assigns.append(state_ops.assign(ref, value, validate_shape=ref.shape.ndims
+                                                is not None, name="Assign").op)
+        return assigns
+
+    # --- saving ------------------------------------------------------------------------------
+    def _gate(self, sess):
+        return step_gate(sess).exclusive() if self._consistent else contextlib.nullcontext()
+
+    def save(self, sess, save_path, global_step=None, latest_filename=None,
+             meta_graph_suffix="meta", write_meta_graph=True, write_state=True,
+             strip_default_attrs=False, save_debug_info=False):
+        """Write a checkpoint; returns its prefix (``save_path-global_step``)."""
+        latest_filename = latest_filename or "checkpoint"
+        if os.path.split(latest_filename)[0]:
+            raise ValueError("'latest_filename' must not contain path components")
+        save_path = os.fspath(save_path)
+        save_dir = os.path.dirname(save_path)
+        if save_dir and not os.path.isdir(save_dir):
+            raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+        sd = self.saver_def
+        with self._gate(sess):
+            step = global_step
+            if step is not None and not isinstance(step, numbers.Integral):
+                step = int(sess.run(step))
+            prefix = save_path
+            if step is not None:
+                prefix = f"{save_path}-{int(step):08d}" if self._pad_step_number \
+                    else f"{save_path}-{int(step)}"
+            out = sess.run(sd.save_tensor_name, {sd.filename_tensor_name: prefix})
+        path = io_kernels.as_str(out)
+        if write_meta_graph:
+            self.export_meta_graph(f"{path}.{meta_graph_suffix}")
+        if write_state:
+            self._record_last_checkpoint(path)
+            checkpoint_utils.update_checkpoint_state(
+                save_dir, path, self.last_checkpoints, latest_filename,
+                [t for _, t in self._last_checkpoints],
+                save_relative_paths=self._save_relative_paths)
+            self._maybe_delete_old_checkpoints(meta_graph_suffix)
+        return path
+
+    def _record_last_checkpoint(self, path: str) -> None:
+        if not self._max_to_keep:
+            return
+        self._last_checkpoints = [(p, t) for p, t in self._last_checkpoints if p != path]
+        self._last_checkpoints.append((path, time.time()))
+        while len(self._last_checkpoints) > self._max_to_keep:
+            self._checkpoints_to_be_deleted.append(self._last_checkpoints.pop(0))
+
+    def _maybe_delete_old_checkpoints(self, meta_graph_suffix="meta") -> None:
+        while self._checkpoints_to_be_deleted:
+            path, stamp = self._checkpoints_to_be_deleted.pop(0)
+            if stamp >= self._next_preserve_time:
+                # keep_checkpoint_every_n_hours: this one is kept for good.
+                self._next_preserve_time = stamp + self._keep_every_n_hours * 3600
+                continue
+            io_kernels.delete_checkpoint_files(path)
+            with contextlib.suppress(OSError):
+                os.unlink(f"{path}.{meta_graph_suffix}")
+
+    @property
+    def last_checkpoints(self) -> list[str]:
+        return [p for p, _ in self._last_checkpoints]
+
+    def set_last_checkpoints(self, last_checkpoints) -> None:
+        self._last_checkpoints = [(p, time.time()) for p in last_checkpoints]
+
+    def set_last_checkpoints_with_time(self, last_checkpoints_with_time) -> None:
+        self._last_checkpoints = [(p, float(t)) for p, t in last_checkpoints_with_time]
+
+    def recover_last_checkpoints(self, checkpoint_paths) -> None:
+        """Adopt the existing checkpoints among ``checkpoint_paths`` (e.g. after a restart)."""
+        paths = [p for p in checkpoint_paths if checkpoint_utils.checkpoint_exists(p)]
+        mtimes = checkpoint_utils.get_checkpoint_mtimes(paths)
+        self.set_last_checkpoints_with_time(list(zip(paths, mtimes)))
+
+    # --- restoring ---------------------------------------------------------------------------
+    def restore(self, sess, save_path) -> None:
+        """Assign every variable its value from the checkpoint ``save_path``."""
+        if save_path is None:
+            raise ValueError("Can't load save_path when it is None.")
+        save_path = os.fspath(save_path)
+        if not checkpoint_utils.checkpoint_exists(save_path):
+            raise errors.NotFoundError(
+                None, None, f"The passed save_path is not a valid checkpoint: {save_path} "
+                f"(no {save_path}.index)")
+        sd = self.saver_def
+        with self._gate(sess):
+            sess.run(sd.restore_op_name, {sd.filename_tensor_name: save_path})
+
+    # --- (de)serialization -------------------------------------------------------------------
+    def as_saver_def(self) -> SaverDef:
+        return self.saver_def
+
+    def to_proto(self, export_scope=None) -> dict:
+        return self.saver_def.to_json()
+
+    @staticmethod
+    def from_proto(saver_def, import_scope=None) -> Saver:
+        return Saver(saver_def=saver_def, name=import_scope)
+
+    def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
+                          export_scope=None, clear_devices=False,
+                          clear_extraneous_savers=False, strip_default_attrs=False,
+                          save_debug_info=False):
+        from dflab.train.meta_graph import export_meta_graph
+
+        return export_meta_graph(filename=filename, graph=self._graph,
+                                 saver_def=self.saver_def, collection_list=collection_list,
+                                 clear_devices=clear_devices)
+
+
+def checkpoint_values(prefix: str) -> dict:
+    """All tensors of a checkpoint as ``{name: ndarray}`` (a test and notebook helper)."""
+    reader = io_kernels.CheckpointReader(prefix)
+    return {n: np.asarray(reader.get_tensor(n)) for n in reader.tensor_entries()}
