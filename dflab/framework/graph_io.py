@@ -209,6 +209,9 @@ def _parse_input(s: str):
     return s, 0
 
 
+_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+
+
 def _topo_order(nodes: list[NodeDef]) -> list[NodeDef]:
     by_name = {n.name: n for n in nodes}
     if len(by_name) != len(nodes):
@@ -223,8 +226,8 @@ def _topo_order(nodes: list[NodeDef]) -> list[NodeDef]:
             node, it = stack[-1]
             for inp in it:
                 dep = _parse_input(inp)[0]
-                if dep not in by_name:
-                    continue
+                if dep not in by_name or by_name[dep].op in _BACK_EDGE_OPS:
+                    continue  # a loop's back edge does not order nodes
                 if state.get(dep) == 1:
                     raise ValueError(f"GraphDef contains a cycle through node {dep!r}")
                 if dep not in state:
@@ -256,6 +259,7 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
             raise ValueError(f"Op type not registered '{n.op}' in binary (node {n.name!r})")
     order = _topo_order(graph_def.node)
     created: dict[str, ops.Operation] = {}
+    back_edges = []  # (op, input position, source NodeDef input): a loop Merge's NextIteration
     used_map = set()
     scope_name = "import" if name is None else name
     with g.name_scope(scope_name) if scope_name else contextlib.nullcontext() as scope:
@@ -273,6 +277,10 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
                 if key in input_map:
                     inputs.append(input_map[key])
                     used_map.add(key)
+                    continue
+                if src not in created and n.op in ("Merge", "RefMerge") and inputs:
+                    back_edges.append((n.name, len(inputs), s))  # wired once src exists
+                    inputs.append(inputs[0])
                     continue
                 if src not in created:
                     raise ValueError(f"Node {n.name!r}: input {s!r} not found in the GraphDef")
@@ -292,6 +300,11 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
                     "loc:@" + prefix + c[5:] if c.startswith("loc:@") else c for c in colocation
                 ]
             created[n.name] = op
+        for name_, pos, s in back_edges:
+            src, idx = _parse_input(s)
+            if src not in created:
+                raise ValueError(f"Node {name_!r}: input {s!r} not found in the GraphDef")
+            created[name_]._update_input(pos, created[src].outputs[idx])
     missing = set(input_map) - used_map
     if missing:
         raise ValueError(f"Attempted to map inputs that were not found in graph_def: {missing}")

@@ -81,7 +81,7 @@ class _Deref:
 
 
 # Node kinds: how the executor routes a node's outputs.
-PLAIN, SWITCH, MERGE, ENTER, EXIT, NEXT = range(6)
+PLAIN, SWITCH, MERGE, ENTER, EXIT, NEXT, FUSED = range(7)  # FUSED: a whole fused loop
 _KINDS = {
     "Switch": SWITCH, "RefSwitch": SWITCH, "Merge": MERGE, "RefMerge": MERGE,
     "Enter": ENTER, "RefEnter": ENTER, "Exit": EXIT, "RefExit": EXIT,
@@ -104,7 +104,7 @@ class FrameInfo:
     """A static frame: the root, or the body of one ``while_loop`` (named by ``frame_name``)."""
 
     __slots__ = ("id", "name", "parent", "parallel_iterations", "nodes", "n_slots",
-                 "initial_pending", "n_enters", "exits")
+                 "initial_pending", "n_enters", "exits", "fused")
 
     def __init__(self, fid, name, parent, parallel_iterations):
         self.id = fid
@@ -116,6 +116,7 @@ class FrameInfo:
         self.initial_pending = []
         self.n_enters = 0
         self.exits = []
+        self.fused = None  # (FusedLoop, index of its plan node) when the frame can be fused
 
     def __repr__(self):
         return f"<FrameInfo {self.id} {self.name or '(root)'}>"
@@ -178,6 +179,8 @@ class ExecutorPlan:
         self._compute_releases()
         self.schedule = [(n.fn, n.inputs, n.out_base, n.n_out, n.releases) for n in nodes]
         self._compiled = None
+        for frame in self.frames[1:]:
+            self._fuse(frame)
 
     # --- frames, slots and edges --------------------------------------------------------------
     def _assign_frames(self, index_of, fed) -> None:
@@ -286,6 +289,29 @@ class ExecutorPlan:
             node.edges = tuple(edges[node.index])
             node.succ = tuple(nodes[j].local for j, _, _ in node.edges)
 
+    def _fuse(self, frame) -> None:
+        """Compile a simple loop frame into one node that runs the whole loop (used when
+        nothing observes the step; see ``dflab.runtime.fused_loops``)."""
+        from dflab.runtime.fused_loops import fuse_frame
+
+        loop = fuse_frame(self, frame)
+        if loop is None:
+            return
+        node = PlanNode()
+        node.op = loop.op
+        node.index = len(self.nodes)
+        node.kind = FUSED
+        node.fn = loop
+        node.inputs = node.edges = node.succ = node.releases = ()
+        node.out_base = node.local = -1
+        node.n_out = len(loop.exits)
+        node.expensive = node.blocking = node.is_async = node.takes_step = False
+        node.accepts_dead = node.is_constant = False
+        node.in_frame = node.out_frame = frame.parent
+        node.n_forward = node.n_back = 0
+        self.nodes.append(node)
+        frame.fused = node.index
+
     def _check_same_frame(self, producer, consumer) -> None:
         if producer.out_frame != consumer.in_frame:
             raise errors.InvalidArgumentError(
@@ -365,7 +391,7 @@ class _Frame:
     """One execution of a static frame (the root, or one run of a while loop)."""
 
     __slots__ = ("info", "parent", "parent_iter", "iters", "count", "n_iters", "pending_enters",
-                 "invariants", "deferred", "live_exits", "children")
+                 "invariants", "deferred", "live_exits", "children", "fused_inputs")
 
     def __init__(self, info: FrameInfo, parent=None, parent_iter: int = 0):
         self.info = info
@@ -379,6 +405,7 @@ class _Frame:
         self.deferred: list = []  # NextIteration values waiting for a free iteration
         self.live_exits: set = set()
         self.children: dict = {}
+        self.fused_inputs = None  # Enter values, when the frame runs as a fused loop
 
     @property
     def name(self) -> str:
@@ -477,6 +504,11 @@ class Execution:
         """Run a node unless it is dead; returns (outputs, dead)."""
         i, frame, it = item
         node = self.plan.nodes[i]
+        if node.kind == FUSED:
+            values = frame.fused_inputs
+            if any(v is DEAD for v in values):  # a loop on an untaken branch
+                return (DEAD,) * node.n_out, True
+            return node.fn.run(self, values, self.plan.nodes), False
         obs = self.observer
         if obs is not None:
             obs.node_start(self, node, frame, it.n)
@@ -533,6 +565,8 @@ class Execution:
         i, frame, it = item
         out, dead = result
         node = self.plan.nodes[i]
+        if node.kind == FUSED:
+            return self._propagate_fused(item, out, dead)
         outs = _as_outputs(out, node.n_out)
         new: list = []
         with self.lock:
@@ -561,6 +595,27 @@ class Execution:
             it.outstanding -= 1
             if it.outstanding == 0 and frame.parent is not None:
                 self._iteration_idle(frame, it, new)
+            self._inflight += len(new) - 1
+            if self._inflight == 0:
+                self._finished.set()
+        return new
+
+    def _propagate_fused(self, item, outs, dead) -> list:
+        """A fused loop finished: its Exit values enter the parent iteration."""
+        i, child, pit = item
+        new: list = []
+        nodes = self.plan.nodes
+        with self.lock:
+            self.executed += 1
+            for j in child.info.nodes:
+                self.done_flags[j] = True
+            parent = child.parent
+            for e, v in zip(child.info.exits, outs):
+                self._deliver(nodes[e], parent, pit, (v,), dead, new)
+            del parent.children[(child.info.id, child.parent_iter)]
+            pit.outstanding -= 2  # the fused node, and the child frame it replaced
+            if pit.outstanding == 0 and parent.parent is not None:
+                self._iteration_idle(parent, pit, new)
             self._inflight += len(new) - 1
             if self._inflight == 0:
                 self._finished.set()
@@ -617,6 +672,15 @@ class Execution:
             frame.children[key] = child
             it.outstanding += 1  # a live child frame keeps its parent iteration open
         child.pending_enters -= 1
+        info = child.info
+        if info.fused is not None and self.observer is None:
+            if child.fused_inputs is None:
+                child.fused_inputs = [None] * len(self.plan.nodes[info.fused].fn.enters)
+            child.fused_inputs[self.plan.nodes[info.fused].fn.enter_pos[node.index]] = value
+            if child.pending_enters == 0:  # all inputs are in: run the loop as one node
+                it.outstanding += 1
+                new.append((info.fused, child, it))
+            return
         dead = value is DEAD
         if node.is_constant:  # loop invariant: available to every iteration
             child.invariants.append((node, value))

@@ -331,3 +331,54 @@ def test_variables_created_in_a_loop_body_live_outside_it():
     with pytest.raises(ValueError, match="control-flow construct"):
         tf.while_loop(lambda i: i < 3, lambda i: i + tf.cast(tf.Variable(i + 1), tf.int32),
                       [tf.constant(0)])
+
+
+def test_fused_loop_matches_the_dataflow_loop():
+    """A simple loop runs as one generated function unless the step is observed; a traced
+    (observed) run takes the frame-by-frame path. Both give the same values and effects."""
+    counter = tf.Variable(0)
+    n = tf.placeholder(tf.int32, [])
+
+    def body(i, x, y):
+        with tf.control_dependencies([counter.assign_add(1)]):
+            return i + 1, x * 0.5 + tf.cast(i, tf.float64), tf.concat([y, x[None]], 0)
+
+    out = tf.while_loop(lambda i, x, y: i < n, body,
+                        [tf.constant(0), tf.constant(1.0, tf.float64), tf.zeros([0], tf.float64)],
+                        shape_invariants=[TensorShape([]), TensorShape([]), TensorShape([None])])
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        plan = s._get_plan(list(out), [], (n,)).executor_plan
+        assert [f.fused is not None for f in plan.frames[1:]] == [True]
+        fast = s.run(out, {n: 9})
+        md = tf.RunMetadata()
+        slow = s.run(out, {n: 9}, options=tf.RunOptions(trace_level=3), run_metadata=md)
+        assert any("[" in ns.timeline_label for d in md.step_stats.dev_stats
+                   for ns in d.node_stats)  # the traced run went iteration by iteration
+        assert fast[0] == slow[0] == 9 and fast[1] == slow[1]
+        np.testing.assert_array_equal(fast[2], slow[2])
+        assert s.run(counter) == 18
+
+
+def test_error_inside_a_fused_loop_names_the_op():
+    x = tf.placeholder(tf.float32, [None])
+    out = tf.while_loop(lambda i, v: i < 3,
+                        lambda i, v: (i + 1, tf.reshape(v, [2])), [tf.constant(0), x],
+                        shape_invariants=[TensorShape([]), TensorShape([None])])
+    with tf.Session() as s:
+        with pytest.raises(errors.InvalidArgumentError, match="Reshape"):
+            s.run(out, {x: [1.0, 2.0, 3.0]})
+
+
+def test_loops_and_conds_survive_graph_def_round_trip():
+    g = tf.Graph()
+    with g.as_default():
+        r = tf.while_loop(lambda i, s: i < 10, lambda i, s: (i + 1, s + i),
+                          [tf.constant(0), tf.constant(0)], name="loop")
+        c = tf.cond(r[1] > 5, lambda: r[1] * 2, lambda: r[1])
+    text = str(g.as_graph_def())
+    g2 = tf.Graph()
+    with g2.as_default():
+        tf.import_graph_def(text, name="copy")
+        with tf.Session() as s:
+            assert s.run(["copy/" + r[1].name, "copy/" + c.name]) == [45, 90]
