@@ -5,6 +5,7 @@ Importing this package registers every kernel module.
 
 from dflab.kernels import (  # noqa: F401 - imported for their registrations
     array_kernels,
+    comm_kernels,
     control_flow_kernels,
     data_flow_kernels,
     io_kernels,

@@ -6,12 +6,21 @@ is built once per signature: prune the graph to what the fetches need (cutting a
 check it is acyclic, place every op on a device, bind kernels. Variable state lives in per-device
 resource managers owned by the session, so it persists across ``run`` calls and is shared by
 concurrent ones.
+
+A plan whose ops all sit on one device (the common case) runs on one executor, with no
+partitioning cost at all. A plan spanning several devices is split by ``runtime.partition`` into
+one subgraph per device joined by ``_Send``/``_Recv`` pairs; each step then runs one execution per
+partition, concurrently on the inter-op pool, sharing a fresh ``Rendezvous`` (so concurrent steps
+never mix their tensors). The first error in any partition aborts the rendezvous and cancels the
+other partitions, and is the error the caller sees. Plans with dynamic control flow are not
+partitioned yet: they run in one execution, each op with its own device's kernel context.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -23,7 +32,7 @@ from dflab.framework.tensor_shape import TensorShape
 from dflab.runtime import fetches as _fetches
 from dflab.runtime.config import ConfigProto, RunMetadata, RunOptions
 from dflab.runtime.devices import DeviceSet
-from dflab.runtime.executor import Execution, ExecutorPlan
+from dflab.runtime.executor import CONTROL_FLOW_OPS, Execution, ExecutorPlan, to_client_value
 from dflab.runtime.placer import place
 
 _default_session = threading.local()
@@ -49,13 +58,114 @@ class _DefaultSessionContext:
         _default_session.stack.remove(self._sess)
 
 
-class Plan:
-    """A cached, placed, kernel-bound execution plan for one run signature."""
+class PartitionRun:
+    """The fixed part of running one device's partition: its executor plan and which of the
+    step's feeds it takes."""
 
-    def __init__(self, executor_plan: ExecutorPlan, placement: dict, ops):
+    __slots__ = ("device", "executor_plan", "feed_index")
+
+    def __init__(self, device: str, executor_plan: ExecutorPlan, feed_index):
+        self.device = device
+        self.executor_plan = executor_plan
+        self.feed_index = tuple(feed_index)
+
+    def __repr__(self):
+        return f"<PartitionRun {self.device}: {len(self.executor_plan.nodes)} nodes>"
+
+
+class Plan:
+    """A cached, placed, kernel-bound execution plan for one run signature.
+
+    ``placement`` maps each user op to its ``Placement`` (``.device``, ``.reason``); ``ops`` are
+    the pruned ops in topological order. ``partitions`` maps each device the plan uses to the
+    nodes it runs there: the user's ops, or for a partitioned plan their per-partition views plus
+    the ``_Send``/``_Recv`` nodes. A single-device (or unpartitioned) plan has one
+    ``executor_plan``; a partitioned one has ``executor_plan = None`` and one ``PartitionRun`` per
+    device in ``partition_runs``.
+    """
+
+    def __init__(self, executor_plan: ExecutorPlan | None, placement: dict, ops,
+                 partitions: dict | None = None, partitioning=None, partition_runs=(),
+                 fetch_map=(), main_partition: int = 0, unpartitioned_reason: str | None = None):
         self.executor_plan = executor_plan
         self.placement = placement
         self.ops = ops
+        self.partitions = partitions if partitions is not None else _by_device(ops, placement)
+        self.partitioning = partitioning
+        self.partition_runs = list(partition_runs)
+        # Per fetch: (partition position, local fetch index), or (-1, k) for fed tensor k.
+        self.fetch_map = list(fetch_map)
+        self.main_partition = main_partition
+        self.unpartitioned_reason = unpartitioned_reason
+        self._graph_defs = None
+
+    @property
+    def partitioned(self) -> bool:
+        return self.executor_plan is None
+
+    def partition_graph_defs(self) -> list:
+        """One ``GraphDef`` per device (``_Send``/``_Recv`` included), built on first use."""
+        if self._graph_defs is None:
+            if self.partitioning is not None:
+                self._graph_defs = self.partitioning.graph_defs()
+            else:
+                from dflab.framework.graph_io import GraphDef, node_def_of
+
+                defs = []
+                for device, ops in self.partitions.items():
+                    nodes = []
+                    for op in ops:
+                        nd = node_def_of(op)
+                        nd.device = device
+                        nodes.append(nd)
+                    defs.append(GraphDef(nodes))
+                self._graph_defs = defs
+        return self._graph_defs
+
+
+def _by_device(ops, placement) -> dict:
+    out: dict = {}
+    for op in ops:
+        out.setdefault(placement[op].device, []).append(op)
+    return out
+
+
+class _StepGroup:
+    """The partitions' executions of one step: the first error wins, aborts the rendezvous and
+    cancels every other partition."""
+
+    __slots__ = ("rendezvous", "executions", "error", "_lock", "step_id")
+
+    def __init__(self, rendezvous, step_id):
+        self.rendezvous = rendezvous
+        self.executions: list = []
+        self.error = None
+        self._lock = threading.Lock()
+        self.step_id = step_id
+
+    def failed(self, error) -> None:
+        with self._lock:
+            if self.error is not None:
+                return
+            self.error = error
+        why = f"Step {self.step_id} was cancelled: {_first_line(error)}"
+        self.rendezvous.abort(errors.CancelledError(None, None, why))
+        for ex in self.executions:
+            if ex.error is None:
+                ex.cancel(errors.CancelledError(None, None, why))
+
+
+def _first_line(error) -> str:
+    return str(error).split("\n", 1)[0] or type(error).__name__
+
+
+def _user_error(error):
+    """Errors name the user's op, not the partition's view of it."""
+    op = getattr(error, "op", None)
+    original = getattr(op, "original", None) if op is not None else None
+    if original is not None and not isinstance(op, _ops.Operation):
+        error.op = original
+    return error
 
 
 class BaseSession:
@@ -247,7 +357,7 @@ class BaseSession:
                     self._plans[key] = plan
         return plan
 
-    def _build_plan(self, fetch_tensors, targets, feed_tensors) -> Plan:
+    def _build_plan(self, fetch_tensors, targets, feed_tensors, partition: bool = True) -> Plan:
         for t in fetch_tensors:
             if not self._graph.is_fetchable(t):
                 raise ValueError(f"Operation {t.op.name!r} has been marked as not fetchable.")
@@ -255,14 +365,50 @@ class BaseSession:
         ordered = topological_order(ops, feed_tensors)
         placement = place(ordered, self._devices, self._config)
         devices = self._devices
+        used = {placement[op].device for op in ordered}
+        reason = None
+        if len(used) > 1:
+            if not partition:
+                reason = "partial runs execute unpartitioned"
+            elif any(op.type in CONTROL_FLOW_OPS for op in ordered):
+                reason = ("dynamic control flow across devices is not partitioned yet: the "
+                          "plan runs in one execution")
+            else:
+                return self._build_partitioned_plan(ordered, placement, feed_tensors,
+                                                    fetch_tensors)
         eplan = ExecutorPlan(
             ordered, feed_tensors, fetch_tensors,
             lambda op: devices.kernel_context(placement[op].device),
         )
-        return Plan(eplan, placement, ordered)
+        return Plan(eplan, placement, ordered, unpartitioned_reason=reason)
+
+    def _build_partitioned_plan(self, ordered, placement, feed_tensors, fetch_tensors) -> Plan:
+        from dflab.runtime.partition import partition
+
+        devices = self._devices
+        pt = partition(ordered, placement, feed_tensors, fetch_tensors,
+                       incarnation=lambda name: id(devices[name]),
+                       device_order=[d.name for d in devices])
+        runs, position = [], {}
+        for device, part in pt.partitions.items():
+            ctx = devices.kernel_context(device)
+            try:
+                eplan = ExecutorPlan(part.nodes, part.feeds, part.fetches, lambda op, c=ctx: c)
+            except errors.OpError as e:
+                raise _user_error(e) from None
+            position[device] = len(runs)
+            runs.append(PartitionRun(device, eplan, part.feed_index))
+        fetch_map = [(-1, where[1]) if where[0] == "feed" else (position[where[0]], where[1])
+                     for where in pt.fetch_map]
+        # The calling thread runs the biggest partition itself; the others go to the pool.
+        main = max(range(len(runs)), key=lambda i: len(runs[i].executor_plan.nodes))
+        parts = {device: part.nodes for device, part in pt.partitions.items()}
+        return Plan(None, placement, ordered, parts, pt, runs, fetch_map, main)
 
     def _run_plan(self, plan: Plan, feed_values, options, run_metadata):
         eplan = plan.executor_plan
+        if eplan is None:
+            return self._run_partitioned(plan, feed_values, options, run_metadata)
         ex = Execution(eplan, feed_values, next(_step_ids))
         timeout = None
         if options is not None and options.timeout_in_ms:
@@ -281,11 +427,62 @@ class BaseSession:
             tracer.fill(run_metadata, options)
         return ex.fetch_values()
 
+    def _run_partitioned(self, plan: Plan, feed_values, options, run_metadata):
+        """One execution per partition, all started at once, sharing the step's rendezvous."""
+        from dflab.runtime.rendezvous import Rendezvous
+
+        step_id = next(_step_ids)
+        group = _StepGroup(Rendezvous(), step_id)
+        tracer = None
+        if options is not None and options.trace_level and run_metadata is not None:
+            from dflab.runtime.tracing import StepTracer
+
+            tracer = StepTracer(plan)
+        execs = []
+        for run in plan.partition_runs:
+            ex = Execution(run.executor_plan, [feed_values[k] for k in run.feed_index], step_id)
+            ex.rendezvous = group.rendezvous
+            ex.device = run.device
+            ex.error_callback = group.failed
+            ex.observer = tracer
+            execs.append(ex)
+        group.executions = execs
+        timeout = None
+        if options is not None and options.timeout_in_ms:
+            timeout = options.timeout_in_ms / 1000.0
+        elif self._config.operation_timeout_in_ms:
+            timeout = self._config.operation_timeout_in_ms / 1000.0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pool = self._inter_op_pool()
+        parallel = self._config.inter_op_threads() > 1
+        main = plan.main_partition
+        for i, ex in enumerate(execs):
+            if i != main:
+                ex.start(pool, parallel)
+        execs[main].start(pool, parallel, inline=True)
+        for ex in execs:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                ex.wait(left)
+            except errors.OpError:
+                pass  # group.error holds the step's first error
+        if group.error is not None:
+            raise _user_error(group.error)
+        if tracer is not None:
+            graphs = plan.partition_graph_defs() if options.output_partition_graphs else None
+            if _accepts_partition_graphs(tracer):
+                tracer.fill(run_metadata, options, partition_graphs=graphs)
+            else:
+                tracer.fill(run_metadata, options)
+        parts = [ex.fetch_values() for ex in execs]
+        return [to_client_value(feed_values[k]) if src < 0 else parts[src][k]
+                for src, k in plan.fetch_map]
+
     # --- partial runs ----------------------------------------------------------------------
     def partial_run_setup(self, fetches, feeds=None):
         mapper = _fetches.mapper_for(self._graph, fetches)
         feed_tensors = tuple(self._feed_key(f) for f in (feeds or []))
-        plan = self._build_plan(mapper.tensors, mapper.targets, feed_tensors)
+        plan = self._build_plan(mapper.tensors, mapper.targets, feed_tensors, partition=False)
         ex = Execution(plan.executor_plan, (), next(_step_ids), partial=True)
         handle = f"partial_run_{ex.step_id}"
         self._partial_runs[handle] = (plan, ex, set(), set())
@@ -333,9 +530,16 @@ class BaseSession:
             raise errors.InvalidArgumentError(
                 None, op, "Partial run cannot compute the fetches: they depend on a feed that "
                 "has not been provided yet.")
-        from dflab.runtime.executor import to_client_value
-
         return mapper.build([to_client_value(ex.slots[s]) for s in wanted_slots])
+
+
+def _accepts_partition_graphs(tracer) -> bool:
+    import inspect
+
+    try:
+        return "partition_graphs" in inspect.signature(tracer.fill).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _needed_nodes(eplan, tensors, targets) -> set:
