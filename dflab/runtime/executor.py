@@ -461,6 +461,8 @@ class Execution:
         self.rendezvous = None
         self._pool = None
         self._parallel = True
+        # Fused loops only when the step runs unobserved: stepping and tracing see real frames.
+        self._fuse = False
         self._finished = threading.Event()
         self.start_time = time.perf_counter()
         if plan.cf:
@@ -673,7 +675,7 @@ class Execution:
             it.outstanding += 1  # a live child frame keeps its parent iteration open
         child.pending_enters -= 1
         info = child.info
-        if info.fused is not None and self.observer is None:
+        if info.fused is not None and self._fuse:
             if child.fused_inputs is None:
                 child.fused_inputs = [None] * len(self.plan.nodes[info.fused].fn.enters)
             child.fused_inputs[self.plan.nodes[info.fused].fn.enter_pos[node.index]] = value
@@ -894,6 +896,7 @@ class Execution:
         ``pool`` and return at once."""
         self._pool = pool
         self._parallel = parallel
+        self._fuse = self.observer is None
         items = list(self.ready)
         self.ready.clear()
         if not items:

@@ -382,3 +382,27 @@ def test_loops_and_conds_survive_graph_def_round_trip():
         tf.import_graph_def(text, name="copy")
         with tf.Session() as s:
             assert s.run(["copy/" + r[1].name, "copy/" + c.name]) == [45, 90]
+
+
+def test_stepping_through_a_loop_shows_frames_and_iterations():
+    from dflab.kernels.control_flow_kernels import DEAD
+    from dflab.runtime.executor import Execution
+
+    out = tf.while_loop(lambda i: i < 3, lambda i: i + 1, [tf.constant(0)], name="count")
+    with tf.Session() as s:
+        plan = s._get_plan([out], [], ()).executor_plan
+        ex = Execution(plan)
+        seen, dead_adds = set(), []
+        while ex.ready:
+            i, frame, it = ex.ready[0]
+            node = plan.nodes[i]
+            seen.add((node.op.type, frame.name, it.n))
+            ex.step()
+            if node.op.type in ("Add", "AddV2") and it.slots[node.out_base] is DEAD:
+                dead_adds.append(it.n)
+        assert ex.fetch_values() == [3]
+    adds = sorted(n for t, f, n in seen if t in ("Add", "AddV2"))
+    # the body runs in iterations 0-2; in iteration 3 it is visited dead (the loop ends)
+    assert adds == [0, 1, 2, 3] and dead_adds == [3]
+    assert all(f.startswith("count/") for t, f, n in seen if t in ("Add", "AddV2", "Merge"))
+    assert ("Exit", "count/while_context", 3) in seen  # the last test leaves the loop
