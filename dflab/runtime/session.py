@@ -62,15 +62,34 @@ class PartitionRun:
     """The fixed part of running one device's partition: its executor plan and which of the
     step's feeds it takes."""
 
-    __slots__ = ("device", "executor_plan", "feed_index")
+    __slots__ = ("device", "executor_plan", "feed_index", "cheap_start")
 
     def __init__(self, device: str, executor_plan: ExecutorPlan, feed_index):
         self.device = device
         self.executor_plan = executor_plan
         self.feed_index = tuple(feed_index)
+        self.cheap_start = _cheap_until_recv(executor_plan)
 
     def __repr__(self):
         return f"<PartitionRun {self.device}: {len(self.executor_plan.nodes)} nodes>"
+
+
+def _cheap_until_recv(eplan) -> bool:
+    """Whether everything the partition can run before its first ``_Recv`` completes is cheap.
+
+    Such a partition (typically ``_Recv`` nodes and constants) is started on the calling thread:
+    that costs less than a hand-off to the pool, and cannot hold the thread for long, since
+    anything expensive waits for a ``_Recv``, whose completion is scheduled on the pool.
+    """
+    nodes = eplan.nodes
+    after_recv = [False] * len(nodes)
+    for node in nodes:  # topological order
+        if node.is_async or after_recv[node.index]:
+            for j, _, _ in node.edges:
+                after_recv[j] = True
+        elif node.expensive or node.blocking:
+            return False
+    return True
 
 
 class Plan:
@@ -429,6 +448,7 @@ class BaseSession:
 
     def _run_partitioned(self, plan: Plan, feed_values, options, run_metadata):
         """One execution per partition, all started at once, sharing the step's rendezvous."""
+        from dflab.runtime.partition import short_device_name
         from dflab.runtime.rendezvous import Rendezvous
 
         step_id = next(_step_ids)
@@ -456,25 +476,43 @@ class BaseSession:
         pool = self._inter_op_pool()
         parallel = self._config.inter_op_threads() > 1
         main = plan.main_partition
-        for i, ex in enumerate(execs):
-            if i != main:
+        runs = plan.partition_runs
+        for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
+            if i != main and not runs[i].cheap_start:
                 ex.start(pool, parallel)
+        for i, ex in enumerate(execs):  # the others, and the main one last, on this thread
+            if i != main and runs[i].cheap_start:
+                ex.start(pool, parallel, inline=True)
         execs[main].start(pool, parallel, inline=True)
         for ex in execs:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
                 ex.wait(left)
-            except errors.OpError:
-                pass  # group.error holds the step's first error
-        if group.error is not None:
-            raise _user_error(group.error)
+            except Exception:  # noqa: BLE001 - group.error holds the step's first error
+                pass
+        error = group.error
+        if error is not None:
+            if isinstance(error, errors.DeadlineExceededError) and error.op is None \
+                    and timeout is not None:
+                # The executor timed out one partition: report the step's timeout and where
+                # every partition stood.
+                where = "; ".join(f"{short_device_name(r.device)}: {ex.executed} of "
+                                  f"{len(r.executor_plan.nodes)} nodes run"
+                                  for r, ex in zip(runs, execs))
+                error = errors.DeadlineExceededError(
+                    None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step "
+                    f"to finish ({where}).")
+            raise _user_error(error)
         if tracer is not None:
             graphs = plan.partition_graph_defs() if options.output_partition_graphs else None
             if _accepts_partition_graphs(tracer):
                 tracer.fill(run_metadata, options, partition_graphs=graphs)
             else:
                 tracer.fill(run_metadata, options)
-        parts = [ex.fetch_values() for ex in execs]
+        try:
+            parts = [ex.fetch_values() for ex in execs]
+        except errors.OpError as e:
+            raise _user_error(e) from None
         return [to_client_value(feed_values[k]) if src < 0 else parts[src][k]
                 for src, k in plan.fetch_map]
 
