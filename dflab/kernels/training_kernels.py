@@ -147,6 +147,8 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
 def _gradient_descent(attrs, slots, scalars, grad):
     (var,), (alpha,) = slots, scalars
     step = np.multiply(grad, alpha, dtype=var.dtype)
+    if step.ndim == 0:  # a 0-d product is a NumPy scalar, which cannot be written into
+        return [np.subtract(var, step)]
     return [np.subtract(var, step, out=step)]  # one fresh array: the new value
 
 

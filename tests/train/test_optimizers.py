@@ -699,3 +699,20 @@ def test_decayed_learning_rate_drives_an_optimizer():
         for _ in range(3):
             sess.run(train)
         np.testing.assert_allclose(sess.run(w), [1.0 + 0.5 + 0.25])
+
+
+@pytest.mark.parametrize("opt", [
+    lambda: tf.train.GradientDescentOptimizer(0.1),
+    lambda: tf.train.MomentumOptimizer(0.1, 0.9),
+    lambda: tf.train.AdamOptimizer(0.1),
+])
+def test_scalar_variable_is_trained(opt):
+    w = tf.Variable(3.0, dtype=tf.float64)
+    loss = (w - 1.0) ** 2
+    step = opt().minimize(loss)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        first = s.run(loss)
+        for _ in range(50):
+            s.run(step)
+        assert s.run(loss) < first / 4
