@@ -1,4 +1,4 @@
-"""Benchmark 6: placement policies on simulated devices, estimated and measured step time.
+"""Benchmark 7: placement policies on simulated devices, estimated and measured step time.
 
 Four independent branches (two NxN float32 matmuls with tanh each, then a sum) on two
 simulated GPUs plus the host CPU, BLAS limited to one thread. Three placements:
@@ -9,11 +9,12 @@ simulated GPUs plus the host CPU, BLAS limited to one thread. Three placements:
 
 *Estimated* step time is ``cost_model.estimate_step_time`` of each placement, with the device
 throughput calibrated on this machine (one-thread NumPy matmul); *measured* is the median
-``Session.run`` time with ``inter_op_parallelism_threads=2``. The target is on the estimate.
-The two need not agree: the model runs each device one op at a time (the white paper's
-simulator), while dflab runs every device's ops on one shared inter-op pool and all simulated
-devices share the host's cores, so on this runtime placement changes little of what actually
-runs concurrently; the measured column shows how much.
+``Session.run`` time with ``inter_op_parallelism_threads=2``. Target: the cost model at least
+1.5x faster than TF's rules on both. The model runs each device one op at a time (the white
+paper's simulator), and so does the runtime for GPU devices, simulated ones included (one
+compute stream per GPU, as in TF): all on GPU:0 is serial, spread over two GPUs it uses two
+host cores. Simulated GPUs share the host's cores, so more simulated GPUs than cores cannot
+help the measured time.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _build(round_robin: bool):
 
 def main() -> h.Result:
     args = h.parse_args(__doc__.splitlines()[0])
-    result = h.Result("placement", f"6. Placement: {BRANCHES} branches of {DEPTH} {N}x{N} "
+    result = h.Result("placement", f"7. Placement: {BRANCHES} branches of {DEPTH} {N}x{N} "
                       "matmuls on 2 simulated GPUs")
     with threadpool_limits(1):
         flops = _host_flops()
@@ -96,14 +97,16 @@ def main() -> h.Result:
         result.add(f"{label}: measured", times[label] * 1e3, "ms/step",
                    f"{base_meas / times[label]:.2f}x")
     speedup = base_est / estimates["cost model"].step_time
-    result.target = f"cost model estimated >= {TARGET_SPEEDUP:g}x faster than TF's rules"
-    result.measured = f"{speedup:.2f}x"
-    result.met = speedup >= TARGET_SPEEDUP
+    measured = base_meas / times["cost model"]
+    result.target = (f"cost model >= {TARGET_SPEEDUP:g}x faster than TF's rules, estimated "
+                     "and measured")
+    result.measured = f"{speedup:.2f}x estimated, {measured:.2f}x measured"
+    result.met = speedup >= TARGET_SPEEDUP and measured >= TARGET_SPEEDUP
     result.notes.append(f"device throughput calibrated to this host: {flops / 1e9:.1f} GFLOP/s "
                         "(one-thread float32 matmul); transfers use the default link model")
     result.notes.append(
-        "measured: simulated devices share the host's cores and one inter-op pool, so the "
-        "placement barely changes concurrency here; see docs/placement.md")
+        "measured: each (simulated) GPU runs its kernels one at a time, on one stream, as TF's "
+        "GPU devices do, so work on one GPU is serial and two GPUs use two host cores")
     h.report(result, args)
     return result
 

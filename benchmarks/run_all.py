@@ -24,8 +24,8 @@ BENCHMARKS = [
     "bench_mlp_step.py",
     "bench_inter_op.py",
     "bench_memory.py",
-    "bench_placement.py",
     "bench_while_loop.py",
+    "bench_placement.py",
 ]
 
 

@@ -461,6 +461,7 @@ class Execution:
         self.rendezvous = None
         self._pool = None
         self._parallel = True
+        self._stream = threading.Lock()
         # Fused loops only when the step runs unobserved: stepping and tracing see real frames.
         self._fuse = False
         self._finished = threading.Event()
@@ -947,9 +948,15 @@ class Execution:
         self._pool.submit(self._work, [item], True)
 
     def _run_one(self, item) -> list:
-        if self.plan.nodes[item[0]].is_async:
+        node = self.plan.nodes[item[0]]
+        if node.is_async:
             self._start_async(item)
             return []
+        if node.expensive and not self._parallel:
+            # One stream: expensive nodes one at a time, even when a Recv's completion has
+            # brought a second thread into this step.
+            with self._stream:
+                return self._propagate(item, self._run(item))
         return self._propagate(item, self._run(item))
 
     def _work(self, ready: list, direct: bool = False) -> None:

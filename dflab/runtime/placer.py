@@ -357,6 +357,16 @@ def place(ops, devices, config) -> dict:
     return result
 
 
+def _preferred_type(capable: list) -> list:
+    """The cost model spreads an op over the devices of the type TF's rules would give it (the
+    GPUs, when the op has a GPU kernel and GPUs exist), not over every device: simulated devices
+    share the host's cores, so adding the CPU as one more "device" would only add transfers."""
+    if not capable:
+        return capable
+    best = capable[0].device_type
+    return [d for d in capable if d.device_type == best]
+
+
 def _apply_cost_model(ops, devs, groups, group_of, config) -> None:
     from dflab.runtime import cost_model
 
@@ -366,7 +376,7 @@ def _apply_cost_model(ops, devs, groups, group_of, config) -> None:
     fixed = {id(op): g.device for g in groups if g.key not in movable for op in g.members}
     floating = {id(g.members[0]): g.capable for g in groups
                 if g.key in movable and len(g.members) == 1 and _is_generator(g.members[0])}
-    candidates = {g.key: g.capable for g in groups}
+    candidates = {g.key: _preferred_type(g.capable) for g in groups}
     keys = {id(op): group_of[id(op)].key for op in ops}
     chosen, _ = cost_model.cost_model_placement(ops, devs, candidates, fixed, keys, floating,
                                                 unknown)

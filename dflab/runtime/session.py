@@ -441,10 +441,21 @@ class BaseSession:
             tracer = StepTracer(plan)
             ex.observer = tracer
         pool = None if eplan.straight_line and timeout is None else self._inter_op_pool()
-        ex.run(pool, timeout, parallel=self._config.inter_op_threads() > 1)
+        devices = {p.device for p in plan.placement.values()}
+        ex.run(pool, timeout, parallel=any(self._runs_ops_in_parallel(d) for d in devices))
         if tracer is not None:
             tracer.fill(run_metadata, options)
         return ex.fetch_values()
+
+    def _runs_ops_in_parallel(self, device: str) -> bool:
+        """CPU devices run independent ops on the inter-op threads; a GPU (real or simulated)
+        runs its kernels one at a time, on one stream, as TF's GPU devices do."""
+        if self._config.inter_op_threads() < 2:
+            return False
+        try:
+            return self._devices[device].device_type != "GPU"
+        except KeyError:
+            return True
 
     def _run_partitioned(self, plan: Plan, feed_values, options, run_metadata):
         """One execution per partition, all started at once, sharing the step's rendezvous."""
@@ -474,16 +485,16 @@ class BaseSession:
             timeout = self._config.operation_timeout_in_ms / 1000.0
         deadline = None if timeout is None else time.monotonic() + timeout
         pool = self._inter_op_pool()
-        parallel = self._config.inter_op_threads() > 1
         main = plan.main_partition
         runs = plan.partition_runs
+        parallel = [self._runs_ops_in_parallel(r.device) for r in runs]
         for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
             if i != main and not runs[i].cheap_start:
-                ex.start(pool, parallel)
+                ex.start(pool, parallel[i])
         for i, ex in enumerate(execs):  # the others, and the main one last, on this thread
             if i != main and runs[i].cheap_start:
-                ex.start(pool, parallel, inline=True)
-        execs[main].start(pool, parallel, inline=True)
+                ex.start(pool, parallel[i], inline=True)
+        execs[main].start(pool, parallel[main], inline=True)
         for ex in execs:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:

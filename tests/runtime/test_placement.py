@@ -1,10 +1,13 @@
 """Placement: TF's rules, their reasons and report, soft placement, the cost model policy."""
 
+import threading
+
 import numpy as np
 import pytest
 
 import dflab as tf
-from dflab.kernels.registry import has_kernel
+from dflab.framework.registry import register_op
+from dflab.kernels.registry import has_kernel, kernel
 from dflab.runtime import cost_model as cm
 from dflab.runtime.devices import DeviceSet
 from dflab.runtime.placer import (
@@ -477,3 +480,44 @@ def test_cost_model_follows_device_parameters():
             "device_count": {"GPU": 2}}
     rep = _report(y2, **fast)
     assert {_short(rep[n].assigned) for n in ("y", "y2")} == {"GPU:1"}
+
+
+# Two independent barrier kernels that only succeed when both run at the same moment.
+register_op("TestStreamBarrier", lambda op: [(op.inputs[0].dtype, op.inputs[0].shape)],
+            stateful=True, expensive=True)
+
+
+@kernel("TestStreamBarrier")
+def _stream_barrier(op, ctx):
+    barrier = op.graph._test_barrier
+
+    def wait(x):
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            raise tf.errors.AbortedError(None, op, "ran alone") from None
+        return x
+
+    return wait
+
+
+def _two_barriers_on(device):
+    g = tf.Graph()
+    g._test_barrier = threading.Barrier(2, timeout=1.0)
+    with g.as_default(), tf.device(device):
+        x = tf.constant(1.0)
+        a = g._create_op("TestStreamBarrier", [x], {}, "a").outputs[0]
+        b = g._create_op("TestStreamBarrier", [x], {}, "b").outputs[0]
+        total = a + b
+    cfg = tf.ConfigProto(device_count={"GPU": 1}, inter_op_parallelism_threads=3)
+    with tf.Session(graph=g, config=cfg) as s:
+        return s.run(total)
+
+
+def test_cpu_device_runs_independent_kernels_at_once():
+    assert _two_barriers_on("/cpu:0") == 2.0
+
+
+def test_gpu_device_runs_one_kernel_at_a_time():
+    with pytest.raises(tf.errors.AbortedError, match="ran alone"):
+        _two_barriers_on("/gpu:0")
