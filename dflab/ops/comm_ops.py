@@ -32,7 +32,9 @@ def _recv_infer(op):
     return [(dtype, TensorShape(shape) if shape is not None else unknown_shape())]
 
 
-register_op("_Send", _send_infer, stateful=True)
+# A _Send runs even on a dead value (an untaken cond branch) and sends it dead, so that the
+# waiting _Recv learns of it instead of waiting for ever (TF sends an is_dead flag).
+register_op("_Send", _send_infer, stateful=True).extra["accepts_dead"] = True
 register_op("_Recv", _recv_infer, stateful=True)
 NotDifferentiable("_Send")
 NotDifferentiable("_Recv")

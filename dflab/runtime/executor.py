@@ -88,6 +88,8 @@ _KINDS = {
     "NextIteration": NEXT, "RefNextIteration": NEXT,
 }
 CONTROL_FLOW_OPS = frozenset(_KINDS) | {"LoopCond"}
+LOOP_OPS = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
+                      "RefNextIteration", "LoopCond"})
 ROOT = 0
 
 
@@ -129,11 +131,12 @@ def _is_ref(t) -> bool:
 class ExecutorPlan:
     """The fixed part of executing one pruned graph: see the module docstring."""
 
-    def __init__(self, ops_in_order, feeds, fetches, ctx_for_op, observer_names=None):
+    def __init__(self, ops_in_order, feeds, fetches, ctx_for_op, observer_names=None,
+                 control_flow=False):
         self.ops = list(ops_in_order)
         self.feeds = list(feeds)
         self.fetches = list(fetches)
-        self.cf = any(op.type in CONTROL_FLOW_OPS for op in self.ops)
+        self.cf = control_flow or any(op.type in CONTROL_FLOW_OPS for op in self.ops)
         index_of = {id(op): i for i, op in enumerate(self.ops)}
         fed = {id(t): k for k, t in enumerate(self.feeds)}
         nodes = []
@@ -515,14 +518,17 @@ class Execution:
         obs = self.observer
         if obs is not None:
             obs.node_start(self, node, frame, it.n)
-        dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl and not node.accepts_dead
+        dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl
+        if node.accepts_dead:  # it runs anyway, and is told its inputs are dead
+            args = [DEAD if dead else it.slots[s] for s in node.inputs] or ([DEAD] if dead else [])
+            return self._call(node, args), False
         if node.kind == MERGE:
             st = it.merge[node.local]
             dead = dead or st[1] < 0
             args = None if dead else (it.slots[st[2]], st[1])
         else:
             args = [it.slots[s] for s in node.inputs]
-            dead = dead or (not node.accepts_dead and any(a is DEAD for a in args))
+            dead = dead or any(a is DEAD for a in args)
         if dead:
             out = DEAD if node.n_out == 1 else (DEAD,) * node.n_out
         else:
@@ -820,6 +826,10 @@ class Execution:
                 self._fail(_attach_op(e, node.op))
 
     def _async_done(self, item, result) -> None:
+        if self.plan.cf and not result[1]:  # a dead value received: its consumers are dead
+            out, n_out = result[0], self.plan.nodes[item[0]].n_out
+            if n_out and all(v is DEAD for v in _as_outputs(out, n_out)):
+                result = (out, True)
         obs = self.observer
         if obs is not None:
             i, frame, it = item

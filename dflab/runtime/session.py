@@ -32,7 +32,13 @@ from dflab.framework.tensor_shape import TensorShape
 from dflab.runtime import fetches as _fetches
 from dflab.runtime.config import ConfigProto, RunMetadata, RunOptions
 from dflab.runtime.devices import DeviceSet
-from dflab.runtime.executor import CONTROL_FLOW_OPS, Execution, ExecutorPlan, to_client_value
+from dflab.runtime.executor import (
+    CONTROL_FLOW_OPS,
+    LOOP_OPS,
+    Execution,
+    ExecutorPlan,
+    to_client_value,
+)
 from dflab.runtime.placer import place
 
 _default_session = threading.local()
@@ -389,19 +395,23 @@ class BaseSession:
         if len(used) > 1:
             if not partition:
                 reason = "partial runs execute unpartitioned"
-            elif any(op.type in CONTROL_FLOW_OPS for op in ordered):
-                reason = ("dynamic control flow across devices is not partitioned yet: the "
-                          "plan runs in one execution")
+            elif any(op.type in LOOP_OPS for op in ordered):
+                reason = ("while loops across devices are not partitioned yet: the plan runs "
+                          "in one execution")
             else:
+                cf = any(op.type in CONTROL_FLOW_OPS for op in ordered)
                 return self._build_partitioned_plan(ordered, placement, feed_tensors,
-                                                    fetch_tensors)
+                                                    fetch_tensors, cf)
         eplan = ExecutorPlan(
             ordered, feed_tensors, fetch_tensors,
             lambda op: devices.kernel_context(placement[op].device),
         )
         return Plan(eplan, placement, ordered, unpartitioned_reason=reason)
 
-    def _build_partitioned_plan(self, ordered, placement, feed_tensors, fetch_tensors) -> Plan:
+    def _build_partitioned_plan(self, ordered, placement, feed_tensors, fetch_tensors,
+                                control_flow=False) -> Plan:
+        """``control_flow``: the plan has conds, so every partition tracks deadness (a dead
+        value may arrive through a ``_Recv`` even where no Switch or Merge runs)."""
         from dflab.runtime.partition import partition
 
         devices = self._devices
@@ -412,7 +422,8 @@ class BaseSession:
         for device, part in pt.partitions.items():
             ctx = devices.kernel_context(device)
             try:
-                eplan = ExecutorPlan(part.nodes, part.feeds, part.fetches, lambda op, c=ctx: c)
+                eplan = ExecutorPlan(part.nodes, part.feeds, part.fetches, lambda op, c=ctx: c,
+                                     control_flow=control_flow)
             except errors.OpError as e:
                 raise _user_error(e) from None
             position[device] = len(runs)

@@ -470,9 +470,37 @@ def test_control_flow_across_devices_runs_unpartitioned():
         out = acc + 1.0
     with tf.Session(config=_three_cpus()) as s:
         plan = _plan(s, out)
-        assert not plan.partitioned and "control flow" in plan.unpartitioned_reason
+        assert not plan.partitioned and "while loops" in plan.unpartitioned_reason
         assert len(plan.partitions) > 1
         assert s.run(out) == 33.0
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_cond_across_devices_is_partitioned_and_dead_values_cross(flag):
+    """Each branch on its own device, the predicate and the join on a third: the untaken
+    branch's dead values cross through _Send/_Recv, and its stateful ops do not run."""
+    hits = [tf.Variable(0, name=f"hits{k}") for k in range(2)]
+    p = tf.placeholder(tf.bool, [])
+    with tf.device("/cpu:0"):
+        x = tf.constant(np.arange(4, dtype=np.float64))
+
+    def branch(k, scale):
+        def fn():
+            with tf.device(f"/cpu:{k + 1}"):
+                with tf.control_dependencies([hits[k].assign_add(1)]):
+                    return tf.reduce_sum(x * scale)
+        return fn
+
+    for k in range(2):
+        hits[k]._variable.op._set_device(f"/cpu:{k + 1}")
+    with tf.device("/cpu:0"):
+        out = tf.cond(p, branch(0, 2.0), branch(1, -1.0)) + 1.0
+    with tf.Session(config=_three_cpus()) as s:
+        s.run(tf.global_variables_initializer())
+        plan = _plan(s, out, [p])
+        assert plan.partitioned and len(plan.partitions) == 3
+        assert s.run(out, {p: flag}) == (13.0 if flag else -5.0)
+        assert s.run([h.read_value() for h in hits]) == ([1, 0] if flag else [0, 1])
 
 
 def test_an_update_across_devices_is_rejected_by_the_partitioner():
