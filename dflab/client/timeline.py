@@ -145,10 +145,28 @@ class _TensorTracker:
             self.last_unref = timestamp
 
 
+def _side_by_side(all_stats):
+    """One StepStats holding several steps, each device's stats renamed ``device (step N)``."""
+    from dflab.runtime.config import DeviceStepStats, StepStats
+
+    merged = StepStats()
+    for stats in all_stats:
+        for ds in stats.dev_stats:
+            copy = DeviceStepStats(f"{ds.device} (step {stats.step_id})")
+            copy.node_stats = list(ds.node_stats)
+            copy.thread_names = dict(getattr(ds, "thread_names", {}) or {})
+            merged.dev_stats.append(copy)
+    return merged
+
+
 class Timeline:
     """A Chrome trace of one ``StepStats`` (TF's ``timeline.Timeline``)."""
 
     def __init__(self, step_stats, graph=None):
+        """``step_stats``: a ``StepStats`` (or a ``RunMetadata``), or a list of them: the
+        steps of concurrent runs then appear side by side, one process per step and device."""
+        if isinstance(step_stats, (list, tuple)):
+            step_stats = _side_by_side([getattr(s, "step_stats", s) for s in step_stats])
         self._step_stats = getattr(step_stats, "step_stats", step_stats)
         self._graph = graph
 

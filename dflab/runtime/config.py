@@ -241,10 +241,13 @@ class DeviceStepStats(_Message):
 
 
 class StepStats(_Message):
-    _fields = ("dev_stats",)
+    """TF's ``StepStats``; ``step_id`` (a dflab addition) tells concurrent runs' traces apart."""
 
-    def __init__(self, dev_stats=None):
+    _fields = ("dev_stats", "step_id")
+
+    def __init__(self, dev_stats=None, step_id=0):
         self.dev_stats: list[DeviceStepStats] = list(dev_stats or [])
+        self.step_id = step_id
 
 
 class CostGraphDef(_Message):

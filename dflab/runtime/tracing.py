@@ -118,6 +118,7 @@ class StepTracer:
         self.plan = plan
         # TF leaves dead nodes (untaken branches, a loop's final test) out of the step stats.
         self.record_dead = record_dead
+        self.step_id = 0
         self.records: list[_Record] = []
         self._pending: dict = {}
         self._lock = threading.Lock()
@@ -139,6 +140,7 @@ class StepTracer:
     def node_start(self, execution, node, frame=None, iteration=0) -> None:
         t = self._now()
         tid = threading.get_native_id()
+        self.step_id = getattr(execution, "step_id", 0)
         with self._lock:
             self._pending[(id(execution), node.index, id(frame), iteration)] = (
                 execution, node, frame, iteration, t, tid)
@@ -249,6 +251,7 @@ class StepTracer:
                 ds.thread_names.setdefault(r.thread, threads[r.thread])
         step_stats = run_metadata.step_stats
         step_stats.dev_stats[:] = [by_device[d] for d in sorted(by_device)]
+        step_stats.step_id = self.step_id
         run_metadata.cost_graph = _cost_graph(self.plan, records, plans.values())
         graphs = []
         if getattr(options, "output_partition_graphs", False):

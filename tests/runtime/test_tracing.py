@@ -505,3 +505,33 @@ def test_untaken_cond_branch_is_not_reported():
         np.testing.assert_array_equal(value, np.arange(3.0) * 2 if pred else np.arange(3.0) - 1)
         names = {ns.node_name.rsplit("/", 1)[-1] for _, ns in _all_stats(md)}
         assert ran in names and skipped not in names
+
+
+def test_concurrent_traced_runs_have_their_own_step_ids_side_by_side():
+    import json
+    import threading
+
+    from dflab.client import timeline
+
+    x = tf.placeholder(tf.float64, [64, 64])
+    shared = tf.matmul(x, x)
+    a = tf.reduce_sum(shared + 1.0)
+    b = tf.reduce_max(shared * 2.0)
+    metas = [tf.RunMetadata(), tf.RunMetadata()]
+    value = np.ones((64, 64))
+    with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=3)) as s:
+        opts = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+        threads = [threading.Thread(target=s.run, args=(f, {x: value}),
+                                    kwargs={"options": opts, "run_metadata": m})
+                   for f, m in zip((a, b), metas)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    ids = [m.step_stats.step_id for m in metas]
+    assert all(ids) and ids[0] != ids[1]
+    trace = json.loads(timeline.Timeline(metas).generate_chrome_trace_format())
+    names = {e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    for step in ids:
+        assert any(f"(step {step})" in n and "Compute" in n for n in names)
