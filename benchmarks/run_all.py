@@ -26,6 +26,7 @@ BENCHMARKS = [
     "bench_memory.py",
     "bench_while_loop.py",
     "bench_placement.py",
+    "bench_partition.py",
 ]
 
 
