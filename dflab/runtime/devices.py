@@ -74,7 +74,8 @@ class DeviceMemory:
     """
 
     __slots__ = ("_lock", "bytes_in_use", "peak_bytes_in_use", "num_allocs",
-                 "largest_alloc_size", "bytes_limit")
+                 "largest_alloc_size", "bytes_limit", "steps", "last_step_peak_bytes",
+                 "total_bytes_allocated")
 
     def __init__(self, bytes_limit: int = 0):
         self._lock = threading.Lock()
@@ -83,6 +84,17 @@ class DeviceMemory:
         self.num_allocs = 0
         self.largest_alloc_size = 0
         self.bytes_limit = int(bytes_limit)
+        self.steps = 0  # traced steps recorded with record_step
+        self.last_step_peak_bytes = 0
+        self.total_bytes_allocated = 0
+
+    def record_step(self, peak_bytes: int, bytes_allocated: int) -> None:
+        """Fold one traced step's figures for this device into the session's account."""
+        with self._lock:
+            self.steps += 1
+            self.last_step_peak_bytes = int(peak_bytes)
+            self.total_bytes_allocated += int(bytes_allocated)
+            self.peak_bytes_in_use = max(self.peak_bytes_in_use, int(peak_bytes))
 
     def allocate(self, nbytes: int) -> None:
         nbytes = int(nbytes)
@@ -114,7 +126,9 @@ class DeviceMemory:
                     "peak_bytes_in_use": self.peak_bytes_in_use,
                     "num_allocs": self.num_allocs,
                     "largest_alloc_size": self.largest_alloc_size,
-                    "bytes_limit": self.bytes_limit}
+                    "bytes_limit": self.bytes_limit, "steps": self.steps,
+                    "last_step_peak_bytes": self.last_step_peak_bytes,
+                    "total_bytes_allocated": self.total_bytes_allocated}
 
     def __repr__(self):
         return f"<DeviceMemory in use {self.bytes_in_use} B, peak {self.peak_bytes_in_use} B>"

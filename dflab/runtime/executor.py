@@ -106,7 +106,7 @@ class FrameInfo:
     """A static frame: the root, or the body of one ``while_loop`` (named by ``frame_name``)."""
 
     __slots__ = ("id", "name", "parent", "parallel_iterations", "nodes", "n_slots",
-                 "initial_pending", "n_enters", "exits", "fused")
+                 "initial_pending", "n_enters", "exits", "fused", "site")
 
     def __init__(self, fid, name, parent, parallel_iterations):
         self.id = fid
@@ -118,7 +118,8 @@ class FrameInfo:
         self.initial_pending = []
         self.n_enters = 0
         self.exits = []
-        self.fused = None  # (FusedLoop, index of its plan node) when the frame can be fused
+        self.fused = None  # index of the plan node running the whole loop, when fusable
+        self.site = ""  # where the user built the loop (its first Enter's creation site)
 
     def __repr__(self):
         return f"<FrameInfo {self.id} {self.name or '(root)'}>"
@@ -215,6 +216,7 @@ class ExecutorPlan:
                     child_of[key] = len(self.frames)
                     self.frames.append(FrameInfo(len(self.frames), key[1], node.in_frame,
                                                  op._attrs.get("parallel_iterations", 10)))
+                    self.frames[-1].site = getattr(op, "_site", "") or ""
                 node.out_frame = child_of[key]
                 self.frames[node.out_frame].n_enters += 1
             elif node.kind == EXIT:
@@ -457,22 +459,37 @@ class Execution:
         self.executed = 0
         self.done_flags = [False] * len(plan.nodes)
         self.lock = threading.Lock()
-        self.cancelled = threading.Event()
+        self._cancelled = None  # created on first use: most steps never need one
         self.error: BaseException | None = None
         self.error_callback = None
         self.observer = None
         self.rendezvous = None
         self._pool = None
         self._parallel = True
-        self._stream = threading.Lock()
+        self._stream = None  # a lock, when expensive nodes must run one at a time
         # Fused loops only when the step runs unobserved: stepping and tracing see real frames.
         self._fuse = False
-        self._finished = threading.Event()
+        self._finished = None  # created by start(): the straight-line driver needs none
         self.start_time = time.perf_counter()
         if plan.cf:
             self._run, self._propagate = self._run_cf, self._propagate_cf
         else:
             self._run, self._propagate = self._run_flat, self._propagate_flat
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the step is cancelled (timeout, error): blocking kernels poll it."""
+        ev = self._cancelled
+        if ev is None:
+            with self.lock:
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                ev = self._cancelled
+        return ev
+
+    def _signal_finished(self) -> None:
+        if self._finished is not None:
+            self._finished.set()
 
     @property
     def slots(self) -> list:
@@ -567,7 +584,7 @@ class Execution:
             it.outstanding += len(new) - 1
             self._inflight += len(new) - 1
             if self._inflight == 0:
-                self._finished.set()
+                self._signal_finished()
         return new
 
     def _propagate_cf(self, item, result) -> list:
@@ -606,7 +623,7 @@ class Execution:
                 self._iteration_idle(frame, it, new)
             self._inflight += len(new) - 1
             if self._inflight == 0:
-                self._finished.set()
+                self._signal_finished()
         return new
 
     def _propagate_fused(self, item, outs, dead) -> list:
@@ -627,7 +644,7 @@ class Execution:
                 self._iteration_idle(parent, pit, new)
             self._inflight += len(new) - 1
             if self._inflight == 0:
-                self._finished.set()
+                self._signal_finished()
         return new
 
     def _deliver(self, node, frame, it, outs, dead, new) -> None:
@@ -884,7 +901,7 @@ class Execution:
     def _all_done(self) -> None:
         self.executed = len(self.plan.nodes)
         self._inflight = 0
-        self._finished.set()
+        self._signal_finished()
 
     # --- driver 3: concurrent dataflow ------------------------------------------------------
     def run(self, pool, timeout: float | None = None, parallel: bool = True) -> None:
@@ -908,11 +925,14 @@ class Execution:
         self._pool = pool
         self._parallel = parallel
         self._fuse = self.observer is None
+        self._finished = threading.Event()
+        if not parallel:
+            self._stream = threading.Lock()
         items = list(self.ready)
         self.ready.clear()
         if not items:
             if self._inflight == 0:
-                self._finished.set()
+                self._signal_finished()
             return
         if inline:
             self._work(items)
@@ -935,8 +955,10 @@ class Execution:
             found, stack = [], list(self.root.children.values())
             while stack:
                 f = stack.pop()
-                found.append(f"'{f.name.rstrip('/').removesuffix('/while_context')}' at "
-                             f"iteration {f.count}")
+                where = f" (created at {f.info.site})" if f.info.site else ""
+                at = ("running as one fused loop" if f.fused_inputs is not None
+                      else f"at iteration {f.count}")
+                found.append(f"'{f.name.rstrip('/').removesuffix('/while_context')}'{where} {at}")
                 stack.extend(f.children.values())
         return "; inside while loop " + ", ".join(found) if found else ""
 
@@ -950,7 +972,7 @@ class Execution:
             if first:
                 self.error = e
         self.cancelled.set()
-        self._finished.set()
+        self._signal_finished()
         if first and self.error_callback is not None:
             self.error_callback(e)
 

@@ -122,6 +122,7 @@ class Plan:
         self.fetch_map = list(fetch_map)
         self.main_partition = main_partition
         self.unpartitioned_reason = unpartitioned_reason
+        self.parallel = None  # may ops of one step run at once (set on the first dataflow run)
         self._graph_defs = None
 
     @property
@@ -451,12 +452,32 @@ class BaseSession:
 
             tracer = StepTracer(plan)
             ex.observer = tracer
-        pool = None if eplan.straight_line and timeout is None else self._inter_op_pool()
-        devices = {p.device for p in plan.placement.values()}
-        ex.run(pool, timeout, parallel=any(self._runs_ops_in_parallel(d) for d in devices))
+        if eplan.straight_line and timeout is None:
+            ex.run_inline()
+        else:
+            if plan.parallel is None:
+                plan.parallel = any(self._runs_ops_in_parallel(p.device)
+                                    for p in plan.placement.values())
+            ex.run_dataflow(self._inter_op_pool(), timeout, plan.parallel)
         if tracer is not None:
             tracer.fill(run_metadata, options)
+            self._record_memory(run_metadata)
         return ex.fetch_values()
+
+    def _record_memory(self, run_metadata) -> None:
+        """A traced step's memory per device, folded into each device's session account."""
+        from dflab.runtime.tracing import memory_summary
+
+        for name, entry in memory_summary(run_metadata).items():
+            try:
+                device = self._devices[name]
+            except KeyError:
+                continue
+            device.memory.record_step(entry["peak_bytes"], entry["bytes_allocated"])
+
+    def memory_stats(self) -> dict:
+        """Per device: memory figures over the session's traced steps (``DeviceMemory``)."""
+        return {d.name: d.memory.stats() for d in self._devices}
 
     def _runs_ops_in_parallel(self, device: str) -> bool:
         """CPU devices run independent ops on the inter-op threads; a GPU (real or simulated)
@@ -498,7 +519,9 @@ class BaseSession:
         pool = self._inter_op_pool()
         main = plan.main_partition
         runs = plan.partition_runs
-        parallel = [self._runs_ops_in_parallel(r.device) for r in runs]
+        if plan.parallel is None:
+            plan.parallel = [self._runs_ops_in_parallel(r.device) for r in runs]
+        parallel = plan.parallel
         for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
             if i != main and not runs[i].cheap_start:
                 ex.start(pool, parallel[i])
@@ -527,10 +550,8 @@ class BaseSession:
             raise _user_error(error)
         if tracer is not None:
             graphs = plan.partition_graph_defs() if options.output_partition_graphs else None
-            if _accepts_partition_graphs(tracer):
-                tracer.fill(run_metadata, options, partition_graphs=graphs)
-            else:
-                tracer.fill(run_metadata, options)
+            tracer.fill(run_metadata, options, partition_graphs=graphs)
+            self._record_memory(run_metadata)
         try:
             parts = [ex.fetch_values() for ex in execs]
         except errors.OpError as e:
@@ -591,15 +612,6 @@ class BaseSession:
                 None, op, "Partial run cannot compute the fetches: they depend on a feed that "
                 "has not been provided yet.")
         return mapper.build([to_client_value(ex.slots[s]) for s in wanted_slots])
-
-
-def _accepts_partition_graphs(tracer) -> bool:
-    import inspect
-
-    try:
-        return "partition_graphs" in inspect.signature(tracer.fill).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _needed_nodes(eplan, tensors, targets) -> set:

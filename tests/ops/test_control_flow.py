@@ -243,7 +243,8 @@ def test_primitives_visible_in_graph_def():
 def test_endless_loop_times_out_naming_the_loop():
     out = tf.while_loop(lambda i: i >= 0, lambda i: i + 1, [tf.constant(0)], name="forever")
     with tf.Session() as s:
-        with pytest.raises(errors.DeadlineExceededError, match="forever"):
+        with pytest.raises(errors.DeadlineExceededError,
+                           match="'forever' .created at .*test_control_flow.py"):
             s.run(out, options=tf.RunOptions(timeout_in_ms=300))
 
 

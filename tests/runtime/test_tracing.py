@@ -535,3 +535,23 @@ def test_concurrent_traced_runs_have_their_own_step_ids_side_by_side():
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     for step in ids:
         assert any(f"(step {step})" in n and "Compute" in n for n in names)
+
+
+def test_session_memory_account_per_device_over_traced_steps():
+    cfg = tf.ConfigProto(device_count={"CPU": 2})
+    with tf.device("/cpu:0"):
+        a = tf.ones([256, 256], tf.float64) * 2.0  # 512 KiB on CPU:0
+    with tf.device("/cpu:1"):
+        b = tf.reduce_sum(a * 3.0)
+    with tf.Session(config=cfg) as s:
+        opts = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+        for _ in range(3):
+            s.run(b, options=opts, run_metadata=tf.RunMetadata())
+        s.run(b)  # untraced steps are not measured
+        stats = s.memory_stats()
+    cpu0 = next(v for k, v in stats.items() if k.endswith("CPU:0"))
+    cpu1 = next(v for k, v in stats.items() if k.endswith("CPU:1"))
+    assert cpu0["steps"] == cpu1["steps"] == 3
+    assert cpu0["peak_bytes_in_use"] >= 256 * 256 * 8
+    assert cpu1["peak_bytes_in_use"] >= 256 * 256 * 8  # the product a * 3.0
+    assert cpu0["total_bytes_allocated"] >= 3 * 256 * 256 * 8
