@@ -3,10 +3,12 @@
 ``import dflab as tf`` gives the ``tf.compat.v1`` names: graphs, ops, sessions, variables,
 gradients and training. Layers (see docs/architecture.md): framework (graph IR) <- ops
 (schemas, gradients, builders) <- kernels, runtime (placement, executor, session) <- train.
-Nothing here imports the notebook layer.
+Nothing here imports the notebook layer except ``load_ipython_extension``, which ``%load_ext
+dflab`` calls, and only when it is called.
 """
 
 from dflab import kernels as _kernels  # noqa: F401 - registers every kernel
+from dflab.framework import display as _display
 from dflab.framework import errors
 from dflab.framework.constant_op import constant
 from dflab.framework.device_spec import DeviceSpec
@@ -47,3 +49,20 @@ from dflab.runtime.session import InteractiveSession, Session, get_default_sessi
 from dflab import compat, layers, losses, nn, train  # noqa: E402  isort: skip
 
 __version__ = "0.1.0"
+
+
+def _render(obj, include=None, exclude=None):
+    # Imported at display time: pygraphviz is an optional extra and costs nothing until then.
+    from dflab.visualize import mimebundle
+
+    return mimebundle(obj, include, exclude)
+
+
+_display.set_renderer(_render)
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext dflab``: registers the ``%%dflab`` and ``%dflab`` magics."""
+    from dflab.notebook.magics import load_ipython_extension as load
+
+    load(ipython)

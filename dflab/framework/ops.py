@@ -23,6 +23,7 @@ from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape, as_shape
+from dflab.framework.display import RichDisplay
 
 _DFLAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
@@ -64,7 +65,7 @@ class GraphKeys:
 # --------------------------------------------------------------------------------------------
 # Tensor
 # --------------------------------------------------------------------------------------------
-class Tensor:
+class Tensor(RichDisplay):
     """A symbolic handle to output ``value_index`` of ``op``."""
 
     # Make NumPy defer to our operators (``np_array + tensor`` builds an op).
@@ -172,7 +173,7 @@ def _graph_of(x):
 # --------------------------------------------------------------------------------------------
 # Operation
 # --------------------------------------------------------------------------------------------
-class Operation:
+class Operation(RichDisplay):
     """A node: an op type applied to input tensors, with attributes and a requested device."""
 
     __slots__ = (
@@ -336,7 +337,7 @@ def _device_string(device) -> str:
 # --------------------------------------------------------------------------------------------
 # Graph
 # --------------------------------------------------------------------------------------------
-class Graph:
+class Graph(RichDisplay):
     """A dataflow graph of operations, with the scopes that name and place new ops."""
 
     def __init__(self):

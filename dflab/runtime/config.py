@@ -7,6 +7,7 @@ fields afterwards works unchanged.
 from __future__ import annotations
 
 import os
+from dflab.framework.display import RichDisplay
 
 
 class GPUOptions:
@@ -299,7 +300,7 @@ class CostGraphDef(_Message):
         self.cost = list(cost or [])
 
 
-class RunMetadata(_Message):
+class RunMetadata(_Message, RichDisplay):
     """What a traced ``Session.run`` reports. Each traced run replaces the contents (as TF's
     ``ParseFromString`` does), so one object can be reused across runs."""
 

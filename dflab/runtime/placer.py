@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.display import RichDisplay
 from dflab.kernels.registry import has_kernel, kernel_device_types
 
 # Ops TF registers only for CPU, so never placed on a GPU (even a simulated one).
@@ -404,7 +405,7 @@ class ReportRow:
     simulated: bool
 
 
-class PlacementReport:
+class PlacementReport(RichDisplay):
     """A whole-graph view of a placement: one row per op, grouped views, text and HTML."""
 
     COLUMNS = ("op", "type", "requested", "assigned", "rule", "group", "reason")
