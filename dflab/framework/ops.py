@@ -21,9 +21,9 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.display import RichDisplay
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape, as_shape
-from dflab.framework.display import RichDisplay
 
 _DFLAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")

@@ -7,6 +7,7 @@ fields afterwards works unchanged.
 from __future__ import annotations
 
 import os
+
 from dflab.framework.display import RichDisplay
 
 

@@ -538,7 +538,10 @@ class Execution:
         dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl
         if node.accepts_dead:  # it runs anyway, and is told its inputs are dead
             args = [DEAD if dead else it.slots[s] for s in node.inputs] or ([DEAD] if dead else [])
-            return self._call(node, args), False
+            out = self._call(node, args)
+            if obs is not None:
+                obs.node_end(self, node, frame, it.n, _as_outputs(out, node.n_out))
+            return out, False
         if node.kind == MERGE:
             st = it.merge[node.local]
             dead = dead or st[1] < 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -43,6 +44,10 @@ from dflab.runtime.placer import place
 
 _default_session = threading.local()
 _step_ids = itertools.count(1)
+
+
+def _next_step_id() -> int:
+    return next(_step_ids)
 
 
 def get_default_session():
@@ -156,6 +161,22 @@ def _by_device(ops, placement) -> dict:
     return out
 
 
+class StepListener:
+    """What ``Session.add_step_listener`` returns: ``remove()`` detaches the listener."""
+
+    __slots__ = ("session", "fn")
+
+    def __init__(self, session, fn):
+        self.session = session
+        self.fn = fn
+
+    def remove(self) -> None:
+        try:
+            self.session._step_listeners.remove(self)
+        except ValueError:
+            pass  # already removed
+
+
 class _StepGroup:
     """The partitions' executions of one step: the first error wins, aborts the rendezvous and
     cancels every other partition."""
@@ -209,6 +230,7 @@ class BaseSession:
         self._pool_lock = threading.Lock()
         self._blas_limits = None
         self._partial_runs: dict = {}
+        self._step_listeners: list = []
         self._default_ctx = None
         if self._config.intra_op_parallelism_threads:
             from threadpoolctl import threadpool_limits
@@ -436,11 +458,45 @@ class BaseSession:
         parts = {device: part.nodes for device, part in pt.partitions.items()}
         return Plan(None, placement, ordered, parts, pt, runs, fetch_map, main)
 
+    # --- step listeners (live views) ---------------------------------------------------------
+    def add_step_listener(self, fn) -> StepListener:
+        """Call ``fn(run_metadata)`` after every ``run`` of this session, which is traced while
+        any listener is attached (live timelines and monitors); ``.remove()`` on the returned
+        handle detaches it. Listeners run on the thread that called ``run``; one that raises is
+        reported as a warning and detached, so a broken view never stops a training loop."""
+        if not callable(fn):
+            raise TypeError(f"A step listener must be callable, not {fn!r}")
+        handle = StepListener(self, fn)
+        self._step_listeners.append(handle)
+        return handle
+
+    def _run_plan_observed(self, plan: Plan, feed_values, options, run_metadata):
+        if options is None or not options.trace_level or run_metadata is None:
+            options = RunOptions(
+                trace_level=RunOptions.FULL_TRACE,
+                timeout_in_ms=options.timeout_in_ms if options is not None else 0,
+                output_partition_graphs=bool(options and options.output_partition_graphs))
+            run_metadata = RunMetadata()
+        values = self._run_plan_now(plan, feed_values, options, run_metadata)
+        for handle in list(self._step_listeners):
+            try:
+                handle.fn(run_metadata)
+            except Exception as e:  # noqa: BLE001 - a view's bug must not stop the user's loop
+                handle.remove()
+                warnings.warn(f"step listener {handle.fn!r} raised {type(e).__name__}: {e}; "
+                              "it has been detached", RuntimeWarning, stacklevel=4)
+        return values
+
     def _run_plan(self, plan: Plan, feed_values, options, run_metadata):
+        if self._step_listeners:
+            return self._run_plan_observed(plan, feed_values, options, run_metadata)
+        return self._run_plan_now(plan, feed_values, options, run_metadata)
+
+    def _run_plan_now(self, plan: Plan, feed_values, options, run_metadata):
         eplan = plan.executor_plan
         if eplan is None:
             return self._run_partitioned(plan, feed_values, options, run_metadata)
-        ex = Execution(eplan, feed_values, next(_step_ids))
+        ex = Execution(eplan, feed_values, _next_step_id())
         timeout = None
         if options is not None and options.timeout_in_ms:
             timeout = options.timeout_in_ms / 1000.0
@@ -494,7 +550,7 @@ class BaseSession:
         from dflab.runtime.partition import short_device_name
         from dflab.runtime.rendezvous import Rendezvous
 
-        step_id = next(_step_ids)
+        step_id = _next_step_id()
         group = _StepGroup(Rendezvous(), step_id)
         tracer = None
         if options is not None and options.trace_level and run_metadata is not None:
