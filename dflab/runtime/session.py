@@ -177,6 +177,24 @@ class StepListener:
             pass  # already removed
 
 
+def partition_executions(plan: Plan, feed_values, step_id: int, observer=None):
+    """The executions of one step of a partitioned plan, sharing a fresh rendezvous: the
+    ``_StepGroup`` (first error wins, aborts the others) and one execution per partition."""
+    from dflab.runtime.rendezvous import Rendezvous
+
+    group = _StepGroup(Rendezvous(), step_id)
+    execs = []
+    for run in plan.partition_runs:
+        ex = Execution(run.executor_plan, [feed_values[k] for k in run.feed_index], step_id)
+        ex.rendezvous = group.rendezvous
+        ex.device = run.device
+        ex.error_callback = group.failed
+        ex.observer = observer
+        execs.append(ex)
+    group.executions = execs
+    return group, execs
+
+
 class _StepGroup:
     """The partitions' executions of one step: the first error wins, aborts the rendezvous and
     cancels every other partition."""
@@ -548,24 +566,13 @@ class BaseSession:
     def _run_partitioned(self, plan: Plan, feed_values, options, run_metadata):
         """One execution per partition, all started at once, sharing the step's rendezvous."""
         from dflab.runtime.partition import short_device_name
-        from dflab.runtime.rendezvous import Rendezvous
-
         step_id = _next_step_id()
-        group = _StepGroup(Rendezvous(), step_id)
         tracer = None
         if options is not None and options.trace_level and run_metadata is not None:
             from dflab.runtime.tracing import StepTracer
 
             tracer = StepTracer(plan)
-        execs = []
-        for run in plan.partition_runs:
-            ex = Execution(run.executor_plan, [feed_values[k] for k in run.feed_index], step_id)
-            ex.rendezvous = group.rendezvous
-            ex.device = run.device
-            ex.error_callback = group.failed
-            ex.observer = tracer
-            execs.append(ex)
-        group.executions = execs
+        group, execs = partition_executions(plan, feed_values, step_id, tracer)
         timeout = None
         if options is not None and options.timeout_in_ms:
             timeout = options.timeout_in_ms / 1000.0

@@ -121,28 +121,15 @@ class StepRun:
 
     # --- setting up -----------------------------------------------------------------------
     def _create_executions(self) -> list:
-        from dflab.runtime.session import _next_step_id, _StepGroup
+        from dflab.runtime.session import _next_step_id, partition_executions
 
         plan, step_id, recorder = self.plan, _next_step_id(), _Recorder(self)
-        if not plan.partitioned:
-            ex = Execution(plan.executor_plan, self._feed_values, step_id)
-            ex.device = next(iter(plan.partitions), "")
-            ex.observer = recorder
-            return [ex]
-        from dflab.runtime.rendezvous import Rendezvous
-
-        group = _StepGroup(Rendezvous(), step_id)
-        execs = []
-        for run in plan.partition_runs:
-            ex = Execution(run.executor_plan, [self._feed_values[k] for k in run.feed_index],
-                           step_id)
-            ex.rendezvous = group.rendezvous
-            ex.device = run.device
-            ex.error_callback = group.failed
-            ex.observer = recorder
-            execs.append(ex)
-        group.executions = execs
-        return execs
+        if plan.partitioned:
+            return partition_executions(plan, self._feed_values, step_id, recorder)[1]
+        ex = Execution(plan.executor_plan, self._feed_values, step_id)
+        ex.device = next(iter(plan.partitions), "")
+        ex.observer = recorder
+        return [ex]
 
     # --- what is where ----------------------------------------------------------------------
     @property
