@@ -4,7 +4,9 @@ A graph is plain data: operations in creation order, each with typed inputs, con
 attributes, a *requested* device and the user's file:line where it was created. Nothing here
 executes; the runtime reads a graph and builds plans from it. Ops are never removed except by
 ``Graph._remove_ops`` (used by the notebook layer to replace a cell's ops), which bumps
-``Graph.version`` so cached plans are dropped.
+``Graph.version`` and the plan epoch so cached plans are dropped. Ops left in the graph that read
+a removed op are *stale*: they stay (so they can be shown) but ``check_not_stale`` refuses to run
+them, and no new op may read a removed one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -359,6 +362,10 @@ class Graph(RichDisplay):
         self._building_function = False
         # Observers called with each new op (the notebook layer records which cell built what).
         self._op_observers: list[Callable[[Operation], None]] = []
+        # Ops that read an op removed by ``_remove_ops``: kept for display, refused at run time.
+        self._stale: dict[Operation, StaleMark] = {}
+        # Why each removed op went (weak: a removed op lives only while something refers to it).
+        self._removed: weakref.WeakKeyDictionary[Operation, str] = weakref.WeakKeyDictionary()
 
     # --- per-thread scope stacks ---------------------------------------------------------
     def _st(self):
@@ -648,6 +655,8 @@ class Graph(RichDisplay):
                         control.append(c)
             if extra_control:
                 control.extend(c for c in extra_control if c not in control)
+            if self._removed:
+                self._refuse_removed_inputs(name, op_type, inputs, control)
             op = Operation(self, name, op_type, inputs, attrs, "", control,
                            site if site is not None else _user_site())
             if st.colocate:
@@ -681,8 +690,12 @@ class Graph(RichDisplay):
             obs(op)
         return op
 
-    def _remove_ops(self, ops) -> None:
-        """Remove ops (and edges to them); used to replace what a notebook cell built."""
+    def _remove_ops(self, ops, reason: str = "") -> list[StaleMark]:
+        """Remove ops (and edges to them); used to replace what a notebook cell built.
+
+        Ops that stay but read a removed op become stale (``reason`` says why the input went);
+        the new marks are returned. Collections forget values built on removed ops.
+        """
         doomed = set(ops)
         with self._lock:
             for op in doomed:
@@ -693,11 +706,95 @@ class Graph(RichDisplay):
                     if op in c._control_outputs:
                         c._control_outputs.remove(op)
                 self._ops_by_name.pop(op.name, None)
+                self._stale.pop(op, None)
+                self._removed[op] = reason
             self._ops = [o for o in self._ops if o not in doomed]
             for key, coll in self._collections.items():
-                self._collections[key] = [v for v in coll if _collection_op(v) not in doomed]
+                self._collections[key] = [v for v in coll if not _collection_ops(v) & doomed]
+            marks = self._mark_readers_stale(doomed, reason)
             self._version += 1
             self._plan_epoch += 1
+        return marks
+
+    def _mark_readers_stale(self, doomed: set, reason: str) -> list[StaleMark]:
+        marks = []
+        for op in sorted(doomed, key=lambda o: o._id):
+            readers = [(c, t.name) for t in op._outputs for c in t._consumers]
+            readers += [(c, "^" + op.name) for c in op._control_outputs]
+            for c, what in readers:
+                if c in doomed or c in self._stale or self._ops_by_name.get(c.name) is not c:
+                    continue
+                mark = self._stale[c] = StaleMark(c, what, reason)
+                marks.append(mark)
+        return marks
+
+    def _refuse_removed_inputs(self, name, op_type, inputs, control) -> None:
+        for x in [t.op for t in inputs] + list(control):
+            if x in self._removed:
+                why = self._removed[x]
+                raise ValueError(
+                    f"Cannot create op '{name}' ({op_type}): its input '{x.name}' was removed "
+                    f"from the graph{' when ' + why if why else ''}. Use the op that replaced it "
+                    "(re-run the cell that refers to the old one)."
+                )
+
+    def _stale_marks(self) -> list[StaleMark]:
+        """The stale ops' marks, in creation order."""
+        with self._lock:
+            return sorted(self._stale.values(), key=lambda m: m.op._id)
+
+    def _snapshot(self) -> _GraphSnapshot:
+        """What ``_restore`` needs to undo later removals and additions (a failed cell)."""
+        with self._lock:
+            return _GraphSnapshot(
+                list(self._ops), dict(self._names_in_use),
+                {k: list(v) for k, v in self._collections.items()}, dict(self._stale),
+            )
+
+    def _restore(self, snap: _GraphSnapshot, reason: str = "") -> None:
+        """Return to ``snap``: ops added since are removed (``reason`` says why), ops removed
+        since come back, and names, collections and stale marks are as they were."""
+        with self._lock:
+            before = set(snap.ops)
+            added = [op for op in self._ops if op not in before]
+            now = set(self._ops)
+            self._remove_ops(added, reason)
+            for op in snap.ops:
+                if op in now:
+                    continue
+                for t in op._inputs:
+                    t._consumers.append(op)
+                for c in op._control_inputs:
+                    c._control_outputs.append(op)
+                self._removed.pop(op, None)
+            self._ops = list(snap.ops)
+            self._ops_by_name = {op.name: op for op in snap.ops}
+            self._names_in_use = dict(snap.names_in_use)
+            self._collections = {k: list(v) for k, v in snap.collections.items()}
+            self._stale = dict(snap.stale)
+            self._version += 1
+            self._plan_epoch += 1
+
+    def _release_names(self, added, bumped=()) -> None:
+        """Free the names (``_names_in_use`` keys) that removed ops held, so a re-run notebook
+        cell gets ``Variable`` again rather than ``Variable_1``.
+
+        ``added``: keys the removed ops' code created; they are dropped unless an op left in
+        the graph has exactly that name. Other ops merely inside such a scope (TF names slot
+        variables ``w/Adam`` after their variable) do not hold it: names stay unique because
+        every op name keeps its own key. ``bumped``: keys that code found taken and counted up
+        (it got ``Variable_1``); they stay taken with their count back at 1, so ``unique_name``
+        walks the suffixes from ``_1`` and reuses the first free one instead of leaving gaps.
+        """
+        with self._lock:
+            op_names = {name.lower() for name in self._ops_by_name}
+            names = self._names_in_use
+            for key in added:
+                if key in names and key not in op_names:
+                    del names[key]
+            for key in set(bumped) | (set(added) & op_names):
+                if key in names:
+                    names[key] = 1
 
     # --- feeds / fetches -----------------------------------------------------------------
     def prevent_feeding(self, tensor: Tensor) -> None:
@@ -753,12 +850,75 @@ class Graph(RichDisplay):
         return f"<dflab.Graph with {len(self._ops)} ops>"
 
 
-def _collection_op(value):
-    for attr in ("op", "_variable"):
+def _collection_ops(value) -> set:
+    """The ops a collection value is built on (a variable's op, a queue runner's ops …)."""
+    if isinstance(value, Operation):
+        return {value}
+    found = set()
+    for attr in ("op", "_variable", "close_op", "enqueue_ops"):
         v = getattr(value, attr, None)
-        if v is not None:
-            return v.op if isinstance(v, Tensor) else v
-    return value if isinstance(value, Operation) else None
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if isinstance(x, Tensor):
+                found.add(x.op)
+            elif isinstance(x, Operation):
+                found.add(x)
+    return found
+
+
+class _GraphSnapshot:
+    __slots__ = ("ops", "names_in_use", "collections", "stale")
+
+    def __init__(self, ops, names_in_use, collections, stale):
+        self.ops = ops
+        self.names_in_use = names_in_use
+        self.collections = collections
+        self.stale = stale
+
+
+class StaleMark:
+    """Why a graph op cannot run: it reads ``replaced`` (a tensor name, or ``^op`` for a control
+    input), which was removed from the graph. ``origin`` may say which notebook cell built it."""
+
+    __slots__ = ("op", "replaced", "reason", "origin")
+
+    def __init__(self, op: Operation, replaced: str, reason: str = "", origin: str = ""):
+        self.op = op
+        self.replaced = replaced
+        self.reason = reason
+        self.origin = origin
+
+    def message(self) -> str:
+        built = f" (built in {self.origin})" if self.origin else ""
+        why = f" when {self.reason}" if self.reason else ""
+        kind, name = ("control input", self.replaced[1:]) if self.replaced.startswith("^") \
+            else ("input", self.replaced)
+        return (
+            f"Operation '{self.op.name}'{built} is stale: its {kind} '{name}' was "
+            f"replaced{why}. Re-run the code that built '{self.op.name}' so that it uses the "
+            "new op."
+        )
+
+    def __repr__(self):
+        return f"<StaleMark {self.op.name} reads replaced {self.replaced}>"
+
+
+def check_not_stale(graph: Graph, ops) -> None:
+    """Raise ``FailedPreconditionError`` if ``ops`` (what a run needs) include a stale op or an
+    op removed from ``graph``. Costs nothing unless ops were ever removed from the graph."""
+    if not graph._stale and not graph._removed:
+        return
+    stale = [graph._stale[op] for op in ops if op in graph._stale]
+    if stale:
+        first = min(stale, key=lambda m: m.op._id)
+        more = f" ({len(stale) - 1} more stale ops are needed too)" if len(stale) > 1 else ""
+        raise errors.FailedPreconditionError(None, first.op, first.message() + more)
+    for op in ops:
+        if op in graph._removed:
+            why = graph._removed[op]
+            raise errors.FailedPreconditionError(
+                None, op, f"Operation '{op.name}' was removed from the graph"
+                f"{' when ' + why if why else ''}; fetch the op that replaced it instead."
+            )
 
 
 # --------------------------------------------------------------------------------------------

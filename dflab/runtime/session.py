@@ -428,6 +428,7 @@ class BaseSession:
             if not self._graph.is_fetchable(t):
                 raise ValueError(f"Operation {t.op.name!r} has been marked as not fetchable.")
         ops = prune(fetch_tensors, targets, feed_tensors)
+        _ops.check_not_stale(self._graph, ops)  # ops whose inputs a re-run notebook cell replaced
         ordered = topological_order(ops, feed_tensors)
         placement = place(ordered, self._devices, self._config)
         devices = self._devices
