@@ -47,11 +47,18 @@ def _own_copy(error, op):
 def _send(op, ctx):
     key = key_of(op)
 
-    def send(step, value=CONTROL_TOKEN):
+    def send_to(step, key, value):
         try:
             _rendezvous(step, op).send(key, value)
         except errors.OpError as e:
             raise _own_copy(e, op) from None
+
+    if op._attrs.get("_frame_tagged"):  # inside a loop: one value per frame and iteration
+        def send(step, where, value=CONTROL_TOKEN):
+            send_to(step, key_of(op, where), value)
+    else:
+        def send(step, value=CONTROL_TOKEN):
+            send_to(step, key, value)
 
     return send
 
@@ -60,7 +67,7 @@ def _send(op, ctx):
 def _recv(op, ctx):
     key = key_of(op)
 
-    def recv(step, done):
+    def recv_from(step, done, key):
         def arrived(value, error):
             if error is not None:
                 done(error=_own_copy(error, op))
@@ -68,5 +75,12 @@ def _recv(op, ctx):
                 done(value)
 
         _rendezvous(step, op).recv_async(key, arrived)
+
+    if op._attrs.get("_frame_tagged"):
+        def recv(step, done, where):
+            recv_from(step, done, key_of(op, where))
+    else:
+        def recv(step, done):
+            recv_from(step, done, key)
 
     return recv

@@ -41,20 +41,21 @@ NotDifferentiable("_Recv")
 
 
 def rendezvous_key(send_device: str, send_device_incarnation: int, recv_device: str,
-                   tensor_name: str, frame_iter: tuple = (0, 0)) -> str:
+                   tensor_name: str, frame_iter: str = "0:0") -> str:
     """TF's rendezvous key: ``src;incarnation;dst;tensor_name;frame:iter``.
 
     Every ``_Send``/``_Recv`` pair of a step has its own key; a key is unique within one step's
-    rendezvous because the partitioner makes one pair per tensor per destination device (and the
-    frame and iteration would tell apart the values of one tensor inside a loop).
+    rendezvous because the partitioner makes one pair per tensor per destination device. Inside
+    a while loop one pair carries a value per iteration: ``frame_iter`` is then where the node
+    runs, frame names and iteration numbers from the outermost loop in
+    (``while/while_context:3/inner/while_context:0``), the same text in every partition.
     """
-    frame, it = frame_iter
     return (f"{send_device};{int(send_device_incarnation):x};{recv_device};{tensor_name};"
-            f"{frame}:{it}")
+            f"{frame_iter}")
 
 
-def key_of(op) -> str:
+def key_of(op, frame_iter: str = "0:0") -> str:
     """The rendezvous key of a ``_Send`` or ``_Recv`` node, from its attributes."""
     a = op._attrs
     return rendezvous_key(a["send_device"], a.get("send_device_incarnation", 0),
-                          a["recv_device"], a["tensor_name"])
+                          a["recv_device"], a["tensor_name"], frame_iter)

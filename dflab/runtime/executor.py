@@ -96,7 +96,7 @@ ROOT = 0
 class PlanNode:
     __slots__ = ("op", "index", "fn", "inputs", "out_base", "n_out", "succ", "edges", "expensive",
                  "blocking", "takes_step", "is_async", "releases", "kind", "local", "in_frame",
-                 "out_frame", "is_constant", "n_forward", "n_back", "accepts_dead")
+                 "out_frame", "is_constant", "n_forward", "n_back", "accepts_dead", "frame_tagged")
 
     def __repr__(self):
         return f"<PlanNode {self.index} {self.op.name}>"
@@ -310,7 +310,7 @@ class ExecutorPlan:
         node.inputs = node.edges = node.succ = node.releases = ()
         node.out_base = node.local = -1
         node.n_out = len(loop.exits)
-        node.expensive = node.blocking = node.is_async = node.takes_step = False
+        node.expensive = node.blocking = node.is_async = node.takes_step = node.frame_tagged = False
         node.accepts_dead = node.is_constant = False
         node.in_frame = node.out_frame = frame.parent
         node.n_forward = node.n_back = 0
@@ -344,6 +344,9 @@ class ExecutorPlan:
         node.fn = fn
         node.takes_step = kd.takes_step
         node.is_async = kd.is_async
+        # A _Send/_Recv inside a loop frame (partitioned loops): the kernel is told the frame
+        # and iteration, which make its rendezvous key unique per iteration.
+        node.frame_tagged = bool(op._attrs.get("_frame_tagged", False))
         node.expensive = op._op_def.expensive or op._op_def.blocking
         node.blocking = op._op_def.blocking
 
@@ -538,6 +541,8 @@ class Execution:
         dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl
         if node.accepts_dead:  # it runs anyway, and is told its inputs are dead
             args = [DEAD if dead else it.slots[s] for s in node.inputs] or ([DEAD] if dead else [])
+            if node.frame_tagged:
+                args.insert(0, frame_tag(frame, it.n))
             out = self._call(node, args)
             if obs is not None:
                 obs.node_end(self, node, frame, it.n, _as_outputs(out, node.n_out))
@@ -817,6 +822,8 @@ class Execution:
         i, frame, it = item
         node = self.plan.nodes[i]
         args = [it.slots[s] for s in node.inputs]
+        if node.frame_tagged:
+            args.insert(0, frame_tag(frame, it.n))
         if self.plan.cf and (any(a is DEAD for a in args) or node.local in it.dead_ctrl):
             dead = DEAD if node.n_out == 1 else (DEAD,) * node.n_out
             if self.observer is not None:
@@ -1050,6 +1057,16 @@ class Execution:
             except errors.OpError as e:
                 raise _attach_op(e, t.op) from None
         return out
+
+
+def frame_tag(frame, iteration: int) -> str:
+    """Where a node runs, as text the same in every partition of a step: the frame names and
+    iteration numbers from the outermost loop in (``""`` in the root frame)."""
+    parts = []
+    while frame.parent is not None:
+        parts.append(f"{frame.name}:{iteration}")
+        frame, iteration = frame.parent, frame.parent_iter
+    return "/".join(reversed(parts))
 
 
 def _as_outputs(out, n_out: int) -> tuple:

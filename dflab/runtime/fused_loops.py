@@ -63,7 +63,8 @@ def fuse_frame(plan, frame) -> FusedLoop | None:
 
     nodes = [plan.nodes[i] for i in frame.nodes]
     enters = [n.index for n in plan.nodes if n.kind == ENTER and n.out_frame == frame.id]
-    if any(n.expensive or n.blocking or n.is_async or n.kind == ENTER for n in nodes):
+    if any(n.expensive or n.blocking or n.is_async or n.takes_step or n.kind == ENTER
+           for n in nodes):
         return None
     conds = [n for n in nodes if n.op.type == "LoopCond"]
     if len(conds) != 1:

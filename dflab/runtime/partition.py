@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
@@ -100,21 +102,23 @@ class NodeView:
 
 
 class CommTensor:
-    """The output of a ``_Recv``: the received tensor's dtype and static shape."""
+    """An output of a ``_Recv`` (the received tensor's dtype and static shape) or of a node of a
+    partition's control loop."""
 
-    __slots__ = ("_op", "_dtype", "_shape")
+    __slots__ = ("_op", "_dtype", "_shape", "_index")
 
-    def __init__(self, op, dtype, shape):
+    def __init__(self, op, dtype, shape, index=0):
         self._op = op
         self._dtype = dtype
         self._shape = shape
+        self._index = index
 
     op = property(lambda self: self._op)
     dtype = property(lambda self: self._dtype)
     shape = property(lambda self: self._shape)
-    value_index = property(lambda self: 0)
+    value_index = property(lambda self: self._index)
     _value_index = value_index
-    name = property(lambda self: f"{self._op.name}:0")
+    name = property(lambda self: f"{self._op.name}:{self._index}")
     device = property(lambda self: self._op.assigned_device)
     graph = property(lambda self: self._op.graph)
 
@@ -176,6 +180,18 @@ class CommNode:
                 f"{short_device_name(a['recv_device'])}>")
 
 
+class ControlNode(CommNode):
+    """A node of a partition's *control loop* (``Const``, ``Enter``, ``Merge``, ``Switch``,
+    ``Identity``, ``NextIteration``): see ``_Partitioner.finish_control_loops``."""
+
+    def __init__(self, op_type, name, device, attrs, site, graph, dtypes=(_dt.bool,)):
+        super().__init__(op_type, name, device, attrs, site, graph)
+        self._outputs = [CommTensor(self, dt, TensorShape([]), k) for k, dt in enumerate(dtypes)]
+
+    def __repr__(self):
+        return f"<{self._type} {self._name} on {short_device_name(self.assigned_device)}>"
+
+
 # --- the result ------------------------------------------------------------------------------
 @dataclass
 class Partition:
@@ -230,6 +246,51 @@ def short_device_name(device: str) -> str:
     return f"{spec.job}_{spec.task}_{base}"
 
 
+_ENTER = ("Enter", "RefEnter")
+_EXIT = ("Exit", "RefExit")
+_NEXT = ("NextIteration", "RefNextIteration")
+_MERGE = ("Merge", "RefMerge")
+
+
+class LoopNotPartitionableError(Exception):
+    """A while loop whose back edge (``NextIteration`` -> ``Merge``) crosses devices."""
+
+
+@dataclass
+class _FrameInfo:
+    """A static loop frame of the plan: its ``frame_name`` and its ``LoopCond``."""
+
+    key: tuple  # frame names from the outermost loop in
+    parallel_iterations: int = 10
+    loop_cond: object = None
+
+
+def _static_frames(ordered, fed) -> tuple[dict, dict]:
+    """Each op's *in* frame (where it reads its inputs) and out frame, as keys of frames: the
+    tuple of frame names from the root (``()``) in. Mirrors the executor's frame assignment."""
+    in_frame, out_frame, frames = {}, {}, {(): _FrameInfo(())}
+    for op in ordered:
+        producers = [t.op for t in op._inputs if id(t) not in fed and id(t.op) in out_frame]
+        if op.type in _MERGE:
+            producers = [p for p in producers if p.type not in _NEXT]
+        if not producers:
+            producers = [c for c in op._control_inputs if id(c) in out_frame]
+        f = out_frame[id(producers[0])] if producers else ()
+        in_frame[id(op)] = f
+        if op.type in _ENTER:
+            child = f + (op._attrs.get("frame_name", ""),)
+            if child not in frames:
+                frames[child] = _FrameInfo(child, int(op._attrs.get("parallel_iterations", 10)))
+            out_frame[id(op)] = child
+        elif op.type in _EXIT:
+            out_frame[id(op)] = f[:-1]
+        else:
+            out_frame[id(op)] = f
+            if op.type == "LoopCond" and f:
+                frames[f].loop_cond = op
+    return in_frame, out_frame, frames
+
+
 class _Partitioner:
     def __init__(self, placement, feeds, incarnation):
         self.placement = placement
@@ -238,6 +299,10 @@ class _Partitioner:
         self.parts: dict[str, Partition] = {}
         self.views: dict[int, NodeView] = {}
         self.recv_of: dict[tuple, CommNode] = {}  # (id(tensor) or ("^", id(op)), dst) -> Recv
+        self.out_frame: dict = {}  # id(op) -> the op's out frame key (() outside loops)
+        self.frames: dict = {(): _FrameInfo(())}
+        self.loops: dict[tuple, dict] = {}  # (frame key, device) -> that control loop's nodes
+        self.back_edges: list = []  # (Merge view, input position, NextIteration op)
 
     def part(self, device) -> Partition:
         p = self.parts.get(device)
@@ -254,8 +319,11 @@ class _Partitioner:
                 "send_device_incarnation": int(self.incarnation(src)), "recv_device": dst,
                 "client_terminated": False}
 
-    def add_send(self, src, dst, tensor_name, name, site, graph, data=None, after=None):
+    def add_send(self, src, dst, tensor_name, name, site, graph, data=None, after=None,
+                 frame=()):
         attrs = self.comm_attrs(tensor_name, src, dst)
+        if frame:  # one value per iteration: the key gets the frame and iteration at run time
+            attrs["_frame_tagged"] = True
         if data is not None:
             attrs["T"] = data.dtype.base_dtype
         send = CommNode(SEND, name, src, attrs, site, graph,
@@ -266,11 +334,16 @@ class _Partitioner:
         p.sends.append(send)
         return send
 
-    def add_recv(self, src, dst, tensor_name, name, site, graph, dtype, shape):
+    def add_recv(self, src, dst, tensor_name, name, site, graph, dtype, shape, frame=()):
         attrs = self.comm_attrs(tensor_name, src, dst)
         attrs["tensor_type"] = dtype
         attrs["shape"] = shape.as_list() if shape.ndims is not None else None
-        recv = CommNode(RECV, name, dst, attrs, site, graph)
+        # Inside a loop, the Recv runs once per iteration of the destination's copy of the frame:
+        # its control loop's Merge puts it there (and gives it the iteration).
+        control = (self.control_loop(frame, dst)["merge"],) if frame else ()
+        recv = CommNode(RECV, name, dst, attrs, site, graph, control_inputs=control)
+        if frame:
+            attrs["_frame_tagged"] = True
         recv._outputs = [CommTensor(recv, dtype, shape)]
         p = self.part(dst)
         p.nodes.append(recv)
@@ -287,12 +360,13 @@ class _Partitioner:
             sent = producer._outputs[t.value_index]
             op_name, idx = t.op.name, t.value_index
             dst_s, src_s = short_device_name(dst), short_device_name(src)
+            frame = self.out_frame[id(t.op)]
             self.add_send(src, dst, t.name, f"_send/{op_name}/{idx}/to/{dst_s}", t.op._site,
-                          t.op.graph, data=sent)
+                          t.op.graph, data=sent, frame=frame)
             # A reference (variable) crosses as its value, read when the _Send runs (the
             # executor reads it: _Send takes no reference inputs), as in TF.
             recv = self.add_recv(src, dst, t.name, f"_recv/{op_name}/{idx}/from/{src_s}",
-                                 t.op._site, t.op.graph, t.dtype.base_dtype, t.shape)
+                                 t.op._site, t.op.graph, t.dtype.base_dtype, t.shape, frame)
             self.recv_of[key] = recv
         return recv._outputs[0]
 
@@ -309,47 +383,170 @@ class _Partitioner:
         src = self.device_of(u)
         dst_s, src_s = short_device_name(dst), short_device_name(src)
         tensor_name = f"^{u.name}"
+        frame = self.out_frame[id(u)]
         self.add_send(src, dst, tensor_name, f"_send/{u.name}/control/to/{dst_s}", u._site,
-                      u.graph, after=self.views[id(u)])
+                      u.graph, after=self.views[id(u)], frame=frame)
         recv = self.add_recv(src, dst, tensor_name, f"_recv/{u.name}/control/from/{src_s}",
-                             u._site, u.graph, _dt.float32, TensorShape([0]))
+                             u._site, u.graph, _dt.float32, TensorShape([0]), frame)
         self.recv_of[key] = recv
         return recv
 
     def add_op(self, op) -> None:
         device = self.device_of(op)
         view = NodeView(op, device)
-        part = self.part(device)
         inputs = []
         for t in op._inputs:
-            k = self.fed.get(id(t))
-            if k is not None:
-                if k not in part.feed_index:
-                    part.feed_index.append(k)
-                    part.feeds.append(t)
-                inputs.append(t)
-            elif self.device_of(t.op) == device:
-                inputs.append(self.views[id(t.op)]._outputs[t.value_index])
-            else:
-                if len(inputs) in op._op_def.ref_inputs:
-                    raise errors.InvalidArgumentError(
-                        None, op, f"{op.name} on {device} takes {t.name} by reference, but "
-                        f"{t.op.name} is on {self.device_of(t.op)}: an op that updates a "
-                        "variable must be on the variable's device (colocate it with the "
-                        "variable).")
-                inputs.append(self.received(t, device))
+            if op.type in _MERGE and t.op.type in _NEXT and id(t) not in self.fed:
+                if self.device_of(t.op) != device:  # a back edge: wired in finish()
+                    raise LoopNotPartitionableError(
+                        f"{t.op.name} and {op.name} (a while loop's back edge) are on "
+                        f"{self.device_of(t.op)} and {device}")
+                self.back_edges.append((view, len(inputs), t))
+                inputs.append(None)
+                continue
+            if len(inputs) in op._op_def.ref_inputs and id(t) not in self.fed \
+                    and self.device_of(t.op) != device:
+                raise errors.InvalidArgumentError(
+                    None, op, f"{op.name} on {device} takes {t.name} by reference, but "
+                    f"{t.op.name} is on {self.device_of(t.op)}: an op that updates a "
+                    "variable must be on the variable's device (colocate it with the "
+                    "variable).")
+            inputs.append(self.tensor_on(t, device))
         control = []
         for c in op._control_inputs:
             if id(c) not in self.views:
                 continue  # not part of this plan (the executor ignores it too)
-            node = self.views[id(c)] if self.device_of(c) == device else \
-                self.control_received(c, device)
+            if self.device_of(c) == device:
+                node = self.views[id(c)]
+            elif c.type in _ENTER:
+                node = self.entered(c, device)
+            else:
+                node = self.control_received(c, device)
             if node not in control:
                 control.append(node)
         view._inputs = tuple(inputs)
         view._control_inputs = control
         self.views[id(op)] = view
-        part.nodes.append(view)
+        self.part(device).nodes.append(view)
+
+    def tensor_on(self, t, device):
+        """What stands for tensor ``t`` on ``device``: the feed, the local producer's output,
+        a copy of the ``Enter`` that made it, or a ``_Recv``."""
+        k = self.fed.get(id(t))
+        if k is not None:
+            part = self.part(device)
+            if k not in part.feed_index:
+                part.feed_index.append(k)
+                part.feeds.append(t)
+            return t
+        if self.device_of(t.op) == device:
+            return self.views[id(t.op)]._outputs[t.value_index]
+        if t.op.type in _ENTER:
+            return self.entered(t.op, device)._outputs[0]
+        return self.received(t, device)
+
+    def entered(self, enter, device):
+        """A copy of ``enter`` on ``device``, fed with what ``enter`` takes there.
+
+        An ``Enter`` produces its value once per frame (every iteration sees it when it is a
+        loop invariant), so its output cannot cross as one value per iteration: the value
+        crosses *before* entering, in the enclosing frame, and enters on both devices (TF's
+        partitioner does the same)."""
+        key = (("enter", id(enter)), device)
+        copy = self.recv_of.get(key)
+        if copy is None:
+            copy = NodeView(enter, device)
+            copy._inputs = (self.tensor_on(enter._inputs[0], device),)
+            self.part(device).nodes.append(copy)
+            self.recv_of[key] = copy
+        return copy
+
+    # --- loops across devices (Yu et al., EuroSys 2018, section 4.3; TF's AddControlFlow) ------
+    def control_loop(self, frame: tuple, device: str) -> dict:
+        """The control loop of ``frame`` on ``device``, made on first use.
+
+        A partition that receives values inside a loop needs its own copy of the loop's frame,
+        iterating in lockstep with the partition that holds the ``LoopCond``: ``Enter`` ->
+        ``Merge`` -> ``Switch(pred)`` -> ``Identity`` (the *pivot*) -> ``NextIteration`` -> back
+        to the ``Merge``, where ``pred`` is the ``LoopCond``'s value of each iteration (received
+        from its device, or read locally). Receives of the frame hang off the ``Merge``; a nested
+        loop's control loop enters from the pivot. The nodes are made here and wired in
+        ``finish_control_loops``, once every op (the ``LoopCond`` included) has its view.
+        """
+        key = (frame, device)
+        loop = self.loops.get(key)
+        if loop is not None:
+            return loop
+        info = self.frames[frame]
+        graph = info.loop_cond.graph if info.loop_cond is not None else None
+        name = f"_control/{short_device_name(device)}/{frame[-1]}"
+        site = info.loop_cond._site if info.loop_cond is not None else ""
+
+        def node(op_type, suffix, attrs=None, dtypes=(_dt.bool,)):
+            n = ControlNode(op_type, f"{name}/{suffix}", device, attrs or {}, site, graph,
+                            dtypes)
+            part = self.part(device)
+            part.nodes.append(n)
+            return n
+
+        loop = self.loops[key] = {
+            "enter": node("Enter", "Enter", {"T": _dt.bool, "frame_name": frame[-1],
+                                            "is_constant": False,
+                                            "parallel_iterations": info.parallel_iterations}),
+            "merge": node("Merge", "Merge", {"T": _dt.bool, "N": 2}, (_dt.bool, _dt.int32)),
+        }
+        return loop
+
+    def finish_control_loops(self) -> None:
+        """Wire the control loops (see ``control_loop``) and the loops' back edges."""
+        done: set = set()
+        while len(done) < len(self.loops):
+            for key in [k for k in self.loops if k not in done]:
+                done.add(key)
+                self._wire_control_loop(*key)
+        for view, pos, t in self.back_edges:
+            inputs = list(view._inputs)
+            inputs[pos] = self.views[id(t.op)]._outputs[t.value_index]
+            view._inputs = tuple(inputs)
+
+    def _wire_control_loop(self, frame, device) -> None:
+        loop = self.loops[(frame, device)]
+        info = self.frames[frame]
+        if info.loop_cond is None:
+            raise LoopNotPartitionableError(f"the loop {frame[-1]} has no LoopCond in this plan")
+        enter, merge = loop["enter"], loop["merge"]
+        if len(frame) == 1:
+            start = ControlNode("Const", f"{enter.name[:-len('Enter')]}start", device,
+                                {"value": np.True_, "dtype": _dt.bool}, enter._site,
+                                enter._graph)
+            self.part(device).nodes.append(start)
+            enter._inputs = (start._outputs[0],)
+        else:  # nested: enter once per iteration of the enclosing loop's copy on this device
+            enter._inputs = (self._pivot(frame[:-1], device),)
+        cond = info.loop_cond
+        if self.device_of(cond) == device:
+            pred = self.views[id(cond)]._outputs[0]
+        else:
+            pred = self.received(cond._outputs[0], device)
+        part = self.part(device)
+        switch = ControlNode("Switch", f"{merge.name[:-len('Merge')]}Switch", device,
+                             {"T": _dt.bool}, merge._site, merge._graph, (_dt.bool, _dt.bool))
+        switch._inputs = (merge._outputs[0], pred)
+        pivot = ControlNode("Identity", f"{merge.name[:-len('Merge')]}pivot", device,
+                            {"T": _dt.bool}, merge._site, merge._graph)
+        pivot._inputs = (switch._outputs[1],)
+        nxt = ControlNode("NextIteration", f"{merge.name[:-len('Merge')]}NextIteration",
+                          device, {"T": _dt.bool}, merge._site, merge._graph)
+        nxt._inputs = (pivot._outputs[0],)
+        merge._inputs = (enter._outputs[0], nxt._outputs[0])
+        part.nodes.extend([switch, pivot, nxt])
+        loop["pivot"] = pivot
+
+    def _pivot(self, frame, device):
+        loop = self.control_loop(frame, device)
+        if "pivot" not in loop:
+            self._wire_control_loop(frame, device)
+        return loop["pivot"]._outputs[0]
 
 
 def partition(ops_in_order, placement, feeds, fetches, incarnation=None,
@@ -362,10 +559,21 @@ def partition(ops_in_order, placement, feeds, fetches, incarnation=None,
     """
     ordered = list(ops_in_order)
     pt = _Partitioner(placement, feeds, incarnation or (lambda d: 0))
+    in_frame, pt.out_frame, pt.frames = _static_frames(ordered, pt.fed)
     # In topological order every producer and control input has its view (and its partition
-    # its place) before any consumer needs it (partitioned plans have no loop back edges).
+    # its place) before any consumer needs it; a loop's back edge is wired afterwards.
     for op in ordered:
         pt.add_op(op)
+    if len(pt.parts) > 1:
+        # Every partition that runs ops inside a loop iterates in lockstep with the LoopCond,
+        # through its control loop: even an op fed only by loop invariants runs per iteration.
+        for op in ordered:
+            if in_frame[id(op)]:
+                pt.control_loop(in_frame[id(op)], pt.device_of(op))
+    pt.finish_control_loops()
+    if pt.loops or pt.back_edges:
+        for part in pt.parts.values():
+            part.nodes = _topological(part.nodes)
     fetch_map = []
     local: dict[int, tuple] = {}
     for t in fetches:
@@ -383,6 +591,35 @@ def partition(ops_in_order, placement, feeds, fetches, incarnation=None,
     rank = {d: i for i, d in enumerate(device_order or ())}
     devices = sorted(pt.parts, key=lambda d: (rank.get(d, len(rank)), d))
     return Partitioning({d: pt.parts[d] for d in devices}, fetch_map, pt.views)
+
+
+def _topological(nodes) -> list:
+    """Order a partition's nodes topologically (control loops are made after the ops that use
+    them), keeping the given order where it is free; loop back edges do not order."""
+    import heapq
+
+    rank = {id(n): i for i, n in enumerate(nodes)}
+    succ: dict[int, list] = {}
+    indeg = {}
+    for n in nodes:
+        preds = [t.op for t in n._inputs if t.op.type not in _NEXT and id(t.op) in rank]
+        preds += [c for c in n._control_inputs if id(c) in rank]
+        indeg[id(n)] = len(preds)
+        for p in preds:
+            succ.setdefault(id(p), []).append(n)
+    heap = [(rank[id(n)], n) for n in nodes if indeg[id(n)] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, n = heapq.heappop(heap)
+        out.append(n)
+        for s in succ.get(id(n), ()):
+            indeg[id(s)] -= 1
+            if indeg[id(s)] == 0:
+                heapq.heappush(heap, (rank[id(s)], s))
+    if len(out) != len(nodes):
+        raise errors.InternalError(None, None, "a partition's nodes form a cycle")
+    return out
 
 
 # --- verification ----------------------------------------------------------------------------
@@ -405,6 +642,8 @@ def verify(partitioning: Partitioning) -> None:
             if node.assigned_device != device:
                 fail(f"{node.name} is assigned to {node.assigned_device}, not {device}")
             for t in node._inputs:
+                if node.type in _MERGE and t.op.type in _NEXT:
+                    continue  # a loop's back edge
                 if id(t) not in fed and id(t.op) not in seen:
                     fail(f"{node.name} on {device} reads {t.name} before it is produced there")
             for c in node._control_inputs:

@@ -35,7 +35,6 @@ from dflab.runtime.config import ConfigProto, RunMetadata, RunOptions
 from dflab.runtime.devices import DeviceSet
 from dflab.runtime.executor import (
     CONTROL_FLOW_OPS,
-    LOOP_OPS,
     Execution,
     ExecutorPlan,
     to_client_value,
@@ -437,13 +436,16 @@ class BaseSession:
         if len(used) > 1:
             if not partition:
                 reason = "partial runs execute unpartitioned"
-            elif any(op.type in LOOP_OPS for op in ordered):
-                reason = ("while loops across devices are not partitioned yet: the plan runs "
-                          "in one execution")
             else:
+                from dflab.runtime.partition import LoopNotPartitionableError
+
                 cf = any(op.type in CONTROL_FLOW_OPS for op in ordered)
-                return self._build_partitioned_plan(ordered, placement, feed_tensors,
-                                                    fetch_tensors, cf)
+                try:
+                    return self._build_partitioned_plan(ordered, placement, feed_tensors,
+                                                        fetch_tensors, cf)
+                except LoopNotPartitionableError as e:
+                    reason = f"a while loop cannot be partitioned ({e}): the plan runs in one " \
+                        "execution"
         eplan = ExecutorPlan(
             ordered, feed_tensors, fetch_tensors,
             lambda op: devices.kernel_context(placement[op].device),

@@ -460,7 +460,7 @@ def test_concurrent_steps_on_a_partitioned_plan_are_exact():
     assert not errors_seen, errors_seen[0]
 
 
-def test_control_flow_across_devices_runs_unpartitioned():
+def test_loop_across_three_devices_is_partitioned():
     with tf.device("/cpu:0"):
         i0 = tf.constant(0)
         acc0 = tf.constant(np.float32(1.0))
@@ -470,8 +470,8 @@ def test_control_flow_across_devices_runs_unpartitioned():
         out = acc + 1.0
     with tf.Session(config=_three_cpus()) as s:
         plan = _plan(s, out)
-        assert not plan.partitioned and "while loops" in plan.unpartitioned_reason
-        assert len(plan.partitions) > 1
+        assert plan.partitioned and len(plan.partitions) == 3
+        verify(plan.partitioning)
         assert s.run(out) == 33.0
 
 
