@@ -1,0 +1,311 @@
+"""Graph -> DOT -> Graphviz ``dot`` layout -> SVG, plus the metadata a front-end needs.
+
+``layout_graph`` is the one entry point: rich display, the graph widget and the ``%%dflab``
+magic all call it. The SVG names every drawn node with an opaque id (``<g id="n12"
+class="node op fam-math needed">``); ``GraphLayout.nodes`` says what each id stands for and
+``name_to_id`` maps op names to ids (an op inside a collapsed scope maps to the scope's node), so
+a front-end can recolour or annotate nodes without laying the graph out again.
+
+Large graphs stay quick: name scopes collapse into metanodes above ``COLLAPSE_ABOVE`` ops, hubs
+hide their edges (``model.mark_hubs``), and the effort is chosen from how many nodes ``dot`` would
+lay out (drawn ones plus the virtual nodes long edges and edge labels run through, see
+``model.layout_size``): up to ``FAST_ABOVE`` with edge labels, else without them (they stay in
+the tooltips), else with Graphviz's iterative phases capped and straight edges. Spline routing
+around thousands of virtual nodes is what makes ``dot`` slow: a 2,000-op graph takes over a
+minute with Graphviz's defaults and about a second this way (benchmarks/bench_graph_layout.py).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from dflab.framework import ops as _ops
+from dflab.visualize import dot as _dot
+from dflab.visualize import facts as _facts
+from dflab.visualize import model as _model
+from dflab.visualize import style as _style
+from dflab.visualize import svg as _svg
+from dflab.visualize import text as _text
+from dflab.visualize.looks import COLOR_MODES, Styler
+
+__all__ = ["COLOR_MODES", "GraphLayout", "layout_graph", "render_svg"]
+
+COLLAPSE_ABOVE = 60  # ops; more than this and name scopes start collapsed
+FAST_ABOVE = 600  # nodes dot lays out (virtual ones included); above: capped effort
+_GRAPHVIZ = threading.Lock()  # Graphviz keeps global state: one layout at a time
+
+
+class GraphLayout:
+    """A laid-out drawing: ``svg`` plus per-node metadata (see the module docstring)."""
+
+    def __init__(self, svg: str, nodes: dict, name_to_id: dict, edges: list, clusters: list,
+                 legend: dict, color_by: str, dot: str):
+        self.svg = svg
+        self.nodes = nodes
+        self.name_to_id = name_to_id
+        self.edges = edges
+        self.clusters = clusters
+        self.legend = legend
+        self.color_by = color_by
+        self.dot = dot
+
+    def to_json(self) -> dict:
+        """Everything but the SVG and the DOT, as JSON-able data."""
+        return {"nodes": self.nodes, "name_to_id": self.name_to_id, "edges": self.edges,
+                "clusters": self.clusters, "legend": self.legend, "color_by": self.color_by}
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def __repr__(self):
+        n_ops = sum(1 for v in self.nodes.values() if v["kind"] == "op")
+        return (f"<GraphLayout {len(self.nodes)} nodes ({n_ops} ops shown, "
+                f"{len(self.name_to_id)} ops in all), color_by={self.color_by!r}>")
+
+
+# --- input ---------------------------------------------------------------------------------
+def _source(graph_or_ops):
+    """(graph, ops) of a Graph, an Operation, a Tensor or an iterable of ops (None: no graph,
+    for drawing partition graphs alone)."""
+    if graph_or_ops is None:
+        return None, []
+    if isinstance(graph_or_ops, _ops.Graph):
+        return graph_or_ops, graph_or_ops.get_operations()
+    if isinstance(graph_or_ops, _ops.Operation):
+        return graph_or_ops.graph, [graph_or_ops]
+    if isinstance(graph_or_ops, _ops.Tensor):
+        return graph_or_ops.graph, [graph_or_ops.op]
+    ops, seen = [], set()
+    for x in graph_or_ops:
+        op = x.op if isinstance(x, _ops.Tensor) else x
+        if not isinstance(op, _ops.Operation):
+            raise TypeError(f"layout_graph takes a Graph or Operations, not {type(x).__name__}")
+        if id(op) not in seen:
+            seen.add(id(op))
+            ops.append(op)
+    ops.sort(key=lambda op: op._id)
+    return (ops[0].graph if ops else None), ops
+
+
+def _records(graph, ops, color_by, facts, run_metadata, partition_graphs):
+    """(records, partitioned). Partition mode draws the partition graphs when there are any,
+    else the ops grouped by their assigned device."""
+    if color_by != "partition":
+        return _model.records_of_ops(ops), False
+    defs = partition_graphs
+    if defs is None and run_metadata is not None:
+        defs = getattr(run_metadata, "partition_graphs", None)
+    if defs:
+        return _model.records_of_graph_defs(defs, graph, facts.observed), True
+    records = _model.records_of_ops(ops)
+    for r in records:
+        r.partition = facts.device_of(r.name, r.device)
+    return records, True
+
+
+# --- metadata ------------------------------------------------------------------------------
+def _attrs(rec) -> dict:
+    return {k: _text.attr_text(v) for k, v in sorted(rec.attrs.items()) if k != "_class"}
+
+
+def _assigned(r, facts) -> str:
+    """The device ``r`` was assigned (placement, traced step, partition), "" when unknown."""
+    return facts.assigned.get(r.name) or facts.ran_on.get(r.name) or r.partition
+
+
+def _op_info(uid, unit, styler, facts) -> dict:
+    r = unit.members[0]
+    return {
+        "id": uid, "kind": "op", "name": r.name, "label": unit.label, "op_type": r.type,
+        "family": _style.family(r.type), "device": r.device, "assigned_device": _assigned(r, facts),
+        "placement_reason": facts.reasons.get(r.name, ""),
+        "dtypes": [d for d, _ in r.outputs], "output_shapes": [s for _, s in r.outputs],
+        "attrs": _attrs(r), "site": r.site, "frame": r.frame, "n_ops": 1,
+    }
+
+
+def _scope_info(uid, unit, styler, facts) -> dict:
+    devices: dict = {}  # ops per device: assigned where known, else requested
+    types: dict = {}
+    for r in unit.members:
+        d = styler.device(r)
+        devices[d] = devices.get(d, 0) + 1
+        types[r.type] = types.get(r.type, 0) + 1
+    requested = {r.device for r in unit.members}
+    assigned = {_assigned(r, facts) for r in unit.members}
+    return {
+        "id": uid, "kind": "scope", "name": unit.name, "label": unit.label, "op_type": None,
+        "device": requested.pop() if len(requested) == 1 else "",
+        "assigned_device": assigned.pop() if len(assigned) == 1 else "",
+        "devices": devices, "placement_reason": "", "dtypes": [], "output_shapes": [],
+        "attrs": {}, "site": unit.members[0].site, "n_ops": len(unit.members),
+        "op_types": types, "loop": unit.loop,
+    }
+
+
+def _node_infos(view, styler, facts) -> dict:
+    nodes = {}
+    for uid, unit in view.units.items():
+        info = (_op_info if unit.kind == "op" else _scope_info)(uid, unit, styler, facts)
+        names = [r.name for r in unit.members]
+        info["parent"] = unit.parent
+        info["in_fetch_subgraph"] = bool(facts.needed is not None and
+                                         any(n in facts.needed for n in names))
+        info["fetched"] = any(n in facts.fetched for n in names)
+        info["fed"] = any(n in facts.fed for n in names)
+        info["highlighted"] = any(n in facts.highlighted for n in names)
+        if uid in styler.values:
+            info["time_us" if styler.mode == "time" else "output_bytes"] = styler.values[uid]
+        if uid in view.hubs:  # its edges to these nodes are not drawn
+            info["hub_neighbours"] = list(view.hubs[uid])
+        nodes[uid] = info
+    for cid, c in view.clusters.items():
+        nodes[cid] = {"id": cid, "kind": "cluster", "cluster_kind": c.kind, "name": c.name,
+                      "label": c.label, "parent": c.parent, "n_ops": c.n_ops,
+                      "in_fetch_subgraph": False, "highlighted": False}
+    return nodes
+
+
+def _hub_note(info: dict, nodes: dict) -> str:
+    names = [nodes[u]["name"] for u in info.get("hub_neighbours", ())]
+    if not names:
+        return ""
+    more = f", \u2026 ({len(names)} in all)" if len(names) > 8 else ""
+    return "\nedges hidden to: " + ", ".join(names[:8]) + more
+
+
+def _title(info: dict) -> str:
+    """The tooltip of a node: everything worth knowing, one fact per line."""
+    if info["kind"] == "cluster":
+        return f"{info['name']} ({info['n_ops']} ops)"
+    if info["kind"] == "scope":
+        kinds = ", ".join(f"{t} \u00d7{n}" for t, n in sorted(info["op_types"].items(),
+                                                               key=lambda kv: -kv[1])[:6])
+        return f"{info['name']}/ \u2014 {info['n_ops']} ops\n{kinds}"
+    lines = [f"{info['name']} ({info['op_type']})"]
+    outs = [f"{d} {s}" for d, s in zip(info["dtypes"], info["output_shapes"])]
+    if outs:
+        lines.append("outputs: " + "; ".join(outs))
+    if info["device"]:
+        lines.append(f"requested: {info['device']}")
+    if info["assigned_device"]:
+        reason = f" ({info['placement_reason']})" if info["placement_reason"] else ""
+        lines.append(f"assigned: {info['assigned_device']}{reason}")
+    for k, v in list(info["attrs"].items())[:12]:
+        lines.append(f"{k} = {v}")
+    if info["site"]:
+        lines.append(f"created at {info['site']}")
+    return "\n".join(lines)
+
+
+def _edge_infos(view, looks) -> list:
+    return [{"id": e.id, "source": e.source, "target": e.target, "kind": e.kind,
+             "count": e.count, "tensors": list(e.tensors), "label": "; ".join(e.texts),
+             "back": e.back, "drawn": not e.hidden, "classes": looks[e.id].classes}
+            for e in view.edges]
+
+
+def _edge_title(e, view) -> str:
+    src, dst = view.units[e.source].name, view.units[e.target].name
+    shown = ", ".join(e.tensors[:6]) + (", \u2026" if e.count > 6 else "")
+    texts = f"\n{'; '.join(e.texts[:4])}" if e.texts else ""
+    return f"{src} \u2192 {dst} ({e.kind}): {shown}{texts}"
+
+
+def _cluster_infos(view) -> list:
+    return [{"id": c.id, "kind": c.kind, "name": c.name, "label": c.label, "parent": c.parent,
+             "units": list(c.units), "clusters": list(c.clusters), "n_ops": c.n_ops}
+            for c in view.clusters.values()]
+
+
+# --- Graphviz -------------------------------------------------------------------------------
+def layout_effort(view) -> tuple[bool, bool]:
+    """(edge labels, capped effort) for ``view`` (see the module docstring)."""
+    if _model.layout_size(view, labels=True) <= FAST_ABOVE:
+        return True, False
+    return False, _model.layout_size(view, labels=False) > FAST_ABOVE
+
+
+def graph_attributes(capped: bool) -> dict:
+    attrs = {"rankdir": "TB", "nodesep": "0.3", "ranksep": "0.42", "fontname": _style.FONT,
+             "bgcolor": _style.BACKGROUND, "outputorder": "edgesfirst", "pad": "0.15"}
+    if capped:
+        # Network simplex and mincross iterate until stable: capping them costs some crossings.
+        # Capped positions make spline routing far slower (long edges wind around many
+        # virtual nodes), so edges go straight.
+        attrs.update({"nslimit": "0.2", "nslimit1": "0.2", "mclimit": "0.1",
+                      "remincross": "false", "searchsize": "10", "splines": "line"})
+    return attrs
+
+
+def render_svg(dot: str) -> str:
+    """Lay ``dot`` out with Graphviz ``dot`` and return the SVG text."""
+    import pygraphviz  # the drawing extra: an ImportError here means text-only display
+
+    with _GRAPHVIZ:
+        g = pygraphviz.AGraph(string=dot)
+        g.layout(prog="dot")
+        data = g.draw(format="svg")
+    return data.decode("utf-8")
+
+
+def _finish(raw: str, titles: dict, legend, caption: str) -> str:
+    root = _svg.parse(raw)
+    _svg.sanitize(root)
+    graph_group = root.find(_svg.q("g"))
+    if graph_group is not None:
+        titles = {**titles, graph_group.get("id"): caption}
+    _svg.set_titles(root, titles)
+    _svg.add_legend(root, legend)
+    root.set("class", "dflab-graph")
+    return _svg.serialize(root)
+
+
+def empty_layout(color_by: str, message: str = "empty graph") -> GraphLayout:
+    svg = _svg.message_svg(message)
+    return GraphLayout(svg, {}, {}, [], [], {}, color_by, "digraph dflab {}")
+
+
+def layout_graph(graph_or_ops, *, expanded=(), fetches=None, feeds=None, highlight=None,
+                 color_by: str = "op", placement=None, run_metadata=None,
+                 partition_graphs=None, emphasize=None) -> GraphLayout:
+    """Lay out a graph (or some of its ops) and draw it as SVG.
+
+    ``expanded``: scope names to open in a collapsed (large) graph. ``fetches``/``feeds``: fade
+    what ``Session.run(fetches, feeds)`` would not execute. ``highlight``: ops (or names) drawn
+    with an accent border; ``emphasize``: tensors whose edges are drawn in the accent colour.
+    ``color_by``: one of ``COLOR_MODES``. ``placement``: a ``PlacementReport`` or a dict of op
+    (or name) to ``Placement``/device; ``run_metadata``: a traced step (times, bytes, devices,
+    partition graphs); ``partition_graphs``: ``GraphDef`` per device, drawn in
+    ``color_by="partition"`` with each partition a cluster and ``_Send``->``_Recv`` edges
+    between them.
+    """
+    if color_by not in COLOR_MODES:
+        raise ValueError(f"color_by must be one of {', '.join(COLOR_MODES)}; got {color_by!r}")
+    graph, ops = _source(graph_or_ops)
+    facts = _facts.gather(graph, placement=placement, run_metadata=run_metadata,
+                          fetches=fetches, feeds=feeds, highlight=highlight,
+                          emphasize=emphasize)
+    records, partitioned = _records(graph, ops, color_by, facts, run_metadata,
+                                    partition_graphs)
+    if not records:
+        return empty_layout(color_by)
+    view = _model.build_view(records, collapse=len(records) > COLLAPSE_ABOVE,
+                             expanded=expanded, partitioned=partitioned,
+                             keep_edges=facts.highlighted)
+    styler = Styler(view, facts, color_by)
+    looks = {uid: styler.unit_look(uid, u) for uid, u in view.units.items()}
+    shapes = {uid: styler.shape(u) for uid, u in view.units.items()}
+    cluster_looks = {cid: styler.cluster_look(c) for cid, c in view.clusters.items()}
+    labels, capped = layout_effort(view)
+    edge_looks = {e.id: styler.edge_look(e, labels) for e in view.edges}
+    dot = _dot.to_dot(view, looks, cluster_looks, edge_looks, shapes,
+                      graph_attributes(capped))
+    nodes = _node_infos(view, styler, facts)
+    titles = {uid: _title(info) + _hub_note(info, nodes) for uid, info in nodes.items()}
+    titles.update({e.id: _edge_title(e, view) for e in view.edges})
+    legend = styler.legend()
+    caption = f"{len(records)} ops \u00b7 colour: {legend.caption}"
+    svg = _finish(render_svg(dot), titles, legend, caption)
+    return GraphLayout(svg, nodes, dict(view.unit_of), _edge_infos(view, edge_looks),
+                       _cluster_infos(view), legend.to_json(), color_by, dot)

@@ -1,0 +1,219 @@
+"""How each drawn unit, cluster and edge looks, per colouring mode, and the legend that says so.
+
+Modes (``color_by``): ``op`` (op family), ``device`` and ``partition`` (assigned device, one
+colour each; a collapsed scope spanning devices is striped), ``time`` and ``memory`` (a heat
+scale of op time and output bytes from a traced step). States then override the fill: ops that
+``Session.run(fetches)`` would not execute are faded, highlighted ops get an accent border,
+fetched ops a double border. Every state is also a CSS class on the SVG element.
+"""
+
+from __future__ import annotations
+
+from dflab.visualize import style as _style
+from dflab.visualize import text as _text
+from dflab.visualize.dot import EdgeLook, NodeLook
+from dflab.visualize.model import SEND_TYPES
+from dflab.visualize.svg import Legend
+
+COLOR_MODES = ("op", "device", "partition", "time", "memory")
+SCOPE_FILL = "#e8ecf2"
+_CAPTIONS = {"op": "op type", "device": "device", "partition": "partition (device)",
+             "time": "op time", "memory": "output bytes"}
+
+
+def lighten(color: str, amount: float = 0.75) -> str:
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in (r, g, b))
+
+
+class Styler:
+    """Decides the looks of one drawing (see the module docstring)."""
+
+    def __init__(self, view, facts, mode: str):
+        self.view, self.facts, self.mode = view, facts, mode
+        self.devices = self._devices()
+        self.palette = _style.device_palette(d for d in self.devices if d)
+        self.device_index = {d: k for k, d in enumerate(sorted(self.palette))}
+        self.values = self._values() if mode in ("time", "memory") else {}
+        self.top = max(self.values.values(), default=0.0)
+        self.faded: set = set()
+        self.used_families: list = []
+        self.seen_states: set = set()
+
+    # --- per-op facts ---------------------------------------------------------------------
+    def device(self, rec) -> str:
+        return rec.partition or self.facts.device_of(rec.name, rec.device)
+
+    def _devices(self) -> set:
+        return {self.device(r) for u in self.view.units.values() for r in u.members}
+
+    def _values(self) -> dict:
+        source = self.facts.time_us if self.mode == "time" else self.facts.out_bytes
+        out = {}
+        for uid, u in self.view.units.items():
+            seen = [source[r.name] for r in u.members if r.name in source]
+            if seen:
+                out[uid] = float(sum(seen))
+        return out
+
+    def amount_text(self, value: float) -> str:
+        return _text.format_micros(value) if self.mode == "time" else _text.format_bytes(value)
+
+    # --- units ----------------------------------------------------------------------------
+    def _base(self, uid, unit) -> NodeLook:
+        recs = unit.members
+        if self.mode == "op":
+            if unit.kind == "scope":
+                return NodeLook(SCOPE_FILL, "#7b8794", _style.TEXT, penwidth=1.4)
+            fam = _style.family(recs[0].type)
+            if fam not in self.used_families:
+                self.used_families.append(fam)
+            fill = _style.family_fill(fam)
+            return NodeLook(fill, _style.darker(fill), _style.TEXT)
+        if self.mode in ("device", "partition"):
+            counts: dict = {}
+            for r in recs:
+                d = self.device(r)
+                counts[d] = counts.get(d, 0) + 1
+            fills = {self.palette.get(d, _style.UNKNOWN_DEVICE): n for d, n in counts.items()}
+            if len(fills) == 1:
+                fill = next(iter(fills))
+                return NodeLook(fill, _style.darker(fill), _style.TEXT)
+            stripes = [(c, n / len(recs)) for c, n in sorted(fills.items())]
+            return NodeLook(stripes[0][0], "#52606d", _style.TEXT, stripes=stripes)
+        if uid not in self.values:
+            self.seen_states.add("not-run")
+            return NodeLook(_style.NOT_RUN_FILL, _style.FADED_LINE, _style.MUTED_TEXT,
+                            classes=["not-run"], dashed=True)
+        fill, ink = _style.heat(self.values[uid], self.top)
+        return NodeLook(fill, _style.darker(fill, 0.3), ink)
+
+    def _lines(self, uid, unit) -> list:
+        r = unit.members[0]
+        if unit.kind == "scope":
+            lines = [f"{len(unit.members)} ops" + (" \u00b7 while loop" if unit.loop else "")]
+        elif r.is_comm and r.transfer_key() is not None:
+            _, src, dst = r.transfer_key()
+            lines = [f"to {_text.short_device(dst)}" if r.type in SEND_TYPES
+                     else f"from {_text.short_device(src)}"]
+        else:
+            lines = [r.type] if r.type != unit.label else []
+            if r.type in ("Const", "HostConst") and "value" in r.attrs:
+                lines.append(_text.value_text(r.attrs["value"], 28))
+        if uid in self.view.hubs:
+            lines.append(f"\u2194 {len(self.view.hubs[uid])} nodes, edges hidden")
+        if self.mode == "device" and unit.kind == "op":
+            lines.append(_text.short_device(self.device(r)) or "no device")
+        elif uid in self.values:
+            lines.append(self.amount_text(self.values[uid]))
+        return lines
+
+    def unit_look(self, uid, unit) -> NodeLook:
+        look = self._base(uid, unit)
+        names = [r.name for r in unit.members]
+        look.classes = [unit.kind] + look.classes
+        if unit.kind == "op":
+            look.classes.append("fam-" + _style.family(unit.members[0].type))
+        elif unit.loop:
+            look.classes.append("loop")
+        if self.mode in ("device", "partition"):
+            devs = {self.device(r) for r in unit.members}
+            look.classes += [f"dev-{self.device_index[d]}" for d in devs if d in self.device_index]
+        look.lines = self._lines(uid, unit)
+        if uid in self.view.hubs:
+            look.classes.append("hub")
+            look.dashed = True
+        f = self.facts
+        if f.needed is not None:
+            if any(n in f.fed for n in names):
+                look.classes.append("fed")
+            if any(n in f.needed or n in f.fed for n in names):
+                look.classes.append("needed")
+            else:
+                self.faded.add(uid)
+                self.seen_states.add("faded")
+                look.fill, look.line, look.text = (_style.FADED_FILL, _style.FADED_LINE,
+                                                   _style.FADED_TEXT)
+                look.stripes = None
+                look.classes.append("faded")
+        if any(n in f.fetched for n in names):
+            look.peripheries = 2
+            look.classes.append("fetched")
+        if any(n in f.highlighted for n in names):
+            self.seen_states.add("highlighted")
+            look.line, look.penwidth = _style.ACCENT, 2.6
+            look.classes.append("highlighted")
+        return look
+
+    def shape(self, unit) -> str:
+        return "box" if unit.kind == "scope" else _style.shape_of(unit.members[0].type)
+
+    # --- clusters and edges ---------------------------------------------------------------
+    def cluster_look(self, c) -> NodeLook:
+        if c.kind == "partition":
+            base = self.palette.get(c.name, _style.UNKNOWN_DEVICE)
+            classes = ["partition"] + ([f"dev-{self.device_index[c.name]}"]
+                                       if c.name in self.device_index else [])
+            return NodeLook(lighten(base, 0.8), _style.darker(base, 0.2), _style.TEXT,
+                            classes=classes, penwidth=1.6)
+        if c.kind == "frame":
+            return NodeLook("#fff8f2", "#e0a070", _style.TEXT, classes=["frame"], dashed=True)
+        return NodeLook("#f8f9fb", "#c5ccd6", _style.TEXT, classes=["scope"])
+
+    def edge_look(self, e, labels: bool) -> EdgeLook:
+        if e.kind == "control":
+            look = EdgeLook(_style.CONTROL_EDGE, ["control"], style="dotted")
+        elif e.kind == "transfer":
+            look = EdgeLook(_style.TRANSFER_EDGE, ["transfer"], penwidth=1.6, style="dashed")
+        else:
+            look = EdgeLook(_style.EDGE, ["data"], penwidth=1.0 + min(e.count - 1, 4) * 0.35)
+        if e.back:
+            look.classes.append("back")
+        if labels and e.kind != "control":
+            if e.count == 1 or len(e.texts) == 1:
+                text = e.texts[0] if e.texts else ""
+                look.label = text if e.count == 1 else f"{e.count}\u00d7 {text}".strip()
+            else:
+                look.label = f"{e.count} tensors"
+        elif labels and e.count > 1:
+            look.label = f"{e.count}"
+        if e.source in self.faded or e.target in self.faded:
+            look.color = _style.FADED_LINE
+            look.classes.append("faded")
+        if self.facts.emphasized.intersection(e.tensors):
+            look.color, look.penwidth = _style.ACCENT, 2.4
+            look.classes.append("emph")
+        return look
+
+    # --- legend ---------------------------------------------------------------------------
+    def legend(self) -> Legend:
+        lg = Legend(caption=_CAPTIONS[self.mode])
+        if self.mode == "op":
+            for fam in (f for f in _style.FAMILIES if f in self.used_families):
+                fill = _style.family_fill(fam)
+                lg.swatches.append((fill, _style.darker(fill), _style.FAMILIES[fam][0]))
+            if any(u.kind == "scope" for u in self.view.units.values()):
+                lg.swatches.append((SCOPE_FILL, "#7b8794", "name scope (collapsed)"))
+        elif self.mode in ("device", "partition"):
+            for d, c in sorted(self.palette.items()):
+                lg.swatches.append((c, _style.darker(c), _text.short_device(d)))
+            if "" in self.devices:
+                lg.swatches.append((_style.UNKNOWN_DEVICE, "#7b8794", "no device"))
+        else:
+            lg.heat = (_style.HEAT, "0", self.amount_text(self.top), "")
+            if "not-run" in self.seen_states:
+                lg.swatches.append((_style.NOT_RUN_FILL, _style.FADED_LINE, "not run"))
+        if self.view.hubs:
+            lg.swatches.append(("#ffffff", "#7b8794", "\u2194 hub: its edges are hidden"))
+        if "faded" in self.seen_states:
+            lg.swatches.append((_style.FADED_FILL, _style.FADED_LINE, "not needed by fetches"))
+        if "highlighted" in self.seen_states:
+            lg.swatches.append(("#ffffff", _style.ACCENT, "highlighted"))
+        kinds = {e.kind for e in self.view.edges}
+        if "data" in kinds:
+            lg.edges.append((_style.EDGE, "", "data"))
+        if "control" in kinds:
+            lg.edges.append((_style.CONTROL_EDGE, "1,3", "control"))
+        if "transfer" in kinds:
+            lg.edges.append((_style.TRANSFER_EDGE, "5,2", "send \u2192 recv"))
+        return lg

@@ -1,0 +1,439 @@
+"""What a graph drawing shows, as plain data: ops become *records*, records become a *view*.
+
+A record is one op described by name (from a live ``Operation`` or from a ``NodeDef`` of a
+partition graph), so that graphs and partition graphs are drawn by the same code. A view decides
+what is drawn: which ops are shown alone, which name scopes are collapsed into one metanode
+(TensorBoard's rule: in a large graph every scope starts collapsed, ``expanded`` opens some), which
+open scopes, while-loop frames and device partitions become clusters, and which edges join the
+drawn units, aggregated with a count when several tensors run between the same two units.
+
+In a big drawing, a unit joined to very many others (a ``gradients`` or ``Adam`` metanode, a
+constant read everywhere) is a *hub*: as TensorBoard does with its auxiliary nodes, its edges to
+non-hubs are kept in the data but not drawn, which keeps the layout readable and fast.
+
+Invariants: every record belongs to exactly one unit (``View.unit_of``); an edge never joins a
+unit to itself; clusters nest strictly (a cluster's parent is a cluster or None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dflab.visualize import style as _style
+from dflab.visualize import text as _text
+
+SEND_TYPES = ("_Send", "_HostSend")
+RECV_TYPES = ("_Recv", "_HostRecv")
+_COMM_PREFIXES = ("_send/", "_recv/")
+
+
+@dataclass
+class OpRecord:
+    """One op as the drawing needs it; ``outputs`` holds ``(dtype, shape)`` text per slot."""
+
+    name: str
+    type: str
+    device: str = ""
+    site: str = ""
+    attrs: dict = field(default_factory=dict)
+    outputs: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)  # (producer name, output slot)
+    control_inputs: list = field(default_factory=list)  # producer names
+    frame: str = ""  # the innermost while-loop frame the op runs in ("" outside loops)
+    partition: str = ""  # the partition's device, in a drawing of partition graphs
+
+    @property
+    def is_comm(self) -> bool:
+        return self.type in SEND_TYPES or self.type in RECV_TYPES
+
+    def transfer_key(self):
+        """(tensor, send device, recv device) of a _Send/_Recv, else None."""
+        a = self.attrs
+        if not self.is_comm or "tensor_name" not in a:
+            return None
+        return (a["tensor_name"], a.get("send_device", ""), a.get("recv_device", ""))
+
+
+# --- records -------------------------------------------------------------------------------
+def _frame_of(op) -> str:
+    ctx = getattr(op, "_control_flow_context", None)
+    while ctx is not None and not hasattr(ctx, "frame_name"):
+        ctx = getattr(ctx, "outer_context", None)
+    return getattr(ctx, "frame_name", "") or ""
+
+
+def record_of_op(op) -> OpRecord:
+    return OpRecord(
+        name=op.name, type=op.type, device=op.device or "", site=op.creation_site or "",
+        attrs=dict(op._attrs),
+        outputs=[(_text.dtype_text(t.dtype), _text.shape_text(t.shape)) for t in op.outputs],
+        inputs=[(t.op.name, t.value_index) for t in op.inputs],
+        control_inputs=[c.name for c in op.control_inputs],
+        frame=_frame_of(op))
+
+
+def records_of_ops(ops) -> list[OpRecord]:
+    return [record_of_op(op) for op in ops]
+
+
+def _parse_input(name: str) -> tuple[str, int, bool]:
+    """(producer, slot, is_control) of a NodeDef input: ``x``, ``x:1`` or ``^x``."""
+    if name.startswith("^"):
+        return name[1:], 0, True
+    base, _, slot = name.rpartition(":")
+    if base and slot.isdigit():
+        return base, int(slot), False
+    return name, 0, False
+
+
+def _static(op) -> list:
+    return [(_text.dtype_text(t.dtype), _text.shape_text(t.shape)) for t in op.outputs]
+
+
+def _node_def_outputs(nd, by_name, observed) -> list:
+    """Output descriptions of a partition node: static ones when the graph is known (for a
+    _Recv, those of the tensor it receives), else what the traced step observed, else (for a
+    _Recv) its declared type and shape."""
+    op = by_name.get(nd.name)
+    if op is not None and op.type == nd.op:
+        return _static(op)
+    if nd.op in RECV_TYPES and "tensor_name" in nd.attr:
+        src, slot, is_control = _parse_input(nd.attr["tensor_name"])
+        sent = by_name.get(src)
+        if sent is not None and not is_control and slot < len(sent.outputs):
+            return [_static(sent)[slot]]
+    if nd.name in observed:
+        return observed[nd.name]
+    if nd.op in RECV_TYPES and "tensor_type" in nd.attr:
+        return [(_text.dtype_text(nd.attr["tensor_type"]), _text.shape_text(nd.attr.get("shape")))]
+    return []
+
+
+def records_of_graph_defs(graph_defs, graph=None, observed=None) -> list[OpRecord]:
+    """Records of partition graphs (one ``GraphDef`` per device, ``_Send``/``_Recv`` included).
+
+    ``graph`` (the user's graph) supplies static shapes and loop frames of the original ops;
+    ``observed`` maps node names to output descriptions seen in a traced step.
+    """
+    by_name = {op.name: op for op in graph.get_operations()} if graph is not None else {}
+    observed = observed or {}
+    records = []
+    for gd in graph_defs:
+        for nd in gd.node:
+            op = by_name.get(nd.name)
+            inputs, controls = [], []
+            for name in nd.input:
+                src, slot, is_control = _parse_input(name)
+                (controls.append(src) if is_control else inputs.append((src, slot)))
+            frame = _frame_of(op) if op is not None else nd.attr.get("frame_name", "")
+            records.append(OpRecord(
+                name=nd.name, type=nd.op, device=op.device if op is not None else "",
+                site=getattr(nd, "site", "") or "", attrs=dict(nd.attr),
+                outputs=_node_def_outputs(nd, by_name, observed), inputs=inputs,
+                control_inputs=controls, frame=frame, partition=nd.device))
+    return records
+
+
+# --- the view ------------------------------------------------------------------------------
+@dataclass
+class Unit:
+    """A drawn node: one op (``kind="op"``) or a collapsed name scope (``kind="scope"``)."""
+
+    id: str
+    kind: str
+    name: str
+    label: str
+    parent: str | None
+    members: list = field(default_factory=list)  # OpRecords
+    loop: bool = False  # a collapsed scope holding a while loop
+
+
+@dataclass
+class Cluster:
+    """A drawn box around units: an open scope, a while-loop frame or a device partition."""
+
+    id: str
+    kind: str  # "scope" | "frame" | "partition"
+    name: str
+    label: str
+    parent: str | None
+    units: list = field(default_factory=list)
+    clusters: list = field(default_factory=list)
+    n_ops: int = 0
+
+
+@dataclass
+class Edge:
+    id: str
+    source: str
+    target: str
+    kind: str  # "data" | "control" | "transfer"
+    tensors: list = field(default_factory=list)  # tensor names (or transfer keys) carried
+    texts: list = field(default_factory=list)  # distinct "dtype [shape]" texts carried
+    back: bool = False  # a loop's back edge (drawn without ranking its ends)
+    hidden: bool = False  # an edge between a hub and a non-hub: listed, not drawn
+
+    @property
+    def count(self) -> int:
+        return len(self.tensors)
+
+
+@dataclass
+class View:
+    units: dict  # id -> Unit (insertion order = creation order of their first op)
+    clusters: dict  # id -> Cluster
+    edges: list
+    unit_of: dict  # op name -> unit id
+    top: list  # ids of the units and clusters outside every cluster, in order
+    hubs: dict = field(default_factory=dict)  # hub unit id -> ids of its hidden neighbours
+
+
+def _scopes_of(rec: OpRecord, scope_names: set) -> list[str]:
+    """The name scopes ``rec`` sits in, outermost first. An op named like a scope (TF's
+    ``Variable`` next to ``Variable/read``) belongs to that scope, as in TensorBoard."""
+    if rec.is_comm and rec.name.startswith(_COMM_PREFIXES):
+        return []  # partitioner-made names: never group all transfers into one "_send" box
+    parts = rec.name.split("/")
+    scopes = ["/".join(parts[:k]) for k in range(1, len(parts))]
+    if rec.name in scope_names:
+        scopes.append(rec.name)
+    return scopes
+
+
+def _all_scope_names(records) -> set:
+    names = set()
+    for r in records:
+        if r.is_comm and r.name.startswith(_COMM_PREFIXES):
+            continue
+        parts = r.name.split("/")
+        names.update("/".join(parts[:k]) for k in range(1, len(parts)))
+    return names
+
+
+def _closure(expanded) -> set:
+    """Opening ``a/b`` opens ``a`` as well."""
+    out = set()
+    for name in expanded or ():
+        parts = str(name).strip("/").split("/")
+        out.update("/".join(parts[:k]) for k in range(1, len(parts) + 1))
+    return out
+
+
+def _comm_label(rec: OpRecord) -> str:
+    """``send h:0`` / ``recv h:0``: what a transfer node moves, not its generated name."""
+    key = rec.transfer_key()
+    if key is None:
+        return rec.name.rsplit("/", 1)[-1]
+    return ("send " if rec.type in SEND_TYPES else "recv ") + _text.printable(key[0], 40)
+
+
+def _relative(name: str, scope: str | None) -> str:
+    if scope and name.startswith(scope + "/"):
+        return name[len(scope) + 1:]
+    return name if scope is None else name.rsplit("/", 1)[-1]
+
+
+class _Builder:
+    def __init__(self, records, collapse: bool, expanded, partitioned: bool):
+        self.records = records
+        self.collapse = collapse
+        self.opened = _closure(expanded)
+        self.partitioned = partitioned
+        self.scope_names = _all_scope_names(records)
+        self.frames = {r.frame for r in records if r.frame} | {
+            r.attrs.get("frame_name") for r in records if r.type in ("Enter", "RefEnter")}
+        self.ids = 0
+        self.units: dict = {}
+        self.clusters: dict = {}
+        self.top: list = []
+        self.unit_of: dict = {}
+        self.by_key: dict = {}  # group key -> unit or cluster id
+        self.scopes = {r.name: _scopes_of(r, self.scope_names) for r in records}
+        self.counts = self._count_members()
+
+    def new_id(self) -> str:
+        i = f"n{self.ids}"
+        self.ids += 1
+        return i
+
+    def _count_members(self) -> dict:
+        counts: dict = {}
+        for r in self.records:
+            for s in self.scopes[r.name]:
+                counts[(r.partition, s)] = counts.get((r.partition, s), 0) + 1
+        return counts
+
+    def is_open(self, scope: str) -> bool:
+        return not self.collapse or scope in self.opened
+
+    def attach(self, item_id: str, parent: str | None, is_cluster: bool) -> None:
+        if parent is None:
+            self.top.append(item_id)
+        elif is_cluster:
+            self.clusters[parent].clusters.append(item_id)
+        else:
+            self.clusters[parent].units.append(item_id)
+
+    def cluster(self, key, kind, name, label, parent) -> str:
+        cid = self.by_key.get(key)
+        if cid is None:
+            cid = self.by_key[key] = self.new_id()
+            self.clusters[cid] = Cluster(cid, kind, name, label, parent)
+            self.attach(cid, parent, True)
+        return cid
+
+    def count(self, enclosing: list) -> None:
+        for cid in enclosing:
+            self.clusters[cid].n_ops += 1
+
+    def metanode(self, r: OpRecord, scope: str, parent, parent_scope) -> str:
+        """The unit standing for collapsed ``scope`` (made on its first op)."""
+        uid = self.by_key.get(("u", r.partition, scope))
+        if uid is None:
+            uid = self.by_key[("u", r.partition, scope)] = self.new_id()
+            self.units[uid] = Unit(uid, "scope", scope, _relative(scope, parent_scope), parent,
+                                   loop=scope + "/while_context" in self.frames)
+            self.attach(uid, parent, False)
+        return uid
+
+    def place(self, r: OpRecord) -> None:
+        """Walk ``r``'s scopes outermost first: the first closed one is its unit; open ones
+        become clusters on the way."""
+        parent, parent_scope = None, None
+        if self.partitioned:
+            parent = self.cluster(("p", r.partition), "partition", r.partition,
+                                  _text.short_device(r.partition) or "unplaced", None)
+        enclosing = [parent] if parent else []
+        for s in self.scopes[r.name]:
+            n = self.counts[(r.partition, s)]
+            if not self.is_open(s) and n >= 2:  # a box standing for one op would hide it
+                uid = self.metanode(r, s, parent, parent_scope)
+                self.units[uid].members.append(r)
+                self.unit_of[r.name] = uid
+                self.count(enclosing)
+                return
+            parent_n = self.counts.get((r.partition, parent_scope), 0) if parent_scope else 0
+            if n >= 2 and n != parent_n:  # a box around one op, or around the same ops, is noise
+                kind = "frame" if s + "/while_context" in self.frames else "scope"
+                parent = self.cluster(("c", r.partition, s), kind, s, _relative(s, parent_scope),
+                                      parent)
+                parent_scope = s
+                enclosing.append(parent)
+        uid = self.new_id()
+        label = _comm_label(r) if r.is_comm else _relative(r.name, parent_scope)
+        self.units[uid] = Unit(uid, "op", r.name, label, parent, [r])
+        self.attach(uid, parent, False)
+        self.unit_of[r.name] = uid
+        self.count(enclosing)
+
+
+def _joined(desc) -> str:
+    """``float32 [?,784]`` from an output's (dtype, shape) texts; empty when unknown."""
+    return f"{desc[0]} {desc[1]}" if desc[0] else ""
+
+
+def _sent(send: OpRecord, by_name: dict):
+    """Description of the tensor a _Send sends, as its producer describes it (so a transfer
+    edge reads like the data edges around it), or None."""
+    if not send.inputs:
+        return None
+    src, slot = send.inputs[0]
+    p = by_name.get(src)
+    return p.outputs[slot] if p is not None and slot < len(p.outputs) else None
+
+
+def _edges(records, unit_of) -> list[Edge]:
+    by_name = {r.name: r for r in records}
+    edges: dict = {}
+
+    def add(src: str, dst: str, kind: str, tensor: str, text: str, back=False) -> None:
+        u, v = unit_of.get(src), unit_of.get(dst)
+        if u is None or v is None or u == v:
+            return
+        e = edges.get((u, v, kind))
+        if e is None:
+            e = edges[(u, v, kind)] = Edge(f"e{len(edges)}", u, v, kind)
+        e.tensors.append(tensor)
+        if text and text not in e.texts:
+            e.texts.append(text)
+        e.back = e.back or back
+
+    for r in records:
+        for src, slot in r.inputs:
+            p = by_name.get(src)
+            if p is None:
+                continue
+            desc = p.outputs[slot] if slot < len(p.outputs) else ("", "")
+            tensor = f"{src}:{slot}"
+            back = p.type in _style.BACK_EDGE_OPS
+            add(src, r.name, "data", tensor, _joined(desc), back)
+        for src in r.control_inputs:
+            if src in by_name:
+                add(src, r.name, "control", "^" + src, "")
+    sends = {r.transfer_key(): r for r in records if r.type in SEND_TYPES}
+    for r in records:
+        key = r.transfer_key()
+        if r.type in RECV_TYPES and key in sends:
+            control = key[0].startswith("^")  # a token proving an op ran: nothing to describe
+            desc = _sent(sends[key], by_name) or (r.outputs[:1] or [("", "")])[0]
+            add(sends[key].name, r.name, "transfer", key[0], "" if control else _joined(desc))
+    return list(edges.values())
+
+
+HUB_MIN_UNITS = 30  # drawings with fewer units show every edge
+HUB_DEGREE = 10  # distinct neighbours that make a unit a hub
+
+
+def mark_hubs(view: View, keep=frozenset()) -> None:
+    """Find the hubs of ``view`` and hide their edges to non-hubs (see the module docstring).
+    Units in ``keep`` (ids) are never hubs: a highlighted op keeps its edges."""
+    if len(view.units) < HUB_MIN_UNITS:
+        return
+    neighbours: dict = {}
+    for e in view.edges:
+        if e.kind != "transfer":
+            neighbours.setdefault(e.source, set()).add(e.target)
+            neighbours.setdefault(e.target, set()).add(e.source)
+    hubs = {u for u, n in neighbours.items() if len(n) >= HUB_DEGREE and u not in keep}
+    for e in view.edges:
+        e.hidden = e.kind != "transfer" and ((e.source in hubs) != (e.target in hubs))
+    view.hubs = {u: sorted(n - hubs, key=lambda v: int(v[1:])) for u, n in neighbours.items()
+                 if u in hubs}
+
+
+def layout_size(view: View, labels: bool) -> int:
+    """Roughly how many nodes Graphviz's ``dot`` will lay out: the drawn units plus one virtual
+    node per rank an edge skips (``dot`` routes a long edge through a chain of them; an edge
+    label doubles the ranks and adds a node of its own). Ranks are longest paths from the
+    sources, as ``dot`` ranks them; a loop's back edges do not rank."""
+    succ: dict = {u: [] for u in view.units}
+    indeg = dict.fromkeys(view.units, 0)
+    ranked = [e for e in view.edges if not e.back and not e.hidden]
+    for e in ranked:
+        succ[e.source].append(e.target)
+        indeg[e.target] += 1
+    rank = dict.fromkeys(view.units, 0)
+    ready = [u for u, n in indeg.items() if n == 0]
+    while ready:
+        u = ready.pop()
+        for v in succ[u]:
+            rank[v] = max(rank[v], rank[u] + 1)
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    factor = 2 if labels else 1
+    virtual = sum(max(factor * (rank[e.target] - rank[e.source]) - 1, 0) for e in ranked)
+    return len(view.units) + virtual
+
+
+def build_view(records, *, collapse: bool, expanded=(), partitioned: bool = False,
+               keep_edges=frozenset()) -> View:
+    """Units, clusters and edges of ``records``; ``collapse`` closes every scope not in
+    ``expanded`` (names; opening a scope opens its parents). The units of the ops named in
+    ``keep_edges`` never become hubs."""
+    b = _Builder(records, collapse, expanded, partitioned)
+    for r in records:
+        b.place(r)
+    view = View(b.units, b.clusters, _edges(records, b.unit_of), b.unit_of, b.top)
+    mark_hubs(view, {view.unit_of[n] for n in keep_edges if n in view.unit_of})
+    return view
