@@ -1,0 +1,503 @@
+"""``Stepper``: one ``Session.run`` executed node by node on the real executor, in a notebook.
+
+The stepper drives a ``dflab.runtime.stepping.StepRun`` (the executor's own ``step()``), so what
+it shows is what ``Session.run`` does: the ready set (any ready node may go next — dataflow order
+is free), loop frames and iterations, dead branches of a ``cond``, values crossing devices
+through ``_Send``/``_Recv``, and variables shared with every other run of the session.
+
+Going back is a view, Python Tutor style: a *cursor* moves over the recorded history and the
+graph shows the states after that many events; nothing is undone (variables keep their current
+values). ``step()`` while the cursor is behind replays the next recorded event without
+executing anything; once the cursor reaches the end, stepping executes again.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import ipywidgets
+import traitlets as t
+
+from dflab.framework import errors
+from dflab.notebook import _assets
+from dflab.notebook._graph_widget import GraphWidget, scopes_of_names
+from dflab.notebook._summaries import summarize, summarize_outputs
+from dflab.runtime.stepping import ReadyNode, StepEvent, StepRun
+from dflab.visualize.text import short_device
+
+# Below this many ops every name scope starts open: stepping is about individual nodes.
+EXPAND_ALL_UP_TO = 150
+LANE_LENGTH = 60  # events shown per device lane (the most recent ones)
+VARIABLE_TYPES = ("VariableV2", "Variable", "VarHandleOp")
+
+_live_steppers: weakref.WeakSet = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """A name breakpoint (``name``) or a predicate breakpoint (``fn(event) -> bool``)."""
+
+    name: str | None = None
+    fn: object = None
+
+
+def _label(name: str, frame: str, iteration: int) -> str:
+    return f"{name} #{iteration}" if frame else name
+
+
+class Stepper(GraphWidget):
+    """Step ``session.run(fetches, feed_dict)`` one node at a time (see the module docstring).
+
+    Python API and buttons: ``step()`` / ``step(name)``, ``back()``, ``run_to(name)``,
+    ``resume()``, ``reset()``; breakpoints by op name or predicate (``add_breakpoint``);
+    ``ready``, ``executed``, ``result``, ``history``, ``cursor``. Clicking a ready node in the
+    graph steps it; shift-click toggles a breakpoint; clicking another node shows its details.
+    """
+
+    _esm = _assets.esm("stepper")
+
+    status = t.Unicode("").tag(sync=True)
+    message = t.Unicode("").tag(sync=True)
+    ready_items = t.List().tag(sync=True)  # [{"key", "name", "label"}]
+    lanes = t.Dict().tag(sync=True)  # device -> [{"label", "state"}] (recent events)
+    frames = t.List(t.Unicode()).tag(sync=True)  # one line per loop frame seen
+    variables = t.List().tag(sync=True)  # [[name, value text]]
+    badges = t.Dict().tag(sync=True)  # node id -> "#iteration"
+    breakpoint_ids = t.List(t.Unicode()).tag(sync=True)
+    cursor = t.Int(0).tag(sync=True)  # events of the history shown
+    total = t.Int(0).tag(sync=True)  # events recorded
+    finished = t.Bool(False).tag(sync=True)
+
+    def __init__(self, session, fetches, feed_dict=None, *, color_by: str | None = None,
+                 expanded=None, title: str = ""):
+        self.session = session
+        self._fetches = fetches
+        self._feed_dict = feed_dict
+        self._marks: list[_Mark] = []
+        self._texts: list[str] = []  # value text per history event (computed once)
+        self._ready_log: list[list[ReadyNode]] = []  # ready set after k events
+        self.run = StepRun(session, fetches, feed_dict)
+        names = list(self.run.states)
+        if color_by is None:  # a partitioned step is drawn as device clusters with Send/Recv
+            color_by = "partition" if self.run.partition_graphs else "op"
+        if expanded is None:
+            expanded = scopes_of_names(names) if len(names) <= EXPAND_ALL_UP_TO else ()
+        super().__init__(color_by=color_by, expanded=list(expanded), title=title)
+        self._ready_log.append(list(self.run.ready))
+        self.relayout()
+        self._ready_to_layout = True
+        self._sync()
+        _live_steppers.add(self)
+
+    # --- layout ---------------------------------------------------------------------------
+    def _layout_source(self):
+        graph = self.session.graph
+        by_name = {op.name: op for op in graph.get_operations()}
+        ops = [by_name[n] for n in self.run.states if n in by_name]
+        feeds = list(self._feed_dict or ())
+        kwargs = dict(fetches=self._fetches, feeds=feeds or None)
+        if self.run.partition_graphs:
+            kwargs["partition_graphs"] = self.run.partition_graphs
+        placement = getattr(self.run.plan, "placement", None)
+        if placement:
+            kwargs["placement"] = placement
+        return ops, kwargs
+
+    # --- the cursor over the history ----------------------------------------------------------
+    @property
+    def history(self) -> list[StepEvent]:
+        """Every event recorded so far (the cursor may be behind its end)."""
+        return list(self.run.history)
+
+    @property
+    def _live(self) -> bool:
+        return self.cursor == len(self.run.history)
+
+    @property
+    def ready(self) -> list[ReadyNode]:
+        """The nodes that may run next, at the cursor."""
+        if self._live:
+            return list(self.run.ready)
+        return list(self._ready_log[self.cursor]) if self.cursor < len(self._ready_log) else []
+
+    @property
+    def executed(self) -> list[str]:
+        """Names of the nodes run up to the cursor, in order."""
+        return [e.name for e in self.run.history[: self.cursor]]
+
+    @property
+    def result(self):
+        """The fetches' values, as ``Session.run`` returns them, once the step has finished."""
+        return self.run.result
+
+    def op_states(self) -> dict[str, str]:
+        """Op name -> pending|ready|running|done|dead, at the cursor."""
+        return self._op_states()
+
+    def _op_states(self) -> dict:
+        return self.run.states if self._live else self.run.states_at(self.cursor)
+
+    def value(self, name: str):
+        """The outputs of op ``name``'s latest run up to the cursor."""
+        for e in reversed(self.run.history[: self.cursor]):
+            if e.name == name and e.completed:
+                return e.outputs
+        if self._live:
+            return self.run.value(name)  # raises the runtime's error naming the op
+        raise errors.FailedPreconditionError(
+            None, None, f"{name} has not run by step {self.cursor} of the history.")
+
+    # --- actions ----------------------------------------------------------------------------
+    def step(self, node=None) -> StepEvent | None:
+        """Run one ready node: the first one, or ``node`` (an op name, a key or a ReadyNode).
+
+        While the cursor is behind the end of the history, replays the next recorded event
+        instead (executing nothing); a different ``node`` is then an error, since the past
+        cannot change.
+        """
+        if not self._live:
+            event = self.run.history[self.cursor]
+            if node is not None and _node_key(node) not in (event.name, _event_key(event)):
+                raise errors.InvalidArgumentError(
+                    None, None, f"The stepper is replaying its history: the next recorded "
+                    f"event is {_event_key(event)}, not {_node_key(node)}. Step without a node "
+                    "to replay, or move to the end of the history to choose.")
+            self._move(self.cursor + 1)
+            return event
+        return self._execute(lambda: [self.run.step(node)])[-1] if not self.run.finished \
+            else self._raise_finished()
+
+    def back(self, n: int = 1) -> int:
+        """Move the cursor ``n`` events back (nothing is undone); returns the new cursor."""
+        self._move(max(self.cursor - int(n), 0))
+        return self.cursor
+
+    def forward(self, n: int = 1) -> int:
+        """Replay ``n`` recorded events (never executes); returns the new cursor."""
+        self._move(min(self.cursor + int(n), len(self.run.history)))
+        return self.cursor
+
+    def run_to(self, name: str) -> list[StepEvent]:
+        """Step until op ``name`` has run (or the step finishes), replaying history first."""
+        if isinstance(name, ReadyNode):
+            name = name.name
+        replayed = self._replay_until(lambda e: e.name == name, inclusive=True)
+        if replayed and replayed[-1].name == name:
+            return replayed
+        if self.run.finished:
+            return replayed
+        return replayed + self._execute(lambda: self.run.run_to(name))
+
+    def resume(self, breakpoints=()) -> list[StepEvent]:
+        """Run until the step finishes or a breakpoint (the stepper's and ``breakpoints``)."""
+        marks = self._marks + [_as_mark(b) for b in breakpoints]
+        first = self.cursor
+
+        def hits(e: StepEvent) -> bool:
+            return any(m.fn is not None and m.fn(e) for m in marks)
+
+        def stops_before(e: StepEvent) -> bool:
+            return any(m.name is not None and m.name == e.name for m in marks)
+
+        replayed = []
+        while not self._live:
+            e = self.run.history[self.cursor]
+            if self.cursor > first and stops_before(e):
+                return replayed
+            self._move(self.cursor + 1)
+            replayed.append(e)
+            if hits(e):
+                return replayed
+        if self.run.finished:
+            return replayed
+        return replayed + self._execute(lambda: self.run.resume(breakpoints=[
+            m.name if m.name is not None else m.fn for m in marks]))
+
+    def reset(self) -> None:
+        """Start the step again from nothing run (variables keep their current values)."""
+        self.run = StepRun(self.session, self._fetches, self._feed_dict)
+        self._texts = []
+        self._ready_log = [list(self.run.ready)]
+        self.message = ""
+        self._move(0)
+        self.relayout()
+
+    # --- breakpoints ------------------------------------------------------------------------
+    def add_breakpoint(self, bp) -> None:
+        """Stop ``resume`` before op ``bp`` runs (a name), or after an event ``bp(event)``
+        accepts (a predicate such as ``dflab.runtime.stepping.has_inf_or_nan``)."""
+        mark = _as_mark(bp)
+        if mark.name is not None and mark.name not in self.run.states:
+            raise errors.NotFoundError(
+                None, None, f"{mark.name} is not part of this step (it is not needed by the "
+                "fetches, or does not exist).")
+        if mark not in self._marks:
+            self._marks.append(mark)
+        self._sync()
+
+    def remove_breakpoint(self, bp) -> None:
+        mark = _as_mark(bp)
+        self._marks = [m for m in self._marks if m != mark]
+        self._sync()
+
+    @property
+    def breakpoints(self) -> list:
+        return [m.name if m.name is not None else m.fn for m in self._marks]
+
+    # --- internals ----------------------------------------------------------------------------
+    def _raise_finished(self):
+        raise errors.OutOfRangeError(None, None, "The step has finished; reset() to run it again.")
+
+    def _execute(self, action) -> list[StepEvent]:
+        try:
+            events = action()
+            self.message = ""
+        except errors.OpError as e:
+            op = getattr(e, "op", None)
+            self.message = _error_text(e)
+            if op is not None and self.node_id(op.name) is not None:
+                self._selected_name = op.name  # show the failing node's details
+            raise
+        finally:
+            self._record_new_events()
+            self._move(len(self.run.history))
+            _refresh_peers(self)
+        return events
+
+    def _record_new_events(self) -> None:
+        history = self.run.history
+        for e in history[len(self._texts):]:
+            self._texts.append(summarize_outputs(e.outputs) if not e.dead else "dead")
+        # The ready set is only known now (after the last new event); earlier new events of a
+        # multi-event action get the ready set derived from their states when revisited.
+        while len(self._ready_log) < len(history):
+            self._ready_log.append(None)
+        self._ready_log.append(list(self.run.ready))
+        del self._ready_log[len(history) + 1:]
+
+    def _replay_until(self, stop, inclusive: bool) -> list[StepEvent]:
+        replayed = []
+        while not self._live:
+            e = self.run.history[self.cursor]
+            if stop(e) and not inclusive:
+                break
+            self._move(self.cursor + 1)
+            replayed.append(e)
+            if stop(e):
+                break
+        return replayed
+
+    def _move(self, k: int) -> None:
+        self.cursor = k
+        self._sync()
+        if self._selected_name and self.node_id(self._selected_name) != self.selected:
+            self.select(self._selected_name)
+
+    def _sync(self) -> None:
+        """Send everything the views show, for the cursor's position."""
+        if self._layout is None:
+            return
+        k = self.cursor
+        history = self.run.history
+        self._op_values = self._values_at(k)
+        with self.hold_sync():
+            self.total = len(history)
+            self.finished = self.run.finished and k == len(history)
+            self._send_node_state()
+            ready = self.ready if self._live or self._ready_log_known(k) else \
+                self._ready_from_states()
+            self.ready_items = [{"key": r.key, "name": r.name,
+                                 "label": _label(r.name, r.frame, r.iteration)} for r in ready]
+            self.status = self._status_text(ready)
+            self.lanes = self._lanes(history[:k])
+            self.frames = self._frame_lines(history[:k])
+            self.variables = self._variable_texts()
+
+    def _ready_log_known(self, k: int) -> bool:
+        return k < len(self._ready_log) and self._ready_log[k] is not None
+
+    def _ready_from_states(self) -> list[ReadyNode]:
+        graph = self.session.graph
+        out = []
+        for name, state in self._op_states().items():
+            if state == "ready":
+                try:
+                    op = graph.get_operation_by_name(name)
+                    op_type, device = op.type, op.device
+                except (KeyError, ValueError):
+                    op_type, device = "", ""
+                out.append(ReadyNode(name, op_type, device, "", 0, name))
+        return out
+
+    def _status_text(self, ready) -> str:
+        k, n = self.cursor, len(self.run.history)
+        total = str(n) if self.run.finished else "?"
+        names = ", ".join(_label(r.name, r.frame, r.iteration) for r in ready)
+        parts = [f"step {k} of {total}"]
+        if self.run.error is not None and k == n:
+            parts.append("failed")
+        elif self.run.finished and k == n:
+            parts.append("finished")
+        else:
+            parts.append(f"ready: {names}" if names else "ready: none")
+        if k < n:
+            parts.append(f"viewing history ({n} recorded)")
+        return " \u00b7 ".join(parts)
+
+    def _values_at(self, k: int) -> dict:
+        values = {}
+        for i, e in enumerate(self.run.history[:k]):
+            if not e.completed:
+                continue
+            text = self._texts[i] if i < len(self._texts) else summarize_outputs(e.outputs)
+            values[e.name] = f"[{e.frame} #{e.iteration}] {text}" if e.frame else text
+        return values
+
+    def _send_extra_state(self, ids: dict) -> None:
+        badges = {}
+        for e in self.run.history[: self.cursor]:
+            if e.frame and e.name in ids:
+                badges[ids[e.name]] = f"#{e.iteration}"
+        for r in (self.ready if self._live else []):
+            if r.frame and r.name in ids:
+                badges[ids[r.name]] = f"#{r.iteration}"
+        self.badges = badges
+        self.breakpoint_ids = sorted({ids[m.name] for m in self._marks
+                                      if m.name is not None and m.name in ids})
+
+    def _lanes(self, events) -> dict:
+        lanes: dict = {}
+        for e in events:
+            state = "dead" if e.dead else ("done" if e.completed else "running")
+            lanes.setdefault(short_device(e.device) or "?", []).append(
+                {"label": _label(e.name, e.frame, e.iteration), "state": state})
+        return {d: items[-LANE_LENGTH:] for d, items in sorted(lanes.items())}
+
+    @staticmethod
+    def _frame_lines(events) -> list[str]:
+        frames: dict = {}
+        for e in events:
+            if e.frame:
+                frames.setdefault(e.frame, set()).add(e.iteration)
+        return [f"{f}: iteration {max(its)} ({len(its)} seen)" for f, its in frames.items()]
+
+    def _variable_texts(self) -> list:
+        names = []
+        for name in self.run.states:
+            try:
+                op = self.session.graph.get_operation_by_name(name)
+            except (KeyError, ValueError):
+                continue
+            if op.type in VARIABLE_TYPES:
+                names.append(name)
+        if not names:
+            return []
+        current = {}
+        for device in self.session.devices.devices:
+            for name, state in device.resources.variables().items():
+                current[name] = state
+        return [[n, summarize(current[n].value) if n in current and current[n].initialized
+                 else "uninitialized"] for n in sorted(names)]
+
+    # --- front-end messages ---------------------------------------------------------------
+    def _handle_message(self, content: dict) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        try:
+            if kind == "action":
+                self._button(str(content.get("action", "")))
+            elif kind == "step":
+                self.step(str(content.get("key", "")) or None)
+            elif kind == "toggle-breakpoint":
+                self._toggle_breakpoint(str(content.get("id", "")))
+            else:
+                super()._handle_message(content)
+        except (errors.OpError, KeyError) as e:
+            # A button press has nowhere to raise to: say what went wrong in the widget.
+            self.message = _error_text(e)
+
+    def _button(self, action: str) -> None:
+        if action == "step":
+            self.step()
+        elif action == "back":
+            self.back()
+        elif action == "resume":
+            self.resume()
+        elif action == "reset":
+            self.reset()
+        elif action == "run-to":
+            name = self.nodes.get(self.selected, {}).get("name")
+            if not name or self.nodes[self.selected].get("kind") != "op":
+                self.message = "Select a node first (click it), then run to it."
+                return
+            self.run_to(name)
+
+    def _node_clicked(self, node_id: str) -> None:
+        info = self.nodes.get(node_id) or {}
+        name = info.get("name")
+        if info.get("kind") == "op" and self._live and any(r.name == name for r in self.ready):
+            self.select(node_id)
+            self.step(name)
+            return
+        super()._node_clicked(node_id)
+
+    def _toggle_breakpoint(self, node_id: str) -> None:
+        info = self.nodes.get(node_id) or {}
+        if info.get("kind") != "op":
+            return
+        name = info["name"]
+        if _Mark(name=name) in self._marks:
+            self.remove_breakpoint(name)
+        else:
+            self.add_breakpoint(name)
+
+    # --- display ------------------------------------------------------------------------------
+    def _text(self) -> str:
+        return f"Stepper: {self.status}"
+
+    @staticmethod
+    def side_by_side(*steppers) -> ipywidgets.HBox:
+        """Two (or more) steppers next to each other, e.g. on overlapping subgraphs of one
+        session: stepping one refreshes the shared variables shown by the others."""
+        return side_by_side(*steppers)
+
+
+def side_by_side(*steppers) -> ipywidgets.HBox:
+    """An HBox of steppers, each refreshing the others' variable panels when it steps."""
+    if not steppers or not all(isinstance(s, Stepper) for s in steppers):
+        raise TypeError("side_by_side takes Stepper widgets")
+    box = ipywidgets.HBox(list(steppers),
+                          layout=ipywidgets.Layout(width="100%", align_items="flex-start"))
+    box.add_class("dflab-side-by-side")
+    return box
+
+
+def _refresh_peers(stepper: Stepper) -> None:
+    """Variables are shared by every run of a session: show their new values everywhere."""
+    for other in list(_live_steppers):
+        if other is not stepper and other.session is stepper.session:
+            other.variables = other._variable_texts()
+
+
+def _error_text(e: BaseException) -> str:
+    op = getattr(e, "op", None)
+    where = f" in {op.name}" if op is not None else ""
+    return f"{type(e).__name__}{where}: {getattr(e, 'message', None) or e}"
+
+
+def _as_mark(bp) -> _Mark:
+    if isinstance(bp, _Mark):
+        return bp
+    if isinstance(bp, str):
+        return _Mark(name=bp)
+    if callable(bp):
+        return _Mark(fn=bp)
+    raise TypeError(f"A breakpoint is an op name or a predicate fn(event) -> bool, not {bp!r}")
+
+
+def _node_key(node) -> str:
+    return node.key if isinstance(node, ReadyNode) else str(node)
+
+
+def _event_key(e: StepEvent) -> str:
+    return f"{e.name}@{e.frame}#{e.iteration}" if e.frame else e.name

@@ -1,0 +1,119 @@
+// Stepper: the real executor driven one node at a time. Buttons send actions to the kernel,
+// which steps the StepRun and answers with small state updates (node states, ready set, lanes,
+// values as text); the SVG is only replaced when the layout changes.
+
+import { button, clear, el, perFrame, widgetRoot } from "./lib/dom.js";
+import { mountGraph } from "./graph_view.js";
+
+const ACTIONS = [
+  ["back", "\u25c0 back", "Step backwards through the recorded history (executes nothing)"],
+  ["step", "step \u25b6", "Run the next ready node (or replay the next recorded one)"],
+  ["run-to", "run to \u21e5", "Run until the selected node has run"],
+  ["resume", "resume \u25b6\u25b6", "Run until the step finishes or a breakpoint"],
+  ["reset", "reset \u21ba", "Start the step again (variables keep their values)"],
+];
+
+function chip(text, className) {
+  const c = el("span", `dflab-chip ${className || ""}`.trim(), text);
+  return c;
+}
+
+function render({ model, el: host }) {
+  const root = widgetRoot(host, "stepper");
+  const head = el("div", "dflab-title");
+  const bar = el("div", "dflab-toolbar");
+  for (const [action, label, title] of ACTIONS) bar.appendChild(button(action, label, title));
+  const status = el("div", "dflab-status");
+  const message = el("div", "dflab-message");
+  const ready = el("div", "dflab-ready");
+  root.append(head, bar, status, ready, message);
+
+  const { side } = mountGraph(model, root, {
+    onNodeClick: (id, ev) => {
+      if (!(ev.shiftKey || ev.altKey)) return false;
+      model.send({ type: "toggle-breakpoint", id });
+      return true;
+    },
+  });
+  const frames = el("div", "dflab-frames");
+  const vars = el("div", "dflab-vars");
+  side.append(frames, vars);
+  const lanes = el("div", "dflab-lanes");
+  root.appendChild(lanes);
+
+  bar.addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-action]");
+    if (b) model.send({ type: "action", action: b.dataset.action });
+  });
+  ready.addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-key]");
+    if (b) model.send({ type: "step", key: b.dataset.key });
+  });
+
+  const showHead = () => {
+    head.textContent = model.get("title") || "";
+    status.textContent = model.get("status") || "";
+    message.textContent = model.get("message") || "";
+    message.hidden = !model.get("message");
+    const finished = model.get("finished");
+    const behind = model.get("cursor") < model.get("total");
+    for (const b of bar.querySelectorAll("button[data-action]")) {
+      const a = b.dataset.action;
+      b.disabled = (a === "back" && model.get("cursor") === 0)
+        || ((a === "step" || a === "resume" || a === "run-to") && finished && !behind);
+    }
+  };
+  const showReady = () => {
+    clear(ready);
+    const items = model.get("ready_items") || [];
+    ready.appendChild(el("span", "dflab-label", items.length ? "ready:" : "nothing ready"));
+    for (const r of items) {
+      const b = button(null, r.label || r.key, `step ${r.key}`);
+      b.className = "dflab-chip dflab-ready-chip";
+      b.dataset.key = r.key;
+      ready.appendChild(b);
+    }
+  };
+  const showLanes = perFrame(() => {
+    clear(lanes);
+    const byDevice = model.get("lanes") || {};
+    const devices = Object.keys(byDevice);
+    lanes.hidden = devices.length === 0;
+    for (const device of devices) {
+      const lane = el("div", "dflab-lane");
+      lane.appendChild(el("span", "dflab-lane-label", device));
+      const track = el("div", "dflab-lane-track");
+      for (const e of byDevice[device]) track.appendChild(chip(e.label, `dflab-${e.state}`));
+      lane.appendChild(track);
+      lanes.appendChild(lane);
+    }
+  });
+  const showSide = perFrame(() => {
+    clear(frames);
+    const fl = model.get("frames") || [];
+    if (fl.length) frames.appendChild(el("div", "dflab-subtitle", "loop frames"));
+    for (const f of fl) frames.appendChild(el("div", "dflab-frame", f));
+    clear(vars);
+    const vl = model.get("variables") || [];
+    if (vl.length) vars.appendChild(el("div", "dflab-subtitle", "variables (shared state)"));
+    for (const [name, text] of vl) {
+      const row = el("div", "dflab-var");
+      row.append(el("span", "dflab-var-name", name), el("span", "dflab-var-value", text));
+      vars.appendChild(row);
+    }
+  });
+  for (const name of ["title", "status", "message", "finished", "cursor", "total"]) {
+    model.on(`change:${name}`, showHead);
+  }
+  model.on("change:ready_items", showReady);
+  model.on("change:lanes", showLanes);
+  model.on("change:frames", showSide);
+  model.on("change:variables", showSide);
+  showHead();
+  showReady();
+  showLanes();
+  showSide();
+  return () => host.replaceChildren();
+}
+
+export default { render };
