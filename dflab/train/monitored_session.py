@@ -53,25 +53,41 @@ class Scaffold:
         self._saver = saver
 
     def finalize(self):
+        """Fill in what was not given, as TF does: from the graph's collections (``INIT_OP``,
+        ``READY_OP``, ``LOCAL_INIT_OP``, ``SAVERS``) where an earlier scaffold left them, else
+        by building defaults (and recording them there); then finalize the graph. A second
+        scaffold on an already finalized graph finds the first one's ops."""
         graph = _ops.get_default_graph()
-        if graph.finalized:
-            return self
-        if self._init_op is None:
-            self._init_op = _variables.global_variables_initializer()
-        if self._ready_op is None:
-            self._ready_op = _variables.report_uninitialized_variables()
-        if self._local_init_op is None:
-            self._local_init_op = control_flow_ops.group(
-                _variables.local_variables_initializer(), name="local_init")
-        if self._saver is None:
-            savers = graph.get_collection(GraphKeys.SAVERS)
-            if savers:
-                self._saver = savers[0]
-            else:
-                self._saver = Saver(sharded=True, allow_empty=True, consistent=True)
-                graph.add_to_collection(GraphKeys.SAVERS, self._saver)
-        graph.finalize()
+        self._init_op = self._get_or_default(
+            graph, self._init_op, GraphKeys.INIT_OP, _variables.global_variables_initializer)
+        self._ready_op = self._get_or_default(
+            graph, self._ready_op, GraphKeys.READY_OP,
+            _variables.report_uninitialized_variables)
+        self._local_init_op = self._get_or_default(
+            graph, self._local_init_op, GraphKeys.LOCAL_INIT_OP,
+            lambda: control_flow_ops.group(_variables.local_variables_initializer(),
+                                           name="local_init"))
+        self._saver = self._get_or_default(
+            graph, self._saver, GraphKeys.SAVERS,
+            lambda: Saver(sharded=True, allow_empty=True, consistent=True))
+        if not graph.finalized:
+            graph.finalize()
         return self
+
+    @staticmethod
+    def _get_or_default(graph, given, key, default):
+        if given is not None:
+            return given
+        found = graph.get_collection(key)
+        if found:
+            return found[0]
+        if graph.finalized:
+            raise RuntimeError(
+                f"Graph is finalized and has no {key!r} in its collections: build the "
+                "MonitoredSession's scaffold before finalizing the graph.")
+        value = default()
+        graph.add_to_collection(key, value)
+        return value
 
     init_op = property(lambda self: self._init_op)
     init_feed_dict = property(lambda self: self._init_feed_dict)

@@ -242,3 +242,15 @@ def test_default_saver_is_consistent_under_threads(tmp_path):
         assert vals["a"] == vals["b"] == vals["global_step"]
         assert p.endswith(f"-{int(vals['global_step'])}")
         assert os.path.exists(p + ".meta")
+
+
+def test_second_monitored_session_on_a_finalized_graph_reuses_the_scaffold(tmp_path):
+    gs = tf.train.get_or_create_global_step()
+    inc = tf.assign_add(gs, 1)
+    with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path)) as sess:
+        sess.run(inc)
+        sess.run(inc)
+    assert tf.get_default_graph().finalized
+    with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path)) as sess:
+        assert sess.run(gs) == 2  # restored by the first scaffold's saver
+        assert sess.run(inc) == 3
