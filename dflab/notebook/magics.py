@@ -389,7 +389,8 @@ class DflabMagics(Magics):
         graph = book.graph
         if graph.finalized:
             raise UsageError("%%dflab: the default graph is finalized; it cannot be changed.")
-        label = f"'{args.name}'" if args.name else f"In[{self.shell.execution_count}]"
+        # IPython counts the cell before running it: its prompt number is one less.
+        label = f"'{args.name}'" if args.name else f"In[{self.shell.execution_count - 1}]"
         key = self._key(book, args.name, cell)
         previous = book.records.get(key)
         txn = _Replacement(graph, self.shell.user_ns)

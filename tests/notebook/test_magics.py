@@ -506,3 +506,8 @@ def test_placement_uses_the_devices_of_the_notebooks_session(shell):
     run(shell, "report = %dflab placement a")
     assert {r.assigned.rsplit("/", 1)[-1] for r in shell.user_ns["report"].rows} == {
         "device:GPU:0"}
+
+
+def test_the_cell_label_is_its_prompt_number(shell):
+    ran = run(shell, "%%dflab --no-show\nlabelled = tf.constant(1.0)")
+    assert f"%%dflab In[{ran.result.execution_count}]:" in ran.stdout
