@@ -1,5 +1,6 @@
 # Shared by scripts/test and scripts/lab (sourced, not run): make sure the repository's
-# virtualenv (.venv) exists and has dflab installed editable with the given extra.
+# virtualenv (.venv) exists and has dflab installed editable with the given extra, and (for CI)
+# that the system packages the browser tests and the front-end check need are there.
 #
 # Re-installs only when pyproject.toml changed since the last install for that extra, so
 # repeated runs start in seconds. Set DFLAB_PYTHON to choose the interpreter (3.10+).
@@ -41,10 +42,60 @@ print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:16])' "$root/p
     local stamp="$venv/.dflab-$extra-$hash"
     if [[ ! -e "$stamp" ]]; then
         echo "==> installing dflab[$extra] into $venv"
-        (cd "$root" && "$venv/bin/python" -m pip install --quiet -e ".[$extra]")
+        # The browser tests drive the system's Chromium: playwright must not fetch its own.
+        (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+            "$venv/bin/python" -m pip install --quiet -e ".[$extra]")
         rm -f "$venv"/.dflab-"$extra"-*
         touch "$stamp"
     fi
     DFLAB_ROOT="$root"
     DFLAB_VENV="$venv"
+}
+
+# --- system packages for the browser tests and the front-end check (CI installs them) -------
+
+DFLAB_APT_UPDATED=""
+
+# Run a command as root: directly when we are root, through sudo otherwise.
+_dflab_as_root() {
+    if [[ "$(id -u)" == 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        echo "error: '$*' needs root and sudo is not installed" >&2
+        return 1
+    fi
+}
+
+# apt-get install the given Debian packages (apt-get update at most once per run).
+_dflab_apt_install() {
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: no apt-get here; install these packages yourself: $*" >&2
+        return 1
+    fi
+    if [[ -z "$DFLAB_APT_UPDATED" ]]; then
+        _dflab_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DFLAB_APT_UPDATED=1
+    fi
+    _dflab_as_root env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "$@"
+}
+
+# Debian's Chromium for the browser tests (tests/browser); Playwright never downloads one.
+dflab_ensure_chromium() {
+    if [[ -x /usr/bin/chromium ]]; then
+        return 0
+    fi
+    echo "==> installing chromium (browser tests)"
+    _dflab_apt_install chromium fonts-dejavu-core fonts-liberation
+}
+
+# Node and npm for the front-end check (extension/README.md).
+dflab_ensure_node() {
+    if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "==> installing nodejs and npm (front-end check)"
+    _dflab_apt_install nodejs npm
 }

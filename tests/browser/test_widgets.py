@@ -1,0 +1,115 @@
+"""The notebook widgets (GraphView, Stepper, Timeline) rendered by JupyterLab in Chromium.
+
+Each test runs its notebook through JupyterLab's Run menu, then works the widget as a user
+does (clicks), and checks the DOM against facts the kernel prints in the same notebook.
+"""
+
+from __future__ import annotations
+
+import re
+
+import lab_harness as lh
+
+
+def _widget(nb, marker: str, kind: str):
+    """The widget root of ``kind`` in the output of the cell marked ``marker``, once drawn."""
+    root = nb.output(marker).locator(f".dflab-widget.dflab-{kind}")
+    root.wait_for()
+    return root
+
+
+def _one_drawing(root) -> dict:
+    root.locator("svg g.node").first.wait_for()
+    drawings = lh.svg_drawings(root)
+    assert len(drawings) == 1, f"expected one graph drawing, found {len(drawings)}"
+    assert drawings[0]["rendered"], "the graph SVG has no size on the page"
+    return drawings[0]
+
+
+def test_graph_view_draws_the_graph_and_shows_node_details(notebook, expect):
+    nb = notebook.open_and_run("graph_view.ipynb")
+    op_types = nb.output_json("# [names]")
+    root = _widget(nb, "# [view]", "graphview")
+
+    _one_drawing(root)
+    names = lh.hover_names(root)
+    assert sorted(names.values()) == sorted(op_types)
+
+    detail = root.locator(".dflab-detail")
+    assert "loss" not in detail.inner_text()
+    root.locator(f"g.node#{lh.node_id(names, 'loss')}").click()
+    expect(detail).to_contain_text("loss")
+    expect(detail).to_contain_text(op_types["loss"])  # "Sum"
+    nb.screenshot("graph_view", root)
+
+    root.locator(f"g.node#{lh.node_id(names, 'w')}").click()  # another node replaces it
+    expect(detail).to_contain_text(op_types["w"])
+    expect(detail).not_to_contain_text(op_types["loss"])
+
+
+def _states(root, names: dict[str, str]) -> dict[str, str]:
+    """Op name -> data-state of its node."""
+    return {names[n["id"]]: n["state"] for n in lh.svg_drawings(root)[0]["nodes"]}
+
+
+def test_stepper_buttons_drive_the_kernel(notebook, expect):
+    nb = notebook.open_and_run("stepper.ipynb")
+    assert nb.output_json("# [executed]") == {"executed": [], "result": None}
+    root = _widget(nb, "# [stepper]", "stepper")
+    _one_drawing(root)
+    names = lh.hover_names(root)
+    states = _states(root, names)
+    assert "done" not in states.values() and "ready" in states.values(), states
+
+    status = root.locator(".dflab-status")
+    status_before = status.inner_text()
+    root.locator("button[data-action='step']").click()
+    done = root.locator("g.node[data-state='done']")
+    expect(done).to_have_count(1)
+    expect(status).not_to_have_text(status_before)
+    done_name = next(name for name, s in _states(root, names).items() if s == "done")
+    nb.screenshot("stepper_after_one_step", root)
+
+    nb.rerun("# [executed]")
+    assert nb.output_json("# [executed]") == {"executed": [done_name], "result": None}
+
+    root.locator("button[data-action='resume']").click()
+    expect(root.locator("g.node:not([data-state='done'])")).to_have_count(0)
+    nb.rerun("# [executed]")
+    facts = nb.output_json("# [executed]")
+    assert facts["result"] == 13.0  # (3 * 4) + 1, computed by the kernel's executor
+    assert facts["executed"][0] == done_name and set(facts["executed"]) == set(names.values())
+    nb.screenshot("stepper_finished", root)
+
+
+def test_timeline_draws_a_bar_per_traced_op(notebook, expect):
+    nb = notebook.open_and_run("timeline.ipynb")
+    traced = nb.output_json("# [trace]")
+    root = _widget(nb, "# [timeline]", "timeline")
+    bars = root.locator("rect.dflab-bar")
+    expect(bars.first).to_be_attached()
+
+    drawn = bars.evaluate_all(
+        "bars => bars.map(b => [b.getAttribute('data-name'), b.getBBox().width])")
+    assert sorted({name for name, _ in drawn}) == traced
+    assert all(width > 0 for _, width in drawn), drawn
+    nb.screenshot("timeline", root)
+
+
+def test_training_monitor_follows_a_training_loop(notebook, expect):
+    nb = notebook.open_and_run("monitor.ipynb")
+    facts = nb.output_json("# [train]")
+    root = _widget(nb, "# [monitor]", "monitor")
+
+    expect(root.locator(".dflab-title")).to_have_text("linear regression")
+    status = root.locator(".dflab-status")
+    expect(status).to_contain_text(f"step {facts['steps']} / 30")
+    expect(status).to_contain_text(f"loss {facts['last']:.4g}")
+    expect(root.locator(".dflab-progress-fill")).to_have_attribute(
+        "style", re.compile(r"width: 100(\.0)?%"))
+    line = root.locator(".dflab-curve path.dflab-line")
+    expect(line).to_have_count(1)
+    points = line.get_attribute("d").count("L") + 1
+    assert points == facts["steps"], f"the loss curve has {points} points"
+    assert facts["last"] < facts["first"]  # it trained: the curve goes down
+    nb.screenshot("training_monitor", root)
