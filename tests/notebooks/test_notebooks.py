@@ -29,6 +29,7 @@ from jupyter_client.manager import KernelManager  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 120
+MAX_KERNEL_BYTES = 2 * 2**30  # every tutorial runs within 2 GB, as on a small Binder instance
 
 
 def _own_python3_kernel() -> KernelManager:
@@ -58,6 +59,10 @@ def test_notebook_runs_clean(path, monkeypatch):
             assert not cell.get("outputs"), f"{path.name}: store notebooks without outputs"
             assert cell.get("execution_count") is None, f"{path.name}: clear execution counts"
 
+    # A last cell, added here only, reports the kernel's peak resident memory (Linux: KiB).
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import resource\n"
+        "print('peak-rss-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"))
     client = nbclient.NotebookClient(
         nb,
         km=_own_python3_kernel(),
@@ -69,3 +74,7 @@ def test_notebook_runs_clean(path, monkeypatch):
 
     ran = [c for c in nb.cells if c.cell_type == "code"]
     assert ran and all(c.execution_count for c in ran), "some code cells did not run"
+    report = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    peak_bytes = int(report.split("peak-rss-kib")[1].split()[0]) * 1024
+    assert 0 < peak_bytes < MAX_KERNEL_BYTES, (
+        f"{path.name}: the kernel used {peak_bytes / 2**30:.2f} GiB (budget 2 GiB)")
