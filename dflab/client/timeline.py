@@ -344,7 +344,7 @@ class Timeline:
                 if is_gputrace or ns.node_name == "RecvTensor":
                     continue
                 _, op, inputs, frame, iteration = parse_timeline_label(ns.timeline_label)
-                transfer = _transfer_key(op, inputs, device_name)
+                transfer = transfer_key(op, inputs, device_name)
                 if transfer is not None:
                     if op in SEND_OPS:
                         sends[transfer] = (end_time, device_pid, tid)
@@ -419,7 +419,7 @@ class Timeline:
             self._allocator_maximums[allocator] = best
 
 
-def _transfer_key(op, inputs, device):
+def transfer_key(op, inputs, device):
     """``(tensor_name, send_device, recv_device)`` of a Send/Recv label, else None."""
     if op not in SEND_OPS and op not in RECV_OPS:
         return None

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import math
 
-from dflab.client.timeline import parse_timeline_label
+from dflab.client.timeline import parse_timeline_label, transfer_key
 from dflab.visualize import style as _style
 from dflab.visualize import svg as _svg
 from dflab.visualize import text as _text
-
-SEND_TYPES = ("_Send", "_HostSend")
-RECV_TYPES = ("_Recv", "_HostRecv")
+from dflab.visualize.model import RECV_TYPES, SEND_TYPES
 
 
 def _start_ns(ns) -> int:
@@ -28,17 +26,6 @@ def _start_ns(ns) -> int:
 
 def _duration_ns(ns) -> int:
     return ns.all_end_rel_nanos or ns.all_end_rel_micros * 1000
-
-
-def _transfer(op_type: str, inputs: list, device: str):
-    """(tensor, send device, recv device) named by a _Send/_Recv label, else None."""
-    if op_type not in SEND_TYPES and op_type not in RECV_TYPES:
-        return None
-    text = ", ".join(inputs)  # a tensor name may itself contain ", "
-    if " @" not in text:
-        return None
-    tensor, other = text.rsplit(" @", 1)
-    return (tensor, device, other) if op_type in SEND_TYPES else (tensor, other, device)
 
 
 def _rows(bars: list) -> int:
@@ -104,7 +91,7 @@ def timeline_data(run_metadata) -> dict:
                      "end_us": start + _duration_ns(ns) / 1000, "step_id": step_id,
                      "device": ds.device, "thread_id": ns.thread_id, "frame": frame,
                      "iteration": iteration, "label": _text.printable(ns.timeline_label, 300)})
-        keys.append(_transfer(op_type, inputs, ds.device))
+        keys.append(transfer_key(op_type, inputs, ds.device))
     for lane in lanes.values():
         lane["rows"] = _rows([b for b in bars if b["lane"] == lane["id"]])
     return {"step_id": step_id, "duration_us": max(b["end_us"] for b in bars),
