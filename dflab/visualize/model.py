@@ -64,7 +64,8 @@ def _frame_of(op) -> str:
 
 def record_of_op(op) -> OpRecord:
     return OpRecord(
-        name=op.name, type=op.type, device=op.device or "", site=op.creation_site or "",
+        name=op.name, type=op.type, device=op.device or "",
+        site=_text.readable_site(op.creation_site or ""),
         attrs=dict(op._attrs),
         outputs=[(_text.dtype_text(t.dtype), _text.shape_text(t.shape)) for t in op.outputs],
         inputs=[(t.op.name, t.value_index) for t in op.inputs],
@@ -128,7 +129,7 @@ def records_of_graph_defs(graph_defs, graph=None, observed=None) -> list[OpRecor
             frame = _frame_of(op) if op is not None else nd.attr.get("frame_name", "")
             records.append(OpRecord(
                 name=nd.name, type=nd.op, device=op.device if op is not None else "",
-                site=getattr(nd, "site", "") or "", attrs=dict(nd.attr),
+                site=_text.readable_site(getattr(nd, "site", "") or ""), attrs=dict(nd.attr),
                 outputs=_node_def_outputs(nd, by_name, observed), inputs=inputs,
                 control_inputs=controls, frame=frame, partition=nd.device))
     return records

@@ -8,6 +8,7 @@ there (``dflab.visualize.dot.html_text`` for Graphviz, ElementTree for SVG).
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 
@@ -127,3 +128,18 @@ def format_bytes(n: float) -> str:
             return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n:.3g} GiB"
+
+
+def readable_site(site: str) -> str:
+    """``file:line`` as a reader knows it: code typed into a notebook cell (which IPython
+    compiles under a generated file name) becomes ``Cell In[n], line k``."""
+    if not site or ("ipykernel_" not in site and "<ipython-input-" not in site):
+        return site
+    ipython = sys.modules.get("IPython")  # only when IPython is already running this code
+    shell = ipython.get_ipython() if ipython is not None else None
+    cells = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+    file, _, line = site.rpartition(":")
+    number = cells.get(file)
+    if number is None or not line.isdigit():
+        return site
+    return f"Cell In[{number}], line {line}"

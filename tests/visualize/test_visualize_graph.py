@@ -429,3 +429,18 @@ def test_effort_follows_the_size_of_the_layout():
 def _build_view_of(graph):
     records = vmodel.records_of_ops(graph.get_operations())
     return vmodel.build_view(records, collapse=len(records) > COLLAPSE_ABOVE)
+
+
+def test_sites_of_notebook_cells_read_as_cells():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from dflab.visualize.graph import layout_graph
+
+    shell = InteractiveShell.instance()
+    shell.user_ns["tf"] = tf
+    shell.run_cell("pass", store_history=True)
+    result = shell.run_cell("a = tf.constant(1.0, name='in_cell')\n", store_history=True)
+    assert result.success
+    layout = layout_graph(tf.get_default_graph())
+    info = layout.nodes[layout.name_to_id["in_cell"]]
+    assert info["site"] == f"Cell In[{result.execution_count}], line 1"
