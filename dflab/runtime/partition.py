@@ -299,6 +299,7 @@ class _Partitioner:
         self.parts: dict[str, Partition] = {}
         self.views: dict[int, NodeView] = {}
         self.recv_of: dict[tuple, CommNode] = {}  # (id(tensor) or ("^", id(op)), dst) -> Recv
+        self.entered_of: dict[tuple, NodeView] = {}  # (id(Enter op), dst) -> its copy on dst
         self.out_frame: dict = {}  # id(op) -> the op's out frame key (() outside loops)
         self.frames: dict = {(): _FrameInfo(())}
         self.loops: dict[tuple, dict] = {}  # (frame key, device) -> that control loop's nodes
@@ -452,13 +453,13 @@ class _Partitioner:
         loop invariant), so its output cannot cross as one value per iteration: the value
         crosses *before* entering, in the enclosing frame, and enters on both devices (TF's
         partitioner does the same)."""
-        key = (("enter", id(enter)), device)
-        copy = self.recv_of.get(key)
+        key = (id(enter), device)
+        copy = self.entered_of.get(key)
         if copy is None:
             copy = NodeView(enter, device)
             copy._inputs = (self.tensor_on(enter._inputs[0], device),)
             self.part(device).nodes.append(copy)
-            self.recv_of[key] = copy
+            self.entered_of[key] = copy
         return copy
 
     # --- loops across devices (Yu et al., EuroSys 2018, section 4.3; TF's AddControlFlow) ------

@@ -106,7 +106,9 @@ class StepRun:
         feed_tensors, self._feed_values = session._process_feeds(feed_dict)
         self.plan = session._get_plan(self._mapper.tensors, self._mapper.targets, feed_tensors)
         self._executions = self._create_executions()
-        self._device_of = {id(ex): ex.device for ex in self._executions}
+        # Every op of the step by the user's name (fixed for the run).
+        self._all_names = frozenset(_user_name(n.op) for ex in self._executions
+                                    for n in ex.plan.nodes)
         self.history: list[StepEvent] = []
         self._current: StepEvent | None = None
         self._waiting: dict = {}  # (id(ex), node index, frame id, iteration) -> StepEvent
@@ -306,11 +308,8 @@ class StepRun:
         raise errors.InvalidArgumentError(
             None, None, f"{node} is not ready to run (ready: {ready}).")
 
-    def _names(self) -> set:
-        return {_user_name(n.op) for ex in self._executions for n in ex.plan.nodes}
-
     def _check_known(self, name: str) -> None:
-        if name not in self._names():
+        if name not in self._all_names:
             raise errors.NotFoundError(
                 None, None, f"{name} is not part of this step (it is not needed by the "
                 "fetches, or does not exist).")
@@ -355,7 +354,7 @@ class StepRun:
         self._values[name] = values
 
     def _compute_states(self) -> dict[str, str]:
-        states = {name: PENDING for name in self._names()}
+        states = dict.fromkeys(self._all_names, PENDING)
         states.update(self._last)
         for name in self._running:
             states[name] = RUNNING
