@@ -540,7 +540,10 @@ class Execution:
             obs.node_start(self, node, frame, it.n)
         dead = bool(it.dead_ctrl) and node.local in it.dead_ctrl
         if node.accepts_dead:  # it runs anyway, and is told its inputs are dead
-            args = [DEAD if dead else it.slots[s] for s in node.inputs] or ([DEAD] if dead else [])
+            if node.inputs:
+                args = [DEAD if dead else it.slots[s] for s in node.inputs]
+            else:  # only control inputs: one DEAD argument says they were dead
+                args = [DEAD] if dead else []
             if node.frame_tagged:
                 args.insert(0, frame_tag(frame, it.n))
             out = self._call(node, args)
@@ -557,6 +560,8 @@ class Execution:
         if dead:
             out = DEAD if node.n_out == 1 else (DEAD,) * node.n_out
         else:
+            if node.frame_tagged:
+                args.insert(0, frame_tag(frame, it.n))
             out = self._call(node, args)
         if obs is not None:
             obs.node_end(self, node, frame, it.n, _as_outputs(out, node.n_out))
@@ -589,7 +594,6 @@ class Execution:
                 pending[j] = p
                 if p == 0:
                     new.append((j, frame, it))
-            it.outstanding += len(new) - 1
             self._inflight += len(new) - 1
             if self._inflight == 0:
                 self._signal_finished()
@@ -914,13 +918,6 @@ class Execution:
         self._signal_finished()
 
     # --- driver 3: concurrent dataflow ------------------------------------------------------
-    def run(self, pool, timeout: float | None = None, parallel: bool = True) -> None:
-        """Run the whole step, on the straight-line schedule when the plan allows it."""
-        if self.plan.straight_line and timeout is None:
-            self.run_inline()
-        else:
-            self.run_dataflow(pool, timeout, parallel)
-
     def run_dataflow(self, pool, timeout: float | None = None, parallel: bool = True) -> None:
         """Run the step on this thread plus ``pool``. With ``parallel=False`` (one inter-op
         thread) only blocking nodes leave this thread, so nothing else runs concurrently."""
@@ -1035,7 +1032,7 @@ class Execution:
                     item = later.pop(0)
                 else:
                     break
-                if self.cancelled.is_set():
+                if self.error is not None:  # cancelled: _fail sets error before the event
                     return
                 pending = self._run_one(item)
         except BaseException as e:  # noqa: BLE001 - reported to the waiting caller

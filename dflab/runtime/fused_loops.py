@@ -109,7 +109,7 @@ def fuse_frame(plan, frame) -> FusedLoop | None:
         elif n.kind == NEXT:
             lines.append(f"        v{n.out_base} = v{n.inputs[0]}")
         else:
-            args = ", ".join((["EX"] if n.takes_step else []) + [f"v{s}" for s in n.inputs])
+            args = ", ".join(f"v{s}" for s in n.inputs)  # no takes_step node is fused
             call = f"k{n.index}({args})"
             if n.n_out == 1:
                 text = f"v{n.out_base} = {call}"

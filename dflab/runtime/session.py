@@ -554,7 +554,7 @@ class BaseSession:
 
     def memory_stats(self) -> dict:
         """Per device: memory figures over the session's traced steps (``DeviceMemory``)."""
-        return {d.name: d.memory.stats() for d in self._devices}
+        return self._devices.memory_stats()
 
     def _runs_ops_in_parallel(self, device: str) -> bool:
         """CPU devices run independent ops on the inter-op threads; a GPU (real or simulated)
@@ -630,7 +630,7 @@ class BaseSession:
         mapper = _fetches.mapper_for(self._graph, fetches)
         feed_tensors = tuple(self._feed_key(f) for f in (feeds or []))
         plan = self._build_plan(mapper.tensors, mapper.targets, feed_tensors, partition=False)
-        ex = Execution(plan.executor_plan, (), next(_step_ids), partial=True)
+        ex = Execution(plan.executor_plan, (), _next_step_id(), partial=True)
         handle = f"partial_run_{ex.step_id}"
         self._partial_runs[handle] = (plan, ex, set(), set())
         return handle
