@@ -32,6 +32,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.ops import variable_scope as _vs
 from dflab.ops.variables import Variable
+from dflab.visualize.text import readable_site
 
 # How alike two sources must be (difflib ratio) for a cell without a cell id to count as an
 # edit of an earlier cell with the same first line rather than a different cell.
@@ -314,24 +315,22 @@ def _display(obj) -> None:
 
 def _draw(graph, *, highlight=None, color_by="op", fetches=None):
     """The static drawing of ``graph``: a ``GraphLayout``, shown as its SVG as is (None, with
-    a note printed, if it cannot be drawn here)."""
+    a note printed, if it cannot be drawn here: the layout needs pygraphviz)."""
+    from dflab.visualize.graph import layout_graph
+
     try:
-        from dflab.visualize.graph import layout_graph
+        return layout_graph(graph, highlight=highlight, color_by=color_by, fetches=fetches)
     except ImportError as e:
         print(f"(no drawing: {e}; install dflab[notebook])")
         return None
-    try:
-        return layout_graph(graph, highlight=highlight, color_by=color_by, fetches=fetches)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
 
 def _check_color_by(mode: str) -> None:
     """Refuse an unknown colouring before the cell runs (not after it built its ops)."""
-    try:
-        from dflab.visualize.graph import COLOR_MODES
-    except ImportError:
-        return  # nothing will be drawn anyway
+    from dflab.visualize.graph import COLOR_MODES
+
     if mode not in COLOR_MODES:
         raise UsageError(f"--color-by must be one of {', '.join(COLOR_MODES)}; got {mode!r}")
 
@@ -462,7 +461,7 @@ class DflabMagics(Magics):
         by_cell: dict[str, list] = {}
         for mark in marks:
             rec = book.cell_of(mark.op)
-            where = f"cell {rec.label}" if rec else self._site(mark.op.creation_site)
+            where = f"cell {rec.label}" if rec else readable_site(mark.op.creation_site)
             by_cell.setdefault(where, []).append(mark)
         lines = []
         for where, ms in by_cell.items():
@@ -494,15 +493,8 @@ class DflabMagics(Magics):
 
     def _origin(self, book, op) -> str:
         rec = book.cell_of(op)
-        site = self._site(op.creation_site)
+        site = readable_site(op.creation_site)
         return f"cell {rec.label}, {site}" if rec and rec.label not in site else site
-
-    def _site(self, site: str) -> str:
-        """``file:line`` as the notebook shows it ("Cell In[5], line 3") when it is a cell."""
-        filename, _, line = site.rpartition(":")
-        format_name = getattr(self.shell.compile, "format_code_name", None)
-        named = format_name(filename) if filename and format_name else None
-        return f"{named[0]} {named[1]}, line {line}" if named else site
 
     # --- %dflab --------------------------------------------------------------------------------
     @line_magic("dflab")

@@ -133,13 +133,11 @@ def format_bytes(n: float) -> str:
 def readable_site(site: str) -> str:
     """``file:line`` as a reader knows it: code typed into a notebook cell (which IPython
     compiles under a generated file name) becomes ``Cell In[n], line k``."""
-    if not site or ("ipykernel_" not in site and "<ipython-input-" not in site):
+    if not site:
         return site
     ipython = sys.modules.get("IPython")  # only when IPython is already running this code
     shell = ipython.get_ipython() if ipython is not None else None
-    cells = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+    format_name = getattr(getattr(shell, "compile", None), "format_code_name", None)
     file, _, line = site.rpartition(":")
-    number = cells.get(file)
-    if number is None or not line.isdigit():
-        return site
-    return f"Cell In[{number}], line {line}"
+    named = format_name(file) if file and format_name is not None else None
+    return f"{named[0]} {named[1]}, line {line}" if named else site
