@@ -316,7 +316,7 @@ class DeviceSet:
         return self._by_name[name].context
 
     def matching(self, spec: DeviceSpec) -> list[Device]:
-        return [d for d in self.devices if _matches(spec, d.spec)]
+        return [d for d in self.devices if spec_matches(spec, d.spec)]
 
     @property
     def host(self) -> Device:
@@ -345,7 +345,8 @@ def _check_params(dtype: str, index: int, params: dict) -> None:
                              f"{'non-negative' if may_be_zero else 'positive'} number, got {v!r}")
 
 
-def _matches(req: DeviceSpec, dev: DeviceSpec) -> bool:
+def spec_matches(req: DeviceSpec, dev: DeviceSpec) -> bool:
+    """Whether device ``dev`` satisfies the (partial) request ``req``."""
     if req.job is not None and req.job != dev.job:
         return False
     if req.replica is not None and req.replica != dev.replica:

@@ -35,6 +35,7 @@ from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.display import RichDisplay
 from dflab.kernels.registry import has_kernel, kernel_device_types
+from dflab.runtime.devices import spec_matches
 
 # Ops TF registers only for CPU, so never placed on a GPU (even a simulated one).
 CPU_ONLY_OPS = frozenset({
@@ -200,12 +201,6 @@ def _merge_request(group: _Group, op, soft: bool) -> None:
     group.requesters.append(op)
 
 
-def _matches(req: DeviceSpec, dev) -> bool:
-    spec = dev.spec
-    return all(getattr(req, f) is None or getattr(req, f) == getattr(spec, f)
-               for f in ("job", "replica", "task", "device_type", "device_index"))
-
-
 # --- placing one group ----------------------------------------------------------------------------
 
 def _names(ops, n=3) -> str:
@@ -221,7 +216,7 @@ def _place_group(g: _Group, devices: list, config) -> None:
     g.capable = [d for d in devices if all(can_run(op, d) for op in g.members)]
     if not g.capable:
         _no_capable_device(g, devices)
-    g.candidates = [d for d in g.capable if _matches(g.request, d)]
+    g.candidates = [d for d in g.capable if spec_matches(g.request, d.spec)]
     req = g.request.to_string()
     if g.candidates:
         g.device = g.candidates[0]
@@ -238,7 +233,7 @@ def _place_group(g: _Group, devices: list, config) -> None:
                         f"first device that can")
         return
     # The request names no device that can run the group.
-    matching = [d for d in devices if _matches(g.request, d)]
+    matching = [d for d in devices if spec_matches(g.request, d.spec)]
     if matching:
         blocker = next(o for o in g.members if not can_run(o, matching[0]))
         why = (f"no supported kernel for {matching[0].device_type} devices is available "
@@ -249,7 +244,7 @@ def _place_group(g: _Group, devices: list, config) -> None:
         why = "no such device exists"
     if soft:
         relaxed = g.request.replace(device_type=None, device_index=None)
-        near = [d for d in g.capable if _matches(relaxed, d)]
+        near = [d for d in g.capable if spec_matches(relaxed, d.spec)]
         g.device = (near or g.capable)[0]
         g.candidates = [g.device]
         g.rule = SOFT
