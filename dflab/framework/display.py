@@ -3,8 +3,9 @@
 Graphs, ops, tensors, run metadata and placement reports are displayed by Jupyter through
 ``_repr_mimebundle_`` (an SVG drawn by Graphviz plus ``text/plain``), so saved notebooks render on
 GitHub and nbviewer without a kernel. Drawing lives above the framework (``dflab.visualize``), so
-the framework only holds a slot for the renderer; ``import dflab`` fills it. Without a renderer
-(or when drawing fails, e.g. pygraphviz is not installed) objects fall back to ``repr``.
+the framework only holds a slot for the renderer; ``import dflab`` fills it. Without a renderer,
+or without the drawing extra (pygraphviz), objects fall back to ``repr``; other drawing errors
+propagate (IPython reports them and shows the text).
 """
 
 from __future__ import annotations

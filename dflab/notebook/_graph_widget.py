@@ -19,7 +19,6 @@ from dflab.visualize import graph as _vgraph
 
 # State of a collapsed scope from its members' states: the most "active" one wins, so a scope
 # with a ready op inside shows as ready; all done (or dead) shows as done.
-_SCOPE_PRIORITY = ("running", "ready", "done", "pending", "dead")
 
 
 def scope_state(member_states) -> str | None:

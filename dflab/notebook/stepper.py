@@ -158,10 +158,10 @@ class Stepper(GraphWidget):
         """
         if not self._live:
             event = self.run.history[self.cursor]
-            if node is not None and _node_key(node) not in (event.name, _event_key(event)):
+            if node is not None and _node_key(node) not in (event.name, event.key):
                 raise errors.InvalidArgumentError(
                     None, None, f"The stepper is replaying its history: the next recorded "
-                    f"event is {_event_key(event)}, not {_node_key(node)}. Step without a node "
+                    f"event is {event.key}, not {_node_key(node)}. Step without a node "
                     "to replay, or move to the end of the history to choose.")
             self._move(self.cursor + 1)
             return event
@@ -498,6 +498,3 @@ def _as_mark(bp) -> _Mark:
 def _node_key(node) -> str:
     return node.key if isinstance(node, ReadyNode) else str(node)
 
-
-def _event_key(e: StepEvent) -> str:
-    return f"{e.name}@{e.frame}#{e.iteration}" if e.frame else e.name

@@ -62,6 +62,11 @@ class StepEvent:
     completed: bool = True  # False while an asynchronous node (a _Recv) waits for its value
     changes: dict = field(default_factory=dict, repr=False)  # node name -> (before, after)
 
+    @property
+    def key(self) -> str:
+        """The ready key the node had: its name, plus @frame#iteration inside loops."""
+        return _key(self.name, self.frame, self.iteration)
+
 
 def has_inf_or_nan(event: StepEvent) -> bool:
     """Breakpoint predicate: the event produced a floating-point value with an inf or a NaN."""

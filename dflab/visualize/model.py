@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dflab.client.timeline import RECV_OPS as RECV_TYPES
+from dflab.client.timeline import SEND_OPS as SEND_TYPES
 from dflab.visualize import style as _style
 from dflab.visualize import text as _text
 
-SEND_TYPES = ("_Send", "_HostSend")
-RECV_TYPES = ("_Recv", "_HostRecv")
 _COMM_PREFIXES = ("_send/", "_recv/")
 
 

@@ -122,9 +122,3 @@ def heat(value: float, top: float) -> tuple[str, str]:
     frac = math.log1p(value) / math.log1p(top)
     k = min(int(frac * (len(HEAT) - 1) + 0.5), len(HEAT) - 1)
     return HEAT[k], ("#ffffff" if k >= HEAT_LIGHT_TEXT_FROM else TEXT)
-
-
-def heat_stops(top: float) -> list[tuple[str, float]]:
-    """(colour, value) of each heat step, for a legend."""
-    n = len(HEAT) - 1
-    return [(c, math.expm1(k / n * math.log1p(top))) for k, c in enumerate(HEAT)]
