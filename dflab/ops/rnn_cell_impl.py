@@ -8,8 +8,8 @@ call), and reuses them on every later call. Variable names, shapes and gate orde
 GRU ``gates/`` r, u and ``candidate/``), so checkpoints and weights are interchangeable with TF.
 
 Cells are usually first called inside the body of a ``while_loop`` (``dynamic_rnn``); their
-variables must nevertheless live outside the loop, created once. The cell's custom getter
-therefore builds variables with the control-flow context cleared, as TF's ``init_scope`` does.
+variables must nevertheless live outside the loop, created once: ``Variable`` itself builds its
+ops with the control-flow context cleared, as TF's ``init_scope`` does.
 """
 
 from __future__ import annotations
@@ -154,15 +154,7 @@ class RNNCell:
     add_weight = add_variable
 
     def _rnn_get_variable(self, getter, *args, **kwargs):
-        # Variables are state of the graph, not of a loop iteration: build them outside any
-        # cond or while context (TF's init_scope).
-        g = _ops.get_default_graph()
-        ctx = g._get_control_flow_context()
-        g._set_control_flow_context(None)
-        try:
-            v = getter(*args, **kwargs)
-        finally:
-            g._set_control_flow_context(ctx)
+        v = getter(*args, **kwargs)  # built outside any loop or cond (see the module docstring)
         weights = self._trainable_weights if kwargs.get("trainable", True) and \
             self.trainable else self._non_trainable_weights
         if all(v is not w for w in weights):
