@@ -149,7 +149,8 @@ def checkpoint_exists(checkpoint_prefix) -> bool:
 
 
 def get_checkpoint_mtimes(checkpoint_prefixes) -> list[float]:
-    return [os.path.getmtime(p + ".index") for p in checkpoint_prefixes if checkpoint_exists(p)]
+    return [os.path.getmtime(io_kernels.index_filename(p)) for p in checkpoint_prefixes
+            if checkpoint_exists(p)]
 
 
 def _resolve(ckpt_dir_or_file) -> str:
