@@ -74,11 +74,14 @@ def main() -> h.Result:
         for label, alt in (("chain on one device", False), ("chain across two devices", True)):
             g, x, y = _chain(alt)
             s = tf.Session(graph=g, config=config)
+            sessions.append((s, y))
             chains[label] = (lambda s=s, x=x, y=y: s.run(y, {x: value}))
         np.testing.assert_allclose(chains["chain on one device"](),
                                    chains["chain across two devices"](), rtol=1e-6)
         chains["numpy copy"] = lambda: np.copy(value)
         ctimes = h.compare(chains, repeat=h.repeats(args, 9), sample_s=0.2)
+        for s, _ in sessions:
+            s.close()
     for label, t in times.items():
         result.add(f"branches, {label}", t * 1e3, "ms/run",
                    f"{times['one device'] / t:.2f}x one device")

@@ -20,6 +20,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
+from dflab.client.timeline import parse_timeline_label
 
 N_ITER = 10_000
 TARGET_RATIO = 3.0
@@ -67,9 +68,9 @@ def _max_overlapping_iterations(run_metadata) -> int:
     for dev in run_metadata.step_stats.dev_stats:
         for ns in dev.node_stats:
             if "MatMul" in ns.node_name:
-                it = ns.timeline_label.rsplit(":", 1)[-1].rstrip("]")
+                *_, frame, it = parse_timeline_label(ns.timeline_label)
                 start = ns.all_start_micros
-                spans.append((start, start + ns.all_end_rel_micros, it))
+                spans.append((start, start + ns.all_end_rel_micros, (frame, it)))
     best = 0
     for s, _, _ in spans:
         live = {it for a, b, it in spans if a <= s < b}
@@ -127,6 +128,8 @@ def main() -> h.Result:
         mm = h.compare({f"parallel_iterations={p}": (lambda s=s, y=y: s.run(y))
                         for p, (s, y) in runs.items()},
                        repeat=h.repeats(args, 7), sample_s=0.3, warmup=1)
+        for s, _ in runs.values():
+            s.close()
     for p in (1, 10):
         result.add(f"matmul loop, parallel_iterations={p}", mm[f"parallel_iterations={p}"] * 1e3,
                    "ms/run", f"iterations overlapping in the trace: {overlap[p]}")
