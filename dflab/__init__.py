@@ -41,6 +41,7 @@ from dflab.runtime.config import (
     GPUOptions,
     GraphOptions,
     OptimizerOptions,
+    RewriterConfig,
     RunMetadata,
     RunOptions,
 )

@@ -275,6 +275,8 @@ class Timeline:
         args = {"name": node_name, "op": op}
         for i, iname in enumerate(inputs):
             args[f"input{i}"] = iname
+        if getattr(ns, "fused_ops", None):
+            args["fused_ops"] = ", ".join(ns.fused_ops)
         self._chrome_trace.emit_region(ns.all_start_micros, ns.all_end_rel_micros, pid,
                                        self._lanes[id(ns)], "Op", op, args)
 

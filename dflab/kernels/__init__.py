@@ -8,6 +8,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     comm_kernels,
     control_flow_kernels,
     data_flow_kernels,
+    fused_kernels,
     io_kernels,
     math_kernels,
     nn_kernels,

@@ -97,3 +97,10 @@ def quiet(fn: Callable) -> Callable:
 
     quiet_fn.__name__ = getattr(fn, "__name__", "quiet")
     return quiet_fn
+
+
+def registered_fn(op_type: str, device_type: str) -> Callable:
+    """The plain function registered with ``fn=`` for ``op_type`` (kernels that read no
+    attributes): lets fused kernels call exactly what the unfused op would."""
+    kd = _KERNELS[(op_type, device_type.upper())]
+    return kd.factory(None, None)

@@ -34,10 +34,27 @@ class OptimizerOptions:
         self.global_jit_level = global_jit_level
 
 
+class RewriterConfig:
+    """TF's graph-rewriter switches. ``remapping`` controls elementwise fusion
+    (``dflab.runtime.fusion``): ``DEFAULT`` fuses on real GPU devices, ``ON`` on every device
+    (CPU partitions run the fused group's NumPy evaluator), ``OFF`` never."""
+
+    DEFAULT = 0
+    ON = 1
+    OFF = 2
+
+    def __init__(self, remapping=DEFAULT):
+        if remapping not in (self.DEFAULT, self.ON, self.OFF):
+            raise ValueError(f"RewriterConfig.remapping must be DEFAULT, ON or OFF, not "
+                             f"{remapping!r}")
+        self.remapping = remapping
+
+
 class GraphOptions:
     def __init__(self, optimizer_options=None, build_cost_model=0, infer_shapes=False,
-                 place_pruned_graph=False, enable_recv_scheduling=False):
+                 place_pruned_graph=False, enable_recv_scheduling=False, rewrite_options=None):
         self.optimizer_options = optimizer_options or OptimizerOptions()
+        self.rewrite_options = rewrite_options or RewriterConfig()
         self.build_cost_model = build_cost_model
         self.infer_shapes = infer_shapes
         self.place_pruned_graph = place_pruned_graph
@@ -207,13 +224,13 @@ class NodeExecStats(_Message):
                "all_end_rel_micros", "memory", "output", "timeline_label", "scheduled_micros",
                "thread_id", "referenced_tensor", "memory_stats", "all_start_nanos",
                "op_start_rel_nanos", "op_end_rel_nanos", "all_end_rel_nanos",
-               "scheduled_nanos")
+               "scheduled_nanos", "fused_ops")
 
     def __init__(self, node_name="", all_start_micros=0, op_start_rel_micros=0,
                  op_end_rel_micros=0, all_end_rel_micros=0, memory=None, output=None,
                  timeline_label="", scheduled_micros=0, thread_id=0, referenced_tensor=None,
                  memory_stats=None, all_start_nanos=0, op_start_rel_nanos=0,
-                 op_end_rel_nanos=0, all_end_rel_nanos=0, scheduled_nanos=0):
+                 op_end_rel_nanos=0, all_end_rel_nanos=0, scheduled_nanos=0, fused_ops=None):
         self.node_name = node_name
         self.all_start_micros = all_start_micros
         self.op_start_rel_micros = op_start_rel_micros
@@ -231,6 +248,8 @@ class NodeExecStats(_Message):
         self.op_end_rel_nanos = op_end_rel_nanos
         self.all_end_rel_nanos = all_end_rel_nanos
         self.scheduled_nanos = scheduled_nanos
+        # dflab: the ops a fused node ran (its time is theirs), in order; empty otherwise.
+        self.fused_ops: list[str] = list(fused_ops or [])
 
 
 class DeviceStepStats(_Message):

@@ -139,6 +139,11 @@ class ExecutorPlan:
         self.fetches = list(fetches)
         self.cf = control_flow or any(op.type in CONTROL_FLOW_OPS for op in self.ops)
         index_of = {id(op): i for i, op in enumerate(self.ops)}
+        for i, op in enumerate(self.ops):
+            # A fused node produces the outputs of the op it replaced (dflab.runtime.fusion):
+            # consumers find it through their input tensors' op.
+            for t in op._outputs:
+                index_of.setdefault(id(t.op), i)
         fed = {id(t): k for k, t in enumerate(self.feeds)}
         nodes = []
         for i, op in enumerate(self.ops):

@@ -222,17 +222,22 @@ class Partitioning:
     def graph_defs(self) -> list:
         """One ``GraphDef`` per partition, ``_Send``/``_Recv`` nodes included (TF's
         ``RunMetadata.partition_graphs``)."""
-        from dflab.framework.graph_io import GraphDef, node_def_of
+        return graph_defs_of({d: part.nodes for d, part in self.partitions.items()})
 
-        out = []
-        for part in self.partitions.values():
-            nodes = []
-            for node in part.nodes:
-                nd = node_def_of(node)
-                nd.device = part.device
-                nodes.append(nd)
-            out.append(GraphDef(nodes))
-        return out
+
+def graph_defs_of(nodes_by_device: dict) -> list:
+    """One ``GraphDef`` per device of the nodes it runs, each node placed on that device."""
+    from dflab.framework.graph_io import GraphDef, node_def_of
+
+    out = []
+    for device, nodes in nodes_by_device.items():
+        defs = []
+        for node in nodes:
+            nd = node_def_of(node)
+            nd.device = device
+            defs.append(nd)
+        out.append(GraphDef(defs))
+    return out
 
 
 # --- partitioning ----------------------------------------------------------------------------
@@ -651,6 +656,7 @@ def verify(partitioning: Partitioning) -> None:
                 if id(c) not in seen:
                     fail(f"{node.name} on {device} has a control input {c.name} from elsewhere")
             seen.add(id(node))
+            seen.update(id(t.op) for t in node._outputs)  # a fused node makes its sink's outputs
             if node.type in (SEND, RECV):
                 a = node._attrs
                 key = (a["tensor_name"], a["send_device"], a["recv_device"])

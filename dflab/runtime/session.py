@@ -136,20 +136,9 @@ class Plan:
     def partition_graph_defs(self) -> list:
         """One ``GraphDef`` per device (``_Send``/``_Recv`` included), built on first use."""
         if self._graph_defs is None:
-            if self.partitioning is not None:
-                self._graph_defs = self.partitioning.graph_defs()
-            else:
-                from dflab.framework.graph_io import GraphDef, node_def_of
+            from dflab.runtime.partition import graph_defs_of
 
-                defs = []
-                for device, ops in self.partitions.items():
-                    nodes = []
-                    for op in ops:
-                        nd = node_def_of(op)
-                        nd.device = device
-                        nodes.append(nd)
-                    defs.append(GraphDef(nodes))
-                self._graph_defs = defs
+            self._graph_defs = graph_defs_of(self.partitions)
         return self._graph_defs
 
 
@@ -446,11 +435,33 @@ class BaseSession:
                 except LoopNotPartitionableError as e:
                     reason = f"a while loop cannot be partitioned ({e}): the plan runs in one " \
                         "execution"
+        if len(used) == 1 and self._fuses_on(next(iter(used))):
+            device = next(iter(used))
+            nodes = self._fused(ordered, device, list(fetch_tensors) + list(feed_tensors))
+            ctx = devices.kernel_context(device)
+            eplan = ExecutorPlan(nodes, feed_tensors, fetch_tensors, lambda op: ctx)
+            return Plan(eplan, placement, ordered, {device: nodes})
         eplan = ExecutorPlan(
             ordered, feed_tensors, fetch_tensors,
             lambda op: devices.kernel_context(placement[op].device),
         )
         return Plan(eplan, placement, ordered, unpartitioned_reason=reason)
+
+    def _fuses_on(self, device: str) -> bool:
+        """Whether elementwise fusion runs on ``device``'s part of a plan (``RewriterConfig``:
+        by default on devices with GPU kernels, i.e. real GPUs)."""
+        from dflab.runtime.config import RewriterConfig
+
+        mode = self._config.graph_options.rewrite_options.remapping
+        if mode == RewriterConfig.DEFAULT:
+            return self._devices[device].kernel_device_type == "GPU"
+        return mode == RewriterConfig.ON
+
+    @staticmethod
+    def _fused(nodes, device, keep) -> list:
+        from dflab.runtime.fusion import fuse_elementwise
+
+        return fuse_elementwise(nodes, device, keep)[0]
 
     def _build_partitioned_plan(self, ordered, placement, feed_tensors, fetch_tensors,
                                 control_flow=False) -> Plan:
@@ -465,6 +476,9 @@ class BaseSession:
         runs, position = [], {}
         for device, part in pt.partitions.items():
             ctx = devices.kernel_context(device)
+            if self._fuses_on(device):
+                # What runs is what the partition graphs show: the fused nodes, not the groups.
+                part.nodes = self._fused(part.nodes, device, part.fetches + part.feeds)
             try:
                 eplan = ExecutorPlan(part.nodes, part.feeds, part.fetches, lambda op, c=ctx: c,
                                      control_flow=control_flow)

@@ -112,6 +112,8 @@ class StepRun:
         self.plan = session._get_plan(self._mapper.tensors, self._mapper.targets, feed_tensors)
         self._executions = self._create_executions()
         # Every op of the step by the user's name (fixed for the run).
+        self._fused_into = {m: _user_name(n.op) for ex in self._executions
+                            for n in ex.plan.nodes for m in n.op._attrs.get("fused_ops", ())}
         self._all_names = frozenset(_user_name(n.op) for ex in self._executions
                                     for n in ex.plan.nodes)
         self.history: list[StepEvent] = []
@@ -315,6 +317,11 @@ class StepRun:
 
     def _check_known(self, name: str) -> None:
         if name not in self._all_names:
+            fused_into = self._fused_into.get(name)
+            if fused_into is not None:
+                raise errors.NotFoundError(
+                    None, None, f"{name} does not run on its own in this step: it is fused into "
+                    f"{fused_into} (elementwise fusion; RewriterConfig.remapping=OFF keeps it).")
             raise errors.NotFoundError(
                 None, None, f"{name} is not part of this step (it is not needed by the "
                 "fetches, or does not exist).")

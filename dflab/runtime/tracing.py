@@ -449,6 +449,7 @@ def _node_stats(r: _Record, memory: _MemoryModel) -> NodeExecStats:
         memory_stats=MemoryStats(persistent_memory_size=persistent_bytes),
         all_start_nanos=r.start, op_start_rel_nanos=0, op_end_rel_nanos=rel_ns,
         all_end_rel_nanos=rel_ns, scheduled_nanos=r.start,
+        fused_ops=r.node.op._attrs.get("fused_ops"),
     )
 
 
