@@ -23,6 +23,7 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -128,10 +129,19 @@ class Plan:
         self.unpartitioned_reason = unpartitioned_reason
         self.parallel = None  # may ops of one step run at once (set on the first dataflow run)
         self._graph_defs = None
+        self._changes_variables = None
 
     @property
     def partitioned(self) -> bool:
         return self.executor_plan is None
+
+    @property
+    def changes_variables(self) -> bool:
+        """Whether the step may change a variable (it has an op with a ref input: ``Assign*``,
+        ``Scatter*``, the optimizers' ``Apply*``): such steps pass the step gate."""
+        if self._changes_variables is None:
+            self._changes_variables = any(op._op_def.ref_inputs for op in self.ops)
+        return self._changes_variables
 
     def partition_graph_defs(self) -> list:
         """One ``GraphDef`` per device (``_Send``/``_Recv`` included), built on first use."""
@@ -237,6 +247,9 @@ class BaseSession:
         self._blas_limits = None
         self._partial_runs: dict = {}
         self._step_listeners: list = []
+        # Consistent snapshots (dflab.train.step_gate): when set, every driver of a step that
+        # changes variables (run, make_callable, partial_run, the stepper) passes this gate.
+        self._step_gate = None
         self._default_ctx = None
         if self._config.intra_op_parallelism_threads:
             from threadpoolctl import threadpool_limits
@@ -523,6 +536,13 @@ class BaseSession:
         return values
 
     def _run_plan(self, plan: Plan, feed_values, options, run_metadata):
+        gate = self._step_gate
+        if gate is not None and plan.changes_variables:
+            with gate.step():
+                return self._run_plan_ungated(plan, feed_values, options, run_metadata)
+        return self._run_plan_ungated(plan, feed_values, options, run_metadata)
+
+    def _run_plan_ungated(self, plan: Plan, feed_values, options, run_metadata):
         if self._step_listeners:
             return self._run_plan_observed(plan, feed_values, options, run_metadata)
         return self._run_plan_now(plan, feed_values, options, run_metadata)
@@ -679,12 +699,14 @@ class BaseSession:
             fetched.add(id(t))
             wanted_slots.append(eplan.fetch_slots[fetch_index[id(t)]])
         needed = _needed_nodes(eplan, mapper.tensors, mapper.targets)
-        while True:
-            runnable = [item for item in ex.ready if item[0] in needed]
-            if not runnable:
-                break
-            for item in runnable:
-                ex.step(item)
+        gate = self._step_gate
+        with gate.step() if gate is not None and plan.changes_variables else nullcontext():
+            while True:
+                runnable = [item for item in ex.ready if item[0] in needed]
+                if not runnable:
+                    break
+                for item in runnable:
+                    ex.step(item)
         missing = [i for i in needed if not ex.done_flags[i]]
         if missing:
             op = eplan.nodes[missing[0]].op
@@ -695,18 +717,24 @@ class BaseSession:
 
 
 def _needed_nodes(eplan, tensors, targets) -> set:
-    index = {id(n.op): n.index for n in eplan.nodes}
+    """The plan nodes the tensors and targets need. Walks the plan's nodes, not the user's
+    ops: a fused node stands for the ops it replaced (it produces its sink's outputs)."""
+    index: dict[int, int] = {}
+    for n in eplan.nodes:
+        index.setdefault(id(n.op), n.index)
+        for t in n.op._outputs:
+            index.setdefault(id(t.op), n.index)
     fed = {id(t) for t in eplan.feeds}
     stack = [t.op for t in tensors if id(t) not in fed] + list(targets)
-    needed = set()
+    needed: set[int] = set()
     while stack:
-        op = stack.pop()
-        i = index.get(id(op))
+        i = index.get(id(stack.pop()))
         if i is None or i in needed:
             continue
         needed.add(i)
-        stack.extend(t.op for t in op.inputs if id(t) not in fed)
-        stack.extend(op.control_inputs)
+        op = eplan.nodes[i].op
+        stack.extend(t.op for t in op._inputs if id(t) not in fed)
+        stack.extend(op._control_inputs)
     return needed
 
 

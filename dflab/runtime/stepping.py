@@ -23,6 +23,8 @@ This module is the runtime half of the notebook's ``Stepper`` widget; it has no 
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,6 +102,25 @@ class _Recorder:
         self.run._ended(ex, node, frame, iteration, outputs)
 
 
+class _GateHold:
+    """A stepped step's hold on the session's step gate (at most one count, any thread)."""
+
+    __slots__ = ("gate", "thread")
+
+    def __init__(self):
+        self.gate = None
+        self.thread = None
+
+    def acquire(self, gate) -> None:
+        if gate is not None and self.gate is None and gate.enter_step():
+            self.gate, self.thread = gate, threading.get_ident()
+
+    def release(self) -> None:
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            gate.exit_step(self.thread)
+
+
 class StepRun:
     """``Session.run(fetches, feed_dict)`` executed one node at a time (see module docstring)."""
 
@@ -127,6 +148,10 @@ class StepRun:
         self._breakpoints: list = []
         self._acknowledged: set = set()  # ready keys a name breakpoint already stopped at
         self.error: BaseException | None = None
+        # The session's step gate, held from the first variable-changing node to the end of
+        # the step (see dflab.train.step_gate); released when the run is collected unfinished.
+        self._gate_hold = _GateHold()
+        weakref.finalize(self, self._gate_hold.release)
 
     # --- setting up -----------------------------------------------------------------------
     def _create_executions(self) -> list:
@@ -231,6 +256,8 @@ class StepRun:
         event = StepEvent(len(self.history), name, op.type, ex.device, frame.name, it.n)
         before = self._states
         self._current = event
+        if op._op_def.ref_inputs:
+            self._gate_hold.acquire(self.session._step_gate)
         try:
             ex.step(item)
         except BaseException as e:
@@ -239,9 +266,12 @@ class StepRun:
             from dflab.runtime.session import _user_error
 
             self.error = _user_error(e)
+            self._gate_hold.release()
             raise self.error from None
         finally:
             self._current = None
+            if self.finished:
+                self._gate_hold.release()
             self._states = self._compute_states()
             event.changes = {n: (before.get(n, PENDING), s) for n, s in self._states.items()
                              if before.get(n, PENDING) != s}
@@ -284,6 +314,11 @@ class StepRun:
             if any(p(event) for p in preds):
                 break
         return self.history[start:]
+
+    def close(self) -> None:
+        """Stop stepping: a variable-changing step left unfinished lets consistent saves run
+        again (its updates so far stay applied, as after a failed step)."""
+        self._gate_hold.release()
 
     def add_breakpoint(self, bp) -> None:
         """An op name (stop when it becomes ready) or a predicate on events."""

@@ -420,3 +420,16 @@ def test_cupy_reductions_agree_with_the_numpy_evaluator(red):
     fn = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min, "Mean": np.mean}[red]
     np.testing.assert_allclose(cupy.asnumpy(got), fn(np.exp(a * b), axis=1, keepdims=True),
                                rtol=1e-5)
+
+
+def test_partial_runs_with_fusion_find_the_fused_nodes():
+    a = tf.placeholder(tf.float32, [3], name="a")
+    b = tf.placeholder(tf.float32, [3], name="b")
+    first = tf.exp(tf.negative(a), name="first")
+    second = tf.square(tf.add(first, b), name="second") * 2.0
+    with tf.Session(config=_config()) as s:
+        h = s.partial_run_setup([first, second], [a, b])
+        f = s.partial_run(h, first, {a: np.zeros(3, np.float32)})
+        np.testing.assert_array_equal(f, np.ones(3, np.float32))
+        np.testing.assert_array_equal(s.partial_run(h, second, {b: np.ones(3, np.float32)}),
+                                      np.full(3, 8.0, np.float32))
