@@ -268,7 +268,8 @@ class Stepper(GraphWidget):
     def _record_new_events(self) -> None:
         history = self.run.history
         for e in history[len(self._texts):]:
-            self._texts.append(summarize_outputs(e.outputs) if not e.dead else "dead")
+            self._texts.append(f"failed: {type(e.error).__name__}" if e.error is not None
+                               else "dead" if e.dead else summarize_outputs(e.outputs))
         # The ready set is only known now (after the last new event); earlier new events of a
         # multi-event action get the ready set derived from their states when revisited.
         while len(self._ready_log) < len(history):
@@ -303,7 +304,9 @@ class Stepper(GraphWidget):
         self._op_values = self._values_at(k)
         with self.hold_sync():
             self.total = len(history)
-            self.finished = self.run.finished and k == len(history)
+            # A failed step is over too: nothing more can run (reset() starts it again).
+            self.finished = (self.run.finished or self.run.error is not None) \
+                and k == len(history)
             self._send_node_state()
             ready = self.ready if self._live or self._ready_log_known(k) else \
                 self._ready_from_states()
@@ -369,7 +372,8 @@ class Stepper(GraphWidget):
     def _lanes(self, events) -> dict:
         lanes: dict = {}
         for e in events:
-            state = "dead" if e.dead else ("done" if e.completed else "running")
+            state = "failed" if e.error is not None else "dead" if e.dead else \
+                ("done" if e.completed else "running")
             lanes.setdefault(short_device(e.device) or "?", []).append(
                 {"label": _label(e.name, e.frame, e.iteration), "state": state})
         return {d: items[-LANE_LENGTH:] for d, items in sorted(lanes.items())}

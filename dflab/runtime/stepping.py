@@ -35,6 +35,7 @@ from dflab.runtime import fetches as _fetches
 from dflab.runtime.executor import Execution, to_client_value
 
 PENDING, READY, RUNNING, DONE, DEAD_STATE = "pending", "ready", "running", "done", "dead"
+FAILED = "failed"  # the node whose kernel raised: the step ends there
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class StepEvent:
     dead: bool = False
     outputs: tuple = ()  # the node's output values (None where dead or not yet received)
     completed: bool = True  # False while an asynchronous node (a _Recv) waits for its value
+    error: BaseException | None = None  # set when the node's kernel raised (the step failed)
     changes: dict = field(default_factory=dict, repr=False)  # node name -> (before, after)
 
     @property
@@ -265,7 +267,8 @@ class StepRun:
                 raise
             from dflab.runtime.session import _user_error
 
-            self.error = _user_error(e)
+            self.error = event.error = _user_error(e)
+            self._last[name] = FAILED
             self._gate_hold.release()
             raise self.error from None
         finally:
@@ -275,7 +278,7 @@ class StepRun:
             self._states = self._compute_states()
             event.changes = {n: (before.get(n, PENDING), s) for n, s in self._states.items()
                              if before.get(n, PENDING) != s}
-        self.history.append(event)
+            self.history.append(event)  # a failed node too: the history shows where it ended
         return event
 
     def run_to(self, name: str) -> list[StepEvent]:

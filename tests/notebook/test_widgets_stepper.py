@@ -270,3 +270,7 @@ def test_a_failing_kernel_is_shown_in_the_widget():
         assert st.message.startswith("InvalidArgumentError in bad: ")
         assert st.detail["name"] == "bad"  # the failing node is selected
         assert "failed" in st.status
+        # Nothing more can run: the step buttons are off, the node and its lane say failed.
+        assert st.finished
+        assert st.lanes and list(st.lanes.values())[0][-1] == {"label": "bad", "state": "failed"}
+        assert st.states[st.node_id("bad")] == "failed"

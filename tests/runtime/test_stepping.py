@@ -93,6 +93,11 @@ def test_a_failing_kernel_stops_the_run_with_the_op_named():
         assert info.value.op is not None and info.value.op.name == "bad"
         with pytest.raises(tf.errors.InvalidArgumentError):
             run.step()  # the step is over
+        # The failing node is recorded where the step ended, in the history and the states.
+        last = run.history[-1]
+        assert last.name == "bad" and last.error is info.value
+        assert run.states["bad"] == "failed" and last.changes["bad"] == ("ready", "failed")
+        assert not run.finished
 
 
 def test_while_loop_frames_iterations_and_result():

@@ -6,7 +6,7 @@ import { button, clear, el, svgEl } from "./dom.js";
 import { panZoom } from "./panzoom.js";
 import { importSvg } from "./safe_svg.js";
 
-const STATES = new Set(["pending", "ready", "running", "done", "dead"]);
+const STATES = new Set(["pending", "ready", "running", "done", "dead", "failed"]);
 
 export class GraphCanvas {
   // hooks: onNodeClick(id, event), onClusterClick(id, event), tooltip(id) -> array of lines
@@ -128,7 +128,7 @@ export class GraphCanvas {
     return this.titles?.get(id) || "";
   }
 
-  // states: node id -> pending|ready|running|done|dead; only changed nodes are touched.
+  // states: node id -> pending|ready|running|done|dead|failed; only changed nodes are touched.
   setStates(states) {
     states = states || {};
     for (const [id, g] of this.byId) {
