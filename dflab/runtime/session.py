@@ -552,17 +552,9 @@ class BaseSession:
         if eplan is None:
             return self._run_partitioned(plan, feed_values, options, run_metadata)
         ex = Execution(eplan, feed_values, _next_step_id())
-        timeout = None
-        if options is not None and options.timeout_in_ms:
-            timeout = options.timeout_in_ms / 1000.0
-        elif self._config.operation_timeout_in_ms:
-            timeout = self._config.operation_timeout_in_ms / 1000.0
-        tracer = None
-        if options is not None and options.trace_level and run_metadata is not None:
-            from dflab.runtime.tracing import StepTracer
-
-            tracer = StepTracer(plan)
-            ex.observer = tracer
+        timeout = self._step_timeout(options)
+        tracer = _tracer_for(plan, options, run_metadata)
+        ex.observer = tracer
         if eplan.straight_line and timeout is None:
             ex.run_inline()
         else:
@@ -574,6 +566,13 @@ class BaseSession:
             tracer.fill(run_metadata, options)
             self._record_memory(run_metadata)
         return ex.fetch_values()
+
+    def _step_timeout(self, options) -> float | None:
+        """Seconds a step may take: ``RunOptions.timeout_in_ms``, else the session's
+        ``operation_timeout_in_ms``; None for no limit."""
+        ms = (options.timeout_in_ms if options is not None else 0) or \
+            self._config.operation_timeout_in_ms
+        return ms / 1000.0 if ms else None
 
     def _record_memory(self, run_metadata) -> None:
         """A traced step's memory per device, folded into each device's session account."""
@@ -604,17 +603,9 @@ class BaseSession:
         """One execution per partition, all started at once, sharing the step's rendezvous."""
         from dflab.runtime.partition import short_device_name
         step_id = _next_step_id()
-        tracer = None
-        if options is not None and options.trace_level and run_metadata is not None:
-            from dflab.runtime.tracing import StepTracer
-
-            tracer = StepTracer(plan)
+        tracer = _tracer_for(plan, options, run_metadata)
         group, execs = partition_executions(plan, feed_values, step_id, tracer)
-        timeout = None
-        if options is not None and options.timeout_in_ms:
-            timeout = options.timeout_in_ms / 1000.0
-        elif self._config.operation_timeout_in_ms:
-            timeout = self._config.operation_timeout_in_ms / 1000.0
+        timeout = self._step_timeout(options)
         deadline = None if timeout is None else time.monotonic() + timeout
         pool = self._inter_op_pool()
         main = plan.main_partition
@@ -714,6 +705,15 @@ class BaseSession:
                 None, op, "Partial run cannot compute the fetches: they depend on a feed that "
                 "has not been provided yet.")
         return mapper.build([to_client_value(ex.slots[s]) for s in wanted_slots])
+
+
+def _tracer_for(plan, options, run_metadata):
+    """A ``StepTracer`` when the run asks for tracing and gives somewhere to put it."""
+    if options is None or not options.trace_level or run_metadata is None:
+        return None
+    from dflab.runtime.tracing import StepTracer
+
+    return StepTracer(plan)
 
 
 def _needed_nodes(eplan, tensors, targets) -> set:
