@@ -5,6 +5,9 @@ Invariants: node ids are the layout's opaque ids and change with every layout, s
 widgets remember is keyed by *op name* and mapped to ids when sent; an op hidden in a collapsed
 name scope is represented by its scope's node. Messages from the front-end are plain dicts
 (``{"type": "click", "id": "n12"}``) handled by ``_handle_message``, which tests call directly.
+
+A fused node (elementwise ops the fusion pass runs as one kernel) opens and closes like a name
+scope: its name goes into ``expanded``, a click on it opens it, a click on its cluster closes it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ def scope_state(member_states) -> str | None:
     states = set(member_states)
     if not states:
         return None
+    if "failed" in states:
+        return "failed"  # the step ended at a member: that is what the group shows
     if "running" in states:
         return "running"
     if "ready" in states:
@@ -65,7 +70,7 @@ class GraphWidget(anywidget.AnyWidget):
     selected = t.Unicode("").tag(sync=True)  # node id
     detail = t.Dict().tag(sync=True)  # the selected node's info, plus "value"
     color_by = t.Unicode("op").tag(sync=True)
-    expanded = t.List(t.Unicode()).tag(sync=True)  # open name scopes
+    expanded = t.List(t.Unicode()).tag(sync=True)  # open name scopes and fused nodes
 
     def __init__(self, **kwargs):
         self._layout = None
@@ -128,7 +133,7 @@ class GraphWidget(anywidget.AnyWidget):
         values: dict[str, list] = {}
         for name, text in self._op_values.items():
             nid = ids.get(name)
-            if nid is not None and self._layout.nodes.get(nid, {}).get("kind") != "scope":
+            if nid is not None and self._shows_value(nid, name):
                 values.setdefault(nid, []).append(text)
         with self.hold_sync():
             self.states = {nid: scope_state(s) if len(s) > 1 else s[0]
@@ -137,6 +142,13 @@ class GraphWidget(anywidget.AnyWidget):
             self._send_extra_state(ids)
             if self.selected:
                 self.detail = self._detail(self.selected)
+
+    def _shows_value(self, node_id: str, name: str) -> bool:
+        """A scope shows no member's value; a collapsed fused node shows its own (its sink's),
+        not the values of the ops it replaced."""
+        info = self._layout.nodes.get(node_id, {})
+        return info.get("kind") == "op" or (info.get("kind") == "fused"
+                                            and info.get("name") == name)
 
     def _send_extra_state(self, ids: dict) -> None:
         """Hook for subclasses: more per-node state under the same hold_sync."""
@@ -157,22 +169,34 @@ class GraphWidget(anywidget.AnyWidget):
 
     def select(self, name_or_id: str) -> dict:
         """Show a node's details (by op name or node id); returns them. An op hidden in a
-        collapsed scope is shown by opening its scopes first."""
+        collapsed scope or fused node is shown by opening them first."""
         nid = name_or_id if name_or_id in self.nodes else self.node_id(name_or_id)
         if nid is None:
             raise KeyError(f"no node named {name_or_id!r} in this drawing")
-        info = self.nodes[nid]
-        if info.get("kind") == "scope" and name_or_id not in self.nodes \
-                and name_or_id != info.get("name"):
+        if name_or_id not in self.nodes:
             self._selected_name = name_or_id
-            self.expanded = sorted(set(self.expanded) | set(scopes_of_names([name_or_id])))
-            nid = self.node_id(name_or_id)
-            info = self.nodes[nid]
+            nid = self._open_to(name_or_id, nid)
+        info = self.nodes[nid]
         self._selected_name = info.get("name", "")
         with self.hold_sync():
             self.selected = nid
             self.detail = self._detail(nid)
         return self.detail
+
+    def _open_to(self, name: str, nid: str) -> str:
+        """Open what hides op ``name`` (drawn by ``nid``): its name scopes, or the fused node it
+        was fused into, then what that shows. Returns the id drawing ``name`` then."""
+        for _ in range(3):  # a scope, a fused node inside it, its member
+            info = self.nodes[nid]
+            if info.get("name") == name or not info.get("expandable"):
+                break
+            opening = set(scopes_of_names([name])) - set(self.expanded) \
+                if info.get("kind") == "scope" else set()
+            # A fused member is hidden by the node it was fused into, whose scopes are that
+            # node's, not the member's: open the node drawing it.
+            self.expanded = sorted(set(self.expanded) | (opening or {info["name"]}))
+            nid = self.node_id(name) or nid
+        return nid
 
     def _node_named(self, name: str) -> str | None:
         """The id of the drawn node (op or scope) called ``name``."""
@@ -192,9 +216,9 @@ class GraphWidget(anywidget.AnyWidget):
             self.selected = ""
             self.detail = {}
 
-    # --- scopes ---------------------------------------------------------------------------
+    # --- scopes and fused nodes ---------------------------------------------------------------
     def expand(self, scope: str) -> None:
-        """Open a collapsed name scope (the graph is laid out again)."""
+        """Open a collapsed name scope or fused node (the graph is laid out again)."""
         scope = scope.strip("/")
         if scope not in self.expanded:
             self.expanded = [*self.expanded, scope]
@@ -206,9 +230,11 @@ class GraphWidget(anywidget.AnyWidget):
                          if scope and not (s == scope or s.startswith(scope + "/"))]
 
     def _cluster_scope(self, cluster_id: str) -> str | None:
-        """The name scope an open-scope (or loop frame) cluster stands for."""
+        """The name scope an open-scope (or loop frame) cluster stands for, or the name of the
+        fused node an expanded-fused cluster stands for."""
         info = self.nodes.get(cluster_id) or {}
-        if info.get("kind") == "cluster" and info.get("cluster_kind") in ("scope", "frame"):
+        if info.get("kind") == "cluster" and info.get("cluster_kind") in ("scope", "frame",
+                                                                          "fused"):
             return info.get("name")
         return None
 
@@ -229,7 +255,7 @@ class GraphWidget(anywidget.AnyWidget):
         info = self.nodes.get(node_id)
         if info is None:
             return  # a stale click from a previous layout
-        if info.get("kind") == "scope":
+        if info.get("expandable"):  # a collapsed scope, or a fused node the graph explains
             self.expand(info["name"])
         else:
             self.select(node_id)

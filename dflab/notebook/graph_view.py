@@ -2,9 +2,10 @@
 
 Layout happens in the kernel (``dflab.visualize.graph.layout_graph``, Graphviz); the front-end
 (``extension/src/graph_view.js``) pans and zooms the SVG, asks the kernel to re-lay out when a
-collapsed name scope is clicked, and shows a clicked node's details. Data edges are solid,
-control edges dotted, edges carry dtype and shape; after a run (``GraphView.from_run``) the
-partitions are drawn as device clusters joined by ``_Send``/``_Recv``.
+collapsed name scope (or a fused node) is clicked, and shows a clicked node's details. Data
+edges are solid, control edges dotted, edges carry dtype and shape; after a run
+(``GraphView.from_run``) the partitions are drawn as device clusters joined by
+``_Send``/``_Recv``, fused nodes as stacked boxes that open into the ops they replaced.
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ class GraphView(GraphWidget):
     def _text(self) -> str:
         ops = sum(1 for n in self.nodes.values() if n.get("kind") == "op")
         scopes = sum(1 for n in self.nodes.values() if n.get("kind") == "scope")
-        return (f"GraphView: {ops} ops and {scopes} collapsed scopes drawn, "
+        fused = sum(1 for n in self.nodes.values() if n.get("kind") == "fused")
+        also = f", {fused} fused nodes" if fused else ""
+        return (f"GraphView: {ops} ops{also} and {scopes} collapsed scopes drawn, "
                 f"coloured by {self.color_by}")
 
 

@@ -101,9 +101,12 @@ def _node(unit: Unit, look: NodeLook, shape: str) -> str:
     return f"{unit.id} {_attrs(attrs)};"
 
 
+_CLUSTER_TAILS = {"frame": " \u00b7 while-loop frame", "fused": " fused into one kernel"}
+
+
 def _cluster_label(c: Cluster) -> str:
-    head = {"partition": c.label, "frame": f"\u27f3 {c.label}", "scope": c.label}[c.kind]
-    tail = f"{c.n_ops} ops" + (" \u00b7 while-loop frame" if c.kind == "frame" else "")
+    head = f"\u27f3 {c.label}" if c.kind == "frame" else c.label
+    tail = f"{c.n_ops} ops" + _CLUSTER_TAILS.get(c.kind, "")
     return HtmlLabel("<" + _font(head, 11, _style.TEXT, bold=True) + "  "
                      + _font(tail, 9, _style.MUTED_TEXT) + ">")
 

@@ -26,6 +26,7 @@ class Facts:
     out_bytes: dict = field(default_factory=dict)  # op name -> largest output bytes per run
     observed: dict = field(default_factory=dict)  # op name -> [(dtype, shape)] seen at run time
     ran_on: dict = field(default_factory=dict)  # op name -> device it ran on (step stats)
+    fused_into: dict = field(default_factory=dict)  # op name -> fused node it ran inside
     needed: set | None = None  # ops Session.run(fetches) executes; None when no fetches given
     fetched: set = field(default_factory=set)  # ops whose outputs (or themselves) are fetched
     fed: set = field(default_factory=set)  # ops with a fed output (fed, so not executed)
@@ -68,6 +69,9 @@ def _step_facts(run_metadata, facts: Facts) -> None:
             name = ns.node_name
             facts.traced = True
             facts.ran_on.setdefault(name, ds.device)
+            for member in getattr(ns, "fused_ops", None) or ():
+                if member != name:  # the sink's own stats are the fused node's
+                    facts.fused_into[member] = name
             nanos = ns.op_end_rel_nanos - ns.op_start_rel_nanos
             us = nanos / 1000 if nanos > 0 else float(ns.op_end_rel_micros - ns.op_start_rel_micros)
             facts.time_us[name] = facts.time_us.get(name, 0.0) + max(us, 0.0)

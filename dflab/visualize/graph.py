@@ -32,6 +32,8 @@ __all__ = ["COLOR_MODES", "GraphLayout", "layout_graph", "render_svg"]
 
 COLLAPSE_ABOVE = 60  # ops; more than this and name scopes start collapsed
 FAST_ABOVE = 600  # nodes dot lays out (virtual ones included); above: capped effort
+EXPRESSION_LIMIT = 600  # characters of a fused node's expression kept in its details
+FUSED_TITLE_OPS = 16  # fused ops listed one per line in a fused node's tooltip
 _GRAPHVIZ = threading.Lock()  # Graphviz keeps global state: one layout at a time
 
 
@@ -139,14 +141,36 @@ def _scope_info(uid, unit, styler, facts) -> dict:
         "assigned_device": assigned.pop() if len(assigned) == 1 else "",
         "devices": devices, "placement_reason": "", "dtypes": [], "output_shapes": [],
         "attrs": {}, "site": unit.members[0].site, "n_ops": len(unit.members),
-        "op_types": types, "loop": unit.loop,
+        "op_types": types, "loop": unit.loop, "expandable": True,
     }
+
+
+def _fused_info(uid, unit, styler, facts) -> dict:
+    """A collapsed fused node: its facts as an op, plus the ops it stands for, in order, and the
+    expression its kernel computes."""
+    info = _op_info(uid, unit, styler, facts)
+    r = unit.members[0]
+    names, types = r.fused_ops, r.fused_types
+    counts: dict = {}
+    for t in types:
+        counts[t] = counts.get(t, 0) + 1
+    expression = _text.printable(r.attrs.get("expression", ""), EXPRESSION_LIMIT)
+    info.update(kind="fused", n_ops=len(names), op_types=counts, expression=expression,
+                fused_ops=[{"name": n, "op_type": t} for n, t in zip(names, types)],
+                expandable=bool(r.fused))
+    # The expression is the one fact that says what the kernel does: keep it whole in the
+    # attributes a details panel lists, not cut at the usual attribute length.
+    info["attrs"]["expression"] = expression
+    return info
+
+
+_INFOS = {"op": _op_info, "scope": _scope_info, "fused": _fused_info}
 
 
 def _node_infos(view, styler, facts) -> dict:
     nodes = {}
     for uid, unit in view.units.items():
-        info = (_op_info if unit.kind == "op" else _scope_info)(uid, unit, styler, facts)
+        info = _INFOS[unit.kind](uid, unit, styler, facts)
         names = [r.name for r in unit.members]
         info["parent"] = unit.parent
         info["in_fetch_subgraph"] = bool(facts.needed is not None and
@@ -177,12 +201,31 @@ def _hub_note(info: dict, nodes: dict) -> str:
 def _title(info: dict) -> str:
     """The tooltip of a node: everything worth knowing, one fact per line."""
     if info["kind"] == "cluster":
-        return f"{info['name']} ({info['n_ops']} ops)"
+        fused = " fused into one kernel" if info["cluster_kind"] == "fused" else ""
+        return f"{info['name']} ({info['n_ops']} ops{fused})"
     if info["kind"] == "scope":
         kinds = ", ".join(f"{t} \u00d7{n}" for t, n in sorted(info["op_types"].items(),
                                                                key=lambda kv: -kv[1])[:6])
         return f"{info['name']}/ \u2014 {info['n_ops']} ops\n{kinds}"
-    lines = [f"{info['name']} ({info['op_type']})"]
+    if info["kind"] == "fused":
+        return _fused_title(info)
+    return "\n".join([f"{info['name']} ({info['op_type']})", *_op_lines(info, info["attrs"])])
+
+
+def _fused_title(info: dict) -> str:
+    ops = [f"  {o['name']} ({o['op_type']})" for o in info["fused_ops"][:FUSED_TITLE_OPS]]
+    if len(info["fused_ops"]) > FUSED_TITLE_OPS:
+        ops.append("  \u2026")
+    lines = [f"{info['name']} \u2014 {info['n_ops']} ops fused into one kernel:", *ops,
+             info["expression"], *_op_lines(info, {})]
+    if info["expandable"]:
+        lines.append("expand it to draw its ops")
+    return "\n".join(lines)
+
+
+def _op_lines(info: dict, attrs: dict) -> list:
+    """An op's tooltip below its name: outputs, devices, ``attrs``, creation site."""
+    lines = []
     outs = [f"{d} {s}" for d, s in zip(info["dtypes"], info["output_shapes"])]
     if outs:
         lines.append("outputs: " + "; ".join(outs))
@@ -191,11 +234,11 @@ def _title(info: dict) -> str:
     if info["assigned_device"]:
         reason = f" ({info['placement_reason']})" if info["placement_reason"] else ""
         lines.append(f"assigned: {info['assigned_device']}{reason}")
-    for k, v in list(info["attrs"].items())[:12]:
+    for k, v in list(attrs.items())[:12]:
         lines.append(f"{k} = {v}")
     if info["site"]:
         lines.append(f"created at {info['site']}")
-    return "\n".join(lines)
+    return lines
 
 
 def _edge_infos(view, looks) -> list:

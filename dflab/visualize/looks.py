@@ -2,7 +2,9 @@
 
 Modes (``color_by``): ``op`` (op family), ``device`` and ``partition`` (assigned device, one
 colour each; a collapsed scope spanning devices is striped), ``time`` and ``memory`` (a heat
-scale of op time and output bytes from a traced step). States then override the fill: ops that
+scale of op time and output bytes from a traced step). A collapsed fused node is a stacked box
+with its own outline in every mode (and its own fill where fills say op families); ops that ran
+inside one are marked so in ``time``/``memory``. States then override the fill: ops that
 ``Session.run(fetches)`` would not execute are faded, highlighted ops get an accent border,
 fetched ops a double border. Every state is also a CSS class on the SVG element.
 """
@@ -24,6 +26,12 @@ _CAPTIONS = {"op": "op type", "device": "device", "partition": "partition (devic
 def lighten(color: str, amount: float = 0.75) -> str:
     r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
     return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in (r, g, b))
+
+
+def _fused_lines(r) -> list:
+    """``fused ×4`` and the member types, in order: what the fused kernel computes."""
+    types = r.fused_types
+    return [f"fused \u00d7{len(types)}", _text.printable(" \u00b7 ".join(types), 36)]
 
 
 class Styler:
@@ -56,6 +64,9 @@ class Styler:
                 out[uid] = float(sum(seen))
         return out
 
+    def _ran_fused(self, recs) -> bool:
+        return all(r.fused_into or r.name in self.facts.fused_into for r in recs)
+
     def amount_text(self, value: float) -> str:
         return _text.format_micros(value) if self.mode == "time" else _text.format_bytes(value)
 
@@ -65,6 +76,8 @@ class Styler:
         if self.mode == "op":
             if unit.kind == "scope":
                 return NodeLook(SCOPE_FILL, "#7b8794", _style.TEXT, penwidth=1.4)
+            if unit.kind == "fused":
+                return NodeLook(_style.FUSED_FILL, _style.FUSED_LINE, _style.TEXT, penwidth=1.4)
             fam = _style.family(recs[0].type)
             if fam not in self.used_families:
                 self.used_families.append(fam)
@@ -81,6 +94,11 @@ class Styler:
                 return NodeLook(fill, _style.darker(fill), _style.TEXT)
             stripes = [(c, n / len(recs)) for c, n in sorted(fills.items())]
             return NodeLook(stripes[0][0], "#52606d", _style.TEXT, stripes=stripes)
+        if uid not in self.values and self._ran_fused(recs):
+            # It ran inside a fused node, whose time and bytes its last op's unit shows.
+            self.seen_states.add("ran-fused")
+            return NodeLook(_style.NOT_RUN_FILL, _style.FUSED_LINE, _style.MUTED_TEXT,
+                            classes=["ran-fused"])
         if uid not in self.values:
             self.seen_states.add("not-run")
             return NodeLook(_style.NOT_RUN_FILL, _style.FADED_LINE, _style.MUTED_TEXT,
@@ -92,6 +110,8 @@ class Styler:
         r = unit.members[0]
         if unit.kind == "scope":
             lines = [f"{len(unit.members)} ops" + (" \u00b7 while loop" if unit.loop else "")]
+        elif unit.kind == "fused":
+            lines = _fused_lines(r)
         elif r.is_comm and r.transfer_key() is not None:
             _, src, dst = r.transfer_key()
             lines = [f"to {_text.short_device(dst)}" if r.type in SEND_TYPES
@@ -102,7 +122,7 @@ class Styler:
                 lines.append(_text.value_text(r.attrs["value"], 28))
         if uid in self.view.hubs:
             lines.append(f"\u2194 {len(self.view.hubs[uid])} nodes, edges hidden")
-        if self.mode == "device" and unit.kind == "op":
+        if self.mode == "device" and unit.kind in ("op", "fused"):
             lines.append(_text.short_device(self.device(r)) or "no device")
         elif uid in self.values:
             lines.append(self.amount_text(self.values[uid]))
@@ -116,6 +136,13 @@ class Styler:
             look.classes.append("fam-" + _style.family(unit.members[0].type))
         elif unit.loop:
             look.classes.append("loop")
+        if unit.kind == "fused":
+            # Marked in every colouring: device and heat fills say nothing about fusion.
+            look.line, look.penwidth = _style.FUSED_LINE, max(look.penwidth, 1.4)
+            if unit.members[0].fused:
+                look.classes.append("expandable")
+        if unit.members[0].fused_into:
+            look.classes.append("fused-member")
         if self.mode in ("device", "partition"):
             devs = {self.device(r) for r in unit.members}
             look.classes += [f"dev-{self.device_index[d]}" for d in devs if d in self.device_index]
@@ -146,6 +173,8 @@ class Styler:
         return look
 
     def shape(self, unit) -> str:
+        if unit.kind == "fused":
+            return _style.FUSED_SHAPE
         return "box" if unit.kind == "scope" else _style.shape_of(unit.members[0].type)
 
     # --- clusters and edges ---------------------------------------------------------------
@@ -158,6 +187,9 @@ class Styler:
                             classes=classes, penwidth=1.6)
         if c.kind == "frame":
             return NodeLook("#fff8f2", "#e0a070", _style.TEXT, classes=["frame"], dashed=True)
+        if c.kind == "fused":
+            return NodeLook(lighten(_style.FUSED_FILL, 0.6), _style.FUSED_LINE, _style.TEXT,
+                            classes=["fused"], penwidth=1.4)
         return NodeLook("#f8f9fb", "#c5ccd6", _style.TEXT, classes=["scope"])
 
     def edge_look(self, e, labels: bool) -> EdgeLook:
@@ -186,6 +218,10 @@ class Styler:
         return look
 
     # --- legend ---------------------------------------------------------------------------
+    def _has_fused(self) -> bool:
+        return (any(u.kind == "fused" for u in self.view.units.values())
+                or any(c.kind == "fused" for c in self.view.clusters.values()))
+
     def legend(self) -> Legend:
         lg = Legend(caption=_CAPTIONS[self.mode])
         if self.mode == "op":
@@ -203,6 +239,12 @@ class Styler:
             lg.heat = (_style.HEAT, "0", self.amount_text(self.top), "")
             if "not-run" in self.seen_states:
                 lg.swatches.append((_style.NOT_RUN_FILL, _style.FADED_LINE, "not run"))
+            if "ran-fused" in self.seen_states:
+                lg.swatches.append((_style.NOT_RUN_FILL, _style.FUSED_LINE,
+                                    "ran fused (see its last op)"))
+        if self._has_fused():
+            fill = _style.FUSED_FILL if self.mode == "op" else "#ffffff"
+            lg.swatches.append((fill, _style.FUSED_LINE, "fused ops (one kernel)"))
         if self.view.hubs:
             lg.swatches.append(("#ffffff", "#7b8794", "\u2194 hub: its edges are hidden"))
         if "faded" in self.seen_states:

@@ -7,12 +7,20 @@ what is drawn: which ops are shown alone, which name scopes are collapsed into o
 open scopes, while-loop frames and device partitions become clusters, and which edges join the
 drawn units, aggregated with a count when several tensors run between the same two units.
 
+A fused node (``_FusedElementwise``, made by the fusion pass in partition graphs) is drawn as one
+unit of kind ``fused`` standing for the ops it replaced; naming it in ``expanded`` (as a scope is
+opened) draws a ``fused`` cluster holding one unit per replaced op instead, wired as the
+partition runs them. That needs the user's graph (the ops' own records); without it a fused node
+stays collapsed.
+
 In a big drawing, a unit joined to very many others (a ``gradients`` or ``Adam`` metanode, a
 constant read everywhere) is a *hub*: as TensorBoard does with its auxiliary nodes, its edges to
 non-hubs are kept in the data but not drawn, which keeps the layout readable and fast.
 
-Invariants: every record belongs to exactly one unit (``View.unit_of``); an edge never joins a
-unit to itself; clusters nest strictly (a cluster's parent is a cluster or None).
+Invariants: every record belongs to exactly one unit (``View.unit_of``), where an expanded fused
+node's record is replaced by its members' records (the sink's under the fused node's name); an
+edge never joins a unit to itself; clusters nest strictly (a cluster's parent is a cluster or
+None).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import dataclass, field
 
 from dflab.client.timeline import RECV_OPS as RECV_TYPES
 from dflab.client.timeline import SEND_OPS as SEND_TYPES
+from dflab.runtime.fusion import FUSED as FUSED_TYPE
 from dflab.visualize import style as _style
 from dflab.visualize import text as _text
 
@@ -41,6 +50,21 @@ class OpRecord:
     control_inputs: list = field(default_factory=list)  # producer names
     frame: str = ""  # the innermost while-loop frame the op runs in ("" outside loops)
     partition: str = ""  # the partition's device, in a drawing of partition graphs
+    fused: list = field(default_factory=list)  # a fused node's members (OpRecords), if known
+    fused_into: str = ""  # the fused node a member was replaced by
+
+    @property
+    def is_fused(self) -> bool:
+        return self.type == FUSED_TYPE
+
+    @property
+    def fused_ops(self) -> list[str]:
+        """Names of the ops a fused node replaced, in order, sink last (its ``fused_ops``)."""
+        return _names_attr(self.attrs.get("fused_ops")) if self.is_fused else []
+
+    @property
+    def fused_types(self) -> list[str]:
+        return _names_attr(self.attrs.get("fused_types")) if self.is_fused else []
 
     @property
     def is_comm(self) -> bool:
@@ -55,6 +79,11 @@ class OpRecord:
 
 
 # --- records -------------------------------------------------------------------------------
+def _names_attr(value) -> list[str]:
+    """A list-of-strings attr as a list ([] when absent or not a list)."""
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
 def _frame_of(op) -> str:
     ctx = getattr(op, "_control_flow_context", None)
     while ctx is not None and not hasattr(ctx, "frame_name"):
@@ -96,8 +125,8 @@ def _node_def_outputs(nd, by_name, observed) -> list:
     _Recv, those of the tensor it receives), else what the traced step observed, else (for a
     _Recv) its declared type and shape."""
     op = by_name.get(nd.name)
-    if op is not None and op.type == nd.op:
-        return _static(op)
+    if op is not None and (op.type == nd.op or nd.op == FUSED_TYPE):
+        return _static(op)  # a fused node produces its sink's outputs, under its name
     if nd.op in RECV_TYPES and "tensor_name" in nd.attr:
         src, slot, is_control = _parse_input(nd.attr["tensor_name"])
         sent = by_name.get(src)
@@ -113,8 +142,9 @@ def _node_def_outputs(nd, by_name, observed) -> list:
 def records_of_graph_defs(graph_defs, graph=None, observed=None) -> list[OpRecord]:
     """Records of partition graphs (one ``GraphDef`` per device, ``_Send``/``_Recv`` included).
 
-    ``graph`` (the user's graph) supplies static shapes and loop frames of the original ops;
-    ``observed`` maps node names to output descriptions seen in a traced step.
+    ``graph`` (the user's graph) supplies static shapes and loop frames of the original ops, and
+    the members of fused nodes; ``observed`` maps node names to output descriptions seen in a
+    traced step.
     """
     by_name = {op.name: op for op in graph.get_operations()} if graph is not None else {}
     observed = observed or {}
@@ -127,18 +157,70 @@ def records_of_graph_defs(graph_defs, graph=None, observed=None) -> list[OpRecor
                 src, slot, is_control = _parse_input(name)
                 (controls.append(src) if is_control else inputs.append((src, slot)))
             frame = _frame_of(op) if op is not None else nd.attr.get("frame_name", "")
-            records.append(OpRecord(
+            rec = OpRecord(
                 name=nd.name, type=nd.op, device=op.device if op is not None else "",
                 site=_text.readable_site(getattr(nd, "site", "") or ""), attrs=dict(nd.attr),
                 outputs=_node_def_outputs(nd, by_name, observed), inputs=inputs,
-                control_inputs=controls, frame=frame, partition=nd.device))
+                control_inputs=controls, frame=frame, partition=nd.device)
+            if rec.is_fused:
+                rec.fused = _fused_members(rec, by_name)
+            records.append(rec)
     return records
+
+
+# --- fused nodes ---------------------------------------------------------------------------
+def _external(members, names: set, wiring) -> list:
+    """What ``members`` read from outside the group, first seen first: the order in which the
+    fusion pass lists a fused node's inputs. ``wiring(m)`` gives one member's references.
+
+    A reduction sink needs no special case: its first input is made by a member (the group
+    computes what it reduces) and its axes are seen last, as the pass puts them last."""
+    out = []
+    for m in members:
+        for ref in wiring(m):
+            src = ref[0] if isinstance(ref, tuple) else ref
+            if src not in names and ref not in out:
+                out.append(ref)
+    return out
+
+
+def _rewire(members, fused: OpRecord) -> bool:
+    """Point the members' external inputs (the user's tensors) at what the fused node reads in
+    its partition (a ``_Recv``, say), by position. False when the counts disagree: then the
+    group is not what the graph says it is, and drawing it expanded would mislead."""
+    names = {m.name for m in members}
+    data = _external(members, names, lambda m: m.inputs)
+    controls = _external(members, names, lambda m: m.control_inputs)
+    if len(data) != len(fused.inputs) or len(controls) != len(fused.control_inputs):
+        return False
+    to_node = dict(zip(data, fused.inputs))
+    to_control = dict(zip(controls, fused.control_inputs))
+    for m in members:
+        m.inputs = [to_node.get(ref, ref) for ref in m.inputs]
+        m.control_inputs = [to_control.get(c, c) for c in m.control_inputs]
+    return True
+
+
+def _fused_members(fused: OpRecord, by_name: dict) -> list[OpRecord]:
+    """Records of the ops ``fused`` replaced, taken from the user's graph and wired as the
+    partition runs them; [] when they cannot be (no graph, or ops it does not have)."""
+    ops = [by_name.get(n) for n in fused.fused_ops]
+    if len(ops) < 2 or any(op is None for op in ops) or ops[-1].name != fused.name:
+        return []
+    members = [record_of_op(op) for op in ops]
+    if not _rewire(members, fused):
+        return []
+    for m in members:  # the group runs where the fused node runs
+        m.device, m.partition, m.frame = fused.device, fused.partition, fused.frame
+        m.fused_into = fused.name
+    return members
 
 
 # --- the view ------------------------------------------------------------------------------
 @dataclass
 class Unit:
-    """A drawn node: one op (``kind="op"``) or a collapsed name scope (``kind="scope"``)."""
+    """A drawn node: one op (``kind="op"``), a collapsed name scope (``kind="scope"``) or a
+    collapsed fused node (``kind="fused"``, its one member the fused node's record)."""
 
     id: str
     kind: str
@@ -151,10 +233,11 @@ class Unit:
 
 @dataclass
 class Cluster:
-    """A drawn box around units: an open scope, a while-loop frame or a device partition."""
+    """A drawn box around units: an open scope, a while-loop frame, a device partition or an
+    expanded fused node."""
 
     id: str
-    kind: str  # "scope" | "frame" | "partition"
+    kind: str  # "scope" | "frame" | "partition" | "fused"
     name: str
     label: str
     parent: str | None
@@ -248,6 +331,7 @@ class _Builder:
         self.clusters: dict = {}
         self.top: list = []
         self.unit_of: dict = {}
+        self.drawn: list = []  # the records as drawn: an expanded fused node's are its members
         self.by_key: dict = {}  # group key -> unit or cluster id
         self.scopes = {r.name: _scopes_of(r, self.scope_names) for r in records}
         self.counts = self._count_members()
@@ -310,7 +394,7 @@ class _Builder:
             if not self.is_open(s) and n >= 2:  # a box standing for one op would hide it
                 uid = self.metanode(r, s, parent, parent_scope)
                 self.units[uid].members.append(r)
-                self.unit_of[r.name] = uid
+                self.own(r, uid)
                 self.count(enclosing)
                 return
             parent_n = self.counts.get((r.partition, parent_scope), 0) if parent_scope else 0
@@ -320,12 +404,36 @@ class _Builder:
                                       parent)
                 parent_scope = s
                 enclosing.append(parent)
+        if r.is_fused and r.fused and r.name in self.opened:
+            self.open_fused(r, parent, parent_scope, enclosing)
+            return
         uid = self.new_id()
         label = _comm_label(r) if r.is_comm else _relative(r.name, parent_scope)
-        self.units[uid] = Unit(uid, "op", r.name, label, parent, [r])
+        self.units[uid] = Unit(uid, "fused" if r.is_fused else "op", r.name, label, parent, [r])
         self.attach(uid, parent, False)
-        self.unit_of[r.name] = uid
+        self.own(r, uid)
         self.count(enclosing)
+
+    def own(self, r: OpRecord, uid: str) -> None:
+        """``uid`` draws ``r``, and the ops a fused ``r`` replaced: their names find it, as an
+        op inside a collapsed scope finds the scope's node."""
+        self.drawn.append(r)
+        self.unit_of[r.name] = uid
+        for name in r.fused_ops:
+            self.unit_of[name] = uid
+
+    def open_fused(self, r: OpRecord, parent, parent_scope, enclosing: list) -> None:
+        """An expanded fused node: a cluster where its unit would be, one op unit per member.
+        The sink's unit takes the fused node's name, so its consumers' edges end there."""
+        cid = self.cluster(("f", r.partition, r.name), "fused", r.name,
+                           _relative(r.name, parent_scope), parent)
+        for m in r.fused:
+            uid = self.new_id()
+            self.units[uid] = Unit(uid, "op", m.name, _relative(m.name, parent_scope), cid, [m])
+            self.attach(uid, cid, False)
+            self.drawn.append(m)
+            self.unit_of[m.name] = uid
+            self.count([*enclosing, cid])
 
 
 def _joined(desc) -> str:
@@ -430,11 +538,12 @@ def layout_size(view: View, labels: bool) -> int:
 def build_view(records, *, collapse: bool, expanded=(), partitioned: bool = False,
                keep_edges=frozenset()) -> View:
     """Units, clusters and edges of ``records``; ``collapse`` closes every scope not in
-    ``expanded`` (names; opening a scope opens its parents). The units of the ops named in
+    ``expanded`` (names; opening a scope opens its parents). Fused nodes are collapsed unless
+    named in ``expanded``, whatever ``collapse`` says. The units of the ops named in
     ``keep_edges`` never become hubs."""
     b = _Builder(records, collapse, expanded, partitioned)
     for r in records:
         b.place(r)
-    view = View(b.units, b.clusters, _edges(records, b.unit_of), b.unit_of, b.top)
+    view = View(b.units, b.clusters, _edges(b.drawn, b.unit_of), b.unit_of, b.top)
     mark_hubs(view, {view.unit_of[n] for n in keep_edges if n in view.unit_of})
     return view

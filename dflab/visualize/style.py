@@ -26,6 +26,8 @@ ACCENT = "#d1495b"  # highlighted ops and emphasised edges
 FADED_FILL, FADED_LINE, FADED_TEXT = "#f5f6f8", "#d5d9e0", "#a0a8b4"
 NOT_RUN_FILL = "#ffffff"
 BACKGROUND = "#ffffff"
+# A fused node (many elementwise ops run as one kernel): its own fill, outline and a stacked box.
+FUSED_FILL, FUSED_LINE, FUSED_SHAPE = "#e6f4c9", "#6f8f2f", "box3d"
 
 # Family -> (legend label, fill). Order is the legend's order.
 FAMILIES = {

@@ -13,7 +13,7 @@ export function tooltipLines(info, title, value) {
   if (title) lines.push(title);
   else if (info.name) lines.push(info.op_type ? `${info.name} (${info.op_type})` : info.name);
   if (value) lines.push(`value: ${value}`);
-  if (info.kind === "scope") lines.push("click to expand");
+  if (info.kind === "scope" || info.expandable) lines.push("click to expand");
   return lines;
 }
 

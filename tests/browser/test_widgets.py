@@ -113,3 +113,25 @@ def test_training_monitor_follows_a_training_loop(notebook, expect):
     assert points == facts["steps"], f"the loss curve has {points} points"
     assert facts["last"] < facts["first"]  # it trained: the curve goes down
     nb.screenshot("training_monitor", root)
+
+
+def test_a_fused_node_opens_into_its_ops_on_a_click(notebook, expect):
+    nb = notebook.open_and_run("fused_view.ipynb")
+    facts = nb.output_json("# [facts]")
+    root = _widget(nb, "# [view]", "graphview")
+    _one_drawing(root)
+    # A fused node's tooltip reads "z — 4 ops fused into one kernel:" and lists them below.
+    names = {i: n.split(" — ")[0] for i, n in lh.hover_names(root).items()}
+    [fused] = facts["fused"]
+    members = set(facts["members"]) - {fused}
+    assert fused in names.values() and not members & set(names.values())
+
+    fused_node = root.locator(f"g.node#{lh.node_id(names, fused)}")
+    fused_node.hover()
+    expect(root.locator(".dflab-tip")).to_contain_text("click to expand")
+    nb.screenshot("graph_view_fused_collapsed", root)
+    fused_node.click()  # opens it: laid out again with one node per fused op
+    root.locator("svg g.node").nth(len(names)).wait_for()
+    opened = {n.split(" — ")[0] for n in lh.hover_names(root).values()}
+    assert members <= opened and fused in opened
+    nb.screenshot("graph_view_fused_expanded", root)

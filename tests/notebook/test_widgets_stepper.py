@@ -274,3 +274,15 @@ def test_a_failing_kernel_is_shown_in_the_widget():
         assert st.finished
         assert st.lanes and list(st.lanes.values())[0][-1] == {"label": "bad", "state": "failed"}
         assert st.states[st.node_id("bad")] == "failed"
+
+
+def test_a_collapsed_scope_shows_the_state_its_members_add_up_to():
+    from dflab.notebook._graph_widget import scope_state
+
+    assert scope_state([]) is None
+    assert scope_state(["done", "failed", "pending"]) == "failed"
+    assert scope_state(["done", "ready"]) == "ready"
+    assert scope_state(["dead", "dead"]) == "dead"
+    assert scope_state(["done", "dead"]) == "done"
+    assert scope_state(["done", "pending"]) == "running"
+    assert scope_state(["pending", "pending"]) == "pending"

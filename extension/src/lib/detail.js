@@ -8,6 +8,8 @@ const FIELDS = [
   ["op", "op_type"],
   ["ops inside", "n_ops"],
   ["op types", "op_types"],
+  ["fused ops", "fused_ops"],
+  ["expression", "expression"],
   ["dtypes", "dtypes"],
   ["shapes", "output_shapes"],
   ["requested device", "device"],
@@ -32,9 +34,15 @@ export function asText(v) {
   return String(v);
 }
 
+// A fused node's ops read as "mul (Mul), add (AddV2)", in the order they run.
+function fusedText(ops) {
+  return ops.map((o) => (o && o.name ? `${o.name} (${o.op_type})` : asText(o))).join(", ");
+}
+
 function row(list, label, value) {
   if (label === "ops inside" && value === 1) return;
-  const text = label === "time" && typeof value === "number" ? `${value} \u00b5s` : asText(value);
+  const text = label === "time" && typeof value === "number" ? `${value} \u00b5s`
+    : label === "fused ops" && Array.isArray(value) ? fusedText(value) : asText(value);
   if (!text) return;
   const field = el("div", "dflab-field");
   field.append(el("div", "dflab-field-label", label), el("div", "dflab-field-value", text));
@@ -48,7 +56,9 @@ export function renderDetail(panel, detail, { empty = "Click a node for its deta
     return;
   }
   const title = el("div", "dflab-detail-title", detail.name);
-  if (detail.kind === "scope") title.appendChild(el("span", "dflab-tag", "scope"));
+  if (detail.kind === "scope" || detail.kind === "fused") {
+    title.appendChild(el("span", "dflab-tag", detail.kind));
+  }
   panel.appendChild(title);
   const dl = el("div", "dflab-fields");
   for (const [label, key] of FIELDS) row(dl, label, detail[key]);

@@ -104,11 +104,12 @@ export class GraphCanvas {
   }
 
   // Node info (from the layout). Fading and highlighting are already drawn by the kernel;
-  // scopes get a class so they can show they are clickable.
+  // scopes and fused nodes (what a click opens) get a class so they can show they are clickable.
   setNodes(nodes) {
     this.nodes = nodes || {};
     for (const [id, g] of this.byId) {
-      g.classList.toggle("dflab-scope", (this.nodes[id] || {}).kind === "scope");
+      const info = this.nodes[id] || {};
+      g.classList.toggle("dflab-scope", info.kind === "scope" || Boolean(info.expandable));
     }
   }
 
