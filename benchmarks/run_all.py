@@ -27,8 +27,8 @@ BENCHMARKS = [
     "bench_while_loop.py",
     "bench_placement.py",
     "bench_partition.py",
-    "bench_fusion.py",
     "bench_graph_layout.py",
+    "bench_fusion.py",
     "bench_frontend.py",
 ]
 
