@@ -27,60 +27,31 @@ NumPy evaluator, which is how the pass is tested and taught without a GPU); ``OF
 
 from __future__ import annotations
 
-from dflab.framework.registry import get_op_def
 from dflab.kernels.fused_kernels import ELEMENTWISE, FUSIBLE_DTYPES, REDUCTIONS, FusedExpression
 from dflab.ops import fused_ops as _fused_ops  # noqa: F401 - registers _FusedElementwise
+from dflab.runtime.partition import CommNode
 
 FUSED = "_FusedElementwise"
 
 
-class FusedNode:
-    """A ``_FusedElementwise`` node of a plan (not an op of any ``Graph``)."""
-
-    _colocation = ()
-    _cf_info = None
-    _id = 0
-    original = None
+class FusedNode(CommNode):
+    """A ``_FusedElementwise`` node of a plan (not an op of any ``Graph``): a partition node
+    like ``_Send``/``_Recv``, carrying the ops it replaced and their expression."""
 
     def __init__(self, members, inputs, control_inputs, expression: FusedExpression,
                  device: str):
         sink = members[-1]
-        self.fused_ops = list(members)
-        self.expression = expression
-        self._sink = sink
-        self._inputs = tuple(inputs)
-        self._control_inputs = list(control_inputs)
-        self._outputs = list(sink._outputs)
-        self._op_def = get_op_def(FUSED)
-        self.assigned_device = device
-        self._attrs = {
+        attrs = {
             "T": expression.dtype,
             "fused_ops": [m.name for m in members],
             "fused_types": [m.type for m in members],
             "expression": expression.describe(),
         }
-
-    name = property(lambda self: self._sink.name)
-    type = FUSED
-    graph = property(lambda self: self._sink.graph)
-    inputs = property(lambda self: self._inputs)
-    outputs = property(lambda self: list(self._outputs))
-    control_inputs = property(lambda self: list(self._control_inputs))
-    device = property(lambda self: self.assigned_device)
-    creation_site = property(lambda self: self._sink.creation_site)
-    traceback = creation_site
-    _site = property(lambda self: getattr(self._sink, "_site", ""))
-    _control_flow_context = property(lambda self: self._sink._control_flow_context)
-    op_def = property(lambda self: self._op_def)
-    attrs = property(lambda self: dict(self._attrs))
-
-    def values(self) -> tuple:
-        return tuple(self._outputs)
-
-    def get_attr(self, name):
-        if name not in self._attrs:
-            raise ValueError(f"Operation {self.name!r} has no attr named {name!r}.")
-        return self._attrs[name]
+        super().__init__(FUSED, sink.name, device, attrs, sink.creation_site, sink.graph,
+                         inputs, control_inputs)
+        self._outputs = list(sink._outputs)
+        self.fused_ops = list(members)
+        self.expression = expression
 
     def __repr__(self):
         return f"<FusedNode {self.name}: {' -> '.join(self._attrs['fused_types'])}>"

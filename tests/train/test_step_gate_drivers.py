@@ -22,6 +22,15 @@ def _two_updates():
     return a, b, inc_a, inc_b
 
 
+def _paused_mid_step(sess, inc_a, inc_b):
+    """A stepped step that has updated a and not yet b: it holds the session's step gate."""
+    sess.run(tf.global_variables_initializer())
+    gate = step_gate(sess)
+    run = StepRun(sess, inc_b)
+    run.run_to(inc_a.op.name)
+    return gate, run
+
+
 def _save_in_thread(saver, sess, path):
     done = threading.Event()
     out = {}
@@ -39,10 +48,7 @@ def test_a_consistent_save_waits_for_a_stepped_training_step(tmp_path):
     a, b, inc_a, inc_b = _two_updates()
     saver = tf.train.Saver(consistent=True)
     with tf.Session() as sess:
-        sess.run(tf.global_variables_initializer())
-        step_gate(sess)
-        run = StepRun(sess, inc_b)
-        run.run_to(inc_a.op.name)  # a is updated, b not yet: the step holds the gate
+        _, run = _paused_mid_step(sess, inc_a, inc_b)
         assert sess.run(a) == 1.0 and sess.run(b) == 0.0
         t, done, out = _save_in_thread(saver, sess, str(tmp_path / "m"))
         assert not done.wait(0.3), "the save ran in the middle of the stepped step"
@@ -57,10 +63,7 @@ def test_the_stepping_thread_cannot_deadlock_itself_and_close_releases(tmp_path)
     a, b, inc_a, inc_b = _two_updates()
     saver = tf.train.Saver(consistent=True)
     with tf.Session() as sess:
-        sess.run(tf.global_variables_initializer())
-        step_gate(sess)
-        run = StepRun(sess, inc_b)
-        run.run_to(inc_a.op.name)
+        _, run = _paused_mid_step(sess, inc_a, inc_b)
         with pytest.raises(tf.errors.FailedPreconditionError, match="StepRun"):
             saver.save(sess, str(tmp_path / "m"))
         run.close()
@@ -72,10 +75,7 @@ def test_an_abandoned_stepped_step_releases_the_gate_when_collected(tmp_path):
     a, b, inc_a, inc_b = _two_updates()
     saver = tf.train.Saver(consistent=True)
     with tf.Session() as sess:
-        sess.run(tf.global_variables_initializer())
-        gate = step_gate(sess)
-        run = StepRun(sess, inc_b)
-        run.run_to(inc_a.op.name)
+        gate, run = _paused_mid_step(sess, inc_a, inc_b)
         assert gate.steps_in_flight == 1
         del run
         gc.collect()
