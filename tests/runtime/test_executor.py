@@ -5,52 +5,33 @@ import threading
 
 import numpy as np
 import pytest
+from barrier_ops import BARRIERS, barrier
 
 import dflab as tf
 from dflab.framework import registry
 from dflab.kernels.registry import register_kernel
 from dflab.runtime.executor import Execution
 
-_BARRIER = {}
-
-
-def _barrier_op(x, key):
-    """A test-only expensive op: each instance waits at a 2-party barrier, so a step with two of
-    them only finishes if the executor really runs them at the same time."""
-    if "TestBarrier" not in registry.registered_ops():
-        registry.register_op("TestBarrier", lambda op: [(op.inputs[0].dtype, op.inputs[0].shape)],
-                             expensive=True, stateful=True)
-
-        def factory(op, ctx):
-            def wait(v):
-                _BARRIER[op._attrs["key"]].wait()
-                return v
-
-            return wait
-
-        register_kernel("TestBarrier", factory=factory)
-    return tf.get_default_graph()._create_op("TestBarrier", [x], {"key": key}, None).outputs[0]
-
 
 def test_independent_branches_run_concurrently():
-    _BARRIER["k"] = threading.Barrier(2, timeout=10)
+    BARRIERS["k"] = threading.Barrier(2, timeout=10)
     x = tf.placeholder(tf.float32, [])
-    a = _barrier_op(x + 1.0, "k")
-    b = _barrier_op(x + 2.0, "k")
+    a = barrier(x + 1.0, "k")
+    b = barrier(x + 2.0, "k")
     with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=2)) as s:
         assert s.run(a + b, {x: 0.0}) == 3.0
 
 
 def test_error_in_one_branch_cancels_step():
-    _BARRIER["never"] = threading.Barrier(3, timeout=10)  # will never fill
+    BARRIERS["never"] = threading.Barrier(3, timeout=10)  # will never fill
     x = tf.placeholder(tf.float32, [None])
     y = tf.placeholder(tf.float32, [None])
     bad = tf.add(x, y, name="bad")
-    ok = _barrier_op(x, "never")
+    ok = barrier(x, "never")
     with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=2)) as s:
         with pytest.raises(tf.errors.InvalidArgumentError, match="bad"):
-            s.run([ok, bad, _barrier_op(y, "never")], {x: [1.0, 2.0], y: [1.0, 2.0, 3.0]})
-    _BARRIER["never"].abort()
+            s.run([ok, bad, barrier(y, "never")], {x: [1.0, 2.0], y: [1.0, 2.0, 3.0]})
+    BARRIERS["never"].abort()
 
 
 def _plan_for(sess, fetches, feeds=()):

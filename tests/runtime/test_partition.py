@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from barrier_ops import BARRIERS, barrier
 
 import dflab as tf
 from dflab.framework import registry
@@ -39,28 +40,9 @@ def _comm(plan, op_type):
 
 
 # --- test-only ops -------------------------------------------------------------------------
-_BARRIERS: dict = {}
+
 _SEEN_CANCEL: list = []
 _WAITING = threading.Event()
-
-
-def _barrier(x, key):
-    """Waits at a 2-party barrier: a step holding two of them finishes only if both run at once."""
-    if "TestPartitionBarrier" not in registry.registered_ops():
-        registry.register_op("TestPartitionBarrier",
-                             lambda op: [(op.inputs[0].dtype, op.inputs[0].shape)],
-                             expensive=True, stateful=True)
-
-        def factory(op, ctx):
-            def wait(v):
-                _BARRIERS[op._attrs["key"]].wait()
-                return v
-
-            return wait
-
-        register_kernel("TestPartitionBarrier", factory=factory)
-    return tf.get_default_graph()._create_op("TestPartitionBarrier", [x], {"key": key},
-                                             None).outputs[0]
 
 
 def _wait_for_cancel(x):
@@ -358,12 +340,12 @@ def test_targets_only_across_devices():
 
 # --- concurrency, errors, timeouts -----------------------------------------------------------
 def test_partitions_run_concurrently():
-    _BARRIERS["p"] = threading.Barrier(2, timeout=10)
+    BARRIERS["p"] = threading.Barrier(2, timeout=10)
     x = tf.placeholder(tf.float32, [])
     with tf.device("/cpu:0"):
-        a = _barrier(x + 1.0, "p")
+        a = barrier(x + 1.0, "p")
     with tf.device("/cpu:1"):
-        b = _barrier(x + 2.0, "p")
+        b = barrier(x + 2.0, "p")
     with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2},
                                           inter_op_parallelism_threads=2)) as s:
         assert _plan(s, a + b, [x]).partitioned
