@@ -240,6 +240,12 @@ def graph_defs_of(nodes_by_device: dict) -> list:
     return out
 
 
+def user_op(node):
+    """The user's op behind a plan node: a partition view's ``original``, else the node itself
+    (a user op, or a node the runtime made: ``_Send``/``_Recv``, a fused node)."""
+    return getattr(node, "original", None) or node
+
+
 # --- partitioning ----------------------------------------------------------------------------
 def short_device_name(device: str) -> str:
     """``CPU_1`` for a local device, ``ps_0_CPU_1`` for one of another job or task: used in the

@@ -40,6 +40,7 @@ from dflab.runtime.executor import (
     ExecutorPlan,
     to_client_value,
 )
+from dflab.runtime.partition import user_op
 from dflab.runtime.placer import place
 
 _default_session = threading.local()
@@ -225,9 +226,8 @@ def _first_line(error) -> str:
 def _user_error(error):
     """Errors name the user's op, not the partition's view of it."""
     op = getattr(error, "op", None)
-    original = getattr(op, "original", None) if op is not None else None
-    if original is not None and not isinstance(op, _ops.Operation):
-        error.op = original
+    if op is not None and not isinstance(op, _ops.Operation):
+        error.op = user_op(op)
     return error
 
 

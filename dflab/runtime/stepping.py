@@ -33,6 +33,7 @@ from dflab.framework import errors
 from dflab.kernels.control_flow_kernels import DEAD
 from dflab.runtime import fetches as _fetches
 from dflab.runtime.executor import Execution, to_client_value
+from dflab.runtime.partition import user_op
 
 PENDING, READY, RUNNING, DONE, DEAD_STATE = "pending", "ready", "running", "done", "dead"
 FAILED = "failed"  # the node whose kernel raised: the step ends there
@@ -415,5 +416,4 @@ class StepRun:
 
 def _user_name(op) -> str:
     """Partition views of an op carry the user's op as ``original``; Send/Recv have none."""
-    original = getattr(op, "original", None)
-    return original.name if original is not None else op.name
+    return user_op(op).name

@@ -47,6 +47,7 @@ from dflab.runtime.config import (
     TensorDescription,
     TensorShapeProto,
 )
+from dflab.runtime.partition import user_op
 
 # Ops whose outputs are graph-owned buffers created once, not per step.
 _PERSISTENT_OPS = frozenset({"Const", "HostConst"})
@@ -453,25 +454,20 @@ def _node_stats(r: _Record, memory: _MemoryModel) -> NodeExecStats:
     )
 
 
-def _canon(op):
-    """The user's op behind a partition's view of it (a view has ``.original``)."""
-    return getattr(op, "original", None) or op
-
-
 def _cost_graph(plan, records, exec_plans) -> CostGraphDef:
     """TF's cost graph: one node per op of the step (user ops, then transfer nodes), with the
     measured compute time summed over all its executions and its largest output sizes."""
     ops = list(getattr(plan, "ops", None) or [])
     known = {id(op) for op in ops}
     for r in records:
-        op = _canon(r.node.op)
+        op = user_op(r.node.op)
         if id(op) not in known:
             known.add(id(op))
             ops.append(op)
     ids = {id(op): k for k, op in enumerate(ops)}
     devices, micros, outs = {}, {}, {}
     for r in records:
-        key = id(_canon(r.node.op))
+        key = id(user_op(r.node.op))
         devices.setdefault(key, r.device)
         micros[key] = micros.get(key, 0) + (r.end - r.start) // 1000
         for o in r.outputs:
@@ -483,7 +479,7 @@ def _cost_graph(plan, records, exec_plans) -> CostGraphDef:
     final_ops = set()
     for p in list(exec_plans) + [getattr(plan, "executor_plan", None)]:
         for t in getattr(p, "fetches", None) or ():
-            final_ops.add(id(_canon(t.op)))
+            final_ops.add(id(user_op(t.op)))
     placement = getattr(plan, "placement", None) or {}
     nodes = []
     for k, op in enumerate(ops):
@@ -499,8 +495,8 @@ def _cost_graph(plan, records, exec_plans) -> CostGraphDef:
             else:
                 out_info.append(CostGraphDef.Node.OutputInfo(
                     size=o.nbytes, shape=_shape_proto(o.shape), dtype=o.dtype))
-        inputs = [(ids.get(id(_canon(t.op))), t.value_index) for t in op.inputs]
-        controls = [ids.get(id(_canon(c))) for c in op.control_inputs]
+        inputs = [(ids.get(id(user_op(t.op))), t.value_index) for t in op.inputs]
+        controls = [ids.get(id(user_op(c))) for c in op.control_inputs]
         nodes.append(CostGraphDef.Node(
             name=op.name, device=device, id=k,
             input_info=[CostGraphDef.Node.InputInfo(i, port) for i, port in inputs
