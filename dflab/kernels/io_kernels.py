@@ -17,15 +17,40 @@ Tensors safetensors cannot hold are stored as byte views: a string tensor as its
 concatenated (uint8, key ``name``) plus their lengths (int64, key ``name:lengths``; ``:`` never
 occurs in an op name, so keys cannot collide); complex tensors as their real view with a trailing
 dimension of 2. The index keeps the true dtype and shape.
+
+Temp files and their cleanup. A temp file is named ``<target>.tmp-<host>-<pid>-<random>`` and a
+sharded save's temp directory ``<prefix>_temp_<hex>`` (made by the Saver) holds, besides its
+``part-*`` files, one empty ``.writer-<host>-<pid>`` file per process that writes into it
+(``SaveV2`` adds it before writing a part: the directory's name is fixed when the graph is
+built, and a graph may be saved from another process than the one that built it).
+``<host>`` is a short hash of the host name, boot id and pid namespace, so a pid is only ever
+checked where it means something. A writer killed mid-save leaves these behind;
+``remove_stale_temp_files(directory)`` (run by ``Saver.save`` before each save) removes an entry
+only if it matches this naming exactly (a directory only if everything in it does too, and
+symbolic links never) and every writer named by it is gone:
+
+* written on this host (same ``<host>``): its pid is not a live process (a live or reused pid
+  keeps the entry; a zombie counts as live);
+* written elsewhere (another machine on a shared file system, another container, before a
+  reboot): nothing in it was modified for ``STALE_TEMP_AGE_SECS`` (a day; a live write keeps
+  touching its files).
+
+A temp directory naming no writer yet (just created) is judged by age alone. Everything else in
+the directory, and temp files of the older ``<target>.tmpXXXX`` naming, is never touched.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
+import stat
 import tempfile
+import time
 
 import numpy as np
 
@@ -59,6 +84,60 @@ def as_str_list(value) -> list[str]:
     return [as_str(v) for v in np.asarray(value, dtype=object).reshape(-1)]
 
 
+# --- temp names ---------------------------------------------------------------------------------
+STALE_TEMP_AGE_SECS = 24 * 3600.0
+TEMP_DIR_INFIX = "_temp_"  # the Saver's sharded-save directory: "<prefix>_temp_<hex>"
+_TEMP_FILE_RE = re.compile(
+    r"^(?P<target>.+)\.tmp-(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)-[a-z0-9_]+$")
+_TEMP_DIR_RE = re.compile(r"^.+" + TEMP_DIR_INFIX + r"[0-9a-f]+$")
+_WRITER_RE = re.compile(r"^\.writer-(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)$")
+_PART_RE = re.compile(r"^part-[0-9]{5}-of-[0-9]{5}\.(index|data-[0-9]{5}-of-[0-9]{5})$")
+
+
+def _read_first_line(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+@functools.lru_cache(maxsize=1)
+def host_tag() -> str:
+    """Where a pid is meaningful: the same tag means ``os.kill(pid, 0)`` tells about its writer.
+    The boot id and pid namespace keep pids from before a reboot or from another container (with
+    the same host name, sharing the directory) from being mistaken for ours."""
+    where = "|".join([socket.gethostname(), _read_first_line("/proc/sys/kernel/random/boot_id"),
+                      _pid_namespace()])
+    return hashlib.sha256(where.encode()).hexdigest()[:8]
+
+
+def temp_file_prefix(path: str, pid: int | None = None) -> str:
+    """The name a temp file for ``path`` starts with (``mkstemp`` appends a random part)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{os.path.basename(path)}.tmp-{host_tag()}-{pid}-"
+
+
+def writer_mark_name(pid: int | None = None) -> str:
+    """The file that records, inside a sharded-save temp directory, a process writing into it."""
+    return f".writer-{host_tag()}-{os.getpid() if pid is None else pid}"
+
+
+def _mark_temp_dir_writer(directory: str) -> None:
+    # Before any part is written, so a directory with parts always names its writer.
+    if not _TEMP_DIR_RE.match(os.path.basename(directory)):
+        return
+    fd = os.open(os.path.join(directory, writer_mark_name()), os.O_CREAT | os.O_WRONLY, 0o644)
+    os.close(fd)
+
+
 # --- atomic writes ------------------------------------------------------------------------------
 def _fsync_dir(path: str) -> None:
     # The rename is durable only once the directory entry is: fsync the directory too.
@@ -77,7 +156,7 @@ def _fsync_dir(path: str) -> None:
 def atomic_write(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=temp_file_prefix(path))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -287,6 +366,110 @@ def delete_checkpoint_files(prefix: str) -> None:
             pass
 
 
+# --- stale temp files ---------------------------------------------------------------------------
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix" or pid <= 0:
+        return True  # no safe way to ask (signal 0 means something else on Windows): keep
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # e.g. EPERM: the process exists but belongs to another user
+    return True
+
+
+def _writer_gone(host: str, pid: int, newest_mtime: float, now: float) -> bool:
+    if host == host_tag():
+        return not _pid_alive(pid)
+    # A pid from elsewhere says nothing here; a live write keeps its files' mtime fresh.
+    return now - newest_mtime > STALE_TEMP_AGE_SECS
+
+
+def _plain_file_mtime(path: str) -> float | None:
+    """The mtime of a regular file; None for anything else (a link, a directory, gone)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_mtime if stat.S_ISREG(st.st_mode) else None
+
+
+def _is_stale_temp_file(path: str, now: float) -> bool:
+    m = _TEMP_FILE_RE.match(os.path.basename(path))
+    mtime = _plain_file_mtime(path) if m else None
+    return mtime is not None and _writer_gone(m["host"], int(m["pid"]), mtime, now)
+
+
+def _temp_dir_entry_writer(directory: str, name: str):
+    """``(writer or None, mtime)`` of an entry of a sharded-save temp directory; None if the
+    entry is not one the Saver makes there (then the directory is not ours to remove)."""
+    mtime = _plain_file_mtime(os.path.join(directory, name))
+    if mtime is None:
+        return None
+    mark, temp = _WRITER_RE.match(name), _TEMP_FILE_RE.match(name)
+    if mark:
+        return (mark["host"], int(mark["pid"])), mtime
+    if temp and _PART_RE.match(temp["target"]):
+        return (temp["host"], int(temp["pid"])), mtime
+    return (None, mtime) if _PART_RE.match(name) else None
+
+
+def _temp_dir_writers(path: str):
+    """The writers a sharded-save temp directory names and its newest mtime, or None when
+    ``path`` is not such a directory (a link, unreadable, or holding anything else)."""
+    try:
+        st = os.lstat(path)
+        names = os.listdir(path) if stat.S_ISDIR(st.st_mode) else None
+    except OSError:
+        return None
+    if names is None:
+        return None
+    writers, newest = set(), st.st_mtime
+    for name in names:
+        entry = _temp_dir_entry_writer(path, name)
+        if entry is None:
+            return None
+        writer, mtime = entry
+        newest = max(newest, mtime)
+        if writer is not None:
+            writers.add(writer)
+    return writers, newest
+
+
+def _is_stale_temp_dir(path: str, now: float) -> bool:
+    found = _temp_dir_writers(path) if _TEMP_DIR_RE.match(os.path.basename(path)) else None
+    if found is None:
+        return False
+    writers, newest = found
+    if not writers:  # just made (its writer mark comes next), or from an older naming
+        return now - newest > STALE_TEMP_AGE_SECS
+    return all(_writer_gone(host, pid, newest, now) for host, pid in writers)
+
+
+def remove_stale_temp_files(directory: str) -> list[str]:
+    """Remove the temp files and sharded-save temp directories in ``directory`` whose writers
+    are gone (the rule is in the module docstring); returns the paths removed."""
+    try:
+        names = sorted(os.listdir(directory or "."))
+    except OSError:
+        return []
+    now, removed = time.time(), []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if _is_stale_temp_file(path, now):
+                os.unlink(path)
+            elif _is_stale_temp_dir(path, now):
+                shutil.rmtree(path)
+            else:
+                continue
+        except OSError:
+            continue  # e.g. removed meanwhile by another process's cleanup
+        removed.append(path)
+    return removed
+
+
 # --- kernels ------------------------------------------------------------------------------------
 def _check_slices(slices, op_type):
     if any(s for s in as_str_list(slices)):
@@ -303,6 +486,7 @@ def _save_v2(op, ctx):
         directory = os.path.dirname(prefix)
         if directory:
             os.makedirs(directory, exist_ok=True)
+            _mark_temp_dir_writer(directory)
         write_index(prefix, [write_shard(prefix, names, tensors)])
         return None
 

@@ -40,17 +40,32 @@ USE_DEFAULT = object()
 
 
 class Scaffold:
-    """The ops a monitored session needs; ``finalize`` fills in defaults and freezes the graph."""
+    """The ops a monitored session needs; ``finalize`` fills in defaults and freezes the graph.
+
+    ``copy_from_scaffold=other`` takes every field not given here (left None) from ``other``,
+    as it stands when this scaffold is made (finalized or not), as TF does."""
+
+    _FIELDS = ("init_op", "init_feed_dict", "init_fn", "ready_op", "ready_for_local_init_op",
+               "local_init_op", "summary_op", "saver")
 
     def __init__(self, init_op=None, init_feed_dict=None, init_fn=None, ready_op=None,
                  ready_for_local_init_op=None, local_init_op=None, summary_op=None, saver=None,
                  copy_from_scaffold=None):
-        self._init_op = init_op
-        self._init_feed_dict = init_feed_dict
-        self._init_fn = init_fn
-        self._ready_op = ready_op
-        self._local_init_op = local_init_op
-        self._saver = saver
+        given = {"init_op": init_op, "init_feed_dict": init_feed_dict, "init_fn": init_fn,
+                 "ready_op": ready_op, "ready_for_local_init_op": ready_for_local_init_op,
+                 "local_init_op": local_init_op, "summary_op": summary_op, "saver": saver}
+        if copy_from_scaffold is not None:
+            given = self._fill_from(copy_from_scaffold, given)
+        for field in self._FIELDS:
+            setattr(self, "_" + field, given[field])
+
+    @classmethod
+    def _fill_from(cls, other, given: dict) -> dict:
+        """``given`` with its None fields taken from the scaffold ``other``."""
+        if not isinstance(other, Scaffold):
+            raise TypeError(f"copy_from_scaffold is not a Scaffold instance: {other!r}")
+        return {f: given[f] if given[f] is not None else getattr(other, "_" + f)
+                for f in cls._FIELDS}
 
     def finalize(self):
         """Fill in what was not given, as TF does: from the graph's collections (``INIT_OP``,
@@ -93,7 +108,9 @@ class Scaffold:
     init_feed_dict = property(lambda self: self._init_feed_dict)
     init_fn = property(lambda self: self._init_fn)
     ready_op = property(lambda self: self._ready_op)
+    ready_for_local_init_op = property(lambda self: self._ready_for_local_init_op)
     local_init_op = property(lambda self: self._local_init_op)
+    summary_op = property(lambda self: self._summary_op)
     saver = property(lambda self: self._saver)
 
 

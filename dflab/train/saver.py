@@ -7,6 +7,10 @@ device (only CPU kernels exist); restored values reach the variables through ``A
 colocated with them. With ``sharded=True`` each device writes its own shard into a temporary
 directory and ``MergeV2Checkpoints`` moves the shards into place and writes the index last.
 
+Before writing, ``save`` removes what earlier saves killed midway left in the directory: temp
+files and sharded-save temp directories whose writing process is gone (never those of a live
+writer, never anything not named as our temp files; the rule is in ``io_kernels``).
+
 Order of a ``save`` (each write atomic): data files, index, ``.meta`` graph, then the ``checkpoint``
 state file; only then are checkpoints beyond ``max_to_keep`` deleted. A crash at any point leaves
 the state file naming complete checkpoints only.
@@ -20,9 +24,11 @@ so the file name matches the saved step.
 from __future__ import annotations
 
 import contextlib
+import logging
 import numbers
 import os
 import time
+import uuid
 
 import numpy as np
 
@@ -36,6 +42,8 @@ from dflab.ops import array_ops, control_flow_ops, io_ops, state_ops
 from dflab.ops import variables as _variables
 from dflab.train import checkpoint_utils
 from dflab.train.step_gate import step_gate
+
+logger = logging.getLogger("dflab.train")
 
 
 class SaverDef:
@@ -113,6 +121,13 @@ def _io_device(device: str) -> str:
     return spec.replace(device_type="CPU", device_index=0).to_string()
 
 
+def _remove_stale_temp_files(save_dir: str) -> None:
+    # Before the save rather than after: a disk filled by dead saves' leftovers must not make
+    # this save fail too.
+    for path in io_kernels.remove_stale_temp_files(save_dir):
+        logger.info("Removed %s, left by a checkpoint save that did not finish", path)
+
+
 class Saver:
     """Saves and restores variables (TF1's ``tf.train.Saver``)."""
 
@@ -186,8 +201,9 @@ class Saver:
             by_device.setdefault(_io_device(v.device), []).append((name, v))
         devices = sorted(by_device)
         n = len(devices)
-        tmp_base = io_ops.string_join([filename, f"_temp_{os.getpid():x}{id(self):x}/part"],
-                                      name="StringJoin")
+        # A fresh name per Saver; who writes into it is recorded inside it at run time.
+        temp_dir = f"{io_kernels.TEMP_DIR_INFIX}{uuid.uuid4().hex}"
+        tmp_base = io_ops.string_join([filename, f"{temp_dir}/part"], name="StringJoin")
         parts, saves, assigns = [], [], []
         for k, device in enumerate(devices):
             with _ops.device(device):
@@ -243,6 +259,7 @@ class Saver:
         save_dir = os.path.dirname(save_path)
         if save_dir and not os.path.isdir(save_dir):
             raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+        _remove_stale_temp_files(save_dir)
         sd = self.saver_def
         with self._gate(sess):
             step = global_step
