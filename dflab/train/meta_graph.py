@@ -3,7 +3,8 @@
 A ``.meta`` file is JSON (never pickle): ``{"format": "dflab.meta_graph", "version": 1,
 "graph_def": <graph JSON of dflab.framework.graph_io>, "saver_def": {...},
 "collection_def": {key: [item, ...]}}``. Collection items are tagged: ``{"variable": <def>}``,
-``{"op": name}``, ``{"tensor": name}``, ``{"queue_runner": <def>}``, ``{"value": scalar}``;
+``{"op": name}``, ``{"tensor": name}``, ``{"queue_runner": <def>}``, ``{"saver": <SaverDef>}``,
+``{"value": scalar}``;
 items of other Python types cannot be described as data and are left out (TF does the same for
 collections it cannot serialize).
 """
@@ -64,7 +65,7 @@ def _encode_item(item):
     if isinstance(item, _ops.Tensor):
         return {"tensor": item.name}
     kind = getattr(type(item), "_META_KIND", None)
-    if kind == "queue_runner":
+    if kind in ("queue_runner", "saver"):
         return {kind: item.to_proto()}
     if isinstance(item, (bool, int, float, str)):
         return {"value": item}
@@ -75,8 +76,9 @@ def _scoped(name: str, prefix: str) -> str:
     return prefix + name if name else name
 
 
-def _decode_item(item: dict, graph, prefix: str):
+def _decode_item(item: dict, graph, scope: str | None):
     (kind, value), = item.items()
+    prefix = f"{scope}/" if scope else ""
     if kind == "variable":
         from dflab.ops.variables import Variable
 
@@ -90,7 +92,12 @@ def _decode_item(item: dict, graph, prefix: str):
     if kind == "queue_runner":
         from dflab.train.queue_runner import QueueRunner
 
-        return QueueRunner.from_proto(value, graph=graph, import_scope=prefix)
+        return QueueRunner.from_proto(value, graph=graph, import_scope=scope)
+    if kind == "saver":
+        from dflab.train.saver import Saver
+
+        with graph.as_default():
+            return Saver.from_proto(value, import_scope=scope)
     if kind == "value":
         return value
     raise ValueError(f"unknown collection item kind {kind!r}")
@@ -159,14 +166,11 @@ def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None
     prefix = f"{import_scope}/" if import_scope else ""
     for key, items in meta.collection_def.items():
         for item in items:
-            graph.add_to_collection(key, _decode_item(item, graph, prefix))
+            graph.add_to_collection(key, _decode_item(item, graph, import_scope))
     from dflab.train.saver import Saver, SaverDef
 
     if meta.saver_def:
-        sd = SaverDef.from_json(meta.saver_def)
-        for f in ("filename_tensor_name", "save_tensor_name", "restore_op_name"):
-            setattr(sd, f, prefix + getattr(sd, f))
-        return Saver(saver_def=sd)
+        return Saver(saver_def=SaverDef.from_json(meta.saver_def).scoped(prefix))
     if graph.get_collection(_ops.GraphKeys.GLOBAL_VARIABLES):
         return Saver()
     return None

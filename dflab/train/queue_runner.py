@@ -43,7 +43,8 @@ class QueueRunner:
 
     def _init_from_def(self, d, import_scope):
         g = _ops.get_default_graph()
-        prefix = import_scope or ""
+        # TF's prepend_name_scope: names of a graph imported under ``import_scope``.
+        prefix = f"{import_scope}/" if import_scope else ""
 
         def op(name):
             return g.get_operation_by_name(prefix + name)

@@ -72,6 +72,13 @@ class SaverDef:
     def from_json(cls, d: dict) -> SaverDef:
         return cls(**{f: d[f] for f in cls._FIELDS if f in d})
 
+    def scoped(self, prefix: str) -> SaverDef:
+        """This def with its tensor and op names under ``prefix`` (an import scope + "/")."""
+        d = self.to_json()
+        for f in ("filename_tensor_name", "save_tensor_name", "restore_op_name"):
+            d[f] = prefix + d[f]
+        return SaverDef.from_json(d)
+
 
 def _var_name(v) -> str:
     op = v.op if hasattr(v, "op") else None
@@ -340,7 +347,13 @@ class Saver:
 
     @staticmethod
     def from_proto(saver_def, import_scope=None) -> Saver:
-        return Saver(saver_def=saver_def, name=import_scope)
+        """A Saver over an existing save/restore subgraph; ``import_scope`` is the scope the
+        graph was imported under (its names are prefixed with it, as TF does)."""
+        if isinstance(saver_def, dict):
+            saver_def = SaverDef.from_json(saver_def)
+        if import_scope:
+            saver_def = saver_def.scoped(f"{import_scope}/")
+        return Saver(saver_def=saver_def)
 
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
                           export_scope=None, clear_devices=False,

@@ -367,3 +367,36 @@ def test_consistent_snapshots_under_concurrent_training(tmp_path):
         vals = checkpoint_values(p)
         assert vals["a"] == vals["b"] == vals["global_step"], p
         assert p.endswith(f"-{int(vals['global_step'])}")
+
+
+def test_savers_and_queue_runners_in_collections_survive_a_meta_graph(tmp_path):
+    """Saver and QueueRunner objects in collections are written as their defs and come back
+    as working objects, under an import scope too (names prefixed as TF's import does)."""
+    a = tf.Variable(1.0, name="a")
+    b = tf.Variable(2.0, name="b")
+    only_a = tf.train.Saver([a], name="only_a")
+    tf.add_to_collection(tf.GraphKeys.SAVERS, only_a)
+    q = tf.FIFOQueue(10, tf.float32, name="q")
+    tf.train.add_queue_runner(tf.train.QueueRunner(q, [q.enqueue(b)]))
+    q.dequeue(name="dq")
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(a.assign(7.0))
+        prefix = only_a.save(sess, str(tmp_path / "a"))
+    tf.train.export_meta_graph(str(tmp_path / "g.meta"))
+
+    tf.reset_default_graph()
+    tf.train.import_meta_graph(str(tmp_path / "g.meta"), import_scope="m")
+    saver, = tf.get_collection(tf.GraphKeys.SAVERS)
+    runner, = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)
+    assert saver.saver_def.restore_op_name.startswith("m/only_a/")
+    assert runner.name == "m/q"
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        saver.restore(sess, prefix)
+        assert sess.run("m/a:0") == 7.0 and sess.run("m/b:0") == 2.0  # b is not in that saver
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess, coord)
+        assert sess.run("m/dq:0") == 2.0
+        coord.request_stop()
+        coord.join(threads, stop_grace_period_secs=5)
