@@ -195,8 +195,7 @@ class QueueBase:
 
     def _op(self, op_type, inputs, attrs, name):
         with _ops.colocate_with(self._queue_ref.op):
-            return _ops.get_default_graph()._create_op(
-                op_type, [self._queue_ref] + list(inputs), attrs, name, site=_ops._user_site())
+            return _ops.apply_op(op_type, [self._queue_ref, *inputs], attrs, name)
 
     def _outputs(self, op):
         outs = list(op.outputs)
@@ -258,8 +257,7 @@ def _make_queue(op_type, dtypes, shapes, names, name, default_name, extra_attrs)
             raise ValueError("Queue names must have the same length as dtypes")
     attrs = {"component_types": dtypes, "shapes": shapes or [], "container": ""}
     attrs.update(extra_attrs)
-    op = _ops.get_default_graph()._create_op(op_type, [], attrs, name or default_name,
-                                             site=_ops._user_site())
+    op = _ops.apply_op(op_type, [], attrs, name or default_name)
     return dtypes, shapes, names, op.outputs[0]
 
 

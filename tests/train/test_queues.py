@@ -356,3 +356,16 @@ def test_batch_allow_smaller_final_batch_and_dynamic_pad():
             sess.run(b)
         coord.request_stop()
         coord.join(threads, stop_grace_period_secs=10)
+
+
+def test_queue_ops_go_to_the_queues_graph():
+    """Queue methods build their ops in the queue's graph, whatever graph is the default."""
+    g = tf.Graph()
+    with g.as_default():
+        q = tf.FIFOQueue(3, tf.int32, name="q")
+    enq = q.enqueue(5)  # the default graph is another graph here
+    deq = q.dequeue()
+    assert enq.graph is g and deq.graph is g and q.size().graph is g
+    with tf.Session(graph=g) as sess:
+        sess.run(enq)
+        assert sess.run(deq) == 5
