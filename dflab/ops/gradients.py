@@ -110,18 +110,27 @@ class _LoopNode:
         return while_grad(self.ctx, out_grads)
 
 
-def _node_of(op):
-    """The node of the backward walk that ``op`` belongs to (a loop, for a loop's Exit)."""
-    ctx = op._cf_info
-    if op.type == "Exit" and ctx is not None and hasattr(ctx, "exits"):
-        node = ctx.__dict__.get("_grad_node")
-        if node is None or len(node.inputs) != len(_LoopNode(ctx).inputs):
-            node = ctx._grad_node = _LoopNode(ctx)
-        return node
-    return op
+class _WalkNodes:
+    """The nodes of one backward walk: ``op`` itself, or for a loop's ``Exit`` the loop as one
+    ``_LoopNode``, the same object for the whole walk (the walk keys its tables by node).
+
+    Per walk rather than cached on the loop: differentiating a loop adds ops to it (stack
+    pushes that read from outside), so the next walk must see the loop's inputs afresh."""
+
+    def __init__(self):
+        self._loops: dict[int, _LoopNode] = {}
+
+    def __call__(self, op):
+        ctx = op._cf_info
+        if op.type == "Exit" and ctx is not None and hasattr(ctx, "exits"):
+            node = self._loops.get(id(ctx))
+            if node is None:
+                node = self._loops[id(ctx)] = _LoopNode(ctx)
+            return node
+        return op
 
 
-def _between_ops(ys, xs, stop_ops):
+def _between_ops(ys, xs, stop_ops, node_of):
     """Nodes reachable backwards from ys (data edges) that also reach from some x."""
     reach_from_x = set()
     stack = [x.op for x in xs]
@@ -136,7 +145,7 @@ def _between_ops(ys, xs, stop_ops):
     stack = [y.op for y in ys]
     while stack:
         op = stack.pop()
-        node = _node_of(op)
+        node = node_of(op)
         if id(node) in between or id(op) not in reach_from_x:
             continue
         between[id(node)] = node
@@ -165,15 +174,16 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
     targets = [xs_in[k]._as_tensor() if hasattr(xs_in[k], "_as_tensor") else xs[k]
                for k in range(len(xs))]
     with _ops.name_scope(name, "gradients", ys + targets):
-        between = _between_ops(ys, targets, stop_ops)
+        node_of = _WalkNodes()
+        between = _between_ops(ys, targets, stop_ops, node_of)
         # pending[op] = number of data edges from ops in `between` that will send a gradient
         pending = collections.Counter()
         for op in between.values():
             if id(op) in stop_ops:
                 continue
             for t in op.inputs:
-                if id(_node_of(t.op)) in between:
-                    pending[id(_node_of(t.op))] += 1
+                if id(node_of(t.op)) in between:
+                    pending[id(node_of(t.op))] += 1
         grads: dict[int, list] = {}  # id(tensor) -> list of contributions
 
         def add_grad(t, g):
@@ -187,7 +197,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             else:
                 gy = _ops.convert_to_tensor(gy, dtype=y.dtype.base_dtype)
             add_grad(y, gy)
-        ready = collections.deque(op for op in _unique(_node_of(y.op) for y in ys)
+        ready = collections.deque(op for op in _unique(node_of(y.op) for y in ys)
                                   if pending[id(op)] == 0 and id(op) in between)
         visited = set()
         while ready:
@@ -200,7 +210,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                 if g is not None:
                     grads[id(t)] = [g]
             if id(op) not in stop_ops and any(g is not None for g in out_grads) and \
-                    any(_is_differentiable_dtype(t) and id(_node_of(t.op)) in between
+                    any(_is_differentiable_dtype(t) and id(node_of(t.op)) in between
                         for t in op.inputs):
                 if isinstance(op, _LoopNode):
                     in_grads = op.grad(out_grads)
@@ -214,7 +224,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                     add_grad(t, g)
             if id(op) not in stop_ops:
                 for t in op.inputs:
-                    node = _node_of(t.op)
+                    node = node_of(t.op)
                     if id(node) in between:
                         pending[id(node)] -= 1
                         if pending[id(node)] == 0:
