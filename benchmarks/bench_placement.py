@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 import dflab as tf
 from dflab.runtime import cost_model as cm
 from dflab.runtime.placer import place
-from dflab.runtime.session import prune, topological_order
+from dflab.runtime.subgraph import prune, topological_order
 
 N = 512
 BRANCHES = 4

@@ -209,7 +209,8 @@ def _parse_input(s: str):
     return s, 0
 
 
-_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+# A while loop's back edges (NextIteration -> Merge): they never order nodes.
+BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
 
 
 def _topo_order(nodes: list[NodeDef]) -> list[NodeDef]:
@@ -226,7 +227,7 @@ def _topo_order(nodes: list[NodeDef]) -> list[NodeDef]:
             node, it = stack[-1]
             for inp in it:
                 dep = _parse_input(inp)[0]
-                if dep not in by_name or by_name[dep].op in _BACK_EDGE_OPS:
+                if dep not in by_name or by_name[dep].op in BACK_EDGE_OPS:
                     continue  # a loop's back edge does not order nodes
                 if state.get(dep) == 1:
                     raise ValueError(f"GraphDef contains a cycle through node {dep!r}")

@@ -558,7 +558,7 @@ class DflabMagics(Magics):
 
     def _cmd_placement(self, args):
         from dflab.runtime.placer import explain_placement
-        from dflab.runtime.session import prune
+        from dflab.runtime.subgraph import prune
 
         graph = _ops.get_default_graph()
         fetches = self._resolve_all(args.fetches)

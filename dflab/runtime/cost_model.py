@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from dflab.framework import dtypes as _dt
+from dflab.framework.graph_io import BACK_EDGE_OPS
 
 UNKNOWN_DIM_SIZE = 32
 _OPAQUE_ELEMENT_BYTES = 64  # strings, resources: a guess per element
@@ -65,7 +66,6 @@ SOFTMAX_OPS = frozenset({
     "SparseSoftmaxCrossEntropyWithLogits",
 })
 SOFTMAX_FLOPS = 5
-_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ class _Simulator:
         """(producer or None, tensor or None) per data and control input. A loop's back edges
         (out of NextIteration) are left out: the model sees one iteration of each loop."""
         for t in op.inputs:
-            if t.op.type in _BACK_EDGE_OPS:
+            if t.op.type in BACK_EDGE_OPS:
                 continue
             yield (t.op if id(t.op) in self.in_set else None), t
         for c in op.control_inputs:

@@ -32,10 +32,14 @@ from dataclasses import dataclass
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
+from dflab.framework import ops as _ops
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.display import RichDisplay
 from dflab.kernels.registry import has_kernel, kernel_device_types
-from dflab.runtime.devices import spec_matches
+from dflab.runtime.config import ConfigProto
+from dflab.runtime.devices import DeviceSet, spec_matches
+from dflab.runtime.fetches import mapper_for
+from dflab.runtime.subgraph import prune, topological_order
 
 # Ops TF registers only for CPU, so never placed on a GPU (even a simulated one).
 CPU_ONLY_OPS = frozenset({
@@ -477,19 +481,10 @@ def placement_report(placement: dict) -> PlacementReport:
 
 def explain_placement(fetches, config=None, feed_tensors=(), graph=None) -> PlacementReport:
     """Place what ``fetches`` need (as ``Session.run`` would) without running it."""
-    from dflab.framework import ops as _ops
-    from dflab.runtime.config import ConfigProto
-    from dflab.runtime.devices import DeviceSet
-    from dflab.runtime.session import prune, topological_order
-
     config = config if config is not None else ConfigProto()
     graph = graph if graph is not None else _ops.get_default_graph()
-    items = fetches if isinstance(fetches, (list, tuple)) else [fetches]
-    tensors, targets = [], []
-    for f in items:
-        el = graph.as_graph_element(f, allow_tensor=True, allow_operation=True)
-        (tensors if isinstance(el, _ops.Tensor) else targets).append(el)
-    ops = topological_order(prune(tensors, targets, feed_tensors), feed_tensors)
+    mapper = mapper_for(graph, fetches)
+    ops = topological_order(prune(mapper.tensors, mapper.targets, feed_tensors), feed_tensors)
     devices = DeviceSet.from_config(config)
     try:
         return PlacementReport(place(ops, devices, config))

@@ -42,6 +42,7 @@ from dflab.runtime.executor import (
 )
 from dflab.runtime.partition import user_op
 from dflab.runtime.placer import place
+from dflab.runtime.subgraph import prune, topological_order
 
 _default_session = threading.local()
 _step_ids = itertools.count(1)
@@ -736,68 +737,6 @@ def _needed_nodes(eplan, tensors, targets) -> set:
         stack.extend(t.op for t in op._inputs if id(t) not in fed)
         stack.extend(op._control_inputs)
     return needed
-
-
-def prune(fetch_tensors, targets, feed_tensors) -> list:
-    """The ops the fetches and targets transitively need, cutting at fed tensors."""
-    fed = {id(t) for t in feed_tensors}
-    seen = {}
-    stack = [t.op for t in fetch_tensors if id(t) not in fed] + list(targets)
-    while stack:
-        op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen[id(op)] = op
-        for t in op._inputs:
-            if id(t) not in fed:
-                stack.append(t.op)
-        stack.extend(op._control_inputs)
-    return list(seen.values())
-
-
-_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
-
-
-def topological_order(ops, feed_tensors) -> list:
-    """Kahn's algorithm in creation order; a cycle raises ``InvalidArgumentError``.
-
-    Edges out of ``NextIteration`` are a while loop's back edges: they do not order nodes.
-    """
-    fed = {id(t) for t in feed_tensors}
-    ids = {id(op) for op in ops}
-    indeg = {}
-    succ = {}
-    for op in ops:
-        n = 0
-        for t in op._inputs:
-            if id(t) not in fed and id(t.op) in ids and t.op.type not in _BACK_EDGE_OPS:
-                n += 1
-                succ.setdefault(id(t.op), []).append(op)
-        for c in op._control_inputs:
-            if id(c) in ids:
-                n += 1
-                succ.setdefault(id(c), []).append(op)
-        indeg[id(op)] = n
-    import heapq
-
-    heap = [(op._id, id(op), op) for op in ops if indeg[id(op)] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, _, op = heapq.heappop(heap)
-        order.append(op)
-        for s in succ.get(id(op), ()):
-            indeg[id(s)] -= 1
-            if indeg[id(s)] == 0:
-                heapq.heappush(heap, (s._id, id(s), s))
-    if len(order) != len(ops):
-        stuck = sorted((op for op in ops if indeg[id(op)] > 0), key=lambda o: o._id)
-        names = ", ".join(o.name for o in stuck[:5])
-        raise errors.InvalidArgumentError(
-            None, stuck[0], f"Graph is invalid, contains a cycle with {len(stuck)} nodes, "
-            f"including: {names}"
-        )
-    return order
 
 
 class Session(BaseSession):

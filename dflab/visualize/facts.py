@@ -2,7 +2,7 @@
 
 Placement (a ``{op: Placement}`` dict, a ``{op: device}`` dict or a ``PlacementReport``), a traced
 step (``RunMetadata``: where each op ran, for how long, how many output bytes), what
-``Session.run(fetches, feeds)`` would execute (``dflab.runtime.session.prune``), and which ops
+``Session.run(fetches, feeds)`` would execute (``dflab.runtime.subgraph.prune``), and which ops
 and tensors the caller wants emphasised. All keyed by op name, so they apply equally to a graph's
 ops and to the nodes of its partition graphs.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from dflab.framework import ops as _ops
 from dflab.runtime import fetches as _fetches
-from dflab.runtime.session import prune
+from dflab.runtime.subgraph import prune
 from dflab.visualize import text as _text
 
 

@@ -490,7 +490,7 @@ def test_an_update_across_devices_is_rejected_by_the_partitioner():
     from types import SimpleNamespace
 
     from dflab.runtime.partition import partition
-    from dflab.runtime.session import prune, topological_order
+    from dflab.runtime.subgraph import prune, topological_order
 
     v = tf.Variable(np.zeros(2, np.float32), name="v")
     upd = tf.assign_add(v, [1.0, 1.0], name="upd")

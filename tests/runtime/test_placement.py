@@ -19,7 +19,7 @@ from dflab.runtime.placer import (
     placement_report,
     unsupported_reason,
 )
-from dflab.runtime.session import prune, topological_order
+from dflab.runtime.subgraph import prune, topological_order
 
 TASK = "/job:localhost/replica:0/task:0"
 GPUS = {"device_count": {"CPU": 2, "GPU": 2}}
@@ -268,6 +268,16 @@ def test_placements_of_a_session_plan_match_explain_placement():
     got = {op.name: p.device for op, p in plan.placement.items()}
     want = {r.op: r.assigned for r in _report(y, **GPUS).rows}
     assert got == want
+
+
+def test_explain_placement_takes_any_fetch_structure_session_run_takes():
+    a = tf.add(tf.ones([2]), 1.0, name="a")
+    b = tf.multiply(a, 2.0, name="b")
+    init = tf.group(a, name="init")
+    report = _report({"b": [b, "a:0"], "train": init}, **GPUS)
+    assert {r.op for r in report.rows} >= {"a", "b", "init"}
+    with pytest.raises(KeyError, match="cannot be interpreted as a Tensor"):
+        _report({"x": "no_such_op:0"}, **GPUS)
 
 
 def test_unknown_policy_is_rejected():

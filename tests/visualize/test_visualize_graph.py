@@ -13,7 +13,7 @@ from visualize_helpers import CPU0, CPU1, SVG_NS, all_text, classes, groups_by_i
 import dflab as tf
 from dflab.ops.io_ops import string_join
 from dflab.runtime.placer import explain_placement
-from dflab.runtime.session import prune
+from dflab.runtime.subgraph import prune
 from dflab.visualize import COLOR_MODES, layout_graph
 from dflab.visualize import model as vmodel
 from dflab.visualize import style as vstyle
