@@ -77,16 +77,19 @@ ELEMENTWISE: dict[str, ElementwiseOp] = {
 }
 
 # Reductions a fused group may end in: (CUDA reduce expression, identity, post-map expression).
-REDUCTIONS: dict[str, tuple[str, str | None, str]] = {
+# Max and Min start from -inf/+inf (CUDA's math_constants.h, per compute type, see _INF): an
+# empty identity would make CuPy start from 0, and TF's value of an empty max is -inf.
+REDUCTIONS: dict[str, tuple[str, str, str]] = {
     "Sum": ("a + b", "0", "out0 = a"),
     "Prod": ("a * b", "1", "out0 = a"),
-    "Max": ("(a > b || isnan(a)) ? a : b", None, "out0 = a"),
-    "Min": ("(a < b || isnan(a)) ? a : b", None, "out0 = a"),
+    "Max": ("(a > b || isnan(a)) ? a : b", "-{inf}", "out0 = a"),
+    "Min": ("(a < b || isnan(a)) ? a : b", "{inf}", "out0 = a"),
     "Mean": ("a + b", "0", "out0 = a / (_type_reduce)(_in_ind.size() / _out_ind.size())"),
 }
 
 FUSIBLE_DTYPES = ("float16", "float32", "float64")
 _C_TYPE = {"float16": "float", "float32": "float", "float64": "double"}
+_INF = {"float": "CUDART_INF_F", "double": "CUDART_INF"}
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,7 @@ def cuda_kernel_args(expr: FusedExpression) -> dict:
         return args
     reduce_expr, identity, post_map = REDUCTIONS[expr.reduction[0]]
     args.update(map_expr=call, reduce_expr=reduce_expr, post_map_expr=post_map,
-                identity=identity, reduce_type=ct)
+                identity=identity.format(inf=_INF[ct]), reduce_type=ct)
     return args
 
 

@@ -365,6 +365,20 @@ def test_cuda_source_covers_every_op_and_is_made_from_the_structure_only():
         assert "double t0 = exp(in0)" in r["preamble"]
 
 
+@pytest.mark.parametrize("dtype,ctype,inf", [("float32", "float", "CUDART_INF_F"),
+                                             ("float16", "float", "CUDART_INF_F"),
+                                             ("float64", "double", "CUDART_INF")])
+def test_cuda_reductions_start_from_their_identity(dtype, ctype, inf):
+    """CuPy starts a reduction from ``identity`` (0 when it is empty): Max and Min must start
+    from -inf and +inf, as TF's empty max and min are, or a max of negatives would be 0."""
+    identities = {}
+    for red in REDUCTIONS:
+        r = cuda_kernel_args(FusedExpression(1, (("Exp", (0,)),), dtype, (red, False)))
+        assert r["reduce_type"] == ctype
+        identities[red] = r["identity"]
+    assert identities == {"Sum": "0", "Mean": "0", "Prod": "1", "Max": f"-{inf}", "Min": inf}
+
+
 def test_graph_names_never_reach_the_generated_source():
     x = tf.placeholder(tf.float32, [3], name="x")
     evil = '*/ } __global__ void pwn() { /*'
