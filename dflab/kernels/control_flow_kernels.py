@@ -14,6 +14,7 @@ import threading
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.logging_kernels import summarize_flat
 from dflab.kernels.registry import kernel, register_kernel
 
 
@@ -85,10 +86,8 @@ def _assert(op, ctx):
 
     def check(condition, *data):
         if not bool(np.asarray(condition)):
-            shown = ", ".join(np.array2string(np.asarray(d).ravel()[:summarize], separator=",")
-                              for d in data)
-            raise errors.InvalidArgumentError(
-                None, op, f"assertion failed: [{shown}]")
+            shown = " ".join(f"[{summarize_flat(d, summarize)}]" for d in data)
+            raise errors.InvalidArgumentError(None, op, f"assertion failed: {shown}")
 
     return check
 

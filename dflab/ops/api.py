@@ -4,13 +4,17 @@ exports in ``__all__``; this module re-exports them all."""
 from dflab.ops import math_ops as _math_ops
 from dflab.ops import variables as _variables
 from dflab.ops.array_ops import *  # noqa: F403
+from dflab.ops.check_ops import *  # noqa: F403
 from dflab.ops.control_flow_ops import *  # noqa: F403
 from dflab.ops.functional_ops import *  # noqa: F403
 from dflab.ops.gradients import IndexedSlices, IndexedSlicesValue, gradients  # noqa: F401
 from dflab.ops.init_ops import *  # noqa: F403
+from dflab.ops.logging_ops import *  # noqa: F403
+from dflab.ops.logging_ops import print_v2 as print  # noqa: A004 - TF's public name
 from dflab.ops.math_ops import *  # noqa: F403
 from dflab.ops.nn_ops import *  # noqa: F403
 from dflab.ops.random_ops import *  # noqa: F403
+from dflab.ops.script_ops import *  # noqa: F403
 from dflab.ops.state_ops import *  # noqa: F403
 from dflab.ops.tensor_array_ops import *  # noqa: F403
 from dflab.ops.training_ops import *  # noqa: F403

@@ -1,0 +1,95 @@
+"""Kernels that show values: ``Print`` (TF1's ``tf.Print``), ``PrintV2`` (``tf.print``) and the
+text of a failed ``Assert``.
+
+Values are written the way TF's kernels write them, so printed logs read the same:
+``summarize_flat`` is TF1's ``Tensor::SummarizeValue`` (the first *n* entries, flattened,
+space-separated, ``...`` when some are left out; strings raw) used by ``Print`` and ``Assert``;
+``summarize_nested`` is ``tf.print``'s NumPy-like nesting, keeping *n* entries at each end of
+every long axis. The stream is looked up when the op runs, not at import: Jupyter swaps
+``sys.stderr`` for its own stream per kernel.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import numpy as np
+
+from dflab.kernels.registry import kernel
+
+
+def _text(x) -> str:
+    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
+
+
+def summarize_flat(value, n: int) -> str:
+    """TF1's ``SummarizeValue``: ``n`` < 0 shows every entry."""
+    flat = np.asarray(value).ravel()
+    shown = flat if n < 0 else flat[:n]
+    out = " ".join(_text(x) if isinstance(x, (bytes, str)) else _scalar(x) for x in shown)
+    return out + ("..." if len(shown) < len(flat) else "")
+
+
+def _scalar(x) -> str:
+    # NumPy's shortest round-trip repr, without the type name of a NumPy scalar.
+    return np.format_float_positional(x, trim="-") if isinstance(x, np.floating) else str(x)
+
+
+def summarize_nested(value, n: int) -> str:
+    """``tf.print``'s form: strings raw, arrays nested like NumPy without commas, with ``n``
+    entries kept at each end of every axis longer than ``2 n`` (``n`` < 0 keeps all)."""
+    arr = np.asarray(value)
+    if arr.dtype == object or arr.dtype.kind in "SU":
+        if arr.ndim == 0:
+            return _text(arr.item())
+        arr = np.vectorize(_text, otypes=[object])(arr)
+    summarized = n >= 0 and any(d > 2 * n for d in arr.shape)
+    if arr.ndim == 0:
+        return _scalar(arr[()])
+    # TF writes floats in their shortest form without a trailing dot: [1 2.5], not [1.  2.5].
+    return np.array2string(arr, separator=" ", edgeitems=max(n, 0) or 1,
+                           threshold=0 if summarized else sys.maxsize,
+                           formatter={"object": str, "float_kind": _scalar})
+
+
+def _first_n(first_n: int):
+    """A predicate true for the first ``first_n`` calls (always, for ``first_n`` < 0).
+    ``next`` on an ``itertools.count`` is atomic, so concurrent runs count each call once."""
+    if first_n < 0:
+        return lambda: True
+    calls = itertools.count()
+    return lambda: next(calls) < first_n
+
+
+@kernel("Print")
+def _print(op, ctx):
+    message = op._attrs.get("message", "")
+    summarize = op._attrs.get("summarize", 3)
+    due = _first_n(op._attrs.get("first_n", -1))
+
+    def print_and_pass(x, *data):
+        if due():
+            text = message + "".join(f"[{summarize_flat(d, summarize)}]" for d in data)
+            print(text, file=sys.stderr, flush=True)
+        return x
+
+    return print_and_pass
+
+
+@kernel("PrintV2")
+def _print_v2(op, ctx):
+    parts = op._attrs["parts"]  # literal text, or None where the next input goes
+    stream = op._attrs.get("output_stream", "stderr")
+    sep, end = op._attrs.get("sep", " "), op._attrs.get("end", "\n")
+    summarize = op._attrs.get("summarize", 3)
+
+    def print_values(*inputs):
+        values = iter(inputs)
+        text = sep.join(p if p is not None else summarize_nested(next(values), summarize)
+                        for p in parts)
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        out.write(text + end)
+        out.flush()
+
+    return print_values

@@ -1,0 +1,94 @@
+"""Kernels of ``PyFunc``/``PyFuncStateless`` (``tf.py_func``, ``tf.numpy_function``): call a
+Python function of the user's process on the inputs' NumPy values.
+
+The function is never part of the graph's data: the op carries a ``token`` attribute, and the
+function lives in the graph's ``_py_funcs`` table under that token (``dflab.ops.script_ops``).
+A graph loaded from a file therefore names functions it cannot call, and running it fails
+with ``NotFoundError`` instead of executing anything read from the file.
+
+Results must have the declared dtypes (``Tout``): NumPy arrays of another dtype are an error,
+as in TF; Python scalars and lists are converted to the declared dtype. Exceptions raised by
+the function map to TF's error classes the way TF's ``py_func`` kernel maps them.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import errors
+from dflab.kernels.registry import kernel
+
+# TF's py_func.cc: which Python exceptions become which error class (others: UnknownError).
+_ERROR_OF = ((StopIteration, errors.OutOfRangeError), (ValueError, errors.InvalidArgumentError),
+             (TypeError, errors.InvalidArgumentError),
+             (MemoryError, errors.ResourceExhaustedError),
+             (NotImplementedError, errors.UnimplementedError))
+
+
+def _function_of(op):
+    token = op._attrs["token"]
+    fn = op.graph.__dict__.get("_py_funcs", {}).get(token)
+    if fn is None:
+        raise errors.NotFoundError(
+            None, op, f"{op.type} {op.name}: no Python function is registered for token "
+            f"{token!r} in this process (the graph was loaded from a file, or built in "
+            "another process): a function is never read from a graph")
+    return fn
+
+
+def _where_it_failed(e: BaseException) -> str:
+    frames = traceback.extract_tb(e.__traceback__)
+    last = frames[-1] if frames else None
+    return f" (at {last.filename}:{last.lineno})" if last else ""
+
+
+def _as_output(value, dtype, index: int, op):
+    np_dtype = dtype._np if dtype is not _dt.string else object
+    if isinstance(value, (np.ndarray, np.generic)):
+        if dtype is _dt.string and value.dtype.kind in "SUO":
+            return np.asarray(value, dtype=object)
+        if value.dtype != np.dtype(np_dtype):
+            raise errors.InvalidArgumentError(
+                None, op, f"{index}-th value returned by {op._attrs['token']} is "
+                f"{_dt.as_dtype(value.dtype).name}, but expects {dtype.name}")
+        return np.asarray(value)
+    try:
+        if dtype is _dt.string:
+            arr = np.asarray(value, dtype=object)
+            return np.vectorize(lambda s: s.encode() if isinstance(s, str) else s,
+                                otypes=[object])(arr) if arr.size else arr
+        return np.asarray(value, dtype=np_dtype)
+    except (TypeError, ValueError) as e:
+        raise errors.InvalidArgumentError(
+            None, op, f"{index}-th value returned by {op._attrs['token']} cannot be "
+            f"converted to {dtype.name}: {e}") from None
+
+
+def _py_func(op, ctx):
+    fn = _function_of(op)
+    tout = list(op._attrs["Tout"])
+
+    def call(*inputs):
+        try:
+            result = fn(*inputs)
+        except Exception as e:  # noqa: BLE001 - every failure of user code becomes an OpError
+            cls = next((c for t, c in _ERROR_OF if isinstance(e, t)), errors.UnknownError)
+            raise cls(None, op, f"{type(e).__name__}: {e}{_where_it_failed(e)}") from e
+        if not tout:
+            return ()
+        values = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(values) != len(tout):
+            raise errors.InvalidArgumentError(
+                None, op, f"{op._attrs['token']} returned {len(values)} values, but "
+                f"expects {len(tout)}")
+        outs = tuple(_as_output(v, dt, i, op) for i, (v, dt) in enumerate(zip(values, tout)))
+        return outs[0] if len(outs) == 1 else outs
+
+    return call
+
+
+kernel("PyFunc")(_py_func)
+kernel("PyFuncStateless")(_py_func)

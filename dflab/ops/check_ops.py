@@ -1,0 +1,175 @@
+"""TF1's ``tf.assert_*`` checks (``check_ops``): ops that fail the step with
+``InvalidArgumentError`` when a condition on tensors does not hold.
+
+Each builds ``Assert(condition, data)`` where ``data`` is TF's message: the user's ``message``,
+"Condition x < y did not hold element-wise:", and the tensors' names and values. Checks that
+can be decided while the graph is built are decided then, as TF does: values of constants
+(``InvalidArgumentError`` at once when they fail), static ranks (``ValueError``) and dtypes
+(``TypeError``). Use the returned op as a control dependency (``with
+tf.control_dependencies([tf.assert_positive(x)]): ...``) or fetch it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import errors
+from dflab.framework import ops as _ops
+from dflab.framework.constant_op import constant_value
+from dflab.ops import array_ops, control_flow_ops, math_ops
+
+
+def _static_check(condition, data) -> None:
+    """Fail now when ``condition`` (a NumPy bool, or None when unknown) is false."""
+    if condition is None or bool(condition):
+        return
+    text = []
+    for d in data:
+        v = constant_value(d) if isinstance(d, _ops.Tensor) else d
+        text.append(str(v) if v is not None else str(d))
+    raise errors.InvalidArgumentError(None, None, "\n".join(text))
+
+
+def _binary(name, default_name, symbol, tf_fn, np_fn):
+    def check(x, y, data=None, summarize=None, message=None, name=None):
+        with _ops.name_scope(name, default_name, [x, y]):
+            x = _ops.convert_to_tensor(x, name="x")
+            y = _ops.convert_to_tensor(y, name="y", dtype=x.dtype.base_dtype)
+            if data is None:
+                data = [message or "", f"Condition x {symbol} y did not hold element-wise:",
+                        f"x ({x.name}) = ", x, f"y ({y.name}) = ", y]
+            xs, ys = constant_value(x), constant_value(y)
+            if xs is not None and ys is not None:
+                _static_check(np.all(np_fn(xs, ys)), data)
+            condition = math_ops.reduce_all(tf_fn(x, y))
+            return control_flow_ops.Assert(condition, data, summarize=summarize)
+
+    check.__name__ = name
+    check.__doc__ = f"Assert that ``x {symbol} y`` holds element-wise (with broadcasting)."
+    return check
+
+
+assert_equal = _binary("assert_equal", "assert_equal", "==", math_ops.equal, np.equal)
+assert_none_equal = _binary("assert_none_equal", "assert_none_equal", "!=",
+                            math_ops.not_equal, np.not_equal)
+assert_less = _binary("assert_less", "assert_less", "<", math_ops.less, np.less)
+assert_less_equal = _binary("assert_less_equal", "assert_less_equal", "<=",
+                            math_ops.less_equal, np.less_equal)
+assert_greater = _binary("assert_greater", "assert_greater", ">", math_ops.greater, np.greater)
+assert_greater_equal = _binary("assert_greater_equal", "assert_greater_equal", ">=",
+                               math_ops.greater_equal, np.greater_equal)
+
+
+def _sign(name, default_name, wording, compare):
+    def check(x, data=None, summarize=None, message=None, name=None):
+        with _ops.name_scope(name, default_name, [x]):
+            x = _ops.convert_to_tensor(x, name="x")
+            if data is None:
+                data = [message or "", f"Condition x {wording} did not hold element-wise:",
+                        f"x ({x.name}) = ", x]
+            zero = array_ops.zeros([], dtype=x.dtype.base_dtype)
+            return compare(x, zero, data=data, summarize=summarize)
+
+    check.__name__ = name
+    check.__doc__ = f"Assert that every entry of ``x`` is {wording.split(' ', 1)[1]}."
+    return check
+
+
+assert_positive = _sign("assert_positive", "assert_positive", "> 0", assert_greater)
+assert_negative = _sign("assert_negative", "assert_negative", "< 0", assert_less)
+assert_non_negative = _sign("assert_non_negative", "assert_non_negative", ">= 0",
+                            assert_greater_equal)
+assert_non_positive = _sign("assert_non_positive", "assert_non_positive", "<= 0",
+                            assert_less_equal)
+
+
+def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=None,
+                name=None):
+    """Assert ``|x - y| <= atol + rtol * |y|`` element-wise; tolerances default to 10 eps of
+    the dtype, as in TF."""
+    with _ops.name_scope(name, "assert_near", [x, y, rtol, atol]):
+        x = _ops.convert_to_tensor(x, name="x")
+        y = _ops.convert_to_tensor(y, name="y", dtype=x.dtype.base_dtype)
+        dt = x.dtype.base_dtype
+        eps = np.finfo(dt._np).eps if dt.is_floating else 0
+        rtol = _ops.convert_to_tensor(10 * eps if rtol is None else rtol, name="rtol", dtype=dt)
+        atol = _ops.convert_to_tensor(10 * eps if atol is None else atol, name="atol", dtype=dt)
+        if data is None:
+            data = [message or "", "x and y not equal to tolerance rtol = ", rtol,
+                    ", atol = ", atol, f"x ({x.name}) = ", x, f"y ({y.name}) = ", y]
+        tol = atol + rtol * math_ops.abs(y)
+        diff = math_ops.abs(x - y)
+        condition = math_ops.reduce_all(math_ops.less_equal(diff, tol))
+        return control_flow_ops.Assert(condition, data, summarize=summarize)
+
+
+def _rank_check(x, rank, data, summarize, message, name, default_name, at_least):
+    relation = "at least " if at_least else ""
+    with _ops.name_scope(name, default_name, [x, rank]):
+        x = _ops.convert_to_tensor(x, name="x")
+        rank = _ops.convert_to_tensor(rank, name="rank", dtype=_dt.int32)
+        static_rank = constant_value(rank)
+        if rank.shape.ndims not in (None, 0):
+            raise ValueError(f"Rank must be a scalar, got shape {rank.shape}")
+        if static_rank is not None and x.shape.ndims is not None:
+            have, want = x.shape.ndims, int(static_rank)
+            if have < want or (not at_least and have != want):
+                raise ValueError(f"{message + ' ' if message else ''}Tensor {x.name} must have "
+                                 f"rank {relation}{want}. Received rank {have}, shape {x.shape}")
+            return control_flow_ops.no_op(name="static_checks_determined_all_ok")
+        if data is None:
+            data = [message or "", f"Tensor {x.name} must have rank {relation}", rank,
+                    "Received shape: ", array_ops.shape(x)]
+        compare = math_ops.greater_equal if at_least else math_ops.equal
+        return control_flow_ops.Assert(compare(array_ops.rank(x), rank), data,
+                                       summarize=summarize)
+
+
+def assert_rank(x, rank, data=None, summarize=None, message=None, name=None):
+    """Assert that ``x`` has rank ``rank`` (a ``ValueError`` now when both are known)."""
+    return _rank_check(x, rank, data, summarize, message, name, "assert_rank", False)
+
+
+def assert_rank_at_least(x, rank, data=None, summarize=None, message=None, name=None):
+    """Assert that ``x`` has rank ``rank`` or more."""
+    return _rank_check(x, rank, data, summarize, message, name, "assert_rank_at_least", True)
+
+
+def assert_type(tensor, tf_type, message=None, name=None):
+    """Raise ``TypeError`` now unless ``tensor`` has dtype ``tf_type``; returns a no-op."""
+    tensor = _ops.convert_to_tensor(tensor)
+    want = _dt.as_dtype(tf_type).base_dtype
+    if tensor.dtype.base_dtype is not want:
+        raise TypeError(f"{message + ' ' if message else ''}{tensor.name} must be of type "
+                        f"{want.name}; got {tensor.dtype.base_dtype.name}")
+    return control_flow_ops.no_op(name=name or "statically_determined_correct_type")
+
+
+def assert_integer(x, message=None, name=None):
+    """Raise ``TypeError`` now unless ``x`` has an integer dtype; returns a no-op."""
+    x = _ops.convert_to_tensor(x)
+    if not x.dtype.base_dtype.is_integer:
+        raise TypeError(f"{message + ' ' if message else ''}Expected integer type for "
+                        f"{x.name}, got {x.dtype.base_dtype.name}")
+    return control_flow_ops.no_op(name=name or "statically_determined_was_integer")
+
+
+def assert_scalar(tensor, name=None, message=None):
+    """``tensor`` itself, after a ``ValueError`` when its rank is known and not 0."""
+    with _ops.name_scope(name, "assert_scalar", [tensor]):
+        tensor = _ops.convert_to_tensor(tensor, name="tensor")
+        ndims = tensor.shape.ndims
+        if ndims is None:
+            raise ValueError(f"{message + ' ' if message else ''}Expected scalar shape for "
+                             f"{tensor.name}, saw unknown shape.")
+        if ndims != 0:
+            raise ValueError(f"{message + ' ' if message else ''}Expected scalar shape for "
+                             f"{tensor.name}, saw shape: {tensor.shape}.")
+        return tensor
+
+
+__all__ = ["assert_equal", "assert_none_equal", "assert_less", "assert_less_equal",
+           "assert_greater", "assert_greater_equal", "assert_positive", "assert_negative",
+           "assert_non_negative", "assert_non_positive", "assert_near", "assert_rank",
+           "assert_rank_at_least", "assert_type", "assert_integer", "assert_scalar"]

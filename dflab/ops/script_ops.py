@@ -1,0 +1,55 @@
+"""``tf.py_func`` and ``tf.numpy_function``: a Python function as a graph op.
+
+The op (``PyFunc``, or ``PyFuncStateless`` with ``stateful=False``) carries a ``token``; the
+function is kept in the graph's ``_py_funcs`` table, in this process only, and never written
+into a GraphDef (see ``dflab.kernels.script_kernels``). Outputs have the declared dtypes and
+unknown shapes (use ``set_shape``). The ops run on the CPU only and have no gradient, as in TF.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.registry import NotDifferentiable, register_op
+from dflab.framework.tensor_shape import unknown_shape
+
+_tokens = itertools.count()
+
+
+def _infer(op):
+    return [(dt, unknown_shape()) for dt in op._attrs["Tout"]]
+
+
+register_op("PyFunc", _infer, stateful=True, expensive=True)
+register_op("PyFuncStateless", _infer, expensive=True)
+NotDifferentiable("PyFunc")
+NotDifferentiable("PyFuncStateless")
+
+
+def py_func(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's argument name
+    """Wrap ``func(*numpy_values)`` as an op; returns a tensor when ``Tout`` is one dtype, a
+    list when it is a list, and the op when it is an empty list."""
+    if not callable(func):
+        raise TypeError(f"py_func needs a callable, got {type(func).__name__}")
+    single = not isinstance(Tout, (list, tuple))
+    tout = [_dt.as_dtype(t) for t in ([Tout] if single else Tout)]
+    inputs = [_ops.convert_to_tensor(x) for x in (inp or [])]
+    graph = _ops.graph_of(inputs)
+    token = f"pyfunc_{next(_tokens)}"
+    graph.__dict__.setdefault("_py_funcs", {})[token] = func
+    op = _ops.apply_op("PyFunc" if stateful else "PyFuncStateless", inputs,
+                       {"token": token, "Tin": [t.dtype.base_dtype for t in inputs],
+                        "Tout": tout}, name or "PyFunc")
+    if single:
+        return op.outputs[0]
+    return list(op.outputs) if tout else op
+
+
+def numpy_function(func, inp, Tout, name=None):  # noqa: N803 - TF's argument name
+    """TF 1.14's name for a stateful ``py_func``."""
+    return py_func(func, inp, Tout, stateful=True, name=name)
+
+
+__all__ = ["py_func", "numpy_function"]

@@ -1,0 +1,221 @@
+"""tf.Print / tf.print, the tf.assert_* checks and tf.py_func: values, text, errors, gradients,
+placement, and that a graph read from a file never calls a Python function."""
+
+import numpy as np
+import pytest
+
+import dflab as tf
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    tf.reset_default_graph()
+    yield
+    tf.reset_default_graph()
+
+
+# --- tf.Print and tf.print ------------------------------------------------------------------------
+def test_print_passes_its_input_and_writes_tf1s_summary(capsys):
+    x = tf.placeholder(tf.float32, [None])
+    y = tf.Print(x * 2, [x, "label", tf.shape(x)], message="vals: ", summarize=2)
+    with tf.Session() as sess:
+        out = sess.run(y, {x: [1.5, -2.0, 3.0]})
+    np.testing.assert_array_equal(out, [3.0, -4.0, 6.0])
+    assert capsys.readouterr().err == "vals: [1.5 -2...][label][3]\n"
+
+
+def test_print_first_n_and_gradient_to_its_input_only(capsys):
+    x = tf.constant([1.0, 2.0])
+    other = tf.constant(5.0)
+    y = tf.Print(x, [other], first_n=2)
+    loss = tf.reduce_sum(y * y)
+    gx, go = tf.gradients(loss, [x, other])
+    assert go is None
+    with tf.Session() as sess:
+        for _ in range(4):
+            np.testing.assert_array_equal(sess.run(gx), [2.0, 4.0])
+    assert capsys.readouterr().err.splitlines() == ["[5]", "[5]"]
+
+
+def test_tf_print_formats_like_tf_and_runs_as_a_dependency(capsys):
+    x = tf.constant(np.arange(10, dtype=np.float32))
+    m = tf.constant([[0.5, 2.0], [3.0, 4.0]])
+    p = tf.print("x:", x, "m:", m, {"k": 1}, output_stream="stdout", sep="|")
+    with tf.control_dependencies([p]):
+        y = tf.identity(x[0])
+    with tf.Session() as sess:
+        assert sess.run(y) == 0.0
+    assert capsys.readouterr().out == "x:|[0 1 2 ... 7 8 9]|m:|[[0.5 2]\n [3 4]]|{'k': 1}\n"
+    with pytest.raises(ValueError, match="output_stream"):
+        tf.print(x, output_stream="a file")
+
+
+# --- the assert_* checks --------------------------------------------------------------------------
+@pytest.mark.parametrize("check,good,bad", [
+    (tf.assert_equal, ([1, 2], [1, 2]), ([1, 2], [1, 3])),
+    (tf.assert_none_equal, ([1, 2], [3, 4]), ([1, 2], [3, 2])),
+    (tf.assert_less, ([1, 2], [2, 3]), ([1, 2], [2, 2])),
+    (tf.assert_less_equal, ([1, 2], [1, 3]), ([1, 4], [1, 3])),
+    (tf.assert_greater, ([2, 3], [1, 2]), ([2, 3], [1, 3])),
+    (tf.assert_greater_equal, ([2, 3], [2, 3]), ([2, 3], [2, 4])),
+])
+def test_binary_checks_pass_and_fail_at_run_time_with_tf_messages(check, good, bad):
+    x = tf.placeholder(tf.int32, [2], name="x")
+    y = tf.placeholder(tf.int32, [2], name="y")
+    op = check(x, y, message="my check")
+    with tf.Session() as sess:
+        sess.run(op, {x: good[0], y: good[1]})
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            sess.run(op, {x: bad[0], y: bad[1]})
+    text = str(e.value)
+    assert "assertion failed: [my check] [Condition x" in text
+    assert f"[x (x:0) = ] [{bad[0][0]} {bad[0][1]}]" in text
+    assert "test_debugging_ops.py" in text  # the user's line
+
+
+def test_checks_of_constants_fail_while_the_graph_is_built():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Condition x == y"):
+        tf.assert_equal(tf.constant([1, 2]), [1, 3])
+    ok = tf.assert_equal(tf.constant([1, 2]), [1, 2])
+    with tf.Session() as sess:
+        sess.run(ok)
+
+
+@pytest.mark.parametrize("check,good,bad", [
+    (tf.assert_positive, [1.0, 2.0], [1.0, 0.0]),
+    (tf.assert_negative, [-1.0, -2.0], [-1.0, 0.0]),
+    (tf.assert_non_negative, [0.0, 2.0], [0.0, -2.0]),
+    (tf.assert_non_positive, [0.0, -2.0], [0.0, 2.0]),
+])
+def test_sign_checks(check, good, bad):
+    x = tf.placeholder(tf.float32, [2])
+    op = check(x)
+    with tf.Session() as sess:
+        sess.run(op, {x: good})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="did not hold"):
+            sess.run(op, {x: bad})
+
+
+def test_guarding_a_computation_with_a_control_dependency():
+    x = tf.placeholder(tf.float32, [None])
+    with tf.control_dependencies([tf.assert_positive(x)]):
+        y = tf.log(x)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(y, {x: [1.0, np.e]}), [0.0, 1.0], rtol=1e-6)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(y, {x: [1.0, -1.0]})
+
+
+def test_assert_near_uses_tolerances():
+    x = tf.placeholder(tf.float64, [2])
+    op = tf.assert_near(x, tf.constant([1.0, 2.0], tf.float64), rtol=0.0, atol=0.01)
+    with tf.Session() as sess:
+        sess.run(op, {x: [1.005, 1.995]})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not equal to tolerance"):
+            sess.run(op, {x: [1.02, 2.0]})
+
+
+def test_rank_checks_static_and_dynamic():
+    with pytest.raises(ValueError, match="must have rank 2. Received rank 1"):
+        tf.assert_rank(tf.zeros([3]), 2)
+    with pytest.raises(ValueError, match="must have rank at least 3"):
+        tf.assert_rank_at_least(tf.zeros([3, 2]), 3)
+    x = tf.placeholder(tf.float32)  # unknown rank: checked when it runs
+    exact, at_least = tf.assert_rank(x, 2), tf.assert_rank_at_least(x, 2)
+    with tf.Session() as sess:
+        sess.run([exact, at_least], {x: np.zeros((2, 2))})
+        sess.run(at_least, {x: np.zeros((2, 2, 2))})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must have rank"):
+            sess.run(exact, {x: np.zeros((2, 2, 2))})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must have rank at least"):
+            sess.run(at_least, {x: np.zeros(2)})
+
+
+def test_type_and_scalar_checks_are_static():
+    x = tf.constant([1.0])
+    with pytest.raises(TypeError, match="must be of type int32; got float32"):
+        tf.assert_type(x, tf.int32)
+    assert tf.assert_type(x, tf.float32).type == "NoOp"
+    with pytest.raises(TypeError, match="Expected integer type"):
+        tf.assert_integer(x)
+    assert tf.assert_integer(tf.constant(1)).type == "NoOp"
+    s = tf.constant(3.0)
+    assert tf.assert_scalar(s) is s
+    with pytest.raises(ValueError, match="Expected scalar shape"):
+        tf.assert_scalar(x)
+
+
+# --- tf.py_func -----------------------------------------------------------------------------------
+def test_py_func_single_and_several_outputs():
+    x = tf.placeholder(tf.float32, [None])
+    y = tf.py_func(lambda v: v * 3, [x], tf.float32)
+    a, b = tf.py_func(lambda v: (v.sum(), [b"n", "u"]), [x], [tf.float32, tf.string])
+    assert y.shape.ndims is None and y.dtype == tf.float32
+    calls = []
+    side = tf.py_func(lambda: calls.append(1), [], [])
+    assert isinstance(side, tf.Operation)
+    with tf.Session() as sess:
+        out = sess.run([y, a, b, side], {x: [1.0, 2.0]})
+    np.testing.assert_array_equal(out[0], [3.0, 6.0])
+    assert out[1] == 3.0 and out[2].tolist() == [b"n", b"u"] and calls == [1]
+
+
+def test_py_func_result_of_the_wrong_dtype_is_an_error_naming_the_op():
+    x = tf.constant([1.0, 2.0])
+    y = tf.py_func(lambda v: v.astype(np.float64), [x], tf.float32, name="f")
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="0-th value returned by pyfunc_.* is float64, but expects "
+                                 "float32") as e:
+            sess.run(y)
+    assert e.value.op.name == "f"
+
+
+def _raise(exc):
+    def fn(*args):
+        raise exc
+    return fn
+
+
+@pytest.mark.parametrize("exc,cls", [
+    (ValueError("bad value"), tf.errors.InvalidArgumentError),
+    (StopIteration(), tf.errors.OutOfRangeError),
+    (NotImplementedError("later"), tf.errors.UnimplementedError),
+    (RuntimeError("boom"), tf.errors.UnknownError),
+])
+def test_py_func_exceptions_map_to_tf_errors_and_the_session_survives(exc, cls):
+    x = tf.constant(1.0)
+    y = tf.py_func(_raise(exc), [x], tf.float32)
+    z = x + 1.0
+    with tf.Session() as sess:
+        with pytest.raises(cls) as e:
+            sess.run(y)
+        assert sess.run(z) == 2.0
+    assert type(exc).__name__ in str(e.value)
+    assert "test_debugging_ops.py" in str(e.value)  # where the function raised
+
+
+def test_py_func_has_no_gradient_and_stays_on_the_cpu():
+    with tf.device("/gpu:0"):
+        x = tf.constant([1.0, 2.0])
+        y = tf.py_func(lambda v: v * 2, [x], tf.float32, stateful=False)
+    assert y.op.type == "PyFuncStateless"
+    assert tf.gradients(tf.reduce_sum(y), x) == [None]
+    config = tf.ConfigProto(device_count={"GPU": 1}, allow_soft_placement=True,
+                            dflab={"simulated_devices": {"GPU": 1}})
+    with tf.Session(config=config) as sess:
+        sess.run(y)
+        (plan,) = sess._plans.values()
+    assert plan.placement[y.op].device.endswith("CPU:0")
+
+
+def test_a_graph_read_back_names_its_functions_but_never_calls_them(tmp_path):
+    x = tf.constant(2.0, name="x")
+    tf.py_func(lambda v: v * 10, [x], tf.float32, name="f")
+    graph_def = tf.get_default_graph().as_graph_def()
+    assert "lambda" not in str(graph_def.to_json())
+    with tf.Graph().as_default():
+        tf.import_graph_def(graph_def, name="")
+        with tf.Session() as sess:
+            with pytest.raises(tf.errors.NotFoundError, match="no Python function"):
+                sess.run("f:0")
