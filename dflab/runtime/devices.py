@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dflab.framework.device_spec import DeviceSpec
-from dflab.runtime.executor import KernelContext
+from dflab.runtime.executor_plan import KernelContext
 from dflab.runtime.resources import ResourceMgr
 
 LOCAL_TASK = "/job:localhost/replica:0/task:0"

@@ -10,10 +10,10 @@ schedule as a straight Python ``while`` loop (each tensor a local variable, each
 more than its kernel calls.
 
 The executor uses a fused loop only when no observer (tracer, stepper) is attached: stepping
-and tracing always see the real frames and iterations. As in ``executor._compile_schedule``, the
-source is generated from integer indices only, so nothing from a graph reaches ``compile``; a
-failing line maps back to its node. The loop checks for cancellation once per iteration, so a
-step deadline stops an endless loop.
+and tracing always see the real frames and iterations. As in
+``executor_plan._compile_schedule``, the source is generated from integer indices only, so
+nothing from a graph reaches ``compile``; a failing line maps back to its node. The loop checks
+for cancellation once per iteration, so a step deadline stops an endless loop.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _failed_line(exc) -> int:
 
 def fuse_frame(plan, frame) -> FusedLoop | None:
     """A ``FusedLoop`` for ``frame`` of ``plan``, or None when the frame is not simple."""
-    from dflab.runtime.executor import ENTER, EXIT, MERGE, NEXT, PLAIN, SWITCH
+    from dflab.runtime.executor_plan import ENTER, EXIT, MERGE, NEXT, PLAIN, SWITCH
 
     nodes = [plan.nodes[i] for i in frame.nodes]
     enters = [n.index for n in plan.nodes if n.kind == ENTER and n.out_frame == frame.id]

@@ -34,12 +34,8 @@ from dflab.framework.tensor_shape import TensorShape
 from dflab.runtime import fetches as _fetches
 from dflab.runtime.config import ConfigProto, RunMetadata, RunOptions
 from dflab.runtime.devices import DeviceSet
-from dflab.runtime.executor import (
-    CONTROL_FLOW_OPS,
-    Execution,
-    ExecutorPlan,
-    to_client_value,
-)
+from dflab.runtime.executor import Execution, to_client_value
+from dflab.runtime.executor_plan import CONTROL_FLOW_OPS, ExecutorPlan
 from dflab.runtime.partition import user_op
 from dflab.runtime.placer import place
 from dflab.runtime.subgraph import prune, topological_order

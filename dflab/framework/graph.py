@@ -1,0 +1,636 @@
+"""``Graph``: the container of the graph IR, and the scopes that shape op creation.
+
+A graph is plain data: operations in creation order, each with typed inputs, control inputs,
+attributes, a *requested* device and the user's file:line where it was created, plus
+collections and the per-thread name, control-dependency, device and colocation scopes that
+``_create_op`` applies to each new op. Nothing here executes; the runtime reads a graph and builds
+plans from it. Ops are never removed except by ``Graph._remove_ops`` (used by the notebook layer
+to replace a cell's ops), which bumps ``Graph.version`` and the plan epoch so cached plans are
+dropped. Ops left in the graph that read a removed op are *stale* (``StaleMark``): they stay (so
+they can be shown) but ``check_not_stale`` refuses to run them, and no new op may read a removed
+one. ``_snapshot``/``_restore`` undo a failed cell's edits. Re-exported by
+``dflab.framework.ops``, which also holds the default graph and TF's module-level functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+
+from dflab.framework import errors
+from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.display import RichDisplay
+from dflab.framework.operation import Operation
+from dflab.framework.tensor import Tensor
+from dflab.framework.tensor_shape import as_shape
+
+_DFLAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+_VALID_SCOPE = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
+
+
+def _user_site() -> str:
+    """file:line of the innermost frame outside the dflab package (where the user built the op)."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_DFLAB_DIR):
+        f = f.f_back
+    if f is None:
+        return ""
+    return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+# The graphs entered with ``Graph.as_default``, per thread (innermost last).
+_local = threading.local()
+
+
+def _default_graph_stack() -> list:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+class Graph(RichDisplay):
+    """A dataflow graph of operations, with the scopes that name and place new ops."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._ops_by_name: dict[str, Operation] = {}
+        self._ops: list[Operation] = []
+        self._names_in_use: dict[str, int] = {}
+        self._collections: dict[str, list] = {}
+        self._finalized = False
+        self._version = 0
+        # Bumped only by edits that can change an existing plan (new control edges, removed ops);
+        # adding ops never invalidates a cached plan, so sessions key their plans on this.
+        self._plan_epoch = 0
+        self._next_id = 0
+        self._seed = None
+        self._unfeedable: set[int] = set()
+        self._unfetchable: set[int] = set()
+        self._stacks = threading.local()
+        self._building_function = False
+        # Observers called with each new op (the notebook layer records which cell built what).
+        self._op_observers: list[Callable[[Operation], None]] = []
+        # Ops that read an op removed by ``_remove_ops``: kept for display, refused at run time.
+        self._stale: dict[Operation, StaleMark] = {}
+        # Why each removed op went (weak: a removed op lives only while something refers to it).
+        self._removed: weakref.WeakKeyDictionary[Operation, str] = weakref.WeakKeyDictionary()
+
+    # --- per-thread scope stacks ---------------------------------------------------------
+    def _st(self):
+        st = self._stacks
+        if not hasattr(st, "name_scope"):
+            st.name_scope = ""
+            st.control = []  # list of lists of ops
+            st.device = []  # list of (kind, value)
+            st.colocate = []  # list of ops (None clears)
+            st.attr_scope = []
+            st.cf_context = None  # the cond branch / while body being built
+        return st
+
+    def _get_control_flow_context(self):
+        return self._st().cf_context
+
+    def _set_control_flow_context(self, ctx) -> None:
+        self._st().cf_context = ctx
+
+    @property
+    def seed(self):
+        return self._seed
+
+    @seed.setter
+    def seed(self, value):
+        self._seed = value
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def finalized(self) -> bool:
+        return self._finalized
+
+    def finalize(self) -> None:
+        self._finalized = True
+
+    def _unsafe_unfinalize(self) -> None:
+        self._finalized = False
+
+    def _check_not_finalized(self) -> None:
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
+
+    @contextlib.contextmanager
+    def as_default(self):
+        _default_graph_stack().append(self)
+        try:
+            yield self
+        finally:
+            stack = _default_graph_stack()
+            if stack and stack[-1] is self:
+                stack.pop()
+
+    # --- lookup --------------------------------------------------------------------------
+    def get_operations(self) -> list[Operation]:
+        with self._lock:
+            return list(self._ops)
+
+    def get_operation_by_name(self, name: str) -> Operation:
+        if not isinstance(name, str):
+            raise TypeError(f"Operation names are strings (or similar), not {type(name).__name__}")
+        op = self._ops_by_name.get(name)
+        if op is None:
+            if ":" in name:
+                raise ValueError(f"Name {name!r} appears to refer to a Tensor, not an Operation.")
+            raise KeyError(f"The name {name!r} refers to an Operation not in the graph.")
+        return op
+
+    def get_tensor_by_name(self, name: str) -> Tensor:
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}")
+        op_name, sep, idx = name.rpartition(":")
+        if not sep or not idx.isdigit():
+            raise ValueError(
+                f"The name {name!r} looks a like an Operation name, not a Tensor. Tensor names "
+                "must be of the form \"<op_name>:<output_index>\"."
+            )
+        op = self._ops_by_name.get(op_name)
+        if op is None:
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. "
+                           f"The operation, {op_name!r}, does not exist in the graph.")
+        i = int(idx)
+        if i >= len(op._outputs):
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The "
+                           f"operation, {op_name!r}, exists but only has "
+                           f"{len(op._outputs)} outputs.")
+        return op._outputs[i]
+
+    def as_graph_element(self, obj, allow_tensor=True, allow_operation=True):
+        if hasattr(obj, "_as_graph_element") and not isinstance(obj, (Tensor, Operation)):
+            obj = obj._as_graph_element()
+        if isinstance(obj, str):
+            if ":" in obj and allow_tensor:
+                return self.get_tensor_by_name(obj)
+            if allow_operation:
+                return self.get_operation_by_name(obj)
+            raise ValueError(f"Name {obj!r} refers to an Operation, not a Tensor.")
+        if isinstance(obj, Tensor) and allow_tensor:
+            if obj.graph is not self:
+                raise ValueError(f"Tensor {obj} is not an element of this graph.")
+            return obj
+        if isinstance(obj, Operation) and allow_operation:
+            if obj.graph is not self:
+                raise ValueError(f"Operation {obj!r} is not an element of this graph.")
+            return obj
+        raise TypeError(f"Can not convert a {type(obj).__name__} into a graph element.")
+
+    # --- names ---------------------------------------------------------------------------
+    def get_name_scope(self) -> str:
+        return self._st().name_scope.rstrip("/")
+
+    def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        scope = self._st().name_scope
+        if scope:
+            name = scope + name
+        key = name.lower()
+        i = self._names_in_use.get(key, 0)
+        if mark_as_used:
+            self._names_in_use[key] = i + 1
+        if i > 0:
+            base = key
+            while key in self._names_in_use:
+                key = f"{base}_{i}"
+                i += 1
+            if mark_as_used:
+                self._names_in_use[key] = 1
+            name = f"{name}_{i - 1}"
+        return name
+
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        st = self._st()
+        old = st.name_scope
+        if name is None or name == "":
+            new = ""
+        elif isinstance(name, str) and name.endswith("/"):
+            if not _VALID_SCOPE.match(name):
+                raise ValueError(f"'{name}' is not a valid scope name")
+            new = name  # re-enter an exact scope
+        else:
+            if not _VALID_SCOPE.match(name):
+                raise ValueError(f"'{name}' is not a valid scope name")
+            new = self.unique_name(name) + "/"
+        st.name_scope = new
+        try:
+            yield new
+        finally:
+            st.name_scope = old
+
+    # --- control dependencies, devices, colocation --------------------------------------
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs):
+        """TF1 semantics: ``None`` clears the control dependencies *and* leaves any cond branch
+        or loop body being built (so variables and slots created there live outside it)."""
+        st = self._st()
+        old = st.control
+        old_cf = st.cf_context
+        if control_inputs is None:
+            st.control = []
+            st.cf_context = None
+        else:
+            ops = []
+            for c in control_inputs:
+                if hasattr(c, "_as_graph_element") and not isinstance(c, (Tensor, Operation)):
+                    c = c._as_graph_element()
+                if isinstance(c, Tensor):
+                    c = c.op
+                if not isinstance(c, Operation):
+                    raise TypeError(f"Control input must be an Operation or Tensor: {c!r}")
+                if c.graph is not self:
+                    raise ValueError(f"Control input {c.name} must be from the same graph.")
+                ops.append(c)
+            st.control = old + [ops]
+        try:
+            yield None
+        finally:
+            st.control = old
+            st.cf_context = old_cf
+
+    @contextlib.contextmanager
+    def _no_control_dependencies(self):
+        """Clear the control dependencies only (control-flow builders stay in their context)."""
+        st = self._st()
+        old = st.control
+        st.control = []
+        try:
+            yield None
+        finally:
+            st.control = old
+
+    @contextlib.contextmanager
+    def device(self, device_name_or_function):
+        st = self._st()
+        old = st.device
+        d = device_name_or_function
+        if d is None:
+            st.device = [("reset", None)]
+        elif callable(d) and not isinstance(d, (str, DeviceSpec)):
+            st.device = old + [("fn", d)]
+        else:
+            spec = d if isinstance(d, DeviceSpec) else DeviceSpec.from_string(d)
+            st.device = old + [("spec", spec)]
+        try:
+            yield
+        finally:
+            st.device = old
+
+    def _current_device(self, op: Operation) -> str:
+        # TF applies the scopes innermost first: a string scope fills only the fields still
+        # unset, a device function sees op.device as the inner scopes left it and its answer
+        # replaces it; a None scope stops the walk.
+        spec = DeviceSpec()
+        for kind, val in reversed(self._st().device):
+            if kind == "reset":
+                break
+            if kind == "spec":
+                spec = val.make_merged_spec(spec)
+            else:
+                op._device = spec.to_string()
+                out = val(op)
+                spec = DeviceSpec.from_string(out or "") if not isinstance(out, DeviceSpec) \
+                    else out
+        return spec.to_string()
+
+    @contextlib.contextmanager
+    def colocate_with(self, op, ignore_existing=False):
+        st = self._st()
+        old_col, old_dev = st.colocate, st.device
+        if op is None:
+            st.colocate = []
+        else:
+            if hasattr(op, "_as_graph_element") and not isinstance(op, (Tensor, Operation)):
+                op = op._as_graph_element()
+            if isinstance(op, Tensor):
+                op = op.op
+            st.colocate = ([] if ignore_existing else old_col) + [op]
+            # Colocation overrides device scopes (TF does the same).
+            st.device = [("reset", None)]
+        try:
+            yield
+        finally:
+            st.colocate, st.device = old_col, old_dev
+
+    # --- op creation ---------------------------------------------------------------------
+    def create_op(self, op_type, inputs, dtypes=None, input_types=None, name=None, attrs=None,
+                  op_def=None, compute_shapes=True, compute_device=True):
+        """TF's public ``Graph.create_op``; dflab infers output dtypes from the op schema."""
+        return self._create_op(op_type, list(inputs), attrs or {}, name)
+
+    def _create_op(self, op_type: str, inputs: list, attrs: dict, name: str | None,
+                   site: str | None = None, extra_control: list | None = None) -> Operation:
+        self._check_not_finalized()
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"Input to op {op_type} must be a Tensor, got {t!r}")
+            if t.graph is not self:
+                raise ValueError(
+                    f"Tensor {t.name} must be from the same graph as the op {op_type} being "
+                    "created."
+                )
+        cf_context = self._st().cf_context
+        if cf_context is not None:
+            # Inside a cond branch or loop body, outside values come in through Switch/Enter.
+            inputs = [cf_context.AddValue(t) for t in inputs]
+        with self._lock:
+            if name is None:
+                name = op_type
+            if name.endswith("/"):
+                name = name[:-1]
+                if name in self._ops_by_name:
+                    raise ValueError(f"Duplicate node name in graph: {name!r}")
+                # A scope-style name ("w/") names the op exactly; make sure later unique_name
+                # calls see it as taken without counting the scope's own use twice.
+                self._names_in_use.setdefault(name.lower(), 1)
+            else:
+                if not _VALID_NAME.match(name):
+                    raise ValueError(f"'{name}' is not a valid node name")
+                name = self.unique_name(name)
+            st = self._st()
+            control = []
+            input_ops = {t.op for t in inputs}
+            for group in st.control:
+                for c in group:
+                    if c not in control and c not in input_ops:
+                        control.append(c)
+            if extra_control:
+                control.extend(c for c in extra_control if c not in control)
+            if self._removed:
+                self._refuse_removed_inputs(name, op_type, inputs, control)
+            op = Operation(self, name, op_type, inputs, attrs, "", control,
+                           site if site is not None else _user_site())
+            if st.colocate:
+                target = st.colocate[-1]
+                op._colocation = list(target._colocation) or [f"loc:@{target.name}"]
+                op._device = target.device
+            else:
+                op._device = self._current_device(op)
+            try:
+                specs = op._op_def.infer(op)
+            except (ValueError, TypeError) as e:
+                shapes = ", ".join(str(t.shape) for t in inputs)
+                raise type(e)(
+                    f"{e} for '{name}' (op: '{op_type}') with input shapes: [{shapes}]. "
+                    f"Created at {op._site}"
+                ) from None
+            op._outputs = [Tensor(op, i, dt, as_shape(sh)) for i, (dt, sh) in enumerate(specs)]
+            for t in inputs:
+                t._consumers.append(op)
+            for c in control:
+                c._control_outputs.append(op)
+            op._id = self._next_id
+            self._next_id += 1
+            self._ops_by_name[name] = op
+            self._ops.append(op)
+            self._version += 1
+        if cf_context is not None:
+            op._control_flow_context = cf_context
+            cf_context.AddOp(op)
+        for obs in self._op_observers:
+            obs(op)
+        return op
+
+    def _remove_ops(self, ops, reason: str = "") -> list[StaleMark]:
+        """Remove ops (and edges to them); used to replace what a notebook cell built.
+
+        Ops that stay but read a removed op become stale (``reason`` says why the input went);
+        the new marks are returned. Collections forget values built on removed ops.
+        """
+        doomed = set(ops)
+        with self._lock:
+            for op in doomed:
+                for t in op._inputs:
+                    if op in t._consumers:
+                        t._consumers.remove(op)
+                for c in op._control_inputs:
+                    if op in c._control_outputs:
+                        c._control_outputs.remove(op)
+                self._ops_by_name.pop(op.name, None)
+                self._stale.pop(op, None)
+                self._removed[op] = reason
+            self._ops = [o for o in self._ops if o not in doomed]
+            for key, coll in self._collections.items():
+                self._collections[key] = [v for v in coll if not _collection_ops(v) & doomed]
+            marks = self._mark_readers_stale(doomed, reason)
+            self._version += 1
+            self._plan_epoch += 1
+        return marks
+
+    def _mark_readers_stale(self, doomed: set, reason: str) -> list[StaleMark]:
+        marks = []
+        for op in sorted(doomed, key=lambda o: o._id):
+            readers = [(c, t.name) for t in op._outputs for c in t._consumers]
+            readers += [(c, "^" + op.name) for c in op._control_outputs]
+            for c, what in readers:
+                if c in doomed or c in self._stale or self._ops_by_name.get(c.name) is not c:
+                    continue
+                mark = self._stale[c] = StaleMark(c, what, reason)
+                marks.append(mark)
+        return marks
+
+    def _refuse_removed_inputs(self, name, op_type, inputs, control) -> None:
+        for x in [t.op for t in inputs] + list(control):
+            if x in self._removed:
+                why = self._removed[x]
+                raise ValueError(
+                    f"Cannot create op '{name}' ({op_type}): its input '{x.name}' was removed "
+                    f"from the graph{' when ' + why if why else ''}. Use the op that replaced it "
+                    "(re-run the cell that refers to the old one)."
+                )
+
+    def _stale_marks(self) -> list[StaleMark]:
+        """The stale ops' marks, in creation order."""
+        with self._lock:
+            return sorted(self._stale.values(), key=lambda m: m.op._id)
+
+    def _snapshot(self) -> _GraphSnapshot:
+        """What ``_restore`` needs to undo later removals and additions (a failed cell)."""
+        with self._lock:
+            return _GraphSnapshot(
+                list(self._ops), dict(self._names_in_use),
+                {k: list(v) for k, v in self._collections.items()}, dict(self._stale),
+            )
+
+    def _restore(self, snap: _GraphSnapshot, reason: str = "") -> None:
+        """Return to ``snap``: ops added since are removed (``reason`` says why), ops removed
+        since come back, and names, collections and stale marks are as they were."""
+        with self._lock:
+            before = set(snap.ops)
+            added = [op for op in self._ops if op not in before]
+            now = set(self._ops)
+            self._remove_ops(added, reason)
+            for op in snap.ops:
+                if op in now:
+                    continue
+                for t in op._inputs:
+                    t._consumers.append(op)
+                for c in op._control_inputs:
+                    c._control_outputs.append(op)
+                self._removed.pop(op, None)
+            self._ops = list(snap.ops)
+            self._ops_by_name = {op.name: op for op in snap.ops}
+            self._names_in_use = dict(snap.names_in_use)
+            self._collections = {k: list(v) for k, v in snap.collections.items()}
+            self._stale = dict(snap.stale)
+            self._version += 1
+            self._plan_epoch += 1
+
+    def _release_names(self, added, bumped=()) -> None:
+        """Free the names (``_names_in_use`` keys) that removed ops held, so a re-run notebook
+        cell gets ``Variable`` again rather than ``Variable_1``.
+
+        ``added``: keys the removed ops' code created; they are dropped unless an op left in
+        the graph has exactly that name. Other ops merely inside such a scope (TF names slot
+        variables ``w/Adam`` after their variable) do not hold it: names stay unique because
+        every op name keeps its own key. ``bumped``: keys that code found taken and counted up
+        (it got ``Variable_1``); they stay taken with their count back at 1, so ``unique_name``
+        walks the suffixes from ``_1`` and reuses the first free one instead of leaving gaps.
+        """
+        with self._lock:
+            op_names = {name.lower() for name in self._ops_by_name}
+            names = self._names_in_use
+            for key in added:
+                if key in names and key not in op_names:
+                    del names[key]
+            for key in set(bumped) | (set(added) & op_names):
+                if key in names:
+                    names[key] = 1
+
+    # --- feeds / fetches -----------------------------------------------------------------
+    def prevent_feeding(self, tensor: Tensor) -> None:
+        self._unfeedable.add(id(tensor))
+
+    def is_feedable(self, tensor: Tensor) -> bool:
+        return id(tensor) not in self._unfeedable
+
+    def prevent_fetching(self, op: Operation) -> None:
+        self._unfetchable.add(id(op))
+
+    def is_fetchable(self, tensor_or_op) -> bool:
+        op = tensor_or_op.op if isinstance(tensor_or_op, Tensor) else tensor_or_op
+        return id(op) not in self._unfetchable
+
+    # --- collections ---------------------------------------------------------------------
+    def add_to_collection(self, name, value) -> None:
+        self._check_not_finalized()
+        with self._lock:
+            self._collections.setdefault(name, []).append(value)
+
+    def add_to_collections(self, names, value) -> None:
+        names = (names,) if isinstance(names, str) else set(names)
+        for n in names:
+            self.add_to_collection(n, value)
+
+    def get_collection_ref(self, name) -> list:
+        with self._lock:
+            return self._collections.setdefault(name, [])
+
+    def get_collection(self, name, scope=None) -> list:
+        with self._lock:
+            items = list(self._collections.get(name, []))
+        if scope is None:
+            return items
+        pattern = re.compile(scope)
+        return [v for v in items if hasattr(v, "name") and pattern.match(v.name)]
+
+    def get_all_collection_keys(self) -> list:
+        return [k for k, v in self._collections.items() if v]
+
+    def clear_collection(self, name) -> None:
+        with self._lock:
+            self._collections.pop(name, None)
+
+    # --- serialization -------------------------------------------------------------------
+    def as_graph_def(self, from_version=None, add_shapes=False):
+        from dflab.framework.graph_io import graph_to_def
+
+        return graph_to_def(self, add_shapes=add_shapes)
+
+    def __repr__(self):
+        return f"<dflab.Graph with {len(self._ops)} ops>"
+
+
+def _collection_ops(value) -> set:
+    """The ops a collection value is built on (a variable's op, a queue runner's ops …)."""
+    if isinstance(value, Operation):
+        return {value}
+    found = set()
+    for attr in ("op", "_variable", "close_op", "enqueue_ops"):
+        v = getattr(value, attr, None)
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if isinstance(x, Tensor):
+                found.add(x.op)
+            elif isinstance(x, Operation):
+                found.add(x)
+    return found
+
+
+class _GraphSnapshot:
+    __slots__ = ("ops", "names_in_use", "collections", "stale")
+
+    def __init__(self, ops, names_in_use, collections, stale):
+        self.ops = ops
+        self.names_in_use = names_in_use
+        self.collections = collections
+        self.stale = stale
+
+
+class StaleMark:
+    """Why a graph op cannot run: it reads ``replaced`` (a tensor name, or ``^op`` for a control
+    input), which was removed from the graph. ``origin`` may say which notebook cell built it."""
+
+    __slots__ = ("op", "replaced", "reason", "origin")
+
+    def __init__(self, op: Operation, replaced: str, reason: str = "", origin: str = ""):
+        self.op = op
+        self.replaced = replaced
+        self.reason = reason
+        self.origin = origin
+
+    def message(self) -> str:
+        built = f" (built in {self.origin})" if self.origin else ""
+        why = f" when {self.reason}" if self.reason else ""
+        kind, name = ("control input", self.replaced[1:]) if self.replaced.startswith("^") \
+            else ("input", self.replaced)
+        return (
+            f"Operation '{self.op.name}'{built} is stale: its {kind} '{name}' was "
+            f"replaced{why}. Re-run the code that built '{self.op.name}' so that it uses the "
+            "new op."
+        )
+
+    def __repr__(self):
+        return f"<StaleMark {self.op.name} reads replaced {self.replaced}>"
+
+
+def check_not_stale(graph: Graph, ops) -> None:
+    """Raise ``FailedPreconditionError`` if ``ops`` (what a run needs) include a stale op or an
+    op removed from ``graph``. Costs nothing unless ops were ever removed from the graph."""
+    if not graph._stale and not graph._removed:
+        return
+    stale = [graph._stale[op] for op in ops if op in graph._stale]
+    if stale:
+        first = min(stale, key=lambda m: m.op._id)
+        more = f" ({len(stale) - 1} more stale ops are needed too)" if len(stale) > 1 else ""
+        raise errors.FailedPreconditionError(None, first.op, first.message() + more)
+    for op in ops:
+        if op in graph._removed:
+            why = graph._removed[op]
+            raise errors.FailedPreconditionError(
+                None, op, f"Operation '{op.name}' was removed from the graph"
+                f"{' when ' + why if why else ''}; fetch the op that replaced it instead."
+            )
+
