@@ -3,6 +3,7 @@
 Dense updates install a new array (readers keep consistent snapshots); scatter updates write in
 place into the variable's own buffer, as TF1 does, so a sparse update costs O(rows), not O(var).
 ``use_locking`` holds the variable's lock across the read-modify-write.
+``CountUpTo`` (``tf.train.limit_epochs``' counter) always holds it.
 """
 
 from __future__ import annotations
@@ -115,6 +116,26 @@ kernel("ScatterAdd")(_scatter(np.add.at))
 kernel("ScatterSub")(_scatter(np.subtract.at))
 kernel("ScatterMul")(_scatter(np.multiply.at))
 kernel("ScatterDiv")(_scatter(np.divide.at))
+
+
+@kernel("CountUpTo")
+def _count_up_to(op, ctx):
+    limit = op._attrs["limit"]
+
+    def count_up_to(ref):
+        # The variable's lock makes read-compare-increment atomic: several enqueue threads may
+        # share one epoch counter, and each count must be handed out exactly once.
+        with ref.lock:
+            before = np.asarray(ref.read())
+            if before.ndim != 0:
+                raise errors.InvalidArgumentError(
+                    None, op, f"input is not a scalar: {list(before.shape)}")
+            if before >= limit:
+                raise errors.OutOfRangeError(None, op, f"Reached limit of {limit}")
+            ref.set(np.array(before + 1, dtype=before.dtype))
+        return before
+
+    return count_up_to
 
 
 def _is_initialized(ref):

@@ -131,6 +131,28 @@ def scatter_div(ref, indices, updates, use_locking=False, name=None):
     return _scatter("ScatterDiv", ref, indices, updates, use_locking, name)
 
 
+# --- CountUpTo: the epoch counter of tf.train.limit_epochs ---------------------------------------
+def _count_up_to_infer(op):
+    ref = _check_ref(op)
+    if ref.dtype.base_dtype not in (_dt.int32, _dt.int64):
+        raise TypeError(f"Input 'ref' of 'CountUpTo' Op has type {ref.dtype.name} that is not "
+                        "in the list of allowed values: int32_ref, int64_ref")
+    if ref.shape.ndims not in (None, 0):
+        raise ValueError(f"Shape must be rank 0 but is rank {ref.shape.ndims} for "
+                         f"'{op.name}' (op: 'CountUpTo') with input shapes: {ref.shape}.")
+    return [(ref.dtype.base_dtype, TensorShape([]))]
+
+
+register_op("CountUpTo", _count_up_to_infer, stateful=True, ref_inputs=(0,))
+NotDifferentiable("CountUpTo")
+
+
+def count_up_to(ref, limit, name=None):
+    """Increment the scalar int variable ``ref`` and output its value *before* the increment;
+    once ``ref`` has reached ``limit`` the op fails with ``OutOfRangeError`` and leaves it."""
+    return _ops.apply_op("CountUpTo", [_ref_of(ref)], {"limit": int(limit)}, name).outputs[0]
+
+
 # --- initialization queries ----------------------------------------------------------------------
 def _is_init_infer(op):
     _check_ref(op)
@@ -161,5 +183,5 @@ def report_uninitialized(refs, name=None):
 
 __all__ = [
     "assign", "assign_add", "assign_sub", "scatter_update", "scatter_add", "scatter_sub",
-    "scatter_mul", "scatter_div", "is_variable_initialized",
+    "scatter_mul", "scatter_div", "is_variable_initialized", "count_up_to",
 ]

@@ -31,7 +31,15 @@ from dflab.train.checkpoint_utils import (  # noqa: F401, E402
 )
 from dflab.train.coordinator import Coordinator, LooperThread  # noqa: F401, E402
 from dflab.train.gradient_descent import GradientDescentOptimizer  # noqa: F401
-from dflab.train.input import batch, shuffle_batch  # noqa: F401, E402
+from dflab.train.input import (  # noqa: F401, E402
+    batch,
+    input_producer,
+    limit_epochs,
+    range_input_producer,
+    shuffle_batch,
+    slice_input_producer,
+    string_input_producer,
+)
 from dflab.train.learning_rate_decay import (  # noqa: F401
     exponential_decay,
     inverse_time_decay,

@@ -1,16 +1,41 @@
-"""``tf.train.batch`` and ``tf.train.shuffle_batch``: batching input pipelines built on queues.
+"""``tf.train`` input pipelines built on queues: the epoch-counting producers and the batchers.
 
-Each call builds a queue (a ``FIFOQueue``, a ``PaddingFIFOQueue`` for ``dynamic_pad=True``, or
-a ``RandomShuffleQueue``), one enqueue op per thread, and registers a ``QueueRunner`` in the
-``QUEUE_RUNNERS`` collection; ``start_queue_runners`` starts the threads. The result has the
-structure of ``tensors`` (a tensor, a list, or a dict) with a batch dimension in front.
+Producers (``input_producer``, ``string_input_producer``, ``range_input_producer``,
+``slice_input_producer``) fill a ``FIFOQueue`` with the whole input once per epoch, optionally
+shuffled (``RandomShuffle``, a fresh permutation every epoch), from one ``QueueRunner`` thread.
+With ``num_epochs`` the input passes through ``limit_epochs``: a local ``epochs`` variable counted
+up by ``CountUpTo``, whose ``OutOfRangeError`` after the last epoch ends the runner, which closes
+the queue; consumers drain it and then see ``OutOfRangeError``. The counter is a *local* variable,
+so ``tf.local_variables_initializer()`` must run first (otherwise ``FailedPreconditionError``).
+
+Batchers (``batch``, ``shuffle_batch``) build a queue (a ``FIFOQueue``, a ``PaddingFIFOQueue``
+for ``dynamic_pad=True``, or a ``RandomShuffleQueue``), one enqueue op per thread, and register
+a ``QueueRunner`` in the ``QUEUE_RUNNERS`` collection; ``start_queue_runners`` starts the threads.
+The result has the structure of ``tensors`` (a tensor, a list, or a dict) with a batch dimension
+in front.
+
+Names follow TF 1.x (``input_producer/limit_epochs/epochs``,
+``input_producer/input_producer_EnqueueMany``…), so checkpoints and graph views read the same.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
+from dflab.framework.constant_op import constant
+from dflab.framework.ops import GraphKeys
 from dflab.framework.tensor_shape import TensorShape, as_shape
-from dflab.ops import data_flow_ops
+from dflab.ops import (
+    array_ops,
+    control_flow_ops,
+    data_flow_ops,
+    math_ops,
+    random_ops,
+    state_ops,
+    variables,
+)
 from dflab.train.queue_runner import QueueRunner, add_queue_runner
 
 
@@ -101,3 +126,146 @@ def _with_static_batch(out, batch_size, allow_smaller):
         if t.shape.ndims is not None:
             t.set_shape(TensorShape([batch_size]).concatenate(t.shape[1:]))
     return out
+
+
+# --- epoch-counting input producers ---------------------------------------------------------------
+def limit_epochs(tensor, num_epochs=None, name=None):
+    """``tensor`` that may be evaluated only ``num_epochs`` times, then ``OutOfRangeError``.
+
+    Each evaluation counts up a local int64 variable ``<scope>/epochs`` (in ``LOCAL_VARIABLES``,
+    initialized by ``tf.local_variables_initializer()``). With ``num_epochs=None`` ``tensor`` is
+    returned unchanged and nothing is built.
+    """
+    if num_epochs is None:
+        return tensor
+    if num_epochs <= 0:
+        raise ValueError(f"num_epochs must be > 0 not {num_epochs}.")
+    with _ops.name_scope(name, "limit_epochs", [tensor]) as name:
+        zero64 = constant(0, dtype=_dt.int64)
+        epochs = variables.Variable(zero64, name="epochs", trainable=False,
+                                    collections=[GraphKeys.LOCAL_VARIABLES])
+        counter = state_ops.count_up_to(epochs, num_epochs)
+        # The identity is what consumers evaluate; hanging the counter on it as a control
+        # input makes every evaluation count, and the one past the limit fail.
+        with _ops.control_dependencies([counter]):
+            return array_ops.identity(tensor, name=name)
+
+
+def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=True, seed=None,
+                   capacity=32, shared_name=None, summary_name=None, name=None, cancel_op=None):
+    """A ``FIFOQueue`` fed with the rows of ``input_tensor`` (its first dimension), every row
+    once per epoch, shuffled per epoch if ``shuffle``, for ``num_epochs`` epochs (forever if
+    None), by a ``QueueRunner`` added to ``QUEUE_RUNNERS``. ``element_shape`` completes the
+    rows' static shape where ``input_tensor``'s is unknown; ``cancel_op`` replaces the runner's
+    default cancel (close with ``cancel_pending_enqueues=True``).
+
+    ``summary_name`` is accepted for TF compatibility and ignored: dflab has no ``tf.summary``
+    (TF writes the queue's fill fraction as a scalar summary under that name).
+    """
+    with _ops.name_scope(name, "input_producer", [input_tensor]):
+        input_tensor = _ops.convert_to_tensor(input_tensor, name="input_tensor")
+        element_shape = input_tensor.shape[1:].merge_with(element_shape)
+        if not element_shape.is_fully_defined():
+            raise ValueError("Either `input_tensor` must have a fully defined shape or "
+                             "`element_shape` must be specified")
+        if shuffle:
+            input_tensor = random_ops.random_shuffle(input_tensor, seed=seed)
+        input_tensor = limit_epochs(input_tensor, num_epochs)
+        queue = data_flow_ops.FIFOQueue(capacity=capacity,
+                                        dtypes=[input_tensor.dtype.base_dtype],
+                                        shapes=[element_shape], shared_name=shared_name,
+                                        name=name)
+        enqueue = queue.enqueue_many([input_tensor])
+        add_queue_runner(QueueRunner(queue, [enqueue], cancel_op=cancel_op))
+        del summary_name  # no tf.summary in dflab: see the docstring
+        return queue
+
+
+_NOT_NULL_ERR = "string_input_producer requires a non-null input tensor"
+
+
+def _statically_empty(value) -> bool:
+    """Whether ``value`` (a tensor, list or array) is known at build time to hold no element."""
+    if isinstance(value, _ops.Tensor):
+        return value.shape.num_elements() == 0
+    if isinstance(value, np.ndarray):
+        return value.size == 0
+    return isinstance(value, (list, tuple)) and not value
+
+
+def string_input_producer(string_tensor, num_epochs=None, shuffle=True, seed=None, capacity=32,
+                          shared_name=None, name=None, cancel_op=None):
+    """A queue of the strings of the 1-D ``string_tensor`` (typically file names), see
+    ``input_producer``. An empty input fails: at build time when its size is known there,
+    otherwise when the runner first enqueues (``InvalidArgumentError`` to the coordinator)."""
+    # TF checks only Python values here; a tensor of statically known size 0 is rejected too
+    # rather than left to fail later inside the runner's thread.
+    if _statically_empty(string_tensor):
+        raise ValueError(_NOT_NULL_ERR)
+    with _ops.name_scope(name, "input_producer", [string_tensor]) as name:
+        string_tensor = _ops.convert_to_tensor(string_tensor, dtype=_dt.string)
+        not_empty = control_flow_ops.Assert(
+            math_ops.greater(array_ops.size(string_tensor), 0), [_NOT_NULL_ERR])
+        with _ops.control_dependencies([not_empty]):
+            string_tensor = array_ops.identity(string_tensor)
+        return input_producer(input_tensor=string_tensor, element_shape=[],
+                              num_epochs=num_epochs, shuffle=shuffle, seed=seed,
+                              capacity=capacity, shared_name=shared_name, name=name,
+                              summary_name=f"fraction_of_{capacity}_full", cancel_op=cancel_op)
+
+
+def range_input_producer(limit, num_epochs=None, shuffle=True, seed=None, capacity=32,
+                         shared_name=None, name=None):
+    """A queue of the int32 integers ``0 .. limit-1``, see ``input_producer``."""
+    with _ops.name_scope(name, "input_producer", [limit]) as name:
+        range_tensor = math_ops.range(limit)
+        return input_producer(range_tensor, [], num_epochs, shuffle, seed, capacity,
+                              shared_name, f"fraction_of_{capacity}_full", name)
+
+
+def _first_dims_agree(tensor_list, name):
+    """The row count of ``tensor_list[0]``, checked against every tensor's first dimension.
+
+    TF leaves this unchecked (a shorter tensor fails in Gather, a longer one is silently cut);
+    dflab rejects a mismatch at build time when the shapes show it, and otherwise adds an
+    ``Assert`` that fails the runner's enqueue with ``InvalidArgumentError``.
+    """
+    for t in tensor_list:
+        if t.shape.ndims == 0:
+            raise ValueError(f"slice_input_producer cannot slice the scalar {t.name}: every "
+                             "tensor needs a first dimension")
+    dims = [t.shape[0].value if t.shape.ndims else None for t in tensor_list]
+    known = {d for d in dims if d is not None}
+    if len(known) > 1:
+        listed = ", ".join(f"{t.name}: {d}" for t, d in zip(tensor_list, dims))
+        raise ValueError(f"slice_input_producer: all tensors must have the same first "
+                         f"dimension, got {listed}")
+    range_size = array_ops.shape(tensor_list[0])[0]
+    if None not in dims:
+        return range_size
+    checks = []
+    for t in tensor_list[1:]:
+        checks.append(control_flow_ops.Assert(
+            math_ops.equal(array_ops.shape(t)[0], range_size),
+            [f"{name}: first dimension of {t.name} does not match {tensor_list[0].name}:",
+             array_ops.shape(t)[0], range_size]))
+    with _ops.control_dependencies(checks):
+        return array_ops.identity(range_size)
+
+
+def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, capacity=32,
+                         shared_name=None, name=None):
+    """One row of every tensor in ``tensor_list`` per evaluation, the same row index for all
+    (so rows stay aligned), each index once per epoch; see ``input_producer``.
+
+    Returns a list with one tensor per input, of shape ``t.shape[1:]``.
+    """
+    with _ops.name_scope(name, "input_producer", tensor_list):
+        tensor_list = [_ops.convert_to_tensor(t) for t in tensor_list]
+        if not tensor_list:
+            raise ValueError("Expected at least one tensor in slice_input_producer().")
+        range_size = _first_dims_agree(tensor_list, "slice_input_producer")
+        queue = range_input_producer(range_size, num_epochs=num_epochs, shuffle=shuffle,
+                                     seed=seed, capacity=capacity, shared_name=shared_name)
+        index = queue.dequeue()
+        return [array_ops.gather(t, index) for t in tensor_list]
