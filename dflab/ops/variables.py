@@ -196,7 +196,7 @@ class Variable:
                                      sparse_delta.values, use_locking, name)
 
     def count_up_to(self, limit):
-        raise NotImplementedError("count_up_to is not implemented")
+        return state_ops.count_up_to(self._variable, limit)
 
     def __repr__(self):
         return (f"<tf.Variable '{self.name}' shape={self.shape} "

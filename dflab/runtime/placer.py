@@ -5,6 +5,10 @@ TF 1.x's rules (``placer.cc``), in order:
 1. **Colocation groups.** Ops that must share a device form one group: ``colocate_with``
    (``op._colocation``, e.g. a variable with its initializer, ``read`` and the optimizer's update
    ops) and reference edges (an op writing through a ref input sits with the ref's producer).
+   Groups are formed over the whole graph, as TF places the whole graph: ops outside the plan
+   that share a group with plan ops constrain it too, so every plan puts a variable on the same
+   device; and a group holding a stateful op an earlier plan of the session placed stays on
+   that device (TF's ``stateful_placements``).
 2. **Explicit requests** of a group's members are merged (partial specs combine); conflicting
    types or indices are an ``InvalidArgumentError`` ("Cannot colocate nodes …"), or are dropped
    under ``allow_soft_placement``; conflicting jobs or tasks are always an error.
@@ -52,14 +56,15 @@ CPU_ONLY_OPS = frozenset({
     "QueueEnqueueMany", "QueueDequeue", "QueueDequeueMany", "QueueDequeueUpTo",
     "QueueClose", "QueueSize",
     "Print", "PrintV2", "Assert", "PyFunc", "PyFuncStateless",
-    "RandomShuffle", "RandomGamma", "RandomPoissonV2",
+    "RandomShuffle", "RandomGamma", "RandomPoissonV2", "CountUpTo",
 })
 METADATA_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 POLICIES = ("tf", "cost_model")
 
 # Rules a Placement can name.
-EXPLICIT, COLOCATION, KERNEL, SOFT, DEFAULT, METADATA, GENERATOR, COST_MODEL = (
-    "explicit", "colocation", "kernel", "soft", "default", "metadata", "generator", "cost_model")
+EXPLICIT, COLOCATION, KERNEL, SOFT, DEFAULT, METADATA, GENERATOR, COST_MODEL, STATEFUL = (
+    "explicit", "colocation", "kernel", "soft", "default", "metadata", "generator", "cost_model",
+    "stateful")
 
 
 @dataclass
@@ -136,36 +141,87 @@ class _Group:
         self.requesters: list = []
         self.candidates: list = []  # devices matching the request that run every member
         self.capable: list = []  # devices that run every member
+        self.partners: list = []  # ops outside the plan colocated with the members
         self.device = None
         self.rule = DEFAULT
         self.reason = ""
+
+    @property
+    def constrained_by(self) -> list:
+        """Every op whose request and kernels the group's device must satisfy."""
+        return self.members + self.partners
 
     @property
     def name(self) -> str | None:
         return self.key if len(self.members) > 1 else None
 
 
-def _build_groups(ops) -> tuple[list[_Group], dict]:
-    uf = _UnionFind()
-    in_set = {id(op) for op in ops}
-    for op in ops:
-        uf.find(op.name)
+def _ref_edge(consumer, i: int, t) -> bool:
+    """Whether ``consumer`` reads its input ``i`` (``t``) as a reference: it must then share
+    the device of the ref's producer (an op writing a variable sits with the variable)."""
+    if not t.dtype.is_ref_dtype:
+        return False
+    ref_in = consumer._op_def.ref_inputs if consumer._op_def is not None else ()
+    return i in ref_in or any(o.dtype.is_ref_dtype for o in consumer.outputs)
+
+
+def _colocated_with_index(graph) -> dict[str, list]:
+    """name -> the graph's ops that asked to be colocated with it."""
+    index: dict[str, list] = {}
+    for op in graph.get_operations():
         for target in _colocation_targets(op):
-            uf.union(target, op.name)
-        ref_in = op._op_def.ref_inputs if op._op_def is not None else ()
-        passes_ref = any(t.dtype.is_ref_dtype for t in op.outputs)
-        for i, t in enumerate(op.inputs):
-            if t.dtype.is_ref_dtype and id(t.op) in in_set and (i in ref_in or passes_ref):
-                uf.union(t.op.name, op.name)
+            index.setdefault(target, []).append(op)
+    return index
+
+
+def _neighbours(op, colocated_with: dict) -> list:
+    """The ops that TF's rules put on ``op``'s device, in the whole graph."""
+    out = []
+    for target in _colocation_targets(op):
+        other = op.graph._ops_by_name.get(target)
+        if other is not None:
+            out.append(other)
+    out += colocated_with.get(op.name, ())
+    out += [t.op for i, t in enumerate(op.inputs) if _ref_edge(op, i, t)]
+    for t in op.outputs:
+        if t.dtype.is_ref_dtype:
+            out += [c for c in t.consumers()
+                    if any(x is t and _ref_edge(c, i, x) for i, x in enumerate(c.inputs))]
+    return out
+
+
+def _build_groups(ops) -> tuple[list[_Group], dict]:
+    """Colocation groups of ``ops``, formed over the *whole graph*: ops outside the plan that
+    are colocated with plan ops (an optimizer's update of a variable, a ``CountUpTo``) are the
+    group's ``partners``. Their requests and kernels constrain the group as TF's placer, which
+    places the whole graph, lets them, so a variable lands on the same device in every plan."""
+    uf = _UnionFind()
+    colocated_with = _colocated_with_index(ops[0].graph) if ops else {}
+    partners: dict[int, object] = {}
+    stack = list(ops)
+    seen = {id(op) for op in ops}
+    while stack:
+        op = stack.pop()
+        uf.find(op.name)
+        for other in _neighbours(op, colocated_with):
+            uf.union(op.name, other.name)
+            if id(other) not in seen:
+                seen.add(id(other))
+                partners[id(other)] = other
+                stack.append(other)
     members: dict[str, list] = {}
     for op in ops:
         members.setdefault(uf.find(op.name), []).append(op)
+    outside: dict[str, list] = {}
+    for op in partners.values():
+        outside.setdefault(uf.find(op.name), []).append(op)
     groups, group_of = [], {}
-    for ms in members.values():
+    for root, ms in members.items():
         # Name the group after the op the others were colocated with (the variable, say).
         names = {m.name for m in ms}
         targets = [t for m in ms for t in _colocation_targets(m) if t in names]
         g = _Group(targets[0] if targets else ms[0].name, ms)
+        g.partners = sorted(outside.get(root, ()), key=lambda o: o._id)
         groups.append(g)
         for m in ms:
             group_of[id(m)] = g
@@ -212,14 +268,16 @@ def _names(ops, n=3) -> str:
     return out + (f" and {len(ops) - n} more" if len(ops) > n else "")
 
 
-def _place_group(g: _Group, devices: list, config) -> None:
+def _place_group(g: _Group, devices: list, config, pinned) -> None:
     soft = bool(getattr(config, "allow_soft_placement", False))
-    for op in g.members:
+    for op in g.constrained_by:
         if op.device:
             _merge_request(g, op, soft)
-    g.capable = [d for d in devices if all(can_run(op, d) for op in g.members)]
+    g.capable = [d for d in devices if all(can_run(op, d) for op in g.constrained_by)]
     if not g.capable:
         _no_capable_device(g, devices)
+    if _keep_stateful_placement(g, devices, pinned):
+        return
     g.candidates = [d for d in g.capable if spec_matches(g.request, d.spec)]
     req = g.request.to_string()
     if g.candidates:
@@ -230,7 +288,7 @@ def _place_group(g: _Group, devices: list, config) -> None:
         elif g.device is devices[0]:
             g.rule, g.reason = DEFAULT, "no constraint: the preferred device"
         else:
-            why = unsupported_reason(next(o for o in g.members
+            why = unsupported_reason(next(o for o in g.constrained_by
                                           if not can_run(o, devices[0])), devices[0])
             g.rule = KERNEL
             g.reason = (f"no constraint, but {devices[0].short_name} cannot run it ({why}): "
@@ -239,7 +297,7 @@ def _place_group(g: _Group, devices: list, config) -> None:
     # The request names no device that can run the group.
     matching = [d for d in devices if spec_matches(g.request, d.spec)]
     if matching:
-        blocker = next(o for o in g.members if not can_run(o, matching[0]))
+        blocker = next(o for o in g.constrained_by if not can_run(o, matching[0]))
         why = (f"no supported kernel for {matching[0].device_type} devices is available "
                f"({unsupported_reason(blocker, matching[0])})")
         if blocker not in g.requesters:
@@ -268,8 +326,32 @@ def _place_group(g: _Group, devices: list, config) -> None:
         "let the placer choose another device.")
 
 
+def _keep_stateful_placement(g: _Group, devices: list, pinned) -> bool:
+    """Put ``g`` where an earlier plan of the session put one of its stateful members (TF's
+    ``stateful_placements``): a variable or queue must not move between runs, or a run would
+    see another device's (uninitialized) state."""
+    if not pinned:
+        return False
+    held = next(((m, pinned[m]) for m in g.members if m in pinned), None)
+    if held is None:
+        return False
+    op, name = held
+    dev = next((d for d in devices if d.name == name), None)
+    if dev is None or dev not in g.capable:
+        blocker = next((o for o in g.constrained_by if dev is not None and not can_run(o, dev)),
+                       op)
+        raise errors.InvalidArgumentError(
+            None, blocker, f"Cannot place {blocker.name}: it is colocated with the stateful op "
+            f"{op.name}, which an earlier run of this session placed on {name}, and "
+            f"{blocker.name} ({blocker.type}) cannot run there")
+    g.device, g.candidates, g.rule = dev, [dev], STATEFUL
+    g.reason = (f"stateful: {op.name} stays on {dev.short_name}, where an earlier run of this "
+                "session placed it")
+    return True
+
+
 def _no_capable_device(g: _Group, devices: list) -> None:
-    for op in g.members:
+    for op in g.constrained_by:
         if not any(can_run(op, d) for d in devices):
             raise errors.InvalidArgumentError(
                 None, op, f"No registered kernel for op {op.type} ({op.name}) on any available "
@@ -277,7 +359,7 @@ def _no_capable_device(g: _Group, devices: list) -> None:
                 f"{', '.join(d.short_name for d in devices)})")
     raise errors.InvalidArgumentError(
         None, g.members[0], f"Cannot place colocation group {g.key}: no available device can "
-        f"run all of {_names(g.members, 6)}")
+        f"run all of {_names(g.constrained_by, 6)}")
 
 
 # --- heuristics for lone ops ----------------------------------------------------------------------
@@ -325,14 +407,17 @@ def _policy(config) -> str:
     return policy
 
 
-def place(ops, devices, config) -> dict:
-    """Place ``ops`` (topologically ordered) on ``devices``: op -> ``Placement``."""
+def place(ops, devices, config, pinned=None) -> dict:
+    """Place ``ops`` (topologically ordered) on ``devices``: op -> ``Placement``.
+
+    ``pinned`` (op -> device name) holds where earlier plans of the session put stateful ops;
+    their groups stay there."""
     devs = list(getattr(devices, "prioritized", None) or devices)
     policy = _policy(config)
     in_set = {id(op) for op in ops}
     groups, group_of = _build_groups(ops)
     for g in groups:
-        _place_group(g, devs, config)
+        _place_group(g, devs, config, pinned)
     if policy == "cost_model":
         _apply_cost_model(ops, devs, groups, group_of, config)
     _apply_heuristics(ops, groups, group_of, in_set, policy)

@@ -22,6 +22,7 @@ import itertools
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Mapping
 from contextlib import nullcontext
 
@@ -238,6 +239,9 @@ class BaseSession:
         self._devices = DeviceSet.from_config(self._config, self)
         self._plans: dict = {}
         self._plans_lock = threading.Lock()
+        # Where plans put stateful ops (variables, queues…): later plans keep them there. Weak,
+        # so an op a re-run notebook cell replaced (same name, new object) is placed afresh.
+        self._stateful_placements: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
         self._pool = None
         self._pool_lock = threading.Lock()
@@ -428,7 +432,10 @@ class BaseSession:
         ops = prune(fetch_tensors, targets, feed_tensors)
         _ops.check_not_stale(self._graph, ops)  # ops whose inputs a re-run notebook cell replaced
         ordered = topological_order(ops, feed_tensors)
-        placement = place(ordered, self._devices, self._config)
+        placement = place(ordered, self._devices, self._config, self._stateful_placements)
+        for op, p in placement.items():
+            if op._op_def is not None and op._op_def.stateful:
+                self._stateful_placements.setdefault(op, p.device)
         devices = self._devices
         used = {placement[op].device for op in ordered}
         reason = None

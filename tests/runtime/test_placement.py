@@ -531,3 +531,45 @@ def test_cpu_device_runs_independent_kernels_at_once():
 def test_gpu_device_runs_one_kernel_at_a_time():
     with pytest.raises(tf.errors.AbortedError, match="ran alone"):
         _two_barriers_on("/gpu:0")
+
+
+# --- the same device for a variable in every plan -------------------------------------------------
+
+def test_groups_see_colocated_ops_outside_the_plan():
+    """The initializer's plan already places the variable where its optimizer update (a
+    CPU-only op here) can run with it, as TF's whole-graph placement does."""
+    with tf.device("/gpu:0"):
+        v = tf.Variable(0, dtype=tf.int32, name="v")
+    bump = v.count_up_to(10)
+    config = _cfg(allow_soft_placement=True, **GPUS)
+    with tf.Session(config=config) as sess:
+        sess.run(v.initializer)
+        assert sess.run(bump) == 0
+        devices = {_short(p.placement[v.op].device) for p in sess._plans.values()}
+    assert devices == {"CPU:0"}
+    report = explain_placement(v.initializer, config)
+    assert _short(report["v"].assigned) == "CPU:0"
+
+
+def test_stateful_ops_keep_their_device_across_plans():
+    cfg = _cfg(dflab={"simulated_devices": {"GPU": 2}, "placement": "cost_model"})
+    a = tf.Variable(tf.ones([64, 64]), name="a")
+    y = tf.reduce_sum(tf.matmul(a, a))
+    with tf.Session(config=cfg) as sess:
+        sess.run(a.initializer)
+        first = next(iter(sess._plans.values())).placement[a.op]
+        sess.run(y)
+        later = [p for p in sess._plans.values() if y.op in p.placement][0].placement[a.op]
+    assert later.device == first.device
+    assert later.rule == "stateful" and "earlier run of this session" in later.reason
+
+
+def test_an_op_added_later_that_cannot_join_its_variables_device_is_an_error():
+    with tf.device("/gpu:0"):
+        v = tf.Variable(0, dtype=tf.int32, name="v")
+    with tf.Session(config=_cfg(allow_soft_placement=True, **GPUS)) as sess:
+        sess.run(v.initializer)  # v goes to GPU:0: nothing else is colocated with it yet
+        bump = v.count_up_to(3)  # CPU-only, must sit with v
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="colocated with the stateful op v, which an earlier run"):
+            sess.run(bump)

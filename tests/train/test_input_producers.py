@@ -328,3 +328,19 @@ def test_slice_producer_batch_and_train_end_to_end():
         assert losses[-1] < 0.1 * losses[0]
         np.testing.assert_allclose(sess.run(w).ravel(), [3.0], atol=0.5)
 
+
+def test_variable_count_up_to_and_its_cpu_placement():
+    config = tf.ConfigProto(dflab={"simulated_devices": {"GPU": 1}}, allow_soft_placement=True)
+    with tf.device("/gpu:0"):
+        v = tf.Variable(0, dtype=tf.int32, name="v")
+        c = v.count_up_to(2)
+    with tf.Session(config=config) as sess:
+        sess.run(v.initializer)
+        assert [sess.run(c), sess.run(c)] == [0, 1]
+        with pytest.raises(tf.errors.OutOfRangeError, match="Reached limit of 2"):
+            sess.run(c)
+        plans = list(sess._plans.values())
+    # TF has no GPU kernel for CountUpTo: its colocation group goes to the CPU, the variable
+    # too, in the initializer's plan as well (groups are formed over the whole graph).
+    assert [p.placement[v.op].device[-5:] for p in plans] == ["CPU:0", "CPU:0"]
+    assert plans[1].placement[c.op].device.endswith("CPU:0")
