@@ -50,6 +50,8 @@ _MODULE_FAMILY = {
     "conv_ops": "nn", "random_ops": "random", "state_ops": "variable",
     "training_ops": "training", "control_flow_ops": "control", "tensor_array_ops": "data",
     "data_flow_ops": "data", "io_ops": "io", "comm_ops": "transfer",
+    "slicing_ops": "array", "indexing_ops": "array", "manip_ops": "array",
+    "reduction_ops": "math", "sequence_ops": "math", "linalg_ops": "math",
 }
 _TYPE_FAMILY = {"Placeholder": "input", "PlaceholderWithDefault": "input",
                 "_HostSend": "transfer", "_HostRecv": "transfer"}

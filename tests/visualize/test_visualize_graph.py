@@ -444,3 +444,14 @@ def test_sites_of_notebook_cells_read_as_cells():
     layout = layout_graph(tf.get_default_graph())
     info = layout.nodes[layout.name_to_id["in_cell"]]
     assert info["site"] == f"Cell In[{result.execution_count}], line 1"
+
+
+@pytest.mark.parametrize("op_type,want", [
+    ("MatMul", "math"), ("Sum", "math"), ("Range", "math"), ("Einsum", "math"),
+    ("ArgMax", "math"), ("Slice", "array"), ("GatherV2", "array"), ("Tile", "array"),
+    ("Select", "array"), ("Reshape", "array"), ("VariableV2", "variable"),
+])
+def test_every_module_of_a_family_colours_its_ops_alike(op_type, want):
+    from dflab.visualize.style import family
+
+    assert family(op_type) == want

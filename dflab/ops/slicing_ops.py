@@ -1,0 +1,548 @@
+"""Slicing ops: ``Slice``, ``StridedSlice`` (which ``Tensor.__getitem__`` builds, through
+``_slice_helper``), ``Split``/``SplitV``, and ``Pad``/``PadV2``/``MirrorPad``, which live here
+because ``Pad`` and ``Slice`` are each other's gradient.
+
+Part of the array family: schema, shape rule, gradient and builder side by side; kernels in
+``dflab.kernels.array_kernels``. ``array_ops`` re-exports the builders (it stays the one module
+to import array ops from) and imports this module only at its end, after defining the helpers
+and basic ops that this module imports from it.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.constant_op import constant, constant_value, constant_value_as_shape
+from dflab.framework.registry import RegisterGradient, register_op
+from dflab.framework.tensor_shape import Dimension, TensorShape
+from dflab.ops.array_ops import (
+    _apply,
+    _as_int_tensor,
+    _check_index_dtype,
+    _dense,
+    _normalize_axis,
+    _partial_ints,
+    _py_slice,
+    _shape_of,
+    concat,
+    ones_like,
+    stack,
+    stack_ints,
+)
+from dflab.ops.op_util import scalar_int
+
+
+# --- Slice ---------------------------------------------------------------------------------------
+def _slice_infer(op):
+    x, begin, size_t = op.inputs
+    _check_index_dtype(begin, "begin")
+    if size_t.dtype.base_dtype is not begin.dtype.base_dtype:
+        raise TypeError(f"begin and size must have the same dtype, got {begin.dtype.name} and "
+                        f"{size_t.dtype.name}")
+    dt = x.dtype.base_dtype
+    b, s = _partial_ints(begin), _partial_ints(size_t)
+    rank_x = x.shape.ndims
+    for v, what in ((b, "begin"), (s, "size")):
+        if v is not None and rank_x is not None and len(v) != rank_x:
+            raise ValueError(f"Expected {what} argument to be a vector of length {rank_x} "
+                             f"but got length {len(v)}")
+        if v is not None:
+            rank_x = len(v)
+    if rank_x is None:
+        return [(dt, TensorShape(None))]
+    dims = x.shape.as_list() if x.shape.ndims is not None else [None] * rank_x
+    b = b or [None] * rank_x
+    s = s or [None] * rank_x
+    out = []
+    for i, (d, bi, si) in enumerate(zip(dims, b, s)):
+        if bi is not None and (bi < 0 or (d is not None and bi > d)):
+            raise ValueError(f"Expected begin[{i}] in [0, {d}], but got {bi}")
+        if si is None:
+            out.append(None)
+        elif si == -1:
+            out.append(None if d is None or bi is None else d - bi)
+        else:
+            if si < 0:
+                raise ValueError(f"Expected size[{i}] >= -1, but got {si}")
+            if d is not None and bi is not None and bi + si > d:
+                raise ValueError(f"Expected size[{i}] in [0, {d - bi}], but got {si}")
+            out.append(si)
+    return [(dt, TensorShape(out))]
+
+
+register_op("Slice", _slice_infer)
+
+
+@RegisterGradient("Slice")
+def _slice_grad(op, grad):
+    x, begin = op.inputs[0], op.inputs[1]
+    grad = _dense(grad)
+    bv = constant_value(begin)
+    in_dims, out_dims = x.shape.as_tuple(), op.outputs[0].shape.as_tuple()
+    if bv is not None and x.shape.is_fully_defined() and op.outputs[0].shape.is_fully_defined():
+        bv = np.ravel(bv)
+        after = np.asarray(in_dims) - np.asarray(out_dims) - bv
+        paddings = np.stack([bv, after], axis=1).astype(np.int64)
+    else:
+        from dflab.ops import math_ops
+
+        dt = begin.dtype.base_dtype
+        after = math_ops.subtract(math_ops.subtract(_shape_of(x, out_type=dt),
+                                                    _shape_of(op.outputs[0], out_type=dt)),
+                                  begin)
+        paddings = stack([begin, after], axis=1)
+    return [pad(grad, paddings), None, None]
+
+
+def slice(input_, begin, size, name=None):  # noqa: A001 - TF's public name
+    """The ``size``-shaped block of ``input_`` starting at ``begin`` (size -1: to the end)."""
+    begin = _as_int_tensor(begin)
+    size_t = _as_int_tensor(size, dtype=begin.dtype.base_dtype)
+    return _apply("Slice", [input_, begin, size_t], None, name)
+
+
+# --- StridedSlice / StridedSliceGrad ---------------------------------------------------------
+_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+
+
+def strided_slice_spec(attrs, begin, end, strides):
+    """The sparse slice spec of a ``StridedSlice``, one item per entry of ``begin``.
+
+    Items: ``("ellipsis",)``, ``("newaxis",)``, ``("index", b)`` (a shrunk axis) and
+    ``("slice", b, e, s, begin_masked, end_masked)``. Values are ints, or None where unknown at
+    build time; masked begins/ends are None too. Shared by the shape rule and the kernels so
+    that both read the masks the same way (TF's precedence: ellipsis, new axis, shrink).
+    """
+    n = len(begin)
+    if len(end) != n or len(strides) != n:
+        raise ValueError(f"begin, end and strides must have the same length, got {len(begin)}, "
+                         f"{len(end)} and {len(strides)}")
+    bm, em, elm, nm, sm = (attrs[k] for k in _MASKS)
+    if bin(elm & ((1 << n) - 1)).count("1") > 1:
+        raise ValueError("Multiple ellipses in slice spec not allowed")
+    items = []
+    for i in range(n):
+        bit = 1 << i
+        s = strides[i]
+        if elm & bit:
+            items.append(("ellipsis",))
+        elif nm & bit:
+            items.append(("newaxis",))
+        elif sm & bit:
+            if s is not None and s <= 0:
+                raise ValueError("only stride 1 allowed on non-range indexing.")
+            items.append(("index", begin[i]))
+        else:
+            if s == 0:
+                raise ValueError(f"strides[{i}] must be non-zero")
+            items.append(("slice", None if bm & bit else begin[i], None if em & bit else end[i],
+                          s, bool(bm & bit), bool(em & bit)))
+    return items
+
+
+def _slice_length(d, b, e, s, begin_masked, end_masked):
+    if d is None or s is None or (b is None and not begin_masked) or (
+            e is None and not end_masked):
+        return None
+    return len(range(*_py_slice(b, e, s).indices(d)))
+
+
+def strided_slice_shape(in_shape, items):
+    """Output shape of a strided slice of ``in_shape`` (partial) given its sparse spec."""
+    if in_shape.ndims is None:
+        return TensorShape(None)
+    dims = in_shape.as_list()
+    consuming = sum(1 for it in items if it[0] in ("index", "slice"))
+    if not any(it[0] == "ellipsis" for it in items):
+        items = list(items) + [("ellipsis",)]  # unlisted trailing dims are kept whole
+    n_ellipsis = len(dims) - consuming
+    if n_ellipsis < 0:
+        raise ValueError(f"Index out of range using input dim {len(dims)}; input has only "
+                         f"{len(dims)} dims")
+    out, k = [], 0
+    for it in items:
+        if it[0] == "ellipsis":
+            out += dims[k:k + n_ellipsis]
+            k += n_ellipsis
+        elif it[0] == "newaxis":
+            out.append(1)
+        elif it[0] == "index":
+            d, b = dims[k], it[1]
+            if d is not None and b is not None and not -d <= b < d:
+                raise ValueError(f"slice index {b} of dimension {k} out of bounds.")
+            k += 1
+        else:
+            out.append(_slice_length(dims[k], *it[1:]))
+            k += 1
+    return TensorShape(out)
+
+
+def _strided_slice_items(op, begin, end, strides):
+    for t in (begin, end, strides):
+        _check_index_dtype(t, "begin, end and strides")
+        if t.shape.ndims not in (None, 1):
+            raise ValueError(f"begin, end and strides must be vectors, got shape {t.shape}")
+    b, e, s = _partial_ints(begin), _partial_ints(end), _partial_ints(strides)
+    if b is None or e is None or s is None:
+        return None
+    return strided_slice_spec(op._attrs, b, e, s)
+
+
+def _strided_slice_infer(op):
+    x, begin, end, strides = op.inputs
+    items = _strided_slice_items(op, begin, end, strides)
+    if items is None:
+        return [(x.dtype.base_dtype, TensorShape(None))]
+    return [(x.dtype.base_dtype, strided_slice_shape(x.shape, items))]
+
+
+register_op("StridedSlice", _strided_slice_infer)
+
+
+def _masks_of(op):
+    return {k: op._attrs[k] for k in _MASKS}
+
+
+@RegisterGradient("StridedSlice")
+def _strided_slice_grad(op, grad):
+    x, begin, end, strides = op.inputs
+    x_shape = _shape_of(x, out_type=begin.dtype.base_dtype)
+    dx = _apply("StridedSliceGrad", [x_shape, begin, end, strides, _dense(grad)], _masks_of(op))
+    return [dx, None, None, None]
+
+
+def _strided_slice_grad_infer(op):
+    shape_t, begin, end, strides, dy = op.inputs
+    _check_index_dtype(shape_t, "shape")
+    items = _strided_slice_items(op, begin, end, strides)
+    out = constant_value_as_shape(shape_t)
+    if items is not None and out.ndims is not None:
+        want = strided_slice_shape(out, items)
+        if not want.is_compatible_with(dy.shape):
+            raise ValueError(f"dy has shape {dy.shape}, but the slice has shape {want}")
+    return [(dy.dtype.base_dtype, out)]
+
+
+register_op("StridedSliceGrad", _strided_slice_grad_infer)
+
+
+@RegisterGradient("StridedSliceGrad")
+def _strided_slice_grad_grad(op, grad):
+    _, begin, end, strides, _ = op.inputs
+    return [None, None, None, None,
+            strided_slice(_dense(grad), begin, end, strides, **_masks_of(op))]
+
+
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                  new_axis_mask=0, shrink_axis_mask=0, var=None, name=None):
+    """NumPy-style basic slicing with TF's begin/end/strides vectors and bit masks."""
+    begin = _as_int_tensor(begin)
+    dt = begin.dtype.base_dtype
+    end = _as_int_tensor(end, dtype=dt)
+    if strides is None:
+        n = _partial_ints(begin)
+        if n is None:
+            strides = ones_like(begin)
+        else:
+            strides = [1] * len(n)
+    strides = _as_int_tensor(strides, dtype=dt)
+    attrs = {"begin_mask": int(begin_mask), "end_mask": int(end_mask),
+             "ellipsis_mask": int(ellipsis_mask), "new_axis_mask": int(new_axis_mask),
+             "shrink_axis_mask": int(shrink_axis_mask)}
+    return _apply("StridedSlice", [input_, begin, end, strides], attrs, name)
+
+
+def _check_index(idx):
+    """TF1 accepts ints, scalar int32/int64 tensors (and, in slices, None) as indices."""
+    if isinstance(idx, (numbers.Integral, Dimension)):
+        return
+    if isinstance(idx, _ops.Tensor):
+        if idx.dtype.base_dtype in (_dt.int32, _dt.int64) and idx.shape.ndims in (None, 0):
+            return
+    raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and "
+                    f"scalar tf.int32/tf.int64 tensors are valid indices, got {idx!r}")
+
+
+def _slice_helper(tensor, slice_spec, var=None):
+    """``tensor[slice_spec]``: ints (shrink an axis), slices with steps, ``...``, ``tf.newaxis``
+    and scalar integer tensors, combined as in NumPy basic indexing (one ``StridedSlice``)."""
+    tensor = _ops.convert_to_tensor(tensor)
+    if isinstance(slice_spec, list):  # TF1 has no fancy indexing
+        _check_index(slice_spec)
+    if not isinstance(slice_spec, tuple):
+        slice_spec = (slice_spec,)
+    begin, end, strides = [], [], []
+    masks = dict.fromkeys(_MASKS, 0)
+    for i, s in enumerate(slice_spec):
+        bit = 1 << i
+        if isinstance(s, _py_slice):
+            for part in (s.start, s.stop, s.step):
+                if part is not None:
+                    _check_index(part)
+            begin.append(0 if s.start is None else s.start)
+            end.append(0 if s.stop is None else s.stop)
+            strides.append(1 if s.step is None else s.step)
+            if s.start is None:
+                masks["begin_mask"] |= bit
+            if s.stop is None:
+                masks["end_mask"] |= bit
+        elif s is Ellipsis:
+            begin.append(0)
+            end.append(0)
+            strides.append(1)
+            masks["ellipsis_mask"] |= bit
+        elif s is None:
+            begin.append(0)
+            end.append(0)
+            strides.append(1)
+            masks["new_axis_mask"] |= bit
+        else:
+            _check_index(s)
+            begin.append(s)
+            # The kernel ignores the end of a shrunk axis; TF's index + 1 would cost an op.
+            end.append(s + 1 if not isinstance(s, _ops.Tensor) else s)
+            strides.append(1)
+            masks["shrink_axis_mask"] |= bit
+    with _ops.name_scope(None, "strided_slice", [tensor]) as scope:
+        packed = []
+        for vals in (begin, end, strides):
+            if any(isinstance(v, _ops.Tensor) for v in vals):
+                packed.append(stack_ints(vals))
+            else:
+                packed.append(None if not vals else [int(v) for v in vals])
+        dt = packed[0].dtype.base_dtype if isinstance(packed[0], _ops.Tensor) else (
+            packed[1].dtype.base_dtype if isinstance(packed[1], _ops.Tensor) else _dt.int32)
+        packed = [constant(np.asarray(p if p is not None else [], dtype=dt._np), dtype=dt)
+                  if not isinstance(p, _ops.Tensor) else p for p in packed]
+        if len({p.dtype.base_dtype for p in packed}) > 1:
+            from dflab.ops import math_ops
+
+            packed = [math_ops.cast(p, _dt.int64) for p in packed]
+        return _apply("StridedSlice", [tensor] + packed, masks, name=scope)
+
+
+# --- Split / SplitV -------------------------------------------------------------------------------
+def _split_infer(op):
+    axis_t, x = op.inputs
+    _check_index_dtype(axis_t, "axis")
+    n = op._attrs["num_split"]
+    dt = x.dtype.base_dtype
+    if n <= 0:
+        raise ValueError(f"num_split must be positive, got {n}")
+    rank_x = x.shape.ndims
+    a = scalar_int(axis_t)
+    if rank_x is None:
+        return [(dt, TensorShape(None))] * n
+    if a is None:
+        return [(dt, TensorShape([None] * rank_x))] * n
+    a = _normalize_axis(a, rank_x, "split axis")
+    dims = x.shape.as_list()
+    if dims[a] is not None:
+        if dims[a] % n:
+            raise ValueError(f"Dimension size must be evenly divisible by {n} but is {dims[a]} "
+                             f"for 'split' along axis {a}")
+        dims[a] //= n
+    return [(dt, TensorShape(dims))] * n
+
+
+register_op("Split", _split_infer)
+
+
+@RegisterGradient("Split")
+def _split_grad(op, *grads):
+    return [None, concat([_dense(g) for g in grads], op.inputs[0])]
+
+
+def _split_v_infer(op):
+    x, sizes_t, axis_t = op.inputs
+    _check_index_dtype(sizes_t, "size_splits")
+    _check_index_dtype(axis_t, "axis")
+    n = op._attrs["num_split"]
+    dt = x.dtype.base_dtype
+    sizes = _partial_ints(sizes_t)
+    if sizes is not None and len(sizes) != n:
+        raise ValueError(f"size_splits has {len(sizes)} entries but num_split is {n}")
+    if sizes is None:
+        sizes = [None] * n
+    if sizes.count(-1) > 1:
+        raise ValueError("Only one of the size_splits may be -1")
+    rank_x = x.shape.ndims
+    a = scalar_int(axis_t)
+    if rank_x is None:
+        return [(dt, TensorShape(None))] * n
+    if a is None:
+        return [(dt, TensorShape([None] * rank_x))] * n
+    a = _normalize_axis(a, rank_x, "split axis")
+    d = x.shape.as_list()[a]
+    known = [s for s in sizes if s is not None and s != -1]
+    if any(s < -1 for s in known):
+        raise ValueError(f"size_splits must be >= -1, got {sizes}")
+    if d is not None and None not in sizes:
+        if -1 in sizes:
+            rest = d - sum(known)
+            if rest < 0:
+                raise ValueError(f"size_splits {sizes} exceed the dimension {d} being split")
+            sizes = [rest if s == -1 else s for s in sizes]
+        elif sum(sizes) != d:
+            raise ValueError(f"Determined shape must either match input shape along split_dim "
+                             f"exactly if fully specified, or be less than the size of the "
+                             f"input along split_dim if not fully specified.  Got: {sum(sizes)} "
+                             f"vs. {d}")
+    out = []
+    for s in sizes:
+        dims = x.shape.as_list()
+        dims[a] = None if s in (None, -1) else s
+        out.append((dt, TensorShape(dims)))
+    return out
+
+
+register_op("SplitV", _split_v_infer)
+
+
+@RegisterGradient("SplitV")
+def _split_v_grad(op, *grads):
+    return [concat([_dense(g) for g in grads], op.inputs[2]), None, None]
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name="split"):
+    """Split ``value`` along ``axis`` into equal parts (an int) or parts of the given sizes
+    (a list or 1-D tensor; one size may be -1). Returns a list of tensors."""
+    value = _ops.convert_to_tensor(value)
+    axis_t = _as_int_tensor(axis)
+    if isinstance(num_or_size_splits, (numbers.Integral, Dimension)) and not isinstance(
+            num_or_size_splits, bool):
+        n = int(num_or_size_splits)
+        return _ops.apply_op("Split", [axis_t, value], {"num_split": n}, name).outputs
+    sizes = _as_int_tensor(num_or_size_splits)
+    if num is None:
+        dims = sizes.shape.as_tuple()
+        if dims is None or len(dims) != 1 or dims[0] is None:
+            raise ValueError(f"Cannot infer num from shape {sizes.shape}")
+        num = dims[0]
+    return _ops.apply_op("SplitV", [value, sizes, axis_t], {"num_split": int(num)}, name).outputs
+
+
+# --- Pad / PadV2 / MirrorPad ---------------------------------------------------------------------
+def _pad_infer(op):
+    x, paddings = op.inputs[0], op.inputs[1]
+    _check_index_dtype(paddings, "paddings")
+    dt = x.dtype.base_dtype
+    if op.type == "PadV2":
+        cv = op.inputs[2]
+        if cv.dtype.base_dtype is not dt:
+            raise TypeError(f"constant_values must have the dtype of the tensor ({dt.name}), "
+                            f"got {cv.dtype.base_dtype.name}")
+        if cv.shape.ndims not in (None, 0):
+            raise ValueError(f"constant_values must be a scalar, got shape {cv.shape}")
+    rank_x = x.shape.ndims
+    ps = paddings.shape.as_tuple()
+    if ps is not None:
+        if len(ps) != 2 or (ps[1] is not None and ps[1] != 2):
+            raise ValueError(f"paddings must be a matrix with 2 columns, got shape "
+                             f"{paddings.shape}")
+        if rank_x is not None and ps[0] is not None and ps[0] != rank_x:
+            raise ValueError(f"The first dimension of paddings must be the rank of inputs "
+                             f"({rank_x}), got {ps[0]}")
+        if rank_x is None and ps[0] is not None:
+            rank_x = ps[0]
+    if rank_x is None:
+        return [(dt, TensorShape(None))]
+    dims = x.shape.as_list() if x.shape.ndims is not None else [None] * rank_x
+    pv = constant_value(paddings)
+    if pv is None:
+        return [(dt, TensorShape([None] * rank_x))]
+    pv = np.asarray(pv).reshape(rank_x, 2)
+    if (pv < 0).any():
+        raise ValueError(f"paddings must be non-negative, got {pv.tolist()}")
+    mode = op._attrs.get("mode")
+    out = []
+    for i, (d, (a, b)) in enumerate(zip(dims, pv.tolist())):
+        if d is not None and mode is not None:
+            limit = d - (1 if mode == "REFLECT" else 0)
+            if a > limit or b > limit:
+                raise ValueError(f"paddings must be no greater than the dimension size "
+                                 f"{limit} in {mode} mode: {a}, {b} for dimension {i}")
+        out.append(None if d is None else d + a + b)
+    return [(dt, TensorShape(out))]
+
+
+for _t in ("Pad", "PadV2", "MirrorPad"):
+    register_op(_t, _pad_infer)
+
+
+def _pad_begin(paddings):
+    pv = constant_value(paddings)
+    if pv is not None:
+        return constant(np.asarray(pv)[:, 0], dtype=paddings.dtype.base_dtype)
+    return _slice_helper(paddings, (_py_slice(None), 0))
+
+
+def _crop(grad, x, paddings):
+    """The part of a padded tensor's gradient that lies over the original ``x``."""
+    size_t = _shape_of(x, out_type=paddings.dtype.base_dtype)
+    return slice(_dense(grad), _pad_begin(paddings), size_t)
+
+
+@RegisterGradient("Pad")
+def _pad_grad(op, grad):
+    return [_crop(grad, op.inputs[0], op.inputs[1]), None]
+
+
+@RegisterGradient("PadV2")
+def _pad_v2_grad(op, grad):
+    return [_crop(grad, op.inputs[0], op.inputs[1]), None, None]
+
+
+@RegisterGradient("MirrorPad")
+def _mirror_pad_grad(op, grad):
+    x, paddings = op.inputs
+    g = _apply("MirrorPadGrad", [_dense(grad), paddings], {"mode": op._attrs["mode"]})
+    return [g, None]
+
+
+def _mirror_pad_grad_infer(op):
+    g, paddings = op.inputs
+    _check_index_dtype(paddings, "paddings")
+    rank_g = g.shape.ndims
+    pv = constant_value(paddings)
+    if rank_g is None or pv is None:
+        return [(g.dtype.base_dtype, TensorShape(None if rank_g is None else [None] * rank_g))]
+    pv = np.asarray(pv).reshape(rank_g, 2)
+    out = [None if d is None else d - int(a) - int(b)
+           for d, (a, b) in zip(g.shape.as_list(), pv)]
+    if any(d is not None and d < 0 for d in out):
+        raise ValueError(f"paddings {pv.tolist()} exceed the gradient's shape {g.shape}")
+    return [(g.dtype.base_dtype, TensorShape(out))]
+
+
+register_op("MirrorPadGrad", _mirror_pad_grad_infer)
+
+
+@RegisterGradient("MirrorPadGrad")
+def _mirror_pad_grad_grad(op, grad):
+    return [_apply("MirrorPad", [_dense(grad), op.inputs[1]], {"mode": op._attrs["mode"]}),
+            None]
+
+
+def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
+    """Pad ``tensor`` by ``paddings[i] = [before, after]`` along each axis; ``mode`` is
+    CONSTANT (with ``constant_values``), REFLECT or SYMMETRIC (case-insensitive)."""
+    tensor = _ops.convert_to_tensor(tensor)
+    paddings = _as_int_tensor(paddings)
+    mode = str(mode).upper()
+    if mode == "CONSTANT":
+        if not isinstance(constant_values, _ops.Tensor) and np.all(
+                np.asarray(constant_values) == 0):
+            return _apply("Pad", [tensor, paddings], None, name)
+        cv = _ops.convert_to_tensor(constant_values, dtype=tensor.dtype.base_dtype)
+        return _apply("PadV2", [tensor, paddings, cv], None, name)
+    if mode in ("REFLECT", "SYMMETRIC"):
+        return _apply("MirrorPad", [tensor, paddings], {"mode": mode}, name)
+    raise ValueError(f"Unknown padding mode: {mode}")
+
+
+__all__ = ["slice", "strided_slice", "split", "pad"]
