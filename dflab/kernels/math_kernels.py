@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.kernels.registry import kernel, quiet, register_kernel
+from dflab.ops.sequence_ops import range_size
 
 # --- elementwise binary ---------------------------------------------------------------------------
 register_kernel("AddV2", fn=np.add)
@@ -289,26 +290,13 @@ register_kernel("Cumprod", factory=_scan_kernel(np.multiply, 1))
 
 
 # --- sequences ------------------------------------------------------------------------------------
-def _range_size(start, limit, delta, dt):
-    if delta == 0:
-        raise ValueError("Requires delta != 0")
-    if delta > 0 and start > limit:
-        raise ValueError(f"Requires start <= limit when delta > 0: {start}/{limit}")
-    if delta < 0 and start < limit:
-        raise ValueError(f"Requires start >= limit when delta < 0: {start}/{limit}")
-    if dt.kind in "iu":
-        return int((abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta)))
-    with np.errstate(all="ignore"):
-        return int(np.ceil(np.abs((limit - start) / delta)))
-
-
 @kernel("Range")
 def _range(op, ctx):
     dt = op.outputs[0].dtype._np
 
     def rng(start, limit, delta):
         start, limit, delta = (np.asarray(v, dtype=dt).reshape(()) for v in (start, limit, delta))
-        n = _range_size(start, limit, delta, dt)
+        n = range_size(start, limit, delta, dt)
         if dt.kind in "iu":
             return np.arange(int(start), int(start) + n * int(delta), int(delta), dtype=dt)[:n]
         # TF accumulates ``val += delta`` in the op's dtype; a cumulative sum does the same.

@@ -30,19 +30,22 @@ def _scalar_infer_values(op):
     return [constant_value(t) for t in op.inputs]
 
 
-def _range_size(start, limit, delta, dt):
-    """Number of elements of ``range(start, limit, delta)``, computed as TF's kernel does."""
+def range_size(start, limit, delta, np_dtype) -> int:
+    """Number of elements of ``range(start, limit, delta)`` in ``np_dtype``, computed as TF's
+    kernel does: the shape rule (constant inputs) and the kernel both use it."""
     if delta == 0:
         raise ValueError("Requires delta != 0")
     if delta > 0 and start > limit:
         raise ValueError(f"Requires start <= limit when delta > 0: {start}/{limit}")
     if delta < 0 and start < limit:
         raise ValueError(f"Requires start >= limit when delta < 0: {start}/{limit}")
-    if dt.is_integer:
+    kind = np.dtype(np_dtype)
+    if kind.kind in "iu":
         return int((_py.abs(int(limit) - int(start)) + _py.abs(int(delta)) - 1)
                    // _py.abs(int(delta)))
-    t = dt._np.type
-    return int(np.ceil(np.abs((t(limit) - t(start)) / t(delta))))
+    t = kind.type
+    with np.errstate(all="ignore"):
+        return int(np.ceil(np.abs((t(limit) - t(start)) / t(delta))))
 
 
 def _range_infer(op):
@@ -52,7 +55,7 @@ def _range_infer(op):
     vals = _scalar_infer_values(op)
     if any(v is None for v in vals):
         return [(dt, TensorShape([None]))]
-    return [(dt, TensorShape([_range_size(*(np.asarray(v).reshape(()) for v in vals), dt)]))]
+    return [(dt, TensorShape([range_size(*(np.asarray(v).reshape(()) for v in vals), dt._np)]))]
 
 
 register_op("Range", _range_infer)
