@@ -7,8 +7,9 @@ TF 1.x's rules (``placer.cc``), in order:
    ops) and reference edges (an op writing through a ref input sits with the ref's producer).
    Groups are formed over the whole graph, as TF places the whole graph: ops outside the plan
    that share a group with plan ops constrain it too, so every plan puts a variable on the same
-   device; and a group holding a stateful op an earlier plan of the session placed stays on
-   that device (TF's ``stateful_placements``).
+   device (unless those constraints cannot be met: then the plan's own ops decide, and the
+   conflicting op fails only in plans that run it); and a group holding a stateful op that an
+   earlier plan of the session placed stays on that device (TF's ``stateful_placements``).
 2. **Explicit requests** of a group's members are merged (partial specs combine); conflicting
    types or indices are an ``InvalidArgumentError`` ("Cannot colocate nodes …"), or are dropped
    under ``allow_soft_placement``; conflicting jobs or tasks are always an error.
@@ -146,6 +147,13 @@ class _Group:
         self.rule = DEFAULT
         self.reason = ""
 
+    def reset(self) -> None:
+        """Forget the partners and every decision, to place the group by its members."""
+        self.partners = []
+        self.request, self.requesters = DeviceSpec(), []
+        self.candidates, self.capable = [], []
+        self.device, self.rule, self.reason = None, DEFAULT, ""
+
     @property
     def constrained_by(self) -> list:
         """Every op whose request and kernels the group's device must satisfy."""
@@ -269,6 +277,19 @@ def _names(ops, n=3) -> str:
 
 
 def _place_group(g: _Group, devices: list, config, pinned) -> None:
+    if g.partners:
+        try:
+            _place_group_on(g, devices, config, pinned)
+            return
+        except errors.InvalidArgumentError:
+            # An op outside this plan that cannot share the group's device (a deliberately
+            # conflicting request, say) fails in its own plans; it must not break plans that
+            # never run it. Place the group by its members alone.
+            g.reset()
+    _place_group_on(g, devices, config, pinned)
+
+
+def _place_group_on(g: _Group, devices: list, config, pinned) -> None:
     soft = bool(getattr(config, "allow_soft_placement", False))
     for op in g.constrained_by:
         if op.device:

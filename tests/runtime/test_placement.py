@@ -573,3 +573,15 @@ def test_an_op_added_later_that_cannot_join_its_variables_device_is_an_error():
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match="colocated with the stateful op v, which an earlier run"):
             sess.run(bump)
+
+
+def test_a_conflicting_op_outside_the_plan_does_not_break_plans_that_skip_it():
+    with tf.device("/gpu:0"):
+        w = tf.Variable(1.0, name="w")
+    with tf.device("/cpu:0"):
+        bad = tf.assign_add(w, 1.0, name="bad_update")  # must sit with w, asks for another device
+    with tf.Session(config=_cfg(**GPUS)) as sess:
+        sess.run(w.initializer)
+        assert sess.run(w) == 1.0
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Cannot colocate nodes"):
+            sess.run(bad)
