@@ -40,7 +40,7 @@ _POLL_SECONDS = 0.05
 class _Attempt:
     """One parked enqueue or dequeue: what it still needs, and how to report back."""
 
-    __slots__ = ("execution", "done", "elements", "n", "allow_smaller", "session")
+    __slots__ = ("execution", "done", "elements", "n", "allow_smaller", "session", "held")
 
     def __init__(self, execution, done, session, elements=None, n=0, allow_smaller=False):
         self.execution = execution
@@ -49,6 +49,9 @@ class _Attempt:
         self.elements = elements  # enqueue: deque of element tuples still to insert
         self.n = n  # dequeue: number of elements wanted (0: a single element, unbatched)
         self.allow_smaller = allow_smaller
+        # dequeue: elements taken out of a full queue while it waits for more (see
+        # QueueState._pump_dequeue); they go back to the queue if it does not complete.
+        self.held: list = []
 
     def abandoned(self) -> str | None:
         if self.execution is not None and self.execution.cancelled.is_set():
@@ -82,7 +85,15 @@ class QueueState:
 
     # --- queries -------------------------------------------------------------------------------
     def size(self) -> int:
-        return len(self._items)
+        if not self._enqueues and not self._dequeues:
+            return len(self._items)
+        # Settle attempts whose step is gone first: a cancelled dequeue's held elements are
+        # back in the queue before anyone sees its size, not only when the watchdog looks.
+        with self._lock:
+            finished = self._pump()
+            n = len(self._items)
+        self._finish(finished)
+        return n
 
     @property
     def closed(self) -> bool:
@@ -137,6 +148,7 @@ class QueueState:
         for attempts in (self._enqueues, self._dequeues):
             for a in [a for a in attempts if a.abandoned()]:
                 attempts.remove(a)
+                self._put_back(a)
                 finished.append((a.done, None, errors.CancelledError(
                     None, None, f"Queue '{self.name}' operation cancelled: {a.abandoned()}")))
                 dropped = True
@@ -157,27 +169,47 @@ class QueueState:
         return progress
 
     def _pump_dequeue(self, finished) -> bool:
+        """Complete parked dequeues in order. A ``dequeue_many(n)`` with ``n`` above what the
+        queue can hold takes the elements of a full queue as they come, as TF's queues do, so
+        that enqueues go on (``batch(batch_size=100, capacity=32)`` fills, slowly, rather than
+        waiting forever); what it holds goes back to the front if it fails or is cancelled."""
         progress = False
         while self._dequeues:
             a = self._dequeues[0]
-            want = max(a.n, 1)
+            want = max(a.n, 1) - len(a.held)
             available = len(self._items) - (0 if self._closed else self.min_after_dequeue)
             if available >= want:
                 take = want
             elif self._closed and not self._enqueues:
+                self._put_back(a)
                 if a.allow_smaller and len(self._items) > 0:
                     take = len(self._items)
                 else:
                     self._dequeues.popleft()
-                    finished.append((a.done, None, self._out_of_range(want)))
+                    finished.append((a.done, None, self._out_of_range(max(a.n, 1))))
                     progress = True
                     continue
             else:
+                if a.n and available > 0 and self._full():
+                    a.held.extend(self._pop(available))
+                    progress = True
                 break
             self._dequeues.popleft()
-            finished.append((a.done, self._take(take, a.n == 0), None))
+            finished.append((a.done, self._take(take, a.n == 0, a), None))
             progress = True
         return progress
+
+    def _full(self) -> bool:
+        return self.capacity is not None and len(self._items) >= self.capacity
+
+    def _put_back(self, a: _Attempt) -> None:
+        """Return what a dequeue held to the front of the queue (nothing is lost)."""
+        if a.held:
+            if self.kind == "random_shuffle":
+                self._items.extend(a.held)
+            else:
+                self._items.extendleft(reversed(a.held))
+            a.held = []
 
     def _out_of_range(self, want: int):
         return errors.OutOfRangeError(
@@ -188,7 +220,7 @@ class QueueState:
         return {"fifo": "FIFOQueue", "random_shuffle": "RandomShuffleQueue",
                 "padding_fifo": "PaddingFIFOQueue"}[self.kind]
 
-    def _take(self, k: int, single: bool):
+    def _pop(self, k: int) -> list:
         if self.kind == "random_shuffle":
             elements = []
             for _ in range(k):
@@ -196,8 +228,12 @@ class QueueState:
                 # Swap-remove: O(1) per element; the order left behind is random anyway.
                 self._items[i], self._items[-1] = self._items[-1], self._items[i]
                 elements.append(self._items.pop())
-        else:
-            elements = [self._items.popleft() for _ in range(k)]
+            return elements
+        return [self._items.popleft() for _ in range(k)]
+
+    def _take(self, k: int, single: bool, a: _Attempt):
+        elements = a.held + self._pop(k)
+        a.held = []
         if single:
             outs = elements[0]
         else:

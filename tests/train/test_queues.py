@@ -369,3 +369,52 @@ def test_queue_ops_go_to_the_queues_graph():
     with tf.Session(graph=g) as sess:
         sess.run(enq)
         assert sess.run(deq) == 5
+
+
+def test_dequeue_many_larger_than_capacity_fills_as_elements_come():
+    """TF takes the elements of a full queue as they come, so a batch larger than the queue
+    still fills while a producer keeps enqueueing (it used to wait forever)."""
+    q = tf.FIFOQueue(3, tf.int32, shapes=[[]])
+    x = tf.placeholder(tf.int32, [])
+    enq = q.enqueue(x)
+    deq = q.dequeue_many(8)
+    with tf.Session() as sess:
+        def produce():
+            for i in range(10):
+                sess.run(enq, {x: i}, options=tf.RunOptions(timeout_in_ms=5000))
+
+        t = threading.Thread(target=produce)
+        t.start()
+        got = sess.run(deq, options=tf.RunOptions(timeout_in_ms=5000))
+        t.join(5)
+        assert got.tolist() == list(range(8)) and not t.is_alive()
+        assert sess.run(q.size()) == 2
+
+
+def test_elements_a_waiting_dequeue_held_go_back_when_it_fails():
+    q = tf.FIFOQueue(2, tf.int32, shapes=[[]])
+    fill = q.enqueue_many([[1, 2]])
+    deq3, deq1 = q.dequeue_many(3), q.dequeue()
+    with tf.Session() as sess:
+        sess.run(fill)  # full: the dequeue of 3 takes both and waits for a third
+        with pytest.raises(tf.errors.DeadlineExceededError):
+            sess.run(deq3, options=TIMEOUT)
+        assert sess.run(q.size()) == 2  # put back, in order
+        assert [sess.run(deq1), sess.run(deq1)] == [1, 2]
+        sess.run(fill)
+        done = []
+        t = threading.Thread(target=lambda: done.append(_outcome(sess, deq3)))
+        t.start()
+        time.sleep(0.1)
+        sess.run(q.close())  # closed with 2 < 3: OutOfRange, and the 2 are still there
+        t.join(5)
+        assert done == ["OutOfRangeError"] and sess.run(q.size()) == 2
+        assert sess.run(q.dequeue_up_to(3)).tolist() == [1, 2]
+
+
+def _outcome(sess, fetch):
+    try:
+        sess.run(fetch, options=tf.RunOptions(timeout_in_ms=5000))
+        return "ok"
+    except tf.errors.OpError as e:
+        return type(e).__name__
