@@ -23,19 +23,13 @@ from dflab.framework import errors
 
 # Defined beside this module, re-exported here: the rest of dflab reads them as ``ops.X``.
 from dflab.framework.graph import (  # noqa: F401
-    _DFLAB_DIR,
-    _VALID_NAME,
-    _VALID_SCOPE,
     Graph,
-    StaleMark,
     _collection_ops,
     _default_graph_stack,
-    _GraphSnapshot,
-    _local,
     _user_site,
     check_not_stale,
 )
-from dflab.framework.operation import Operation, _device_string  # noqa: F401
+from dflab.framework.operation import Operation
 from dflab.framework.tensor import Tensor
 
 

@@ -1,7 +1,7 @@
 """The dataflow executor: a fixed per-signature *plan* plus per-run *state*.
 
 The plan (``ExecutorPlan``: nodes, bound kernels, slots, edges, static frames) is built in
-``dflab.runtime.executor_plan`` and re-exported here; this module holds the per-run state and
+``dflab.runtime.executor_plan``; this module holds the per-run state (``Execution``) and
 the drivers that run a step on it. Invariant: everything a step writes lives in its
 ``Execution``; the plan is only read, so any number of steps can run one plan at once.
 
