@@ -29,6 +29,7 @@ from dflab.framework.ops import GraphKeys
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import (
     array_ops,
+    check_ops,
     control_flow_ops,
     data_flow_ops,
     math_ops,
@@ -243,12 +244,10 @@ def _first_dims_agree(tensor_list, name):
     range_size = array_ops.shape(tensor_list[0])[0]
     if None not in dims:
         return range_size
-    checks = []
-    for t in tensor_list[1:]:
-        checks.append(control_flow_ops.Assert(
-            math_ops.equal(array_ops.shape(t)[0], range_size),
-            [f"{name}: first dimension of {t.name} does not match {tensor_list[0].name}:",
-             array_ops.shape(t)[0], range_size]))
+    checks = [check_ops.assert_equal(
+        array_ops.shape(t)[0], range_size,
+        message=f"{name}: first dimension of {t.name} does not match {tensor_list[0].name}")
+        for t in tensor_list[1:]]
     with _ops.control_dependencies(checks):
         return array_ops.identity(range_size)
 
