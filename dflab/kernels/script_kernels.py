@@ -45,22 +45,22 @@ def _where_it_failed(e: BaseException) -> str:
     return f" (at {last.filename}:{last.lineno})" if last else ""
 
 
+def _encode(s):
+    return s.encode() if isinstance(s, str) else s
+
+
 def _as_output(value, dtype, index: int, op):
-    np_dtype = dtype._np if dtype is not _dt.string else object
+    if dtype is _dt.string:  # any text or bytes, as bytes objects
+        arr = np.asarray(value, dtype=object)
+        return np.vectorize(_encode, otypes=[object])(arr) if arr.size else arr
     if isinstance(value, (np.ndarray, np.generic)):
-        if dtype is _dt.string and value.dtype.kind in "SUO":
-            return np.asarray(value, dtype=object)
-        if value.dtype != np.dtype(np_dtype):
+        if value.dtype != np.dtype(dtype._np):
             raise errors.InvalidArgumentError(
                 None, op, f"{index}-th value returned by {op._attrs['token']} is "
                 f"{_dt.as_dtype(value.dtype).name}, but expects {dtype.name}")
         return np.asarray(value)
     try:
-        if dtype is _dt.string:
-            arr = np.asarray(value, dtype=object)
-            return np.vectorize(lambda s: s.encode() if isinstance(s, str) else s,
-                                otypes=[object])(arr) if arr.size else arr
-        return np.asarray(value, dtype=np_dtype)
+        return np.asarray(value, dtype=dtype._np)
     except (TypeError, ValueError) as e:
         raise errors.InvalidArgumentError(
             None, op, f"{index}-th value returned by {op._attrs['token']} cannot be "

@@ -57,7 +57,7 @@ def print_v2(*inputs, output_stream=sys.stderr, summarize=3, sep=" ", end="\n", 
     commas, ``summarize`` entries at each end of a long axis; other values as ``str``)."""
     parts, tensors = [], []
     for x in inputs:
-        if isinstance(x, _ops.Tensor) or _ops.is_tensor_like(x):
+        if _ops.is_tensor_like(x):
             parts.append(None)
             tensors.append(_ops.convert_to_tensor(x))
         else:
