@@ -210,3 +210,82 @@ def test_import_dflab_does_not_load_ui_modules():
         cwd=str(PKG_ROOT.parent),
     ).stdout.strip()
     assert out == "", f"`import dflab` loaded UI modules: {out}"
+
+
+# --- import cycles -------------------------------------------------------------------------------
+# Every import counts here, function-level ones too: a lazy import only hides a cycle. Cycles
+# between packages (layers) are never allowed; the ones below stay inside one package, are
+# known, and may only shrink (an entry that no longer matches a cycle fails, like EXCEPTIONS).
+KNOWN_CYCLES = {
+    frozenset({"dflab.framework.graph", "dflab.framework.graph_io", "dflab.framework.operation",
+               "dflab.framework.ops", "dflab.framework.tensor"}):
+        "the IR core: Graph makes Operations and Tensors, which name their Graph and print "
+        "through graph_io; kept apart by call-time imports",
+    frozenset({"dflab.ops.array_ops", "dflab.ops.clip_ops", "dflab.ops.control_flow_grad",
+               "dflab.ops.control_flow_ops", "dflab.ops.gradients", "dflab.ops.indexing_ops",
+               "dflab.ops.linalg_ops", "dflab.ops.manip_ops", "dflab.ops.math_ops",
+               "dflab.ops.reduction_ops", "dflab.ops.sequence_ops", "dflab.ops.slicing_ops"}):
+        "op families whose builders and gradients use each other (math_ops and array_ops also "
+        "re-export the modules split out of them)",
+}
+
+
+def _import_cycles() -> list[frozenset]:
+    """Strongly connected components (of more than one module) of dflab's import graph."""
+    graph: dict[str, set] = {}
+    for imp in ALL_IMPORTS:
+        if imp.target != imp.module:
+            graph.setdefault(imp.module, set()).add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v):  # Tarjan's algorithm; the package's import graph is shallow enough to recurse
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_crosses_packages_and_only_known_ones_remain():
+    cycles = _import_cycles()
+    for cycle in cycles:
+        layers = {_layer(m) for m in cycle}
+        assert len(layers) == 1, f"an import cycle crosses layers {sorted(layers)}: {sorted(cycle)}"
+    unknown = [sorted(c) for c in cycles if c not in KNOWN_CYCLES]
+    assert not unknown, f"new import cycles: {unknown}"
+    gone = [sorted(c) for c in KNOWN_CYCLES if c not in cycles]
+    assert not gone, f"known cycles that changed or are gone (update KNOWN_CYCLES): {gone}"
+
+
+def test_cycle_finder_finds_a_cycle():
+    # The finder itself: a two-module cycle among made-up imports is reported.
+    saved = list(ALL_IMPORTS)
+    try:
+        ALL_IMPORTS.append(Import("dflab.runtime.a", "dflab.runtime.b", "", 1))
+        ALL_IMPORTS.append(Import("dflab.runtime.b", "dflab.runtime.a", "f", 2))
+        assert frozenset({"dflab.runtime.a", "dflab.runtime.b"}) in _import_cycles()
+    finally:
+        ALL_IMPORTS[:] = saved

@@ -14,43 +14,43 @@ from dflab.kernels.registry import kernel, register_kernel
 from dflab.ops.array_ops import strided_slice_spec
 
 
-def _bad(op, message):
-    return errors.InvalidArgumentError(None, op, message)
+def _bad(node, message):
+    return errors.InvalidArgumentError(None, node, message)
 
 
 def _ints(v):
     return [int(e) for e in np.ravel(v)]
 
 
-def _axis(op, axis, ndim, what="axis"):
+def _axis(node, axis, ndim, what="axis"):
     a = int(np.ravel(axis)[0]) if np.ndim(axis) else int(axis)
     if not -ndim <= a < ndim:
-        raise _bad(op, f"Expected {what} in the range [{-ndim}, {ndim}), but got {a}")
+        raise _bad(node, f"Expected {what} in the range [{-ndim}, {ndim}), but got {a}")
     return a % ndim
 
 
-def _check_indices(op, idx, limit, what="indices"):
+def _check_indices(node, idx, limit, what="indices"):
     bad = (idx < 0) | (idx >= limit)
     if bad.any():
         pos = tuple(int(p) for p in np.argwhere(bad)[0])
-        raise _bad(op, f"{what}[{','.join(map(str, pos))}] = {int(idx[pos])} is not in "
+        raise _bad(node, f"{what}[{','.join(map(str, pos))}] = {int(idx[pos])} is not in "
                        f"[0, {limit})")
 
 
 # --- sources and identities -------------------------------------------------------------------
 @kernel("Const")
-def _const(op, ctx):
-    value = op._attrs["value"]
+def _const(node, ctx):
+    value = node.attr["value"]
     return lambda: value
 
 
 @kernel("Placeholder")
-def _placeholder(op, ctx):
-    dt, shape = op._attrs["dtype"], op._attrs["shape"]
+def _placeholder(node, ctx):
+    dt, shape = node.attr["dtype"], node.attr["shape"]
 
     def must_feed():
         raise errors.InvalidArgumentError(
-            None, op, f"You must feed a value for placeholder tensor '{op.name}' with dtype "
+            None, node, f"You must feed a value for placeholder tensor '{node.name}' with dtype "
             f"{dt.name}" + (f" and shape {shape.as_list()}" if shape.ndims is not None else "")
         )
 
@@ -69,8 +69,8 @@ _read_ref.accepts_refs = True
 
 
 @kernel("Identity")
-def _identity_k(op, ctx):
-    return _read_ref if op.inputs[0].dtype.is_ref_dtype else _identity
+def _identity_k(node, ctx):
+    return _read_ref if node.input_types[0].is_ref_dtype else _identity
 
 
 register_kernel("PlaceholderWithDefault", fn=_identity)
@@ -86,20 +86,20 @@ register_kernel("NoOp", fn=_no_op)
 
 # --- shapes -----------------------------------------------------------------------------------
 @kernel("Shape")
-def _shape(op, ctx):
-    dt = op._attrs["out_type"]._np
+def _shape(node, ctx):
+    dt = node.attr["out_type"]._np
     return lambda x: np.array(np.shape(x), dtype=dt)
 
 
 @kernel("ShapeN")
-def _shape_n(op, ctx):
-    dt = op._attrs["out_type"]._np
+def _shape_n(node, ctx):
+    dt = node.attr["out_type"]._np
     return lambda *xs: tuple(np.array(np.shape(x), dtype=dt) for x in xs)
 
 
 @kernel("Size")
-def _size(op, ctx):
-    dt = op._attrs["out_type"]._np
+def _size(node, ctx):
+    dt = node.attr["out_type"]._np
     return lambda x: np.array(np.size(x), dtype=dt)
 
 
@@ -111,21 +111,21 @@ register_kernel("Rank", fn=_rank)
 
 
 @kernel("Reshape")
-def _reshape(op, ctx):
+def _reshape(node, ctx):
     def reshape(x, shape):
         x = np.asarray(x)
         target = _ints(shape)
         if target.count(-1) > 1:
-            raise _bad(op, f"only one input size may be -1, not both: {target}")
+            raise _bad(node, f"only one input size may be -1, not both: {target}")
         if any(d < -1 for d in target):
-            raise _bad(op, f"Size of a reshape target dimension must be >= -1, got {target}")
+            raise _bad(node, f"Size of a reshape target dimension must be >= -1, got {target}")
         known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
         if -1 in target:
             if known == 0 or x.size % known:
-                raise _bad(op, f"Input to reshape is a tensor with {x.size} values, but the "
+                raise _bad(node, f"Input to reshape is a tensor with {x.size} values, but the "
                                f"requested shape requires a multiple of {known}")
         elif known != x.size:
-            raise _bad(op, f"Input to reshape is a tensor with {x.size} values, but the "
+            raise _bad(node, f"Input to reshape is a tensor with {x.size} values, but the "
                            f"requested shape has {known}")
         return x.reshape(target)
 
@@ -133,29 +133,29 @@ def _reshape(op, ctx):
 
 
 @kernel("ExpandDims")
-def _expand_dims(op, ctx):
+def _expand_dims(node, ctx):
     def expand_dims(x, dim):
         x = np.asarray(x)
         a = int(np.ravel(dim)[0])
         if not -x.ndim - 1 <= a <= x.ndim:
-            raise _bad(op, f"Tried to expand dim index {a} for tensor with {x.ndim} dimensions.")
+            raise _bad(node, f"Tried to expand dim index {a} for tensor with {x.ndim} dimensions.")
         return np.expand_dims(x, a if a >= 0 else a + x.ndim + 1)
 
     return expand_dims
 
 
 @kernel("Squeeze")
-def _squeeze(op, ctx):
-    axes = op._attrs["squeeze_dims"]
+def _squeeze(node, ctx):
+    axes = node.attr["squeeze_dims"]
 
     def squeeze(x):
         x = np.asarray(x)
         if not axes:
             return np.squeeze(x)
-        norm = tuple(sorted({_axis(op, a, x.ndim) for a in axes}))
+        norm = tuple(sorted({_axis(node, a, x.ndim) for a in axes}))
         for a in norm:
             if x.shape[a] != 1:
-                raise _bad(op, f"Can not squeeze dim[{a}], expected a dimension of 1, got "
+                raise _bad(node, f"Can not squeeze dim[{a}], expected a dimension of 1, got "
                                f"{x.shape[a]}")
         return np.squeeze(x, axis=norm)
 
@@ -168,11 +168,11 @@ register_kernel("OnesLike", fn=np.ones_like)
 
 
 @kernel("Fill")
-def _fill(op, ctx):
+def _fill(node, ctx):
     def fill(dims, value):
         dims = _ints(dims)
         if any(d < 0 for d in dims):
-            raise _bad(op, f"dims must be non-negative, got {dims}")
+            raise _bad(node, f"dims must be non-negative, got {dims}")
         return np.full(dims, value, dtype=np.asarray(value).dtype)
 
     return fill
@@ -180,67 +180,67 @@ def _fill(op, ctx):
 
 # --- stacking, transposing, concatenating, splitting ------------------------------------------
 @kernel("Pack")
-def _pack(op, ctx):
-    axis = op._attrs["axis"]
+def _pack(node, ctx):
+    axis = node.attr["axis"]
 
     def pack(*xs):
         shapes = {np.shape(x) for x in xs}
         if len(shapes) > 1:
-            raise _bad(op, f"Shapes of all inputs must match: {sorted(shapes)}")
+            raise _bad(node, f"Shapes of all inputs must match: {sorted(shapes)}")
         return np.stack(xs, axis=axis)
 
     return pack
 
 
 @kernel("Unpack")
-def _unpack(op, ctx):
-    axis, num = op._attrs["axis"], op._attrs["num"]
+def _unpack(node, ctx):
+    axis, num = node.attr["axis"], node.attr["num"]
 
     def unpack(x):
         x = np.asarray(x)
         if x.shape[axis] != num:
-            raise _bad(op, f"Input has {x.shape[axis]} slices along axis {axis}, expected {num}")
+            raise _bad(node, f"Input has {x.shape[axis]} slices along axis {axis}, expected {num}")
         return tuple(np.moveaxis(x, axis, 0))
 
     return unpack
 
 
-def _check_perm(op, perm, ndim):
+def _check_perm(node, perm, ndim):
     if len(perm) != ndim:
-        raise _bad(op, f"transpose expects a vector of size {ndim}. But input(1) is a vector "
+        raise _bad(node, f"transpose expects a vector of size {ndim}. But input(1) is a vector "
                        f"of size {len(perm)}")
     if sorted(perm) != list(range(ndim)):
-        raise _bad(op, f"{perm} is not a valid permutation of {ndim} dimensions")
+        raise _bad(node, f"{perm} is not a valid permutation of {ndim} dimensions")
 
 
 @kernel("Transpose")
-def _transpose(op, ctx):
+def _transpose(node, ctx):
     def transpose(x, perm):
         x = np.asarray(x)
         perm = _ints(perm)
-        _check_perm(op, perm, x.ndim)
+        _check_perm(node, perm, x.ndim)
         return np.transpose(x, perm)
 
     return transpose
 
 
 @kernel("ConjugateTranspose")
-def _conjugate_transpose(op, ctx):
+def _conjugate_transpose(node, ctx):
     def conjugate_transpose(x, perm):
         x = np.asarray(x)
         perm = _ints(perm)
-        _check_perm(op, perm, x.ndim)
+        _check_perm(node, perm, x.ndim)
         return np.conj(np.transpose(x, perm))
 
     return conjugate_transpose
 
 
 @kernel("InvertPermutation")
-def _invert_permutation(op, ctx):
+def _invert_permutation(node, ctx):
     def invert_permutation(p):
         p = np.asarray(p)
         if p.ndim != 1 or not np.array_equal(np.sort(p), np.arange(p.size)):
-            raise _bad(op, f"{p.tolist()} is not a permutation of 0..{p.size - 1}")
+            raise _bad(node, f"{p.tolist()} is not a permutation of 0..{p.size - 1}")
         inv = np.empty_like(p)
         inv[p] = np.arange(p.size, dtype=p.dtype)
         return inv
@@ -249,17 +249,17 @@ def _invert_permutation(op, ctx):
 
 
 @kernel("ConcatV2")
-def _concat(op, ctx):
+def _concat(node, ctx):
     def concat(*args):
         xs = [np.asarray(x) for x in args[:-1]]
         ndim = xs[0].ndim
         if ndim == 0:
-            raise _bad(op, "Can't concatenate scalars (use tf.stack instead)")
-        a = _axis(op, args[-1], ndim, "concat axis")
+            raise _bad(node, "Can't concatenate scalars (use tf.stack instead)")
+        a = _axis(node, args[-1], ndim, "concat axis")
         for k, x in enumerate(xs[1:], 1):
             if x.ndim != ndim or x.shape[:a] + x.shape[a + 1:] != \
                     xs[0].shape[:a] + xs[0].shape[a + 1:]:
-                raise _bad(op, f"ConcatOp : Dimensions of inputs should match: shape[0] = "
+                raise _bad(node, f"ConcatOp : Dimensions of inputs should match: shape[0] = "
                                f"{list(xs[0].shape)} vs. shape[{k}] = {list(x.shape)}")
         return np.concatenate(xs, axis=a)
 
@@ -267,14 +267,14 @@ def _concat(op, ctx):
 
 
 @kernel("Split")
-def _split(op, ctx):
-    n = op._attrs["num_split"]
+def _split(node, ctx):
+    n = node.attr["num_split"]
 
     def split(axis, x):
         x = np.asarray(x)
-        a = _axis(op, axis, x.ndim, "split axis")
+        a = _axis(node, axis, x.ndim, "split axis")
         if x.shape[a] % n:
-            raise _bad(op, f"Number of ways to split should evenly divide the split dimension, "
+            raise _bad(node, f"Number of ways to split should evenly divide the split dimension, "
                            f"but got split_dim {a} (size = {x.shape[a]}) and num_split {n}")
         return tuple(np.split(x, n, axis=a))
 
@@ -282,21 +282,21 @@ def _split(op, ctx):
 
 
 @kernel("SplitV")
-def _split_v(op, ctx):
-    n = op._attrs["num_split"]
+def _split_v(node, ctx):
+    n = node.attr["num_split"]
 
     def split_v(x, size_splits, axis):
         x = np.asarray(x)
-        a = _axis(op, axis, x.ndim, "split axis")
+        a = _axis(node, axis, x.ndim, "split axis")
         sizes = _ints(size_splits)
         d = x.shape[a]
         if len(sizes) != n or sizes.count(-1) > 1 or any(s < -1 for s in sizes):
-            raise _bad(op, f"invalid size_splits {sizes} for {n} outputs")
+            raise _bad(node, f"invalid size_splits {sizes} for {n} outputs")
         if -1 in sizes:
             rest = d - sum(s for s in sizes if s != -1)
             sizes = [rest if s == -1 else s for s in sizes]
         if sum(sizes) != d or any(s < 0 for s in sizes):
-            raise _bad(op, f"Determined shape must either match input shape along split_dim "
+            raise _bad(node, f"Determined shape must either match input shape along split_dim "
                            f"exactly if fully specified, or be less than the size of the input "
                            f"along split_dim if not fully specified.  Got: {sum(sizes)} vs. {d}")
         return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=a))
@@ -306,37 +306,37 @@ def _split_v(op, ctx):
 
 # --- slicing ----------------------------------------------------------------------------------
 @kernel("Slice")
-def _slice(op, ctx):
+def _slice(node, ctx):
     def slice_(x, begin, size):
         x = np.asarray(x)
         begin, size = _ints(begin), _ints(size)
         if len(begin) != x.ndim or len(size) != x.ndim:
-            raise _bad(op, f"Expected begin and size arguments to be 1-D tensors of size "
+            raise _bad(node, f"Expected begin and size arguments to be 1-D tensors of size "
                            f"{x.ndim}, but got shapes {len(begin)} and {len(size)} instead.")
         index = []
         for i, (d, b, s) in enumerate(zip(x.shape, begin, size)):
             if s == -1:
                 s = d - b
             if not 0 <= b <= d:
-                raise _bad(op, f"Expected begin[{i}] in [0, {d}], but got {b}")
+                raise _bad(node, f"Expected begin[{i}] in [0, {d}], but got {b}")
             if not 0 <= s <= d - b:
-                raise _bad(op, f"Expected size[{i}] in [0, {d - b}], but got {s}")
+                raise _bad(node, f"Expected size[{i}] in [0, {d - b}], but got {s}")
             index.append(slice(b, b + s))
         return x[tuple(index)]
 
     return slice_
 
 
-def _numpy_index(op, shape, begin, end, strides):
+def _numpy_index(node, shape, begin, end, strides):
     """The NumPy basic index that a StridedSlice's vectors and masks describe."""
     try:
-        items = strided_slice_spec(op._attrs, _ints(begin), _ints(end), _ints(strides))
+        items = strided_slice_spec(node.attr, _ints(begin), _ints(end), _ints(strides))
     except ValueError as e:
-        raise _bad(op, str(e)) from None
+        raise _bad(node, str(e)) from None
     ndim = len(shape)
     n_ellipsis = ndim - sum(1 for it in items if it[0] in ("index", "slice"))
     if n_ellipsis < 0:
-        raise _bad(op, f"Index out of range using input dim {ndim}; input has only {ndim} dims")
+        raise _bad(node, f"Index out of range using input dim {ndim}; input has only {ndim} dims")
     index, k = [], 0
     for it in items:
         if it[0] == "ellipsis":
@@ -347,7 +347,7 @@ def _numpy_index(op, shape, begin, end, strides):
         elif it[0] == "index":
             b, d = it[1], shape[k]
             if not -d <= b < d:
-                raise _bad(op, f"slice index {b} of dimension {k} out of bounds.")
+                raise _bad(node, f"slice index {b} of dimension {k} out of bounds.")
             index.append(b)
             k += 1
         else:
@@ -357,23 +357,23 @@ def _numpy_index(op, shape, begin, end, strides):
 
 
 @kernel("StridedSlice")
-def _strided_slice(op, ctx):
+def _strided_slice(node, ctx):
     def strided_slice(x, begin, end, strides):
         x = np.asarray(x)
-        return x[_numpy_index(op, x.shape, begin, end, strides)]
+        return x[_numpy_index(node, x.shape, begin, end, strides)]
 
     return strided_slice
 
 
 @kernel("StridedSliceGrad")
-def _strided_slice_grad(op, ctx):
+def _strided_slice_grad(node, ctx):
     def strided_slice_grad(shape, begin, end, strides, dy):
         shape = tuple(_ints(shape))
         dy = np.asarray(dy)
-        index = _numpy_index(op, shape, begin, end, strides)
+        index = _numpy_index(node, shape, begin, end, strides)
         out = np.zeros(shape, dtype=dy.dtype)
         if out[index].shape != dy.shape:
-            raise _bad(op, f"dy has shape {list(dy.shape)}, but the slice of a tensor of shape "
+            raise _bad(node, f"dy has shape {list(dy.shape)}, but the slice of a tensor of shape "
                            f"{list(shape)} has shape {list(out[index].shape)}")
         out[index] = dy  # `out` is this kernel's own fresh array
         return out
@@ -383,62 +383,62 @@ def _strided_slice_grad(op, ctx):
 
 # --- gathering and scattering -----------------------------------------------------------------
 @kernel("GatherV2")
-def _gather(op, ctx):
+def _gather(node, ctx):
     def gather(params, indices, axis):
         params, idx = np.asarray(params), np.asarray(indices)
         if params.ndim == 0:
-            raise _bad(op, "params must be at least 1 dimensional")
-        a = _axis(op, axis, params.ndim)
-        _check_indices(op, idx, params.shape[a])
+            raise _bad(node, "params must be at least 1 dimensional")
+        a = _axis(node, axis, params.ndim)
+        _check_indices(node, idx, params.shape[a])
         return np.take(params, idx, axis=a)
 
     return gather
 
 
-def _check_nd_indices(op, idx, shape):
+def _check_nd_indices(node, idx, shape):
     k = idx.shape[-1]
     bad = ((idx < 0) | (idx >= np.asarray(shape[:k], dtype=np.int64))).any(axis=-1)
     if bad.any():
         pos = tuple(int(p) for p in np.argwhere(bad)[0])
-        raise _bad(op, f"indices[{','.join(map(str, pos))}] = {idx[pos].tolist()} does not "
+        raise _bad(node, f"indices[{','.join(map(str, pos))}] = {idx[pos].tolist()} does not "
                        f"index into param shape {list(shape)}")
 
 
 @kernel("GatherNd")
-def _gather_nd(op, ctx):
+def _gather_nd(node, ctx):
     def gather_nd(params, indices):
         params, idx = np.asarray(params), np.asarray(indices)
         if idx.ndim == 0:
-            raise _bad(op, "indices must be at least a vector")
+            raise _bad(node, "indices must be at least a vector")
         k = idx.shape[-1]
         if k > params.ndim:
-            raise _bad(op, f"index innermost dimension length must be <= params rank; saw: "
+            raise _bad(node, f"index innermost dimension length must be <= params rank; saw: "
                            f"{k} vs. {params.ndim}")
         if k == 0:  # every index picks the whole of params
             return np.array(np.broadcast_to(params, idx.shape[:-1] + params.shape))
-        _check_nd_indices(op, idx, params.shape)
+        _check_nd_indices(node, idx, params.shape)
         return params[tuple(np.moveaxis(idx, -1, 0))]
 
     return gather_nd
 
 
 @kernel("ScatterNd")
-def _scatter_nd(op, ctx):
+def _scatter_nd(node, ctx):
     def scatter_nd(indices, updates, shape):
         idx, updates = np.asarray(indices), np.asarray(updates)
         shape = tuple(_ints(shape))
         if any(d < 0 for d in shape):
-            raise _bad(op, f"shape must be non-negative, got {list(shape)}")
+            raise _bad(node, f"shape must be non-negative, got {list(shape)}")
         if idx.ndim == 0:
-            raise _bad(op, "indices must be at least a vector")
+            raise _bad(node, "indices must be at least a vector")
         k = idx.shape[-1]
         if k > len(shape):
-            raise _bad(op, f"The inner {k} dimensions of indices exceed the rank {len(shape)} "
+            raise _bad(node, f"The inner {k} dimensions of indices exceed the rank {len(shape)} "
                            f"of shape")
         want = idx.shape[:-1] + shape[k:]
         if updates.shape != want:
-            raise _bad(op, f"updates has shape {list(updates.shape)}, expected {list(want)}")
-        _check_nd_indices(op, idx, shape)
+            raise _bad(node, f"updates has shape {list(updates.shape)}, expected {list(want)}")
+        _check_nd_indices(node, idx, shape)
         out = np.zeros(shape, dtype=updates.dtype)
         if k == 0:
             out += updates.reshape((-1,) + shape).sum(axis=0, dtype=updates.dtype)
@@ -451,76 +451,76 @@ def _scatter_nd(op, ctx):
 
 # --- tiling, broadcasting, reversing, padding -------------------------------------------------
 @kernel("Tile")
-def _tile(op, ctx):
+def _tile(node, ctx):
     def tile(x, multiples):
         x = np.asarray(x)
         m = _ints(multiples)
         if len(m) != x.ndim:
-            raise _bad(op, f"Expected multiples argument to be a vector of length {x.ndim} but "
+            raise _bad(node, f"Expected multiples argument to be a vector of length {x.ndim} but "
                            f"got length {len(m)}")
         if any(v < 0 for v in m):
-            raise _bad(op, f"Expected multiples to be non-negative, got {m}")
+            raise _bad(node, f"Expected multiples to be non-negative, got {m}")
         return np.tile(x, m) if x.ndim else x.copy()
 
     return tile
 
 
 @kernel("BroadcastTo")
-def _broadcast_to(op, ctx):
+def _broadcast_to(node, ctx):
     def broadcast_to(x, shape):
         target = tuple(_ints(shape))
         try:
             # A copy: a zero-stride view would surprise whoever fetches the result.
             return np.array(np.broadcast_to(x, target))
         except ValueError:
-            raise _bad(op, f"Incompatible shapes: {list(np.shape(x))} vs. "
+            raise _bad(node, f"Incompatible shapes: {list(np.shape(x))} vs. "
                            f"{list(target)}") from None
 
     return broadcast_to
 
 
 @kernel("ReverseV2")
-def _reverse(op, ctx):
+def _reverse(node, ctx):
     def reverse(x, axis):
         x = np.asarray(x)
-        axes = [_axis(op, a, x.ndim) for a in _ints(axis)]
+        axes = [_axis(node, a, x.ndim) for a in _ints(axis)]
         if len(set(axes)) != len(axes):
-            raise _bad(op, f"axis {_ints(axis)} specifies the same dimension more than once")
+            raise _bad(node, f"axis {_ints(axis)} specifies the same dimension more than once")
         return np.flip(x, axis=tuple(axes)) if axes else x
 
     return reverse
 
 
-def _paddings(op, x, paddings, limit_offset=None):
+def _paddings(node, x, paddings, limit_offset=None):
     p = np.asarray(paddings)
     if p.shape != (x.ndim, 2):
-        raise _bad(op, f"paddings must be a matrix with 2 columns and {x.ndim} rows: "
+        raise _bad(node, f"paddings must be a matrix with 2 columns and {x.ndim} rows: "
                        f"{list(p.shape)}")
     if (p < 0).any():
-        raise _bad(op, f"Paddings must be non-negative: {p.tolist()}")
+        raise _bad(node, f"Paddings must be non-negative: {p.tolist()}")
     if limit_offset is not None:
         for i, (a, b) in enumerate(p.tolist()):
             limit = x.shape[i] - limit_offset
             if a > limit or b > limit:
-                raise _bad(op, f"paddings must be no greater than the dimension size: {a}, {b} "
+                raise _bad(node, f"paddings must be no greater than the dimension size: {a}, {b} "
                                f"greater than {limit} for dimension {i}")
     return [(int(a), int(b)) for a, b in p.tolist()]
 
 
 @kernel("Pad")
-def _pad(op, ctx):
+def _pad(node, ctx):
     def pad(x, paddings):
         x = np.asarray(x)
-        return np.pad(x, _paddings(op, x, paddings), mode="constant")
+        return np.pad(x, _paddings(node, x, paddings), mode="constant")
 
     return pad
 
 
 @kernel("PadV2")
-def _pad_v2(op, ctx):
+def _pad_v2(node, ctx):
     def pad_v2(x, paddings, constant_values):
         x = np.asarray(x)
-        return np.pad(x, _paddings(op, x, paddings), mode="constant",
+        return np.pad(x, _paddings(node, x, paddings), mode="constant",
                       constant_values=np.asarray(constant_values).item())
 
     return pad_v2
@@ -530,13 +530,13 @@ _MIRROR_OFFSET = {"REFLECT": 1, "SYMMETRIC": 0}  # REFLECT does not repeat the e
 
 
 @kernel("MirrorPad")
-def _mirror_pad(op, ctx):
-    mode = op._attrs["mode"]
+def _mirror_pad(node, ctx):
+    mode = node.attr["mode"]
     offset = _MIRROR_OFFSET[mode]
 
     def mirror_pad(x, paddings):
         x = np.asarray(x)
-        return np.pad(x, _paddings(op, x, paddings, offset), mode=mode.lower())
+        return np.pad(x, _paddings(node, x, paddings, offset), mode=mode.lower())
 
     return mirror_pad
 
@@ -549,20 +549,20 @@ def _mirror_sources(n, before, after, offset):
 
 
 @kernel("MirrorPadGrad")
-def _mirror_pad_grad(op, ctx):
-    offset = _MIRROR_OFFSET[op._attrs["mode"]]
+def _mirror_pad_grad(node, ctx):
+    offset = _MIRROR_OFFSET[node.attr["mode"]]
 
     def mirror_pad_grad(grad, paddings):
         out = np.asarray(grad)
         p = np.asarray(paddings)
         if p.shape != (out.ndim, 2) or (p < 0).any():
-            raise _bad(op, f"invalid paddings {p.tolist()} for a gradient of rank {out.ndim}")
+            raise _bad(node, f"invalid paddings {p.tolist()} for a gradient of rank {out.ndim}")
         for ax, (a, b) in enumerate(p.tolist()):
             if a == 0 and b == 0:
                 continue
             n = out.shape[ax] - a - b
             if n < 0 or max(a, b) > n - offset:
-                raise _bad(op, f"paddings {a}, {b} too large for dimension {ax} of size {n}")
+                raise _bad(node, f"paddings {a}, {b} too large for dimension {ax} of size {n}")
             moved = np.moveaxis(out, ax, 0)
             acc = np.zeros((n,) + moved.shape[1:], dtype=moved.dtype)
             np.add.at(acc, _mirror_sources(n, a, b, offset), moved)  # fold the mirrored parts
@@ -574,15 +574,15 @@ def _mirror_pad_grad(op, ctx):
 
 # --- one-hot, selection, masks ----------------------------------------------------------------
 @kernel("OneHot")
-def _one_hot(op, ctx):
-    axis = op._attrs["axis"]
-    dt = op.outputs[0].dtype._np
+def _one_hot(node, ctx):
+    axis = node.attr["axis"]
+    dt = node.output_types[0]._np
 
     def one_hot(indices, depth, on_value, off_value):
         idx = np.asarray(indices)
         depth = int(depth)
         if depth < 0:
-            raise _bad(op, f"depth must be non-negative, got: {depth}")
+            raise _bad(node, f"depth must be non-negative, got: {depth}")
         hot = idx[..., None] == np.arange(depth)
         out = np.where(hot, np.asarray(on_value, dtype=dt), np.asarray(off_value, dtype=dt))
         return out if axis == -1 else np.moveaxis(out, -1, axis)
@@ -591,11 +591,11 @@ def _one_hot(op, ctx):
 
 
 @kernel("Select")
-def _select(op, ctx):
+def _select(node, ctx):
     def select(cond, x, y):
         cond, x, y = np.asarray(cond), np.asarray(x), np.asarray(y)
         if x.shape != y.shape:
-            raise _bad(op, f"'then' and 'else' must have the same size.  but received: "
+            raise _bad(node, f"'then' and 'else' must have the same size.  but received: "
                            f"{list(x.shape)} vs. {list(y.shape)}")
         if cond.ndim == 0:
             return x if cond else y
@@ -603,19 +603,19 @@ def _select(op, ctx):
             return np.where(cond, x, y)
         if cond.ndim == 1 and x.ndim > 1 and cond.shape[0] == x.shape[0]:
             return np.where(cond.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
-        raise _bad(op, f"condition must be a scalar, a vector of size x.shape[0], or have the "
+        raise _bad(node, f"condition must be a scalar, a vector of size x.shape[0], or have the "
                        f"shape of x: {list(cond.shape)} vs. {list(x.shape)}")
 
     return select
 
 
 @kernel("SelectV2")
-def _select_v2(op, ctx):
+def _select_v2(node, ctx):
     def select_v2(cond, x, y):
         try:
             return np.where(cond, x, y)
         except ValueError:
-            raise _bad(op, f"condition, x and y must be broadcastable: {list(np.shape(cond))}, "
+            raise _bad(node, f"condition, x and y must be broadcastable: {list(np.shape(cond))}, "
                            f"{list(np.shape(x))}, {list(np.shape(y))}") from None
 
     return select_v2
@@ -629,8 +629,8 @@ register_kernel("Where", fn=_where)
 
 
 @kernel("SequenceMask")
-def _sequence_mask(op, ctx):
-    dt = op._attrs["dtype"]._np
+def _sequence_mask(node, ctx):
+    dt = node.attr["dtype"]._np
 
     def sequence_mask(lengths, maxlen=None):
         lengths = np.asarray(lengths)
@@ -639,15 +639,15 @@ def _sequence_mask(op, ctx):
         else:
             m = int(maxlen)
         if m < 0:
-            raise _bad(op, f"maxlen must be non-negative, got {m}")
+            raise _bad(node, f"maxlen must be non-negative, got {m}")
         return (np.arange(m) < lengths[..., None]).astype(dt)
 
     return sequence_mask
 
 
 @kernel("Unique")
-def _unique(op, ctx):
-    idx_dt = op._attrs["out_idx"]._np
+def _unique(node, ctx):
+    idx_dt = node.attr["out_idx"]._np
 
     def unique(x):
         x = np.asarray(x)

@@ -45,28 +45,28 @@ for _op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIte
     register_kernel(_op, _ALL_DEVICES, fn=_forward)
 
 
-def _predicate(op, pred) -> bool:
+def _predicate(node, pred) -> bool:
     p = np.asarray(pred)
     if p.shape != ():
         raise errors.InvalidArgumentError(
-            None, op, f"The predicate of {op.name} must be a scalar, got shape {p.shape}")
+            None, node, f"The predicate of {node.name} must be a scalar, got shape {p.shape}")
     return bool(p)
 
 
 @kernel("Switch", _ALL_DEVICES)
 @kernel("RefSwitch", _ALL_DEVICES)
-def _switch(op, ctx):
+def _switch(node, ctx):
     def switch(data, pred):
-        return (DEAD, data) if _predicate(op, pred) else (data, DEAD)
+        return (DEAD, data) if _predicate(node, pred) else (data, DEAD)
 
     switch.accepts_refs = True
     return switch
 
 
 @kernel("LoopCond", _ALL_DEVICES)
-def _loop_cond(op, ctx):
+def _loop_cond(node, ctx):
     def loop_cond(pred):
-        _predicate(op, pred)
+        _predicate(node, pred)
         return pred
 
     return loop_cond
@@ -81,13 +81,13 @@ register_kernel("RefMerge", _ALL_DEVICES, fn=_merge)
 
 
 @kernel("Assert")
-def _assert(op, ctx):
-    summarize = op._attrs.get("summarize", 3)
+def _assert(node, ctx):
+    summarize = node.attr.get("summarize", 3)
 
     def check(condition, *data):
         if not bool(np.asarray(condition)):
             shown = " ".join(f"[{summarize_flat(d, summarize)}]" for d in data)
-            raise errors.InvalidArgumentError(None, op, f"assertion failed: {shown}")
+            raise errors.InvalidArgumentError(None, node, f"assertion failed: {shown}")
 
     return check
 
@@ -108,8 +108,8 @@ class _Accumulator:
 
 
 @kernel("_LoopAccumulator")
-def _accumulator_kernel(op, ctx):
-    name = op._attrs.get("tensor_name", op.name)
+def _accumulator_kernel(node, ctx):
+    name = node.attr.get("tensor_name", node.name)
     return lambda: _Accumulator(name)
 
 
@@ -125,13 +125,13 @@ register_kernel("_LoopAccumulatorPush", fn=_push)
 
 
 @kernel("_LoopAccumulatorGet")
-def _get_kernel(op, ctx):
+def _get_kernel(node, ctx):
     def get(acc, *index):
         key = tuple(int(i) for i in index)
         try:
             return acc.values[key]
         except KeyError:
             raise errors.InternalError(
-                None, op, f"No forward value of {acc.name} saved for iteration {key}") from None
+                None, node, f"No forward value of {acc.name} saved for iteration {key}") from None
 
     return get

@@ -40,12 +40,12 @@ _POLL_SECONDS = 0.05
 class _Attempt:
     """One parked enqueue or dequeue: what it still needs, and how to report back."""
 
-    __slots__ = ("execution", "done", "elements", "n", "allow_smaller", "session", "held")
+    __slots__ = ("execution", "done", "elements", "n", "allow_smaller", "ctx", "held")
 
-    def __init__(self, execution, done, session, elements=None, n=0, allow_smaller=False):
+    def __init__(self, execution, done, ctx, elements=None, n=0, allow_smaller=False):
         self.execution = execution
         self.done = done
-        self.session = session
+        self.ctx = ctx
         self.elements = elements  # enqueue: deque of element tuples still to insert
         self.n = n  # dequeue: number of elements wanted (0: a single element, unbatched)
         self.allow_smaller = allow_smaller
@@ -56,7 +56,7 @@ class _Attempt:
     def abandoned(self) -> str | None:
         if self.execution is not None and self.execution.cancelled.is_set():
             return "the step was cancelled"
-        if self.session is not None and getattr(self.session, "_closed", False):
+        if self.ctx is not None and self.ctx.owner_closed:
             return "the session was closed"
         return None
 
@@ -100,19 +100,19 @@ class QueueState:
         return self._closed
 
     # --- public operations (called by the kernels) -------------------------------------------
-    def enqueue(self, elements: list, execution, done, session) -> None:
+    def enqueue(self, elements: list, execution, done, ctx) -> None:
         with self._lock:
             if self._closed:
                 err = errors.CancelledError(None, None, f"Queue '{self.name}' is closed.")
                 finished = [(done, None, err)]
             else:
-                self._enqueues.append(_Attempt(execution, done, session, deque(elements)))
+                self._enqueues.append(_Attempt(execution, done, ctx, deque(elements)))
                 finished = self._pump()
         self._finish(finished)
 
-    def dequeue(self, n: int, allow_smaller: bool, execution, done, session) -> None:
+    def dequeue(self, n: int, allow_smaller: bool, execution, done, ctx) -> None:
         with self._lock:
-            self._dequeues.append(_Attempt(execution, done, session, n=n,
+            self._dequeues.append(_Attempt(execution, done, ctx, n=n,
                                            allow_smaller=allow_smaller))
             finished = self._pump()
         self._finish(finished)
@@ -306,9 +306,9 @@ def _pad_stack(values: list, dtype) -> np.ndarray:
 
 # --- kernels ------------------------------------------------------------------------------------
 def _queue_factory(kind: str):
-    def factory(op, ctx):
-        a = op._attrs
-        key = a.get("shared_name") or op.name
+    def factory(node, ctx):
+        a = node.attr
+        key = a.get("shared_name") or node.name
         seed = None
         if kind == "random_shuffle" and (a.get("seed") or a.get("seed2")):
             seed = [int(a.get("seed") or 0), int(a.get("seed2") or 0)]
@@ -358,11 +358,10 @@ def _elements(q: QueueState, components, batched: bool) -> list:
 
 
 def _enqueue_factory(batched: bool):
-    def factory(op, ctx):
-        session = ctx.session
+    def factory(node, ctx):
 
         def enqueue(execution, done, queue, *components):
-            queue.enqueue(_elements(queue, components, batched), execution, done, session)
+            queue.enqueue(_elements(queue, components, batched), execution, done, ctx)
 
         return enqueue
 
@@ -381,18 +380,16 @@ def _check_n(n) -> int:
 
 
 @kernel("QueueDequeueV2", is_async=True)
-def _dequeue(op, ctx):
-    session = ctx.session
+def _dequeue(node, ctx):
 
     def dequeue(execution, done, queue):
-        queue.dequeue(0, False, execution, done, session)
+        queue.dequeue(0, False, execution, done, ctx)
 
     return dequeue
 
 
 def _dequeue_many_factory(allow_smaller: bool):
-    def factory(op, ctx):
-        session = ctx.session
+    def factory(node, ctx):
 
         def dequeue_many(execution, done, queue, n):
             k = _check_n(n)
@@ -400,7 +397,7 @@ def _dequeue_many_factory(allow_smaller: bool):
                 done(tuple(queue._batch([], c) for c in range(len(queue.dtypes)))
                      if len(queue.dtypes) > 1 else queue._batch([], 0))
                 return
-            queue.dequeue(k, allow_smaller, execution, done, session)
+            queue.dequeue(k, allow_smaller, execution, done, ctx)
 
         return dequeue_many
 
@@ -412,8 +409,8 @@ register_kernel("QueueDequeueUpToV2", factory=_dequeue_many_factory(True), is_as
 
 
 @kernel("QueueCloseV2")
-def _close(op, ctx):
-    cancel = bool(op._attrs.get("cancel_pending_enqueues", False))
+def _close(node, ctx):
+    cancel = bool(node.attr.get("cancel_pending_enqueues", False))
 
     def close(queue):
         queue.close(cancel)
@@ -422,10 +419,10 @@ def _close(op, ctx):
 
 
 @kernel("QueueSizeV2")
-def _size(op, ctx):
+def _size(node, ctx):
     return lambda queue: np.int32(queue.size())
 
 
 @kernel("QueueIsClosedV2")
-def _is_closed(op, ctx):
+def _is_closed(node, ctx):
     return lambda queue: np.bool_(queue.closed)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dflab.framework import errors
+from dflab.framework.dtypes import as_dtype, int32
+from dflab.framework.graph_io import NodeDef
 from dflab.kernels.registry import get_kernel_def, kernel, registered_fn
 
 
@@ -125,6 +127,23 @@ class FusedExpression:
         return (self.n_inputs, self.steps, self.dtype,
                 self.reduction[0] if self.reduction else None)
 
+    def to_attr(self) -> dict:
+        """This expression as plain attribute values (lists, strings, ints)."""
+        return {"n_inputs": self.n_inputs, "dtype": self.dtype,
+                "steps": [[op_type, list(args)] for op_type, args in self.steps],
+                "reduction": list(self.reduction) if self.reduction else None}
+
+    @classmethod
+    def from_attr(cls, data: dict) -> FusedExpression:
+        """The inverse of ``to_attr``; a malformed definition raises ``ValueError``."""
+        try:
+            red = data["reduction"]
+            return cls(int(data["n_inputs"]),
+                       tuple((str(t), tuple(int(a) for a in args)) for t, args in data["steps"]),
+                       str(data["dtype"]), (str(red[0]), bool(red[1])) if red else None)
+        except (KeyError, IndexError, TypeError) as e:
+            raise ValueError(f"malformed fused expression: {e!r}") from None
+
     def describe(self) -> str:
         """One line per step, as the graph views and traces show a fused node's body."""
         def ref(a):
@@ -138,10 +157,25 @@ class FusedExpression:
         return "; ".join(lines)
 
 
+def fused_members(attrs: dict) -> list[NodeDef]:
+    """The node defs of the ops a fused node replaced (name, type, creation site), from its
+    attributes: what its errors name where the user's graph is not at hand."""
+    names = attrs.get("fused_ops") or ()
+    sites = attrs.get("_fused_sites") or [""] * len(names)
+    return [NodeDef(n, t, site=s) for n, t, s in zip(names, attrs.get("fused_types", ()), sites)]
+
+
+def _reduction_def(member: NodeDef, expr: FusedExpression) -> NodeDef:
+    """The typed node def of a fused group's final reduction, for its own kernel."""
+    op_type, keep_dims = expr.reduction
+    return NodeDef(member.name, op_type, attr={"keep_dims": keep_dims}, site=member.site,
+                   input_types=(as_dtype(expr.dtype), int32))
+
+
 # --- NumPy evaluator --------------------------------------------------------------------------
 def _numpy_fn(op_type: str):
     spec = ELEMENTWISE[op_type]
-    return spec.ufunc if spec.ufunc is not None else registered_fn(op_type, "CPU")
+    return spec.ufunc if spec.ufunc is not None else registered_fn(op_type)
 
 
 def _last_uses(expr: FusedExpression) -> list[tuple]:
@@ -218,11 +252,12 @@ def numpy_evaluator(expr: FusedExpression, reduce=None):
 
 
 @kernel("_FusedElementwise")
-def _fused_cpu(op, ctx):
-    expr = op.expression
+def _fused_cpu(node, ctx):
+    expr = FusedExpression.from_attr(node.attr["_fused_expression"])
+    members = fused_members(node.attr)
     reduce = None
     if expr.reduction is not None:
-        red = op.fused_ops[-1]
+        red = _reduction_def(members[-1], expr)
         reduce = get_kernel_def(red, "CPU").factory(red, ctx)
     evaluate = numpy_evaluator(expr, reduce)
 
@@ -230,10 +265,9 @@ def _fused_cpu(op, ctx):
         try:
             return evaluate(*inputs)
         except FusedStepError as e:
-            member = op.fused_ops[e.step]
-            member = getattr(member, "original", None) or member
+            member = members[e.step]  # the runtime points this at the user's op
             raise errors.InvalidArgumentError(
-                None, member, f"{type(e.error).__name__}: {e.error} (in fused node {op.name})"
+                None, member, f"{type(e.error).__name__}: {e.error} (in fused node {node.name})"
             ) from None
 
     return fused
@@ -287,8 +321,8 @@ def cupy_kernel(expr: FusedExpression, cupy):
 
 
 @kernel("_FusedElementwise", device_types=("GPU",))
-def _fused_gpu(op, ctx):
-    expr = op.expression
+def _fused_gpu(node, ctx):
+    expr = FusedExpression.from_attr(node.attr["_fused_expression"])
     k = cupy_kernel(expr, ctx.xp)
     n = expr.n_inputs
     if expr.reduction is None:

@@ -478,7 +478,7 @@ def _check_slices(slices, op_type):
 
 
 @kernel("SaveV2")
-def _save_v2(op, ctx):
+def _save_v2(node, ctx):
     def save(prefix, tensor_names, shape_and_slices, *tensors):
         prefix = as_str(prefix)
         names = as_str_list(tensor_names)
@@ -494,9 +494,9 @@ def _save_v2(op, ctx):
 
 
 @kernel("RestoreV2")
-def _restore_v2(op, ctx):
-    dtypes = op._attrs["dtypes"]
-    shapes = op._attrs.get("shapes") or [None] * len(dtypes)
+def _restore_v2(node, ctx):
+    dtypes = node.attr["dtypes"]
+    shapes = node.attr.get("shapes") or [None] * len(dtypes)
 
     def restore(prefix, tensor_names, shape_and_slices):
         prefix = as_str(prefix)
@@ -528,8 +528,8 @@ def _restore_one(reader: CheckpointReader, name, dtype, shape):
 
 
 @kernel("MergeV2Checkpoints")
-def _merge_v2(op, ctx):
-    delete_old_dirs = op._attrs.get("delete_old_dirs", True)
+def _merge_v2(node, ctx):
+    delete_old_dirs = node.attr.get("delete_old_dirs", True)
 
     def merge(checkpoint_prefixes, destination_prefix):
         parts = as_str_list(checkpoint_prefixes)
@@ -560,7 +560,7 @@ def _remove_part(part: str, delete_dir: bool) -> None:
 
 
 @kernel("ShardedFilename")
-def _sharded_filename(op, ctx):
+def _sharded_filename(node, ctx):
     def sharded(basename, shard, num_shards):
         name = f"{as_str(basename)}-{int(shard):05d}-of-{int(num_shards):05d}"
         return np.array(name.encode(), dtype=object)
@@ -569,8 +569,8 @@ def _sharded_filename(op, ctx):
 
 
 @kernel("StringJoin")
-def _string_join(op, ctx):
-    sep = op._attrs.get("separator", "")
+def _string_join(node, ctx):
+    sep = node.attr.get("separator", "")
 
     def join(*inputs):
         arrays = np.broadcast_arrays(*[np.asarray(x, dtype=object) for x in inputs])

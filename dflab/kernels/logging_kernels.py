@@ -63,10 +63,10 @@ def _first_n(first_n: int):
 
 
 @kernel("Print")
-def _print(op, ctx):
-    message = op._attrs.get("message", "")
-    summarize = op._attrs.get("summarize", 3)
-    due = _first_n(op._attrs.get("first_n", -1))
+def _print(node, ctx):
+    message = node.attr.get("message", "")
+    summarize = node.attr.get("summarize", 3)
+    due = _first_n(node.attr.get("first_n", -1))
 
     def print_and_pass(x, *data):
         if due():
@@ -78,11 +78,11 @@ def _print(op, ctx):
 
 
 @kernel("PrintV2")
-def _print_v2(op, ctx):
-    parts = op._attrs["parts"]  # literal text, or None where the next input goes
-    stream = op._attrs.get("output_stream", "stderr")
-    sep, end = op._attrs.get("sep", " "), op._attrs.get("end", "\n")
-    summarize = op._attrs.get("summarize", 3)
+def _print_v2(node, ctx):
+    parts = node.attr["parts"]  # literal text, or None where the next input goes
+    stream = node.attr.get("output_stream", "stderr")
+    sep, end = node.attr.get("sep", " "), node.attr.get("end", "\n")
+    summarize = node.attr.get("summarize", 3)
 
     def print_values(*inputs):
         values = iter(inputs)

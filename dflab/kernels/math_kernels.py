@@ -40,8 +40,8 @@ def _check_int_divisor(y):
 
 
 @kernel("FloorDiv")
-def _floordiv(op, ctx):
-    if op.inputs[0].dtype.is_integer:
+def _floordiv(node, ctx):
+    if node.input_types[0].is_integer:
         def int_floordiv(x, y):
             _check_int_divisor(y)
             return np.floor_divide(x, y)
@@ -51,8 +51,8 @@ def _floordiv(op, ctx):
 
 
 @kernel("FloorMod")
-def _floormod(op, ctx):
-    if op.inputs[0].dtype.is_integer:
+def _floormod(node, ctx):
+    if node.input_types[0].is_integer:
         def int_floormod(x, y):
             _check_int_divisor(y)
             return np.mod(x, y)
@@ -113,23 +113,23 @@ register_kernel("AddN", fn=_add_n)
 
 
 @kernel("Cast")
-def _cast(op, ctx):
-    dt = op._attrs["DstT"]._np
+def _cast(node, ctx):
+    dt = node.attr["DstT"]._np
     return lambda x: np.asarray(x).astype(dt)
 
 
 # --- matmul ---------------------------------------------------------------------------------------
 @kernel("MatMul")
-def _matmul(op, ctx):
-    ta, tb = op._attrs["transpose_a"], op._attrs["transpose_b"]
+def _matmul(node, ctx):
+    ta, tb = node.attr["transpose_a"], node.attr["transpose_b"]
     if not ta and not tb:
         return np.matmul
     return lambda a, b: np.matmul(a.T if ta else a, b.T if tb else b)
 
 
 @kernel("BatchMatMulV2")
-def _batch_matmul(op, ctx):
-    ta, tb = op._attrs["adj_x"], op._attrs["adj_y"]
+def _batch_matmul(node, ctx):
+    ta, tb = node.attr["adj_x"], node.attr["adj_y"]
 
     def bmm(a, b):
         if ta:
@@ -142,9 +142,9 @@ def _batch_matmul(op, ctx):
 
 
 @kernel("Einsum")
-def _einsum(op, ctx):
-    eq = op._attrs["equation"]
-    many = len(op.inputs) > 1
+def _einsum(node, ctx):
+    eq = node.attr["equation"]
+    many = len(node.input_types) > 1
     return lambda *xs: np.asarray(np.einsum(eq, *xs, optimize=many))
 
 
@@ -176,9 +176,9 @@ def _norm_axes(axes, ndim):
 def _reduction(np_fn, keep_dtype, identity=None):
     """Factory for reductions; ``identity(dtype)`` gives the value of an empty reduction."""
 
-    def factory(op, ctx):
-        keep = op._attrs["keep_dims"]
-        dt = op.inputs[0].dtype._np
+    def factory(node, ctx):
+        keep = node.attr["keep_dims"]
+        dt = node.input_types[0]._np
         kwargs = {"dtype": dt} if keep_dtype else {}
         if identity is not None:
             kwargs["initial"] = identity(dt)
@@ -209,10 +209,10 @@ register_kernel("All", factory=_reduction(np.all, keep_dtype=False))
 
 
 @kernel("Mean")
-def _mean(op, ctx):
-    keep = op._attrs["keep_dims"]
-    dt = op.inputs[0].dtype._np
-    integer = op.inputs[0].dtype.is_integer
+def _mean(node, ctx):
+    keep = node.attr["keep_dims"]
+    dt = node.input_types[0]._np
+    integer = node.input_types[0].is_integer
 
     def mean(x, axes):
         ax = _norm_axes(axes, np.ndim(x))
@@ -239,8 +239,8 @@ register_kernel("ReducedShape", fn=_reduced_shape)
 
 
 def _arg_kernel(np_fn):
-    def factory(op, ctx):
-        out = op._attrs["output_type"]._np
+    def factory(node, ctx):
+        out = node.attr["output_type"]._np
 
         def arg(x, axis):
             a = int(axis)
@@ -262,8 +262,8 @@ register_kernel("ArgMin", factory=_arg_kernel(np.argmin))
 
 # --- scans ----------------------------------------------------------------------------------------
 def _scan_kernel(ufunc, identity):
-    def factory(op, ctx):
-        exclusive, reverse = op._attrs["exclusive"], op._attrs["reverse"]
+    def factory(node, ctx):
+        exclusive, reverse = node.attr["exclusive"], node.attr["reverse"]
 
         def scan(x, axis):
             a = int(axis)
@@ -291,8 +291,8 @@ register_kernel("Cumprod", factory=_scan_kernel(np.multiply, 1))
 
 # --- sequences ------------------------------------------------------------------------------------
 @kernel("Range")
-def _range(op, ctx):
-    dt = op.outputs[0].dtype._np
+def _range(node, ctx):
+    dt = node.output_types[0]._np
 
     def rng(start, limit, delta):
         start, limit, delta = (np.asarray(v, dtype=dt).reshape(()) for v in (start, limit, delta))
@@ -309,8 +309,8 @@ def _range(op, ctx):
 
 
 @kernel("LinSpace")
-def _linspace(op, ctx):
-    dt = op.inputs[0].dtype._np
+def _linspace(node, ctx):
+    dt = node.input_types[0]._np
 
     def linspace(start, stop, num):
         n = int(num)

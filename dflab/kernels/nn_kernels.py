@@ -92,14 +92,14 @@ for _t, _f in (("Relu", _relu), ("ReluGrad", _relu_grad), ("Relu6", _relu6),
 
 
 @kernel("LeakyRelu")
-def _leaky_relu(op, ctx):
-    alpha = op._attrs["alpha"]
+def _leaky_relu(node, ctx):
+    alpha = node.attr["alpha"]
     return lambda x: np.where(x > 0, x, x * _like(x, alpha))
 
 
 @kernel("LeakyReluGrad")
-def _leaky_relu_grad(op, ctx):
-    alpha = op._attrs["alpha"]
+def _leaky_relu_grad(node, ctx):
+    alpha = node.attr["alpha"]
     return lambda g, x: np.where(x > 0, g, g * _like(g, alpha))
 
 
@@ -110,8 +110,8 @@ def _log_softmax_np(x, axis):
 
 
 @kernel("Softmax")
-def _softmax(op, ctx):
-    axis = op._attrs["axis"]
+def _softmax(node, ctx):
+    axis = node.attr["axis"]
 
     def softmax(x):
         with np.errstate(all="ignore"):
@@ -122,19 +122,19 @@ def _softmax(op, ctx):
 
 
 @kernel("LogSoftmax")
-def _log_softmax(op, ctx):
-    axis = op._attrs["axis"]
+def _log_softmax(node, ctx):
+    axis = node.attr["axis"]
     return quiet(lambda x: _log_softmax_np(x, axis))
 
 
 @kernel("SoftmaxCrossEntropyWithLogits")
-def _xent(op, ctx):
-    axis = op._attrs["axis"]
+def _xent(node, ctx):
+    axis = node.attr["axis"]
 
     def xent(logits, labels):
         if np.shape(logits) != np.shape(labels):
             raise errors.InvalidArgumentError(
-                None, op, f"logits and labels must be same size: logits_size="
+                None, node, f"logits and labels must be same size: logits_size="
                 f"{list(np.shape(logits))} labels_size={list(np.shape(labels))}")
         with np.errstate(all="ignore"):
             log_p = _log_softmax_np(logits, axis)
@@ -147,19 +147,19 @@ def _xent(op, ctx):
 
 
 @kernel("SparseSoftmaxCrossEntropyWithLogits")
-def _sparse_xent(op, ctx):
+def _sparse_xent(node, ctx):
     def sparse_xent(logits, labels):
         logits, labels = np.asarray(logits), np.asarray(labels)
         k = logits.shape[-1] if logits.ndim else 0
         if labels.shape != logits.shape[:-1]:
             raise errors.InvalidArgumentError(
-                None, op, f"logits and labels must have the same first dimensions, got "
+                None, node, f"logits and labels must have the same first dimensions, got "
                 f"logits shape {list(logits.shape)} and labels shape {list(labels.shape)}")
         bad = (labels < 0) | (labels >= k)
         if bad.any():
             v = labels[bad].ravel()[0]
             raise errors.InvalidArgumentError(
-                None, op, f"Received a label value of {v} which is outside the valid range "
+                None, node, f"Received a label value of {v} which is outside the valid range "
                 f"of [0, {k}).  Label values: {' '.join(map(str, labels.ravel()))}")
         idx = labels[..., None].astype(np.intp)
         with np.errstate(all="ignore"):
@@ -178,14 +178,14 @@ def _bias_shape(rank, c_axis):
 
 
 @kernel("BiasAdd")
-def _bias_add(op, ctx):
-    fmt = op._attrs["data_format"]
+def _bias_add(node, ctx):
+    fmt = node.attr["data_format"]
 
     def bias_add(x, b):
         c = bias_channel_axis(np.ndim(x), fmt)
         if np.shape(x)[c] != np.shape(b)[0]:
             raise errors.InvalidArgumentError(
-                None, op, f"Must provide as many biases as the channel dimension of the "
+                None, node, f"Must provide as many biases as the channel dimension of the "
                 f"input tensor: {list(np.shape(b))} vs. {list(np.shape(x))}")
         return x + np.reshape(b, _bias_shape(np.ndim(x), c))
 
@@ -193,8 +193,8 @@ def _bias_add(op, ctx):
 
 
 @kernel("BiasAddGrad")
-def _bias_add_grad(op, ctx):
-    fmt = op._attrs["data_format"]
+def _bias_add_grad(node, ctx):
+    fmt = node.attr["data_format"]
 
     def bias_add_grad(g):
         c = bias_channel_axis(np.ndim(g), fmt)
@@ -258,18 +258,18 @@ def _nhwc_shape(shape, fmt):
     return tuple(s) if fmt == "NHWC" else (s[0], s[2], s[3], s[1])
 
 
-def _conv_params(op):
-    a = op._attrs
+def _conv_params(node):
+    a = node.attr
     fmt = a["data_format"]
     return fmt, _hw(a["strides"], fmt), _hw(a["dilations"], fmt), a["padding"]
 
 
-def _window(op, h, w, kh, kw):
-    fmt, (sh, sw), (dh, dw), padding = _conv_params(op)
+def _window(node, h, w, kh, kw):
+    fmt, (sh, sw), (dh, dw), padding = _conv_params(node)
     try:
         return _Window(h, w, kh, kw, sh, sw, dh, dw, padding)
     except ValueError as e:
-        raise errors.InvalidArgumentError(None, op, str(e)) from None
+        raise errors.InvalidArgumentError(None, node, str(e)) from None
 
 
 def _patch_matrix(win, x):
@@ -282,27 +282,27 @@ def _patch_matrix(win, x):
     return cols.reshape(n * win.oh * win.ow, win.kh * win.kw * c)
 
 
-def _check_rank4(op, **arrays):
+def _check_rank4(node, **arrays):
     for nm, a in arrays.items():
         if np.ndim(a) != 4:
-            raise errors.InvalidArgumentError(None, op, f"{nm} must be 4-dimensional, got "
+            raise errors.InvalidArgumentError(None, node, f"{nm} must be 4-dimensional, got "
                                               f"shape {list(np.shape(a))}")
 
 
 # --- Conv2D ---------------------------------------------------------------------------------
 @kernel("Conv2D")
-def _conv2d(op, ctx):
-    fmt = op._attrs["data_format"]
+def _conv2d(node, ctx):
+    fmt = node.attr["data_format"]
 
     def conv2d(x, f):
-        _check_rank4(op, input=x, filter=f)
+        _check_rank4(node, input=x, filter=f)
         x = _to_nhwc(np.asarray(x), fmt)
         n, h, w, c = x.shape
         kh, kw, ci, co = f.shape
         if c != ci:
             raise errors.InvalidArgumentError(
-                None, op, f"input depth must equal filter depth: {c} vs {ci}")
-        win = _window(op, h, w, kh, kw)
+                None, node, f"input depth must equal filter depth: {c} vs {ci}")
+        win = _window(node, h, w, kh, kw)
         y = _patch_matrix(win, x) @ np.reshape(f, (kh * kw * ci, co))
         return _from_nhwc(y.reshape(n, win.oh, win.ow, co), fmt)
 
@@ -310,18 +310,18 @@ def _conv2d(op, ctx):
 
 
 @kernel("Conv2DBackpropInput")
-def _conv2d_backprop_input(op, ctx):
-    fmt = op._attrs["data_format"]
+def _conv2d_backprop_input(node, ctx):
+    fmt = node.attr["data_format"]
 
     def backprop_input(sizes, f, dy):
-        _check_rank4(op, filter=f, out_backprop=dy)
+        _check_rank4(node, filter=f, out_backprop=dy)
         n, h, w, c = _nhwc_shape(sizes, fmt)
         dy = _to_nhwc(np.asarray(dy), fmt)
         kh, kw, ci, co = f.shape
-        win = _window(op, h, w, kh, kw)
+        win = _window(node, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
-                None, op, f"Conv2DBackpropInput: shapes do not agree: input {[n, h, w, c]}, "
+                None, node, f"Conv2DBackpropInput: shapes do not agree: input {[n, h, w, c]}, "
                 f"filter {list(f.shape)}, out_backprop {list(dy.shape)} (NHWC)")
         cols = dy.reshape(-1, co) @ np.reshape(f, (kh * kw * ci, co)).T
         cols = cols.reshape(n, win.oh, win.ow, kh, kw, ci)
@@ -333,19 +333,19 @@ def _conv2d_backprop_input(op, ctx):
 
 
 @kernel("Conv2DBackpropFilter")
-def _conv2d_backprop_filter(op, ctx):
-    fmt = op._attrs["data_format"]
+def _conv2d_backprop_filter(node, ctx):
+    fmt = node.attr["data_format"]
 
     def backprop_filter(x, sizes, dy):
-        _check_rank4(op, input=x, out_backprop=dy)
+        _check_rank4(node, input=x, out_backprop=dy)
         kh, kw, ci, co = (int(d) for d in np.ravel(sizes))
         x = _to_nhwc(np.asarray(x), fmt)
         dy = _to_nhwc(np.asarray(dy), fmt)
         n, h, w, c = x.shape
-        win = _window(op, h, w, kh, kw)
+        win = _window(node, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
-                None, op, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
+                None, node, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
                 f" filter {[kh, kw, ci, co]}, out_backprop {list(dy.shape)} (NHWC)")
         df = _patch_matrix(win, x).T @ dy.reshape(-1, co)
         return df.reshape(kh, kw, ci, co)
@@ -354,14 +354,14 @@ def _conv2d_backprop_filter(op, ctx):
 
 
 # --- pooling --------------------------------------------------------------------------------
-def _pool_window(op, h, w):
-    a = op._attrs
+def _pool_window(node, h, w):
+    a = node.attr
     fmt = a["data_format"]
     (kh, kw), (sh, sw) = _hw(a["ksize"], fmt), _hw(a["strides"], fmt)
     try:
         return _Window(h, w, kh, kw, sh, sw, 1, 1, a["padding"])
     except ValueError as e:
-        raise errors.InvalidArgumentError(None, op, str(e)) from None
+        raise errors.InvalidArgumentError(None, node, str(e)) from None
 
 
 def _lowest(dt):
@@ -380,14 +380,14 @@ def _avg_counts(win, h, w):
 
 
 @kernel("MaxPool")
-def _max_pool(op, ctx):
-    fmt = op._attrs["data_format"]
+def _max_pool(node, ctx):
+    fmt = node.attr["data_format"]
 
     def max_pool(x):
-        _check_rank4(op, input=x)
+        _check_rank4(node, input=x)
         x = _to_nhwc(np.asarray(x), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(op, h, w)
+        win = _pool_window(node, h, w)
         if win.oh == 0 or win.ow == 0:
             return _from_nhwc(np.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
         y = win.windows(win.pad(x, _lowest(x.dtype))).max(axis=(4, 5))
@@ -397,14 +397,14 @@ def _max_pool(op, ctx):
 
 
 @kernel("AvgPool")
-def _avg_pool(op, ctx):
-    fmt = op._attrs["data_format"]
+def _avg_pool(node, ctx):
+    fmt = node.attr["data_format"]
 
     def avg_pool(x):
-        _check_rank4(op, value=x)
+        _check_rank4(node, value=x)
         x = _to_nhwc(np.asarray(x), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(op, h, w)
+        win = _pool_window(node, h, w)
         if win.oh == 0 or win.ow == 0:
             return _from_nhwc(np.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
         s = win.windows(win.pad(x)).sum(axis=(4, 5))
@@ -415,17 +415,17 @@ def _avg_pool(op, ctx):
 
 
 @kernel("MaxPoolGrad")
-def _max_pool_grad(op, ctx):
-    fmt = op._attrs["data_format"]
+def _max_pool_grad(node, ctx):
+    fmt = node.attr["data_format"]
 
     def max_pool_grad(x, y, g):
         # Each window's gradient goes to its first maximal cell in row-major window order
         # (TF's CPU tie-break); overlapping windows accumulate through one bincount.
         x, g = _to_nhwc(np.asarray(x), fmt), _to_nhwc(np.asarray(g), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(op, h, w)
+        win = _pool_window(node, h, w)
         if g.shape != (n, win.oh, win.ow, c):
-            raise errors.InvalidArgumentError(None, op, f"grad shape {list(g.shape)} does not "
+            raise errors.InvalidArgumentError(None, node, f"grad shape {list(g.shape)} does not "
                                               "match the pooling output shape")
         if g.size == 0:
             return _from_nhwc(np.zeros_like(x), fmt)
@@ -445,15 +445,15 @@ def _max_pool_grad(op, ctx):
 
 
 @kernel("AvgPoolGrad")
-def _avg_pool_grad(op, ctx):
-    fmt = op._attrs["data_format"]
+def _avg_pool_grad(node, ctx):
+    fmt = node.attr["data_format"]
 
     def avg_pool_grad(sizes, g):
         n, h, w, c = _nhwc_shape(sizes, fmt)
         g = _to_nhwc(np.asarray(g), fmt)
-        win = _pool_window(op, h, w)
+        win = _pool_window(node, h, w)
         if g.shape != (n, win.oh, win.ow, c):
-            raise errors.InvalidArgumentError(None, op, f"grad shape {list(g.shape)} does not "
+            raise errors.InvalidArgumentError(None, node, f"grad shape {list(g.shape)} does not "
                                               "match the pooling output shape")
         if g.size == 0:
             return _from_nhwc(np.zeros((n, h, w, c), g.dtype), fmt)

@@ -16,8 +16,8 @@ from dflab.framework import errors
 from dflab.kernels.registry import kernel
 
 
-def _generator(op, ctx) -> np.random.Generator:
-    seed, seed2 = int(op._attrs.get("seed", 0)), int(op._attrs.get("seed2", 0))
+def _generator(node, ctx) -> np.random.Generator:
+    seed, seed2 = int(node.attr.get("seed", 0)), int(node.attr.get("seed2", 0))
 
     def create():
         if seed == 0 and seed2 == 0:
@@ -26,13 +26,13 @@ def _generator(op, ctx) -> np.random.Generator:
 
     # Keyed by name *and* seeds: an op rebuilt under the same name with other seeds (a notebook
     # cell re-run) must not inherit the old op's stream.
-    return ctx.resources.lookup_or_create("rng", f"{op.name}:{seed}:{seed2}", create)
+    return ctx.resources.lookup_or_create("rng", f"{node.name}:{seed}:{seed2}", create)
 
 
-def _shape(op, shape):
+def _shape(node, shape):
     dims = [int(d) for d in np.ravel(shape)]
     if any(d < 0 for d in dims):
-        raise errors.InvalidArgumentError(None, op, f"Shape {dims} has a negative dimension")
+        raise errors.InvalidArgumentError(None, node, f"Shape {dims} has a negative dimension")
     return tuple(dims)
 
 
@@ -42,23 +42,23 @@ def _work_dtype(np_dt):
 
 
 @kernel("RandomStandardNormal")
-def _standard_normal(op, ctx):
-    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+def _standard_normal(node, ctx):
+    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 
     def standard_normal(shape):
-        return gen.standard_normal(_shape(op, shape), dtype=_work_dtype(dt)).astype(dt,
+        return gen.standard_normal(_shape(node, shape), dtype=_work_dtype(dt)).astype(dt,
                                                                                     copy=False)
 
     return standard_normal
 
 
 @kernel("TruncatedNormal")
-def _truncated_normal(op, ctx):
-    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+def _truncated_normal(node, ctx):
+    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
     work = _work_dtype(dt)
 
     def truncated_normal(shape):
-        x = gen.standard_normal(_shape(op, shape), dtype=work)
+        x = gen.standard_normal(_shape(node, shape), dtype=work)
         # Re-draw only the rejected entries; about 4.6% per round, so few rounds are needed.
         bad = np.abs(x) > 2
         while bad.any():
@@ -70,42 +70,42 @@ def _truncated_normal(op, ctx):
 
 
 @kernel("RandomUniform")
-def _uniform(op, ctx):
-    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+def _uniform(node, ctx):
+    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 
     if dt == np.float16:
         # Rounding a float32 draw to half precision can produce 1.0; draw the 10-bit mantissa
         # grid directly so the result stays in [0, 1).
         def uniform_half(shape):
-            bits = gen.integers(0, 1 << 10, size=_shape(op, shape))
+            bits = gen.integers(0, 1 << 10, size=_shape(node, shape))
             return (bits * (1.0 / (1 << 10))).astype(np.float16)
 
         return uniform_half
 
     def uniform(shape):
-        return gen.random(_shape(op, shape), dtype=dt)
+        return gen.random(_shape(node, shape), dtype=dt)
 
     return uniform
 
 
 @kernel("RandomUniformInt")
-def _uniform_int(op, ctx):
-    gen = _generator(op, ctx)
+def _uniform_int(node, ctx):
+    gen = _generator(node, ctx)
 
     def uniform_int(shape, lo, hi):
         lo_v, hi_v = np.asarray(lo).item(), np.asarray(hi).item()
         if not lo_v < hi_v:
             raise errors.InvalidArgumentError(
-                None, op, f"Need minval < maxval: {lo_v} >= {hi_v}")
+                None, node, f"Need minval < maxval: {lo_v} >= {hi_v}")
         dt = np.asarray(lo).dtype
-        return gen.integers(lo_v, hi_v, size=_shape(op, shape), dtype=dt)
+        return gen.integers(lo_v, hi_v, size=_shape(node, shape), dtype=dt)
 
     return uniform_int
 
 
 @kernel("RandomShuffle")
-def _shuffle(op, ctx):
-    gen = _generator(op, ctx)
+def _shuffle(node, ctx):
+    gen = _generator(node, ctx)
 
     def shuffle(x):
         x = np.asarray(x)
@@ -117,20 +117,20 @@ def _shuffle(op, ctx):
 
 
 @kernel("Multinomial")
-def _multinomial(op, ctx):
-    gen, out_dt = _generator(op, ctx), op._attrs["output_dtype"]._np
+def _multinomial(node, ctx):
+    gen, out_dt = _generator(node, ctx), node.attr["output_dtype"]._np
 
     def multinomial(logits, num_samples):
         logits = np.asarray(logits, dtype=np.float64)
         n = int(num_samples)
         if logits.ndim != 2:
-            raise errors.InvalidArgumentError(None, op, "logits should be a matrix, got shape "
+            raise errors.InvalidArgumentError(None, node, "logits should be a matrix, got shape "
                                               f"{list(logits.shape)}")
         if n < 0:
-            raise errors.InvalidArgumentError(None, op, "num_samples should be nonnegative")
+            raise errors.InvalidArgumentError(None, node, "num_samples should be nonnegative")
         batch, classes = logits.shape
         if classes == 0 and n > 0:
-            raise errors.InvalidArgumentError(None, op, "num_classes should be positive")
+            raise errors.InvalidArgumentError(None, node, "num_classes should be positive")
         if batch == 0 or n == 0:
             return np.zeros((batch, n), dtype=out_dt)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -149,12 +149,12 @@ def _multinomial(op, ctx):
 
 
 @kernel("RandomGamma")
-def _gamma(op, ctx):
-    gen = _generator(op, ctx)
+def _gamma(node, ctx):
+    gen = _generator(node, ctx)
 
     def gamma(shape, alpha):
         alpha = np.asarray(alpha)
-        dims = _shape(op, shape)
+        dims = _shape(node, shape)
         work = _work_dtype(alpha.dtype)
         out = gen.standard_gamma(np.broadcast_to(alpha, dims + alpha.shape).astype(work),
                                  dtype=work)
@@ -164,14 +164,14 @@ def _gamma(op, ctx):
 
 
 @kernel("RandomPoissonV2")
-def _poisson(op, ctx):
-    gen, dt = _generator(op, ctx), op._attrs["dtype"]._np
+def _poisson(node, ctx):
+    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 
     def poisson(shape, rate):
         rate = np.asarray(rate, dtype=np.float64)
-        dims = _shape(op, shape)
+        dims = _shape(node, shape)
         if np.any(rate < 0):
-            raise errors.InvalidArgumentError(None, op, "lam must be non-negative")
+            raise errors.InvalidArgumentError(None, node, "lam must be non-negative")
         return gen.poisson(np.broadcast_to(rate, dims + rate.shape)).astype(dt)
 
     return poisson

@@ -1,10 +1,21 @@
 """Kernel registry: implementations per (op type, device type), kept apart from op schemas.
 
-A kernel is registered either as a plain function ``fn(*inputs) -> output(s)`` (for ops without
-attributes, e.g. ``Add`` is ``np.add``) or as a *factory* ``factory(op, ctx) -> fn`` that reads the
-op's attributes once, when a plan is built, and returns the callable the executor invokes on
-every step. ``ctx`` gives the device, its array namespace ``xp`` and its resource manager. A kernel
-returns one value for a single-output op and a tuple otherwise.
+A kernel is registered in one of three forms:
+
+- ``factory(node_def, ctx) -> fn``: reads the node's attributes and input/output dtypes once,
+  when a plan is built, from its typed ``NodeDef`` (plain data: a kernel never sees the user's
+  ``Operation``, so a partition's kernels can be rebuilt in another process), and returns the
+  callable the executor invokes on every step. ``ctx`` is a ``KernelContext``
+  (``dflab.kernels.context``): the device, its array namespace ``xp``, its resources.
+- ``xp="name"``: the device's array namespace's function of that name (``AddV2`` is
+  ``xp.add``), looked up once per plan: ``numpy.add`` on a CPU, ``cupy.add`` on a GPU;
+  ``xp=f`` (a function ``f(xp, *inputs)``): ``f`` with the device's namespace bound first.
+- ``fn=f``: one function for every device, for kernels that compute nothing with arrays
+  (identities, references, Python-side bookkeeping).
+
+A kernel returns one value for a single-output op and a tuple otherwise. Kernels write array
+math against ``ctx.xp`` wherever NumPy and CuPy agree; small host-side arguments (shapes, axes,
+sizes: what TF keeps in host memory) are read with NumPy.
 
 The placer asks ``has_kernel`` which device types can run an op; a missing kernel is an error
 naming the op type and device.
@@ -12,6 +23,7 @@ naming the op type and device.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,13 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.context import HOST
 
 
 @dataclass(frozen=True)
 class KernelDef:
     op_type: str
     device_type: str
-    factory: Callable  # (op, ctx) -> callable
+    factory: Callable  # (node_def, ctx) -> callable
     takes_step: bool  # called as fn(step, *inputs): needs the per-step context (cancellation…)
     site: str
     # Called as fn(step, done, *inputs); calls done(outputs) or done(error=e) exactly once,
@@ -35,15 +48,25 @@ class KernelDef:
 
 _KERNELS: dict[tuple[str, str], KernelDef] = {}
 
+# Registers a kernel for every device type, present and future (e.g. _Send/_Recv, which
+# compute nothing): a device type plugged in later needs no registration of its own.
+ANY_DEVICE = "*"
+
 
 def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None = None,
-                    factory: Callable | None = None, takes_step: bool = False,
+                    xp: str | Callable | None = None, factory: Callable | None = None,
+                    quiet_fp: bool = False, takes_step: bool = False,
                     is_async: bool = False) -> None:
-    if (fn is None) == (factory is None):
-        raise TypeError("register_kernel needs exactly one of fn= or factory=")
-    if factory is None:
-        def factory(op, ctx, _fn=fn):
-            return _fn
+    """Register a kernel for ``op_type`` on ``device_types`` (see the module docstring for the
+    forms). ``quiet_fp``: the op may legitimately produce inf/NaN (see ``quiet``)."""
+    if sum(f is not None for f in (fn, xp, factory)) != 1:
+        raise TypeError("register_kernel needs exactly one of fn=, xp= or factory=")
+    if fn is not None:
+        factory = _constant_factory(quiet(fn) if quiet_fp else fn)
+    elif xp is not None:
+        factory = _xp_factory(xp, quiet_fp)
+    elif quiet_fp:
+        raise TypeError("quiet_fp= goes with fn= or xp=; a factory wraps its own fn in quiet()")
     if isinstance(device_types, str):
         device_types = (device_types,)
     frame = inspect.stack()[1]
@@ -57,9 +80,28 @@ def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None 
                                   is_async)
 
 
+def _constant_factory(fn: Callable) -> Callable:
+    def factory(node_def, ctx):
+        return fn
+
+    return factory
+
+
+def _xp_factory(xp_fn: str | Callable, quiet_fp: bool) -> Callable:
+    def factory(node_def, ctx):
+        namespace = ctx.xp
+        if isinstance(xp_fn, str):
+            fn = getattr(namespace, xp_fn)
+        else:
+            fn = functools.partial(xp_fn, namespace)
+        return quiet(fn) if quiet_fp else fn
+
+    return factory
+
+
 def kernel(op_type: str, device_types=("CPU",), takes_step: bool = False,
            is_async: bool = False):
-    """Decorator form: registers the decorated *factory* ``(op, ctx) -> fn``."""
+    """Decorator form: registers the decorated *factory* ``(node_def, ctx) -> fn``."""
 
     def deco(factory):
         register_kernel(op_type, device_types, factory=factory, takes_step=takes_step,
@@ -69,20 +111,25 @@ def kernel(op_type: str, device_types=("CPU",), takes_step: bool = False,
     return deco
 
 
+def _lookup(op_type: str, device_type: str) -> KernelDef | None:
+    return _KERNELS.get((op_type, device_type.upper())) or _KERNELS.get((op_type, ANY_DEVICE))
+
+
 def has_kernel(op_type: str, device_type: str) -> bool:
-    return (op_type, device_type.upper()) in _KERNELS
+    return _lookup(op_type, device_type) is not None
 
 
 def kernel_device_types(op_type: str) -> list[str]:
     return sorted(dt for (t, dt) in _KERNELS if t == op_type)
 
 
-def get_kernel_def(op, device_type: str) -> KernelDef:
-    kd = _KERNELS.get((op.type, device_type.upper()))
+def get_kernel_def(node_def, device_type: str) -> KernelDef:
+    kd = _lookup(node_def.op, device_type)
     if kd is None:
         raise errors.NotFoundError(
-            None, op, f"No registered '{op.type}' OpKernel for {device_type} devices compatible "
-            f"with node {op.name}. Registered devices: {kernel_device_types(op.type)}"
+            None, node_def, f"No registered '{node_def.op}' OpKernel for {device_type} devices "
+            f"compatible with node {node_def.name}. Registered devices: "
+            f"{kernel_device_types(node_def.op)}"
         )
     return kd
 
@@ -99,8 +146,8 @@ def quiet(fn: Callable) -> Callable:
     return quiet_fn
 
 
-def registered_fn(op_type: str, device_type: str) -> Callable:
-    """The plain function registered with ``fn=`` for ``op_type`` (kernels that read no
-    attributes): lets fused kernels call exactly what the unfused op would."""
-    kd = _KERNELS[(op_type, device_type.upper())]
-    return kd.factory(None, None)
+def registered_fn(op_type: str, ctx=HOST) -> Callable:
+    """The function registered with ``fn=`` or ``xp=`` for ``op_type`` (kernels that read no
+    attributes), bound for ``ctx`` (the host's NumPy by default): lets fused kernels call
+    exactly what the unfused op would."""
+    return _lookup(op_type, ctx.device_type).factory(None, ctx)

@@ -2,7 +2,8 @@
 Python function of the user's process on the inputs' NumPy values.
 
 The function is never part of the graph's data: the op carries a ``token`` attribute, and the
-function lives in the graph's ``_py_funcs`` table under that token (``dflab.ops.script_ops``).
+function lives in the graph's table under that token, found through this process's registry
+(``dflab.ops.script_ops.registered_function``).
 A graph loaded from a file therefore names functions it cannot call, and running it fails
 with ``NotFoundError`` instead of executing anything read from the file.
 
@@ -20,6 +21,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.kernels.registry import kernel
+from dflab.ops.script_ops import registered_function
 
 # TF's py_func.cc: which Python exceptions become which error class (others: UnknownError).
 _ERROR_OF = ((StopIteration, errors.OutOfRangeError), (ValueError, errors.InvalidArgumentError),
@@ -28,12 +30,12 @@ _ERROR_OF = ((StopIteration, errors.OutOfRangeError), (ValueError, errors.Invali
              (NotImplementedError, errors.UnimplementedError))
 
 
-def _function_of(op):
-    token = op._attrs["token"]
-    fn = op.graph.__dict__.get("_py_funcs", {}).get(token)
+def _function_of(node):
+    token = node.attr["token"]
+    fn = registered_function(token)
     if fn is None:
         raise errors.NotFoundError(
-            None, op, f"{op.type} {op.name}: no Python function is registered for token "
+            None, node, f"{node.op} {node.name}: no Python function is registered for token "
             f"{token!r} in this process (the graph was loaded from a file, or built in "
             "another process): a function is never read from a graph")
     return fn
@@ -49,42 +51,42 @@ def _encode(s):
     return s.encode() if isinstance(s, str) else s
 
 
-def _as_output(value, dtype, index: int, op):
+def _as_output(value, dtype, index: int, node):
     if dtype is _dt.string:  # any text or bytes, as bytes objects
         arr = np.asarray(value, dtype=object)
         return np.vectorize(_encode, otypes=[object])(arr) if arr.size else arr
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype != np.dtype(dtype._np):
             raise errors.InvalidArgumentError(
-                None, op, f"{index}-th value returned by {op._attrs['token']} is "
+                None, node, f"{index}-th value returned by {node.attr['token']} is "
                 f"{_dt.as_dtype(value.dtype).name}, but expects {dtype.name}")
         return np.asarray(value)
     try:
         return np.asarray(value, dtype=dtype._np)
     except (TypeError, ValueError) as e:
         raise errors.InvalidArgumentError(
-            None, op, f"{index}-th value returned by {op._attrs['token']} cannot be "
+            None, node, f"{index}-th value returned by {node.attr['token']} cannot be "
             f"converted to {dtype.name}: {e}") from None
 
 
-def _py_func(op, ctx):
-    fn = _function_of(op)
-    tout = list(op._attrs["Tout"])
+def _py_func(node, ctx):
+    fn = _function_of(node)
+    tout = list(node.attr["Tout"])
 
     def call(*inputs):
         try:
             result = fn(*inputs)
         except Exception as e:  # noqa: BLE001 - every failure of user code becomes an OpError
             cls = next((c for t, c in _ERROR_OF if isinstance(e, t)), errors.UnknownError)
-            raise cls(None, op, f"{type(e).__name__}: {e}{_where_it_failed(e)}") from e
+            raise cls(None, node, f"{type(e).__name__}: {e}{_where_it_failed(e)}") from e
         if not tout:
             return ()
         values = list(result) if isinstance(result, (list, tuple)) else [result]
         if len(values) != len(tout):
             raise errors.InvalidArgumentError(
-                None, op, f"{op._attrs['token']} returned {len(values)} values, but "
+                None, node, f"{node.attr['token']} returned {len(values)} values, but "
                 f"expects {len(tout)}")
-        outs = tuple(_as_output(v, dt, i, op) for i, (v, dt) in enumerate(zip(values, tout)))
+        outs = tuple(_as_output(v, dt, i, node) for i, (v, dt) in enumerate(zip(values, tout)))
         return outs[0] if len(outs) == 1 else outs
 
     return call

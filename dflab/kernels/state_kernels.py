@@ -25,8 +25,8 @@ def _owned(value):
 
 
 @kernel("VariableV2")
-def _variable(op, ctx):
-    state = ctx.resources.variable(op.name)
+def _variable(node, ctx):
+    state = ctx.resources.variable(node.name)
     return lambda: state
 
 
@@ -35,10 +35,10 @@ def _lock(state, use_locking):
 
 
 @kernel("Assign")
-def _assign(op, ctx):
-    declared = op.inputs[0].shape
-    validate = op._attrs.get("validate_shape", True)
-    use_locking = op._attrs.get("use_locking", True)
+def _assign(node, ctx):
+    declared = node.output_shapes[0]  # the variable's shape (Assign outputs its ref)
+    validate = node.attr.get("validate_shape", True)
+    use_locking = node.attr.get("use_locking", True)
 
     def assign(ref, value):
         if validate and declared.ndims is not None and \
@@ -55,8 +55,8 @@ def _assign(op, ctx):
 
 
 def _update(np_fn):
-    def factory(op, ctx):
-        use_locking = op._attrs.get("use_locking", False)
+    def factory(node, ctx):
+        use_locking = node.attr.get("use_locking", False)
 
         def update(ref, delta):
             with _lock(ref, use_locking):
@@ -88,13 +88,13 @@ def _check_indices(indices, n, op_name):
 
 
 def _scatter(apply):
-    def factory(op, ctx):
-        use_locking = op._attrs.get("use_locking", False)
+    def factory(node, ctx):
+        use_locking = node.attr.get("use_locking", False)
 
         def scatter(ref, indices, updates):
             with _lock(ref, use_locking):
                 var = ref.read()
-                idx = _check_indices(indices, var.shape[0], op.type)
+                idx = _check_indices(indices, var.shape[0], node.op)
                 var.flags.writeable = True  # the variable owns this buffer (see _owned)
                 try:
                     apply(var, idx, np.broadcast_to(updates, idx.shape + var.shape[1:]))
@@ -119,8 +119,8 @@ kernel("ScatterDiv")(_scatter(np.divide.at))
 
 
 @kernel("CountUpTo")
-def _count_up_to(op, ctx):
-    limit = op._attrs["limit"]
+def _count_up_to(node, ctx):
+    limit = node.attr["limit"]
 
     def count_up_to(ref):
         # The variable's lock makes read-compare-increment atomic: several enqueue threads may
@@ -129,9 +129,9 @@ def _count_up_to(op, ctx):
             before = np.asarray(ref.read())
             if before.ndim != 0:
                 raise errors.InvalidArgumentError(
-                    None, op, f"input is not a scalar: {list(before.shape)}")
+                    None, node, f"input is not a scalar: {list(before.shape)}")
             if before >= limit:
-                raise errors.OutOfRangeError(None, op, f"Reached limit of {limit}")
+                raise errors.OutOfRangeError(None, node, f"Reached limit of {limit}")
             ref.set(np.array(before + 1, dtype=before.dtype))
         return before
 
@@ -146,13 +146,13 @@ _is_initialized.accepts_refs = True
 
 
 @kernel("IsVariableInitialized")
-def _is_init(op, ctx):
+def _is_init(node, ctx):
     return _is_initialized
 
 
 @kernel("ReportUninitializedVariables")
-def _report(op, ctx):
-    names = op._attrs["names"]
+def _report(node, ctx):
+    names = node.attr["names"]
 
     def report(*refs):
         return np.array([n.encode() for n, r in zip(names, refs) if not r.initialized],

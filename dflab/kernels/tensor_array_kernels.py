@@ -178,8 +178,8 @@ class TensorArrayStorage:
 
 
 # --- kernels --------------------------------------------------------------------------------
-def _shape_attr(op, name):
-    shape = op._attrs.get(name)
+def _shape_attr(node, name):
+    shape = node.attr.get(name)
     if shape is None or shape.ndims is None:
         return None
     return tuple(shape.as_list())
@@ -190,11 +190,11 @@ def _index(v):
 
 
 @kernel("TensorArrayV3")
-def _tensor_array(op, ctx):
-    a = op._attrs
+def _tensor_array(node, ctx):
+    a = node.attr
     dtype = a["dtype"].as_numpy_dtype
-    element_shape = _shape_attr(op, "element_shape")
-    name = a.get("tensor_array_name") or op.name
+    element_shape = _shape_attr(node, "element_shape")
+    name = a.get("tensor_array_name") or node.name
 
     def create(size):
         size = _index(size)
@@ -208,8 +208,8 @@ def _tensor_array(op, ctx):
 
 
 @kernel("TensorArrayGradV3")
-def _tensor_array_grad(op, ctx):
-    source = op._attrs["source"]
+def _tensor_array_grad(node, ctx):
+    source = node.attr["source"]
 
     def grad(handle, flow):
         with handle.lock:
@@ -220,7 +220,7 @@ def _tensor_array_grad(op, ctx):
 
 
 @kernel("TensorArrayWriteV3")
-def _write(op, ctx):
+def _write(node, ctx):
     def write(handle, index, value, flow):
         with handle.lock:
             handle.write(_index(index), value)
@@ -230,7 +230,7 @@ def _write(op, ctx):
 
 
 @kernel("TensorArrayReadV3")
-def _read(op, ctx):
+def _read(node, ctx):
     def read(handle, index, flow):
         with handle.lock:
             return handle.read(_index(index))
@@ -239,9 +239,9 @@ def _read(op, ctx):
 
 
 @kernel("TensorArrayGatherV3")
-def _gather(op, ctx):
-    element_shape = _shape_attr(op, "element_shape")
-    dtype = op._attrs["dtype"].as_numpy_dtype
+def _gather(node, ctx):
+    element_shape = _shape_attr(node, "element_shape")
+    dtype = node.attr["dtype"].as_numpy_dtype
 
     def gather(handle, indices, flow):
         idx = [int(i) for i in np.asarray(indices).reshape(-1)]
@@ -257,7 +257,7 @@ def _gather(op, ctx):
 
 
 @kernel("TensorArrayScatterV3")
-def _scatter(op, ctx):
+def _scatter(node, ctx):
     def scatter(handle, indices, value, flow):
         idx = np.asarray(indices).reshape(-1)
         value = np.asarray(value)
@@ -276,7 +276,7 @@ def _scatter(op, ctx):
 
 
 @kernel("TensorArraySizeV3")
-def _size(op, ctx):
+def _size(node, ctx):
     def size(handle, flow):
         with handle.lock:
             return np.int32(len(handle.values))
@@ -285,9 +285,9 @@ def _size(op, ctx):
 
 
 @kernel("TensorArrayConcatV3")
-def _concat(op, ctx):
-    except0 = _shape_attr(op, "element_shape_except0")
-    dtype = op._attrs["dtype"].as_numpy_dtype
+def _concat(node, ctx):
+    except0 = _shape_attr(node, "element_shape_except0")
+    dtype = node.attr["dtype"].as_numpy_dtype
 
     def concat(handle, flow):
         with handle.lock:
@@ -313,7 +313,7 @@ def _concat(op, ctx):
 
 
 @kernel("TensorArraySplitV3")
-def _split(op, ctx):
+def _split(node, ctx):
     def split(handle, value, lengths, flow):
         value = np.asarray(value)
         lengths = np.asarray(lengths).reshape(-1).astype(np.int64)
@@ -341,7 +341,7 @@ def _split(op, ctx):
 
 
 @kernel("TensorArrayCloseV3")
-def _close(op, ctx):
+def _close(node, ctx):
     def close(handle):
         with handle.lock:
             handle.closed = True

@@ -103,9 +103,9 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
     idx_pos = value_names.index("indices") if sparse else None
 
     @kernel(op_type)
-    def factory(op, ctx):
-        use_locking = op._attrs.get("use_locking", False)
-        attrs = op._attrs
+    def factory(node, ctx):
+        use_locking = node.attr.get("use_locking", False)
+        attrs = node.attr
 
         def run(*args):
             refs, values = args[:n_refs], args[n_refs:]

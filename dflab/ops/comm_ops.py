@@ -6,7 +6,8 @@ never as ops of the user's graph. A ``_Send`` hands one tensor to the step's ren
 matching ``_Recv`` on the other device waits for it there. Both carry TF's attributes:
 ``tensor_name``, ``send_device``, ``send_device_incarnation``, ``recv_device`` and
 ``client_terminated``; the pair is matched by (``tensor_name``, ``send_device``,
-``recv_device``), which is also what the rendezvous key is made of.
+``recv_device``), which with the step id and the sender's incarnation make its rendezvous key
+(``dflab.framework.rendezvous.create_key``).
 
 A ``_Send`` without a data input stands for a *control* edge that crosses devices: it runs after
 its control input and sends a token, and the ops that depended on the sender take the ``_Recv``
@@ -38,24 +39,3 @@ register_op("_Send", _send_infer, stateful=True).extra["accepts_dead"] = True
 register_op("_Recv", _recv_infer, stateful=True)
 NotDifferentiable("_Send")
 NotDifferentiable("_Recv")
-
-
-def rendezvous_key(send_device: str, send_device_incarnation: int, recv_device: str,
-                   tensor_name: str, frame_iter: str = "0:0") -> str:
-    """TF's rendezvous key: ``src;incarnation;dst;tensor_name;frame:iter``.
-
-    Every ``_Send``/``_Recv`` pair of a step has its own key; a key is unique within one step's
-    rendezvous because the partitioner makes one pair per tensor per destination device. Inside
-    a while loop one pair carries a value per iteration: ``frame_iter`` is then where the node
-    runs, frame names and iteration numbers from the outermost loop in
-    (``while/while_context:3/inner/while_context:0``), the same text in every partition.
-    """
-    return (f"{send_device};{int(send_device_incarnation):x};{recv_device};{tensor_name};"
-            f"{frame_iter}")
-
-
-def key_of(op, frame_iter: str = "0:0") -> str:
-    """The rendezvous key of a ``_Send`` or ``_Recv`` node, from its attributes."""
-    a = op._attrs
-    return rendezvous_key(a["send_device"], a.get("send_device_incarnation", 0),
-                          a["recv_device"], a["tensor_name"], frame_iter)

@@ -2,13 +2,18 @@
 
 The op (``PyFunc``, or ``PyFuncStateless`` with ``stateful=False``) carries a ``token``; the
 function is kept in the graph's ``_py_funcs`` table, in this process only, and never written
-into a GraphDef (see ``dflab.kernels.script_kernels``). Outputs have the declared dtypes and
-unknown shapes (use ``set_shape``). The ops run on the CPU only and have no gradient, as in TF.
+into a GraphDef (see ``dflab.kernels.script_kernels``). The kernel finds it by token alone
+(``registered_function``), as TF's kernel asks its process-wide registry: a kernel is built from
+plain node data, without the graph. Tokens carry a random part drawn once per process, so a
+token read from another process's graph never names a function of this one. Outputs have the
+declared dtypes and unknown shapes (use ``set_shape``). The ops run on the CPU only and have no gradient, as in TF.
 """
 
 from __future__ import annotations
 
 import itertools
+import secrets
+import weakref
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
@@ -16,6 +21,15 @@ from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import unknown_shape
 
 _tokens = itertools.count()
+_PROCESS = secrets.token_hex(4)
+_graph_of_token: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def registered_function(token: str):
+    """The function ``py_func`` registered under ``token`` in this process, or None (unknown
+    token, or its graph is gone)."""
+    graph = _graph_of_token.get(token)
+    return None if graph is None else graph.__dict__.get("_py_funcs", {}).get(token)
 
 
 def _infer(op):
@@ -37,8 +51,9 @@ def py_func(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's arg
     tout = [_dt.as_dtype(t) for t in ([Tout] if single else Tout)]
     inputs = [_ops.convert_to_tensor(x) for x in (inp or [])]
     graph = _ops.graph_of(inputs)
-    token = f"pyfunc_{next(_tokens)}"
-    graph.__dict__.setdefault("_py_funcs", {})[token] = func
+    token = f"pyfunc_{_PROCESS}_{next(_tokens)}"
+    graph.__dict__.setdefault("_py_funcs", {})[token] = func  # the graph keeps it alive
+    _graph_of_token[token] = graph
     op = _ops.apply_op("PyFunc" if stateful else "PyFuncStateless", inputs,
                        {"token": token, "Tin": [t.dtype.base_dtype for t in inputs],
                         "Tout": tout}, name or "PyFunc")

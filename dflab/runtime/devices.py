@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dflab.framework.device_spec import DeviceSpec
-from dflab.runtime.executor_plan import KernelContext
+from dflab.kernels.context import KernelContext
 from dflab.runtime.resources import ResourceMgr
 
 LOCAL_TASK = "/job:localhost/replica:0/task:0"
@@ -224,7 +224,7 @@ class Device:
     equal to its type, and overrides the host-transfer methods."""
 
     def __init__(self, device_type: str, index: int, xp=np, simulated: bool = False,
-                 task: str = LOCAL_TASK, session=None, kernel_device_type: str | None = None,
+                 task: str = LOCAL_TASK, owner=None, kernel_device_type: str | None = None,
                  description: str = "", params: dict | None = None, memory_limit: int = 0):
         self.type = get_device_type(device_type)
         self.device_type = self.type.name
@@ -247,7 +247,7 @@ class Device:
         self.streams = {"compute": Stream(f"{self.short_name}/compute")}
         # The executor looks kernels up under ctx.device_type: give it the lookup type.
         self.context = KernelContext(self.name, self.kernel_device_type, xp, self.resources,
-                                     session)
+                                     owner)
 
     @property
     def short_name(self) -> str:
@@ -330,16 +330,16 @@ class Backend:
     """A source of real devices of one type: how many the machine has, and how to make one."""
 
     count: Callable[[], int]
-    make: Callable[..., Device]  # make(index, session=..., params=...) -> Device
+    make: Callable[..., Device]  # make(index, owner=..., params=...) -> Device
 
 
 def _host_cpu_count() -> int:
     return 1
 
 
-def _make_cpu(index: int, session=None, params=None) -> Device:
+def _make_cpu(index: int, owner=None, params=None) -> Device:
     # Every CPU device runs on the same host cores; only CPU:0 stands for real hardware.
-    return Device("CPU", index, session=session, simulated=index > 0, params=params,
+    return Device("CPU", index, owner=owner, simulated=index > 0, params=params,
                   description="host CPU" if index == 0 else "extra CPU device on the host")
 
 
@@ -355,11 +355,11 @@ def register_backend(device_type: str, count: Callable[[], int],
     _BACKENDS[device_type] = Backend(count, make)
 
 
-def _simulated(device_type: str, index: int, session=None, params=None) -> Device:
+def _simulated(device_type: str, index: int, owner=None, params=None) -> Device:
     if device_type == "CPU":
-        return Device("CPU", index, session=session, simulated=True, params=params,
+        return Device("CPU", index, owner=owner, simulated=True, params=params,
                       description="simulated CPU (NumPy)")
-    return Device(device_type, index, session=session, simulated=True, params=params,
+    return Device(device_type, index, owner=owner, simulated=True, params=params,
                   kernel_device_type="CPU")
 
 
@@ -377,7 +377,7 @@ class DeviceSet:
         self._by_short = {d.short_name: d for d in devices}
 
     @classmethod
-    def from_config(cls, config, session=None) -> DeviceSet:
+    def from_config(cls, config, owner=None) -> DeviceSet:
         opts = getattr(config, "dflab", {}) or {}
         counts = {k.upper(): int(v) for k, v in (config.device_count or {}).items()}
         forced = {k.upper(): int(v) for k, v in (opts.get("simulated_devices") or {}).items()}
@@ -403,9 +403,9 @@ class DeviceSet:
                 p = {**params.get(dtype, {}), **params.get(f"{dtype}:{i}", {})}
                 _check_params(dtype, i, p)
                 if i < n_real:
-                    devices.append(backend.make(i, session=session, params=p))
+                    devices.append(backend.make(i, owner=owner, params=p))
                 else:
-                    devices.append(_simulated(dtype, i, session=session, params=p))
+                    devices.append(_simulated(dtype, i, owner=owner, params=p))
         out = cls(devices)
         if getattr(config, "log_device_placement", False):
             out.log_mapping()

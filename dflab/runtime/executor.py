@@ -46,30 +46,18 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.control_flow_kernels import DEAD
-from dflab.runtime.executor_plan import (
+from dflab.runtime.executor_plan import SCHEDULE_FILE, ExecutorPlan
+from dflab.runtime.plan_node import (
     ENTER,
     EXIT,
     FUSED,
     MERGE,
     NEXT,
     ROOT,
-    ExecutorPlan,
     FrameInfo,
-    _failed_node,
+    failed_node,
+    node_error,
 )
-
-
-def _attach_op(e: BaseException, op) -> errors.OpError:
-    if isinstance(e, errors.OpError):
-        if e.op is None:
-            e.op = op
-            e.args = (e._format(),)
-        return e
-    if isinstance(e, (ValueError, TypeError, IndexError, ZeroDivisionError, FloatingPointError)):
-        return errors.InvalidArgumentError(None, op, f"{type(e).__name__}: {e}")
-    if isinstance(e, MemoryError):
-        return errors.ResourceExhaustedError(None, op, f"OOM when running {op.name}: {e}")
-    return errors.InternalError(None, op, f"{type(e).__name__}: {e}")
 
 
 class _Frame:
@@ -188,7 +176,7 @@ class Execution:
         except BaseException as e:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise _attach_op(e, node.op) from e
+            raise node_error(e, node.op) from e
 
     def _run_flat(self, item):
         i, frame, it = item
@@ -517,7 +505,7 @@ class Execution:
                 raise RuntimeError(f"done() called twice by the kernel of {node.op.name}")
             called.append(True)
             if error is not None:
-                self._fail(_attach_op(error, node.op))
+                self._fail(node_error(error, node.op))
             elif not self.cancelled.is_set():
                 self._async_done(item, (outputs, False) if self.plan.cf else outputs)
 
@@ -530,7 +518,7 @@ class Execution:
                 raise
             if not called:
                 called.append(True)
-                self._fail(_attach_op(e, node.op))
+                self._fail(node_error(e, node.op))
 
     def _async_done(self, item, result) -> None:
         if self.plan.cf and not result[1]:  # a dead value received: its consumers are dead
@@ -566,7 +554,8 @@ class Execution:
             except BaseException as e:
                 if isinstance(e, (KeyboardInterrupt, SystemExit)):
                     raise
-                raise _attach_op(e, self.plan.nodes[_failed_node(e, line_to_node)].op) from e
+                failed = failed_node(e, line_to_node, SCHEDULE_FILE)
+                raise node_error(e, self.plan.nodes[failed].op) from e
             for s, v in zip(self.plan.fetch_slots, out):
                 slots[s] = v
             self._all_done()
@@ -585,7 +574,7 @@ class Execution:
         except BaseException as e:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise _attach_op(e, self.plan.nodes[i].op) from e
+            raise node_error(e, self.plan.nodes[i].op) from e
         self._all_done()
 
     def _all_done(self) -> None:
@@ -733,7 +722,7 @@ class Execution:
             try:
                 out.append(to_client_value(v))
             except errors.OpError as e:
-                raise _attach_op(e, t.op) from None
+                raise node_error(e, t.op) from None
         return out
 
 

@@ -20,19 +20,21 @@ from __future__ import annotations
 
 from dflab.framework import errors
 from dflab.kernels.registry import get_kernel_def
-
-
-class KernelContext:
-    """What a kernel factory sees of the device it is bound to."""
-
-    __slots__ = ("device", "device_type", "xp", "resources", "session")
-
-    def __init__(self, device, device_type, xp, resources, session=None):
-        self.device = device
-        self.device_type = device_type
-        self.xp = xp
-        self.resources = resources
-        self.session = session
+from dflab.runtime.fused_loops import fuse_frame
+from dflab.runtime.plan_node import (
+    CONTROL_FLOW_OPS,
+    ENTER,
+    EXIT,
+    FUSED,
+    KINDS,
+    MERGE,
+    NEXT,
+    PLAIN,
+    ROOT,
+    FrameInfo,
+    PlanNode,
+    node_error,
+)
 
 
 class _Deref:
@@ -49,51 +51,6 @@ class _Deref:
         for i in self.idx:
             args[i] = args[i].read()
         return self.fn(*args)
-
-
-# Node kinds: how the executor routes a node's outputs.
-PLAIN, SWITCH, MERGE, ENTER, EXIT, NEXT, FUSED = range(7)  # FUSED: a whole fused loop
-_KINDS = {
-    "Switch": SWITCH, "RefSwitch": SWITCH, "Merge": MERGE, "RefMerge": MERGE,
-    "Enter": ENTER, "RefEnter": ENTER, "Exit": EXIT, "RefExit": EXIT,
-    "NextIteration": NEXT, "RefNextIteration": NEXT,
-}
-CONTROL_FLOW_OPS = frozenset(_KINDS) | {"LoopCond"}
-LOOP_OPS = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
-                      "RefNextIteration", "LoopCond"})
-ROOT = 0
-
-
-class PlanNode:
-    __slots__ = ("op", "index", "fn", "inputs", "out_base", "n_out", "succ", "edges", "expensive",
-                 "blocking", "takes_step", "is_async", "releases", "kind", "local", "in_frame",
-                 "out_frame", "is_constant", "n_forward", "n_back", "accepts_dead", "frame_tagged")
-
-    def __repr__(self):
-        return f"<PlanNode {self.index} {self.op.name}>"
-
-
-class FrameInfo:
-    """A static frame: the root, or the body of one ``while_loop`` (named by ``frame_name``)."""
-
-    __slots__ = ("id", "name", "parent", "parallel_iterations", "nodes", "n_slots",
-                 "initial_pending", "n_enters", "exits", "fused", "site")
-
-    def __init__(self, fid, name, parent, parallel_iterations):
-        self.id = fid
-        self.name = name
-        self.parent = parent
-        self.parallel_iterations = max(int(parallel_iterations), 1)
-        self.nodes = []
-        self.n_slots = 0
-        self.initial_pending = []
-        self.n_enters = 0
-        self.exits = []
-        self.fused = None  # index of the plan node running the whole loop, when fusable
-        self.site = ""  # where the user built the loop (its first Enter's creation site)
-
-    def __repr__(self):
-        return f"<FrameInfo {self.id} {self.name or '(root)'}>"
 
 
 def _is_ref(t) -> bool:
@@ -121,7 +78,7 @@ class ExecutorPlan:
             node = PlanNode()
             node.op = op
             node.index = i
-            node.kind = _KINDS.get(op.type, PLAIN)
+            node.kind = KINDS.get(op.type, PLAIN)
             node.n_out = len(op._outputs)
             node.releases = ()
             node.is_constant = bool(op._attrs.get("is_constant", False))
@@ -273,8 +230,6 @@ class ExecutorPlan:
     def _fuse(self, frame) -> None:
         """Compile a simple loop frame into one node that runs the whole loop (used when
         nothing observes the step; see ``dflab.runtime.fused_loops``)."""
-        from dflab.runtime.fused_loops import fuse_frame
-
         loop = fuse_frame(self, frame)
         if loop is None:
             return
@@ -302,14 +257,12 @@ class ExecutorPlan:
 
     def _bind_kernel(self, node, ctx) -> None:
         op = node.op
-        kd = get_kernel_def(op, ctx.device_type)
+        node_def = op.node_def  # plain data: the kernel never sees the user's op
         try:
-            fn = kd.factory(op, ctx)
+            kd = get_kernel_def(node_def, ctx.device_type)
+            fn = kd.factory(node_def, ctx)
         except errors.OpError as e:
-            if e.op is None:
-                e.op = op
-                e.args = (e._format(),)
-            raise
+            raise node_error(e, op) from None
         except (ValueError, TypeError, NotImplementedError) as e:
             raise errors.InvalidArgumentError(None, op, str(e)) from None
         ref_inputs = op._op_def.ref_inputs
@@ -359,7 +312,7 @@ class ExecutorPlan:
 
 
 _MAX_COMPILED_NODES = 20000
-_GENERATED_FILE = "<dflab straight-line schedule>"
+SCHEDULE_FILE = "<dflab straight-line schedule>"
 
 
 def _compile_schedule(plan):
@@ -392,17 +345,7 @@ def _compile_schedule(plan):
     if kernel_args:
         src = src.replace("def run(F):", f"def run(F, {kernel_args}):", 1)
     namespace: dict = {}
-    exec(compile(src, _GENERATED_FILE, "exec"), namespace)  # noqa: S102 - indices only
+    exec(compile(src, SCHEDULE_FILE, "exec"), namespace)  # noqa: S102 - indices only
     run = namespace["make"]([n.fn for n in plan.nodes])
     # Line numbers in `src` are shifted by the `def make` header line.
     return run, {ln + 1: i for ln, i in line_to_node.items()}
-
-
-def _failed_node(exc, line_to_node) -> int:
-    tb = exc.__traceback__
-    node = 0
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == _GENERATED_FILE:
-            node = line_to_node.get(tb.tb_lineno, node)
-        tb = tb.tb_next
-    return node

@@ -19,6 +19,16 @@ for cancellation once per iteration, so a step deadline stops an endless loop.
 from __future__ import annotations
 
 from dflab.framework import errors
+from dflab.runtime.plan_node import (
+    ENTER,
+    EXIT,
+    MERGE,
+    NEXT,
+    PLAIN,
+    SWITCH,
+    failed_node,
+    node_error,
+)
 
 _GENERATED_FILE = "<dflab fused loop>"
 
@@ -42,24 +52,12 @@ class FusedLoop:
         except BaseException as e:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            from dflab.runtime.executor import _attach_op
-
-            node = self.line_to_node.get(_failed_line(e), None)
-            raise _attach_op(e, nodes[node].op if node is not None else self.op) from e
-
-
-def _failed_line(exc) -> int:
-    tb, line = exc.__traceback__, -1
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == _GENERATED_FILE:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+            node = failed_node(e, self.line_to_node, _GENERATED_FILE, None)
+            raise node_error(e, nodes[node].op if node is not None else self.op) from e
 
 
 def fuse_frame(plan, frame) -> FusedLoop | None:
     """A ``FusedLoop`` for ``frame`` of ``plan``, or None when the frame is not simple."""
-    from dflab.runtime.executor_plan import ENTER, EXIT, MERGE, NEXT, PLAIN, SWITCH
 
     nodes = [plan.nodes[i] for i in frame.nodes]
     enters = [n.index for n in plan.nodes if n.kind == ENTER and n.out_frame == frame.id]

@@ -42,6 +42,9 @@ def fused_node(members, inputs, control_inputs, expression: FusedExpression,
         "fused_ops": [m.name for m in members],
         "fused_types": [m.type for m in members],
         "expression": expression.describe(),
+        # What a kernel is built from, in another process too (FusedExpression.from_attr).
+        "_fused_expression": expression.to_attr(),
+        "_fused_sites": [getattr(m, "creation_site", "") or "" for m in members],
     }
     node = Node(FUSED, sink.name, device, attrs, sink.creation_site, sink.graph, inputs,
                 control_inputs)

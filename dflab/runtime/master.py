@@ -24,9 +24,9 @@ from dflab.framework import ops as _ops
 from dflab.framework.graph_io import GraphDef
 from dflab.runtime.config import RewriterConfig
 from dflab.runtime.executor import to_client_value
-from dflab.runtime.executor_plan import CONTROL_FLOW_OPS
 from dflab.runtime.node import Node
 from dflab.runtime.placer import place
+from dflab.runtime.plan_node import CONTROL_FLOW_OPS
 from dflab.runtime.subgraph import prune, topological_order
 from dflab.runtime.worker import PartitionSpec
 

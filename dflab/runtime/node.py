@@ -23,6 +23,7 @@ from __future__ import annotations
 from dflab.framework.graph_io import NodeDef
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import unknown_shape
+from dflab.kernels.fused_kernels import FusedExpression, fused_members
 
 FUSED = "_FusedElementwise"
 
@@ -72,7 +73,7 @@ class Node:
 
     __slots__ = ("name", "type", "assigned_device", "_attrs", "_site", "_graph", "_op_def",
                  "_inputs", "_control_inputs", "_outputs", "original", "fused_ops",
-                 "expression", "__weakref__")
+                 "expression", "_node_def", "__weakref__")
 
     def __init__(self, op_type: str, name: str, device: str, attrs: dict, site: str = "",
                  graph=None, inputs=(), control_inputs=(), output_types=(),
@@ -92,6 +93,7 @@ class Node:
         self.original = original
         self.fused_ops = ()
         self.expression = None
+        self._node_def = None
 
     @classmethod
     def of_op(cls, op, device: str) -> Node:
@@ -126,17 +128,18 @@ class Node:
         return self._attrs["tensor_name"]
 
     # --- plain data ----------------------------------------------------------------------------
+    @property
+    def node_def(self) -> NodeDef:
+        """The typed node def this node was rebuilt from (what its kernel is built from)."""
+        if self._node_def is None:
+            self._node_def = self.to_node_def()
+        return self._node_def
+
     def to_node_def(self) -> NodeDef:
         """This node as a typed ``NodeDef`` on its device."""
         inputs = [_input_name(t) for t in self._inputs]
         inputs += ["^" + c.name for c in self._control_inputs]
-        attrs = self._attrs
-        if self.fused_ops:
-            attrs = {**attrs, "_fused_sites": [getattr(m, "creation_site", "") or ""
-                                               for m in self.fused_ops]}
-            if self.expression is not None:
-                attrs["_fused_expression"] = _expression_data(self.expression)
-        return NodeDef(self.name, self.type, inputs, self.assigned_device, attrs, self._site,
+        return NodeDef(self.name, self.type, inputs, self.assigned_device, self._attrs, self._site,
                        input_types=tuple(t.dtype for t in self._inputs),
                        output_types=tuple(t.dtype for t in self._outputs),
                        output_shapes=tuple(t.shape for t in self._outputs))
@@ -189,6 +192,7 @@ def nodes_from_node_defs(node_defs, feeds=(), origins=None, graph=None):
         original = None if nd.op == FUSED else origins.get(nd.name)
         node = Node(nd.op, nd.name, nd.device, nd.attr, nd.site, graph, (), (),
                     nd.output_types, nd.output_shapes, original=original)
+        node._node_def = nd
         by_name[nd.name] = node
         nodes.append(node)
         pending.append((node, nd))
@@ -221,27 +225,12 @@ def nodes_from_node_defs(node_defs, feeds=(), origins=None, graph=None):
     return nodes, feed_outputs
 
 
-def _expression_data(expr) -> dict:
-    """A ``FusedExpression`` as plain attribute values (lists, strings, ints)."""
-    return {"n_inputs": expr.n_inputs, "dtype": expr.dtype,
-            "steps": [[op_type, list(args)] for op_type, args in expr.steps],
-            "reduction": list(expr.reduction) if expr.reduction else None}
-
-
 def _restore_fused(node: Node, origins) -> None:
-    names = node._attrs.get("fused_ops")
-    if not names:
+    """A rebuilt fused node's members (the user's ops where known) and expression."""
+    if not node._attrs.get("fused_ops"):
         return
-    from dflab.kernels.fused_kernels import FusedExpression
-
-    sites = node._attrs.get("_fused_sites") or [""] * len(names)
-    node.fused_ops = [origins.get(n) or NodeDef(n, t, site=s) for n, t, s in
-                      zip(names, node._attrs.get("fused_types", ()), sites)]
+    node.fused_ops = [origins.get(m.name) or m for m in fused_members(node._attrs)]
     data = node._attrs.get("_fused_expression")
     if data is not None:
-        # FusedExpression validates every step: a malformed definition fails here, not later.
-        red = data["reduction"]
-        node.expression = FusedExpression(
-            int(data["n_inputs"]), tuple((t, tuple(int(a) for a in args))
-                                         for t, args in data["steps"]),
-            str(data["dtype"]), (str(red[0]), bool(red[1])) if red else None)
+        # from_attr validates every step: a malformed definition fails here, not later.
+        node.expression = FusedExpression.from_attr(data)

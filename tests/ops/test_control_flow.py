@@ -281,14 +281,14 @@ register_op("TestLoopBarrier", lambda op: [(op.inputs[0].dtype, op.inputs[0].sha
 
 
 @kernel("TestLoopBarrier", takes_step=True)
-def _loop_barrier(op, ctx):
-    barrier = threading.Barrier(2, timeout=op._attrs["timeout"])
+def _loop_barrier(node, ctx):
+    barrier = threading.Barrier(2, timeout=node.attr["timeout"])
 
     def wait(step, x):
         try:
             barrier.wait()
         except threading.BrokenBarrierError:
-            raise errors.AbortedError(None, op, "no other iteration arrived") from None
+            raise errors.AbortedError(None, node, "no other iteration arrived") from None
         return x
 
     return wait

@@ -1,6 +1,10 @@
 """tf.Print / tf.print, the tf.assert_* checks and tf.py_func: values, text, errors, gradients,
 placement, and that a graph read from a file never calls a Python function."""
 
+import gc
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -209,11 +213,46 @@ def test_py_func_has_no_gradient_and_stays_on_the_cpu():
     assert plan.placement[y.op].device.endswith("CPU:0")
 
 
-def test_a_graph_read_back_names_its_functions_but_never_calls_them(tmp_path):
+_WRITE_PY_FUNC_GRAPH = """
+import sys
+import dflab as tf
+x = tf.constant(2.0, name="x")
+tf.py_func(lambda v: v * 10, [x], tf.float32, name="f")
+open(sys.argv[1], "wb").write(tf.get_default_graph().as_graph_def().SerializeToString())
+"""
+
+
+def test_a_graph_from_another_process_names_its_functions_but_never_calls_them(tmp_path):
+    # The file holds a token, never the function; tokens carry a random part drawn once per
+    # process, so another process's token names no function of this one.
+    path = tmp_path / "graph.json"
+    subprocess.run([sys.executable, "-c", _WRITE_PY_FUNC_GRAPH, str(path)], check=True,
+                   timeout=120)
+    data = path.read_bytes()
+    assert b"lambda" not in data
     x = tf.constant(2.0, name="x")
-    tf.py_func(lambda v: v * 10, [x], tf.float32, name="f")
-    graph_def = tf.get_default_graph().as_graph_def()
-    assert "lambda" not in str(graph_def.to_json())
+    tf.py_func(lambda v: v * 10, [x], tf.float32, name="g")  # a function of this process
+    with tf.Graph().as_default():
+        tf.import_graph_def(tf.GraphDef.FromString(data), name="")
+        with tf.Session() as sess:
+            with pytest.raises(tf.errors.NotFoundError, match="no Python function"):
+                sess.run("f:0")
+
+
+def test_a_graph_read_back_in_its_process_calls_the_registered_function_while_it_lives():
+    # As TF's process-wide registry: the token names the function while the graph that
+    # registered it lives, and nothing once that graph is gone.
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(2.0, name="x")
+        tf.py_func(lambda v: v * 10, [x], tf.float32, name="f")
+    graph_def = g.as_graph_def()
+    with tf.Graph().as_default():
+        tf.import_graph_def(graph_def, name="")
+        with tf.Session() as sess:
+            assert sess.run("f:0") == 20.0
+    del g, x
+    gc.collect()
     with tf.Graph().as_default():
         tf.import_graph_def(graph_def, name="")
         with tf.Session() as sess:

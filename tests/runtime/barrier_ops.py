@@ -16,9 +16,9 @@ def barrier(x, key: str):
         registry.register_op("TestBarrier", lambda op: [(op.inputs[0].dtype, op.inputs[0].shape)],
                              expensive=True, stateful=True)
 
-        def factory(op, ctx):
+        def factory(node, ctx):
             def wait(v):
-                BARRIERS[op._attrs["key"]].wait()
+                BARRIERS[node.attr["key"]].wait()
                 return v
 
             return wait

@@ -293,7 +293,7 @@ def _reference(expr, inputs):
     values = list(inputs)
     with np.errstate(all="ignore"):
         for op_type, args in expr.steps:
-            fn = ELEMENTWISE[op_type].ufunc or registered_fn(op_type, "CPU")
+            fn = ELEMENTWISE[op_type].ufunc or registered_fn(op_type)
             values.append(fn(*[values[a] for a in args]))
     return np.asarray(values[-1])
 

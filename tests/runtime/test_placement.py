@@ -497,15 +497,18 @@ register_op("TestStreamBarrier", lambda op: [(op.inputs[0].dtype, op.inputs[0].s
             stateful=True, expensive=True)
 
 
+_STREAM_BARRIERS: dict[str, threading.Barrier] = {}
+
+
 @kernel("TestStreamBarrier")
-def _stream_barrier(op, ctx):
-    barrier = op.graph._test_barrier
+def _stream_barrier(node, ctx):
+    barrier = _STREAM_BARRIERS[node.attr["key"]]
 
     def wait(x):
         try:
             barrier.wait()
         except threading.BrokenBarrierError:
-            raise tf.errors.AbortedError(None, op, "ran alone") from None
+            raise tf.errors.AbortedError(None, node, "ran alone") from None
         return x
 
     return wait
@@ -513,11 +516,12 @@ def _stream_barrier(op, ctx):
 
 def _two_barriers_on(device):
     g = tf.Graph()
-    g._test_barrier = threading.Barrier(2, timeout=1.0)
+    key = f"barrier-{len(_STREAM_BARRIERS)}"
+    _STREAM_BARRIERS[key] = threading.Barrier(2, timeout=1.0)
     with g.as_default(), tf.device(device):
         x = tf.constant(1.0)
-        a = g._create_op("TestStreamBarrier", [x], {}, "a").outputs[0]
-        b = g._create_op("TestStreamBarrier", [x], {}, "b").outputs[0]
+        a = g._create_op("TestStreamBarrier", [x], {"key": key}, "a").outputs[0]
+        b = g._create_op("TestStreamBarrier", [x], {"key": key}, "b").outputs[0]
         total = a + b
     cfg = tf.ConfigProto(device_count={"GPU": 1}, inter_op_parallelism_threads=3)
     with tf.Session(graph=g, config=cfg) as s:

@@ -1,0 +1,34 @@
+"""``KernelContext``: what a kernel factory sees of the device it is bound to.
+
+Kernels are built from a typed ``NodeDef`` (``dflab.framework.graph_io``) and a context, never
+from a live ``Operation``: a partition's kernels can be rebuilt in another process from its
+serialized graph. The context names the device and its kernel type, gives the device's array
+namespace ``xp`` (NumPy on CPUs, CuPy on GPUs, anything NumPy-like on a plugged-in device),
+its resource manager (variables, queues, tensor arrays), and its ``owner`` (the session or
+worker whose ``closed`` flag blocking kernels watch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class KernelContext:
+    __slots__ = ("device", "device_type", "xp", "resources", "owner")
+
+    def __init__(self, device: str, device_type: str, xp, resources, owner=None):
+        self.device = device
+        self.device_type = device_type
+        self.xp = xp
+        self.resources = resources
+        self.owner = owner
+
+    @property
+    def owner_closed(self) -> bool:
+        """Whether the session or worker running this device's kernels was closed."""
+        return bool(getattr(self.owner, "closed", False))
+
+
+# The host's context without a device: kernels bound outside a plan (the fused kernels' NumPy
+# steps, tests) compute with NumPy.
+HOST = KernelContext("", "CPU", np, None)
