@@ -1,4 +1,9 @@
-"""NumPy kernels for array ops.
+"""Kernels for array ops, written against the device's array namespace (``ctx.xp``).
+
+Data goes through ``xp`` (NumPy on CPUs, CuPy on GPUs); small host-side arguments (shapes,
+axes, permutations, sizes, paddings: what TF keeps in host memory) are read with NumPy
+(``_ints``), and the shape family (``Shape``, ``Size``, ``Rank``) produces host values, as TF's
+kernels write those outputs to host memory.
 
 Kernels check their arguments against TF's rules and raise ``InvalidArgumentError`` naming the
 node (out-of-range indices, sizes that do not fit), never an anonymous NumPy error. They return
@@ -29,10 +34,15 @@ def _axis(node, axis, ndim, what="axis"):
     return a % ndim
 
 
+def _first_true(mask) -> tuple:
+    """The index of the first true element of ``mask`` (any namespace's boolean array)."""
+    return tuple(int(i[0]) for i in mask.nonzero()) if mask.ndim else ()
+
+
 def _check_indices(node, idx, limit, what="indices"):
     bad = (idx < 0) | (idx >= limit)
     if bad.any():
-        pos = tuple(int(p) for p in np.argwhere(bad)[0])
+        pos = _first_true(bad)
         raise _bad(node, f"{what}[{','.join(map(str, pos))}] = {int(idx[pos])} is not in "
                        f"[0, {limit})")
 
@@ -40,7 +50,7 @@ def _check_indices(node, idx, limit, what="indices"):
 # --- sources and identities -------------------------------------------------------------------
 @kernel("Const")
 def _const(node, ctx):
-    value = node.attr["value"]
+    value = ctx.xp.asarray(node.attr["value"])  # into the device's memory, once per plan
     return lambda: value
 
 
@@ -112,8 +122,10 @@ register_kernel("Rank", fn=_rank)
 
 @kernel("Reshape")
 def _reshape(node, ctx):
+    xp = ctx.xp
+
     def reshape(x, shape):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         target = _ints(shape)
         if target.count(-1) > 1:
             raise _bad(node, f"only one input size may be -1, not both: {target}")
@@ -134,12 +146,14 @@ def _reshape(node, ctx):
 
 @kernel("ExpandDims")
 def _expand_dims(node, ctx):
+    xp = ctx.xp
+
     def expand_dims(x, dim):
-        x = np.asarray(x)
-        a = int(np.ravel(dim)[0])
+        x = xp.asarray(x)
+        a = _ints(dim)[0]
         if not -x.ndim - 1 <= a <= x.ndim:
             raise _bad(node, f"Tried to expand dim index {a} for tensor with {x.ndim} dimensions.")
-        return np.expand_dims(x, a if a >= 0 else a + x.ndim + 1)
+        return xp.expand_dims(x, a if a >= 0 else a + x.ndim + 1)
 
     return expand_dims
 
@@ -147,33 +161,37 @@ def _expand_dims(node, ctx):
 @kernel("Squeeze")
 def _squeeze(node, ctx):
     axes = node.attr["squeeze_dims"]
+    xp = ctx.xp
 
     def squeeze(x):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         if not axes:
-            return np.squeeze(x)
+            return xp.squeeze(x)
         norm = tuple(sorted({_axis(node, a, x.ndim) for a in axes}))
         for a in norm:
             if x.shape[a] != 1:
                 raise _bad(node, f"Can not squeeze dim[{a}], expected a dimension of 1, got "
                                f"{x.shape[a]}")
-        return np.squeeze(x, axis=norm)
+        return xp.squeeze(x, axis=norm)
 
     return squeeze
 
 
 # --- filling ----------------------------------------------------------------------------------
-register_kernel("ZerosLike", fn=np.zeros_like)
-register_kernel("OnesLike", fn=np.ones_like)
+register_kernel("ZerosLike", xp="zeros_like")
+register_kernel("OnesLike", xp="ones_like")
 
 
 @kernel("Fill")
 def _fill(node, ctx):
+    xp = ctx.xp
+    dt = node.output_types[0]._np
+
     def fill(dims, value):
         dims = _ints(dims)
         if any(d < 0 for d in dims):
             raise _bad(node, f"dims must be non-negative, got {dims}")
-        return np.full(dims, value, dtype=np.asarray(value).dtype)
+        return xp.full(dims, value, dtype=dt)
 
     return fill
 
@@ -182,12 +200,13 @@ def _fill(node, ctx):
 @kernel("Pack")
 def _pack(node, ctx):
     axis = node.attr["axis"]
+    xp = ctx.xp
 
     def pack(*xs):
         shapes = {np.shape(x) for x in xs}
         if len(shapes) > 1:
             raise _bad(node, f"Shapes of all inputs must match: {sorted(shapes)}")
-        return np.stack(xs, axis=axis)
+        return xp.stack(xs, axis=axis)
 
     return pack
 
@@ -195,12 +214,13 @@ def _pack(node, ctx):
 @kernel("Unpack")
 def _unpack(node, ctx):
     axis, num = node.attr["axis"], node.attr["num"]
+    xp = ctx.xp
 
     def unpack(x):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         if x.shape[axis] != num:
             raise _bad(node, f"Input has {x.shape[axis]} slices along axis {axis}, expected {num}")
-        return tuple(np.moveaxis(x, axis, 0))
+        return tuple(xp.moveaxis(x, axis, 0))
 
     return unpack
 
@@ -215,34 +235,40 @@ def _check_perm(node, perm, ndim):
 
 @kernel("Transpose")
 def _transpose(node, ctx):
+    xp = ctx.xp
+
     def transpose(x, perm):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         perm = _ints(perm)
         _check_perm(node, perm, x.ndim)
-        return np.transpose(x, perm)
+        return xp.transpose(x, perm)
 
     return transpose
 
 
 @kernel("ConjugateTranspose")
 def _conjugate_transpose(node, ctx):
+    xp = ctx.xp
+
     def conjugate_transpose(x, perm):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         perm = _ints(perm)
         _check_perm(node, perm, x.ndim)
-        return np.conj(np.transpose(x, perm))
+        return xp.conj(xp.transpose(x, perm))
 
     return conjugate_transpose
 
 
 @kernel("InvertPermutation")
 def _invert_permutation(node, ctx):
+    xp = ctx.xp
+
     def invert_permutation(p):
-        p = np.asarray(p)
-        if p.ndim != 1 or not np.array_equal(np.sort(p), np.arange(p.size)):
+        p = xp.asarray(p)
+        if p.ndim != 1 or not bool(xp.array_equal(xp.sort(p), xp.arange(p.size))):
             raise _bad(node, f"{p.tolist()} is not a permutation of 0..{p.size - 1}")
-        inv = np.empty_like(p)
-        inv[p] = np.arange(p.size, dtype=p.dtype)
+        inv = xp.empty_like(p)
+        inv[p] = xp.arange(p.size, dtype=p.dtype)
         return inv
 
     return invert_permutation
@@ -250,8 +276,10 @@ def _invert_permutation(node, ctx):
 
 @kernel("ConcatV2")
 def _concat(node, ctx):
+    xp = ctx.xp
+
     def concat(*args):
-        xs = [np.asarray(x) for x in args[:-1]]
+        xs = [xp.asarray(x) for x in args[:-1]]
         ndim = xs[0].ndim
         if ndim == 0:
             raise _bad(node, "Can't concatenate scalars (use tf.stack instead)")
@@ -261,7 +289,7 @@ def _concat(node, ctx):
                     xs[0].shape[:a] + xs[0].shape[a + 1:]:
                 raise _bad(node, f"ConcatOp : Dimensions of inputs should match: shape[0] = "
                                f"{list(xs[0].shape)} vs. shape[{k}] = {list(x.shape)}")
-        return np.concatenate(xs, axis=a)
+        return xp.concatenate(xs, axis=a)
 
     return concat
 
@@ -269,14 +297,15 @@ def _concat(node, ctx):
 @kernel("Split")
 def _split(node, ctx):
     n = node.attr["num_split"]
+    xp = ctx.xp
 
     def split(axis, x):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         a = _axis(node, axis, x.ndim, "split axis")
         if x.shape[a] % n:
             raise _bad(node, f"Number of ways to split should evenly divide the split dimension, "
                            f"but got split_dim {a} (size = {x.shape[a]}) and num_split {n}")
-        return tuple(np.split(x, n, axis=a))
+        return tuple(xp.split(x, n, axis=a))
 
     return split
 
@@ -284,9 +313,10 @@ def _split(node, ctx):
 @kernel("SplitV")
 def _split_v(node, ctx):
     n = node.attr["num_split"]
+    xp = ctx.xp
 
     def split_v(x, size_splits, axis):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         a = _axis(node, axis, x.ndim, "split axis")
         sizes = _ints(size_splits)
         d = x.shape[a]
@@ -299,7 +329,7 @@ def _split_v(node, ctx):
             raise _bad(node, f"Determined shape must either match input shape along split_dim "
                            f"exactly if fully specified, or be less than the size of the input "
                            f"along split_dim if not fully specified.  Got: {sum(sizes)} vs. {d}")
-        return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=a))
+        return tuple(xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=a))
 
     return split_v
 
@@ -307,8 +337,10 @@ def _split_v(node, ctx):
 # --- slicing ----------------------------------------------------------------------------------
 @kernel("Slice")
 def _slice(node, ctx):
+    xp = ctx.xp
+
     def slice_(x, begin, size):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         begin, size = _ints(begin), _ints(size)
         if len(begin) != x.ndim or len(size) != x.ndim:
             raise _bad(node, f"Expected begin and size arguments to be 1-D tensors of size "
@@ -358,8 +390,10 @@ def _numpy_index(node, shape, begin, end, strides):
 
 @kernel("StridedSlice")
 def _strided_slice(node, ctx):
+    xp = ctx.xp
+
     def strided_slice(x, begin, end, strides):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         return x[_numpy_index(node, x.shape, begin, end, strides)]
 
     return strided_slice
@@ -367,11 +401,13 @@ def _strided_slice(node, ctx):
 
 @kernel("StridedSliceGrad")
 def _strided_slice_grad(node, ctx):
+    xp = ctx.xp
+
     def strided_slice_grad(shape, begin, end, strides, dy):
         shape = tuple(_ints(shape))
-        dy = np.asarray(dy)
+        dy = xp.asarray(dy)
         index = _numpy_index(node, shape, begin, end, strides)
-        out = np.zeros(shape, dtype=dy.dtype)
+        out = xp.zeros(shape, dtype=dy.dtype)
         if out[index].shape != dy.shape:
             raise _bad(node, f"dy has shape {list(dy.shape)}, but the slice of a tensor of shape "
                            f"{list(shape)} has shape {list(out[index].shape)}")
@@ -384,30 +420,34 @@ def _strided_slice_grad(node, ctx):
 # --- gathering and scattering -----------------------------------------------------------------
 @kernel("GatherV2")
 def _gather(node, ctx):
+    xp = ctx.xp
+
     def gather(params, indices, axis):
-        params, idx = np.asarray(params), np.asarray(indices)
+        params, idx = xp.asarray(params), xp.asarray(indices)
         if params.ndim == 0:
             raise _bad(node, "params must be at least 1 dimensional")
         a = _axis(node, axis, params.ndim)
         _check_indices(node, idx, params.shape[a])
-        return np.take(params, idx, axis=a)
+        return xp.take(params, idx, axis=a)
 
     return gather
 
 
-def _check_nd_indices(node, idx, shape):
+def _check_nd_indices(xp, node, idx, shape):
     k = idx.shape[-1]
-    bad = ((idx < 0) | (idx >= np.asarray(shape[:k], dtype=np.int64))).any(axis=-1)
+    bad = ((idx < 0) | (idx >= xp.asarray(shape[:k], dtype=np.int64))).any(axis=-1)
     if bad.any():
-        pos = tuple(int(p) for p in np.argwhere(bad)[0])
+        pos = _first_true(bad)
         raise _bad(node, f"indices[{','.join(map(str, pos))}] = {idx[pos].tolist()} does not "
                        f"index into param shape {list(shape)}")
 
 
 @kernel("GatherNd")
 def _gather_nd(node, ctx):
+    xp = ctx.xp
+
     def gather_nd(params, indices):
-        params, idx = np.asarray(params), np.asarray(indices)
+        params, idx = xp.asarray(params), xp.asarray(indices)
         if idx.ndim == 0:
             raise _bad(node, "indices must be at least a vector")
         k = idx.shape[-1]
@@ -415,17 +455,19 @@ def _gather_nd(node, ctx):
             raise _bad(node, f"index innermost dimension length must be <= params rank; saw: "
                            f"{k} vs. {params.ndim}")
         if k == 0:  # every index picks the whole of params
-            return np.array(np.broadcast_to(params, idx.shape[:-1] + params.shape))
-        _check_nd_indices(node, idx, params.shape)
-        return params[tuple(np.moveaxis(idx, -1, 0))]
+            return xp.array(xp.broadcast_to(params, idx.shape[:-1] + params.shape))
+        _check_nd_indices(xp, node, idx, params.shape)
+        return params[tuple(xp.moveaxis(idx, -1, 0))]
 
     return gather_nd
 
 
 @kernel("ScatterNd")
 def _scatter_nd(node, ctx):
+    xp = ctx.xp
+
     def scatter_nd(indices, updates, shape):
-        idx, updates = np.asarray(indices), np.asarray(updates)
+        idx, updates = xp.asarray(indices), xp.asarray(updates)
         shape = tuple(_ints(shape))
         if any(d < 0 for d in shape):
             raise _bad(node, f"shape must be non-negative, got {list(shape)}")
@@ -438,12 +480,12 @@ def _scatter_nd(node, ctx):
         want = idx.shape[:-1] + shape[k:]
         if updates.shape != want:
             raise _bad(node, f"updates has shape {list(updates.shape)}, expected {list(want)}")
-        _check_nd_indices(node, idx, shape)
-        out = np.zeros(shape, dtype=updates.dtype)
+        _check_nd_indices(xp, node, idx, shape)
+        out = xp.zeros(shape, dtype=updates.dtype)
         if k == 0:
             out += updates.reshape((-1,) + shape).sum(axis=0, dtype=updates.dtype)
         else:
-            np.add.at(out, tuple(np.moveaxis(idx, -1, 0)), updates)  # repeats are summed
+            xp.add.at(out, tuple(xp.moveaxis(idx, -1, 0)), updates)  # repeats are summed
         return out
 
     return scatter_nd
@@ -452,26 +494,30 @@ def _scatter_nd(node, ctx):
 # --- tiling, broadcasting, reversing, padding -------------------------------------------------
 @kernel("Tile")
 def _tile(node, ctx):
+    xp = ctx.xp
+
     def tile(x, multiples):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         m = _ints(multiples)
         if len(m) != x.ndim:
             raise _bad(node, f"Expected multiples argument to be a vector of length {x.ndim} but "
                            f"got length {len(m)}")
         if any(v < 0 for v in m):
             raise _bad(node, f"Expected multiples to be non-negative, got {m}")
-        return np.tile(x, m) if x.ndim else x.copy()
+        return xp.tile(x, m) if x.ndim else x.copy()
 
     return tile
 
 
 @kernel("BroadcastTo")
 def _broadcast_to(node, ctx):
+    xp = ctx.xp
+
     def broadcast_to(x, shape):
         target = tuple(_ints(shape))
         try:
             # A copy: a zero-stride view would surprise whoever fetches the result.
-            return np.array(np.broadcast_to(x, target))
+            return xp.array(xp.broadcast_to(x, target))
         except ValueError:
             raise _bad(node, f"Incompatible shapes: {list(np.shape(x))} vs. "
                            f"{list(target)}") from None
@@ -481,12 +527,14 @@ def _broadcast_to(node, ctx):
 
 @kernel("ReverseV2")
 def _reverse(node, ctx):
+    xp = ctx.xp
+
     def reverse(x, axis):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         axes = [_axis(node, a, x.ndim) for a in _ints(axis)]
         if len(set(axes)) != len(axes):
             raise _bad(node, f"axis {_ints(axis)} specifies the same dimension more than once")
-        return np.flip(x, axis=tuple(axes)) if axes else x
+        return xp.flip(x, axis=tuple(axes)) if axes else x
 
     return reverse
 
@@ -509,19 +557,23 @@ def _paddings(node, x, paddings, limit_offset=None):
 
 @kernel("Pad")
 def _pad(node, ctx):
+    xp = ctx.xp
+
     def pad(x, paddings):
-        x = np.asarray(x)
-        return np.pad(x, _paddings(node, x, paddings), mode="constant")
+        x = xp.asarray(x)
+        return xp.pad(x, _paddings(node, x, paddings), mode="constant")
 
     return pad
 
 
 @kernel("PadV2")
 def _pad_v2(node, ctx):
+    xp = ctx.xp
+
     def pad_v2(x, paddings, constant_values):
-        x = np.asarray(x)
-        return np.pad(x, _paddings(node, x, paddings), mode="constant",
-                      constant_values=np.asarray(constant_values).item())
+        x = xp.asarray(x)
+        return xp.pad(x, _paddings(node, x, paddings), mode="constant",
+                      constant_values=constant_values.item())
 
     return pad_v2
 
@@ -533,10 +585,11 @@ _MIRROR_OFFSET = {"REFLECT": 1, "SYMMETRIC": 0}  # REFLECT does not repeat the e
 def _mirror_pad(node, ctx):
     mode = node.attr["mode"]
     offset = _MIRROR_OFFSET[mode]
+    xp = ctx.xp
 
     def mirror_pad(x, paddings):
-        x = np.asarray(x)
-        return np.pad(x, _paddings(node, x, paddings, offset), mode=mode.lower())
+        x = xp.asarray(x)
+        return xp.pad(x, _paddings(node, x, paddings, offset), mode=mode.lower())
 
     return mirror_pad
 
@@ -551,9 +604,10 @@ def _mirror_sources(n, before, after, offset):
 @kernel("MirrorPadGrad")
 def _mirror_pad_grad(node, ctx):
     offset = _MIRROR_OFFSET[node.attr["mode"]]
+    xp = ctx.xp
 
     def mirror_pad_grad(grad, paddings):
-        out = np.asarray(grad)
+        out = xp.asarray(grad)
         p = np.asarray(paddings)
         if p.shape != (out.ndim, 2) or (p < 0).any():
             raise _bad(node, f"invalid paddings {p.tolist()} for a gradient of rank {out.ndim}")
@@ -563,10 +617,11 @@ def _mirror_pad_grad(node, ctx):
             n = out.shape[ax] - a - b
             if n < 0 or max(a, b) > n - offset:
                 raise _bad(node, f"paddings {a}, {b} too large for dimension {ax} of size {n}")
-            moved = np.moveaxis(out, ax, 0)
-            acc = np.zeros((n,) + moved.shape[1:], dtype=moved.dtype)
-            np.add.at(acc, _mirror_sources(n, a, b, offset), moved)  # fold the mirrored parts
-            out = np.moveaxis(acc, 0, ax)
+            moved = xp.moveaxis(out, ax, 0)
+            acc = xp.zeros((n,) + moved.shape[1:], dtype=moved.dtype)
+            # Fold the mirrored parts (the positions are small host data).
+            xp.add.at(acc, xp.asarray(_mirror_sources(n, a, b, offset)), moved)
+            out = xp.moveaxis(acc, 0, ax)
         return out
 
     return mirror_pad_grad
@@ -577,32 +632,35 @@ def _mirror_pad_grad(node, ctx):
 def _one_hot(node, ctx):
     axis = node.attr["axis"]
     dt = node.output_types[0]._np
+    xp = ctx.xp
 
     def one_hot(indices, depth, on_value, off_value):
-        idx = np.asarray(indices)
-        depth = int(depth)
+        idx = xp.asarray(indices)
+        depth = _ints(depth)[0]
         if depth < 0:
             raise _bad(node, f"depth must be non-negative, got: {depth}")
-        hot = idx[..., None] == np.arange(depth)
-        out = np.where(hot, np.asarray(on_value, dtype=dt), np.asarray(off_value, dtype=dt))
-        return out if axis == -1 else np.moveaxis(out, -1, axis)
+        hot = idx[..., None] == xp.arange(depth)
+        out = xp.where(hot, xp.asarray(on_value, dtype=dt), xp.asarray(off_value, dtype=dt))
+        return out if axis == -1 else xp.moveaxis(out, -1, axis)
 
     return one_hot
 
 
 @kernel("Select")
 def _select(node, ctx):
+    xp = ctx.xp
+
     def select(cond, x, y):
-        cond, x, y = np.asarray(cond), np.asarray(x), np.asarray(y)
+        cond, x, y = xp.asarray(cond), xp.asarray(x), xp.asarray(y)
         if x.shape != y.shape:
             raise _bad(node, f"'then' and 'else' must have the same size.  but received: "
                            f"{list(x.shape)} vs. {list(y.shape)}")
         if cond.ndim == 0:
             return x if cond else y
         if cond.shape == x.shape:
-            return np.where(cond, x, y)
+            return xp.where(cond, x, y)
         if cond.ndim == 1 and x.ndim > 1 and cond.shape[0] == x.shape[0]:
-            return np.where(cond.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
+            return xp.where(cond.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
         raise _bad(node, f"condition must be a scalar, a vector of size x.shape[0], or have the "
                        f"shape of x: {list(cond.shape)} vs. {list(x.shape)}")
 
@@ -611,9 +669,11 @@ def _select(node, ctx):
 
 @kernel("SelectV2")
 def _select_v2(node, ctx):
+    xp = ctx.xp
+
     def select_v2(cond, x, y):
         try:
-            return np.where(cond, x, y)
+            return xp.where(cond, x, y)
         except ValueError:
             raise _bad(node, f"condition, x and y must be broadcastable: {list(np.shape(cond))}, "
                            f"{list(np.shape(x))}, {list(np.shape(y))}") from None
@@ -621,26 +681,27 @@ def _select_v2(node, ctx):
     return select_v2
 
 
-def _where(x):
-    return np.argwhere(x).astype(np.int64)
+def _where(xp, x):
+    return xp.argwhere(x).astype(np.int64)
 
 
-register_kernel("Where", fn=_where)
+register_kernel("Where", xp=_where)
 
 
 @kernel("SequenceMask")
 def _sequence_mask(node, ctx):
     dt = node.attr["dtype"]._np
+    xp = ctx.xp
 
     def sequence_mask(lengths, maxlen=None):
-        lengths = np.asarray(lengths)
+        lengths = xp.asarray(lengths)
         if maxlen is None:
             m = int(lengths.max()) if lengths.size else 0
         else:
-            m = int(maxlen)
+            m = _ints(maxlen)[0]
         if m < 0:
             raise _bad(node, f"maxlen must be non-negative, got {m}")
-        return (np.arange(m) < lengths[..., None]).astype(dt)
+        return (xp.arange(m) < lengths[..., None]).astype(dt)
 
     return sequence_mask
 
@@ -648,16 +709,17 @@ def _sequence_mask(node, ctx):
 @kernel("Unique")
 def _unique(node, ctx):
     idx_dt = node.attr["out_idx"]._np
+    xp = ctx.xp
 
     def unique(x):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         if x.size == 0:
-            return x.copy(), np.zeros(0, dtype=idx_dt)
-        values, first, inverse = np.unique(x, return_index=True, return_inverse=True)
+            return x.copy(), xp.zeros(0, dtype=idx_dt)
+        values, first, inverse = xp.unique(x, return_index=True, return_inverse=True)
         # TF lists values in order of first appearance, NumPy sorted: renumber.
-        order = np.argsort(first, kind="stable")
-        position = np.empty_like(order)
-        position[order] = np.arange(order.size)
+        order = xp.argsort(first, kind="stable")
+        position = xp.empty_like(order)
+        position[order] = xp.arange(order.size)
         return values[order], position[inverse.ravel()].astype(idx_dt)
 
     return unique

@@ -15,7 +15,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.logging_kernels import summarize_flat
-from dflab.kernels.registry import kernel, register_kernel
+from dflab.kernels.registry import ANY_DEVICE, kernel, register_kernel
 
 
 class _Dead:
@@ -29,7 +29,7 @@ class _Dead:
 
 DEAD = _Dead()
 
-_ALL_DEVICES = ("CPU",)
+# Control-flow kernels only route values: every device type runs them (ANY_DEVICE).
 
 
 def _forward(x):
@@ -42,19 +42,19 @@ _forward.accepts_refs = True
 
 
 for _op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration"):
-    register_kernel(_op, _ALL_DEVICES, fn=_forward)
+    register_kernel(_op, ANY_DEVICE, fn=_forward)
 
 
 def _predicate(node, pred) -> bool:
-    p = np.asarray(pred)
-    if p.shape != ():
+    shape = np.shape(pred)
+    if shape != ():
         raise errors.InvalidArgumentError(
-            None, node, f"The predicate of {node.name} must be a scalar, got shape {p.shape}")
-    return bool(p)
+            None, node, f"The predicate of {node.name} must be a scalar, got shape {shape}")
+    return bool(pred)
 
 
-@kernel("Switch", _ALL_DEVICES)
-@kernel("RefSwitch", _ALL_DEVICES)
+@kernel("Switch", ANY_DEVICE)
+@kernel("RefSwitch", ANY_DEVICE)
 def _switch(node, ctx):
     def switch(data, pred):
         return (DEAD, data) if _predicate(node, pred) else (data, DEAD)
@@ -63,7 +63,7 @@ def _switch(node, ctx):
     return switch
 
 
-@kernel("LoopCond", _ALL_DEVICES)
+@kernel("LoopCond", ANY_DEVICE)
 def _loop_cond(node, ctx):
     def loop_cond(pred):
         _predicate(node, pred)
@@ -76,8 +76,8 @@ def _merge(value, index):
     return value, np.int32(index)
 
 
-register_kernel("Merge", _ALL_DEVICES, fn=_merge)
-register_kernel("RefMerge", _ALL_DEVICES, fn=_merge)
+register_kernel("Merge", ANY_DEVICE, fn=_merge)
+register_kernel("RefMerge", ANY_DEVICE, fn=_merge)
 
 
 @kernel("Assert")

@@ -20,6 +20,9 @@ is left, then fail with ``OutOfRangeError`` (``dequeue_up_to`` returns a short f
 ``close(cancel_pending_enqueues=True)`` also fails the parked enqueues. ``RandomShuffleQueue``
 keeps ``min_after_dequeue`` elements back until it is closed, and draws with its own seeded
 generator, so a seeded queue fed in the same order dequeues in the same order.
+
+Queues live in host memory and their kernels are registered for CPUs only, as in TF (elements
+are NumPy arrays; a producer on another device reaches a queue through a ``_Send``/``_Recv``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Dense updates install a new array (readers keep consistent snapshots); scatter u
 place into the variable's own buffer, as TF1 does, so a sparse update costs O(rows), not O(var).
 ``use_locking`` holds the variable's lock across the read-modify-write.
 ``CountUpTo`` (``tf.train.limit_epochs``' counter) always holds it.
+
+The arithmetic goes through the device's array namespace (``ctx.xp``), so a variable lives in
+its device's memory. NumPy arrays are frozen (read-only) while a variable holds them; a scatter
+unfreezes the variable's own buffer for the length of its write.
 """
 
 from __future__ import annotations
@@ -16,12 +20,26 @@ from dflab.framework import errors
 from dflab.kernels.registry import kernel
 
 
-def _owned(value):
-    """A private, writeable copy unless the array is already exclusively ours."""
-    v = np.asarray(value)
-    if v.flags.owndata and v.flags.writeable:
+def _owned(xp, value):
+    """A private copy of ``value`` in the device's memory, unless the array is already
+    exclusively ours (a NumPy array that owns its data and nobody froze)."""
+    v = xp.asarray(value)
+    if isinstance(v, np.ndarray) and v.flags.owndata and v.flags.writeable:
         return v
-    return np.array(v, copy=True)
+    return xp.array(v, copy=True)
+
+
+@contextlib.contextmanager
+def _writing(var):
+    """Let a scatter write into the variable's own (frozen) NumPy buffer, then freeze it."""
+    frozen = isinstance(var, np.ndarray)
+    if frozen:
+        var.flags.writeable = True
+    try:
+        yield
+    finally:
+        if frozen:
+            var.flags.writeable = False
 
 
 @kernel("VariableV2")
@@ -39,6 +57,7 @@ def _assign(node, ctx):
     declared = node.output_shapes[0]  # the variable's shape (Assign outputs its ref)
     validate = node.attr.get("validate_shape", True)
     use_locking = node.attr.get("use_locking", True)
+    xp = ctx.xp
 
     def assign(ref, value):
         if validate and declared.ndims is not None and \
@@ -46,7 +65,7 @@ def _assign(node, ctx):
             raise errors.InvalidArgumentError(
                 None, None, f"Assign requires shapes of both tensors to match. lhs shape= "
                 f"{declared.as_list()} rhs shape= {list(np.shape(value))}")
-        v = _owned(value)
+        v = _owned(xp, value)
         with _lock(ref, use_locking):
             ref.set(v)
         return ref
@@ -54,9 +73,10 @@ def _assign(node, ctx):
     return assign
 
 
-def _update(np_fn):
+def _update(fn_name):
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
+        np_fn = getattr(ctx.xp, fn_name)
 
         def update(ref, delta):
             with _lock(ref, use_locking):
@@ -74,32 +94,34 @@ def _update(np_fn):
     return factory
 
 
-kernel("AssignAdd")(_update(np.add))
-kernel("AssignSub")(_update(np.subtract))
+kernel("AssignAdd")(_update("add"))
+kernel("AssignSub")(_update("subtract"))
 
 
-def _check_indices(indices, n, op_name):
-    idx = np.asarray(indices)
+def _check_indices(xp, indices, n, op_name):
+    idx = xp.asarray(indices)
     if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = idx[(idx < 0) | (idx >= n)].ravel()[0]
+        bad = int(idx[(idx < 0) | (idx >= n)].ravel()[0])
         raise errors.InvalidArgumentError(None, None,
                                           f"indices = {bad} is not in [0, {n}) in {op_name}")
     return idx
 
 
-def _scatter(apply):
+def _scatter(ufunc_name):
+    """A scatter kernel applying ``xp.<ufunc_name>.at`` (repeated indices accumulate), or
+    assigning rows when ``ufunc_name`` is None (ScatterUpdate: the last write wins)."""
+
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
+        xp = ctx.xp
+        apply = _scatter_update if ufunc_name is None else getattr(xp, ufunc_name).at
 
         def scatter(ref, indices, updates):
             with _lock(ref, use_locking):
                 var = ref.read()
-                idx = _check_indices(indices, var.shape[0], node.op)
-                var.flags.writeable = True  # the variable owns this buffer (see _owned)
-                try:
-                    apply(var, idx, np.broadcast_to(updates, idx.shape + var.shape[1:]))
-                finally:
-                    var.flags.writeable = False
+                idx = _check_indices(xp, indices, var.shape[0], node.op)
+                with _writing(var):  # the variable owns this buffer (see _owned)
+                    apply(var, idx, xp.broadcast_to(updates, idx.shape + var.shape[1:]))
             return ref
 
         return scatter
@@ -111,28 +133,29 @@ def _scatter_update(var, idx, upd):
     var[idx] = upd
 
 
-kernel("ScatterUpdate")(_scatter(_scatter_update))
-kernel("ScatterAdd")(_scatter(np.add.at))
-kernel("ScatterSub")(_scatter(np.subtract.at))
-kernel("ScatterMul")(_scatter(np.multiply.at))
-kernel("ScatterDiv")(_scatter(np.divide.at))
+kernel("ScatterUpdate")(_scatter(None))
+kernel("ScatterAdd")(_scatter("add"))
+kernel("ScatterSub")(_scatter("subtract"))
+kernel("ScatterMul")(_scatter("multiply"))
+kernel("ScatterDiv")(_scatter("divide"))
 
 
 @kernel("CountUpTo")
 def _count_up_to(node, ctx):
     limit = node.attr["limit"]
+    xp = ctx.xp
 
     def count_up_to(ref):
         # The variable's lock makes read-compare-increment atomic: several enqueue threads may
         # share one epoch counter, and each count must be handed out exactly once.
         with ref.lock:
-            before = np.asarray(ref.read())
+            before = xp.asarray(ref.read())
             if before.ndim != 0:
                 raise errors.InvalidArgumentError(
                     None, node, f"input is not a scalar: {list(before.shape)}")
             if before >= limit:
                 raise errors.OutOfRangeError(None, node, f"Reached limit of {limit}")
-            ref.set(np.array(before + 1, dtype=before.dtype))
+            ref.set(xp.array(before + 1, dtype=before.dtype))
         return before
 
     return count_up_to

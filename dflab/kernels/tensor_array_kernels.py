@@ -11,6 +11,8 @@ index and, by default, forgets an element once read (``clear_after_read``); read
 never written gives zeros when the element shape is fully known and is an error otherwise. A
 *gradient* array (``TensorArrayGradV3``, one per forward array and gradient source) sums repeated
 writes and reads zeros, shaped like the forward element, for elements nobody wrote.
+
+The storage holds host (NumPy) arrays; the kernels are registered for CPUs only.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ into a GraphDef (see ``dflab.kernels.script_kernels``). The kernel finds it by t
 (``registered_function``), as TF's kernel asks its process-wide registry: a kernel is built from
 plain node data, without the graph. Tokens carry a random part drawn once per process, so a
 token read from another process's graph never names a function of this one. Outputs have the
-declared dtypes and unknown shapes (use ``set_shape``). The ops run on the CPU only and have no gradient, as in TF.
+declared dtypes and unknown shapes (use ``set_shape``). The ops run on the CPU only and have no
+gradient, as in TF.
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ from dflab.framework import ops as _ops
 from dflab.framework.graph_io import GraphDef
 from dflab.runtime.config import RewriterConfig
 from dflab.runtime.executor import to_client_value
+from dflab.runtime.fusion import fuse_elementwise
 from dflab.runtime.node import Node
+from dflab.runtime.partition import partition, user_op
 from dflab.runtime.placer import place
 from dflab.runtime.plan_node import CONTROL_FLOW_OPS
 from dflab.runtime.subgraph import prune, topological_order
@@ -179,16 +181,12 @@ class Master:
 
     @staticmethod
     def _fused(nodes, device, keep) -> list:
-        from dflab.runtime.fusion import fuse_elementwise
-
         return fuse_elementwise(nodes, device, keep)[0]
 
     def _partitioned_plan(self, ordered, placement, feed_tensors, fetch_tensors,
                           control_flow=False) -> Plan:
         """``control_flow``: the plan has conds, so every partition tracks deadness (a dead
         value may arrive through a ``_Recv`` even where no Switch or Merge runs)."""
-        from dflab.runtime.partition import partition
-
         devices = self.devices
         pt = partition(ordered, placement, feed_tensors, fetch_tensors,
                        incarnation=lambda name: devices[name].incarnation,
@@ -213,13 +211,13 @@ class Master:
 
     def _register(self, spec: PartitionSpec, ordered):
         """Register ``spec`` with the worker; the plan's ops are its origins (same process)."""
+        origins = {op.name: op for op in ordered}
         try:
-            return self.worker.register_partition(spec, origins={op.name: op for op in ordered})
+            return self.worker.register_partition(spec, origins=origins)
         except errors.OpError as e:
-            from dflab.runtime.partition import user_op
-
             if e.op is not None and not isinstance(e.op, _ops.Operation):
-                e.op = user_op(e.op)
+                # A node def or plan node: name the user's op it stands for, where there is one.
+                e.op = origins.get(e.op.name) or user_op(e.op)
             raise
 
 

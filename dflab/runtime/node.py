@@ -20,6 +20,7 @@ partitioner and the fusion pass only (re)wire inputs of nodes they are still bui
 
 from __future__ import annotations
 
+from dflab.framework import errors
 from dflab.framework.graph_io import NodeDef
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import unknown_shape
@@ -173,8 +174,6 @@ def nodes_from_node_defs(node_defs, feeds=(), origins=None, graph=None):
     local worker): nodes then keep their ``original`` and fused nodes their member ops.
     Returns ``(nodes, feed_outputs)``.
     """
-    from dflab.framework import errors
-
     origins = origins or {}
     by_name: dict[str, Node] = {}
     # Stand-ins for fed tensors: the executor gives them the step's fed values. Their dtype is
@@ -221,7 +220,10 @@ def nodes_from_node_defs(node_defs, feeds=(), origins=None, graph=None):
             inputs.append(out)
         node._inputs = tuple(inputs)
         node._control_inputs = controls
-        _restore_fused(node, origins)
+        try:
+            _restore_fused(node, origins)
+        except ValueError as e:
+            raise errors.InvalidArgumentError(None, nd, f"Node {nd.name}: {e}") from None
     return nodes, feed_outputs
 
 

@@ -24,14 +24,16 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from dflab.framework import errors
 from dflab.framework.graph_io import GraphDef, graph_def_from_json
+from dflab.framework.rendezvous import parse_key
 from dflab.runtime.devices import HOST_MEMORY, DeviceSet, Stream
 from dflab.runtime.executor import Execution, to_client_value
 from dflab.runtime.executor_plan import ExecutorPlan
-from dflab.runtime.node import nodes_from_node_defs
+from dflab.runtime.node import nodes_from_node_defs, split_input
 from dflab.runtime.rendezvous import LocalRendezvous
 from dflab.runtime.resources import Forgotten
 
@@ -232,8 +234,6 @@ class Worker:
 
     @staticmethod
     def _resolve_fetch(name, by_name, feeds):
-        from dflab.runtime.node import split_input
-
         op_name, index = split_input(name)
         for t in feeds:
             if t.op.name == op_name and t.value_index == index:
@@ -270,8 +270,6 @@ class Worker:
         return LocalRendezvous(step_id, self._copy)
 
     def _copy_between_devices(self, key: str, value):
-        from dflab.framework.rendezvous import parse_key
-
         parsed = parse_key(key)
         return self.devices[parsed.src_device].copy_to(value, self.devices[parsed.dst_device])
 
@@ -279,8 +277,6 @@ class Worker:
         if self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
-                    from concurrent.futures import ThreadPoolExecutor
-
                     # The calling thread runs ops too, so N inter-op threads = caller + N-1
                     # workers (one at least, for blocking ops such as a queue dequeue).
                     self._pool = ThreadPoolExecutor(

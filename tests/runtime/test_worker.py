@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import dflab as tf
+from dflab.framework.rendezvous import parse_key
 from dflab.runtime.worker import PartitionSpec, Worker, next_step_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,7 @@ _CHILD = r"""
 import json, sys
 import numpy as np
 import dflab as tf
+from dflab.framework.rendezvous import parse_key
 from dflab.runtime.worker import PartitionSpec, Worker, next_step_id
 
 job = json.load(sys.stdin)
@@ -183,3 +185,58 @@ def test_a_failing_send_fails_the_step_instead_of_hanging():
             t.join(20)
             assert not t.is_alive(), "the step hung after a _Send failed"
         assert len(errors) == 20 and all("the link is down" in str(e) for e in errors)
+
+
+def test_each_step_gets_its_own_rendezvous_and_keys_name_the_step():
+    x, fetches = _graph_across_two_devices()
+    seen = []
+    with tf.Session(config=_two_cpus()) as s:
+        worker = s.worker
+        make = worker.create_rendezvous
+
+        def spy(step_id):
+            rdv = make(step_id)
+            send = rdv.send
+
+            def send_and_record(key, value):
+                seen.append((step_id, parse_key(key).step_id))
+                return send(key, value)
+
+            rdv.send = send_and_record
+            return rdv
+
+        worker.create_rendezvous = spy
+        feed = np.ones((2, 2), np.float32)
+        s.run(fetches, {x: feed})
+        s.run(fetches, {x: feed})
+    steps = {step for step, _ in seen}
+    assert len(steps) == 2 and all(step == key_step for step, key_step in seen)
+
+
+def test_a_fused_reduction_rebuilds_from_its_node_def_alone():
+    # Without the user's graph (another process), the fused node's expression, its members
+    # and its final reduction's kernel come from the node def's attributes only.
+    rewrite = tf.RewriterConfig(remapping=tf.RewriterConfig.ON)
+    config = tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=rewrite))
+    x = tf.placeholder(tf.float32, [3, 4], name="x")
+    y = tf.reduce_sum(tf.nn.relu(x * 2.0 - 1.0), axis=1, keepdims=True, name="y")
+    feed = np.random.RandomState(1).randn(3, 4).astype(np.float32)
+    with tf.Session(config=config) as s:
+        want = s.run(y, {x: feed})
+        _, plan, _ = s.prepare_step([y], {x: feed})
+    [spec] = plan.specs
+    assert any(n.op == "_FusedElementwise" for n in spec.graph_def.node)
+    worker = Worker(tf.ConfigProto())
+    part = worker.partition(worker.register_partition_json(json.loads(json.dumps(
+        spec.to_json()))))
+    group, execs = worker.run_step([part], [feed], next_step_id(), timeout=30)
+    assert group.error is None
+    [got] = part.fetch_values(execs[0])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, np.maximum(feed * 2 - 1, 0).sum(1, keepdims=True),
+                               rtol=1e-6)
+    bad = spec.to_json()
+    fused = next(n for n in bad["graph_def"]["node"] if n["op"] == "_FusedElementwise")
+    fused["attr"]["_fused_expression"] = {"dict": {"steps": "nonsense"}}
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        Worker(tf.ConfigProto()).register_partition_json(bad)
