@@ -1,10 +1,12 @@
-"""NumPy kernels for math ops: ufuncs bound directly where NumPy's semantics match TF's, small
+"""Kernels for math ops, written against the device's array namespace (``ctx.xp``: NumPy on
+CPUs, CuPy on GPUs): its ufuncs bound directly where their semantics match TF's, small
 wrappers where they differ (integer division by zero is an error, float floor division is
 ``floor(x / y)``, reductions keep the input dtype, scans and sequences compute in the op's dtype
 the way TF's kernels do).
 
 Ops whose results may legitimately be inf or NaN (division, log, sqrt, pow…) run under
 ``np.errstate(all="ignore")``: TF returns those values silently, so NumPy should not warn.
+Small host-side arguments (reduction axes, ranges' bounds, segment counts) are read with NumPy.
 """
 
 from __future__ import annotations
@@ -15,128 +17,130 @@ from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.sequence_ops import range_size
 
 # --- elementwise binary ---------------------------------------------------------------------------
-register_kernel("AddV2", fn=np.add)
-register_kernel("Sub", fn=np.subtract)
-register_kernel("Mul", fn=np.multiply)
+register_kernel("AddV2", xp="add")
+register_kernel("Sub", xp="subtract")
+register_kernel("Mul", xp="multiply")
 # RealDiv only ever sees floating or complex inputs: its shape rule rejects integers, and
 # ``truediv`` casts integers to floating point before dividing.
-register_kernel("RealDiv", fn=quiet(np.true_divide))
-register_kernel("Maximum", fn=np.maximum)
-register_kernel("Minimum", fn=np.minimum)
-register_kernel("Pow", fn=quiet(np.power))
+register_kernel("RealDiv", xp="true_divide", quiet_fp=True)
+register_kernel("Maximum", xp="maximum")
+register_kernel("Minimum", xp="minimum")
+register_kernel("Pow", xp="power", quiet_fp=True)
 
 
-def _squared_difference(x, y):
-    d = np.subtract(x, y)
-    return np.multiply(d, np.conj(d)) if np.iscomplexobj(d) else np.multiply(d, d)
+def _squared_difference(xp, x, y):
+    d = xp.subtract(x, y)
+    return xp.multiply(d, xp.conj(d)) if xp.iscomplexobj(d) else xp.multiply(d, d)
 
 
-register_kernel("SquaredDifference", fn=quiet(_squared_difference))
+register_kernel("SquaredDifference", xp=_squared_difference, quiet_fp=True)
 
 
-def _check_int_divisor(y):
-    if np.any(np.equal(y, 0)):
+def _check_int_divisor(xp, y):
+    if bool(xp.any(xp.equal(y, 0))):
         raise ZeroDivisionError("Integer division by zero")
 
 
 @kernel("FloorDiv")
 def _floordiv(node, ctx):
+    xp = ctx.xp
     if node.input_types[0].is_integer:
         def int_floordiv(x, y):
-            _check_int_divisor(y)
-            return np.floor_divide(x, y)
+            _check_int_divisor(xp, y)
+            return xp.floor_divide(x, y)
 
         return int_floordiv
-    return quiet(lambda x, y: np.floor(np.true_divide(x, y)))
+    return quiet(lambda x, y: xp.floor(xp.true_divide(x, y)))
 
 
 @kernel("FloorMod")
 def _floormod(node, ctx):
+    xp = ctx.xp
     if node.input_types[0].is_integer:
         def int_floormod(x, y):
-            _check_int_divisor(y)
-            return np.mod(x, y)
+            _check_int_divisor(xp, y)
+            return xp.mod(x, y)
 
         return int_floormod
 
     def float_floormod(x, y):
         # TF: fmod, shifted by y when the signs of the remainder and y differ.
-        m = np.fmod(x, y)
-        return np.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
+        m = xp.fmod(x, y)
+        return xp.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
 
     return quiet(float_floormod)
 
 
 # --- comparisons and logic ----------------------------------------------------------------------
-for _t, _f in (("Equal", np.equal), ("NotEqual", np.not_equal), ("Less", np.less),
-               ("LessEqual", np.less_equal), ("Greater", np.greater),
-               ("GreaterEqual", np.greater_equal), ("LogicalAnd", np.logical_and),
-               ("LogicalOr", np.logical_or), ("LogicalNot", np.logical_not)):
-    register_kernel(_t, fn=_f)
+for _t, _f in (("Equal", "equal"), ("NotEqual", "not_equal"), ("Less", "less"),
+               ("LessEqual", "less_equal"), ("Greater", "greater"),
+               ("GreaterEqual", "greater_equal"), ("LogicalAnd", "logical_and"),
+               ("LogicalOr", "logical_or"), ("LogicalNot", "logical_not")):
+    register_kernel(_t, xp=_f)
 
 
 # --- elementwise unary ---------------------------------------------------------------------------
-def _rsqrt(x):
-    return np.reciprocal(np.sqrt(x))
+def _rsqrt(xp, x):
+    return xp.reciprocal(xp.sqrt(x))
 
 
-def _sigmoid(x):
+def _sigmoid(xp, x):
     # exp of a non-positive number never overflows; both branches are exact formulas.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
-def _round(x):
-    return np.round(x)  # half to even, as TF; integers are returned unchanged
+# Round is half to even, as TF; integers are returned unchanged.
+for _t, _f in (("Neg", "negative"), ("Abs", "abs"), ("Sign", "sign"),
+               ("Square", "square"), ("Floor", "floor"), ("Ceil", "ceil"),
+               ("Round", "round"), ("Sin", "sin"), ("Cos", "cos"), ("Tanh", "tanh"),
+               ("IsNan", "isnan"), ("IsInf", "isinf"), ("IsFinite", "isfinite")):
+    register_kernel(_t, xp=_f)
+for _t, _f in (("Sqrt", "sqrt"), ("Rsqrt", _rsqrt), ("Reciprocal", "reciprocal"),
+               ("Exp", "exp"), ("Log", "log"), ("Log1p", "log1p"), ("Sigmoid", _sigmoid)):
+    register_kernel(_t, xp=_f, quiet_fp=True)
 
 
-for _t, _f in (("Neg", np.negative), ("Abs", np.abs), ("Sign", np.sign),
-               ("Square", np.square), ("Floor", np.floor), ("Ceil", np.ceil),
-               ("Round", _round), ("Sin", np.sin), ("Cos", np.cos), ("Tanh", np.tanh),
-               ("IsNan", np.isnan), ("IsInf", np.isinf), ("IsFinite", np.isfinite)):
-    register_kernel(_t, fn=_f)
-for _t, _f in (("Sqrt", np.sqrt), ("Rsqrt", _rsqrt), ("Reciprocal", np.reciprocal),
-               ("Exp", np.exp), ("Log", np.log), ("Log1p", np.log1p), ("Sigmoid", _sigmoid)):
-    register_kernel(_t, fn=quiet(_f))
-
-
-def _add_n(*xs):
-    out = np.add(xs[0], xs[1])
-    if not isinstance(out, np.ndarray):
-        out = np.asarray(out)
+def _add_n(xp, *xs):
+    out = xp.add(xs[0], xs[1])
+    if not isinstance(out, xp.ndarray):  # two 0-d inputs add to a scalar, not an array
+        out = xp.asarray(out)
     for x in xs[2:]:
-        out = np.add(out, x, out=out) if out.ndim else np.add(out, x)
+        out = xp.add(out, x, out=out) if out.ndim else xp.add(out, x)
     return out
 
 
-register_kernel("AddN", fn=_add_n)
+register_kernel("AddN", xp=_add_n)
 
 
 @kernel("Cast")
 def _cast(node, ctx):
     dt = node.attr["DstT"]._np
-    return lambda x: np.asarray(x).astype(dt)
+    xp = ctx.xp
+    return lambda x: xp.asarray(x).astype(dt)
 
 
 # --- matmul ---------------------------------------------------------------------------------------
 @kernel("MatMul")
 def _matmul(node, ctx):
     ta, tb = node.attr["transpose_a"], node.attr["transpose_b"]
+    matmul = ctx.xp.matmul
     if not ta and not tb:
-        return np.matmul
-    return lambda a, b: np.matmul(a.T if ta else a, b.T if tb else b)
+        return matmul
+    return lambda a, b: matmul(a.T if ta else a, b.T if tb else b)
 
 
 @kernel("BatchMatMulV2")
 def _batch_matmul(node, ctx):
     ta, tb = node.attr["adj_x"], node.attr["adj_y"]
+    xp = ctx.xp
 
     def bmm(a, b):
         if ta:
-            a = np.conj(np.swapaxes(a, -1, -2))
+            a = xp.conj(xp.swapaxes(a, -1, -2))
         if tb:
-            b = np.conj(np.swapaxes(b, -1, -2))
-        return np.matmul(a, b)
+            b = xp.conj(xp.swapaxes(b, -1, -2))
+        return xp.matmul(a, b)
 
     return bmm
 
@@ -145,7 +149,13 @@ def _batch_matmul(node, ctx):
 def _einsum(node, ctx):
     eq = node.attr["equation"]
     many = len(node.input_types) > 1
-    return lambda *xs: np.asarray(np.einsum(eq, *xs, optimize=many))
+    xp = ctx.xp
+    return lambda *xs: xp.asarray(xp.einsum(eq, *xs, optimize=many))
+
+
+def _host_int(v) -> int:
+    """A scalar host-side argument (an axis, a count) as a Python int."""
+    return int(np.asarray(v).reshape(()))
 
 
 # --- broadcasting gradient support --------------------------------------------------------------
@@ -173,19 +183,22 @@ def _norm_axes(axes, ndim):
     return tuple(sorted(out)) if ndim else ()
 
 
-def _reduction(np_fn, keep_dtype, identity=None):
-    """Factory for reductions; ``identity(dtype)`` gives the value of an empty reduction."""
+def _reduction(fn_name, keep_dtype, identity=None):
+    """Factory for reductions (``xp.<fn_name>``); ``identity(dtype)`` gives the value of an
+    empty reduction."""
 
     def factory(node, ctx):
         keep = node.attr["keep_dims"]
         dt = node.input_types[0]._np
+        xp = ctx.xp
+        np_fn = getattr(xp, fn_name)
         kwargs = {"dtype": dt} if keep_dtype else {}
         if identity is not None:
             kwargs["initial"] = identity(dt)
 
         def reduce(x, axes):
             ax = _norm_axes(axes, np.ndim(x))
-            return np.asarray(np_fn(x, axis=ax, keepdims=keep, **kwargs))
+            return xp.asarray(np_fn(x, axis=ax, keepdims=keep, **kwargs))
 
         return reduce
 
@@ -200,12 +213,12 @@ def _highest(dt):
     return np.inf if dt.kind == "f" else np.iinfo(dt).max
 
 
-register_kernel("Sum", factory=_reduction(np.sum, keep_dtype=True))
-register_kernel("Prod", factory=_reduction(np.prod, keep_dtype=True))
-register_kernel("Max", factory=_reduction(np.max, keep_dtype=False, identity=_lowest))
-register_kernel("Min", factory=_reduction(np.min, keep_dtype=False, identity=_highest))
-register_kernel("Any", factory=_reduction(np.any, keep_dtype=False))
-register_kernel("All", factory=_reduction(np.all, keep_dtype=False))
+register_kernel("Sum", factory=_reduction("sum", keep_dtype=True))
+register_kernel("Prod", factory=_reduction("prod", keep_dtype=True))
+register_kernel("Max", factory=_reduction("max", keep_dtype=False, identity=_lowest))
+register_kernel("Min", factory=_reduction("min", keep_dtype=False, identity=_highest))
+register_kernel("Any", factory=_reduction("any", keep_dtype=False))
+register_kernel("All", factory=_reduction("all", keep_dtype=False))
 
 
 @kernel("Mean")
@@ -213,16 +226,17 @@ def _mean(node, ctx):
     keep = node.attr["keep_dims"]
     dt = node.input_types[0]._np
     integer = node.input_types[0].is_integer
+    xp = ctx.xp
 
     def mean(x, axes):
         ax = _norm_axes(axes, np.ndim(x))
         n = int(np.prod([x.shape[a] for a in ax])) if ax else 1
         if integer:  # TF's integer mean divides the integer sum, truncating toward zero
-            s = np.sum(x, axis=ax, keepdims=keep, dtype=dt)
-            q = np.floor_divide(np.abs(s), max(n, 1)).astype(dt)
-            return np.asarray(np.where(s < 0, -q, q).astype(dt))
+            s = xp.sum(x, axis=ax, keepdims=keep, dtype=dt)
+            q = xp.floor_divide(xp.abs(s), max(n, 1)).astype(dt)
+            return xp.asarray(xp.where(s < 0, -q, q).astype(dt))
         with np.errstate(all="ignore"):
-            return np.asarray(np.mean(x, axis=ax, keepdims=keep, dtype=dt))
+            return xp.asarray(xp.mean(x, axis=ax, keepdims=keep, dtype=dt))
 
     return mean
 
@@ -238,46 +252,53 @@ def _reduced_shape(shape, axes):
 register_kernel("ReducedShape", fn=_reduced_shape)
 
 
-def _arg_kernel(np_fn):
+def _arg_kernel(fn_name):
     def factory(node, ctx):
         out = node.attr["output_type"]._np
+        xp = ctx.xp
+        np_fn = getattr(xp, fn_name)
 
         def arg(x, axis):
-            a = int(axis)
+            a = _host_int(axis)
             if not -x.ndim <= a < x.ndim:
                 raise ValueError(f"Expected dimension in the range [{-x.ndim}, {x.ndim}), but "
                                  f"got {a}")
             if x.shape[a] == 0:
                 raise ValueError("Reduction axis is empty")
-            return np.asarray(np_fn(x, axis=a)).astype(out)
+            return xp.asarray(np_fn(x, axis=a)).astype(out)
 
         return arg
 
     return factory
 
 
-register_kernel("ArgMax", factory=_arg_kernel(np.argmax))
-register_kernel("ArgMin", factory=_arg_kernel(np.argmin))
+register_kernel("ArgMax", factory=_arg_kernel("argmax"))
+register_kernel("ArgMin", factory=_arg_kernel("argmin"))
 
 
 # --- scans ----------------------------------------------------------------------------------------
-def _scan_kernel(ufunc, identity):
+def _scan_kernel(fn_name, identity):
+    """Cumsum/Cumprod: ``xp.<fn_name>`` (cumsum, cumprod) along an axis, in the input's dtype."""
+
     def factory(node, ctx):
         exclusive, reverse = node.attr["exclusive"], node.attr["reverse"]
+        xp = ctx.xp
+        accumulate = getattr(xp, fn_name)
 
         def scan(x, axis):
-            a = int(axis)
+            a = _host_int(axis)
             if not -x.ndim <= a < x.ndim:
                 raise ValueError(f"axis {a} is out of range for a tensor of rank {x.ndim}")
             a %= x.ndim
             if reverse:
-                x = np.flip(x, a)
-            out = ufunc.accumulate(x, axis=a, dtype=x.dtype)
+                x = xp.flip(x, a)
+            out = accumulate(x, axis=a, dtype=x.dtype)
             if exclusive and x.shape[a]:
-                head = np.full(x.shape[:a] + (1,) + x.shape[a + 1:], identity, dtype=x.dtype)
-                out = np.concatenate([head, np.delete(out, -1, axis=a)], axis=a)
+                head = xp.full(x.shape[:a] + (1,) + x.shape[a + 1:], identity, dtype=x.dtype)
+                body = out[(slice(None),) * a + (slice(0, -1),)]
+                out = xp.concatenate([head, body], axis=a)
             if reverse:
-                out = np.flip(out, a)
+                out = xp.flip(out, a)
             return out
 
         return quiet(scan)
@@ -285,16 +306,20 @@ def _scan_kernel(ufunc, identity):
     return factory
 
 
-register_kernel("Cumsum", factory=_scan_kernel(np.add, 0))
-register_kernel("Cumprod", factory=_scan_kernel(np.multiply, 1))
+register_kernel("Cumsum", factory=_scan_kernel("cumsum", 0))
+register_kernel("Cumprod", factory=_scan_kernel("cumprod", 1))
 
 
 # --- sequences ------------------------------------------------------------------------------------
 @kernel("Range")
 def _range(node, ctx):
     dt = node.output_types[0]._np
+    to_device = ctx.xp.asarray
 
     def rng(start, limit, delta):
+        return to_device(host_range(start, limit, delta))
+
+    def host_range(start, limit, delta):  # computed on the host from host-side bounds
         start, limit, delta = (np.asarray(v, dtype=dt).reshape(()) for v in (start, limit, delta))
         n = range_size(start, limit, delta, dt)
         if dt.kind in "iu":
@@ -311,8 +336,12 @@ def _range(node, ctx):
 @kernel("LinSpace")
 def _linspace(node, ctx):
     dt = node.input_types[0]._np
+    to_device = ctx.xp.asarray
 
     def linspace(start, stop, num):
+        return to_device(host_linspace(start, stop, num))
+
+    def host_linspace(start, stop, num):  # computed on the host from host-side bounds
         n = int(num)
         if n <= 0:
             raise ValueError(f"Requires num > 0: {n}")
@@ -329,10 +358,10 @@ def _linspace(node, ctx):
 
 
 # --- segment sums -------------------------------------------------------------------------------
-def _segment_scatter(data, ids, n):
+def _segment_scatter(xp, data, ids, n):
     """``out[ids[j]] += data[j]`` into ``n`` rows; negative ids are dropped."""
-    data = np.asarray(data)
-    ids = np.asarray(ids)
+    data = xp.asarray(data)
+    ids = xp.asarray(ids)
     if data.shape[:ids.ndim] != ids.shape:
         raise ValueError(f"segment_ids shape {ids.shape} must be a prefix of data shape "
                          f"{data.shape}")
@@ -340,31 +369,31 @@ def _segment_scatter(data, ids, n):
     if ids.size and ids.max() >= n:
         bad = int(ids.max())
         raise ValueError(f"segment_ids value {bad} is out of range [0, {n})")
-    out = np.zeros((n,) + rest, dtype=data.dtype)
+    out = xp.zeros((n,) + rest, dtype=data.dtype)
     keep = ids >= 0
-    if np.all(keep):
-        np.add.at(out, ids, data)
+    if bool(keep.all()):
+        xp.add.at(out, ids, data)
     else:
-        np.add.at(out, ids[keep], data[keep])
+        xp.add.at(out, ids[keep], data[keep])
     return out
 
 
-def _unsorted_segment_sum(data, ids, num_segments):
-    n = int(num_segments)
+def _unsorted_segment_sum(xp, data, ids, num_segments):
+    n = _host_int(num_segments)
     if n < 0:
         raise ValueError(f"num_segments must be >= 0, got {n}")
-    return _segment_scatter(data, ids, n)
+    return _segment_scatter(xp, data, ids, n)
 
 
-def _segment_sum(data, ids):
-    ids = np.asarray(ids)
+def _segment_sum(xp, data, ids):
+    ids = xp.asarray(ids)
     if ids.ndim != 1:
         raise ValueError(f"segment_ids should be a vector, got shape {ids.shape}")
-    if ids.size and (np.any(np.diff(ids) < 0) or ids[0] < 0):
+    if ids.size and (bool(xp.any(xp.diff(ids) < 0)) or int(ids[0]) < 0):
         raise ValueError("segment ids must be non-negative and sorted in increasing order")
     n = int(ids[-1]) + 1 if ids.size else 0
-    return _segment_scatter(data, ids, n)
+    return _segment_scatter(xp, data, ids, n)
 
 
-register_kernel("UnsortedSegmentSum", fn=_unsorted_segment_sum)
-register_kernel("SegmentSum", fn=_segment_sum)
+register_kernel("UnsortedSegmentSum", xp=_unsorted_segment_sum)
+register_kernel("SegmentSum", xp=_segment_sum)

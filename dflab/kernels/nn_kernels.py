@@ -1,4 +1,9 @@
-"""NumPy kernels for nn ops.
+"""Kernels for nn ops.
+
+Activations, softmax, cross-entropy, bias add and L2 loss compute with the device's array
+namespace (``ctx.xp``: NumPy on CPUs, CuPy on GPUs). Convolution, pooling and top-k below are
+NumPy kernels (they rely on NumPy's ``sliding_window_view`` and stable sorts); an accelerator
+brings its own kernels for them.
 
 Convolution is im2col: the padded input is viewed (no copy) as its sliding windows with
 ``sliding_window_view``, the view is strided by the stride and dilation, copied once into a
@@ -23,63 +28,62 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_ALPHA = 1.6732632423543772848170429916717
 
 
-
-
-def _like(x, value):
+def _like(xp, x, value):
     """``value`` as an array of ``x``'s dtype (NumPy may promote scalars in mixed math)."""
-    return np.asarray(value, dtype=np.asarray(x).dtype)
+    return xp.asarray(value, dtype=x.dtype)
 
 
 # --- activations ----------------------------------------------------------------------------
-def _relu(x):
-    return np.maximum(x, _like(x, 0))
+def _relu(xp, x):
+    return xp.maximum(x, _like(xp, x, 0))
 
 
-def _relu_grad(g, y):
-    # A multiply by the boolean mask is several times faster than np.where here.
-    return np.multiply(g, y > 0, dtype=g.dtype)
+def _relu_grad(xp, g, y):
+    # A multiply by the boolean mask is several times faster than xp.where here.
+    return xp.multiply(g, y > 0, dtype=g.dtype)
 
 
-def _relu6(x):
-    return np.clip(x, _like(x, 0), _like(x, 6))
+def _relu6(xp, x):
+    return xp.clip(x, _like(xp, x, 0), _like(xp, x, 6))
 
 
-def _relu6_grad(g, y):
-    return np.where((y > 0) & (y < 6), g, _like(g, 0))
+def _relu6_grad(xp, g, y):
+    return xp.where((y > 0) & (y < 6), g, _like(xp, g, 0))
 
 
-def _elu(x):
-    return np.where(x > 0, x, np.expm1(np.minimum(x, _like(x, 0))))
+def _elu(xp, x):
+    return xp.where(x > 0, x, xp.expm1(xp.minimum(x, _like(xp, x, 0))))
 
 
-def _elu_grad(g, y):
-    return np.where(y > 0, g, g * (y + _like(y, 1)))
+def _elu_grad(xp, g, y):
+    return xp.where(y > 0, g, g * (y + _like(xp, y, 1)))
 
 
-def _selu(x):
-    neg = _like(x, _SELU_SCALE * _SELU_ALPHA) * np.expm1(np.minimum(x, _like(x, 0)))
-    return np.where(x > 0, _like(x, _SELU_SCALE) * x, neg)
+def _selu(xp, x):
+    neg = _like(xp, x, _SELU_SCALE * _SELU_ALPHA) * xp.expm1(xp.minimum(x, _like(xp, x, 0)))
+    return xp.where(x > 0, _like(xp, x, _SELU_SCALE) * x, neg)
 
 
-def _selu_grad(g, y):
-    return np.where(y > 0, g * _like(g, _SELU_SCALE), g * (y + _like(y, _SELU_SCALE * _SELU_ALPHA)))
+def _selu_grad(xp, g, y):
+    scale, neg = _like(xp, g, _SELU_SCALE), _like(xp, y, _SELU_SCALE * _SELU_ALPHA)
+    return xp.where(y > 0, g * scale, g * (y + neg))
 
 
-def _softplus(x):
-    return np.logaddexp(_like(x, 0), x)
+def _softplus(xp, x):
+    return xp.logaddexp(_like(xp, x, 0), x)
 
 
-def _softplus_grad(g, x):
+def _softplus_grad(xp, g, x):
     # sigmoid(x), written to stay finite for large |x|
-    return g * _like(g, 0.5) * (np.tanh(x * _like(x, 0.5)) + _like(x, 1))
+    return g * _like(xp, g, 0.5) * (xp.tanh(x * _like(xp, x, 0.5)) + _like(xp, x, 1))
 
 
-def _softsign(x):
-    return x / (np.abs(x) + _like(x, 1))
+def _softsign(xp, x):
+    return x / (xp.abs(x) + _like(xp, x, 1))
 
 
-def _softsign_grad(g, x):
-    d = np.abs(x) + _like(x, 1)
+def _softsign_grad(xp, g, x):
+    d = xp.abs(x) + _like(xp, x, 1)
     return g / (d * d)
 
 
@@ -88,48 +92,53 @@ for _t, _f in (("Relu", _relu), ("ReluGrad", _relu_grad), ("Relu6", _relu6),
                ("Selu", _selu), ("SeluGrad", _selu_grad), ("Softplus", _softplus),
                ("SoftplusGrad", _softplus_grad), ("Softsign", _softsign),
                ("SoftsignGrad", _softsign_grad)):
-    register_kernel(_t, fn=quiet(_f))
+    register_kernel(_t, xp=_f, quiet_fp=True)
 
 
 @kernel("LeakyRelu")
 def _leaky_relu(node, ctx):
     alpha = node.attr["alpha"]
-    return lambda x: np.where(x > 0, x, x * _like(x, alpha))
+    xp = ctx.xp
+    return lambda x: xp.where(x > 0, x, x * _like(xp, x, alpha))
 
 
 @kernel("LeakyReluGrad")
 def _leaky_relu_grad(node, ctx):
     alpha = node.attr["alpha"]
-    return lambda g, x: np.where(x > 0, g, g * _like(g, alpha))
+    xp = ctx.xp
+    return lambda g, x: xp.where(x > 0, g, g * _like(xp, g, alpha))
 
 
 # --- softmax and cross-entropy --------------------------------------------------------------
-def _log_softmax_np(x, axis):
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+def _log_softmax(xp, x, axis):
+    shifted = x - xp.max(x, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
 @kernel("Softmax")
 def _softmax(node, ctx):
     axis = node.attr["axis"]
+    xp = ctx.xp
 
     def softmax(x):
         with np.errstate(all="ignore"):
-            e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-            return e / np.sum(e, axis=axis, keepdims=True)
+            e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+            return e / xp.sum(e, axis=axis, keepdims=True)
 
     return softmax
 
 
 @kernel("LogSoftmax")
-def _log_softmax(node, ctx):
+def _log_softmax_kernel(node, ctx):
     axis = node.attr["axis"]
-    return quiet(lambda x: _log_softmax_np(x, axis))
+    xp = ctx.xp
+    return quiet(lambda x: _log_softmax(xp, x, axis))
 
 
 @kernel("SoftmaxCrossEntropyWithLogits")
 def _xent(node, ctx):
     axis = node.attr["axis"]
+    xp = ctx.xp
 
     def xent(logits, labels):
         if np.shape(logits) != np.shape(labels):
@@ -137,19 +146,21 @@ def _xent(node, ctx):
                 None, node, f"logits and labels must be same size: logits_size="
                 f"{list(np.shape(logits))} labels_size={list(np.shape(labels))}")
         with np.errstate(all="ignore"):
-            log_p = _log_softmax_np(logits, axis)
+            log_p = _log_softmax(xp, logits, axis)
             # 0 * -inf (a zero label on a -inf logit) contributes 0, as in TF
-            terms = np.where(labels == 0, _like(labels, 0), labels * log_p)
-            loss = -np.sum(terms, axis=axis)
-            return loss, np.exp(log_p) - labels
+            terms = xp.where(labels == 0, _like(xp, labels, 0), labels * log_p)
+            loss = -xp.sum(terms, axis=axis)
+            return loss, xp.exp(log_p) - labels
 
     return xent
 
 
 @kernel("SparseSoftmaxCrossEntropyWithLogits")
 def _sparse_xent(node, ctx):
+    xp = ctx.xp
+
     def sparse_xent(logits, labels):
-        logits, labels = np.asarray(logits), np.asarray(labels)
+        logits, labels = xp.asarray(logits), xp.asarray(labels)
         k = logits.shape[-1] if logits.ndim else 0
         if labels.shape != logits.shape[:-1]:
             raise errors.InvalidArgumentError(
@@ -158,15 +169,16 @@ def _sparse_xent(node, ctx):
         bad = (labels < 0) | (labels >= k)
         if bad.any():
             v = labels[bad].ravel()[0]
+            labels = labels.tolist() if labels.ndim else [labels.item()]
             raise errors.InvalidArgumentError(
                 None, node, f"Received a label value of {v} which is outside the valid range "
-                f"of [0, {k}).  Label values: {' '.join(map(str, labels.ravel()))}")
+                f"of [0, {k}).  Label values: {' '.join(map(str, np.ravel(labels)))}")
         idx = labels[..., None].astype(np.intp)
         with np.errstate(all="ignore"):
-            log_p = _log_softmax_np(logits, -1)
-            picked = np.take_along_axis(log_p, idx, -1)[..., 0]
-            backprop = np.exp(log_p)
-            np.put_along_axis(backprop, idx, np.take_along_axis(backprop, idx, -1) - 1, -1)
+            log_p = _log_softmax(xp, logits, -1)
+            picked = xp.take_along_axis(log_p, idx, -1)[..., 0]
+            backprop = xp.exp(log_p)
+            xp.put_along_axis(backprop, idx, xp.take_along_axis(backprop, idx, -1) - 1, -1)
         return -picked, backprop
 
     return sparse_xent
@@ -180,6 +192,7 @@ def _bias_shape(rank, c_axis):
 @kernel("BiasAdd")
 def _bias_add(node, ctx):
     fmt = node.attr["data_format"]
+    reshape = ctx.xp.reshape
 
     def bias_add(x, b):
         c = bias_channel_axis(np.ndim(x), fmt)
@@ -187,7 +200,7 @@ def _bias_add(node, ctx):
             raise errors.InvalidArgumentError(
                 None, node, f"Must provide as many biases as the channel dimension of the "
                 f"input tensor: {list(np.shape(b))} vs. {list(np.shape(x))}")
-        return x + np.reshape(b, _bias_shape(np.ndim(x), c))
+        return x + reshape(b, _bias_shape(np.ndim(x), c))
 
     return bias_add
 
@@ -195,11 +208,12 @@ def _bias_add(node, ctx):
 @kernel("BiasAddGrad")
 def _bias_add_grad(node, ctx):
     fmt = node.attr["data_format"]
+    total = ctx.xp.sum
 
     def bias_add_grad(g):
         c = bias_channel_axis(np.ndim(g), fmt)
         axes = tuple(i for i in range(np.ndim(g)) if i != c)
-        return np.sum(g, axis=axes, dtype=np.asarray(g).dtype)
+        return total(g, axis=axes, dtype=g.dtype)
 
     return bias_add_grad
 
@@ -468,12 +482,12 @@ def _avg_pool_grad(node, ctx):
 
 
 # --- L2Loss, InTopK, TopK -------------------------------------------------------------------
-def _l2_loss(x):
-    x = np.asarray(x)
-    return np.asarray(np.sum(np.square(x)) / 2, dtype=x.dtype)
+def _l2_loss(xp, x):
+    x = xp.asarray(x)
+    return xp.asarray(xp.sum(xp.square(x)) / 2, dtype=x.dtype)
 
 
-register_kernel("L2Loss", fn=_l2_loss)
+register_kernel("L2Loss", xp=_l2_loss)
 
 
 def _in_top_k(pred, targets, k):

@@ -1,4 +1,4 @@
-"""NumPy kernels for random ops.
+"""Kernels for random ops: drawn on the host, delivered in the device's memory.
 
 Each op instance owns one ``numpy.random.Generator`` (Philox keyed by the op's ``(seed, seed2)``
 attributes) per session, kept in the device's resource manager under the op's name. The
@@ -6,6 +6,10 @@ generator therefore survives across ``Session.run`` calls and plan rebuilds (suc
 continue the sequence), and a fresh session over an identically built graph starts the same
 sequence again. ``seed == seed2 == 0`` means no seed was given: the generator is seeded from OS
 entropy. Kernels never touch their inputs; every result is a new array.
+
+Numbers are drawn by the host's generator on every device, so a seeded op gives the same
+numbers wherever it is placed; on a device whose array namespace is not NumPy the result is
+moved into the device's memory (``_random_kernel``).
 """
 
 from __future__ import annotations
@@ -13,7 +17,24 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels.registry import kernel
+from dflab.kernels.registry import register_kernel
+
+
+def _random_kernel(op_type: str):
+    """Register the decorated factory for ``op_type``; its results go to the device's memory."""
+
+    def deco(factory):
+        def on_device(node, ctx):
+            draw = factory(node, ctx)
+            if ctx.xp is np:
+                return draw
+            to_device = ctx.xp.asarray
+            return lambda *args: to_device(draw(*args))
+
+        register_kernel(op_type, factory=on_device)
+        return factory
+
+    return deco
 
 
 def _generator(node, ctx) -> np.random.Generator:
@@ -41,7 +62,7 @@ def _work_dtype(np_dt):
     return np.float64 if np_dt == np.float64 else np.float32
 
 
-@kernel("RandomStandardNormal")
+@_random_kernel("RandomStandardNormal")
 def _standard_normal(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 
@@ -52,7 +73,7 @@ def _standard_normal(node, ctx):
     return standard_normal
 
 
-@kernel("TruncatedNormal")
+@_random_kernel("TruncatedNormal")
 def _truncated_normal(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
     work = _work_dtype(dt)
@@ -69,7 +90,7 @@ def _truncated_normal(node, ctx):
     return truncated_normal
 
 
-@kernel("RandomUniform")
+@_random_kernel("RandomUniform")
 def _uniform(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 
@@ -88,7 +109,7 @@ def _uniform(node, ctx):
     return uniform
 
 
-@kernel("RandomUniformInt")
+@_random_kernel("RandomUniformInt")
 def _uniform_int(node, ctx):
     gen = _generator(node, ctx)
 
@@ -103,7 +124,7 @@ def _uniform_int(node, ctx):
     return uniform_int
 
 
-@kernel("RandomShuffle")
+@_random_kernel("RandomShuffle")
 def _shuffle(node, ctx):
     gen = _generator(node, ctx)
 
@@ -116,7 +137,7 @@ def _shuffle(node, ctx):
     return shuffle
 
 
-@kernel("Multinomial")
+@_random_kernel("Multinomial")
 def _multinomial(node, ctx):
     gen, out_dt = _generator(node, ctx), node.attr["output_dtype"]._np
 
@@ -148,7 +169,7 @@ def _multinomial(node, ctx):
     return multinomial
 
 
-@kernel("RandomGamma")
+@_random_kernel("RandomGamma")
 def _gamma(node, ctx):
     gen = _generator(node, ctx)
 
@@ -163,7 +184,7 @@ def _gamma(node, ctx):
     return gamma
 
 
-@kernel("RandomPoissonV2")
+@_random_kernel("RandomPoissonV2")
 def _poisson(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 

@@ -5,7 +5,8 @@ Each kernel receives the variable and its slots as ``VarState`` references. With
 updates sharing variables can never deadlock. Dense updates compute new arrays and install them
 (readers keep consistent snapshots); sparse updates sum repeated indices, then write the touched
 rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
-The formulas follow TF's ``training_ops`` kernels term by term.
+The formulas follow TF's ``training_ops`` kernels term by term, computed with the device's
+array namespace (``ctx.xp``), so slots live where their variable does.
 """
 
 from __future__ import annotations
@@ -51,46 +52,50 @@ def _check_scalars(names, scalars):
             raise _invalid(f"{n} is not a scalar: {list(np.shape(s))}")
 
 
-def _dedup(indices, grad, n_rows, op_type):
+def _dedup(xp, indices, grad, n_rows, op_type):
     """Unique rows and the gradient summed over repeated indices."""
-    idx = np.asarray(indices)
+    idx = xp.asarray(indices)
     if idx.ndim != 1:
         raise _invalid(f"indices must be one-dimensional: {list(idx.shape)}")
-    grad = np.asarray(grad)
+    grad = xp.asarray(grad)
     if grad.ndim == 0 or grad.shape[0] != idx.shape[0]:
         raise _invalid(f"grad must be the same size as indices in the first dimension: "
                        f"{list(grad.shape)} vs {list(idx.shape)}")
     bad = (idx < 0) | (idx >= n_rows)
     if bad.any():
-        k = int(np.flatnonzero(bad)[0])
+        k = int(xp.flatnonzero(bad)[0])
         raise _invalid(f"Index {int(idx[k])} at offset {k} in indices is out of range "
                        f"[0, {n_rows}) in {op_type}")
-    uniq, inverse = np.unique(idx, return_inverse=True)
+    uniq, inverse = xp.unique(idx, return_inverse=True)
     if len(uniq) == len(idx):
-        order = np.argsort(idx, kind="stable")
+        order = xp.argsort(idx, kind="stable")
         return uniq, grad[order]
-    summed = np.zeros((len(uniq),) + grad.shape[1:], dtype=grad.dtype)
-    np.add.at(summed, inverse.ravel(), grad)
+    summed = xp.zeros((len(uniq),) + grad.shape[1:], dtype=grad.dtype)
+    xp.add.at(summed, inverse.ravel(), grad)
     return uniq, summed
 
 
-def _write_rows(state, rows, values) -> None:
-    """var[rows] = values in the variable's own buffer (copied first if it is not ours)."""
+def _write_rows(xp, state, rows, values) -> None:
+    """var[rows] = values in the variable's own buffer (copied first if it is not ours; NumPy
+    buffers are frozen while a variable holds them, and unfrozen for the write)."""
     buf = state.read()
-    if not (isinstance(buf, np.ndarray) and buf.flags.owndata):
-        buf = np.array(buf, copy=True)
+    if not buf.flags.owndata:
+        buf = xp.array(buf, copy=True)
         state.set(buf)
-    buf.flags.writeable = True
+    frozen = isinstance(buf, np.ndarray)
+    if frozen:
+        buf.flags.writeable = True
     try:
         buf[rows] = values
     finally:
-        buf.flags.writeable = False
+        if frozen:
+            buf.flags.writeable = False
 
 
 def _training_kernel(op_type, update, sparse=False, dense_rows=False):
     """Register the kernel of ``op_type``.
 
-    ``update(attrs, slots, scalars, grad) -> new slots`` works on whole arrays (dense ops) or
+    ``update(xp, attrs, slots, scalars, grad) -> new slots`` works on whole arrays (dense ops) or
     on the gathered rows (sparse ops); ``slots`` and the result list the var first. With
     ``dense_rows`` a sparse op's update gets full arrays plus the unique rows and their summed
     gradient, and its result is installed whole.
@@ -106,6 +111,7 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
         attrs = node.attr
+        xp = ctx.xp
 
         def run(*args):
             refs, values = args[:n_refs], args[n_refs:]
@@ -113,29 +119,29 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
             _check_scalars(scalar_names, scalars)
             grad = values[grad_pos]
             with _locked(refs, use_locking), np.errstate(all="ignore"):
-                arrays = [np.asarray(r.read()) for r in refs]
+                arrays = [xp.asarray(r.read()) for r in refs]
                 if not sparse:
                     _check_dense(op_type, ref_names, arrays, grad)
-                    new = update(attrs, arrays, scalars, np.asarray(grad))
+                    new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
                     for r, a in zip(refs, new):
-                        r.set(np.asarray(a, dtype=arrays[0].dtype))
+                        r.set(xp.asarray(a, dtype=arrays[0].dtype))
                     return refs[0]
                 _check_dense(op_type, ref_names, arrays, arrays[0])
                 if arrays[0].ndim == 0:
                     raise _invalid("var must be at least 1 dimensional")
-                grad = np.asarray(grad)
+                grad = xp.asarray(grad)
                 if grad.shape[1:] != arrays[0].shape[1:]:
                     raise _invalid(f"var and grad must match in dimension 1 and up: "
                                    f"{list(arrays[0].shape)} vs {list(grad.shape)}")
-                rows, g = _dedup(values[idx_pos], grad, arrays[0].shape[0], op_type)
+                rows, g = _dedup(xp, values[idx_pos], grad, arrays[0].shape[0], op_type)
                 if dense_rows:
-                    new = update(attrs, arrays, scalars, rows, g)
+                    new = update(xp, attrs, arrays, scalars, rows, g)
                     for r, a in zip(refs, new):
-                        r.set(np.asarray(a, dtype=arrays[0].dtype))
+                        r.set(xp.asarray(a, dtype=arrays[0].dtype))
                     return refs[0]
-                new = update(attrs, [a[rows] for a in arrays], scalars, g)
+                new = update(xp, attrs, [a[rows] for a in arrays], scalars, g)
                 for r, a in zip(refs, new):
-                    _write_rows(r, rows, a)
+                    _write_rows(xp, r, rows, a)
             return refs[0]
 
         return run
@@ -144,15 +150,15 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
 
 
 # --- the update rules (names as in TF's kernels) ---------------------------------------------
-def _gradient_descent(attrs, slots, scalars, grad):
+def _gradient_descent(xp, attrs, slots, scalars, grad):
     (var,), (alpha,) = slots, scalars
-    step = np.multiply(grad, alpha, dtype=var.dtype)
-    if step.ndim == 0:  # a 0-d product is a NumPy scalar, which cannot be written into
-        return [np.subtract(var, step)]
-    return [np.subtract(var, step, out=step)]  # one fresh array: the new value
+    step = xp.multiply(grad, alpha, dtype=var.dtype)
+    if step.ndim == 0:  # a 0-d product is a scalar, which cannot be written into
+        return [xp.subtract(var, step)]
+    return [xp.subtract(var, step, out=step)]  # one fresh array: the new value
 
 
-def _momentum(attrs, slots, scalars, grad):
+def _momentum(xp, attrs, slots, scalars, grad):
     (var, accum), (lr, momentum) = slots, scalars
     accum = accum * momentum + grad
     if attrs.get("use_nesterov", False):
@@ -160,60 +166,60 @@ def _momentum(attrs, slots, scalars, grad):
     return [var - accum * lr, accum]
 
 
-def _adagrad(attrs, slots, scalars, grad):
+def _adagrad(xp, attrs, slots, scalars, grad):
     (var, accum), (lr,) = slots, scalars
     if attrs.get("update_slots", True):
         accum = accum + grad * grad
-    return [var - grad * lr * (np.ones((), dtype=var.dtype) / np.sqrt(accum)), accum]
+    return [var - grad * lr * (xp.ones((), dtype=var.dtype) / xp.sqrt(accum)), accum]
 
 
-def _rms_prop(attrs, slots, scalars, grad):
+def _rms_prop(xp, attrs, slots, scalars, grad):
     (var, ms, mom), (lr, rho, momentum, epsilon) = slots, scalars
-    one = np.ones((), dtype=var.dtype)
+    one = xp.ones((), dtype=var.dtype)
     ms = ms + (grad * grad - ms) * (one - rho)
-    mom = mom * momentum + grad * lr / np.sqrt(ms + epsilon)
+    mom = mom * momentum + grad * lr / xp.sqrt(ms + epsilon)
     return [var - mom, ms, mom]
 
 
-def _centered_rms_prop(attrs, slots, scalars, grad):
+def _centered_rms_prop(xp, attrs, slots, scalars, grad):
     (var, mg, ms, mom), (lr, rho, momentum, epsilon) = slots, scalars
-    one = np.ones((), dtype=var.dtype)
+    one = xp.ones((), dtype=var.dtype)
     ms = ms + (grad * grad - ms) * (one - rho)
     mg = mg + (grad - mg) * (one - rho)
     denom = (ms - mg * mg) + epsilon
-    mom = mom * momentum + grad * lr / np.sqrt(denom)
+    mom = mom * momentum + grad * lr / xp.sqrt(denom)
     return [var - mom, mg, ms, mom]
 
 
-def _adam_alpha(var, beta1_power, beta2_power, lr):
-    one = np.ones((), dtype=var.dtype)
-    return lr * np.sqrt(one - beta2_power) / (one - beta1_power)
+def _adam_alpha(xp, var, beta1_power, beta2_power, lr):
+    one = xp.ones((), dtype=var.dtype)
+    return lr * xp.sqrt(one - beta2_power) / (one - beta1_power)
 
 
-def _adam(attrs, slots, scalars, grad):
+def _adam(xp, attrs, slots, scalars, grad):
     (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
-    one = np.ones((), dtype=var.dtype)
-    alpha = _adam_alpha(var, beta1_power, beta2_power, lr)
+    one = xp.ones((), dtype=var.dtype)
+    alpha = _adam_alpha(xp, var, beta1_power, beta2_power, lr)
     m = m + (grad - m) * (one - beta1)
     v = v + (grad * grad - v) * (one - beta2)
     if attrs.get("use_nesterov", False):
-        step = (grad * (one - beta1) + beta1 * m) * alpha / (np.sqrt(v) + epsilon)
+        step = (grad * (one - beta1) + beta1 * m) * alpha / (xp.sqrt(v) + epsilon)
     else:
-        step = m * alpha / (np.sqrt(v) + epsilon)
+        step = m * alpha / (xp.sqrt(v) + epsilon)
     return [var - step, m, v]
 
 
-def _sparse_adam(attrs, slots, scalars, rows, grad):
+def _sparse_adam(xp, attrs, slots, scalars, rows, grad):
     """TF1 ``AdamOptimizer._apply_sparse_shared``: m and v decay everywhere, the (deduplicated)
     gradient terms are scattered into their rows, and the whole variable moves."""
     (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
-    one = np.ones((), dtype=var.dtype)
-    alpha = _adam_alpha(var, beta1_power, beta2_power, lr)
+    one = xp.ones((), dtype=var.dtype)
+    alpha = _adam_alpha(xp, var, beta1_power, beta2_power, lr)
     m = m * beta1
     m[rows] += grad * (one - beta1)
     v = v * beta2
     v[rows] += (grad * grad) * (one - beta2)
-    return [var - alpha * m / (np.sqrt(v) + epsilon), m, v]
+    return [var - alpha * m / (xp.sqrt(v) + epsilon), m, v]
 
 
 _training_kernel("ApplyGradientDescent", _gradient_descent)

@@ -120,3 +120,36 @@ def test_values_move_to_the_device_and_back_through_copy_to(fake_device):
     np.testing.assert_array_equal(got, np.arange(6, dtype=np.float32).reshape(2, 3).T * 2 + 1)
     assert xp.copies["from_host"] >= 1 and xp.copies["to_host"] >= 1
     assert xp.calls["transpose"] + xp.calls["multiply"] >= 1
+
+
+def test_a_training_step_runs_on_the_device_and_matches_the_cpu(fake_device):
+    # Variables, softmax cross-entropy, its gradient and the optimizer update all compute
+    # with the device's xp; the variable's state stays in the device's memory.
+    xp = fake_device
+    rng = np.random.default_rng(1)
+    x_np = rng.normal(size=(5, 3)).astype(np.float32)
+    y_np = np.eye(4, dtype=np.float32)[rng.integers(0, 4, 5)]
+
+    def train(device, short_name):
+        g = tf.Graph()
+        with g.as_default(), tf.device(device):
+            w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), name="w")
+            logits = tf.matmul(tf.constant(x_np), w)
+            loss = tf.reduce_mean(
+                tf.nn.softmax_cross_entropy_with_logits_v2(labels=y_np, logits=logits))
+            step = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g) as s:
+            s.run(init)
+            for _ in range(3):
+                s.run(step)
+            state = s.devices[short_name].resources.variables()
+            return s.run(w), s.run(loss), {n: type(v.value) for n, v in state.items()}
+
+    w_fake, loss_fake, kinds = train("/device:FAKE:0", "FAKE:0")
+    calls = dict(xp.calls)
+    w_cpu, loss_cpu, _ = train("/cpu:0", "CPU:0")
+    np.testing.assert_allclose(w_fake, w_cpu, rtol=1e-6)
+    np.testing.assert_allclose(loss_fake, loss_cpu, rtol=1e-6)
+    assert calls["exp"] >= 3 and calls["matmul"] >= 3 and calls["subtract"] >= 3
+    assert kinds and set(kinds.values()) == {FakeArray}, kinds
