@@ -46,7 +46,7 @@ for _op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIte
 
 
 def _predicate(node, pred) -> bool:
-    shape = np.shape(pred)
+    shape = getattr(pred, "shape", ())  # any namespace's array or scalar (hot: every Switch)
     if shape != ():
         raise errors.InvalidArgumentError(
             None, node, f"The predicate of {node.name} must be a scalar, got shape {shape}")

@@ -55,10 +55,7 @@ class Plan:
         self.partitioning = partitioning
         self.unpartitioned_reason = unpartitioned_reason
         self._changes_variables = None
-
-    @property
-    def partitioned(self) -> bool:
-        return len(self.parts) > 1
+        self.partitioned = len(self.parts) > 1  # fixed: a plan never changes once built
 
     @property
     def executor_plan(self):

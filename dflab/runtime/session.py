@@ -82,6 +82,9 @@ class BaseSession:
         self._target = target or ""
         self._graph = graph if graph is not None else _ops.get_default_graph()
         self._config = config if config is not None else ConfigProto()
+        ms = self._config.operation_timeout_in_ms
+        # Seconds any step may take unless RunOptions say otherwise (None: no limit).
+        self._operation_timeout = ms / 1000.0 if ms else None
         self._closed = False
         self._worker = Worker(self._config, owner=self)
         self._master = Master(self._graph, self._config, self._worker)
@@ -303,7 +306,9 @@ class BaseSession:
         if gate is not None and plan.changes_variables:
             with gate.step():
                 return self._run_plan_ungated(plan, feed_values, options, run_metadata)
-        return self._run_plan_ungated(plan, feed_values, options, run_metadata)
+        if self._step_listeners:  # _run_plan_ungated, inlined: the common path stays short
+            return self._run_plan_observed(plan, feed_values, options, run_metadata)
+        return self._run_plan_now(plan, feed_values, options, run_metadata)
 
     def _run_plan_ungated(self, plan: Plan, feed_values, options, run_metadata):
         if self._step_listeners:
@@ -313,8 +318,11 @@ class BaseSession:
     def _run_plan_now(self, plan: Plan, feed_values, options, run_metadata):
         if plan.partitioned:
             return self._run_partitioned(plan, feed_values, options, run_metadata)
-        timeout = self._step_timeout(options)
-        tracer = _tracer_for(plan, options, run_metadata)
+        if options is None:  # the common case, kept short: Session.run costs microseconds
+            timeout, tracer = self._operation_timeout, None
+        else:
+            timeout = self._step_timeout(options)
+            tracer = _tracer_for(plan, options, run_metadata)
         try:
             part = plan.parts[0]
             ex = self._worker.run_partition(part, feed_values, next_step_id(), timeout, tracer)
@@ -328,9 +336,8 @@ class BaseSession:
     def _step_timeout(self, options) -> float | None:
         """Seconds a step may take: ``RunOptions.timeout_in_ms``, else the session's
         ``operation_timeout_in_ms``; None for no limit."""
-        ms = (options.timeout_in_ms if options is not None else 0) or \
-            self._config.operation_timeout_in_ms
-        return ms / 1000.0 if ms else None
+        ms = options.timeout_in_ms if options is not None else 0
+        return ms / 1000.0 if ms else self._operation_timeout
 
     def _fill_trace(self, tracer, plan, options, run_metadata) -> None:
         from dflab.runtime.tracing import memory_summary
