@@ -48,6 +48,12 @@ from dflab.runtime.config import (
 from dflab.runtime.session import InteractiveSession, Session, get_default_session
 
 from dflab import compat, layers, losses, nn, train  # noqa: E402  isort: skip
+from dflab.distributed.cluster import ClusterSpec as _ClusterSpec  # noqa: E402  isort: skip
+from dflab.distributed.server import Server as _Server  # noqa: E402  isort: skip
+
+# tf.train's cluster names live in the distributed layer, above train: attached here.
+train.ClusterSpec = _ClusterSpec
+train.Server = _Server
 
 __version__ = "0.1.0"
 

@@ -1,1 +1,2 @@
-"""Distributed execution: clusters of tasks, their servers, and the transports between them."""
+"""Distributed execution: clusters of tasks, their servers, and the transports between them
+(docs/distributed.md)."""

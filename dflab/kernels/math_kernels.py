@@ -11,6 +11,8 @@ Small host-side arguments (reduction axes, ranges' bounds, segment counts) are r
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from dflab.kernels.registry import kernel, quiet, register_kernel
@@ -103,7 +105,7 @@ for _t, _f in (("Sqrt", "sqrt"), ("Rsqrt", _rsqrt), ("Reciprocal", "reciprocal")
 
 def _add_n(xp, *xs):
     out = xp.add(xs[0], xs[1])
-    if not isinstance(out, xp.ndarray):  # two 0-d inputs add to a scalar, not an array
+    if not out.ndim:  # NumPy adds two 0-d arrays to a scalar, not an array
         out = xp.asarray(out)
     for x in xs[2:]:
         out = xp.add(out, x, out=out) if out.ndim else xp.add(out, x)
@@ -153,11 +155,6 @@ def _einsum(node, ctx):
     return lambda *xs: xp.asarray(xp.einsum(eq, *xs, optimize=many))
 
 
-def _host_int(v) -> int:
-    """A scalar host-side argument (an axis, a count) as a Python int."""
-    return int(np.asarray(v).reshape(()))
-
-
 # --- broadcasting gradient support --------------------------------------------------------------
 def _bga(sx, sy):
     """Axes to reduce for each side of a broadcast binary op (TF's BroadcastGradientArgs)."""
@@ -183,6 +180,21 @@ def _norm_axes(axes, ndim):
     return tuple(sorted(out)) if ndim else ()
 
 
+def _takes_initial(fn) -> bool:
+    """Whether a namespace's reduction accepts NumPy's ``initial=`` (CuPy's ``max`` does not)."""
+    try:
+        return "initial" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # no signature to read: assume it does not
+        return False
+
+
+def _reduced_dims(shape, axes, keep):
+    """The shape of a reduction of ``shape`` over ``axes`` (sorted, non-negative)."""
+    if keep:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
 def _reduction(fn_name, keep_dtype, identity=None):
     """Factory for reductions (``xp.<fn_name>``); ``identity(dtype)`` gives the value of an
     empty reduction."""
@@ -191,16 +203,31 @@ def _reduction(fn_name, keep_dtype, identity=None):
         keep = node.attr["keep_dims"]
         dt = node.input_types[0]._np
         xp = ctx.xp
-        np_fn = getattr(xp, fn_name)
+        xp_fn = getattr(xp, fn_name)
         kwargs = {"dtype": dt} if keep_dtype else {}
+        fill = None  # the identity an empty reduction is filled with, where xp_fn cannot
         if identity is not None:
-            kwargs["initial"] = identity(dt)
+            # NumPy's ``initial=`` gives an empty max/min its identity (and fixes the order
+            # the reduction visits signed zeros in); a namespace without it is filled here.
+            if _takes_initial(xp_fn):
+                kwargs["initial"] = identity(dt)
+            else:
+                fill = identity(dt)
 
         def reduce(x, axes):
             ax = _norm_axes(axes, np.ndim(x))
-            return xp.asarray(np_fn(x, axis=ax, keepdims=keep, **kwargs))
+            return xp.asarray(xp_fn(x, axis=ax, keepdims=keep, **kwargs))
 
-        return reduce
+        if fill is None:
+            return reduce
+
+        def reduce_or_fill(x, axes):
+            if x.size:
+                return reduce(x, axes)
+            ax = _norm_axes(axes, x.ndim)
+            return xp.full(_reduced_dims(x.shape, ax, keep), fill, dtype=dt)
+
+        return reduce_or_fill
 
     return factory
 
@@ -256,16 +283,16 @@ def _arg_kernel(fn_name):
     def factory(node, ctx):
         out = node.attr["output_type"]._np
         xp = ctx.xp
-        np_fn = getattr(xp, fn_name)
+        xp_fn = getattr(xp, fn_name)
 
         def arg(x, axis):
-            a = _host_int(axis)
+            a = int(axis)
             if not -x.ndim <= a < x.ndim:
                 raise ValueError(f"Expected dimension in the range [{-x.ndim}, {x.ndim}), but "
                                  f"got {a}")
             if x.shape[a] == 0:
                 raise ValueError("Reduction axis is empty")
-            return xp.asarray(np_fn(x, axis=a)).astype(out)
+            return xp.asarray(xp_fn(x, axis=a)).astype(out)
 
         return arg
 
@@ -277,16 +304,18 @@ register_kernel("ArgMin", factory=_arg_kernel("argmin"))
 
 
 # --- scans ----------------------------------------------------------------------------------------
-def _scan_kernel(fn_name, identity):
-    """Cumsum/Cumprod: ``xp.<fn_name>`` (cumsum, cumprod) along an axis, in the input's dtype."""
+def _scan_kernel(ufunc_name, fn_name, identity):
+    """Cumsum/Cumprod along an axis, in the input's dtype: ``xp.<ufunc_name>.accumulate``
+    (what NumPy's ``cumsum``/``cumprod`` call, without their dispatch: about 1 us a call), or
+    ``xp.<fn_name>`` in a namespace whose ufuncs have no ``accumulate`` (CuPy before v13)."""
 
     def factory(node, ctx):
         exclusive, reverse = node.attr["exclusive"], node.attr["reverse"]
         xp = ctx.xp
-        accumulate = getattr(xp, fn_name)
+        accumulate = getattr(getattr(xp, ufunc_name), "accumulate", None) or getattr(xp, fn_name)
 
         def scan(x, axis):
-            a = _host_int(axis)
+            a = int(axis)
             if not -x.ndim <= a < x.ndim:
                 raise ValueError(f"axis {a} is out of range for a tensor of rank {x.ndim}")
             a %= x.ndim
@@ -306,55 +335,51 @@ def _scan_kernel(fn_name, identity):
     return factory
 
 
-register_kernel("Cumsum", factory=_scan_kernel("cumsum", 0))
-register_kernel("Cumprod", factory=_scan_kernel("cumprod", 1))
+register_kernel("Cumsum", factory=_scan_kernel("add", "cumsum", 0))
+register_kernel("Cumprod", factory=_scan_kernel("multiply", "cumprod", 1))
 
 
 # --- sequences ------------------------------------------------------------------------------------
+# Range and LinSpace keep their bounds and their output in host memory on TF's GPUs too: the
+# sequence is computed on the host with NumPy and delivered in the device's memory.
+def _host_range(start, limit, delta, dt):
+    start, limit, delta = (np.asarray(v, dtype=dt).reshape(()) for v in (start, limit, delta))
+    n = range_size(start, limit, delta, dt)
+    if dt.kind in "iu":
+        return np.arange(int(start), int(start) + n * int(delta), int(delta), dtype=dt)[:n]
+    # TF accumulates ``val += delta`` in the op's dtype; a cumulative sum does the same.
+    steps = np.full(n, delta, dtype=dt)
+    if n:
+        steps[0] = start
+    return np.cumsum(steps, dtype=dt)
+
+
+def _host_linspace(start, stop, num, dt):
+    n = int(num)
+    if n <= 0:
+        raise ValueError(f"Requires num > 0: {n}")
+    start, stop = dt.type(start), dt.type(stop)
+    if n == 1:
+        return np.array([start], dtype=dt)
+    step = (stop - start) / dt.type(n - 1)
+    out = np.empty(n, dtype=dt)
+    out[:-1] = start + step * np.arange(n - 1).astype(dt)
+    out[-1] = stop
+    return out
+
+
 @kernel("Range")
 def _range(node, ctx):
     dt = node.output_types[0]._np
     to_device = ctx.xp.asarray
-
-    def rng(start, limit, delta):
-        return to_device(host_range(start, limit, delta))
-
-    def host_range(start, limit, delta):  # computed on the host from host-side bounds
-        start, limit, delta = (np.asarray(v, dtype=dt).reshape(()) for v in (start, limit, delta))
-        n = range_size(start, limit, delta, dt)
-        if dt.kind in "iu":
-            return np.arange(int(start), int(start) + n * int(delta), int(delta), dtype=dt)[:n]
-        # TF accumulates ``val += delta`` in the op's dtype; a cumulative sum does the same.
-        steps = np.full(n, delta, dtype=dt)
-        if n:
-            steps[0] = start
-        return np.cumsum(steps, dtype=dt)
-
-    return rng
+    return lambda start, limit, delta: to_device(_host_range(start, limit, delta, dt))
 
 
 @kernel("LinSpace")
 def _linspace(node, ctx):
     dt = node.input_types[0]._np
     to_device = ctx.xp.asarray
-
-    def linspace(start, stop, num):
-        return to_device(host_linspace(start, stop, num))
-
-    def host_linspace(start, stop, num):  # computed on the host from host-side bounds
-        n = int(num)
-        if n <= 0:
-            raise ValueError(f"Requires num > 0: {n}")
-        start, stop = dt.type(start), dt.type(stop)
-        if n == 1:
-            return np.array([start], dtype=dt)
-        step = (stop - start) / dt.type(n - 1)
-        out = np.empty(n, dtype=dt)
-        out[:-1] = start + step * np.arange(n - 1).astype(dt)
-        out[-1] = stop
-        return out
-
-    return linspace
+    return lambda start, stop, num: to_device(_host_linspace(start, stop, num, dt))
 
 
 # --- segment sums -------------------------------------------------------------------------------
@@ -379,7 +404,7 @@ def _segment_scatter(xp, data, ids, n):
 
 
 def _unsorted_segment_sum(xp, data, ids, num_segments):
-    n = _host_int(num_segments)
+    n = int(num_segments)
     if n < 0:
         raise ValueError(f"num_segments must be >= 0, got {n}")
     return _segment_scatter(xp, data, ids, n)

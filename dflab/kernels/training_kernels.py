@@ -82,7 +82,8 @@ def _write_rows(xp, state, rows, values) -> None:
     if not buf.flags.owndata:
         buf = xp.array(buf, copy=True)
         state.set(buf)
-    frozen = isinstance(buf, np.ndarray)
+    # Only NumPy-like buffers have a read-only flag (CuPy's have none: nothing to unfreeze).
+    frozen = not getattr(buf.flags, "writeable", True)
     if frozen:
         buf.flags.writeable = True
     try:

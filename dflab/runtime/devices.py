@@ -330,16 +330,16 @@ class Backend:
     """A source of real devices of one type: how many the machine has, and how to make one."""
 
     count: Callable[[], int]
-    make: Callable[..., Device]  # make(index, owner=..., params=...) -> Device
+    make: Callable[..., Device]  # make(index, owner=..., params=..., task=...) -> Device
 
 
 def _host_cpu_count() -> int:
     return 1
 
 
-def _make_cpu(index: int, owner=None, params=None) -> Device:
+def _make_cpu(index: int, owner=None, params=None, task: str = LOCAL_TASK) -> Device:
     # Every CPU device runs on the same host cores; only CPU:0 stands for real hardware.
-    return Device("CPU", index, owner=owner, simulated=index > 0, params=params,
+    return Device("CPU", index, owner=owner, simulated=index > 0, params=params, task=task,
                   description="host CPU" if index == 0 else "extra CPU device on the host")
 
 
@@ -355,11 +355,12 @@ def register_backend(device_type: str, count: Callable[[], int],
     _BACKENDS[device_type] = Backend(count, make)
 
 
-def _simulated(device_type: str, index: int, owner=None, params=None) -> Device:
+def _simulated(device_type: str, index: int, owner=None, params=None,
+               task: str = LOCAL_TASK) -> Device:
     if device_type == "CPU":
-        return Device("CPU", index, owner=owner, simulated=True, params=params,
+        return Device("CPU", index, owner=owner, simulated=True, params=params, task=task,
                       description="simulated CPU (NumPy)")
-    return Device(device_type, index, owner=owner, simulated=True, params=params,
+    return Device(device_type, index, owner=owner, simulated=True, params=params, task=task,
                   kernel_device_type="CPU")
 
 
@@ -377,7 +378,9 @@ class DeviceSet:
         self._by_short = {d.short_name: d for d in devices}
 
     @classmethod
-    def from_config(cls, config, owner=None) -> DeviceSet:
+    def from_config(cls, config, owner=None, task: str = LOCAL_TASK) -> DeviceSet:
+        """The devices ``config`` asks for, named under ``task`` (``/job:ps/replica:0/task:1``
+        for a task of a cluster)."""
         opts = getattr(config, "dflab", {}) or {}
         counts = {k.upper(): int(v) for k, v in (config.device_count or {}).items()}
         forced = {k.upper(): int(v) for k, v in (opts.get("simulated_devices") or {}).items()}
@@ -403,9 +406,9 @@ class DeviceSet:
                 p = {**params.get(dtype, {}), **params.get(f"{dtype}:{i}", {})}
                 _check_params(dtype, i, p)
                 if i < n_real:
-                    devices.append(backend.make(i, owner=owner, params=p))
+                    devices.append(backend.make(i, owner=owner, params=p, task=task))
                 else:
-                    devices.append(_simulated(dtype, i, owner=owner, params=p))
+                    devices.append(_simulated(dtype, i, owner=owner, params=p, task=task))
         out = cls(devices)
         if getattr(config, "log_device_placement", False):
             out.log_mapping()

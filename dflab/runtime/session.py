@@ -67,6 +67,29 @@ class StepListener:
             pass  # already removed
 
 
+# Session targets other than the in-process one (""): a prefix such as "grpc://" -> a
+# factory(target, config, session) returning the worker the session's master registers with and
+# runs on (TF's SessionFactory registry: DirectSession for "", GrpcSession for "grpc://"). The
+# distributed layer registers its targets here; the runtime never imports it.
+_TARGET_FACTORIES: dict = {}
+
+
+def register_session_target(prefix: str, factory) -> None:
+    _TARGET_FACTORIES[prefix] = factory
+
+
+def _worker_for(target: str, config, session) -> Worker:
+    if not target:
+        return Worker(config, owner=session)
+    for prefix, factory in _TARGET_FACTORIES.items():
+        if target.startswith(prefix):
+            return factory(target, config, session)
+    known = ", ".join(repr(p) for p in ["", *_TARGET_FACTORIES])
+    raise errors.NotFoundError(
+        None, None, f"No session factory registered for the given session options: "
+        f"{{target: {target!r}}} Registered target prefixes: {known}")
+
+
 def _user_error(error):
     """Errors name the user's op, not the plan's node standing for it."""
     op = getattr(error, "op", None)
@@ -86,7 +109,7 @@ class BaseSession:
         # Seconds any step may take unless RunOptions say otherwise (None: no limit).
         self._operation_timeout = ms / 1000.0 if ms else None
         self._closed = False
-        self._worker = Worker(self._config, owner=self)
+        self._worker = _worker_for(self._target, self._config, self)
         self._master = Master(self._graph, self._config, self._worker)
         self._partial_runs: dict = {}
         self._step_listeners: list = []

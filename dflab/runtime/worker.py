@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from dflab.framework import errors
 from dflab.framework.graph_io import GraphDef, graph_def_from_json
 from dflab.framework.rendezvous import parse_key
-from dflab.runtime.devices import HOST_MEMORY, DeviceSet, Stream
+from dflab.runtime.devices import HOST_MEMORY, LOCAL_TASK, DeviceSet, Stream
 from dflab.runtime.executor import Execution, to_client_value
 from dflab.runtime.executor_plan import ExecutorPlan
 from dflab.runtime.node import nodes_from_node_defs, split_input
@@ -177,9 +177,14 @@ def _first_line(error) -> str:
 class Worker:
     """The devices of one task and the partitions registered with it (see module docstring)."""
 
-    def __init__(self, config, owner=None):
+    def __init__(self, config, owner=None, task: str = LOCAL_TASK, devices=None):
+        """``task``: the name its devices carry. ``devices``: run on devices owned elsewhere
+        (a cluster's servers) instead of making its own; closing then leaves their state."""
         self._config = config
-        self.devices = DeviceSet.from_config(config, self if owner is None else owner)
+        self._owns_devices = devices is None
+        if devices is None:
+            devices = DeviceSet.from_config(config, self if owner is None else owner, task)
+        self.devices = devices
         self._partitions: dict[int, RegisteredPartition] = {}
         self._handles = itertools.count(1)
         self._steps: dict[int, StepGroup] = {}
@@ -388,7 +393,8 @@ class Worker:
             self._pool.shutdown(wait=False, cancel_futures=True)
         if self._blas_limits is not None:
             self._blas_limits.restore_original_limits()
-        self.devices.close()
+        if self._owns_devices:
+            self.devices.close()
 
     def __del__(self):
         try:

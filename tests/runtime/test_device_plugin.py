@@ -58,9 +58,9 @@ def fake_device(monkeypatch):
     fake = DeviceType("FAKE", priority=300, serial=True, params=dict(devmod.CPU.params))
     monkeypatch.setitem(devmod._DEVICE_TYPES, "FAKE", fake)
 
-    def make(index, owner=None, params=None):
+    def make(index, owner=None, params=None, task=devmod.LOCAL_TASK):
         # The FAKE device runs the kernels registered for CPUs, through its own xp.
-        return Device("FAKE", index, xp=xp, owner=owner, kernel_device_type="CPU",
+        return Device("FAKE", index, xp=xp, owner=owner, task=task, kernel_device_type="CPU",
                       params=params, description="counting NumPy stand-in")
 
     monkeypatch.setitem(devmod._BACKENDS, "FAKE", devmod.Backend(lambda: 1, make))

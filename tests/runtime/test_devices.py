@@ -108,9 +108,9 @@ def test_a_real_backend_plugs_into_the_registry():
     # Stand-in for a CuPy backend: one "real" GPU (computing with NumPy for the test).
     made = []
 
-    def make(index, owner=None, params=None):
+    def make(index, owner=None, params=None, task=devmod.LOCAL_TASK):
         made.append(index)
-        return Device("GPU", index, xp=np, owner=owner, params=params,
+        return Device("GPU", index, xp=np, owner=owner, params=params, task=task,
                       kernel_device_type="CPU", description="fake GPU")
 
     devmod.register_backend("GPU", lambda: 1, make)

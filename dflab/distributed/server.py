@@ -1,0 +1,208 @@
+"""``tf.train.Server``: one task of a cluster, and the sessions that run on a cluster.
+
+A server owns its task's devices, named by the task (``/job:ps/replica:0/task:0/device:CPU:0``),
+and the state on them: variables, queues and random streams live in the devices' resource
+managers, so they outlive client sessions and every session on the cluster shares them (what
+between-graph replication relies on). A session created with ``server.target`` is the master
+(``dflab.runtime.master``): it places the graph across the devices of every started task of the
+cluster, registers each partition with the worker of its task, and runs a step's partitions
+concurrently.
+
+This module is the *in-process* transport (see docs/distributed.md): all tasks live in this
+Python process, found by the address the cluster gives them, so calls are direct and tensors
+cross tasks without a copy, through the one rendezvous a step's partitions share. An address
+serves one started server at a time, as a port does. ``stop()`` (a dflab addition: TF 1.x
+servers only end with their process) frees it and drops the task's state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from dflab.distributed.cluster import ClusterDef, ClusterSpec
+from dflab.framework import errors
+from dflab.framework.device_spec import DeviceSpec
+from dflab.runtime.config import ConfigProto
+from dflab.runtime.devices import DeviceSet
+from dflab.runtime.session import register_session_target
+from dflab.runtime.worker import Worker
+
+TARGET_PREFIX = "grpc://"
+
+_servers: dict[str, Server] = {}  # address -> the started server listening there
+_servers_lock = threading.Lock()
+_local_ports = itertools.count(20000)
+
+
+def task_name(job: str, index: int) -> str:
+    return f"/job:{job}/replica:0/task:{index}"
+
+
+class Server:
+    """An in-process server for one task of a cluster (TF's ``tf.train.Server``)."""
+
+    def __init__(self, server_or_cluster_def, job_name: str | None = None,
+                 task_index: int | None = None, protocol: str | None = None,
+                 config: ConfigProto | None = None, start: bool = True):
+        if protocol not in (None, "grpc"):
+            raise ValueError(f"Unknown protocol {protocol!r}: dflab servers speak 'grpc' "
+                             "(the in-process transport stands in for it)")
+        if isinstance(server_or_cluster_def, (ClusterSpec, ClusterDef, dict)):
+            cluster = ClusterSpec(server_or_cluster_def)
+        else:
+            raise TypeError("server_or_cluster_def must be a ClusterSpec, a dict of job name "
+                            f"to addresses or a ClusterDef, not "
+                            f"{type(server_or_cluster_def).__name__}")
+        job_name = _job_of(cluster, job_name)
+        task_index = _task_of(cluster, job_name, task_index)
+        self._cluster = cluster
+        self._job = job_name
+        self._index = task_index
+        self._task = task_name(job_name, task_index)
+        self._address = cluster.task_address(job_name, task_index)
+        self._config = config if config is not None else ConfigProto()
+        self._worker: Worker | None = None
+        self._stopped = threading.Event()
+        if start:
+            self.start()
+
+    # --- TF's API ------------------------------------------------------------------------------
+    @property
+    def target(self) -> str:
+        """What ``tf.Session(target)`` takes to run on this server's cluster."""
+        return TARGET_PREFIX + self._address
+
+    @property
+    def server_def(self) -> dict:
+        return {"cluster": self._cluster.as_cluster_def(), "job_name": self._job,
+                "task_index": self._index, "protocol": "grpc"}
+
+    def start(self) -> None:
+        """Start serving at the task's address (a no-op when already started)."""
+        with _servers_lock:
+            if self._worker is not None:
+                return
+            other = _servers.get(self._address)
+            if other is not None:
+                raise errors.UnknownError(
+                    None, None, f"Could not start server for {self._task}: address "
+                    f"{self._address} is in use by {other._task} (stop that server first)")
+            self._worker = Worker(self._config, task=self._task)
+            self._stopped.clear()
+            _servers[self._address] = self
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Block until the server stops (``timeout`` seconds at most: returns False then)."""
+        return self._stopped.wait(timeout)
+
+    @staticmethod
+    def create_local_server(config: ConfigProto | None = None, start: bool = True) -> Server:
+        """A single-task server on this machine, at an address no started server uses."""
+        with _servers_lock:
+            address = next(a for a in (f"localhost:{p}" for p in _local_ports)
+                           if a not in _servers)
+        return Server({"localhost": [address]}, job_name="localhost", task_index=0,
+                      config=config, start=start)
+
+    # --- dflab ---------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop serving: free the address and drop the task's state (variables, queues…)."""
+        with _servers_lock:
+            if self._worker is None:
+                return
+            if _servers.get(self._address) is self:
+                del _servers[self._address]
+            worker, self._worker = self._worker, None
+        worker.close()
+        self._stopped.set()
+
+    @property
+    def task(self) -> str:
+        return self._task
+
+    @property
+    def cluster_spec(self) -> ClusterSpec:
+        return self._cluster
+
+    @property
+    def worker(self) -> Worker:
+        if self._worker is None:
+            raise errors.UnavailableError(None, None, f"Server for {self._task} is not running")
+        return self._worker
+
+    def __repr__(self):
+        state = "running" if self._worker is not None else "stopped"
+        return f"<Server {self._task} at {self._address} ({state})>"
+
+
+def _job_of(cluster: ClusterSpec, job_name):
+    if job_name is None:
+        if len(cluster.jobs) != 1:
+            raise ValueError("Must specify an explicit `job_name`.")
+        return cluster.jobs[0]
+    if job_name not in cluster.jobs:
+        raise ValueError(f"Job {job_name!r} is not in the cluster: jobs are {cluster.jobs}")
+    return job_name
+
+
+def _task_of(cluster: ClusterSpec, job_name: str, task_index):
+    indices = cluster.task_indices(job_name)
+    if task_index is None:
+        if len(indices) != 1:
+            raise ValueError("Must specify an explicit `task_index`.")
+        return indices[0]
+    if task_index not in indices:
+        raise ValueError(f"Task {task_index} is not in job {job_name!r}: its tasks are "
+                         f"{indices}")
+    return task_index
+
+
+# --- sessions on a cluster -------------------------------------------------------------------
+class ClusterWorker(Worker):
+    """A client session's worker over an in-process cluster.
+
+    Its device set is every started task's devices, the target task's first (unplaced ops go
+    there, as they go to the master's task in TF). A partition is registered with the worker
+    of its device's task, which binds the kernels to that task's devices and state; steps run
+    here, every partition sharing the step's rendezvous. Closing the session leaves the
+    tasks' state alone: it belongs to their servers.
+    """
+
+    def __init__(self, config, owner, task_workers: dict, devices: DeviceSet):
+        super().__init__(config, owner, devices=devices)
+        self._task_workers = task_workers
+        self._registered: list = []  # (task worker, handle): deregistered when the session ends
+
+    def register_partition(self, spec, origins=None):
+        if not spec.device:  # one partition over several devices: kernels bound per node here
+            return super().register_partition(spec, origins)
+        d = DeviceSpec.from_string(spec.device)
+        worker = self._task_workers[task_name(d.job, d.task)]
+        part = worker.register_partition(spec, origins)
+        self._registered.append((worker, part.handle))
+        return part
+
+    def close(self) -> None:
+        for worker, handle in self._registered:
+            worker.deregister_partition(handle)
+        self._registered.clear()
+        super().close()
+
+
+def _session_worker(target: str, config, session) -> ClusterWorker:
+    address = target[len(TARGET_PREFIX):]
+    with _servers_lock:
+        server = _servers.get(address)
+        if server is None:
+            raise errors.UnavailableError(
+                None, None, f"No server is running at {address} in this process: start a "
+                f"tf.train.Server for that task first")
+        tasks = [server] + [s for s in _servers.values()
+                            if s is not server and s._cluster == server._cluster]
+        workers = {s._task: s._worker for s in tasks}
+    devices = DeviceSet([d for w in workers.values() for d in w.devices])
+    return ClusterWorker(config, session, workers, devices)
+
+
+register_session_target(TARGET_PREFIX, _session_worker)

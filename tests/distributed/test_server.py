@@ -1,0 +1,193 @@
+"""tf.train.Server and sessions on an in-process cluster: placement across tasks, tensors
+crossing tasks, state that outlives sessions, and TF's errors for bad input."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import dflab as tf
+
+CLUSTER = {"ps": ["ps0:2222"], "worker": ["w0:2222", "w1:2222"]}
+
+
+@pytest.fixture
+def cluster():
+    """One ps and two workers, started; stopped (state dropped, addresses freed) afterwards."""
+    spec = tf.train.ClusterSpec(CLUSTER)
+    servers = {(job, i): tf.train.Server(spec, job_name=job, task_index=i)
+               for job, i in [("ps", 0), ("worker", 0), ("worker", 1)]}
+    yield servers
+    for s in servers.values():
+        s.stop()
+
+
+def _model():
+    """A variable on the ps, a matmul, a cond and a loop on worker 1, int and string tensors
+    crossing tasks, the sums on worker 0."""
+    x = tf.placeholder(tf.float32, [3, 2], name="x")
+    with tf.device("/job:ps/task:0"):
+        w = tf.Variable(np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4), name="w")
+        label = tf.constant(["ps", "made"], name="label")
+    with tf.device("/job:worker/task:1"):
+        y = tf.matmul(x, w)
+        z = tf.cond(tf.reduce_sum(y) > 0, lambda: y * 2.0, lambda: y - 1.0)
+        _, acc = tf.while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, a + z),
+                               [tf.constant(0), tf.zeros([3, 4])])
+        n = tf.size(y)
+    with tf.device("/job:worker/task:0"):
+        out = tf.reduce_sum(acc) + tf.cast(n, tf.float32)
+        text = tf.identity(label)
+    return x, w, [out, y, acc, n, text]
+
+
+def test_a_distributed_step_places_across_tasks_and_matches_one_process(cluster):
+    feed = np.arange(6, dtype=np.float32).reshape(3, 2) / 4
+    g = tf.Graph()
+    with g.as_default():
+        x, _, fetches = _model()
+        init = tf.global_variables_initializer()
+    with tf.Session(cluster["worker", 0].target, graph=g) as s:
+        s.run(init)
+        got = s.run(fetches, {x: feed})
+        plan = max(s.master._plans.values(), key=lambda p: len(p.parts))
+        tasks = {p.device.split("/device:")[0] for p in plan.parts}
+        # Each partition is registered with the worker of its task...
+        held = {k: len(srv.worker._partitions) for k, srv in cluster.items()}
+        assert all(n >= 1 for n in held.values()), held
+    # ...and deregistered when the session ends (the tasks' state stays).
+    assert all(not srv.worker._partitions for srv in cluster.values())
+    assert tasks == {"/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0",
+                     "/job:worker/replica:0/task:1"}
+    local = tf.Graph()
+    with local.as_default():
+        x1, _, fetches1 = _model()
+        init1 = tf.global_variables_initializer()
+    # One process, one task: the /job:... requests fall back to its CPU (soft placement).
+    config = tf.ConfigProto(allow_soft_placement=True)
+    with tf.Session(graph=local, config=config) as s:
+        s.run(init1)
+        want = s.run(fetches1, {x1: feed})
+    for a, b in zip(got, want):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if a.dtype == object:  # strings: compare the values, not the object pointers
+            assert a.tolist() == b.tolist()
+        else:
+            assert a.tobytes() == b.tobytes()  # bit-identical
+    assert list(got[4]) == [b"ps", b"made"]
+
+
+def test_unplaced_ops_run_on_the_target_task(cluster):
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant(2.0) * 3.0
+    with tf.Session(cluster["worker", 1].target, graph=g) as s:
+        assert s.run(a) == 6.0
+        plan = next(iter(s.master._plans.values()))
+        assert plan.placement[a.op].device == "/job:worker/replica:0/task:1/device:CPU:0"
+
+
+def test_state_on_a_task_outlives_sessions_and_is_shared_by_clients(cluster):
+    def build():
+        g = tf.Graph()
+        with g.as_default(), tf.device("/job:ps/task:0"):
+            v = tf.Variable(tf.zeros([2]), name="shared")
+            inc = v.assign_add([1.0, 2.0])
+        return g, v, inc
+
+    g1, v1, inc1 = build()
+    with g1.as_default():
+        init = tf.global_variables_initializer()
+    with tf.Session(cluster["worker", 0].target, graph=g1) as s:
+        s.run(init)
+        s.run(inc1)
+    # Another client (its own graph, another worker task) sees and updates the same variable.
+    g2, v2, inc2 = build()
+    with tf.Session(cluster["worker", 1].target, graph=g2) as s:
+        np.testing.assert_array_equal(s.run(v2), [1.0, 2.0])
+        s.run(inc2)
+    with tf.Session(cluster["ps", 0].target, graph=g1) as s:
+        np.testing.assert_array_equal(s.run(v1), [2.0, 4.0])
+    # Stopping the ps drops its state: a new ps task starts empty.
+    cluster["ps", 0].stop()
+    cluster["ps", 0].start()
+    with tf.Session(cluster["worker", 0].target, graph=g1) as s:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized"):
+            s.run(v1)
+
+
+def test_concurrent_steps_of_two_clients_do_not_mix(cluster):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [64])
+        with tf.device("/job:worker/task:1"):
+            y = x * 2.0
+        with tf.device("/job:worker/task:0"):
+            z = y + 1.0
+    errors, results = [], {}
+
+    def client(k):
+        try:
+            with tf.Session(cluster["worker", 0].target, graph=g) as s:
+                for i in range(50):
+                    v = np.full(64, k * 1000 + i, np.float32)
+                    got = s.run(z, {x: v})
+                    if not np.array_equal(got, v * 2 + 1):
+                        raise AssertionError(f"client {k} step {i} got another step's value")
+                results[k] = True
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(results) == 3
+
+
+def test_create_local_server_and_join():
+    a = tf.train.Server.create_local_server()
+    b = tf.train.Server.create_local_server()
+    try:
+        assert a.target != b.target and a.target.startswith("grpc://localhost:")
+        g = tf.Graph()
+        with g.as_default():
+            c = tf.constant([1, 2, 3]) * 2
+        with tf.Session(a.target, graph=g) as s:
+            np.testing.assert_array_equal(s.run(c), [2, 4, 6])
+            assert [d.name for d in s.list_devices()] == [
+                "/job:localhost/replica:0/task:0/device:CPU:0"]
+        assert a.join(timeout=0.05) is False
+        a.stop()
+        assert a.join(timeout=1) is True
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_bad_cluster_input_gets_tf_errors(cluster):
+    spec = tf.train.ClusterSpec(CLUSTER)
+    with pytest.raises(ValueError, match="Job 'chief' is not in the cluster"):
+        tf.train.Server(spec, job_name="chief", task_index=0)
+    with pytest.raises(ValueError, match="Task 5 is not in job 'worker'"):
+        tf.train.Server(spec, job_name="worker", task_index=5)
+    with pytest.raises(ValueError, match="explicit `task_index`"):
+        tf.train.Server(spec, job_name="worker")
+    with pytest.raises(ValueError, match="explicit `job_name`"):
+        tf.train.Server(spec)
+    with pytest.raises(ValueError, match="Unknown protocol"):
+        tf.train.Server(spec, job_name="ps", task_index=0, protocol="rdma", start=False)
+    with pytest.raises(tf.errors.UnknownError, match="ps0:2222 is in use"):
+        tf.train.Server(spec, job_name="ps", task_index=0)  # the fixture's ps holds it
+    with pytest.raises(tf.errors.UnavailableError, match="No server is running at nowhere:1"):
+        tf.Session("grpc://nowhere:1")
+    with pytest.raises(tf.errors.NotFoundError, match="No session factory"):
+        tf.Session("carrier-pigeon://w0")
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:chief/task:0"):
+        c = tf.constant(1.0) + 1.0
+    with tf.Session(cluster["worker", 0].target, graph=g) as s:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="job:chief"):
+            s.run(c)
