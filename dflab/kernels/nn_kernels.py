@@ -1,23 +1,21 @@
-"""Kernels for nn ops.
+"""Kernels for nn ops, written against the device's array namespace (``ctx.xp``: NumPy on
+CPUs, CuPy on GPUs). Small host-side arguments (``Conv2DBackprop*``'s sizes, ``k`` of top-k,
+the window geometry) are read and computed with NumPy.
 
-Activations, softmax, cross-entropy, bias add and L2 loss compute with the device's array
-namespace (``ctx.xp``: NumPy on CPUs, CuPy on GPUs). Convolution, pooling and top-k below are
-NumPy kernels (they rely on NumPy's ``sliding_window_view`` and stable sorts); an accelerator
-brings its own kernels for them.
-
-Convolution is im2col: the padded input is viewed (no copy) as its sliding windows with
-``sliding_window_view``, the view is strided by the stride and dilation, copied once into a
-``[N*OH*OW, KH*KW*C]`` patch matrix, and multiplied with the filter in one BLAS matmul. The
-filter gradient is the transposed product; the input gradient multiplies the other way and
-scatters the patches back (col2im) with one vectorised slice-add per filter tap, never a loop
-over pixels. Pooling reduces the same window views. Kernels compute in NHWC and transpose NCHW
-data at the boundary. Inputs are never written to.
+Convolution is im2col: the padded input is viewed (no copy) as its windows, strided by the
+stride and dilation, copied once into a ``[N*OH*OW, KH*KW*C]`` patch matrix, and multiplied
+with the filter in one matmul (BLAS on a CPU). The window view is built with
+``xp.lib.stride_tricks.as_strided``, which NumPy and CuPy both have (NumPy's
+``sliding_window_view`` builds the same view, but older CuPy lacks it). The filter gradient is
+the transposed product; the input gradient multiplies the other way and scatters the patches
+back (col2im) with one vectorised slice-add per filter tap, never a loop over pixels. Pooling
+reduces the same window views. Kernels compute in NHWC and transpose NCHW data at the
+boundary. Inputs are never written to.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from dflab.framework import errors
 from dflab.kernels.registry import kernel, quiet, register_kernel
@@ -141,10 +139,10 @@ def _xent(node, ctx):
     xp = ctx.xp
 
     def xent(logits, labels):
-        if np.shape(logits) != np.shape(labels):
+        if xp.shape(logits) != xp.shape(labels):
             raise errors.InvalidArgumentError(
                 None, node, f"logits and labels must be same size: logits_size="
-                f"{list(np.shape(logits))} labels_size={list(np.shape(labels))}")
+                f"{list(xp.shape(logits))} labels_size={list(xp.shape(labels))}")
         with np.errstate(all="ignore"):
             log_p = _log_softmax(xp, logits, axis)
             # 0 * -inf (a zero label on a -inf logit) contributes 0, as in TF
@@ -169,7 +167,7 @@ def _sparse_xent(node, ctx):
         bad = (labels < 0) | (labels >= k)
         if bad.any():
             v = labels[bad].ravel()[0]
-            labels = labels.tolist() if labels.ndim else [labels.item()]
+            labels = labels.tolist() if labels.ndim else [labels.item()]  # host list
             raise errors.InvalidArgumentError(
                 None, node, f"Received a label value of {v} which is outside the valid range "
                 f"of [0, {k}).  Label values: {' '.join(map(str, np.ravel(labels)))}")
@@ -192,15 +190,16 @@ def _bias_shape(rank, c_axis):
 @kernel("BiasAdd")
 def _bias_add(node, ctx):
     fmt = node.attr["data_format"]
-    reshape = ctx.xp.reshape
+    xp = ctx.xp
 
     def bias_add(x, b):
-        c = bias_channel_axis(np.ndim(x), fmt)
-        if np.shape(x)[c] != np.shape(b)[0]:
+        rank = xp.ndim(x)
+        c = bias_channel_axis(rank, fmt)
+        if xp.shape(x)[c] != xp.shape(b)[0]:
             raise errors.InvalidArgumentError(
                 None, node, f"Must provide as many biases as the channel dimension of the "
-                f"input tensor: {list(np.shape(b))} vs. {list(np.shape(x))}")
-        return x + reshape(b, _bias_shape(np.ndim(x), c))
+                f"input tensor: {list(xp.shape(b))} vs. {list(xp.shape(x))}")
+        return x + xp.reshape(b, _bias_shape(rank, c))
 
     return bias_add
 
@@ -208,23 +207,26 @@ def _bias_add(node, ctx):
 @kernel("BiasAddGrad")
 def _bias_add_grad(node, ctx):
     fmt = node.attr["data_format"]
-    total = ctx.xp.sum
+    xp = ctx.xp
 
     def bias_add_grad(g):
-        c = bias_channel_axis(np.ndim(g), fmt)
-        axes = tuple(i for i in range(np.ndim(g)) if i != c)
-        return total(g, axis=axes, dtype=g.dtype)
+        rank = xp.ndim(g)
+        c = bias_channel_axis(rank, fmt)
+        axes = tuple(i for i in range(rank) if i != c)
+        return xp.sum(g, axis=axes, dtype=g.dtype)
 
     return bias_add_grad
 
 
 # --- window geometry ------------------------------------------------------------------------
 class _Window:
-    """Spatial geometry of one conv/pool op for a given input size (all NHWC)."""
+    """Spatial geometry of one conv/pool op for a given input size (all NHWC), and the window
+    steps built on it, computed with the device's namespace ``xp``."""
 
-    __slots__ = ("kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "pt", "pb", "pl", "pr")
+    __slots__ = ("xp", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "pt", "pb", "pl", "pr")
 
-    def __init__(self, h, w, kh, kw, sh, sw, dh, dw, padding):
+    def __init__(self, xp, h, w, kh, kw, sh, sw, dh, dw, padding):
+        self.xp = xp
         self.kh, self.kw, self.sh, self.sw, self.dh, self.dw = kh, kw, sh, sw, dh, dw
         self.oh, self.pt, self.pb = conv_output_size(h, kh, sh, dh, padding)
         self.ow, self.pl, self.pr = conv_output_size(w, kw, sw, dw, padding)
@@ -232,18 +234,24 @@ class _Window:
     def pad(self, x, value=0):
         if not (self.pt or self.pb or self.pl or self.pr):
             return x
-        return np.pad(x, ((0, 0), (self.pt, self.pb), (self.pl, self.pr), (0, 0)),
-                      constant_values=value)
+        return self.xp.pad(x, ((0, 0), (self.pt, self.pb), (self.pl, self.pr), (0, 0)),
+                           constant_values=value)
 
-    def windows(self, xp):
-        """View of padded input ``xp`` as (N, OH, OW, C, KH, KW) windows; no copy."""
-        eh, ew = (self.kh - 1) * self.dh + 1, (self.kw - 1) * self.dw + 1
-        v = sliding_window_view(xp, (eh, ew), axis=(1, 2))
-        return v[:, ::self.sh, ::self.sw, :, ::self.dh, ::self.dw][:, :self.oh, :self.ow]
+    def windows(self, padded):
+        """View of ``padded`` (this window's padded NHWC input) as its (N, OH, OW, C, KH, KW)
+        windows, strided by the stride and dilation; no copy."""
+        # The view sliding_window_view gives once strided, made in one as_strided call (NumPy
+        # and CuPy both have it, strides in bytes). It stays inside ``padded``: the output
+        # size rule makes the last window end at or before its last row and column.
+        n, _, _, c = padded.shape
+        s_n, s_h, s_w, s_c = padded.strides
+        return self.xp.lib.stride_tricks.as_strided(
+            padded, shape=(n, self.oh, self.ow, c, self.kh, self.kw),
+            strides=(s_n, s_h * self.sh, s_w * self.sw, s_c, s_h * self.dh, s_w * self.dw))
 
     def scatter_taps(self, cols, padded_shape):
         """col2im: sum (N, OH, OW, KH, KW, C) patch values back into a padded input."""
-        out = np.zeros(padded_shape, dtype=cols.dtype)
+        out = self.xp.zeros(padded_shape, dtype=cols.dtype)
         hspan, wspan = self.sh * (self.oh - 1) + 1, self.sw * (self.ow - 1) + 1
         for i in range(self.kh):
             for j in range(self.kw):
@@ -251,8 +259,8 @@ class _Window:
                 out[:, r:r + hspan:self.sh, c:c + wspan:self.sw, :] += cols[:, :, :, i, j, :]
         return out
 
-    def crop(self, xp, h, w):
-        return xp[:, self.pt:self.pt + h, self.pl:self.pl + w, :]
+    def crop(self, padded, h, w):
+        return padded[:, self.pt:self.pt + h, self.pl:self.pl + w, :]
 
 
 def _hw(vals, fmt):
@@ -260,14 +268,15 @@ def _hw(vals, fmt):
 
 
 def _to_nhwc(x, fmt):
-    return x if fmt == "NHWC" else np.transpose(x, (0, 2, 3, 1))
+    return x if fmt == "NHWC" else x.transpose(0, 2, 3, 1)
 
 
 def _from_nhwc(x, fmt):
-    return x if fmt == "NHWC" else np.transpose(x, (0, 3, 1, 2))
+    return x if fmt == "NHWC" else x.transpose(0, 3, 1, 2)
 
 
 def _nhwc_shape(shape, fmt):
+    """A sizes input (host-side, as TF keeps it) as an NHWC shape."""
     s = [int(d) for d in np.ravel(shape)]
     return tuple(s) if fmt == "NHWC" else (s[0], s[2], s[3], s[1])
 
@@ -278,46 +287,47 @@ def _conv_params(node):
     return fmt, _hw(a["strides"], fmt), _hw(a["dilations"], fmt), a["padding"]
 
 
-def _window(node, h, w, kh, kw):
+def _window(node, xp, h, w, kh, kw):
     fmt, (sh, sw), (dh, dw), padding = _conv_params(node)
     try:
-        return _Window(h, w, kh, kw, sh, sw, dh, dw, padding)
+        return _Window(xp, h, w, kh, kw, sh, sw, dh, dw, padding)
     except ValueError as e:
         raise errors.InvalidArgumentError(None, node, str(e)) from None
 
 
 def _patch_matrix(win, x):
     """(N*OH*OW, KH*KW*C) im2col matrix of NHWC ``x``, in the filter's (KH, KW, C) order."""
-    xp = win.pad(x)
+    padded = win.pad(x)
     n, c = x.shape[0], x.shape[3]
     if win.oh == 0 or win.ow == 0 or n == 0:
-        return np.zeros((n * win.oh * win.ow, win.kh * win.kw * c), dtype=x.dtype)
-    cols = win.windows(xp).transpose(0, 1, 2, 4, 5, 3)
+        return win.xp.zeros((n * win.oh * win.ow, win.kh * win.kw * c), dtype=x.dtype)
+    cols = win.windows(padded).transpose(0, 1, 2, 4, 5, 3)
     return cols.reshape(n * win.oh * win.ow, win.kh * win.kw * c)
 
 
-def _check_rank4(node, **arrays):
+def _check_rank4(xp, node, **arrays):
     for nm, a in arrays.items():
-        if np.ndim(a) != 4:
+        if xp.ndim(a) != 4:
             raise errors.InvalidArgumentError(None, node, f"{nm} must be 4-dimensional, got "
-                                              f"shape {list(np.shape(a))}")
+                                              f"shape {list(xp.shape(a))}")
 
 
 # --- Conv2D ---------------------------------------------------------------------------------
 @kernel("Conv2D")
 def _conv2d(node, ctx):
     fmt = node.attr["data_format"]
+    xp = ctx.xp
 
     def conv2d(x, f):
-        _check_rank4(node, input=x, filter=f)
-        x = _to_nhwc(np.asarray(x), fmt)
+        _check_rank4(xp, node, input=x, filter=f)
+        x = _to_nhwc(xp.asarray(x), fmt)
         n, h, w, c = x.shape
         kh, kw, ci, co = f.shape
         if c != ci:
             raise errors.InvalidArgumentError(
                 None, node, f"input depth must equal filter depth: {c} vs {ci}")
-        win = _window(node, h, w, kh, kw)
-        y = _patch_matrix(win, x) @ np.reshape(f, (kh * kw * ci, co))
+        win = _window(node, xp, h, w, kh, kw)
+        y = _patch_matrix(win, x) @ xp.reshape(f, (kh * kw * ci, co))
         return _from_nhwc(y.reshape(n, win.oh, win.ow, co), fmt)
 
     return conv2d
@@ -326,22 +336,23 @@ def _conv2d(node, ctx):
 @kernel("Conv2DBackpropInput")
 def _conv2d_backprop_input(node, ctx):
     fmt = node.attr["data_format"]
+    xp = ctx.xp
 
     def backprop_input(sizes, f, dy):
-        _check_rank4(node, filter=f, out_backprop=dy)
+        _check_rank4(xp, node, filter=f, out_backprop=dy)
         n, h, w, c = _nhwc_shape(sizes, fmt)
-        dy = _to_nhwc(np.asarray(dy), fmt)
+        dy = _to_nhwc(xp.asarray(dy), fmt)
         kh, kw, ci, co = f.shape
-        win = _window(node, h, w, kh, kw)
+        win = _window(node, xp, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropInput: shapes do not agree: input {[n, h, w, c]}, "
                 f"filter {list(f.shape)}, out_backprop {list(dy.shape)} (NHWC)")
-        cols = dy.reshape(-1, co) @ np.reshape(f, (kh * kw * ci, co)).T
+        cols = dy.reshape(-1, co) @ xp.reshape(f, (kh * kw * ci, co)).T
         cols = cols.reshape(n, win.oh, win.ow, kh, kw, ci)
         padded = (n, h + win.pt + win.pb, w + win.pl + win.pr, c)
         dx = win.crop(win.scatter_taps(cols, padded), h, w)
-        return _from_nhwc(np.ascontiguousarray(dx), fmt)
+        return _from_nhwc(xp.ascontiguousarray(dx), fmt)
 
     return backprop_input
 
@@ -349,14 +360,15 @@ def _conv2d_backprop_input(node, ctx):
 @kernel("Conv2DBackpropFilter")
 def _conv2d_backprop_filter(node, ctx):
     fmt = node.attr["data_format"]
+    xp = ctx.xp
 
     def backprop_filter(x, sizes, dy):
-        _check_rank4(node, input=x, out_backprop=dy)
-        kh, kw, ci, co = (int(d) for d in np.ravel(sizes))
-        x = _to_nhwc(np.asarray(x), fmt)
-        dy = _to_nhwc(np.asarray(dy), fmt)
+        _check_rank4(xp, node, input=x, out_backprop=dy)
+        kh, kw, ci, co = (int(d) for d in np.ravel(sizes))  # host-side, as TF keeps it
+        x = _to_nhwc(xp.asarray(x), fmt)
+        dy = _to_nhwc(xp.asarray(dy), fmt)
         n, h, w, c = x.shape
-        win = _window(node, h, w, kh, kw)
+        win = _window(node, xp, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
@@ -368,12 +380,12 @@ def _conv2d_backprop_filter(node, ctx):
 
 
 # --- pooling --------------------------------------------------------------------------------
-def _pool_window(node, h, w):
+def _pool_window(node, xp, h, w):
     a = node.attr
     fmt = a["data_format"]
     (kh, kw), (sh, sw) = _hw(a["ksize"], fmt), _hw(a["strides"], fmt)
     try:
-        return _Window(h, w, kh, kw, sh, sw, 1, 1, a["padding"])
+        return _Window(xp, h, w, kh, kw, sh, sw, 1, 1, a["padding"])
     except ValueError as e:
         raise errors.InvalidArgumentError(None, node, str(e)) from None
 
@@ -383,7 +395,8 @@ def _lowest(dt):
 
 
 def _avg_counts(win, h, w):
-    """Cells of each window inside the unpadded input (SAME windows exclude padding, as TF)."""
+    """Cells of each window inside the unpadded input (SAME windows exclude padding, as TF).
+    Window geometry only: computed on the host, with NumPy."""
     def counts(o, k, s, pad, size):
         start = np.arange(o) * s - pad
         return np.minimum(start + k, size) - np.maximum(start, 0)
@@ -396,16 +409,17 @@ def _avg_counts(win, h, w):
 @kernel("MaxPool")
 def _max_pool(node, ctx):
     fmt = node.attr["data_format"]
+    xp = ctx.xp
 
     def max_pool(x):
-        _check_rank4(node, input=x)
-        x = _to_nhwc(np.asarray(x), fmt)
+        _check_rank4(xp, node, input=x)
+        x = _to_nhwc(xp.asarray(x), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(node, h, w)
+        win = _pool_window(node, xp, h, w)
         if win.oh == 0 or win.ow == 0:
-            return _from_nhwc(np.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
+            return _from_nhwc(xp.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
         y = win.windows(win.pad(x, _lowest(x.dtype))).max(axis=(4, 5))
-        return _from_nhwc(np.ascontiguousarray(y), fmt)
+        return _from_nhwc(xp.ascontiguousarray(y), fmt)
 
     return max_pool
 
@@ -413,16 +427,18 @@ def _max_pool(node, ctx):
 @kernel("AvgPool")
 def _avg_pool(node, ctx):
     fmt = node.attr["data_format"]
+    xp = ctx.xp
 
     def avg_pool(x):
-        _check_rank4(node, value=x)
-        x = _to_nhwc(np.asarray(x), fmt)
+        _check_rank4(xp, node, value=x)
+        x = _to_nhwc(xp.asarray(x), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(node, h, w)
+        win = _pool_window(node, xp, h, w)
         if win.oh == 0 or win.ow == 0:
-            return _from_nhwc(np.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
+            return _from_nhwc(xp.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
         s = win.windows(win.pad(x)).sum(axis=(4, 5))
-        y = (s / _avg_counts(win, h, w)[None, :, :, None]).astype(x.dtype)
+        counts = xp.asarray(_avg_counts(win, h, w))
+        y = (s / counts[None, :, :, None]).astype(x.dtype)
         return _from_nhwc(y, fmt)
 
     return avg_pool
@@ -431,29 +447,30 @@ def _avg_pool(node, ctx):
 @kernel("MaxPoolGrad")
 def _max_pool_grad(node, ctx):
     fmt = node.attr["data_format"]
+    xp = ctx.xp
 
     def max_pool_grad(x, y, g):
         # Each window's gradient goes to its first maximal cell in row-major window order
         # (TF's CPU tie-break); overlapping windows accumulate through one bincount.
-        x, g = _to_nhwc(np.asarray(x), fmt), _to_nhwc(np.asarray(g), fmt)
+        x, g = _to_nhwc(xp.asarray(x), fmt), _to_nhwc(xp.asarray(g), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(node, h, w)
+        win = _pool_window(node, xp, h, w)
         if g.shape != (n, win.oh, win.ow, c):
             raise errors.InvalidArgumentError(None, node, f"grad shape {list(g.shape)} does not "
                                               "match the pooling output shape")
         if g.size == 0:
-            return _from_nhwc(np.zeros_like(x), fmt)
-        xp = win.pad(x, _lowest(x.dtype))
-        hp, wp = xp.shape[1], xp.shape[2]
-        vals = win.windows(xp).reshape(n, win.oh, win.ow, c, win.kh * win.kw)
-        ki, kj = np.divmod(np.argmax(vals, axis=-1), win.kw)
-        rows = np.arange(win.oh)[None, :, None, None] * win.sh + ki
-        cols = np.arange(win.ow)[None, None, :, None] * win.sw + kj
-        flat = ((np.arange(n)[:, None, None, None] * hp + rows) * wp + cols) * c \
-            + np.arange(c)[None, None, None, :]
-        dxp = np.bincount(flat.ravel(), weights=g.ravel(), minlength=n * hp * wp * c)
+            return _from_nhwc(xp.zeros_like(x), fmt)
+        padded = win.pad(x, _lowest(x.dtype))
+        hp, wp = padded.shape[1], padded.shape[2]
+        vals = win.windows(padded).reshape(n, win.oh, win.ow, c, win.kh * win.kw)
+        ki, kj = xp.divmod(xp.argmax(vals, axis=-1), win.kw)
+        rows = xp.arange(win.oh)[None, :, None, None] * win.sh + ki
+        cols = xp.arange(win.ow)[None, None, :, None] * win.sw + kj
+        flat = ((xp.arange(n)[:, None, None, None] * hp + rows) * wp + cols) * c \
+            + xp.arange(c)[None, None, None, :]
+        dxp = xp.bincount(flat.ravel(), weights=g.ravel(), minlength=n * hp * wp * c)
         dx = win.crop(dxp.reshape(n, hp, wp, c), h, w).astype(x.dtype)
-        return _from_nhwc(np.ascontiguousarray(dx), fmt)
+        return _from_nhwc(xp.ascontiguousarray(dx), fmt)
 
     return max_pool_grad
 
@@ -461,22 +478,24 @@ def _max_pool_grad(node, ctx):
 @kernel("AvgPoolGrad")
 def _avg_pool_grad(node, ctx):
     fmt = node.attr["data_format"]
+    xp = ctx.xp
 
     def avg_pool_grad(sizes, g):
         n, h, w, c = _nhwc_shape(sizes, fmt)
-        g = _to_nhwc(np.asarray(g), fmt)
-        win = _pool_window(node, h, w)
+        g = _to_nhwc(xp.asarray(g), fmt)
+        win = _pool_window(node, xp, h, w)
         if g.shape != (n, win.oh, win.ow, c):
             raise errors.InvalidArgumentError(None, node, f"grad shape {list(g.shape)} does not "
                                               "match the pooling output shape")
         if g.size == 0:
-            return _from_nhwc(np.zeros((n, h, w, c), g.dtype), fmt)
-        share = g / _avg_counts(win, h, w)[None, :, :, None].astype(g.dtype)
-        cols = np.broadcast_to(share[:, :, :, None, None, :],
+            return _from_nhwc(xp.zeros((n, h, w, c), g.dtype), fmt)
+        counts = xp.asarray(_avg_counts(win, h, w).astype(g.dtype))
+        share = g / counts[None, :, :, None]
+        cols = xp.broadcast_to(share[:, :, :, None, None, :],
                                (n, win.oh, win.ow, win.kh, win.kw, c))
         padded = (n, h + win.pt + win.pb, w + win.pl + win.pr, c)
         dx = win.crop(win.scatter_taps(cols, padded), h, w)
-        return _from_nhwc(np.ascontiguousarray(dx), fmt)
+        return _from_nhwc(xp.ascontiguousarray(dx), fmt)
 
     return avg_pool_grad
 
@@ -490,33 +509,33 @@ def _l2_loss(xp, x):
 register_kernel("L2Loss", xp=_l2_loss)
 
 
-def _in_top_k(pred, targets, k):
-    pred, targets, k = np.asarray(pred), np.asarray(targets), int(k)
+def _in_top_k(xp, pred, targets, k):
+    pred, targets, k = xp.asarray(pred), xp.asarray(targets), int(k)  # k: host-side
     batch, classes = pred.shape
     if targets.shape != (batch,):
         raise ValueError(f"targets must have shape [{batch}], got {list(targets.shape)}")
     valid = (targets >= 0) & (targets < classes)
-    safe = np.where(valid, targets, 0).astype(np.intp)
-    target_pred = pred[np.arange(batch), safe]
-    finite = np.all(np.isfinite(pred), axis=1)
+    safe = xp.where(valid, targets, 0).astype(np.intp)
+    target_pred = pred[xp.arange(batch), safe]
+    finite = xp.all(xp.isfinite(pred), axis=1)
     # Ties with the target's score count in its favour: only strictly larger scores compete.
-    better = np.sum(pred > target_pred[:, None], axis=1)
+    better = xp.sum(pred > target_pred[:, None], axis=1)
     return valid & finite & (better < k)
 
 
-register_kernel("InTopKV2", fn=_in_top_k)
+register_kernel("InTopKV2", xp=_in_top_k)
 
 
-def _top_k(x, k):
-    x, k = np.asarray(x), int(k)
+def _top_k(xp, x, k):
+    x, k = xp.asarray(x), int(k)  # k: host-side
     n = x.shape[-1]
     if k < 0 or k > n:
         raise ValueError(f"input must have at least k={k} columns, got {n}")
     # Descending and stable (lower index first among ties): stable ascending sort of the
-    # reversed row, read backwards.
-    order = np.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1][..., :k]
+    # reversed row, read backwards. (CuPy's sorts are always stable; it accepts "stable".)
+    order = xp.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1][..., :k]
     idx = (n - 1 - order).astype(np.int32)
-    return np.take_along_axis(x, idx, -1), idx
+    return xp.take_along_axis(x, idx, -1), idx
 
 
-register_kernel("TopKV2", fn=_top_k)
+register_kernel("TopKV2", xp=_top_k)

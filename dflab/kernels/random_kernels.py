@@ -8,8 +8,12 @@ sequence again. ``seed == seed2 == 0`` means no seed was given: the generator is
 entropy. Kernels never touch their inputs; every result is a new array.
 
 Numbers are drawn by the host's generator on every device, so a seeded op gives the same
-numbers wherever it is placed; on a device whose array namespace is not NumPy the result is
-moved into the device's memory (``_random_kernel``).
+numbers wherever it is placed, and reach the device's memory through ``ctx.xp.asarray``.
+Kernels whose result is the draw itself register with ``_random_kernel`` (which moves it);
+data inputs they hand to the generator (gamma's alpha, poisson's rate) come to the host first
+(``_host_reader``). ``RandomShuffle`` and ``Multinomial`` compute on the device's data with
+``xp`` and move only their draws (a permutation, uniform variates). Small host-side arguments
+(shapes, bounds, sample counts: what TF keeps in host memory) are read with NumPy.
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels.registry import register_kernel
+from dflab.kernels.registry import kernel, register_kernel
 
 
 def _random_kernel(op_type: str):
-    """Register the decorated factory for ``op_type``; its results go to the device's memory."""
+    """Register the decorated factory for ``op_type``; its results (host arrays drawn by the
+    generator) go to the device's memory through ``xp.asarray``."""
 
     def deco(factory):
         def on_device(node, ctx):
             draw = factory(node, ctx)
-            if ctx.xp is np:
+            if ctx.xp is np:  # the host's memory already: no per-call wrapper on CPUs
                 return draw
             to_device = ctx.xp.asarray
             return lambda *args: to_device(draw(*args))
@@ -35,6 +40,16 @@ def _random_kernel(op_type: str):
         return factory
 
     return deco
+
+
+def _host_reader(xp):
+    """``np.asarray`` for the device's arrays: those of a namespace other than NumPy are
+    copied to the host first (its ``asnumpy``, as ``Device.to_host`` does), for the host's
+    generator to read."""
+    asnumpy = getattr(xp, "asnumpy", None)
+    if asnumpy is None:
+        return np.asarray
+    return lambda value, dtype=None: np.asarray(asnumpy(value), dtype=dtype)
 
 
 def _generator(node, ctx) -> np.random.Generator:
@@ -113,7 +128,7 @@ def _uniform(node, ctx):
 def _uniform_int(node, ctx):
     gen = _generator(node, ctx)
 
-    def uniform_int(shape, lo, hi):
+    def uniform_int(shape, lo, hi):  # the bounds are host-side, as TF keeps them
         lo_v, hi_v = np.asarray(lo).item(), np.asarray(hi).item()
         if not lo_v < hi_v:
             raise errors.InvalidArgumentError(
@@ -124,26 +139,28 @@ def _uniform_int(node, ctx):
     return uniform_int
 
 
-@_random_kernel("RandomShuffle")
+@kernel("RandomShuffle")
 def _shuffle(node, ctx):
-    gen = _generator(node, ctx)
+    gen, xp = _generator(node, ctx), ctx.xp
 
     def shuffle(x):
-        x = np.asarray(x)
+        x = xp.asarray(x)
         if x.ndim == 0 or x.shape[0] <= 1:
             return x
-        return x[gen.permutation(x.shape[0])]
+        # The permutation is drawn on the host; the rows are gathered on the device.
+        return x[xp.asarray(gen.permutation(x.shape[0]))]
 
     return shuffle
 
 
-@_random_kernel("Multinomial")
+@kernel("Multinomial")
 def _multinomial(node, ctx):
     gen, out_dt = _generator(node, ctx), node.attr["output_dtype"]._np
+    xp = ctx.xp
 
     def multinomial(logits, num_samples):
-        logits = np.asarray(logits, dtype=np.float64)
-        n = int(num_samples)
+        logits = xp.asarray(logits, dtype=np.float64)
+        n = int(num_samples)  # host-side
         if logits.ndim != 2:
             raise errors.InvalidArgumentError(None, node, "logits should be a matrix, got shape "
                                               f"{list(logits.shape)}")
@@ -153,28 +170,29 @@ def _multinomial(node, ctx):
         if classes == 0 and n > 0:
             raise errors.InvalidArgumentError(None, node, "num_classes should be positive")
         if batch == 0 or n == 0:
-            return np.zeros((batch, n), dtype=out_dt)
+            return xp.zeros((batch, n), dtype=out_dt)
         with np.errstate(invalid="ignore", over="ignore"):
-            p = np.exp(logits - np.max(logits, axis=1, keepdims=True))
-            cdf = np.cumsum(p, axis=1)
+            p = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
+            cdf = xp.cumsum(p, axis=1)
             cdf /= cdf[:, -1:]
         # Inverse-CDF sampling for all rows in one search: shifting row r's CDF and draws by r
-        # makes the concatenated CDFs one increasing sequence.
-        rows = np.arange(batch, dtype=np.float64)[:, None]
-        u = gen.random((batch, n)) + rows
-        flat = np.searchsorted((cdf + rows).ravel(), u.ravel(), side="right")
-        idx = flat.reshape(batch, n) - (np.arange(batch) * classes)[:, None]
-        return np.clip(idx, 0, classes - 1).astype(out_dt)
+        # makes the concatenated CDFs one increasing sequence. Only the uniform variates are
+        # drawn on the host.
+        rows = xp.arange(batch, dtype=np.float64)[:, None]
+        u = xp.asarray(gen.random((batch, n))) + rows
+        flat = xp.searchsorted((cdf + rows).ravel(), u.ravel(), side="right")
+        idx = flat.reshape(batch, n) - (xp.arange(batch) * classes)[:, None]
+        return xp.clip(idx, 0, classes - 1).astype(out_dt)
 
     return multinomial
 
 
 @_random_kernel("RandomGamma")
 def _gamma(node, ctx):
-    gen = _generator(node, ctx)
+    gen, host = _generator(node, ctx), _host_reader(ctx.xp)
 
     def gamma(shape, alpha):
-        alpha = np.asarray(alpha)
+        alpha = host(alpha)  # the generator reads it on the host
         dims = _shape(node, shape)
         work = _work_dtype(alpha.dtype)
         out = gen.standard_gamma(np.broadcast_to(alpha, dims + alpha.shape).astype(work),
@@ -187,9 +205,10 @@ def _gamma(node, ctx):
 @_random_kernel("RandomPoissonV2")
 def _poisson(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
+    host = _host_reader(ctx.xp)
 
     def poisson(shape, rate):
-        rate = np.asarray(rate, dtype=np.float64)
+        rate = host(rate, dtype=np.float64)  # the generator reads it on the host
         dims = _shape(node, shape)
         if np.any(rate < 0):
             raise errors.InvalidArgumentError(None, node, "lam must be non-negative")
