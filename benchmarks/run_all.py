@@ -29,6 +29,7 @@ BENCHMARKS = [
     "bench_partition.py",
     "bench_graph_layout.py",
     "bench_fusion.py",
+    "bench_cluster.py",
     "bench_frontend.py",
 ]
 
