@@ -24,7 +24,7 @@ from dflab.distributed.cluster import ClusterDef, ClusterSpec
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.runtime.config import ConfigProto
-from dflab.runtime.devices import DeviceSet
+from dflab.runtime.devices import DeviceSet, spec_matches
 from dflab.runtime.session import register_session_target
 from dflab.runtime.worker import Worker
 
@@ -174,6 +174,27 @@ class ClusterWorker(Worker):
         self._task_workers = task_workers
         self._registered: list = []  # (task worker, handle): deregistered when the session ends
 
+    def _check_tasks(self, parts) -> None:
+        """A step may run only while every task it uses serves: a stopped (or restarted)
+        task's devices and state are gone, so the step fails naming it."""
+        for part in parts:
+            if not part.device:
+                continue
+            d = DeviceSpec.from_string(part.device)
+            task = task_name(d.job, d.task)
+            if self._task_workers[task].closed:
+                raise errors.UnavailableError(
+                    None, None, f"Task {task} is unavailable: its server stopped (a restarted "
+                    "task starts empty; create a new session to use it)")
+
+    def run_partition(self, part, feed_values, step_id, timeout=None, observer=None):
+        self._check_tasks([part])
+        return super().run_partition(part, feed_values, step_id, timeout, observer)
+
+    def run_step(self, parts, feed_values, step_id, timeout=None, observer=None, main=0):
+        self._check_tasks(parts)
+        return super().run_step(parts, feed_values, step_id, timeout, observer, main)
+
     def register_partition(self, spec, origins=None):
         if not spec.device:  # one partition over several devices: kernels bound per node here
             return super().register_partition(spec, origins)
@@ -198,11 +219,31 @@ def _session_worker(target: str, config, session) -> ClusterWorker:
             raise errors.UnavailableError(
                 None, None, f"No server is running at {address} in this process: start a "
                 f"tf.train.Server for that task first")
-        tasks = [server] + [s for s in _servers.values()
-                            if s is not server and s._cluster == server._cluster]
+        tasks = _cluster_of(server)
         workers = {s._task: s._worker for s in tasks}
-    devices = DeviceSet([d for w in workers.values() for d in w.devices])
-    return ClusterWorker(config, session, workers, devices)
+    filters = [DeviceSpec.from_string(f) for f in config.device_filters]
+    devices = [d for w in workers.values() for d in w.devices
+               if not filters or any(spec_matches(f, d.spec) for f in filters)]
+    if not devices:
+        raise errors.InvalidArgumentError(
+            None, None, f"No device of the cluster matches device_filters "
+            f"{config.device_filters}")
+    return ClusterWorker(config, session, workers, DeviceSet(devices))
 
 
-register_session_target(TARGET_PREFIX, _session_worker)
+def _cluster_of(server: Server) -> list:
+    """The started servers of ``server``'s cluster, ``server`` first."""
+    return [server] + [s for s in _servers.values()
+                       if s is not server and s._cluster == server._cluster]
+
+
+def _reset(target: str, containers) -> None:
+    """``Session.reset`` on a cluster target: clear the state every started task holds."""
+    with _servers_lock:
+        server = _servers.get(target[len(TARGET_PREFIX):])
+        tasks = _cluster_of(server) if server is not None else []
+    for s in tasks:
+        s._worker.devices.close()
+
+
+register_session_target(TARGET_PREFIX, _session_worker, _reset)

@@ -68,7 +68,7 @@ class ConfigProto:
                  inter_op_parallelism_threads=0, use_per_session_threads=False,
                  allow_soft_placement=False, log_device_placement=False, gpu_options=None,
                  graph_options=None, operation_timeout_in_ms=0, isolate_session_state=False,
-                 **extra):
+                 device_filters=None, **extra):
         self.device_count = dict(device_count or {})
         self.intra_op_parallelism_threads = intra_op_parallelism_threads
         self.inter_op_parallelism_threads = inter_op_parallelism_threads
@@ -79,6 +79,9 @@ class ConfigProto:
         self.graph_options = graph_options or GraphOptions()
         self.operation_timeout_in_ms = operation_timeout_in_ms
         self.isolate_session_state = isolate_session_state
+        # A session on a cluster sees only the devices matching one of these ("/job:ps",
+        # "/job:worker/task:1"…); none: every device of the cluster.
+        self.device_filters = list(device_filters or [])
         # dflab extensions (documented in the README): placement policy, simulated devices…
         self.dflab = dict(extra.pop("dflab", {}) or {})
         if extra:

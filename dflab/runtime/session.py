@@ -72,10 +72,15 @@ class StepListener:
 # runs on (TF's SessionFactory registry: DirectSession for "", GrpcSession for "grpc://"). The
 # distributed layer registers its targets here; the runtime never imports it.
 _TARGET_FACTORIES: dict = {}
+_TARGET_RESETS: dict = {}
 
 
-def register_session_target(prefix: str, factory) -> None:
+def register_session_target(prefix: str, factory, reset=None) -> None:
+    """``factory(target, config, session) -> Worker``; ``reset(target, containers)`` clears
+    the resource containers of the target's tasks (``Session.reset``)."""
     _TARGET_FACTORIES[prefix] = factory
+    if reset is not None:
+        _TARGET_RESETS[prefix] = reset
 
 
 def _worker_for(target: str, config, session) -> Worker:
@@ -498,6 +503,24 @@ def _needed_nodes(eplan, tensor_names, target_names) -> set:
 
 class Session(BaseSession):
     """TF1 ``tf.Session``."""
+
+    @staticmethod
+    def reset(target: str, containers=None, config=None) -> None:
+        """Close every session connected to ``target`` and clear the state (variables,
+        queues…) its tasks hold, as TF's ``Session.reset``. dflab keeps all of a task's state
+        in one container: ``containers`` may only name the default one ("")."""
+        named = [c for c in (containers or []) if c]
+        if named:
+            raise errors.UnimplementedError(
+                None, None, f"Session.reset of named containers {named}: dflab keeps a task's "
+                "state in the default container only")
+        target = target or ""
+        for s in list(_live_sessions):
+            if s._target == target and not s._closed:
+                s.close()
+        for prefix, reset in _TARGET_RESETS.items():
+            if target and target.startswith(prefix):
+                reset(target, containers)
 
 
 class InteractiveSession(BaseSession):

@@ -191,3 +191,50 @@ def test_bad_cluster_input_gets_tf_errors(cluster):
     with tf.Session(cluster["worker", 0].target, graph=g) as s:
         with pytest.raises(tf.errors.InvalidArgumentError, match="job:chief"):
             s.run(c)
+
+
+def test_device_filters_narrow_what_a_session_sees(cluster):
+    config = tf.ConfigProto(device_filters=["/job:ps", "/job:worker/task:1"])
+    with tf.Session(cluster["worker", 1].target, config=config, graph=tf.Graph()) as s:
+        assert sorted(d.name for d in s.list_devices()) == [
+            "/job:ps/replica:0/task:0/device:CPU:0",
+            "/job:worker/replica:0/task:1/device:CPU:0"]
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:worker/task:0"):
+        c = tf.constant(1.0) + 1.0
+    with tf.Session(cluster["worker", 1].target, config=config, graph=g) as s:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="job:worker/task:0"):
+            s.run(c)  # filtered out: no such device for this session
+    with pytest.raises(tf.errors.InvalidArgumentError, match="device_filters"):
+        tf.Session(cluster["ps", 0].target, config=tf.ConfigProto(device_filters=["/job:x"]))
+
+
+def test_session_reset_clears_the_tasks_state_and_closes_its_sessions(cluster):
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:ps/task:0"):
+        v = tf.Variable([1.0, 2.0], name="v")
+        init = tf.global_variables_initializer()
+    target = cluster["worker", 0].target
+    s = tf.Session(target, graph=g)
+    s.run(init)
+    tf.Session.reset(target)
+    assert s.closed
+    with tf.Session(target, graph=g) as s2:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized"):
+            s2.run(v)
+    with pytest.raises(tf.errors.UnimplementedError, match="named containers"):
+        tf.Session.reset(target, containers=["experiment"])
+
+
+def test_a_step_on_a_stopped_task_fails_naming_it(cluster):
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/job:ps/task:0"):
+            a = tf.constant(3.0) * 2.0
+        with tf.device("/job:worker/task:0"):
+            b = a + 1.0
+    with tf.Session(cluster["worker", 0].target, graph=g) as s:
+        assert s.run(b) == 7.0
+        cluster["ps", 0].stop()
+        with pytest.raises(tf.errors.UnavailableError, match="/job:ps/replica:0/task:0"):
+            s.run(b)
