@@ -158,6 +158,45 @@ def _task_of(cluster: ClusterSpec, job_name: str, task_index):
     return task_index
 
 
+def describe_cluster(where) -> list[dict]:
+    """The tasks of a cluster and what each holds, as plain data (what ``ClusterView`` and
+    ``%dflab cluster`` draw). ``where``: a ``Server``, a session on a cluster, or a target.
+
+    One dict per task of the ``ClusterSpec``, in job then index order: ``task``, ``job``,
+    ``index``, ``address``, ``transport``, ``running``, and for a running task its ``devices``
+    (name, device_type, description) and ``variables`` (name, device, shape, dtype, bytes).
+    """
+    server = _server_of(where)
+    running = {s._task: s for s in _cluster_of(server)} if server._worker is not None else {}
+    out = []
+    for job in server._cluster.jobs:
+        for index in server._cluster.task_indices(job):
+            name = task_name(job, index)
+            entry = {"task": name, "job": job, "index": index,
+                     "address": server._cluster.task_address(job, index),
+                     "transport": "in-process", "running": name in running,
+                     "devices": [], "variables": []}
+            if name in running:
+                entry.update(running[name].worker.state_summary())
+            out.append(entry)
+    return out
+
+
+def _server_of(where) -> Server:
+    if isinstance(where, Server):
+        return where
+    target = getattr(where, "sess_str", where)
+    if isinstance(target, str) and target.startswith(TARGET_PREFIX):
+        with _servers_lock:
+            server = _servers.get(target[len(TARGET_PREFIX):])
+        if server is not None:
+            return server
+        raise errors.UnavailableError(None, None, f"No server is running at {target}")
+    raise errors.InvalidArgumentError(
+        None, None, f"Not a cluster: {where!r} (give a tf.train.Server, a session on a "
+        "cluster target, or its target)")
+
+
 # --- sessions on a cluster -------------------------------------------------------------------
 class ClusterWorker(Worker):
     """A client session's worker over an in-process cluster.

@@ -376,6 +376,22 @@ class Worker:
                 continue
             device.memory.record_step(entry["peak_bytes"], entry["bytes_allocated"])
 
+    def state_summary(self) -> dict:
+        """What this task holds, as plain data: its devices, and per variable its device,
+        shape, dtype and bytes (uninitialized ones with ``bytes`` 0 and ``shape`` None)."""
+        devices, variables = [], []
+        for d in self.devices:
+            devices.append({"name": d.name, "device_type": d.device_type,
+                            "description": d.description})
+            for name, state in sorted(d.resources.variables().items()):
+                value = state.value
+                variables.append({
+                    "name": name, "device": d.name,
+                    "shape": None if value is None else tuple(int(n) for n in value.shape),
+                    "dtype": None if value is None else str(value.dtype),
+                    "bytes": 0 if value is None else int(value.nbytes)})
+        return {"devices": devices, "variables": variables}
+
     def forget_resources(self, op_names) -> Forgotten:
         """Drop the state (variables, queues, kernel state) that ops named ``op_names`` hold on
         every device, as when a notebook cell that built them is replaced; ``undo()`` on the

@@ -238,3 +238,25 @@ def test_a_step_on_a_stopped_task_fails_naming_it(cluster):
         cluster["ps", 0].stop()
         with pytest.raises(tf.errors.UnavailableError, match="/job:ps/replica:0/task:0"):
             s.run(b)
+
+
+def test_describe_cluster_lists_tasks_devices_and_variables(cluster):
+    from dflab.distributed.server import describe_cluster
+
+    ps, w0, w1 = cluster[("ps", 0)], cluster[("worker", 0)], cluster[("worker", 1)]
+    with tf.device("/job:ps/task:0"):
+        v = tf.Variable(tf.ones([3, 4]), name="weights")
+    with tf.Session(w0.target) as sess:
+        sess.run(v.initializer)
+        tasks = describe_cluster(sess)
+    assert [t["task"] for t in tasks] == [ps.task, w0.task, w1.task]
+    assert all(t["running"] and t["transport"] == "in-process" for t in tasks)
+    held = {t["task"]: t["variables"] for t in tasks}
+    assert held[ps.task] == [{"name": "weights", "device": ps.task + "/device:CPU:0",
+                              "shape": (3, 4), "dtype": "float32", "bytes": 48}]
+    assert held[w0.task] == [] and held[w1.task] == []
+    w1.stop()
+    stopped = describe_cluster(ps)[2]
+    assert not stopped["running"] and stopped["devices"] == []
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Not a cluster"):
+        describe_cluster("")
