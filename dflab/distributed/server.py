@@ -18,7 +18,9 @@ servers only end with their process) frees it and drops the task's state.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+import time
 
 from dflab.distributed.cluster import ClusterDef, ClusterSpec
 from dflab.framework import errors
@@ -29,6 +31,8 @@ from dflab.runtime.session import register_session_target
 from dflab.runtime.worker import Worker
 
 TARGET_PREFIX = "grpc://"
+RAY_PROTOCOL = "ray"
+RAY_TARGET_PREFIX = "dflab+ray://"  # dflab.distributed.ray_transport.TARGET_PREFIX
 
 _servers: dict[str, Server] = {}  # address -> the started server listening there
 _servers_lock = threading.Lock()
@@ -40,14 +44,17 @@ def task_name(job: str, index: int) -> str:
 
 
 class Server:
-    """An in-process server for one task of a cluster (TF's ``tf.train.Server``)."""
+    """A server for one task of a cluster (TF's ``tf.train.Server``): in this process, or,
+    with ``protocol="ray"``, a Ray actor (``dflab.distributed.ray_transport``) whose Ray
+    namespace is ``ConfigProto(dflab={"ray_namespace": …})``, else ``$DFLAB_RAY_NAMESPACE``,
+    else "dflab"."""
 
     def __init__(self, server_or_cluster_def, job_name: str | None = None,
                  task_index: int | None = None, protocol: str | None = None,
                  config: ConfigProto | None = None, start: bool = True):
-        if protocol not in (None, "grpc"):
-            raise ValueError(f"Unknown protocol {protocol!r}: dflab servers speak 'grpc' "
-                             "(the in-process transport stands in for it)")
+        if protocol not in (None, "grpc", RAY_PROTOCOL):
+            raise ValueError(f"Unknown protocol {protocol!r}: dflab servers speak 'grpc' (the "
+                             f"in-process transport stands in for it) and {RAY_PROTOCOL!r}")
         if isinstance(server_or_cluster_def, (ClusterSpec, ClusterDef, dict)):
             cluster = ClusterSpec(server_or_cluster_def)
         else:
@@ -62,7 +69,11 @@ class Server:
         self._task = task_name(job_name, task_index)
         self._address = cluster.task_address(job_name, task_index)
         self._config = config if config is not None else ConfigProto()
+        self._protocol = protocol or "grpc"
+        self._namespace = (self._config.dflab.get("ray_namespace")
+                           or os.environ.get("DFLAB_RAY_NAMESPACE") or "dflab")
         self._worker: Worker | None = None
+        self._actor = None  # the task's Ray actor (protocol "ray")
         self._stopped = threading.Event()
         if start:
             self.start()
@@ -71,15 +82,20 @@ class Server:
     @property
     def target(self) -> str:
         """What ``tf.Session(target)`` takes to run on this server's cluster."""
+        if self._protocol == RAY_PROTOCOL:
+            return f"{RAY_TARGET_PREFIX}{self._namespace}/{self._job}/{self._index}"
         return TARGET_PREFIX + self._address
 
     @property
     def server_def(self) -> dict:
         return {"cluster": self._cluster.as_cluster_def(), "job_name": self._job,
-                "task_index": self._index, "protocol": "grpc"}
+                "task_index": self._index, "protocol": self._protocol}
 
     def start(self) -> None:
         """Start serving at the task's address (a no-op when already started)."""
+        if self._protocol == RAY_PROTOCOL:
+            self._start_actor()
+            return
         with _servers_lock:
             if self._worker is not None:
                 return
@@ -93,8 +109,31 @@ class Server:
             _servers[self._address] = self
 
     def join(self, timeout: float | None = None) -> bool:
-        """Block until the server stops (``timeout`` seconds at most: returns False then)."""
-        return self._stopped.wait(timeout)
+        """Block until the server stops (``timeout`` seconds at most: returns False then); a
+        Ray task also ends when its actor dies."""
+        if self._actor is None:
+            return self._stopped.wait(timeout)
+        from dflab.distributed import ray_transport
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._stopped.is_set():
+            if not ray_transport.alive(self._actor):
+                self._stopped.set()
+                break
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self._stopped.wait(left)
+        return True
+
+    def _start_actor(self) -> None:
+        from dflab.distributed import ray_transport
+
+        if self._actor is not None:
+            return
+        self._actor = ray_transport.start_task(self._cluster, self._job, self._index,
+                                               self._namespace, self._config)
+        self._stopped.clear()
 
     @staticmethod
     def create_local_server(config: ConfigProto | None = None, start: bool = True) -> Server:
@@ -108,6 +147,13 @@ class Server:
     # --- dflab ---------------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop serving: free the address and drop the task's state (variables, queues…)."""
+        if self._actor is not None:
+            import ray
+
+            actor, self._actor = self._actor, None
+            ray.kill(actor)
+            self._stopped.set()
+            return
         with _servers_lock:
             if self._worker is None:
                 return
@@ -132,7 +178,7 @@ class Server:
         return self._worker
 
     def __repr__(self):
-        state = "running" if self._worker is not None else "stopped"
+        state = "running" if self._worker is not None or self._actor is not None else "stopped"
         return f"<Server {self._task} at {self._address} ({state})>"
 
 
@@ -166,6 +212,13 @@ def describe_cluster(where) -> list[dict]:
     ``index``, ``address``, ``transport``, ``running``, and for a running task its ``devices``
     (name, device_type, description) and ``variables`` (name, device, shape, dtype, bytes).
     """
+    if isinstance(where, Server) and where._protocol == RAY_PROTOCOL:
+        where = where.target
+    target = getattr(where, "sess_str", where)
+    if isinstance(target, str) and target.startswith(RAY_TARGET_PREFIX):
+        from dflab.distributed import ray_transport
+
+        return ray_transport.describe(target)
     server = _server_of(where)
     running = {s._task: s for s in _cluster_of(server)} if server._worker is not None else {}
     out = []
@@ -285,4 +338,17 @@ def _reset(target: str, containers) -> None:
         s._worker.devices.close()
 
 
+def _ray_session_worker(target: str, config, session):
+    from dflab.distributed import ray_transport  # Ray is imported only when a cluster uses it
+
+    return ray_transport.session_worker(target, config, session)
+
+
+def _ray_reset(target: str, containers) -> None:
+    from dflab.distributed import ray_transport
+
+    ray_transport.reset(target, containers)
+
+
 register_session_target(TARGET_PREFIX, _session_worker, _reset)
+register_session_target(RAY_TARGET_PREFIX, _ray_session_worker, _ray_reset)

@@ -323,18 +323,45 @@ class CostGraphDef(_Message):
         self.cost = list(cost or [])
 
 
+class TransferStats(_Message):
+    """One tensor that crossed tasks in a step (a dflab addition to ``RunMetadata``): its
+    rendezvous ``key``, ``tensor`` (the sent edge's name), the two devices, its bytes, and
+    when it left and arrived (microseconds since the epoch, as ``NodeExecStats``)."""
+
+    _fields = ("key", "tensor", "src_device", "dst_device", "bytes", "start_micros",
+               "end_micros")
+
+    def __init__(self, key="", tensor="", src_device="", dst_device="", bytes=0,  # noqa: A002
+                 start_micros=0, end_micros=0):
+        self.key = key
+        self.tensor = tensor
+        self.src_device = src_device
+        self.dst_device = dst_device
+        self.bytes = bytes
+        self.start_micros = start_micros
+        self.end_micros = end_micros
+
+    @property
+    def duration_micros(self) -> int:
+        return self.end_micros - self.start_micros
+
+
 class RunMetadata(_Message, RichDisplay):
     """What a traced ``Session.run`` reports. Each traced run replaces the contents (as TF's
-    ``ParseFromString`` does), so one object can be reused across runs."""
+    ``ParseFromString`` does), so one object can be reused across runs. ``transfers`` (a
+    dflab addition): the tensors that crossed tasks of a cluster (``TransferStats``)."""
 
-    _fields = ("step_stats", "cost_graph", "partition_graphs")
+    _fields = ("step_stats", "cost_graph", "partition_graphs", "transfers")
 
-    def __init__(self, step_stats=None, cost_graph=None, partition_graphs=None):
+    def __init__(self, step_stats=None, cost_graph=None, partition_graphs=None,
+                 transfers=None):
         self.step_stats = step_stats if step_stats is not None else StepStats()
         self.cost_graph = cost_graph if cost_graph is not None else CostGraphDef()
         self.partition_graphs: list = list(partition_graphs or [])
+        self.transfers: list[TransferStats] = list(transfers or [])
 
     def Clear(self) -> None:  # noqa: N802 - TF name
         self.step_stats = StepStats()
         self.cost_graph = CostGraphDef()
         self.partition_graphs = []
+        self.transfers = []

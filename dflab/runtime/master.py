@@ -70,7 +70,9 @@ class Plan:
     def partitions(self) -> dict:
         """Each device the plan runs on -> the nodes it runs there (for an unpartitioned plan
         over several devices: each device -> the user's ops placed there)."""
-        if len(self.parts) == 1 and not self.specs[0].device:
+        if (len(self.parts) == 1 and not self.specs[0].device) or \
+                any(p.executor_plan is None for p in self.parts):
+            # Run unpartitioned, or partitions living in other processes: the user's ops.
             out: dict = {}
             for op in self.ops:
                 out.setdefault(self.placement[op].device, []).append(op)
@@ -203,7 +205,7 @@ class Master:
         fetch_map = [(-1, where[1]) if where[0] == "feed" else (position[where[0]], where[1])
                      for where in pt.fetch_map]
         # The calling thread runs the biggest partition itself; the others go to the pool.
-        main = max(range(len(parts)), key=lambda i: len(parts[i].executor_plan.nodes))
+        main = max(range(len(specs)), key=lambda i: len(specs[i].graph_def.node))
         return Plan(placement, ordered, specs, parts, fetch_map, main, pt)
 
     def _register(self, spec: PartitionSpec, ordered):

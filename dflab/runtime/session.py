@@ -389,12 +389,12 @@ class BaseSession:
         error = group.error
         if error is not None:
             if isinstance(error, errors.DeadlineExceededError) and error.op is None \
-                    and timeout is not None:
+                    and timeout is not None and all(isinstance(ex, Execution) for ex in execs):
                 # The executor timed out one partition: report the step's timeout and where
                 # every partition stood.
-                where = "; ".join(f"{short_device_name(r.device)}: {ex.executed} of "
-                                  f"{len(r.executor_plan.nodes)} nodes run"
-                                  for r, ex in zip(plan.parts, execs))
+                where = "; ".join(f"{short_device_name(spec.device)}: {ex.executed} of "
+                                  f"{len(spec.graph_def.node)} nodes run"
+                                  for spec, ex in zip(plan.specs, execs))
                 error = errors.DeadlineExceededError(
                     None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step "
                     f"to finish ({where}).")

@@ -36,6 +36,7 @@ import weakref
 
 import numpy as np
 
+from dflab.framework.rendezvous import parse_key
 from dflab.runtime.config import (
     AllocationDescription,
     AllocatorMemoryUsed,
@@ -46,6 +47,7 @@ from dflab.runtime.config import (
     NodeOutput,
     TensorDescription,
     TensorShapeProto,
+    TransferStats,
 )
 from dflab.runtime.partition import user_op
 
@@ -127,6 +129,10 @@ class StepTracer:
         self._alloc_ids = itertools.count(1)
         self._plans: dict = {}  # execution id -> its executor plan (for its fetches)
         self._threads: dict = {}  # native thread id -> thread name
+        # What other processes traced of the step (a cluster's tasks): their device stats,
+        # and the tensors that crossed tasks: (rendezvous key, bytes, start ns, end ns).
+        self.remote_stats: list = []
+        self.transfers: list = []
         self._wall0 = time.time_ns()
         self._perf0 = time.perf_counter_ns()
         from dflab.kernels.control_flow_kernels import DEAD
@@ -169,6 +175,16 @@ class StepTracer:
                 self._plans[id(execution)] = getattr(execution, "plan", None)
             if tid not in self._threads:
                 self._threads[tid] = threading.current_thread().name
+
+    def add_device_stats(self, dev_stats) -> None:
+        """Device stats another process traced for this step (a task of a cluster)."""
+        with self._lock:
+            self.remote_stats.extend(dev_stats)
+
+    def add_transfers(self, transfers) -> None:
+        """Tensors that crossed tasks: ``(rendezvous key, bytes, start ns, end ns)`` each."""
+        with self._lock:
+            self.transfers.extend(transfers)
 
     # --- classification of outputs ------------------------------------------------------------
     def _device_of(self, execution, op) -> str:
@@ -239,6 +255,8 @@ class StepTracer:
                                        self._device_of(ex, node.op), t, t, tid, [], False))
             threads = dict(self._threads)
             plans = dict(self._plans)
+            remote = list(self.remote_stats)
+            transfers = list(self.transfers)
         records.sort(key=lambda r: (r.start, r.end))
         memory = _MemoryModel(records, _fetch_keys(plans.values(), self.plan))
 
@@ -250,8 +268,12 @@ class StepTracer:
             ds.node_stats.append(_node_stats(r, memory))
             if r.thread in threads:
                 ds.thread_names.setdefault(r.thread, threads[r.thread])
+        for ds in remote:
+            by_device[ds.device] = ds
         step_stats = run_metadata.step_stats
         step_stats.dev_stats[:] = [by_device[d] for d in sorted(by_device)]
+        run_metadata.transfers[:] = [_transfer_stats(*t) for t in sorted(transfers,
+                                                                        key=lambda t: t[2])]
         step_stats.step_id = self.step_id
         run_metadata.cost_graph = _cost_graph(self.plan, records, plans.values())
         graphs = []
@@ -261,6 +283,12 @@ class StepTracer:
             else:
                 graphs = list(partition_graphs)
         run_metadata.partition_graphs[:] = graphs
+
+
+def _transfer_stats(key: str, nbytes: int, start_ns: int, end_ns: int) -> TransferStats:
+    parsed = parse_key(key)
+    return TransferStats(key, parsed.edge_name, parsed.src_device, parsed.dst_device,
+                         int(nbytes), start_ns // 1000, end_ns // 1000)
 
 
 def _fetch_keys(exec_plans, plan) -> set:

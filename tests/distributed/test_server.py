@@ -5,6 +5,7 @@ import threading
 
 import numpy as np
 import pytest
+from cluster_test_util import assert_bit_identical, cluster_model, one_process_results
 
 import dflab as tf
 
@@ -22,30 +23,11 @@ def cluster():
         s.stop()
 
 
-def _model():
-    """A variable on the ps, a matmul, a cond and a loop on worker 1, int and string tensors
-    crossing tasks, the sums on worker 0."""
-    x = tf.placeholder(tf.float32, [3, 2], name="x")
-    with tf.device("/job:ps/task:0"):
-        w = tf.Variable(np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4), name="w")
-        label = tf.constant(["ps", "made"], name="label")
-    with tf.device("/job:worker/task:1"):
-        y = tf.matmul(x, w)
-        z = tf.cond(tf.reduce_sum(y) > 0, lambda: y * 2.0, lambda: y - 1.0)
-        _, acc = tf.while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, a + z),
-                               [tf.constant(0), tf.zeros([3, 4])])
-        n = tf.size(y)
-    with tf.device("/job:worker/task:0"):
-        out = tf.reduce_sum(acc) + tf.cast(n, tf.float32)
-        text = tf.identity(label)
-    return x, w, [out, y, acc, n, text]
-
-
 def test_a_distributed_step_places_across_tasks_and_matches_one_process(cluster):
     feed = np.arange(6, dtype=np.float32).reshape(3, 2) / 4
     g = tf.Graph()
     with g.as_default():
-        x, _, fetches = _model()
+        x, _, fetches = cluster_model()
         init = tf.global_variables_initializer()
     with tf.Session(cluster["worker", 0].target, graph=g) as s:
         s.run(init)
@@ -59,22 +41,7 @@ def test_a_distributed_step_places_across_tasks_and_matches_one_process(cluster)
     assert all(not srv.worker._partitions for srv in cluster.values())
     assert tasks == {"/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0",
                      "/job:worker/replica:0/task:1"}
-    local = tf.Graph()
-    with local.as_default():
-        x1, _, fetches1 = _model()
-        init1 = tf.global_variables_initializer()
-    # One process, one task: the /job:... requests fall back to its CPU (soft placement).
-    config = tf.ConfigProto(allow_soft_placement=True)
-    with tf.Session(graph=local, config=config) as s:
-        s.run(init1)
-        want = s.run(fetches1, {x1: feed})
-    for a, b in zip(got, want):
-        a, b = np.asarray(a), np.asarray(b)
-        assert a.dtype == b.dtype and a.shape == b.shape
-        if a.dtype == object:  # strings: compare the values, not the object pointers
-            assert a.tolist() == b.tolist()
-        else:
-            assert a.tobytes() == b.tobytes()  # bit-identical
+    assert_bit_identical(got, one_process_results(feed))
     assert list(got[4]) == [b"ps", b"made"]
 
 
