@@ -168,7 +168,7 @@ class TaskWorker(Worker):
         self._rendezvous: dict[int, TaskRendezvous] = {}
         self._rendezvous_lock = threading.Lock()
 
-    def create_rendezvous(self, step_id: int) -> TaskRendezvous:
+    def create_rendezvous(self, step_id: int, traced: bool = False) -> TaskRendezvous:
         with self._rendezvous_lock:
             rdv = self._rendezvous.get(step_id)
             if rdv is None:

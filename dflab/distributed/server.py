@@ -23,10 +23,13 @@ import threading
 import time
 
 from dflab.distributed.cluster import ClusterDef, ClusterSpec
+from dflab.distributed.network import delay_line, network_of
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.rendezvous import parse_key
 from dflab.runtime.config import ConfigProto
 from dflab.runtime.devices import DeviceSet, spec_matches
+from dflab.runtime.rendezvous import LocalRendezvous
 from dflab.runtime.session import register_session_target
 from dflab.runtime.worker import Worker
 
@@ -250,6 +253,36 @@ def _server_of(where) -> Server:
         "cluster target, or its target)")
 
 
+class ClusterRendezvous(LocalRendezvous):
+    """A step's rendezvous across the tasks of an in-process cluster: records each tensor
+    that crosses tasks (``transfers``: key, bytes, sent and arrival ns) and, where a link is
+    simulated (``dflab.distributed.network``), hands it over when the link delivers it."""
+
+    __slots__ = ("_network", "transfers")
+
+    def __init__(self, step_id: int, copy, network):
+        super().__init__(step_id, copy)
+        self._network = network
+        self.transfers: list = []
+
+    def send(self, key: str, value) -> None:
+        parsed = parse_key(key)
+        src = parsed.src_device.rsplit("/device:", 1)[0]
+        dst = parsed.dst_device.rsplit("/device:", 1)[0]
+        if src == dst:
+            return super().send(key, value)
+        nbytes = int(getattr(value, "nbytes", 0) or 0)
+        sent, now = time.time_ns(), time.monotonic()
+        arrival = None if self._network is None else \
+            self._network.schedule(src, dst, nbytes, now)
+        delay = 0.0 if arrival is None else max(arrival - now, 0.0)
+        with self._lock:
+            self.transfers.append((key, nbytes, sent, sent + int(delay * 1e9)))
+        if delay <= 0:
+            return super().send(key, value)
+        delay_line.call_at(arrival, super().send, key, value)
+
+
 # --- sessions on a cluster -------------------------------------------------------------------
 class ClusterWorker(Worker):
     """A client session's worker over an in-process cluster.
@@ -261,9 +294,10 @@ class ClusterWorker(Worker):
     tasks' state alone: it belongs to their servers.
     """
 
-    def __init__(self, config, owner, task_workers: dict, devices: DeviceSet):
+    def __init__(self, config, owner, task_workers: dict, devices: DeviceSet, cluster=None):
         super().__init__(config, owner, devices=devices)
         self._task_workers = task_workers
+        self._cluster = cluster
         self._registered: list = []  # (task worker, handle): deregistered when the session ends
 
     def _check_tasks(self, parts) -> None:
@@ -285,7 +319,19 @@ class ClusterWorker(Worker):
 
     def run_step(self, parts, feed_values, step_id, timeout=None, observer=None, main=0):
         self._check_tasks(parts)
-        return super().run_step(parts, feed_values, step_id, timeout, observer, main)
+        group, execs = super().run_step(parts, feed_values, step_id, timeout, observer, main)
+        transfers = getattr(group.rendezvous, "transfers", None)
+        if transfers and observer is not None and hasattr(observer, "add_transfers"):
+            observer.add_transfers(transfers)
+        return group, execs
+
+    def create_rendezvous(self, step_id: int, traced: bool = False):
+        """The plain rendezvous, unless tensors crossing tasks must be recorded (a traced
+        step) or pay for a simulated link (``dflab.distributed.simulate_network``)."""
+        network = network_of(self._cluster)
+        if network is None and not traced:
+            return super().create_rendezvous(step_id)
+        return ClusterRendezvous(step_id, self._copy, network)
 
     def register_partition(self, spec, origins=None):
         if not spec.device:  # one partition over several devices: kernels bound per node here
@@ -320,7 +366,7 @@ def _session_worker(target: str, config, session) -> ClusterWorker:
         raise errors.InvalidArgumentError(
             None, None, f"No device of the cluster matches device_filters "
             f"{config.device_filters}")
-    return ClusterWorker(config, session, workers, DeviceSet(devices))
+    return ClusterWorker(config, session, workers, DeviceSet(devices), server._cluster)
 
 
 def _cluster_of(server: Server) -> list:

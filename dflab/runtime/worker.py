@@ -274,8 +274,9 @@ class Worker:
         return dev.compute_stream
 
     # --- steps -----------------------------------------------------------------------------
-    def create_rendezvous(self, step_id: int) -> LocalRendezvous:
-        """The rendezvous of one step among this worker's devices."""
+    def create_rendezvous(self, step_id: int, traced: bool = False) -> LocalRendezvous:
+        """The rendezvous of one step among this worker's devices (``traced``: the step is
+        traced, so a rendezvous that moves tensors between tasks records them)."""
         return LocalRendezvous(step_id, self._copy)
 
     def _copy_between_devices(self, key: str, value):
@@ -313,7 +314,7 @@ class Worker:
     def start_step(self, parts, feed_values, step_id: int, observer=None):
         """The executions of one step of ``parts``, sharing a fresh rendezvous, not started:
         ``(group, executions)``. The group records the step's first error."""
-        group = StepGroup(self.create_rendezvous(step_id), step_id)
+        group = StepGroup(self.create_rendezvous(step_id, observer is not None), step_id)
         execs = []
         for part in parts:
             ex = Execution(part.executor_plan, part.feeds(feed_values), step_id)

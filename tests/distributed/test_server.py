@@ -227,3 +227,54 @@ def test_describe_cluster_lists_tasks_devices_and_variables(cluster):
     assert not stopped["running"] and stopped["devices"] == []
     with pytest.raises(tf.errors.InvalidArgumentError, match="Not a cluster"):
         describe_cluster("")
+
+
+def test_simulated_links_delay_tensors_crossing_tasks_and_traces_show_them(cluster):
+    import time
+
+    from dflab.distributed import clear_network, simulate_network
+
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/job:ps/task:0"):
+            a = tf.fill([1_000_000], 1.0)  # 4 MB
+        with tf.device("/job:worker/task:1"):
+            b = tf.reduce_sum(a)
+        with tf.device("/job:worker/task:0"):
+            c = b + tf.reduce_sum(a)
+    spec = cluster["ps", 0].cluster_spec
+    options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+    with tf.Session(cluster["worker", 0].target, graph=g) as s:
+        md = tf.RunMetadata()
+        assert s.run(c, options=options, run_metadata=md) == 2e6
+        free = {(t.src_device.split("/device")[0], t.dst_device.split("/device")[0]): t
+                for t in md.transfers}
+        assert {t.bytes for t in md.transfers} >= {4_000_000, 4}
+        ps_w1 = ("/job:ps/replica:0/task:0", "/job:worker/replica:0/task:1")
+        assert free[ps_w1].duration_micros == 0
+        # 40 MB/s and 50 ms per tensor; the two 4 MB tensors leaving the ps queue on their
+        # own links (ps -> w0, ps -> w1), each 0.1 s on the wire.
+        simulate_network(spec, latency_s=0.05, bandwidth_bytes_per_s=40e6)
+        try:
+            start = time.monotonic()
+            assert s.run(c, options=options, run_metadata=md) == 2e6
+            took = time.monotonic() - start
+            slow = {(t.src_device.split("/device")[0], t.dst_device.split("/device")[0]): t
+                    for t in md.transfers}
+            assert slow[ps_w1].duration_micros == pytest.approx(150_000, rel=0.05)
+            assert took >= 0.15
+            # One pair slower than the rest: its tensor waits for its own link.
+            simulate_network(spec, latency_s=0.4, between=("/job:ps/task:0",
+                                                           "/job:worker/task:1"))
+            start = time.monotonic()
+            s.run(c)
+            assert time.monotonic() - start >= 0.4
+        finally:
+            clear_network(spec)
+        start = time.monotonic()
+        s.run(c)
+        assert time.monotonic() - start < 0.4
+    with pytest.raises(ValueError, match="latency_s"):
+        simulate_network(spec, latency_s=-1)
+    with pytest.raises(ValueError, match="task"):
+        simulate_network(spec, latency_s=1, between=("/job:ps", "/job:worker/task:0"))
