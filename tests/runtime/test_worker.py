@@ -161,8 +161,8 @@ def test_a_failing_send_fails_the_step_instead_of_hanging():
     with tf.Session(config=_two_cpus()) as s:
         make = s.worker.create_rendezvous
 
-        def failing(step_id):
-            rdv = make(step_id)
+        def failing(step_id, traced=False):
+            rdv = make(step_id, traced)
 
             def send(key, value):
                 raise tf.errors.InvalidArgumentError(None, None, "the link is down")
