@@ -194,8 +194,8 @@ def test_each_step_gets_its_own_rendezvous_and_keys_name_the_step():
         worker = s.worker
         make = worker.create_rendezvous
 
-        def spy(step_id):
-            rdv = make(step_id)
+        def spy(step_id, traced=False):
+            rdv = make(step_id, traced)
             send = rdv.send
 
             def send_and_record(key, value):
