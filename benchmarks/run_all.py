@@ -30,6 +30,7 @@ BENCHMARKS = [
     "bench_graph_layout.py",
     "bench_fusion.py",
     "bench_cluster.py",
+    "bench_ray.py",
     "bench_frontend.py",
 ]
 

@@ -102,6 +102,33 @@ def test_variables_on_a_ps_task_are_shared_by_clients_and_outlive_sessions(clust
             s.run(v1)
 
 
+def test_a_loop_whose_body_spans_tasks_runs_each_iteration_across_them(cluster):
+    g = tf.Graph()
+    with g.as_default():
+        def body(i, a):
+            with tf.device("/job:worker/task:1"):
+                a = a * 2.0  # every iteration: there and back again
+            return i + 1, a + 1.0
+
+        with tf.device("/job:worker/task:0"):
+            n, out = tf.while_loop(lambda i, a: i < 5, body, [tf.constant(0), tf.constant(1.0)])
+    with tf.Session(cluster["worker", 0].target, graph=g) as s:
+        assert s.run([n, out]) == [5, 63.0]
+        plan = max(s.master._plans.values(), key=lambda p: len(p.parts))
+        assert len({p.task for p in plan.parts}) == 2
+
+
+def test_device_filters_narrow_the_tasks_a_session_sees(cluster):
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.constant(2.0) * 3.0
+    config = tf.ConfigProto(device_filters=["/job:worker/task:1"])
+    with tf.Session(cluster["worker", 1].target, graph=g, config=config) as s:
+        assert [d.name for d in s.list_devices()] == [
+            "/job:worker/replica:0/task:1/device:CPU:0"]
+        assert s.run(c) == 6.0
+
+
 def test_concurrent_steps_of_clients_do_not_mix(cluster):
     g = tf.Graph()
     with g.as_default():
@@ -195,6 +222,9 @@ def test_bad_targets_get_tf_errors(cluster, ray_instance):
         ns = cluster["worker", 0].target.split("//")[1].split("/")[0]
         tf.train.Server(tf.train.ClusterSpec(CLUSTER), job_name="worker", task_index=0,
                         protocol="ray", config=_config(ns))
+    with pytest.raises(ValueError, match="Task 5 is not in job 'worker'"):
+        tf.train.Server(tf.train.ClusterSpec(CLUSTER), job_name="worker", task_index=5,
+                        protocol="ray")
     with pytest.raises(ValueError, match="Unknown protocol"):
         tf.train.Server(tf.train.ClusterSpec(CLUSTER), job_name="ps", protocol="udp")
     g = tf.Graph()
