@@ -4,6 +4,7 @@ Importing this package registers every kernel module.
 """
 
 from dflab.kernels import (  # noqa: F401 - imported for their registrations
+    accumulator_kernels,
     array_kernels,
     comm_kernels,
     control_flow_kernels,

@@ -3,6 +3,7 @@ exports in ``__all__``; this module re-exports them all."""
 
 from dflab.ops import math_ops as _math_ops
 from dflab.ops import variables as _variables
+from dflab.ops.accumulator_ops import *  # noqa: F403
 from dflab.ops.array_ops import *  # noqa: F403
 from dflab.ops.check_ops import *  # noqa: F403
 from dflab.ops.control_flow_ops import *  # noqa: F403
