@@ -289,10 +289,30 @@ def _place_group(g: _Group, devices: list, config, pinned) -> None:
     _place_group_on(g, devices, config, pinned)
 
 
+def _overridden_by_ref_source(op) -> str | None:
+    """The device of the variable ``op`` reads or writes through a reference edge, when that
+    variable has one and ``op`` asks for another: TF's placer then ignores ``op``'s request
+    ("Ignoring device specification … because the input edge from … is a reference
+    connection and already has a device field set"), as an update built under a worker's
+    device scope must run where its ps variable lives."""
+    for i, t in enumerate(op.inputs):
+        if _ref_edge(op, i, t) and t.op.device and \
+                not _compatible(DeviceSpec.from_string(t.op.device),
+                                DeviceSpec.from_string(op.device)):
+            return t.op.device
+    return None
+
+
+def _compatible(a: DeviceSpec, b: DeviceSpec) -> bool:
+    """No field set in both to different values (TF's ``AreCompatibleDevNames``)."""
+    return all(getattr(a, f) is None or getattr(b, f) is None or getattr(a, f) == getattr(b, f)
+               for f in ("job", "replica", "task", "device_type", "device_index"))
+
+
 def _place_group_on(g: _Group, devices: list, config, pinned) -> None:
     soft = bool(getattr(config, "allow_soft_placement", False))
     for op in g.constrained_by:
-        if op.device:
+        if op.device and _overridden_by_ref_source(op) is None:
             _merge_request(g, op, soft)
     g.capable = [d for d in devices if all(can_run(op, d) for op in g.constrained_by)]
     if not g.capable:

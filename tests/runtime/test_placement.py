@@ -579,13 +579,27 @@ def test_an_op_added_later_that_cannot_join_its_variables_device_is_an_error():
             sess.run(bump)
 
 
-def test_a_conflicting_op_outside_the_plan_does_not_break_plans_that_skip_it():
+def test_an_update_asking_for_another_device_than_its_variable_runs_with_the_variable():
+    # TF's placer: "Ignoring device specification /device:CPU:0 for node 'update' because the
+    # input edge from 'w' is a reference connection and already has a device field set".
     with tf.device("/gpu:0"):
         w = tf.Variable(1.0, name="w")
     with tf.device("/cpu:0"):
-        bad = tf.assign_add(w, 1.0, name="bad_update")  # must sit with w, asks for another device
+        update = tf.assign_add(w, 1.0, name="update")
     with tf.Session(config=_cfg(**GPUS)) as sess:
         sess.run(w.initializer)
-        assert sess.run(w) == 1.0
-        with pytest.raises(tf.errors.InvalidArgumentError, match="Cannot colocate nodes"):
+        assert sess.run(update) == 2.0
+        plan = [p for p in sess._master._plans.values() if update.op in p.placement][0]
+        assert plan.placement[update.op].device.endswith("GPU:0")
+
+
+def test_a_conflicting_op_outside_the_plan_does_not_break_plans_that_skip_it():
+    with tf.device("/gpu:0"):
+        v = tf.Variable(0, dtype=tf.int32, name="v")
+    with tf.device("/cpu:0"):
+        bad = v.count_up_to(3)  # CPU-only, must sit with v on the GPU: impossible
+    with tf.Session(config=_cfg(**GPUS)) as sess:
+        sess.run(v.initializer)
+        assert sess.run(v) == 0
+        with pytest.raises(tf.errors.InvalidArgumentError):
             sess.run(bad)
