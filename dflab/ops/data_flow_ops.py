@@ -128,10 +128,11 @@ def _as_type_list(dtypes):
 def _as_shape_list(shapes, n):
     if shapes is None:
         return None
-    if isinstance(shapes, (TensorShape,)) or (isinstance(shapes, (list, tuple)) and shapes
-                                              and not isinstance(shapes[0], (list, tuple,
-                                                                             TensorShape))
-                                              and n == 1):
+    # One shape given bare (TF's rule: a TensorShape, or a list of ints and Nones; ``()`` is
+    # the one scalar shape of a single component).
+    if isinstance(shapes, TensorShape) or (
+            isinstance(shapes, (list, tuple)) and n == 1
+            and all(d is None or isinstance(d, int) for d in shapes)):
         shapes = [shapes]
     shapes = [as_shape(s) for s in shapes]
     if len(shapes) != n:

@@ -55,11 +55,10 @@ class Variable:
             if shape is not None and not shape.is_fully_defined():
                 raise ValueError(
                     f"initial_value must have a shape specified: {self._initial_value}")
+            # validate_shape=False: the variable's shape attr is unknown, as TF has it.
             self._variable = state_ops.variable_op_v2(
-                shape if shape is not None else [], self._initial_value.dtype.base_dtype,
+                shape, self._initial_value.dtype.base_dtype,
                 name=scope[:-1] + "/" if scope else "Variable")
-            if not validate_shape:
-                self._variable._shape = self._initial_value.shape.__class__(None)
             with _ops.colocate_with(self._variable.op):
                 self._initializer_op = state_ops.assign(
                     self._variable, self._initial_value, validate_shape=validate_shape,
@@ -284,14 +283,29 @@ def is_variable_initialized(variable):
     return state_ops.is_variable_initialized(variable)
 
 
+def _initialized_where_it_lives(v):
+    # Colocated with the variable, whatever device scope (a replica_device_setter's worker
+    # side) is active: the check reads its state through a reference edge.
+    with _ops.colocate_with(v.op):
+        return state_ops.is_variable_initialized(v)
+
+
 def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
     if var_list is None:
         var_list = global_variables() + local_variables()
-    if not var_list:
-        from dflab.framework.constant_op import constant
+    from dflab.framework.constant_op import constant
+    from dflab.ops import array_ops, indexing_ops, math_ops
 
-        return constant([], dtype=_dt.string, name=name)
-    return state_ops.report_uninitialized(var_list, name=name)
+    with _ops.name_scope(name) as scope:
+        # One check per variable, each where its variable lives (a ps task, a worker): only
+        # booleans cross devices. The names are gathered on the local CPU, as TF does.
+        initialized = [_initialized_where_it_lives(v) for v in var_list]
+        with _ops.device("/cpu:0"):
+            if not var_list:
+                return constant([], dtype=_dt.string, name=scope)
+            mask = math_ops.logical_not(array_ops.stack(initialized))
+            names = constant([v.op.name for v in var_list])
+            return indexing_ops.boolean_mask(names, mask, name=scope)
 
 
 def assert_variables_initialized(var_list=None):
