@@ -30,6 +30,11 @@ from dflab.train.checkpoint_utils import (  # noqa: F401, E402
     update_checkpoint_state,
 )
 from dflab.train.coordinator import Coordinator, LooperThread  # noqa: F401, E402
+from dflab.train.device_setter import (  # noqa: F401, E402
+    GreedyLoadBalancingStrategy,
+    byte_size_load_fn,
+    replica_device_setter,
+)
 from dflab.train.gradient_descent import GradientDescentOptimizer  # noqa: F401
 from dflab.train.input import (  # noqa: F401, E402
     batch,
@@ -54,6 +59,7 @@ from dflab.train.monitored_session import (  # noqa: F401, E402
     MonitoredTrainingSession,
     Scaffold,
     SingularMonitoredSession,
+    WorkerSessionCreator,
 )
 from dflab.train.optimizer import Optimizer  # noqa: F401
 from dflab.train.queue_runner import (  # noqa: F401, E402
@@ -73,6 +79,7 @@ from dflab.train.session_run_hook import (  # noqa: F401, E402
     SessionRunHook,
     SessionRunValues,
 )
+from dflab.train.sync_replicas_optimizer import SyncReplicasOptimizer  # noqa: F401, E402
 from dflab.train.training_util import (  # noqa: F401
     assert_global_step,
     create_global_step,

@@ -18,6 +18,7 @@ checkpoint is one point between training steps even when several threads run ste
 from __future__ import annotations
 
 import logging
+import time
 
 from dflab.framework import errors
 from dflab.framework import ops as _ops
@@ -165,6 +166,47 @@ class ChiefSessionCreator:
             sess.close()
             raise
         return sess
+
+
+class WorkerSessionCreator:
+    """Creates a session for a non-chief worker: waits until the chief has initialized (or
+    restored) the model, then runs the local init op (TF's ``WorkerSessionCreator``)."""
+
+    def __init__(self, scaffold=None, master="", config=None, max_wait_secs=30 * 60):
+        self._scaffold = scaffold or Scaffold()
+        self._master = master
+        self._config = config
+        self._max_wait_secs = max_wait_secs
+
+    def create_session(self):
+        sc = self._scaffold.finalize()
+        sess = Session(self._master, graph=_ops.get_default_graph(), config=self._config)
+        try:
+            self._wait_until(sess, sc.ready_for_local_init_op, "local init")
+            if sc.local_init_op is not None:
+                sess.run(sc.local_init_op)
+            self._wait_until(sess, sc.ready_op, "use")
+        except BaseException:
+            sess.close()
+            raise
+        return sess
+
+    def _wait_until(self, sess, ready_op, what: str) -> None:
+        """Poll ``ready_op`` (the uninitialized variables' names) until it is empty."""
+        if ready_op is None:
+            return
+        deadline = time.monotonic() + self._max_wait_secs
+        while True:
+            not_ready = sess.run(ready_op)
+            if not len(not_ready):
+                return
+            if time.monotonic() > deadline:
+                names = ", ".join(n.decode() if isinstance(n, bytes) else str(n)
+                                  for n in not_ready)
+                raise errors.DeadlineExceededError(
+                    None, None, f"Session was not ready for {what} after "
+                    f"{self._max_wait_secs} s: variables not initialized: {names}")
+            time.sleep(0.05)
 
 
 class MonitoredSession:
@@ -340,5 +382,8 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None,  # n
             all_hooks.append(_hooks.CheckpointSaverHook(
                 checkpoint_dir, save_secs=save_checkpoint_secs or None,
                 save_steps=save_checkpoint_steps or None, scaffold=scaffold))
-    creator = ChiefSessionCreator(scaffold, master, config, checkpoint_dir)
+    if is_chief:
+        creator = ChiefSessionCreator(scaffold, master, config, checkpoint_dir)
+    else:
+        creator = WorkerSessionCreator(scaffold, master, config, max_wait_secs)
     return MonitoredSession(creator, all_hooks, stop_grace_period_secs)
