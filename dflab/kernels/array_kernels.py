@@ -706,6 +706,58 @@ def _sequence_mask(node, ctx):
     return sequence_mask
 
 
+@kernel("DynamicPartition")
+def _dynamic_partition(node, ctx):
+    n = node.attr["num_partitions"]
+    xp = ctx.xp
+
+    def dynamic_partition(data, partitions):
+        data, parts = xp.asarray(data), xp.asarray(partitions)
+        if data.shape[:parts.ndim] != parts.shape:
+            raise _bad(node, f"partitions.shape {list(parts.shape)} must be a prefix of "
+                             f"data.shape {list(data.shape)}")
+        bad = (parts < 0) | (parts >= n)
+        if bad.any():
+            raise _bad(node, f"partitions has a value outside [0, {n}): "
+                             f"{int(parts[bad].ravel()[0])}")
+        flat = parts.reshape(-1)
+        rows = data.reshape((flat.size,) + data.shape[parts.ndim:])
+        return tuple(rows[flat == k] for k in range(n))
+
+    return dynamic_partition
+
+
+@kernel("DynamicStitch")
+def _dynamic_stitch(node, ctx):
+    n = node.attr["N"]
+    xp = ctx.xp
+
+    def dynamic_stitch(*args):
+        indices = [xp.asarray(i) for i in args[:n]]
+        data = [xp.asarray(d) for d in args[n:]]
+        rows = None
+        for i, d in zip(indices, data):
+            if d.shape[:i.ndim] != i.shape:
+                raise _bad(node, f"data shape {list(d.shape)} does not start with indices "
+                                 f"shape {list(i.shape)}")
+            if rows is None and i.size:
+                rows = d.shape[i.ndim:]
+        sizes = [int(i.max()) + 1 for i in indices if i.size]
+        total = max(sizes) if sizes else 0
+        if rows is None:
+            rows = data[0].shape[indices[0].ndim:]
+        # Rows no index names stay zero (TF's kernels zero-fill them too).
+        out = xp.zeros((total,) + tuple(rows), dtype=data[0].dtype)
+        for i, d in zip(indices, data):
+            if (i < 0).any():
+                raise _bad(node, "indices must be non-negative")
+            flat = i.reshape(-1)
+            out[flat] = d.reshape((flat.size,) + tuple(rows))
+        return out
+
+    return dynamic_stitch
+
+
 @kernel("Unique")
 def _unique(node, ctx):
     idx_dt = node.attr["out_idx"]._np

@@ -726,6 +726,8 @@ def concat(values, axis, name="concat"):
 from dflab.ops.indexing_ops import (  # noqa: E402
     UniqueOutput,  # noqa: F401
     boolean_mask,
+    dynamic_partition,
+    dynamic_stitch,
     gather,
     gather_nd,
     one_hot,
@@ -752,5 +754,5 @@ __all__ = [
     "zeros", "ones", "stack", "unstack", "newaxis", "transpose", "matrix_transpose",
     "invert_permutation", "concat", "split", "slice", "strided_slice", "gather", "gather_nd",
     "scatter_nd", "tile", "broadcast_to", "reverse", "reverse_v2", "pad", "one_hot", "where",
-    "where_v2", "boolean_mask", "sequence_mask", "unique",
+    "where_v2", "boolean_mask", "sequence_mask", "unique", "dynamic_partition", "dynamic_stitch",
 ]

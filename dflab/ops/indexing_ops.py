@@ -493,7 +493,112 @@ def unique(x, out_idx=_dt.int32, name=None):
     return UniqueOutput(*op.outputs)
 
 
+# --- DynamicPartition / DynamicStitch -----------------------------------------------------------
+def _dynamic_partition_infer(op):
+    data, partitions = op.inputs
+    n = op._attrs["num_partitions"]
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"num_partitions must be a positive integer, got {n!r}")
+    if partitions.dtype.base_dtype is not _dt.int32:
+        raise TypeError(f"partitions must be int32, got {partitions.dtype.base_dtype.name}")
+    pr, d = partitions.shape.ndims, data.shape
+    if pr is not None and d.ndims is not None:
+        if not d[:pr].is_compatible_with(partitions.shape):
+            raise ValueError(f"partitions.shape {partitions.shape} must be a prefix of "
+                             f"data.shape {d}")
+        row = d[pr:]
+    else:
+        row = TensorShape(None)
+    return [(data.dtype.base_dtype, TensorShape([None]).concatenate(row))] * n
+
+
+register_op("DynamicPartition", _dynamic_partition_infer)
+
+
+@RegisterGradient("DynamicPartition")
+def _dynamic_partition_grad(op, *grads):
+    """The positions each partition took, stitched back with the partitions' gradients."""
+    from dflab.ops import math_ops
+
+    data, partitions = op.inputs
+    prefix = _shape_of(partitions)
+    original = reshape(math_ops.range(math_ops.reduce_prod(prefix)), prefix)
+    taken = dynamic_partition(original, partitions, op._attrs["num_partitions"])
+    grads = [_dense(g) if g is not None else
+             _apply("Fill", [concat([[0], _slice_helper(_shape_of(data),
+                                                         _py_slice(partitions.shape.ndims or 1,
+                                                                   None))], 0),
+                             constant(0, dtype=data.dtype.base_dtype)], {})
+             for g in grads]
+    stitched = dynamic_stitch(taken, grads)
+    return [reshape(stitched, _shape_of(data)), None]
+
+
+def _dynamic_stitch_infer(op):
+    n = op._attrs["N"]
+    indices, data = op.inputs[:n], op.inputs[n:]
+    if len(data) != n or n < 1:
+        raise ValueError(f"dynamic_stitch needs as many data as indices tensors, got "
+                         f"{n} and {len(data)}")
+    dts = {d.dtype.base_dtype for d in data}
+    if len(dts) != 1:
+        raise TypeError(f"dynamic_stitch: data of different dtypes {sorted(t.name for t in dts)}")
+    row = None
+    for i, d in zip(indices, data):
+        if i.dtype.base_dtype is not _dt.int32:
+            raise TypeError(f"dynamic_stitch: indices must be int32, got "
+                            f"{i.dtype.base_dtype.name}")
+        if i.shape.ndims is not None and d.shape.ndims is not None:
+            if not d.shape[:i.shape.ndims].is_compatible_with(i.shape):
+                raise ValueError(f"dynamic_stitch: data shape {d.shape} does not start with "
+                                 f"indices shape {i.shape}")
+            this = d.shape[i.shape.ndims:]
+            row = this if row is None else row.merge_with(this)
+    return [(dts.pop(), TensorShape([None]).concatenate(row if row is not None
+                                                         else TensorShape(None)))]
+
+
+register_op("DynamicStitch", _dynamic_stitch_infer)
+
+
+@RegisterGradient("DynamicStitch")
+def _dynamic_stitch_grad(op, grad):
+    """Each data tensor's gradient: the rows of the merged gradient it was stitched into."""
+    from dflab.ops import math_ops
+    from dflab.ops.gradients import IndexedSlices
+
+    n = op._attrs["N"]
+    if isinstance(grad, IndexedSlices):
+        rows = _slice_helper(_shape_of(op.outputs[0]), 0)
+        grad = math_ops.unsorted_segment_sum(grad.values, grad.indices, rows)
+    return [None] * n + [gather(grad, i) for i in op.inputs[:n]]
+
+
+def dynamic_partition(data, partitions, num_partitions, name=None):
+    """``num_partitions`` tensors: the slices of ``data`` whose ``partitions`` entry is 0, 1, …
+    (in their order in ``data``)."""
+    data = _ops.convert_to_tensor(data, name="data")
+    partitions = _ops.convert_to_tensor(partitions, dtype=_dt.int32, name="partitions")
+    op = _ops.apply_op("DynamicPartition", [data, partitions],
+                       {"num_partitions": int(num_partitions)}, name)
+    return list(op.outputs)
+
+
+def dynamic_stitch(indices, data, name=None):
+    """Interleave ``data[m]`` into one tensor: ``merged[indices[m][i]] = data[m][i]`` (a later
+    ``m`` wins where indices repeat)."""
+    indices = [_ops.convert_to_tensor(i, dtype=_dt.int32, name="indices") for i in indices]
+    data = [_ops.convert_to_tensor(d, name="data") for d in data]
+    if len(indices) != len(data):
+        raise ValueError(f"dynamic_stitch: {len(indices)} indices tensors for {len(data)} data "
+                         "tensors")
+    return _ops.apply_op("DynamicStitch", indices + data, {"N": len(indices)},
+                         name).outputs[0]
+
+
+parallel_dynamic_stitch = dynamic_stitch
+
 __all__ = [
     "gather", "gather_nd", "scatter_nd", "one_hot", "where", "where_v2", "boolean_mask",
-    "sequence_mask", "unique",
+    "sequence_mask", "unique", "dynamic_partition", "dynamic_stitch", "parallel_dynamic_stitch",
 ]
