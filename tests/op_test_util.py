@@ -91,6 +91,15 @@ def check_grads(fn, args, wrt=None, delta=1e-6, rtol=1e-4, atol=1e-6, seed=0):
                 lo = objective(base)
                 flat[i] = orig
                 num.reshape(-1)[i] = (hi - lo) / (2 * delta)
-            np.testing.assert_allclose(np.asarray(sg, dtype=np.float64), num, rtol=rtol,
+            np.testing.assert_allclose(_dense_value(sg), num, rtol=rtol,
                                        atol=atol, err_msg=f"gradient wrt argument {pos}")
         sess.close()
+
+
+def _dense_value(g) -> np.ndarray:
+    """A fetched gradient as a dense array (an ``IndexedSlicesValue``'s rows added up)."""
+    if hasattr(g, "indices") and hasattr(g, "values"):
+        out = np.zeros(tuple(g.dense_shape), dtype=np.float64)
+        np.add.at(out, np.asarray(g.indices), np.asarray(g.values, dtype=np.float64))
+        return out
+    return np.asarray(g, dtype=np.float64)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
@@ -77,15 +75,20 @@ def weighted_cross_entropy_with_logits(labels=None, logits=None, pos_weight=None
 # --- embeddings ---------------------------------------------------------------------------------
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True,
                      max_norm=None):
-    """Rows ``ids`` of ``params`` (a tensor, a variable, or a list of shards).
+    """Rows ``ids`` of ``params`` (a tensor, a variable, a ``PartitionedVariable`` or a list of
+    shards).
 
-    Shards are concatenated and ids mapped to rows of the concatenation: with ``"mod"`` id i
-    lives in shard ``i % n`` at row ``i // n``; with ``"div"`` shards hold consecutive ids, so
-    the concatenation is already in id order. The gradient reaches each shard as a sparse
-    ``IndexedSlices`` through ``gather``.
+    Sharded, as the paper's sharded embedding layer: the ids are split per shard
+    (``dynamic_partition``; with ``"mod"`` id i lives in shard ``i % n`` at row ``i // n``, with
+    ``"div"`` shards hold consecutive ids), each shard's rows are gathered where the shard
+    lives (colocated with it), and the results are put back in order (``dynamic_stitch``). So
+    only the rows asked for leave a shard's device, and each shard's gradient is an
+    ``IndexedSlices`` of the rows it gave.
     """
     if partition_strategy not in ("mod", "div"):
         raise ValueError(f"Unrecognized partition strategy: {partition_strategy}")
+    if hasattr(params, "_get_variable_list"):  # a PartitionedVariable
+        params = params._get_variable_list()
     if params is None or (isinstance(params, (list, tuple)) and not params):
         raise ValueError("Need at least one param")
     shards = list(params) if isinstance(params, (list, tuple)) else [params]
@@ -94,29 +97,64 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         if not ids.dtype.base_dtype.is_integer:
             raise TypeError(f"ids must be integers, got {ids.dtype.name}")
         if len(shards) == 1:
-            result = array_ops.gather(shards[0], ids)
+            with _ops.colocate_with(_op_of(shards[0])):
+                result = array_ops.gather(shards[0], ids)
         else:
-            table = array_ops.concat([_ops.convert_to_tensor(s) for s in shards], 0)
-            rows = ids if partition_strategy == "div" else _mod_rows(shards, ids)
-            result = array_ops.gather(table, rows)
+            result = _sharded_lookup(shards, ids, partition_strategy)
         if max_norm is not None:
             result = _clip_rows(result, ids.shape.ndims, max_norm)
         return array_ops.identity(result, name=scope)
 
 
-def _mod_rows(shards, ids):
+def _op_of(shard):
+    return shard.op if hasattr(shard, "op") else _ops.convert_to_tensor(shard).op
+
+
+def _sharded_lookup(shards, ids, strategy):
+    """TF's sharded lookup: partition the flat ids per shard, gather on each shard's device,
+    stitch the rows back in the ids' order, restore the ids' shape."""
     n = len(shards)
-    dt = ids.dtype.base_dtype
-    tensors = [_ops.convert_to_tensor(s) for s in shards]
-    sizes = [t.shape.as_list()[0] if t.shape.ndims else None for t in tensors]
-    if all(s is not None for s in sizes):
-        offsets = constant(np.concatenate([[0], np.cumsum(sizes[:-1])]), dtype=dt)
+    flat = array_ops.reshape(ids, [-1])
+    positions = math_ops.range(array_ops.size(flat))
+    if strategy == "mod":
+        owner = math_ops.floormod(flat, n)
+        row = math_ops.floordiv(flat, n)
     else:
-        counts = array_ops.stack([math_ops.cast(array_ops.shape(t)[0], dt) for t in tensors])
-        offsets = math_ops.cumsum(counts, exclusive=True)
-    n_t = constant(n, dtype=dt)
-    return math_ops.add(array_ops.gather(offsets, math_ops.floormod(ids, n_t)),
-                        math_ops.floordiv(ids, n_t))
+        owner, row = _div_assignment(shards, flat)
+    owner = math_ops.cast(owner, _dt.int32)
+    rows = array_ops.dynamic_partition(row, owner, n)
+    where = array_ops.dynamic_partition(positions, owner, n)
+    gathered = []
+    for shard, r in zip(shards, rows):
+        with _ops.colocate_with(_op_of(shard)):
+            gathered.append(array_ops.gather(shard, r))
+    stitched = array_ops.dynamic_stitch(where, gathered)
+    row_shape = array_ops.shape(stitched)[1:]
+    out = array_ops.reshape(stitched, array_ops.concat([array_ops.shape(ids), row_shape], 0))
+    static_row = _ops.convert_to_tensor(shards[0]).shape[1:]
+    out.set_shape(ids.shape.concatenate(static_row))
+    return out
+
+
+def _div_assignment(shards, flat):
+    """``"div"``: shard k holds ids [start_k, start_k + size_k); the first ``total % n``
+    shards hold one id more (TF's rule, from the shards' total row count)."""
+    n = len(shards)
+    dt = flat.dtype.base_dtype
+    sizes = [_ops.convert_to_tensor(s).shape[0] for s in shards]
+    if all(d is not None for d in sizes):
+        total = constant(sum(int(d) for d in sizes), dtype=dt)
+    else:
+        total = math_ops.add_n([math_ops.cast(array_ops.shape(_ops.convert_to_tensor(s))[0], dt)
+                                for s in shards])
+    per = math_ops.floordiv(total, n)
+    extras = math_ops.floormod(total, n)
+    owner = math_ops.maximum(math_ops.floordiv(flat, per + 1),
+                             math_ops.floordiv(flat - extras, per))
+    in_extras = math_ops.less(owner, extras)
+    row = array_ops.where(in_extras, math_ops.floormod(flat, per + 1),
+                          math_ops.floormod(flat - extras, per))
+    return owner, row
 
 
 def _clip_rows(x, ids_rank, max_norm):
