@@ -14,6 +14,7 @@ from dflab.ops.logging_ops import *  # noqa: F403
 from dflab.ops.logging_ops import print_v2 as print  # noqa: A004 - TF's public name
 from dflab.ops.math_ops import *  # noqa: F403
 from dflab.ops.nn_ops import *  # noqa: F403
+from dflab.ops.partitioned_variables import *  # noqa: F403
 from dflab.ops.random_ops import *  # noqa: F403
 from dflab.ops.script_ops import *  # noqa: F403
 from dflab.ops.state_ops import *  # noqa: F403

@@ -46,6 +46,7 @@ _VARSCOPESTORE_KEY = ("__varscope",)
 class _VariableStore:
     def __init__(self):
         self._vars: dict[str, _variables.Variable] = {}
+        self._partitioned: dict = {}  # name -> PartitionedVariable
 
     def _lookup(self, name):
         """The stored variable, forgetting one whose ops were removed from the graph (a
@@ -80,9 +81,49 @@ class _VariableStore:
                 collections=collections, caching_device=caching_device,
                 partitioner=partitioner, validate_shape=validate_shape,
                 use_resource=use_resource, constraint=constraint, **kwargs)
+        if partitioner is not None and not (shape is not None and len(as_shape(shape)) == 0):
+            return self._get_partitioned_variable(
+                name, shape, dtype, initializer, regularizer, reuse, trainable, collections,
+                caching_device, partitioner, validate_shape, constraint)
         return self._get_single_variable(name, shape, dtype, initializer, regularizer, reuse,
                                          trainable, collections, caching_device, partitioner,
                                          validate_shape, constraint)
+
+    def _get_partitioned_variable(self, name, shape, dtype, initializer, regularizer, reuse,
+                                  trainable, collections, caching_device, partitioner,
+                                  validate_shape, constraint):
+        """Shards ``name/part_i`` (``dflab.ops.partitioned_variables``); a second call with
+        ``reuse`` finds the same shards."""
+        from dflab.ops.partitioned_variables import create_partitioned_variable
+
+        if initializer is not None and not callable(initializer):
+            raise ValueError(f"Partitioned variable {name}: give an initializer function, not "
+                             "a value (each shard is initialized with its own shape)")
+        found = self._partitioned.get(name)
+        if found is not None:
+            if reuse is False or reuse is None:
+                raise ValueError(f"Partitioned variable {name} already exists, disallowed. "
+                                 "Did you mean to set reuse=True or reuse=tf.AUTO_REUSE?")
+            if not as_shape(shape).is_compatible_with(found.get_shape()):
+                raise ValueError(f"Trying to reuse partitioned variable {name}, but specified "
+                                 f"shape {as_shape(shape)} and found shape "
+                                 f"{found.get_shape()}.")
+            return found
+        if reuse is True:
+            raise ValueError(f"PartitionedVariable {name} does not exist, or was not created "
+                             "with tf.get_variable(). Did you mean to set "
+                             "reuse=tf.AUTO_REUSE in VarScope?")
+
+        def make_shard(shard_name, shard_shape, offset):
+            return self._get_single_variable(
+                shard_name, shard_shape, dtype, initializer, regularizer, reuse, trainable,
+                collections, caching_device, None, validate_shape, constraint)
+
+        pv = create_partitioned_variable(make_shard, name, shape,
+                                         dtype if dtype is not None else _dt.float32,
+                                         partitioner)
+        self._partitioned[name] = pv
+        return pv
 
     def _get_single_variable(self, name, shape, dtype, initializer, regularizer, reuse,
                              trainable, collections, caching_device, partitioner,

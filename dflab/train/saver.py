@@ -37,6 +37,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
 from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.tensor_shape import TensorShape
 from dflab.kernels import io_kernels
 from dflab.ops import array_ops, control_flow_ops, io_ops, state_ops
 from dflab.ops import variables as _variables
@@ -87,22 +88,68 @@ def _var_name(v) -> str:
     return op.name
 
 
+class _SlicedVariable:
+    """The shards of a partitioned variable (``dflab.ops.partitioned_variables``) as the one
+    tensor a checkpoint holds: saved as their concatenation under the full name, restored by
+    assigning each shard its slice, so a checkpoint does not depend on how it was split."""
+
+    def __init__(self, name: str, shards: list):
+        self.name = name
+        self.shards = sorted(shards, key=lambda v: v._save_slice_info.var_offset)
+        info = self.shards[0]._save_slice_info
+        self.shape = TensorShape(info.full_shape)
+        self.dtype = self.shards[0].dtype
+        self.device = self.shards[0].device
+        self.axis = next((i for i, (a, b) in enumerate(zip(info.var_shape, info.full_shape))
+                          if a != b), 0)
+        covered = sum(v._save_slice_info.var_shape[self.axis] for v in self.shards)
+        if covered != info.full_shape[self.axis]:
+            raise ValueError(f"The shards of {name} cover {covered} of its "
+                             f"{info.full_shape[self.axis]} rows: save all of them")
+
+    def value(self):
+        return array_ops.concat([v.value() for v in self.shards], self.axis)
+
+    def restore_ops(self, value) -> list:
+        ops = []
+        for v in self.shards:
+            info = v._save_slice_info
+            piece = array_ops.slice(value, info.var_offset, info.var_shape)
+            ref = _ref_of(v)
+            with _ops.colocate_with(ref.op):
+                ops.append(state_ops.assign(ref, piece, name="Assign").op)
+        return ops
+
+
 def _names_to_variables(var_list) -> dict:
-    """``{checkpoint name: variable}`` from a list or dict (TF's rules, duplicates rejected)."""
+    """``{checkpoint name: variable}`` from a list or dict (TF's rules, duplicates rejected);
+    the shards of a partitioned variable become one entry under its full name."""
     if isinstance(var_list, dict):
         out = {}
         for name, v in var_list.items():
+            if hasattr(v, "_get_variable_list"):
+                out[str(name)] = _SlicedVariable(str(name), v._get_variable_list())
+                continue
             _var_name(v)
             out[str(name)] = v
         return out
-    out = {}
+    out, sliced = {}, {}
     for v in var_list:
-        name = _var_name(v)
-        if name in out:
-            if out[name] is v:
+        for shard in (v._get_variable_list() if hasattr(v, "_get_variable_list") else [v]):
+            info = getattr(shard, "_save_slice_info", None)
+            if info is not None:
+                sliced.setdefault(info.full_name, {})[id(shard)] = shard
                 continue
+            name = _var_name(shard)
+            if name in out:
+                if out[name] is shard:
+                    continue
+                raise ValueError(f"At least two variables have the same name: {name}")
+            out[name] = shard
+    for name, shards in sliced.items():
+        if name in out:
             raise ValueError(f"At least two variables have the same name: {name}")
-        out[name] = v
+        out[name] = _SlicedVariable(name, list(shards.values()))
     return out
 
 
@@ -245,6 +292,9 @@ class Saver:
                                        shapes=[v.shape for _, v in items])
         assigns = []
         for (_, v), value in zip(items, values):
+            if isinstance(v, _SlicedVariable):
+                assigns += v.restore_ops(value)
+                continue
             ref = _ref_of(v)
             with _ops.colocate_with(ref.op):
                 assigns.append(state_ops.assign(ref, value, validate_shape=ref.shape.ndims
