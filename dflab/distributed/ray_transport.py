@@ -62,6 +62,9 @@ PING_TIMEOUT_S = 5.0
 # How long a session waits for a task's actor that is still starting (a new process importing
 # dflab) before calling the task unavailable.
 START_TIMEOUT_S = 120.0
+# The high bits of this process's step ids on a Ray cluster (TF draws distributed step ids at
+# random for the same reason: many clients run steps on one task).
+STEP_ID_BASE = (secrets.randbits(30) + 1) << 32
 # A task's actor is gone (dead) or, for now, unreachable (restarting).
 TASK_GONE = (RayActorError, ActorUnavailableError)
 
@@ -632,6 +635,9 @@ class RayClusterWorker(Worker):
     def run_step(self, parts, feed_values, step_id, timeout=None, observer=None, main=0):
         """Run each task's partitions of one step on its actor, all at once; returns
         ``(step, results)`` like ``Worker.run_step`` (``step.error``: the first error)."""
+        # Step ids count per process; clients in other processes share the tasks, so a step
+        # is named across the cluster by this process's random prefix and its local id.
+        step_id = STEP_ID_BASE | step_id
         step = RemoteStep(step_id)
         by_task: dict = {}
         for i, part in enumerate(parts):

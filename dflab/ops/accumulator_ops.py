@@ -139,6 +139,15 @@ class ConditionalAccumulatorBase:
         return self._op("AccumulatorSetGlobalStep", [step], {}, name, "SetGlobalStep")
 
 
+def _as_int64(value, name):
+    from dflab.ops import math_ops
+
+    t = _ops.convert_to_tensor(value, name=name)
+    if not t.dtype.base_dtype.is_integer:
+        raise TypeError(f"{name} must be integers, got {t.dtype.base_dtype.name}")
+    return t if t.dtype.base_dtype is _dt.int64 else math_ops.cast(t, _dt.int64)
+
+
 def _make(op_type, dtype, shape, shared_name, name, reduction_type):
     dtype = _dt.as_dtype(dtype).base_dtype
     shape = as_shape(shape) if shape is not None else unknown_shape()
@@ -157,7 +166,7 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
     def apply_grad(self, grad, local_step=0, name=None):
         """Add ``grad`` unless ``local_step`` is older than the accumulator's global step."""
         grad = _ops.convert_to_tensor(grad, dtype=self._dtype, name="grad")
-        step = _ops.convert_to_tensor(local_step, dtype=_dt.int64, name="local_step")
+        step = _as_int64(local_step, "local_step")
         return self._op("AccumulatorApplyGradient", [step, grad], {"dtype": self._dtype},
                         name, "ApplyGrad")
 
@@ -180,14 +189,14 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
         return self.apply_grad(grad.indices, grad.values, grad.dense_shape, local_step, name)
 
     def apply_grad(self, grad_indices, grad_values, grad_shape=None, local_step=0, name=None):
-        indices = _ops.convert_to_tensor(grad_indices, dtype=_dt.int64, name="grad_indices")
+        # Indices and shapes of any integer type, cast to int64 as TF's builder does.
+        indices = _as_int64(grad_indices, "grad_indices")
         values = _ops.convert_to_tensor(grad_values, dtype=self._dtype, name="grad_values")
-        step = _ops.convert_to_tensor(local_step, dtype=_dt.int64, name="local_step")
+        step = _as_int64(local_step, "local_step")
         inputs = [step, indices, values]
         has_shape = grad_shape is not None
         if has_shape:
-            inputs.append(_ops.convert_to_tensor(grad_shape, dtype=_dt.int64,
-                                                 name="grad_shape"))
+            inputs.append(_as_int64(grad_shape, "grad_shape"))
         return self._op("SparseAccumulatorApplyGradient", inputs,
                         {"dtype": self._dtype, "has_known_shape": has_shape}, name,
                         "ApplyGrad")

@@ -371,3 +371,50 @@ def test_one_os_process_per_task_against_a_running_ray_cluster(ray_instance):
     finally:
         proc.kill()
         proc.wait(30)
+
+
+def _sync_replica(task):
+    """A between-graph client of synchronous training with one backup worker (2 of 3)."""
+    import time
+
+    import dflab as tf
+
+    with tf.device(tf.train.replica_device_setter(
+            cluster=task.cluster_spec, worker_device=f"/job:worker/task:{task.task_index}")):
+        gs = tf.train.get_or_create_global_step()
+        emb = tf.get_variable("emb", [100, 4], initializer=tf.ones_initializer(),
+                              partitioner=tf.fixed_size_partitioner(2))
+        rows = tf.nn.embedding_lookup(emb, tf.constant([3, 50, 97]), partition_strategy="div")
+        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2, 3)
+        train = opt.minimize(tf.reduce_sum(rows), global_step=gs)
+        stop_tokens = opt._sync_token_queue.close(cancel_pending_enqueues=True)
+        table = tf.identity(tf.convert_to_tensor(emb))
+    hooks = [opt.make_session_run_hook(is_chief=task.task_index == 0),
+             tf.train.StopAtStepHook(last_step=4)]
+    steps = 0
+    with tf.train.MonitoredTrainingSession(master=task.target, is_chief=task.task_index == 0,
+                                           hooks=hooks, stop_grace_period_secs=2,
+                                           config=tf.ConfigProto(operation_timeout_in_ms=60000)
+                                           ) as s:
+        try:
+            while not s.should_stop():
+                time.sleep(0.3 if task.task_index == 2 else 0.0)  # the straggler
+                s.run(train)
+                steps += 1
+        except tf.errors.OutOfRangeError:
+            pass
+        s.run(stop_tokens)
+        return steps, int(s.run(gs)), s.run(table)
+
+
+def test_synchronous_training_with_a_backup_worker_and_a_sharded_embedding_on_ray(
+        ray_instance):
+    results = ray_transport.launch(_sync_replica, {"ps": 2, "worker": 3}, timeout=300)
+    updates = max(r[1] for r in results)
+    assert updates >= 4
+    table = next(r[2] for r in results if r[1] == updates)
+    # Each update is the mean of two gradients of ones on the three rows looked up.
+    want = np.ones((100, 4), np.float32)
+    for _ in range(updates):
+        want[[3, 50, 97]] = want[[3, 50, 97]] - np.float32(0.1)
+    np.testing.assert_allclose(table, want, rtol=1e-6)
