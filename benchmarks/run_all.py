@@ -31,6 +31,7 @@ BENCHMARKS = [
     "bench_fusion.py",
     "bench_cluster.py",
     "bench_ray.py",
+    "bench_sync_replicas.py",
     "bench_frontend.py",
 ]
 
