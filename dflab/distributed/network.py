@@ -69,6 +69,17 @@ _networks: dict[tuple, Network] = {}
 _networks_lock = threading.Lock()
 
 
+def network_key(cluster) -> tuple:
+    """What identifies ``cluster``'s network (its tasks and addresses)."""
+    return _key(cluster)
+
+
+def network_at(key: tuple) -> Network | None:
+    """The simulated network of the cluster ``network_key`` named (a dict read: sessions ask
+    every step)."""
+    return _networks.get(key)
+
+
 def _key(cluster) -> tuple:
     spec = ClusterSpec(cluster.cluster_spec if hasattr(cluster, "cluster_spec") else cluster)
     return tuple(sorted(spec.tasks()))

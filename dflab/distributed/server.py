@@ -23,7 +23,7 @@ import threading
 import time
 
 from dflab.distributed.cluster import ClusterDef, ClusterSpec
-from dflab.distributed.network import delay_line, network_of
+from dflab.distributed.network import delay_line, network_at, network_key
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.rendezvous import parse_key
@@ -297,7 +297,8 @@ class ClusterWorker(Worker):
     def __init__(self, config, owner, task_workers: dict, devices: DeviceSet, cluster=None):
         super().__init__(config, owner, devices=devices)
         self._task_workers = task_workers
-        self._cluster = cluster
+        self._network_key = network_key(cluster) if cluster is not None else None
+        self._task_of_device: dict = {}  # device name -> (task name, its worker)
         self._registered: list = []  # (task worker, handle): deregistered when the session ends
 
     def _check_tasks(self, parts) -> None:
@@ -306,12 +307,15 @@ class ClusterWorker(Worker):
         for part in parts:
             if not part.device:
                 continue
-            d = DeviceSpec.from_string(part.device)
-            task = task_name(d.job, d.task)
-            if self._task_workers[task].closed:
+            found = self._task_of_device.get(part.device)
+            if found is None:  # parsed once per device: this runs every step
+                d = DeviceSpec.from_string(part.device)
+                task = task_name(d.job, d.task)
+                found = self._task_of_device[part.device] = (task, self._task_workers[task])
+            if found[1].closed:
                 raise errors.UnavailableError(
-                    None, None, f"Task {task} is unavailable: its server stopped (a restarted "
-                    "task starts empty; create a new session to use it)")
+                    None, None, f"Task {found[0]} is unavailable: its server stopped (a "
+                    "restarted task starts empty; create a new session to use it)")
 
     def run_partition(self, part, feed_values, step_id, timeout=None, observer=None):
         self._check_tasks([part])
@@ -328,7 +332,7 @@ class ClusterWorker(Worker):
     def create_rendezvous(self, step_id: int, traced: bool = False):
         """The plain rendezvous, unless tensors crossing tasks must be recorded (a traced
         step) or pay for a simulated link (``dflab.distributed.simulate_network``)."""
-        network = network_of(self._cluster)
+        network = network_at(self._network_key)
         if network is None and not traced:
             return super().create_rendezvous(step_id)
         return ClusterRendezvous(step_id, self._copy, network)
