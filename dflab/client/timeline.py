@@ -185,8 +185,8 @@ class Timeline:
         self._tensors: dict[str, list[_TensorTracker]] = {}
         self._all_tensors: list[_TensorTracker] = []
         self._allocator_maximums: dict = {}
-        self._allocate_pids()
         self._assign_lanes()
+        self._allocate_pids()
         self._analyze_tensors(show_memory)
         self._show_compute(show_dataflow)
         if show_memory:
@@ -224,6 +224,10 @@ class Timeline:
     def _allocate_pids(self):
         self._allocators_pid = self._alloc_pid()
         self._chrome_trace.emit_pid("Allocators", self._allocators_pid)
+        tasks = _tasks_of(self._step_stats.dev_stats)
+        if len(tasks) > 1:
+            self._allocate_task_pids(tasks)
+            return
         for dev_stats in self._step_stats.dev_stats:
             if dev_stats.device in self._device_pids:
                 continue
@@ -234,8 +238,33 @@ class Timeline:
             self._chrome_trace.emit_pid(dev_stats.device + " Compute", device_pid)
             self._chrome_trace.emit_pid(dev_stats.device + " Tensors", tensors_pid)
 
+    def _allocate_task_pids(self, tasks: dict):
+        """A step of a cluster: one process row per task (its compute, then its tensors), the
+        task's devices as threads in it, each device's lanes one after the other."""
+        for task, devices in tasks.items():
+            pid = self._alloc_pid()
+            tensors_pid = self._alloc_pid()
+            self._chrome_trace.emit_pid(task, pid)
+            self._chrome_trace.emit_pid(task + " Tensors", tensors_pid)
+            base = 0
+            for dev_stats in devices:
+                device = dev_stats.device
+                if device in self._device_pids:
+                    continue
+                self._device_pids[device] = pid
+                self._tensor_pids[device] = tensors_pid
+                short = device[len(task):].lstrip("/").replace("device:", "")
+                lanes = self._lane_counts.get(device, 1)
+                for k in range(lanes):
+                    self._chrome_trace.emit_tid(short if lanes == 1 else f"{short} #{k}",
+                                                pid, base + k)
+                for ns in dev_stats.node_stats:
+                    self._lanes[id(ns)] += base
+                base += lanes
+
     def _assign_lanes(self):
         """Greedy non-overlapping lanes per device, in start order (TF's rule)."""
+        self._lane_counts: dict[str, int] = {}
         for dev_stats in self._step_stats.dev_stats:
             lanes: list[int] = []
             for ns in sorted(dev_stats.node_stats, key=lambda n: n.all_start_micros):
@@ -248,6 +277,7 @@ class Timeline:
                 else:
                     self._lanes[id(ns)] = len(lanes)
                     lanes.append(end)
+            self._lane_counts[dev_stats.device] = max(len(lanes), 1)
 
     # --- ops, tensors, arrows ----------------------------------------------------------------
     @staticmethod
@@ -419,6 +449,16 @@ class Timeline:
                 self._chrome_trace.emit_counter("Memory", allocator, self._allocators_pid,
                                                 timestamp, allocator, total_bytes)
             self._allocator_maximums[allocator] = best
+
+
+def _tasks_of(dev_stats) -> dict:
+    """Task name -> its devices' stats, in order, when every device names a job and task."""
+    tasks: dict = {}
+    for ds in dev_stats:
+        if "/job:" not in ds.device or "/device:" not in ds.device:
+            return {}
+        tasks.setdefault(ds.device.split("/device:")[0], []).append(ds)
+    return tasks
 
 
 def transfer_key(op, inputs, device):

@@ -15,7 +15,7 @@ from dflab.notebook import _assets
 from dflab.notebook._graph_widget import GraphWidget
 from dflab.notebook._summaries import summarize_outputs
 
-COLOR_BY = ("op", "device", "partition", "time", "memory")
+COLOR_BY = ("op", "device", "partition", "task", "time", "memory")
 
 
 def _op_name(key) -> str:
@@ -32,8 +32,8 @@ def _op_name(key) -> str:
 
 class GraphView(GraphWidget):
     """Draw ``graph_or_ops`` (a Graph, an op, a tensor or a list of them; default: the default
-    graph), coloured by ``color_by`` ("op", "device", "partition", "time" or "memory"), with the
-    subgraph that ``fetches`` needs highlighted and the rest faded.
+    graph), coloured by ``color_by`` ("op", "device", "partition", "task", "time" or
+    "memory"), with the subgraph that ``fetches`` needs highlighted and the rest faded.
 
     ``run_metadata`` (from a traced run) adds device partitions, Send/Recv and the timings and
     memory that "time" and "memory" colour by; ``values`` maps ops or tensors to values shown

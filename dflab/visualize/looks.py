@@ -1,31 +1,67 @@
 """How each drawn unit, cluster and edge looks, per colouring mode, and the legend that says so.
 
 Modes (``color_by``): ``op`` (op family), ``device`` and ``partition`` (assigned device, one
-colour each; a collapsed scope spanning devices is striped), ``time`` and ``memory`` (a heat
-scale of op time and output bytes from a traced step). A collapsed fused node is a stacked box
-with its own outline in every mode (and its own fill where fills say op families); ops that ran
-inside one are marked so in ``time``/``memory``. States then override the fill: ops that
+colour each; a collapsed scope spanning devices is striped), ``task`` (devices grouped by the
+cluster task that owns them: one hue per task, its devices shades of it; edges that cross tasks
+drawn thick and dashed, with their bytes once a step was traced), ``time`` and ``memory`` (a
+heat scale of op time and output bytes from a traced step). A collapsed fused node is a stacked
+box with its own outline in every mode (and its own fill where fills say op families); ops that
+ran inside one are marked so in ``time``/``memory``. States then override the fill: ops that
 ``Session.run(fetches)`` would not execute are faded, highlighted ops get an accent border,
 fetched ops a double border. Every state is also a CSS class on the SVG element.
 """
 
 from __future__ import annotations
 
+import functools
+
+from dflab.framework.device_spec import DeviceSpec
 from dflab.visualize import style as _style
 from dflab.visualize import text as _text
 from dflab.visualize.dot import EdgeLook, NodeLook
 from dflab.visualize.model import SEND_TYPES
 from dflab.visualize.svg import Legend
 
-COLOR_MODES = ("op", "device", "partition", "time", "memory")
+COLOR_MODES = ("op", "device", "partition", "task", "time", "memory")
+# Modes whose fills say where an op runs.
+_PLACE_MODES = ("device", "partition", "task")
+CROSS_TASK_EDGE = "#6b21a8"
 SCOPE_FILL = "#e8ecf2"
 _CAPTIONS = {"op": "op type", "device": "device", "partition": "partition (device)",
+             "task": "task (device)",
              "time": "op time", "memory": "output bytes"}
 
 
 def lighten(color: str, amount: float = 0.75) -> str:
     r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
     return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in (r, g, b))
+
+
+@functools.lru_cache(maxsize=1024)
+def task_of(device: str) -> str:
+    """``/job:ps/replica:0/task:0`` for a device of that task, however it is spelled
+    (``/job:ps/task:0/device:CPU:0``, ``/job:ps/task:0``); "" when it names no job."""
+    try:
+        spec = DeviceSpec.from_string(device or "")
+    except (ValueError, TypeError):
+        return ""
+    if spec.job is None:
+        return ""
+    return f"/job:{spec.job}/replica:{spec.replica or 0}/task:{spec.task or 0}"
+
+
+def task_palette(devices) -> dict:
+    """Device -> fill colour: one hue per task (in name order), its devices lighter shades of
+    it, so a drawing groups the devices of each task by colour."""
+    devices = sorted(set(devices))
+    tasks = sorted({task_of(d) for d in devices})
+    hue = {t: _style.DEVICE_COLORS[k % len(_style.DEVICE_COLORS)] for k, t in enumerate(tasks)}
+    out, seen = {}, {}
+    for d in devices:
+        t = task_of(d)
+        k = seen[t] = seen.get(t, -1) + 1
+        out[d] = lighten(hue[t], min(0.2 * k, 0.6))
+    return out
 
 
 def _fused_lines(r) -> list:
@@ -40,7 +76,8 @@ class Styler:
     def __init__(self, view, facts, mode: str):
         self.view, self.facts, self.mode = view, facts, mode
         self.devices = self._devices()
-        self.palette = _style.device_palette(d for d in self.devices if d)
+        self.palette = (task_palette if mode == "task" else _style.device_palette)(
+            d for d in self.devices if d)
         self.device_index = {d: k for k, d in enumerate(sorted(self.palette))}
         self.values = self._values() if mode in ("time", "memory") else {}
         self.top = max(self.values.values(), default=0.0)
@@ -83,7 +120,7 @@ class Styler:
                 self.used_families.append(fam)
             fill = _style.family_fill(fam)
             return NodeLook(fill, _style.darker(fill), _style.TEXT)
-        if self.mode in ("device", "partition"):
+        if self.mode in _PLACE_MODES:
             counts: dict = {}
             for r in recs:
                 d = self.device(r)
@@ -122,7 +159,7 @@ class Styler:
                 lines.append(_text.value_text(r.attrs["value"], 28))
         if uid in self.view.hubs:
             lines.append(f"\u2194 {len(self.view.hubs[uid])} nodes, edges hidden")
-        if self.mode == "device" and unit.kind in ("op", "fused"):
+        if self.mode in ("device", "task") and unit.kind in ("op", "fused"):
             lines.append(_text.short_device(self.device(r)) or "no device")
         elif uid in self.values:
             lines.append(self.amount_text(self.values[uid]))
@@ -143,7 +180,7 @@ class Styler:
                 look.classes.append("expandable")
         if unit.members[0].fused_into:
             look.classes.append("fused-member")
-        if self.mode in ("device", "partition"):
+        if self.mode in _PLACE_MODES:
             devs = {self.device(r) for r in unit.members}
             look.classes += [f"dev-{self.device_index[d]}" for d in devs if d in self.device_index]
         look.lines = self._lines(uid, unit)
@@ -197,11 +234,17 @@ class Styler:
             look = EdgeLook(_style.CONTROL_EDGE, ["control"], style="dotted")
         elif e.kind == "transfer":
             look = EdgeLook(_style.TRANSFER_EDGE, ["transfer"], penwidth=1.6, style="dashed")
+        elif self.mode == "task" and self._crosses_tasks(e):
+            look = EdgeLook(CROSS_TASK_EDGE, ["data", "cross-task"], penwidth=2.6,
+                            style="dashed")
+            moved = self._bytes_of(e)
+            if moved:
+                look.label = _text.format_bytes(moved)
         else:
             look = EdgeLook(_style.EDGE, ["data"], penwidth=1.0 + min(e.count - 1, 4) * 0.35)
         if e.back:
             look.classes.append("back")
-        if labels and e.kind != "control":
+        if labels and e.kind != "control" and not look.label:
             if e.count == 1 or len(e.texts) == 1:
                 text = e.texts[0] if e.texts else ""
                 look.label = text if e.count == 1 else f"{e.count}\u00d7 {text}".strip()
@@ -217,6 +260,21 @@ class Styler:
             look.classes.append("emph")
         return look
 
+    def _tasks_of_unit(self, uid) -> set:
+        unit = self.view.units.get(uid)
+        if unit is None:
+            return set()
+        return {task_of(self.device(r)) for r in unit.members}
+
+    def _crosses_tasks(self, e) -> bool:
+        src, dst = self._tasks_of_unit(e.source), self._tasks_of_unit(e.target)
+        return bool(src and dst and "" not in src | dst and not src & dst)
+
+    def _bytes_of(self, e) -> int:
+        """Bytes the edge's tensors carried in the traced step (0: not traced)."""
+        out = self.facts.out_bytes
+        return sum(out.get(t.split(":")[0], 0) for t in e.tensors)
+
     # --- legend ---------------------------------------------------------------------------
     def _has_fused(self) -> bool:
         return (any(u.kind == "fused" for u in self.view.units.values())
@@ -230,7 +288,7 @@ class Styler:
                 lg.swatches.append((fill, _style.darker(fill), _style.FAMILIES[fam][0]))
             if any(u.kind == "scope" for u in self.view.units.values()):
                 lg.swatches.append((SCOPE_FILL, "#7b8794", "name scope (collapsed)"))
-        elif self.mode in ("device", "partition"):
+        elif self.mode in _PLACE_MODES:
             for d, c in sorted(self.palette.items()):
                 lg.swatches.append((c, _style.darker(c), _text.short_device(d)))
             if "" in self.devices:
@@ -258,4 +316,7 @@ class Styler:
             lg.edges.append((_style.CONTROL_EDGE, "1,3", "control"))
         if "transfer" in kinds:
             lg.edges.append((_style.TRANSFER_EDGE, "5,2", "send \u2192 recv"))
+        if self.mode == "task" and any(e.kind == "data" and self._crosses_tasks(e)
+                                       for e in self.view.edges):
+            lg.edges.append((CROSS_TASK_EDGE, "6,3", "crosses tasks (bytes of a traced step)"))
         return lg
