@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
+    "ClusterView": "dflab.notebook.cluster_view",
     "GraphView": "dflab.notebook.graph_view",
     "Stepper": "dflab.notebook.stepper",
     "Timeline": "dflab.notebook.timeline",

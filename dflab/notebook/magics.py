@@ -266,6 +266,9 @@ def _line_parser() -> _Parser:
     pl.add_argument("fetches", nargs="*", help="what to place (default: the whole graph)")
     pl.add_argument("--session", metavar="NAME", help="place with this session's devices")
     sub.add_parser("cells", help="list the recorded %%%%dflab cells, their ops and stale ops")
+    cl = sub.add_parser("cluster", help="the session's cluster: tasks, devices, variables, "
+                                        "live activity (ClusterView)")
+    cl.add_argument("--session", metavar="NAME", help="a session on the cluster")
     return p
 
 
@@ -473,7 +476,8 @@ class DflabMagics(Magics):
     # --- %dflab --------------------------------------------------------------------------------
     @line_magic("dflab")
     def dflab_line(self, line: str):
-        """Look at and run the default graph: show, reset, step, trace, placement, cells.
+        """Look at and run the default graph: show, reset, step, trace, placement, cells,
+        cluster.
 
         ``%dflab --help`` lists the commands, ``%dflab COMMAND --help`` their options.
         """
@@ -551,6 +555,15 @@ class DflabMagics(Magics):
         sess = self._session(args.session, create=False)
         config = getattr(sess, "_config", None) if sess is not None else None
         return explain_placement(fetches, config=config, graph=graph)
+
+    def _cmd_cluster(self, args):
+        from dflab.notebook.cluster_view import ClusterView
+
+        sess = self._session(args.session, create=False)
+        if sess is None or not sess.sess_str:
+            raise UsageError("%dflab cluster: no session on a cluster is open; create one with "
+                             "tf.Session(server.target) (or name it with --session NAME).")
+        return ClusterView(sess)
 
     def _cmd_cells(self, args):
         book = self.book

@@ -1,0 +1,97 @@
+"""ClusterView and ``%dflab cluster``: a cluster's tasks, devices and variables, and the
+activity of the watched sessions' steps per task."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+import dflab as tf
+from dflab.notebook import ClusterView
+
+PS, W0, W1 = ("/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0",
+              "/job:worker/replica:0/task:1")
+
+
+@pytest.fixture
+def servers():
+    spec = tf.train.ClusterSpec({"ps": ["cv-ps:0"], "worker": ["cv-w0:0", "cv-w1:0"]})
+    made = [tf.train.Server(spec, job_name=j, task_index=i)
+            for j, i in [("ps", 0), ("worker", 0), ("worker", 1)]]
+    yield made
+    for s in made:
+        s.stop()
+
+
+def _model():
+    with tf.device("/job:ps/task:0"):
+        w = tf.Variable(np.ones((32, 32), np.float32), name="weights")
+    with tf.device("/job:worker/task:1"):
+        h = tf.matmul(w, w)
+    with tf.device("/job:worker/task:0"):
+        return w, tf.reduce_sum(h)
+
+
+def _wait(predicate, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_the_view_lists_tasks_and_variables_and_counts_each_tasks_steps(servers):
+    w, out = _model()
+    with tf.Session(servers[1].target) as sess:
+        sess.run(w.initializer)
+        view = ClusterView(sess)
+        assert "weights" in view._html.value and "4 KiB" in view._html.value
+        for _ in range(3):
+            sess.run(out)
+        _wait(lambda: all(view.activity.get(t) and view.activity[t].steps == 3
+                          for t in (PS, W0, W1)))
+        # The ps sent w to worker 1 (4 KiB a step); worker 1 sent h to worker 0.
+        assert view.activity[PS].bytes_out == 3 * 4096 and view.activity[PS].bytes_in == 0
+        assert view.activity[W1].bytes_in == 3 * 4096
+        assert view.activity[W0].bytes_in == 3 * 4096
+        _wait(lambda: "3 steps" in view._html.value)
+        view.close()
+        sess.run(out)  # no longer watched
+        assert view.activity[PS].steps == 3
+    servers[2].stop()
+    view.refresh()
+    assert "(not running)" in view._html.value
+
+
+def test_the_view_says_when_its_cluster_is_gone(servers):
+    by_server, by_target = ClusterView(servers[0]), ClusterView(servers[1].target)
+    for s in servers:
+        s.stop()
+    by_server.refresh()
+    assert by_server._html.value.count("(not running)") == 3
+    by_target.refresh()
+    assert "UnavailableError" in by_target._note.value
+
+
+def test_the_cluster_magic_shows_the_sessions_cluster(servers):
+    sh = InteractiveShell.instance()
+    sh.reset()
+    sh.run_cell("%load_ext dflab")
+    w, out = _model()
+    sh.user_ns.update(tf=tf, sess=tf.Session(servers[1].target))
+    with capture_output():
+        res = sh.run_cell("view = %dflab cluster --session sess")
+    assert res.success, res.error_in_exec
+    assert isinstance(sh.user_ns["view"], ClusterView)
+    assert [t["task"] for t in sh.user_ns["view"].tasks] == [PS, W0, W1]
+    sh.user_ns["sess"].close()
+    sh.user_ns.update(local=tf.Session())
+    with capture_output():
+        res = sh.run_cell("%dflab cluster --session local")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "no session on a cluster" in str(res.error_in_exec)
+    sh.user_ns["local"].close()
