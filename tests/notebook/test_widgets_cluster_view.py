@@ -95,3 +95,26 @@ def test_the_cluster_magic_shows_the_sessions_cluster(servers):
     assert isinstance(res.error_in_exec, UsageError)
     assert "no session on a cluster" in str(res.error_in_exec)
     sh.user_ns["local"].close()
+
+
+def test_the_stepper_and_timeline_work_on_a_step_spanning_tasks(servers):
+    from dflab.notebook import Stepper, Timeline
+
+    w, out = _model()
+    with tf.Session(servers[1].target) as sess:
+        sess.run(w.initializer)
+        stepper = Stepper(sess, out)
+        first = stepper.step()
+        assert first is not None and not stepper.finished
+        stepper.resume()
+        assert stepper.finished and stepper.result == 32.0 * 32 * 32
+        # One lane per device, named by task: stepping drove every task's partition.
+        assert sorted(stepper.lanes) == ["ps/0/CPU:0", "worker/0/CPU:0", "worker/1/CPU:0"]
+        assert any(item["label"] == "MatMul" for item in stepper.lanes["worker/1/CPU:0"])
+        md = tf.RunMetadata()
+        sess.run(out, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+                 run_metadata=md)
+        view = Timeline(md)
+        # Timeline lanes per device, labelled and ordered by task.
+        labels = [lane["label"].split(" \u00b7 ")[0] for lane in view.data["lanes"]]
+        assert {"ps/0/CPU:0", "worker/0/CPU:0", "worker/1/CPU:0"} <= set(labels)
