@@ -8,7 +8,8 @@ dflab adds only the dataflow protocol on top, TF's worker service as actor metho
   devices and state (a ``TaskWorker``). ``register_partition`` takes a partition's JSON form
   (TF's ``RegisterGraph``), ``run_step`` runs registered partitions for one step id
   (``RunGraph``), ``recv_tensor`` answers another task's pull of a tensor this task sent in
-  that step (``RecvTensor``), ``abort_step`` and ``cleanup_step`` end a step.
+  that step (``RecvTensor``), ``abort_step`` and ``cleanup_step`` end a step (the master
+  sends a task the ids of its finished steps with its next ``run_step``: one call a step).
 * A step's rendezvous on a task is made by whichever comes first, the step's ``run_step`` or a
   peer's pull (the two race: every task starts at once), and kept until the master's
   ``cleanup_step``, so a value sent for a slower receiver waits for its pull. A ``_Recv`` of a
@@ -222,10 +223,13 @@ class TaskServer:
             self.worker.deregister_partition(h)
 
     def run_step(self, step_id: int, handles, feeds: dict, timeout, trace: bool,
-                 incarnation: int):
+                 incarnation: int, finished=()):
         """Run this task's partitions of one step; ``feeds``: the step's fed values these
         partitions take, by position. Returns ``(fetched values per partition, error info or
-        None, device step stats or None, transfers)``."""
+        None, device step stats or None, transfers)``. ``finished``: earlier steps whose
+        rendezvous can go."""
+        for old in finished:
+            self.worker.drop_rendezvous(old)
         self._check_incarnation(incarnation)
         tracer = None
         if trace:
@@ -575,13 +579,14 @@ class RemoteStep:
 class TaskHandle:
     """The master's handle on one task: its actor and the incarnation it registered with."""
 
-    __slots__ = ("task", "actor", "incarnation", "handles")
+    __slots__ = ("task", "actor", "incarnation", "handles", "finished")
 
     def __init__(self, task: str, actor, incarnation: int):
         self.task = task
         self.actor = actor
         self.incarnation = incarnation
         self.handles: list = []
+        self.finished: list = []  # step ids whose rendezvous the task may drop
 
 
 class RayClusterWorker(Worker):
@@ -647,15 +652,16 @@ class RayClusterWorker(Worker):
         for task_name_, indices in by_task.items():
             task = self._task(task_name_)
             feeds = {k: feed_values[k] for i in indices for k in parts[i].feed_index}
+            finished, task.finished = task.finished, []
             refs[task.actor.run_step.remote(
                 step_id, [parts[i].handle for i in indices], feeds, timeout, trace,
-                task.incarnation)] = (task, indices)
+                task.incarnation, finished)] = (task, indices)
         results = [None] * len(parts)
         try:
             self._collect(step, refs, results, timeout, observer)
         finally:
             for task, _ in refs.values():
-                task.actor.cleanup_step.remote(step_id)
+                task.finished.append(step_id)  # dropped with its next step, or at close
         return step, results
 
     def _collect(self, step, refs, results, timeout, observer) -> None:
@@ -735,12 +741,15 @@ class RayClusterWorker(Worker):
 
     def close(self) -> None:
         for task in self._tasks.values():
-            if task.handles:
-                try:
+            try:
+                if task.handles:
                     task.actor.deregister_partitions.remote(list(task.handles))
-                except TASK_GONE:
-                    pass
-                task.handles.clear()
+                for step_id in task.finished:
+                    task.actor.cleanup_step.remote(step_id)
+            except TASK_GONE:
+                pass
+            task.handles.clear()
+            task.finished.clear()
         super().close()
 
 
