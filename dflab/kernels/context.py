@@ -35,3 +35,12 @@ class KernelContext:
 # The host's context without a device: kernels bound outside a plan (the fused kernels' NumPy
 # steps, tests) compute with NumPy.
 HOST = KernelContext("", "CPU", np, None)
+
+
+def host(value, dtype=None) -> np.ndarray:
+    """A kernel's small host-side argument (a shape, axes, a size, an index) as a NumPy array.
+    On a GPU it arrives as a device array: it is copied to the host (CuPy's ``.get()``; CuPy
+    refuses ``np.asarray`` on device arrays), as TF keeps such inputs in host memory."""
+    if not isinstance(value, np.ndarray) and hasattr(value, "get") and hasattr(value, "dtype"):
+        value = value.get()
+    return np.asarray(value, dtype=dtype)

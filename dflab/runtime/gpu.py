@@ -164,7 +164,7 @@ class GPUDevice(Device):
         if not _is_array(value):
             return value
         cuda = self.cupy.cuda
-        host = np.ascontiguousarray(value)
+        host = np.asarray(value)  # (ascontiguousarray would make a 0-d value 1-d)
         pinned = _pinned_array(cuda, host)
         copy = self.streams["host_to_device"].cuda
         with self.cuda_device, copy, cuda.using_allocator(self._allocate):
@@ -178,8 +178,8 @@ class GPUDevice(Device):
     def to_host(self, value):
         """An array of this GPU as a host NumPy array: one copy, on the device-to-host stream,
         after everything issued to the compute stream."""
-        if not _is_array(value) or isinstance(value, np.ndarray):
-            return value
+        if not isinstance(value, self.cupy.ndarray):
+            return value  # a host value this device holds as is (a NumPy scalar, a string)
         copy = self.streams["device_to_host"].cuda
         with self.cuda_device:
             copy.wait_event(self.streams["compute"].cuda.record())

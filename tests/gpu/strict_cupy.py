@@ -334,6 +334,8 @@ ndarray.__hash__ = None
 def _wrap(value):
     if isinstance(value, np.ndarray):
         return ndarray(value)
+    if isinstance(value, np.generic):  # CuPy returns 0-d arrays where NumPy returns scalars
+        return ndarray(np.asarray(value))
     if isinstance(value, tuple):
         return tuple(_wrap(v) for v in value)
     if isinstance(value, list):
@@ -434,6 +436,16 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
         def __call__(self, *args, **kwargs):
             raise NotImplementedError("the strict cupy stand-in cannot run CUDA C")
 
+    def sliding_window_view(x, window_shape, axis=None, **kw):
+        return _wrap_call(np.lib.stride_tricks.sliding_window_view, (x, window_shape),
+                          dict(axis=axis, **kw), strict=True)
+
+    def as_strided(x, shape=None, strides=None, **kw):
+        return _wrap_call(np.lib.stride_tricks.as_strided, (x,),
+                          dict(shape=shape, strides=strides, **kw), strict=True)
+
+    mod.lib = types.SimpleNamespace(stride_tricks=types.SimpleNamespace(
+        sliding_window_view=sliding_window_view, as_strided=as_strided))
     mod.ElementwiseKernel = ElementwiseKernel
     mod.ReductionKernel = ElementwiseKernel
     mod.asarray, mod.array, mod.ascontiguousarray = asarray, array, asarray
