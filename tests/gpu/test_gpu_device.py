@@ -166,3 +166,17 @@ def test_host_only_ops_stay_on_the_host_with_transfers(strict_gpu):
     np.testing.assert_array_equal(got, [4.0, 7.0])
     assert plan.placement[q.queue_ref.op].device.endswith("CPU:0")
     assert plan.placement[out.op].device.endswith("GPU:0")
+
+
+def test_fused_kernels_are_cached_by_structure_and_dtype(strict_gpu, monkeypatch):
+    from dflab.kernels import fused_kernels
+    from dflab.kernels.fused_kernels import FusedExpression, cupy_kernel
+
+    monkeypatch.setattr(fused_kernels, "_CUPY_KERNELS", {})
+
+    steps = (("Mul", (0, 1)), ("Exp", (2,)))
+    k32 = cupy_kernel(FusedExpression(2, steps, "float32"), strict_gpu)
+    assert cupy_kernel(FusedExpression(2, steps, "float32"), strict_gpu) is k32
+    k64 = cupy_kernel(FusedExpression(2, steps, "float64"), strict_gpu)
+    assert k64 is not k32 and "double" in k64.args["preamble"]
+    assert len(strict_gpu.compiled_kernels) == 2
