@@ -10,16 +10,21 @@ import pathlib
 
 
 def load_nvrtc():
-    """The NVRTC library from the pip wheel, or None where it is not installed."""
+    """The NVRTC library from the pip wheel, else a CUDA toolkit's on the library path (a GPU
+    machine), or None."""
     try:
         import nvidia.cuda_nvrtc
+
+        lib_dir = pathlib.Path(list(nvidia.cuda_nvrtc.__path__)[0]) / "lib"
+        for name in ("libnvrtc.so.12", "nvrtc64_120_0.dll"):
+            if (lib_dir / name).exists():
+                return ctypes.CDLL(str(lib_dir / name))
     except ImportError:
+        pass
+    try:
+        return ctypes.CDLL("libnvrtc.so.12")
+    except OSError:
         return None
-    lib_dir = pathlib.Path(list(nvidia.cuda_nvrtc.__path__)[0]) / "lib"
-    for name in ("libnvrtc.so.12", "nvrtc64_120_0.dll"):
-        if (lib_dir / name).exists():
-            return ctypes.CDLL(str(lib_dir / name))
-    return None
 
 
 class CompileError(RuntimeError):
