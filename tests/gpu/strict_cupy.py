@@ -103,6 +103,40 @@ class Stream:
     def synchronize(self):
         self.synchronized += 1
 
+    # CUDA graph capture: calls issued while capturing are recorded (not only run), and a
+    # launch re-runs them writing into the very arrays they produced (the same "pointers").
+    def begin_capture(self):
+        if getattr(self, "recording", None) is not None:
+            raise RuntimeError("stream is already capturing")
+        self.recording = []
+
+    def end_capture(self):
+        graph, self.recording = Graph(self.recording), None
+        return graph
+
+    def is_capturing(self):
+        return getattr(self, "recording", None) is not None
+
+
+class Graph:
+    def __init__(self, calls):
+        self.calls = calls
+        self.launches = 0
+
+    def launch(self, stream=None):
+        self.launches += 1
+        for fn, args, kwargs, out in self.calls:
+            _assign(out, fn(*(_unwrap(a, True) for a in args),
+                            **{k: _unwrap(v, True) for k, v in kwargs.items()}))
+
+
+def _assign(out, value):
+    if isinstance(out, tuple):
+        for o, v in zip(out, value):
+            _assign(o, v)
+    elif isinstance(out, ndarray):
+        out._a[...] = value
+
 
 Stream.null = Stream()
 
@@ -358,9 +392,13 @@ def _unwrap(value, strict: bool):
 
 
 def _wrap_call(fn, args, kwargs, strict: bool):
-    args = tuple(_unwrap(a, strict) for a in args)
-    kwargs = {k: _unwrap(v, strict) for k, v in kwargs.items()}
-    return _wrap(fn(*args, **kwargs))
+    raw_args = tuple(_unwrap(a, strict) for a in args)
+    raw_kwargs = {k: _unwrap(v, strict) for k, v in kwargs.items()}
+    out = _wrap(fn(*raw_args, **raw_kwargs))
+    stream = get_current_stream()
+    if getattr(stream, "recording", None) is not None:
+        stream.recording.append((fn, args, kwargs, out))
+    return out
 
 
 # --- the module -------------------------------------------------------------------------------
