@@ -180,3 +180,26 @@ def test_fused_kernels_are_cached_by_structure_and_dtype(strict_gpu, monkeypatch
     k64 = cupy_kernel(FusedExpression(2, steps, "float64"), strict_gpu)
     assert k64 is not k32 and "double" in k64.args["preamble"]
     assert len(strict_gpu.compiled_kernels) == 2
+
+
+def test_fusion_runs_by_default_on_gpu_partitions(strict_gpu):
+    x = tf.placeholder(tf.float32, [8])
+    with tf.device("/gpu:0"):
+        y = tf.tanh(x * 2.0 + 1.0) * tf.exp(-x)
+    with tf.Session() as s:
+        plan = s.master.get_plan([y], [], ())
+    op_types = {n.op.type for part in plan.parts for n in part.executor_plan.nodes}
+    assert "_FusedElementwise" in op_types and "Tanh" not in op_types
+    assert strict_gpu.compiled_kernels  # bound to a CuPy ElementwiseKernel
+
+
+def test_a_copy_between_gpus_stays_on_the_devices(two_strict_gpus):
+    with tf.Session(config=_unfused()) as s:
+        g0, g1 = s.devices["GPU:0"], s.devices["GPU:1"]
+        a = g0.launch(lambda: two_strict_gpus.arange(4.0))()
+        pinned_before = len(strict_cupy.pinned_allocations)
+        b = g0.copy_to(a, g1)
+    assert a.device_id == 0 and b.device_id == 1
+    assert b.data.copied_from == (0, g1.streams["host_to_device"].cuda)
+    assert len(strict_cupy.pinned_allocations) == pinned_before  # no trip through the host
+    np.testing.assert_array_equal(g1.to_host(b), [0.0, 1.0, 2.0, 3.0])
