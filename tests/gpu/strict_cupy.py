@@ -16,10 +16,10 @@ dflab never imports it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 import types
-import weakref
 
 import numpy as np
 
@@ -439,7 +439,7 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
             OutOfMemoryError=OutOfMemoryError))
     mod.cuda = cuda
     mod.ndarray = ndarray
-    mod.calls = __import__("collections").Counter()
+    mod.calls = collections.Counter()
     compiled = []
     mod.compiled_kernels = compiled
 
@@ -510,5 +510,3 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
     mod.__getattr__ = module_getattr
     return mod
 
-
-_live = weakref.WeakSet()
