@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, register_kernel
 from dflab.ops.array_ops import strided_slice_spec
 
@@ -24,11 +25,11 @@ def _bad(node, message):
 
 
 def _ints(v):
-    return [int(e) for e in np.ravel(v)]
+    return [int(e) for e in np.ravel(host(v))]
 
 
 def _axis(node, axis, ndim, what="axis"):
-    a = int(np.ravel(axis)[0]) if np.ndim(axis) else int(axis)
+    a = int(np.ravel(host(axis))[0])
     if not -ndim <= a < ndim:
         raise _bad(node, f"Expected {what} in the range [{-ndim}, {ndim}), but got {a}")
     return a % ndim
@@ -98,19 +99,22 @@ register_kernel("NoOp", fn=_no_op)
 @kernel("Shape")
 def _shape(node, ctx):
     dt = node.attr["out_type"]._np
-    return lambda x: np.array(np.shape(x), dtype=dt)
+    on = ctx.xp.asarray  # a value of the device: the device's memory
+    return lambda x: on(np.array(x.shape, dtype=dt))
 
 
 @kernel("ShapeN")
 def _shape_n(node, ctx):
     dt = node.attr["out_type"]._np
-    return lambda *xs: tuple(np.array(np.shape(x), dtype=dt) for x in xs)
+    on = ctx.xp.asarray
+    return lambda *xs: tuple(on(np.array(x.shape, dtype=dt)) for x in xs)
 
 
 @kernel("Size")
 def _size(node, ctx):
     dt = node.attr["out_type"]._np
-    return lambda x: np.array(np.size(x), dtype=dt)
+    on = ctx.xp.asarray
+    return lambda x: on(np.array(x.size, dtype=dt))
 
 
 def _rank(x):
@@ -540,7 +544,7 @@ def _reverse(node, ctx):
 
 
 def _paddings(node, x, paddings, limit_offset=None):
-    p = np.asarray(paddings)
+    p = host(paddings)
     if p.shape != (x.ndim, 2):
         raise _bad(node, f"paddings must be a matrix with 2 columns and {x.ndim} rows: "
                        f"{list(p.shape)}")
@@ -608,7 +612,7 @@ def _mirror_pad_grad(node, ctx):
 
     def mirror_pad_grad(grad, paddings):
         out = xp.asarray(grad)
-        p = np.asarray(paddings)
+        p = host(paddings)
         if p.shape != (out.ndim, 2) or (p < 0).any():
             raise _bad(node, f"invalid paddings {p.tolist()} for a gradient of rank {out.ndim}")
         for ax, (a, b) in enumerate(p.tolist()):

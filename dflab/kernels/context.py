@@ -4,8 +4,10 @@ Kernels are built from a typed ``NodeDef`` (``dflab.framework.graph_io``) and a 
 from a live ``Operation``: a partition's kernels can be rebuilt in another process from its
 serialized graph. The context names the device and its kernel type, gives the device's array
 namespace ``xp`` (NumPy on CPUs, CuPy on GPUs, anything NumPy-like on a plugged-in device),
-its resource manager (variables, queues, tensor arrays), and its ``owner`` (the session or
-worker whose ``closed`` flag blocking kernels watch).
+its resource manager (variables, queues, tensor arrays), its ``owner`` (the session or
+worker whose ``closed`` flag blocking kernels watch), and ``launch``: None on host devices, and
+on a GPU a function wrapping each bound kernel so that it runs on that device's own stream (a
+CUDA device's work is ordered by the stream it is issued to, whichever thread issues it).
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ import numpy as np
 
 
 class KernelContext:
-    __slots__ = ("device", "device_type", "xp", "resources", "owner")
+    __slots__ = ("device", "device_type", "xp", "resources", "owner", "launch")
 
-    def __init__(self, device: str, device_type: str, xp, resources, owner=None):
+    def __init__(self, device: str, device_type: str, xp, resources, owner=None, launch=None):
         self.device = device
         self.device_type = device_type
         self.xp = xp
         self.resources = resources
         self.owner = owner
+        self.launch = launch
 
     @property
     def owner_closed(self) -> bool:
@@ -32,3 +35,12 @@ class KernelContext:
 # The host's context without a device: kernels bound outside a plan (the fused kernels' NumPy
 # steps, tests) compute with NumPy.
 HOST = KernelContext("", "CPU", np, None)
+
+
+def host(value, dtype=None) -> np.ndarray:
+    """A kernel's small host-side argument (a shape, axes, a size, an index) as a NumPy array.
+    On a GPU it arrives as a device array: it is copied to the host (CuPy's ``.get()``; CuPy
+    refuses ``np.asarray`` on device arrays), as TF keeps such inputs in host memory."""
+    if not isinstance(value, np.ndarray) and hasattr(value, "get") and hasattr(value, "dtype"):
+        value = value.get()
+    return np.asarray(value, dtype=dtype)

@@ -14,6 +14,7 @@ import threading
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.context import host
 from dflab.kernels.logging_kernels import summarize_flat
 from dflab.kernels.registry import ANY_DEVICE, kernel, register_kernel
 
@@ -85,7 +86,7 @@ def _assert(node, ctx):
     summarize = node.attr.get("summarize", 3)
 
     def check(condition, *data):
-        if not bool(np.asarray(condition)):
+        if not bool(host(condition)):
             shown = " ".join(f"[{summarize_flat(d, summarize)}]" for d in data)
             raise errors.InvalidArgumentError(None, node, f"assertion failed: {shown}")
 

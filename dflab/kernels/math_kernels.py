@@ -15,6 +15,7 @@ import inspect
 
 import numpy as np
 
+from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.sequence_ops import range_size
 
@@ -173,7 +174,7 @@ register_kernel("BroadcastGradientArgs", fn=_bga)
 def _norm_axes(axes, ndim):
     """Reduction axes as a sorted tuple of non-negative ints (duplicates allowed, as in TF)."""
     out = set()
-    for a in np.ravel(axes).tolist():
+    for a in np.ravel(host(axes)).tolist():
         if not -max(ndim, 1) <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
             raise ValueError(f"Invalid reduction dimension {a} for input with {ndim} dimensions")
         out.add(a % ndim if ndim else 0)
@@ -269,8 +270,8 @@ def _mean(node, ctx):
 
 
 def _reduced_shape(shape, axes):
-    out = np.array(shape, dtype=np.int32)
-    ax = np.ravel(axes).astype(int)
+    out = host(shape, dtype=np.int32).copy()
+    ax = np.ravel(host(axes)).astype(int)
     if out.size:
         out[ax % out.size] = 1
     return out
@@ -343,7 +344,7 @@ register_kernel("Cumprod", factory=_scan_kernel("multiply", "cumprod", 1))
 # Range and LinSpace keep their bounds and their output in host memory on TF's GPUs too: the
 # sequence is computed on the host with NumPy and delivered in the device's memory.
 def _host_range(start, limit, delta, dt):
-    start, limit, delta = (np.asarray(v, dtype=dt).reshape(()) for v in (start, limit, delta))
+    start, limit, delta = (host(v, dtype=dt).reshape(()) for v in (start, limit, delta))
     n = range_size(start, limit, delta, dt)
     if dt.kind in "iu":
         return np.arange(int(start), int(start) + n * int(delta), int(delta), dtype=dt)[:n]
@@ -355,10 +356,10 @@ def _host_range(start, limit, delta, dt):
 
 
 def _host_linspace(start, stop, num, dt):
-    n = int(num)
+    n = int(host(num))
     if n <= 0:
         raise ValueError(f"Requires num > 0: {n}")
-    start, stop = dt.type(start), dt.type(stop)
+    start, stop = dt.type(host(start)), dt.type(host(stop))
     if n == 1:
         return np.array([start], dtype=dt)
     step = (stop - start) / dt.type(n - 1)

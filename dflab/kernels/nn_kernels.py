@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.conv_ops import conv_output_size
 from dflab.ops.nn_ops import bias_channel_axis
@@ -170,7 +171,7 @@ def _sparse_xent(node, ctx):
             labels = labels.tolist() if labels.ndim else [labels.item()]  # host list
             raise errors.InvalidArgumentError(
                 None, node, f"Received a label value of {v} which is outside the valid range "
-                f"of [0, {k}).  Label values: {' '.join(map(str, np.ravel(labels)))}")
+                f"of [0, {k}).  Label values: {' '.join(map(str, np.ravel(host(labels))))}")
         idx = labels[..., None].astype(np.intp)
         with np.errstate(all="ignore"):
             log_p = _log_softmax(xp, logits, -1)
@@ -277,7 +278,7 @@ def _from_nhwc(x, fmt):
 
 def _nhwc_shape(shape, fmt):
     """A sizes input (host-side, as TF keeps it) as an NHWC shape."""
-    s = [int(d) for d in np.ravel(shape)]
+    s = [int(d) for d in np.ravel(host(shape))]
     return tuple(s) if fmt == "NHWC" else (s[0], s[2], s[3], s[1])
 
 
@@ -364,7 +365,7 @@ def _conv2d_backprop_filter(node, ctx):
 
     def backprop_filter(x, sizes, dy):
         _check_rank4(xp, node, input=x, out_backprop=dy)
-        kh, kw, ci, co = (int(d) for d in np.ravel(sizes))  # host-side, as TF keeps it
+        kh, kw, ci, co = (int(d) for d in np.ravel(host(sizes)))  # host-side, as TF keeps it
         x = _to_nhwc(xp.asarray(x), fmt)
         dy = _to_nhwc(xp.asarray(dy), fmt)
         n, h, w, c = x.shape

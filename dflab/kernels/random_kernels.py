@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, register_kernel
 
 
@@ -66,7 +67,7 @@ def _generator(node, ctx) -> np.random.Generator:
 
 
 def _shape(node, shape):
-    dims = [int(d) for d in np.ravel(shape)]
+    dims = [int(d) for d in np.ravel(host(shape))]
     if any(d < 0 for d in dims):
         raise errors.InvalidArgumentError(None, node, f"Shape {dims} has a negative dimension")
     return tuple(dims)
@@ -129,11 +130,11 @@ def _uniform_int(node, ctx):
     gen = _generator(node, ctx)
 
     def uniform_int(shape, lo, hi):  # the bounds are host-side, as TF keeps them
-        lo_v, hi_v = np.asarray(lo).item(), np.asarray(hi).item()
+        lo_v, hi_v = host(lo).item(), host(hi).item()
         if not lo_v < hi_v:
             raise errors.InvalidArgumentError(
                 None, node, f"Need minval < maxval: {lo_v} >= {hi_v}")
-        dt = np.asarray(lo).dtype
+        dt = host(lo).dtype
         return gen.integers(lo_v, hi_v, size=_shape(node, shape), dtype=dt)
 
     return uniform_int

@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.context import host
 from dflab.kernels.registry import kernel
 
 _FLOW = np.float32(0.0)
@@ -188,7 +189,7 @@ def _shape_attr(node, name):
 
 
 def _index(v):
-    return int(np.asarray(v))
+    return int(host(v))
 
 
 @kernel("TensorArrayV3")
@@ -246,7 +247,7 @@ def _gather(node, ctx):
     dtype = node.attr["dtype"].as_numpy_dtype
 
     def gather(handle, indices, flow):
-        idx = [int(i) for i in np.asarray(indices).reshape(-1)]
+        idx = [int(i) for i in host(indices).reshape(-1)]
         with handle.lock:
             values = handle.read_many(idx, element_shape)
             shape = handle.element_shape if _fully_defined(handle.element_shape) else \
@@ -261,7 +262,7 @@ def _gather(node, ctx):
 @kernel("TensorArrayScatterV3")
 def _scatter(node, ctx):
     def scatter(handle, indices, value, flow):
-        idx = np.asarray(indices).reshape(-1)
+        idx = host(indices).reshape(-1)
         value = np.asarray(value)
         if value.ndim == 0 or value.shape[0] != idx.size:
             raise _err(f"TensorArray {handle.name}: Expected len(indices) == values.shape[0], "
@@ -318,7 +319,7 @@ def _concat(node, ctx):
 def _split(node, ctx):
     def split(handle, value, lengths, flow):
         value = np.asarray(value)
-        lengths = np.asarray(lengths).reshape(-1).astype(np.int64)
+        lengths = host(lengths).reshape(-1).astype(np.int64)
         if value.ndim == 0:
             raise _err(f"TensorArray {handle.name}: Expected value to be at least a vector, but "
                        "received a scalar.")

@@ -331,6 +331,7 @@ class Backend:
 
     count: Callable[[], int]
     make: Callable[..., Device]  # make(index, owner=..., params=..., task=...) -> Device
+    takes_config: bool = False  # make(..., config=ConfigProto) too (e.g. GPU memory options)
 
 
 def _host_cpu_count() -> int:
@@ -347,12 +348,14 @@ _BACKENDS: dict[str, Backend] = {"CPU": Backend(_host_cpu_count, _make_cpu)}
 
 
 def register_backend(device_type: str, count: Callable[[], int],
-                     make: Callable[..., Device]) -> None:
-    """Plug in real devices of ``device_type`` (e.g. a CuPy GPU backend)."""
+                     make: Callable[..., Device], takes_config: bool = False) -> None:
+    """Plug in real devices of ``device_type`` (e.g. the CuPy GPU backend of
+    ``dflab.runtime.gpu``). ``takes_config``: ``make`` also receives ``config=`` (the session's
+    ``ConfigProto``)."""
     device_type = device_type.upper()
     if device_type in _BACKENDS and device_type != "CPU":
         raise KeyError(f"A device backend for {device_type} is already registered")
-    _BACKENDS[device_type] = Backend(count, make)
+    _BACKENDS[device_type] = Backend(count, make, takes_config)
 
 
 def _simulated(device_type: str, index: int, owner=None, params=None,
@@ -406,7 +409,8 @@ class DeviceSet:
                 p = {**params.get(dtype, {}), **params.get(f"{dtype}:{i}", {})}
                 _check_params(dtype, i, p)
                 if i < n_real:
-                    devices.append(backend.make(i, owner=owner, params=p, task=task))
+                    extra = {"config": config} if backend.takes_config else {}
+                    devices.append(backend.make(i, owner=owner, params=p, task=task, **extra))
                 else:
                     devices.append(_simulated(dtype, i, owner=owner, params=p, task=task))
         out = cls(devices)

@@ -270,6 +270,8 @@ class ExecutorPlan:
         if deref and not getattr(fn, "accepts_refs", False):
             lead = 2 if kd.is_async else 1 if kd.takes_step else 0  # (step[, done], *inputs)
             fn = _Deref(fn, [i + lead for i in deref])
+        if ctx.launch is not None and not kd.is_async:
+            fn = ctx.launch(fn)  # a GPU: the kernel runs on the device's own stream
         node.fn = fn
         node.takes_step = kd.takes_step
         node.is_async = kd.is_async

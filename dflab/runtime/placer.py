@@ -40,6 +40,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.display import RichDisplay
+from dflab.kernels.gpu_kernels import HOST_ONLY_OPS
 from dflab.kernels.registry import has_kernel, kernel_device_types
 from dflab.runtime.config import ConfigProto
 from dflab.runtime.devices import DeviceSet, spec_matches
@@ -47,18 +48,7 @@ from dflab.runtime.fetches import mapper_for
 from dflab.runtime.subgraph import prune, topological_order
 
 # Ops TF registers only for CPU, so never placed on a GPU (even a simulated one).
-CPU_ONLY_OPS = frozenset({
-    "SaveV2", "RestoreV2", "Save", "Restore", "SaveSlices", "RestoreSlice",
-    "MergeV2Checkpoints", "ShardedFilename", "ShardedFilespec",
-    "FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2",
-    "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
-    "QueueDequeueUpToV2", "QueueCloseV2", "QueueSizeV2", "QueueIsClosedV2",
-    "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "QueueEnqueue",
-    "QueueEnqueueMany", "QueueDequeue", "QueueDequeueMany", "QueueDequeueUpTo",
-    "QueueClose", "QueueSize",
-    "Print", "PrintV2", "Assert", "PyFunc", "PyFuncStateless",
-    "RandomShuffle", "RandomGamma", "RandomPoissonV2", "CountUpTo",
-})
+CPU_ONLY_OPS = HOST_ONLY_OPS
 METADATA_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 POLICIES = ("tf", "cost_model")
 

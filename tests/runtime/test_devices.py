@@ -104,8 +104,10 @@ def test_log_device_placement_prints_device_mapping(capsys):
     assert "Device mapping: no known devices." in capsys.readouterr().err
 
 
-def test_a_real_backend_plugs_into_the_registry():
-    # Stand-in for a CuPy backend: one "real" GPU (computing with NumPy for the test).
+def test_a_real_backend_plugs_into_the_registry(monkeypatch):
+    # Stand-in for a CuPy backend: one "real" GPU (computing with NumPy for the test), in place
+    # of the registered CuPy one.
+    monkeypatch.delitem(devmod._BACKENDS, "GPU")
     made = []
 
     def make(index, owner=None, params=None, task=devmod.LOCAL_TASK):

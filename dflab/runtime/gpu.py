@@ -1,0 +1,279 @@
+"""The CUDA GPU device, on CuPy: one ``GPUDevice`` per visible CUDA device, as ``/gpu:N``.
+
+A GPU device computes with ``xp = cupy``: its kernels are the CPU's kernels bound to CuPy
+(``dflab.kernels.gpu_kernels``). What it adds to a ``Device``:
+
+* **Streams.** Its own CUDA streams: ``compute`` (every kernel of the device runs there: the
+  kernel context's ``launch`` wraps each bound kernel so that it is issued with this device and
+  stream current, whichever executor thread calls it), ``host_to_device`` and
+  ``device_to_host`` for transfers, so copies overlap compute. The streams are *blocking*
+  streams (not ``non_blocking``): work a user issues on CuPy's legacy default stream stays
+  ordered with dflab's.
+* **Transfers ordered with events.** ``from_host`` stages the host value in pinned memory,
+  copies it on the host-to-device stream and makes the compute stream wait for the copy's
+  event; the pinned buffer is kept until that event has completed. ``to_host`` makes the
+  device-to-host stream wait for the compute stream, then copies once into the NumPy result.
+  ``copy_to`` another GPU copies device to device on the destination's stream after the source's
+  compute event.
+* **Memory from a CuPy memory pool of its own.** Every array a kernel allocates comes from the
+  device's pool (through ``cupy.cuda.using_allocator``), so ``memory.stats()`` reports the
+  pool's bytes in use and reserved and the peak seen at each allocation.
+  ``GPUOptions.per_process_gpu_memory_fraction`` caps the pool at that fraction of the device's
+  memory; only with that fraction *and* ``allow_growth=False`` is the fraction reserved up front
+  (TF's behaviour). By default nothing is reserved and the pool grows on demand: dflab does not
+  take a GPU's memory before it needs it (a deliberate deviation from TF's default).
+
+``cupy`` is a parameter of the device, never imported at ``import dflab``: the backend imports
+it the first time a session counts GPUs, and a machine without CuPy or without a CUDA device
+has no real GPUs (simulated ones still work). Tests pass a strict NumPy-backed stand-in for
+the module (``tests/gpu/strict_cupy.py``) to run this very code without a GPU.
+
+Invariant: a value of this device is a CuPy array on its CUDA device, produced on its compute
+stream; every value that leaves the device leaves after the compute work issued before it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from dflab.runtime.devices import (
+    LOCAL_TASK,
+    Device,
+    DeviceMemory,
+    Stream,
+    _is_array,
+    register_backend,
+)
+
+
+class CudaStream(Stream):
+    """A host-side ``Stream`` (the executor's one-kernel-at-a-time order) around a CUDA
+    stream; ``synchronize`` also waits for the work issued to the CUDA stream."""
+
+    def __init__(self, name: str, cuda_stream):
+        super().__init__(name)
+        self.cuda = cuda_stream
+
+    def synchronize(self) -> None:
+        super().synchronize()
+        self.cuda.synchronize()
+
+
+class PoolMemory(DeviceMemory):
+    """A GPU's memory account read from its CuPy memory pool: bytes in use and reserved are
+    the pool's, the peak is the largest in-use figure seen at an allocation."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, pool, bytes_limit: int = 0):
+        super().__init__(bytes_limit)
+        self.pool = pool
+
+    def observe(self) -> None:
+        """Fold the pool's current use into the peak (called after each allocation)."""
+        used = self.pool.used_bytes()
+        if used > self.peak_bytes_in_use:
+            with self._lock:
+                self.peak_bytes_in_use = max(self.peak_bytes_in_use, used)
+
+    def stats(self) -> dict:
+        out = super().stats()
+        used = self.pool.used_bytes()
+        out.update(bytes_in_use=used, bytes_reserved=self.pool.total_bytes(),
+                   peak_bytes_in_use=max(out["peak_bytes_in_use"], used))
+        return out
+
+
+def memory_limit(total_bytes: int, gpu_options) -> int:
+    """The pool's cap in bytes under ``gpu_options`` (0: none)."""
+    fraction = float(getattr(gpu_options, "per_process_gpu_memory_fraction", 0.0) or 0.0)
+    if fraction < 0 or fraction > 1:
+        raise ValueError("per_process_gpu_memory_fraction must be in [0, 1], got "
+                         f"{fraction}")
+    return int(total_bytes * fraction)
+
+
+def reserves_up_front(gpu_options) -> bool:
+    """TF reserves the whole fraction at start unless ``allow_growth``; dflab does so only when
+    a fraction was asked for (without one, reserving would take the whole GPU)."""
+    fraction = float(getattr(gpu_options, "per_process_gpu_memory_fraction", 0.0) or 0.0)
+    return fraction > 0 and not getattr(gpu_options, "allow_growth", False)
+
+
+class GPUDevice(Device):
+    """One CUDA device (see the module docstring)."""
+
+    def __init__(self, index: int, cupy, owner=None, params: dict | None = None,
+                 task: str = LOCAL_TASK, gpu_options=None):
+        cuda = cupy.cuda
+        self.cupy = cupy
+        self.cuda_device = cuda.Device(index)
+        with self.cuda_device:
+            total = int(cuda.runtime.memGetInfo()[1])
+            self.pool = cuda.MemoryPool()
+            limit = memory_limit(total, gpu_options)
+            if limit:
+                self.pool.set_limit(size=limit)
+            streams = {k: cuda.Stream(non_blocking=False)
+                       for k in ("compute", "host_to_device", "device_to_host")}
+        name = _device_name(cuda, index)
+        super().__init__("GPU", index, xp=cupy, owner=owner, task=task, params=params,
+                         description=name, memory_limit=limit)
+        self.memory = PoolMemory(self.pool, limit)
+        self.streams = {k: CudaStream(f"{self.short_name}/{k}", s) for k, s in streams.items()}
+        self.context.launch = self.launch
+        # Pinned host buffers of copies still in flight, with the event that ends each.
+        self._in_flight: list = []
+        self._in_flight_lock = threading.Lock()
+        if limit and reserves_up_front(gpu_options):
+            self._reserve(limit)
+
+    # --- where work runs ------------------------------------------------------------------------
+    def _allocate(self, nbytes: int):
+        mem = self.pool.malloc(nbytes)
+        self.memory.observe()
+        return mem
+
+    def launch(self, fn):
+        """``fn`` (a bound kernel) issued with this CUDA device, its compute stream and its
+        memory pool current: a kernel runs where its device's values live, whichever executor
+        thread calls it."""
+        device, stream = self.cuda_device, self.streams["compute"].cuda
+        using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
+
+        def on_device(*args):
+            with device, stream, using_allocator(allocate):
+                return fn(*args)
+
+        on_device.__name__ = getattr(fn, "__name__", "kernel")
+        on_device.__wrapped__ = fn
+        return on_device
+
+    def _reserve(self, nbytes: int) -> None:
+        # One block of the whole limit, freed back to the pool: the pool keeps it reserved.
+        with self.cuda_device:
+            block = self.pool.malloc(nbytes)
+            del block
+
+    # --- memory: host <-> device ----------------------------------------------------------------
+    def from_host(self, value):
+        """A host array as an array on this GPU: staged in pinned memory, copied on the
+        host-to-device stream; the compute stream waits for the copy's event."""
+        if not _is_array(value):
+            return value
+        cuda = self.cupy.cuda
+        host = np.asarray(value)  # (ascontiguousarray would make a 0-d value 1-d)
+        pinned = _pinned_array(cuda, host)
+        copy = self.streams["host_to_device"].cuda
+        with self.cuda_device, copy, cuda.using_allocator(self._allocate):
+            out = self.cupy.empty(host.shape, host.dtype)
+            out.set(pinned, stream=copy)
+            done = copy.record()
+        self.streams["compute"].cuda.wait_event(done)
+        self._keep_until(done, pinned)
+        return out
+
+    def to_host(self, value):
+        """An array of this GPU as a host NumPy array: one copy, on the device-to-host stream,
+        after everything issued to the compute stream."""
+        if not isinstance(value, self.cupy.ndarray):
+            return value  # a host value this device holds as is (a NumPy scalar, a string)
+        copy = self.streams["device_to_host"].cuda
+        with self.cuda_device:
+            copy.wait_event(self.streams["compute"].cuda.record())
+            out = np.empty(value.shape, value.dtype)
+            value.get(stream=copy, out=out)
+            copy.synchronize()
+        return out
+
+    def copy_to(self, value, dst: Device):
+        """``value`` on ``dst``: the same array on this device, a direct device-to-device copy
+        to another GPU, a copy to the host otherwise (then ``dst.from_host``)."""
+        if dst is self or not _is_array(value):
+            return value
+        if isinstance(dst, GPUDevice) and dst.cupy is self.cupy:
+            return self._copy_to_gpu(value, dst)
+        return dst.from_host(self.to_host(value))
+
+    def _copy_to_gpu(self, value, dst: GPUDevice):
+        produced = self.streams["compute"].cuda.record()
+        copy = dst.streams["host_to_device"].cuda
+        with dst.cuda_device, copy, self.cupy.cuda.using_allocator(dst._allocate):
+            copy.wait_event(produced)
+            out = self.cupy.empty(value.shape, value.dtype)
+            out.data.copy_from_device_async(value.data, value.nbytes, copy)
+            done = copy.record()
+        dst.streams["compute"].cuda.wait_event(done)
+        return out
+
+    def _keep_until(self, event, buffer) -> None:
+        """Hold ``buffer`` (pinned memory a copy reads) until ``event``; drop finished ones."""
+        with self._in_flight_lock:
+            self._in_flight = [(e, b) for e, b in self._in_flight if not e.done]
+            self._in_flight.append((event, buffer))
+
+    @property
+    def copies_in_flight(self) -> int:
+        with self._in_flight_lock:
+            return sum(not e.done for e, _ in self._in_flight)
+
+    def sync(self) -> None:
+        for stream in self.streams.values():
+            stream.synchronize()
+
+
+def _pinned_array(cuda, host: np.ndarray) -> np.ndarray:
+    """A copy of ``host`` in page-locked memory (the DMA engine reads it asynchronously)."""
+    mem = cuda.alloc_pinned_memory(max(host.nbytes, 1))
+    out = np.frombuffer(mem, host.dtype, host.size).reshape(host.shape)
+    out[...] = host
+    return out
+
+
+def _device_name(cuda, index: int) -> str:
+    try:
+        props = cuda.runtime.getDeviceProperties(index)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - the name is only a description
+        return f"CUDA device {index}"
+
+
+# --- the backend ------------------------------------------------------------------------------
+
+_cupy_module = None
+_probe_lock = threading.Lock()
+
+
+def cupy_or_none():
+    """The ``cupy`` module when it imports and sees a CUDA device, else None (imported on first
+    use: ``import dflab`` never imports CuPy)."""
+    global _cupy_module
+    with _probe_lock:
+        if _cupy_module is None:
+            try:
+                import cupy
+                _cupy_module = cupy if cupy.cuda.runtime.getDeviceCount() > 0 else False
+            except Exception:  # noqa: BLE001 - no CuPy, no driver, no device: no real GPU
+                _cupy_module = False
+        return _cupy_module or None
+
+
+def cupy_gpu_count(cupy=None) -> int:
+    cupy = cupy or cupy_or_none()
+    return 0 if cupy is None else int(cupy.cuda.runtime.getDeviceCount())
+
+
+def make_cupy_gpu(index: int, owner=None, params=None, task: str = LOCAL_TASK, config=None,
+                  cupy=None) -> GPUDevice:
+    """The backend's ``make``: a ``GPUDevice`` on the real ``cupy`` (or the one passed)."""
+    cupy = cupy or cupy_or_none()
+    if cupy is None:
+        raise RuntimeError("CuPy with a CUDA device is needed for a real GPU device")
+    return GPUDevice(index, cupy, owner=owner, params=params, task=task,
+                     gpu_options=getattr(config, "gpu_options", None))
+
+
+register_backend("GPU", cupy_gpu_count, make_cupy_gpu, takes_config=True)

@@ -1,0 +1,512 @@
+"""A strict NumPy-backed stand-in for the ``cupy`` module, to run the GPU device's own code
+without a GPU.
+
+Strict where CuPy is strict: a device array (``ndarray`` here) refuses implicit conversion to
+NumPy (``np.asarray(x)`` raises ``TypeError`` as CuPy's does), and the module's functions
+refuse NumPy arrays as array arguments. NumPy functions called *on* device arrays dispatch to
+this module (``__array_ufunc__``/``__array_function__``), as they do with CuPy. So a kernel that
+reads a device array with NumPy fails here exactly as it would on a GPU.
+
+What it models of ``cupy.cuda``: devices (the current one is thread-local), streams (the
+current one is thread-local; every array records the stream and device it was made on),
+events, a memory pool per device whose allocations are freed when arrays die, pinned host
+memory, ``using_allocator``. Copies run at once; streams only record order. It is test code:
+dflab never imports it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import types
+
+import numpy as np
+
+_tls = threading.local()
+IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
+            "construct a NumPy array explicitly.")
+
+
+class OutOfMemoryError(MemoryError):
+    pass
+
+
+# --- cupy.cuda --------------------------------------------------------------------------------
+
+class Device:
+    def __init__(self, index=0):
+        self.id = index
+
+    def __enter__(self):
+        stack = _stack("devices")
+        stack.append(self.id)
+        return self
+
+    def __exit__(self, *exc):
+        _stack("devices").pop()
+
+    def use(self):
+        _tls.base_device = self.id
+
+
+def _stack(name):
+    s = getattr(_tls, name, None)
+    if s is None:
+        s = []
+        setattr(_tls, name, s)
+    return s
+
+
+def current_device() -> int:
+    s = _stack("devices")
+    return s[-1] if s else getattr(_tls, "base_device", 0)
+
+
+class Event:
+    def __init__(self):
+        self.recorded_on = None
+        self.done = True
+
+    def record(self, stream=None):
+        self.recorded_on = stream
+        self.done = True  # the stand-in's copies finish when issued
+
+    def synchronize(self):
+        pass
+
+
+class Stream:
+    null = None
+
+    def __init__(self, non_blocking=False):
+        self.non_blocking = non_blocking
+        self.device = current_device()
+        self.waits: list[Event] = []
+        self.synchronized = 0
+
+    def __enter__(self):
+        _stack("streams").append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _stack("streams").pop()
+
+    def record(self, event=None):
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def wait_event(self, event):
+        self.waits.append(event)
+
+    def synchronize(self):
+        self.synchronized += 1
+
+    # CUDA graph capture: calls issued while capturing are recorded (not only run), and a
+    # launch re-runs them writing into the very arrays they produced (the same "pointers").
+    def begin_capture(self):
+        if getattr(self, "recording", None) is not None:
+            raise RuntimeError("stream is already capturing")
+        self.recording = []
+
+    def end_capture(self):
+        graph, self.recording = Graph(self.recording), None
+        return graph
+
+    def is_capturing(self):
+        return getattr(self, "recording", None) is not None
+
+
+class Graph:
+    def __init__(self, calls):
+        self.calls = calls
+        self.launches = 0
+
+    def launch(self, stream=None):
+        self.launches += 1
+        for fn, args, kwargs, out in self.calls:
+            _assign(out, fn(*(_unwrap(a, True) for a in args),
+                            **{k: _unwrap(v, True) for k, v in kwargs.items()}))
+
+
+def _assign(out, value):
+    if isinstance(out, tuple):
+        for o, v in zip(out, value):
+            _assign(o, v)
+    elif isinstance(out, ndarray):
+        out._a[...] = value
+
+
+Stream.null = Stream()
+
+
+def get_current_stream():
+    s = _stack("streams")
+    return s[-1] if s else Stream.null
+
+
+class MemoryPointer:
+    def __init__(self, pool, nbytes, device):
+        self.pool, self.size, self.device_id = pool, nbytes, device
+        self.host = None  # the NumPy buffer standing for this device memory
+        self._freed = False
+
+    @property
+    def mem(self):
+        return self
+
+    def free(self):
+        if not self._freed:
+            self._freed = True
+            self.pool._free(self.size)
+
+    def __del__(self):
+        self.free()
+
+    def copy_from_device_async(self, src, nbytes, stream=None):
+        if stream is not get_current_stream() and stream is None:
+            raise ValueError("copies are issued on a stream")
+        dst_bytes = self.host.reshape(-1).view(np.uint8)
+        dst_bytes[:nbytes] = src.host.reshape(-1).view(np.uint8)[:nbytes]
+        self.copied_from = (src.device_id, stream)
+
+
+class MemoryPool:
+    """Counts bytes; a freed block stays reserved (``total_bytes``) as in CuPy's pool."""
+
+    def __init__(self):
+        self._used = self._total = self._limit = 0
+        self._lock = threading.Lock()
+        self.mallocs = 0
+
+    def malloc(self, nbytes):
+        with self._lock:
+            if self._limit and self._used + nbytes > self._limit:
+                raise OutOfMemoryError(f"Out of memory allocating {nbytes} bytes "
+                                       f"(limit {self._limit})")
+            self._used += nbytes
+            self._total = max(self._total, self._used)
+            self.mallocs += 1
+        return MemoryPointer(self, nbytes, current_device())
+
+    def _free(self, nbytes):
+        with self._lock:
+            self._used -= nbytes
+
+    def used_bytes(self):
+        return self._used
+
+    def total_bytes(self):
+        return self._total
+
+    def set_limit(self, size=None, fraction=None):
+        self._limit = int(size or 0)
+
+    def get_limit(self):
+        return self._limit
+
+    def free_all_blocks(self):
+        self._total = self._used
+
+
+_default_pool = MemoryPool()
+
+
+@contextlib.contextmanager
+def using_allocator(allocator=None):
+    _stack("allocators").append(allocator)
+    try:
+        yield
+    finally:
+        _stack("allocators").pop()
+
+
+def _malloc(nbytes):
+    s = _stack("allocators")
+    alloc = s[-1] if s and s[-1] is not None else _default_pool.malloc
+    return alloc(nbytes)
+
+
+pinned_allocations: list[int] = []
+
+
+def alloc_pinned_memory(nbytes):
+    pinned_allocations.append(nbytes)
+    return bytearray(nbytes)
+
+
+class _Runtime:
+    device_count = 1
+    total_memory = 16 << 30
+
+    class CUDARuntimeError(RuntimeError):
+        pass
+
+    def getDeviceCount(self):
+        return self.device_count
+
+    def memGetInfo(self):
+        return (self.total_memory, self.total_memory)
+
+    def getDeviceProperties(self, index):
+        return {"name": b"Strict stand-in GPU"}
+
+
+# --- ndarray ----------------------------------------------------------------------------------
+
+class ndarray:  # noqa: N801 - CuPy's name
+    """A device array: a NumPy array in "device memory", with the stream and device that made
+    it. Converting it to NumPy implicitly is an error, as on CuPy."""
+
+    __array_priority__ = 100
+
+    def __init__(self, host: np.ndarray, _check=True):
+        self._a = host
+        self.device_id = current_device()
+        self.stream = get_current_stream()
+        self.data = _malloc(host.nbytes)
+        self.data.host = host
+
+    # strictness
+    def __array__(self, *args, **kwargs):
+        raise TypeError(IMPLICIT)
+
+    def get(self, stream=None, out=None):
+        if out is not None:
+            out[...] = self._a
+            return out
+        return self._a.copy()
+
+    def set(self, arr, stream=None):
+        if isinstance(arr, ndarray):
+            raise TypeError("set() takes a NumPy array")
+        self._a[...] = arr
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _wrap_call(getattr(ufunc, method), inputs, kwargs, strict=True)
+
+    def __array_function__(self, func, types_, args, kwargs):
+        return _wrap_call(func, args, kwargs, strict=True)
+
+    # attributes
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    strides = property(lambda self: self._a.strides)
+    T = property(lambda self: _wrap(self._a.T))
+    flags = property(lambda self: self._a.flags)
+    real = property(lambda self: _wrap(self._a.real))
+    imag = property(lambda self: _wrap(self._a.imag))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # __array_interface__ and friends: no host view
+            raise AttributeError(name)
+        attr = getattr(self._a, name)  # methods: reshape, astype, sum, copy, ...
+        if not callable(attr):
+            return attr
+        return lambda *a, **k: _wrap_call(attr, a, k, strict=True)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        return f"strict_cupy.ndarray({self._a!r})"
+
+    # CuPy allows these (they synchronize)
+    def __float__(self):
+        return float(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __complex__(self):
+        return complex(self._a)
+
+    def item(self):
+        return self._a.item()
+
+    def tolist(self):
+        return self._a.tolist()
+
+    def __getitem__(self, key):
+        return _wrap(self._a[_unwrap(key, strict=False)])
+
+    def __setitem__(self, key, value):
+        self._a[_unwrap(key, strict=False)] = _unwrap(value, strict=True)
+
+
+def _binary(name):
+    op = getattr(np.ndarray, name)
+
+    def method(self, *args):
+        return _wrap_call(op, (self, *args), {}, strict=True)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
+              "rfloordiv", "mod", "rmod", "pow", "rpow", "matmul", "rmatmul", "and", "rand",
+              "or", "ror", "xor", "rxor", "lt", "le", "gt", "ge", "eq", "ne", "neg", "pos",
+              "abs", "invert", "iadd", "isub", "imul", "itruediv", "lshift", "rshift"):
+    setattr(ndarray, f"__{_name}__", _binary(f"__{_name}__"))
+ndarray.__hash__ = None
+
+
+def _wrap(value):
+    if isinstance(value, np.ndarray):
+        return ndarray(value)
+    if isinstance(value, np.generic):  # CuPy returns 0-d arrays where NumPy returns scalars
+        return ndarray(np.asarray(value))
+    if isinstance(value, tuple):
+        return tuple(_wrap(v) for v in value)
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    return value
+
+
+def _unwrap(value, strict: bool):
+    if isinstance(value, ndarray):
+        return value._a
+    if strict and isinstance(value, np.ndarray) and value.ndim > 0:
+        raise TypeError(f"Unsupported type {type(value)}: a NumPy array passed where CuPy "
+                        "takes device arrays")
+    if isinstance(value, (tuple, list)):
+        return type(value)(_unwrap(v, strict) for v in value)
+    if isinstance(value, slice):
+        return slice(_unwrap(value.start, strict), _unwrap(value.stop, strict),
+                     _unwrap(value.step, strict))
+    return value
+
+
+def _wrap_call(fn, args, kwargs, strict: bool):
+    raw_args = tuple(_unwrap(a, strict) for a in args)
+    raw_kwargs = {k: _unwrap(v, strict) for k, v in kwargs.items()}
+    out = _wrap(fn(*raw_args, **raw_kwargs))
+    stream = get_current_stream()
+    if getattr(stream, "recording", None) is not None:
+        stream.recording.append((fn, args, kwargs, out))
+    return out
+
+
+# --- the module -------------------------------------------------------------------------------
+
+# Functions that take host data by design.
+_FROM_HOST = ("asarray", "array", "ascontiguousarray")
+# Module attributes passed through unchanged: dtypes, constants, type predicates.
+_PASS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+         "uint32", "uint64", "bool_", "complex64", "complex128", "dtype", "newaxis", "inf", "nan",
+         "pi", "e", "finfo", "iinfo", "issubdtype", "result_type", "promote_types",
+         "can_cast", "floating", "integer", "signedinteger", "unsignedinteger", "number",
+         "bool", "generic", "errstate", "complexfloating", "inexact", "ndim"}
+
+
+class _Ufunc:
+    def __init__(self, ufunc):
+        self._u = ufunc
+        self.__name__ = ufunc.__name__
+        self.nin, self.nout = ufunc.nin, ufunc.nout
+
+    def __call__(self, *a, **k):
+        return _wrap_call(self._u, a, k, strict=True)
+
+    def __getattr__(self, name):  # reduce, accumulate, at, outer
+        attr = getattr(self._u, name)
+        return (lambda *a, **k: _wrap_call(attr, a, k, strict=True)) if callable(attr) else attr
+
+
+def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.ModuleType:
+    """A fresh stand-in ``cupy`` module with ``device_count`` devices."""
+    mod = types.ModuleType("strict_cupy")
+    runtime = _Runtime()
+    runtime.device_count, runtime.total_memory = device_count, total_memory
+    cuda = types.SimpleNamespace(
+        Device=Device, Stream=Stream, Event=Event, MemoryPool=MemoryPool, runtime=runtime,
+        using_allocator=using_allocator, alloc_pinned_memory=alloc_pinned_memory,
+        get_current_stream=get_current_stream, memory=types.SimpleNamespace(
+            OutOfMemoryError=OutOfMemoryError))
+    mod.cuda = cuda
+    mod.ndarray = ndarray
+    mod.calls = collections.Counter()
+    compiled = []
+    mod.compiled_kernels = compiled
+
+    def asarray(value, dtype=None, order=None):
+        if isinstance(value, ndarray):
+            return value if dtype is None or value.dtype == dtype else value.astype(dtype)
+        return ndarray(np.array(value, dtype=dtype, copy=True))
+
+    def array(value, dtype=None, copy=True, order="K", ndmin=0):
+        if isinstance(value, ndarray):
+            return ndarray(np.array(value._a, dtype=dtype, copy=copy, ndmin=ndmin))
+        return ndarray(np.array(value, dtype=dtype, copy=True, ndmin=ndmin))
+
+    def asnumpy(value, stream=None):
+        return value.get() if isinstance(value, ndarray) else np.asarray(value)
+
+    def empty(shape, dtype=float, order="C"):
+        return ndarray(np.empty(shape, dtype))
+
+    def get_array_module(*args):
+        return mod
+
+    class ElementwiseKernel:
+        """Records what it was built from (the tests compile the source with NVRTC); the
+        stand-in cannot run CUDA C."""
+
+        def __init__(self, in_params, out_params, operation=None, name="kernel", **kw):
+            self.args = dict(in_params=in_params, out_params=out_params, operation=operation,
+                             name=name, **kw)
+            compiled.append(self)
+
+        def __call__(self, *args, **kwargs):
+            raise NotImplementedError("the strict cupy stand-in cannot run CUDA C")
+
+    def sliding_window_view(x, window_shape, axis=None, **kw):
+        return _wrap_call(np.lib.stride_tricks.sliding_window_view, (x, window_shape),
+                          dict(axis=axis, **kw), strict=True)
+
+    def as_strided(x, shape=None, strides=None, **kw):
+        return _wrap_call(np.lib.stride_tricks.as_strided, (x,),
+                          dict(shape=shape, strides=strides, **kw), strict=True)
+
+    mod.lib = types.SimpleNamespace(stride_tricks=types.SimpleNamespace(
+        sliding_window_view=sliding_window_view, as_strided=as_strided))
+    mod.ElementwiseKernel = ElementwiseKernel
+    mod.ReductionKernel = ElementwiseKernel
+    mod.asarray, mod.array, mod.ascontiguousarray = asarray, array, asarray
+    mod.asnumpy, mod.empty, mod.get_array_module = asnumpy, empty, get_array_module
+
+    def module_getattr(name):
+        if name in _PASS:
+            return getattr(np, name)
+        fn = getattr(np, name)
+        if isinstance(fn, np.ufunc):
+            wrapped = _Ufunc(fn)
+        elif callable(fn) and not isinstance(fn, type):
+            def wrapped(*a, **k):
+                mod.calls[name] += 1
+                return _wrap_call(fn, a, k, strict=True)
+            wrapped.__name__ = name
+        elif isinstance(fn, types.ModuleType):
+            raise AttributeError(name)  # linalg, random... not modelled
+        else:
+            return fn
+        setattr(mod, name, wrapped)
+        return wrapped
+
+    mod.__getattr__ = module_getattr
+    return mod
+

@@ -1,0 +1,205 @@
+"""The CuPy GPU device's own code, run on the strict CuPy stand-in (no GPU needed).
+
+Kernels compute through the device's ``xp`` on device arrays that refuse implicit conversion
+to NumPy; values cross between host and device through the device's streams and events; the
+device's memory account comes from its pool. Numbers are checked against NumPy.
+"""
+
+import numpy as np
+import pytest
+import strict_cupy
+
+import dflab as tf
+from dflab.runtime.config import ConfigProto, GPUOptions, GraphOptions, RewriterConfig
+from dflab.runtime.gpu import GPUDevice
+
+
+def _unfused(**kw):
+    # The stand-in cannot run CUDA C, so the fused elementwise kernel stays off here (its
+    # source is compiled with NVRTC in test_cuda_sources.py).
+    return ConfigProto(graph_options=GraphOptions(rewrite_options=RewriterConfig(
+        remapping=RewriterConfig.OFF)), **kw)
+
+
+def test_the_stand_in_is_strict_like_cupy(strict_gpu):
+    cupy = strict_gpu
+    x = cupy.asarray(np.arange(3.0))
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(x)
+    with pytest.raises(TypeError, match="NumPy array"):
+        cupy.add(x, np.ones(3))
+    # NumPy functions on device arrays dispatch to the device, as with CuPy.
+    assert isinstance(np.add(x, x), cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(x * 2), [0.0, 2.0, 4.0])
+
+
+def test_a_session_has_a_gpu_device_of_the_gpu_class(strict_gpu):
+    with tf.Session(config=_unfused()) as s:
+        names = [d.name.rsplit("/", 1)[-1] for d in s.list_devices()]
+        gpu = s.devices["GPU:0"]
+    assert names == ["device:CPU:0", "device:GPU:0"]
+    assert isinstance(gpu, GPUDevice) and not gpu.simulated and gpu.xp is strict_gpu
+    assert gpu.kernel_device_type == "GPU" and gpu.fuses_by_default
+    assert set(gpu.streams) == {"compute", "host_to_device", "device_to_host"}
+
+
+def test_kernels_run_on_device_arrays_on_the_compute_stream(strict_gpu):
+    rng = np.random.default_rng(0)
+    x_np = rng.normal(size=(4, 3)).astype(np.float32)
+    w_np = rng.normal(size=(3, 2)).astype(np.float32)
+    x = tf.placeholder(tf.float32, [4, 3])
+    with tf.device("/gpu:0"):
+        w = tf.constant(w_np)
+        h = tf.matmul(x, w)
+        y = tf.nn.relu(h + 1.0)
+        s_ = tf.reduce_sum(tf.nn.softmax(y), axis=1)
+    with tf.Session(config=_unfused()) as s:
+        gpu = s.devices["GPU:0"]
+        y_out, s_out = s.run([y, s_], {x: x_np})
+    want = np.maximum(x_np @ w_np + 1.0, 0.0)
+    np.testing.assert_allclose(y_out, want, rtol=1e-6)
+    e = np.exp(want - want.max(1, keepdims=True))
+    np.testing.assert_allclose(s_out, (e / e.sum(1, keepdims=True)).sum(1), rtol=1e-5)
+    assert type(y_out) is np.ndarray
+    # The feed was staged in pinned memory and the compute stream waited for its copy.
+    assert strict_cupy.pinned_allocations
+    assert gpu.streams["compute"].cuda.waits
+    assert gpu.copies_in_flight == 0
+
+
+def test_every_kernel_runs_with_the_devices_stream_and_pool_current(strict_gpu):
+    seen = []
+    with tf.Session(config=_unfused()) as s:
+        gpu = s.devices["GPU:0"]
+
+        def kernel(a):
+            seen.append((strict_cupy.get_current_stream(), strict_cupy.current_device()))
+            return strict_gpu.multiply(a, 2.0)
+
+        out = gpu.launch(kernel)(gpu.from_host(np.ones(4, np.float32)))
+    assert seen == [(gpu.streams["compute"].cuda, 0)]
+    assert out.stream is gpu.streams["compute"].cuda
+    assert gpu.pool.mallocs >= 2  # the copied input and the kernel's output
+
+
+def test_a_training_step_on_the_gpu_matches_the_cpu(strict_gpu):
+    rng = np.random.default_rng(1)
+    x_np = rng.normal(size=(5, 3)).astype(np.float32)
+    y_np = np.eye(4, dtype=np.float32)[rng.integers(0, 4, 5)]
+
+    def train(device):
+        g = tf.Graph()
+        with g.as_default(), tf.device(device):
+            w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), name="w")
+            logits = tf.matmul(tf.constant(x_np), w)
+            loss = tf.reduce_mean(
+                tf.nn.softmax_cross_entropy_with_logits_v2(labels=y_np, logits=logits))
+            step = tf.train.AdamOptimizer(0.1).minimize(loss)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, config=_unfused()) as s:
+            s.run(init)
+            for _ in range(3):
+                s.run(step)
+            return s.run(w), s.run(loss)
+
+    w_gpu, loss_gpu = train("/gpu:0")
+    w_cpu, loss_cpu = train("/cpu:0")
+    np.testing.assert_allclose(w_gpu, w_cpu, rtol=1e-5)
+    np.testing.assert_allclose(loss_gpu, loss_cpu, rtol=1e-5)
+
+
+def test_memory_is_accounted_from_the_pool_with_a_peak(strict_gpu):
+    with tf.Session(config=_unfused()) as s:
+        gpu = s.devices["GPU:0"]
+        a = gpu.from_host(np.zeros(1000, np.float32))
+        assert gpu.memory.stats()["bytes_in_use"] == 4000
+        del a
+        stats = gpu.memory.stats()
+    assert stats["bytes_in_use"] == 0 and stats["peak_bytes_in_use"] >= 4000
+    assert stats["bytes_limit"] == 0  # by default nothing is capped or reserved
+
+
+def test_memory_fraction_caps_the_pool_and_allow_growth_reserves_nothing(strict_gpu):
+    total = strict_gpu.cuda.runtime.total_memory
+    opts = GPUOptions(per_process_gpu_memory_fraction=0.25, allow_growth=True)
+    with tf.Session(config=_unfused(gpu_options=opts)) as s:
+        gpu = s.devices["GPU:0"]
+        assert gpu.pool.get_limit() == total // 4
+        assert gpu.memory.stats()["bytes_reserved"] == 0
+        with pytest.raises(strict_gpu.cuda.memory.OutOfMemoryError):
+            gpu.launch(lambda: strict_gpu.empty(total // 2, np.uint8))()
+    opts = GPUOptions(per_process_gpu_memory_fraction=0.25, allow_growth=False)
+    with tf.Session(config=_unfused(gpu_options=opts)) as s:
+        assert s.devices["GPU:0"].memory.stats()["bytes_reserved"] == total // 4
+
+
+def test_a_bad_memory_fraction_is_refused(strict_gpu):
+    with pytest.raises(ValueError, match="per_process_gpu_memory_fraction"):
+        with tf.Session(config=_unfused(
+                gpu_options=GPUOptions(per_process_gpu_memory_fraction=1.5))) as s:
+            s.list_devices()
+
+
+def test_two_gpus_copy_device_to_device(two_strict_gpus):
+    with tf.device("/gpu:0"):
+        a = tf.constant(np.arange(6, dtype=np.float32)) * 2.0
+    with tf.device("/gpu:1"):
+        b = a + 1.0
+    with tf.Session(config=_unfused()) as s:
+        got = s.run(b)
+        g1 = s.devices["GPU:1"]
+    np.testing.assert_array_equal(got, np.arange(6, dtype=np.float32) * 2 + 1)
+    # The copy was issued on GPU:1's stream and GPU:1's compute stream waited for it.
+    assert g1.streams["compute"].cuda.waits
+
+
+def test_host_only_ops_stay_on_the_host_with_transfers(strict_gpu):
+    with tf.device("/gpu:0"):
+        q = tf.FIFOQueue(3, tf.float32)
+        v = tf.constant([1.0, 2.0]) * 3.0
+        enq = q.enqueue(v)
+        out = q.dequeue() + 1.0
+    with tf.Session(config=_unfused(allow_soft_placement=True)) as s:
+        s.run(enq)
+        got = s.run(out)
+        plan = next(p for p in s._master._plans.values() if out.op in p.placement)
+    np.testing.assert_array_equal(got, [4.0, 7.0])
+    assert plan.placement[q.queue_ref.op].device.endswith("CPU:0")
+    assert plan.placement[out.op].device.endswith("GPU:0")
+
+
+def test_fused_kernels_are_cached_by_structure_and_dtype(strict_gpu, monkeypatch):
+    from dflab.kernels import fused_kernels
+    from dflab.kernels.fused_kernels import FusedExpression, cupy_kernel
+
+    monkeypatch.setattr(fused_kernels, "_CUPY_KERNELS", {})
+
+    steps = (("Mul", (0, 1)), ("Exp", (2,)))
+    k32 = cupy_kernel(FusedExpression(2, steps, "float32"), strict_gpu)
+    assert cupy_kernel(FusedExpression(2, steps, "float32"), strict_gpu) is k32
+    k64 = cupy_kernel(FusedExpression(2, steps, "float64"), strict_gpu)
+    assert k64 is not k32 and "double" in k64.args["preamble"]
+    assert len(strict_gpu.compiled_kernels) == 2
+
+
+def test_fusion_runs_by_default_on_gpu_partitions(strict_gpu):
+    x = tf.placeholder(tf.float32, [8])
+    with tf.device("/gpu:0"):
+        y = tf.tanh(x * 2.0 + 1.0) * tf.exp(-x)
+    with tf.Session() as s:
+        plan = s.master.get_plan([y], [], ())
+    op_types = {n.op.type for part in plan.parts for n in part.executor_plan.nodes}
+    assert "_FusedElementwise" in op_types and "Tanh" not in op_types
+    assert strict_gpu.compiled_kernels  # bound to a CuPy ElementwiseKernel
+
+
+def test_a_copy_between_gpus_stays_on_the_devices(two_strict_gpus):
+    with tf.Session(config=_unfused()) as s:
+        g0, g1 = s.devices["GPU:0"], s.devices["GPU:1"]
+        a = g0.launch(lambda: two_strict_gpus.arange(4.0))()
+        pinned_before = len(strict_cupy.pinned_allocations)
+        b = g0.copy_to(a, g1)
+    assert a.device_id == 0 and b.device_id == 1
+    assert b.data.copied_from == (0, g1.streams["host_to_device"].cuda)
+    assert len(strict_cupy.pinned_allocations) == pinned_before  # no trip through the host
+    np.testing.assert_array_equal(g1.to_host(b), [0.0, 1.0, 2.0, 3.0])
