@@ -33,6 +33,10 @@ HOST_ONLY_OPS = frozenset({
     "QueueClose", "QueueSize",
     "Print", "PrintV2", "Assert", "PyFunc", "PyFuncStateless",
     "RandomShuffle", "RandomGamma", "RandomPoissonV2", "CountUpTo",
+    # Conditional accumulators: their state is host NumPy, as TF's (CPU kernels only).
+    "ConditionalAccumulator", "SparseConditionalAccumulator", "AccumulatorApplyGradient",
+    "SparseAccumulatorApplyGradient", "AccumulatorTakeGradient",
+    "SparseAccumulatorTakeGradient", "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
 })
 
 # Ops TF runs on GPUs whose kernels here still keep their state in NumPy (a TensorArray stores

@@ -193,6 +193,8 @@ class GPUDevice(Device):
         to another GPU, a copy to the host otherwise (then ``dst.from_host``)."""
         if dst is self or not _is_array(value):
             return value
+        if isinstance(value, np.ndarray):  # a host value (a control edge's token)
+            return dst.from_host(value)
         if isinstance(dst, GPUDevice) and dst.cupy is self.cupy:
             return self._copy_to_gpu(value, dst)
         return dst.from_host(self.to_host(value))

@@ -17,12 +17,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 READS_DEVICE_VALUES = [
     "tests/ops/test_control_flow.py::test_iteration_state_is_freed_after_the_step",
 ]
-# Known placement bug, not a kernel's: with any GPU (a simulated one too),
-# report_uninitialized_variables reads the variable's reference from the CPU, and the _Send of
-# an uninitialized reference fails.
-KNOWN_PLACEMENT_BUGS = [
-    "tests/ops/test_state_ops.py::test_initialize_read_assign",
-]
 
 
 @pytest.mark.slow
@@ -31,7 +25,7 @@ def test_the_op_suite_passes_with_every_op_on_the_strict_gpu():
         [str(ROOT / "tests" / "gpu"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "strict_gpu_plugin",
            "-p", "no:cacheprovider", "tests/ops"]
-    for t in READS_DEVICE_VALUES + KNOWN_PLACEMENT_BUGS:
+    for t in READS_DEVICE_VALUES:
         cmd += ["--deselect", t]
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
