@@ -49,3 +49,32 @@ def assert_bit_identical(got, want) -> None:
             assert a.tolist() == b.tolist()
         else:
             assert a.tobytes() == b.tobytes()
+
+
+def shared_variable_graph():
+    """A client's own graph holding the ps variable "shared" and an update of it:
+    ``(graph, variable, update)``; every client that builds it names the same state."""
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:ps/task:0"):
+        v = tf.Variable(tf.zeros([2]), name="shared")
+        inc = v.assign_add([1.0, 2.0])
+    return g, v, inc
+
+
+def two_clients_share_a_ps_variable(targets) -> tuple:
+    """Client 1 initializes and updates "shared" through ``targets[0]``; client 2 (its own
+    graph) reads the update through ``targets[1]`` and updates it again; a third session on
+    ``targets[2]`` reads [2, 4]. Returns client 1's ``(graph, variable)``."""
+    g1, v1, inc1 = shared_variable_graph()
+    with g1.as_default():
+        init = tf.global_variables_initializer()
+    with tf.Session(targets[0], graph=g1) as s:
+        s.run(init)
+        s.run(inc1)
+    g2, v2, inc2 = shared_variable_graph()
+    with tf.Session(targets[1], graph=g2) as s:
+        np.testing.assert_array_equal(s.run(v2), [1.0, 2.0])
+        s.run(inc2)
+    with tf.Session(targets[2], graph=g1) as s:
+        np.testing.assert_array_equal(s.run(v1), [2.0, 4.0])
+    return g1, v1

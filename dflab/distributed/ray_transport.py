@@ -47,7 +47,7 @@ from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.rendezvous import parse_key
 from dflab.runtime.config import ConfigProto
-from dflab.runtime.devices import Device, DeviceSet
+from dflab.runtime.devices import Device, DeviceSet, spec_matches
 from dflab.runtime.executor import to_client_value
 from dflab.runtime.rendezvous import LocalRendezvous
 from dflab.runtime.resources import Forgotten
@@ -780,8 +780,6 @@ def session_worker(target: str, config, session) -> RayClusterWorker:
                 continue  # not started: like an in-process cluster's stopped task
     tasks, devices = {}, []
     filters = [DeviceSpec.from_string(f) for f in config.device_filters]
-    from dflab.runtime.devices import spec_matches
-
     for name, (a, i) in infos.items():
         tasks[name] = TaskHandle(name, a, i["incarnation"])
         for d in i["devices"]:
@@ -795,40 +793,47 @@ def session_worker(target: str, config, session) -> RayClusterWorker:
     return RayClusterWorker(config, session, tasks, DeviceSet(devices), target_task)
 
 
-def reset(target: str, containers) -> None:
-    """``Session.reset`` on a Ray target: clear the state every running task holds."""
+def _cluster_of_target(target: str) -> tuple[str, ClusterSpec]:
+    """The Ray namespace and the ``ClusterSpec`` of the task ``target`` names."""
     namespace, job, index = parse_target(target)
     ensure_ray()
-    actor = ray.get_actor(actor_name(job, index), namespace=namespace)
-    cluster = ClusterSpec(ray.get(actor.info.remote())["cluster"])
-    refs = []
-    for j in cluster.jobs:
-        for i in cluster.task_indices(j):
-            try:
-                refs.append(ray.get_actor(actor_name(j, i), namespace=namespace).reset.remote())
-            except ValueError:
-                continue
-    ray.get(refs)
+    try:
+        actor = ray.get_actor(actor_name(job, index), namespace=namespace)
+        info = ray.get(actor.info.remote(), timeout=START_TIMEOUT_S)
+    except (ValueError, GetTimeoutError, *TASK_GONE):
+        raise errors.UnavailableError(None, None, f"No task serves {target}") from None
+    return namespace, ClusterSpec(info["cluster"])
+
+
+def _running_actor(namespace: str, job: str, index: int):
+    """The actor of a task, or None when none is running."""
+    try:
+        return ray.get_actor(actor_name(job, index), namespace=namespace)
+    except ValueError:
+        return None
+
+
+def reset(target: str, containers) -> None:
+    """``Session.reset`` on a Ray target: clear the state every running task holds."""
+    namespace, cluster = _cluster_of_target(target)
+    actors = [_running_actor(namespace, j, i) for j, i, _ in cluster.tasks()]
+    ray.get([a.reset.remote() for a in actors if a is not None])
 
 
 def describe(target: str) -> list[dict]:
     """``describe_cluster`` for a Ray cluster: every task of the target's cluster."""
-    namespace, job, index = parse_target(target)
-    ensure_ray()
-    actor = ray.get_actor(actor_name(job, index), namespace=namespace)
-    cluster = ClusterSpec(ray.get(actor.info.remote())["cluster"])
+    namespace, cluster = _cluster_of_target(target)
     out = []
-    for j in cluster.jobs:
-        for i in cluster.task_indices(j):
-            entry = {"task": task_name(j, i), "job": j, "index": i,
-                     "address": cluster.task_address(j, i), "transport": "ray",
-                     "running": False, "devices": [], "variables": []}
+    for j, i, address in cluster.tasks():
+        entry = {"task": task_name(j, i), "job": j, "index": i, "address": address,
+                 "transport": "ray", "running": False, "devices": [], "variables": []}
+        actor = _running_actor(namespace, j, i)
+        if actor is not None:
             try:
-                a = ray.get_actor(actor_name(j, i), namespace=namespace)
-                entry.update(ray.get(a.state_summary.remote(), timeout=START_TIMEOUT_S))
+                entry.update(ray.get(actor.state_summary.remote(), timeout=START_TIMEOUT_S))
                 entry["running"] = True
-            except (ValueError, GetTimeoutError, *TASK_GONE):
+            except (GetTimeoutError, *TASK_GONE):
                 pass
-            out.append(entry)
+        out.append(entry)
     return out
 

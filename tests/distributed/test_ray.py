@@ -11,7 +11,13 @@ import uuid
 
 import numpy as np
 import pytest
-from cluster_test_util import FEED, assert_bit_identical, cluster_model, one_process_results
+from cluster_test_util import (
+    FEED,
+    assert_bit_identical,
+    cluster_model,
+    one_process_results,
+    two_clients_share_a_ps_variable,
+)
 
 import dflab as tf
 from dflab.distributed import ray_transport
@@ -71,25 +77,8 @@ def test_dead_tensors_of_a_cond_cross_tasks(cluster):
 
 
 def test_variables_on_a_ps_task_are_shared_by_clients_and_outlive_sessions(cluster):
-    def build():
-        g = tf.Graph()
-        with g.as_default(), tf.device("/job:ps/task:0"):
-            v = tf.Variable(tf.zeros([2]), name="shared")
-            inc = v.assign_add([1.0, 2.0])
-        return g, v, inc
-
-    g1, v1, inc1 = build()
-    with g1.as_default():
-        init = tf.global_variables_initializer()
-    with tf.Session(cluster["worker", 0].target, graph=g1) as s:
-        s.run(init)
-        s.run(inc1)
-    g2, v2, inc2 = build()
-    with tf.Session(cluster["worker", 1].target, graph=g2) as s:
-        np.testing.assert_array_equal(s.run(v2), [1.0, 2.0])
-        s.run(inc2)
-    with tf.Session(cluster["ps", 0].target, graph=g1) as s:
-        np.testing.assert_array_equal(s.run(v1), [2.0, 4.0])
+    g1, v1 = two_clients_share_a_ps_variable(
+        [cluster["worker", 0].target, cluster["worker", 1].target, cluster["ps", 0].target])
     tasks = describe_cluster(cluster["worker", 0])
     assert [t["transport"] for t in tasks] == ["ray"] * 3
     held = {t["task"]: t["variables"] for t in tasks}["/job:ps/replica:0/task:0"]

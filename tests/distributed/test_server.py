@@ -5,7 +5,12 @@ import threading
 
 import numpy as np
 import pytest
-from cluster_test_util import assert_bit_identical, cluster_model, one_process_results
+from cluster_test_util import (
+    assert_bit_identical,
+    cluster_model,
+    one_process_results,
+    two_clients_share_a_ps_variable,
+)
 
 import dflab as tf
 
@@ -56,26 +61,8 @@ def test_unplaced_ops_run_on_the_target_task(cluster):
 
 
 def test_state_on_a_task_outlives_sessions_and_is_shared_by_clients(cluster):
-    def build():
-        g = tf.Graph()
-        with g.as_default(), tf.device("/job:ps/task:0"):
-            v = tf.Variable(tf.zeros([2]), name="shared")
-            inc = v.assign_add([1.0, 2.0])
-        return g, v, inc
-
-    g1, v1, inc1 = build()
-    with g1.as_default():
-        init = tf.global_variables_initializer()
-    with tf.Session(cluster["worker", 0].target, graph=g1) as s:
-        s.run(init)
-        s.run(inc1)
-    # Another client (its own graph, another worker task) sees and updates the same variable.
-    g2, v2, inc2 = build()
-    with tf.Session(cluster["worker", 1].target, graph=g2) as s:
-        np.testing.assert_array_equal(s.run(v2), [1.0, 2.0])
-        s.run(inc2)
-    with tf.Session(cluster["ps", 0].target, graph=g1) as s:
-        np.testing.assert_array_equal(s.run(v1), [2.0, 4.0])
+    g1, v1 = two_clients_share_a_ps_variable(
+        [cluster["worker", 0].target, cluster["worker", 1].target, cluster["ps", 0].target])
     # Stopping the ps drops its state: a new ps task starts empty.
     cluster["ps", 0].stop()
     cluster["ps", 0].start()
