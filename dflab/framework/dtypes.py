@@ -119,13 +119,21 @@ variant = _BY_NAME["variant"]
 
 _PY = {float: float32, int: int32, complex: complex128, str: string, bytes: string}
 
+# TF's other spellings of type names: ``dtype="float"`` means float32 in TF, not NumPy's float64.
+_ALIASES = {"half": float16, "float": float32, "double": float64}
+_BY_NAME.update(_ALIASES)
+_BY_NAME.update({a + "_ref": d._as_ref() for a, d in _ALIASES.items()})
+# Types TF names that have no NumPy counterpart here: named in the error rather than guessed.
+_UNSUPPORTED = ("bfloat16", "qint8", "qint16", "qint32", "quint8", "quint16", "int4", "uint4",
+                "int2", "uint2")
+
 
 def as_dtype(value) -> DType:
     """Convert a DType, name, NumPy dtype or Python type into a ``DType``."""
     if isinstance(value, DType):
         return value
-    if isinstance(value, str) and value in _BY_NAME:
-        return _BY_NAME[value]
+    if isinstance(value, str):
+        return _dtype_named(value)
     if value is _builtins.bool:
         return _BY_NAME["bool"]
     if value in _PY:
@@ -139,6 +147,18 @@ def as_dtype(value) -> DType:
     if npd in _BY_NP:
         return _BY_NP[npd]
     raise TypeError(f"Cannot convert {value!r} to a dflab DType.")
+
+
+def _dtype_named(name: str) -> DType:
+    """TF's table of type names only: NumPy's spellings ("float" is float64 there, "int", "f4")
+    would silently give another type than TF gives for the same program."""
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    if name.removesuffix("_ref") in _UNSUPPORTED:
+        raise TypeError(f"dflab has no {name!r} type (TF's quantized and bfloat16 types "
+                        "are not supported; see docs/compat.md).")
+    raise TypeError(f"Cannot convert {name!r} to a dflab DType: not one of TF's type names "
+                    f"({', '.join(sorted(n for n in _BY_NAME if not n.endswith('_ref')))}).")
 
 
 def dtype_of_value(value) -> DType:

@@ -195,6 +195,13 @@ def get_name_scope():
 # Conversion to tensors
 # --------------------------------------------------------------------------------------------
 _constant_builder: Callable | None = None  # set by dflab.framework.constant_op
+_autopack_builder: Callable | None = None  # set by dflab.ops.array_ops (a Pack op)
+
+
+def _holds_tensor(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    return is_tensor_like(value)
 
 
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_hint=None):
@@ -211,6 +218,9 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_
         return convert_to_tensor(conv(), dtype, name)
     if isinstance(value, Operation):
         raise TypeError(f"Can't convert Operation '{value.name}' to Tensor (target dtype={dtype})")
+    if isinstance(value, (list, tuple)) and _holds_tensor(value):
+        # TF packs a (nested) list mixing tensors and numbers into one tensor.
+        return _autopack_builder(value, dtype, name)
     if dtype is None and (preferred_dtype or dtype_hint) is not None:
         try:
             return _constant_builder(value, dtype=preferred_dtype or dtype_hint, name=name)
@@ -259,20 +269,10 @@ def apply_op(op_type: str, inputs, attrs: dict | None = None, name: str | None =
     inputs = list(inputs)
     g = graph_of(inputs)
     with g.as_default() if g is not get_default_graph() else contextlib.nullcontext():
+        # Tensors (and lists holding tensors, packed) first: their dtype is the one numbers take.
+        converted = [convert_to_tensor(v) if _holds_tensor(v) else None for v in inputs]
         if dtype is None:
-            for v in inputs:
-                if isinstance(v, Tensor):
-                    dtype = v.dtype.base_dtype
-                    break
-                if hasattr(v, "_as_tensor"):
-                    dtype = v._as_tensor().dtype.base_dtype
-                    break
-        converted = []
-        for v in inputs:
-            if isinstance(v, Tensor):
-                converted.append(v)
-            elif hasattr(v, "_as_tensor"):
-                converted.append(v._as_tensor())
-            else:
-                converted.append(convert_to_tensor(v, dtype=dtype))
+            dtype = next((t.dtype.base_dtype for t in converted if t is not None), None)
+        converted = [t if t is not None else convert_to_tensor(v, dtype=dtype)
+                     for t, v in zip(converted, inputs)]
         return g._create_op(op_type, converted, attrs or {}, name, site=_user_site())

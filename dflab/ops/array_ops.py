@@ -428,6 +428,41 @@ def stack(values, axis=0, name="stack"):
     return _apply("Pack", values, {"axis": int(axis), "N": len(values)}, name)
 
 
+def _first_dtype(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            found = _first_dtype(v)
+            if found is not None:
+                return found
+        elif _ops.is_tensor_like(v):
+            return _ops.convert_to_tensor(v).dtype.base_dtype
+    return None
+
+
+def _autopack(values, dtype=None, name=None):
+    """``convert_to_tensor`` of a nested list holding tensors: a ``Pack`` per level, named
+    "packed" as TF's; numbers take the tensors' dtype."""
+    dtype = _dt.as_dtype(dtype).base_dtype if dtype is not None else _first_dtype(values)
+    with _ops.name_scope(name or "packed") as scope:
+        elems = []
+        for i, v in enumerate(values):
+            if isinstance(v, (list, tuple)) and _ops._holds_tensor(v):
+                elems.append(_autopack(v, dtype, str(i)))
+            elif _ops.is_tensor_like(v):
+                t = _ops.convert_to_tensor(v)
+                if dtype is not None and t.dtype.base_dtype is not dtype:
+                    raise TypeError(f"Cannot convert a list containing a tensor of dtype "
+                                    f"{t.dtype.base_dtype.name} to {dtype.name} (Tensor is: "
+                                    f"{t!r})")
+                elems.append(t)
+            else:
+                elems.append(_ops.convert_to_tensor(v, dtype=dtype))
+        return stack(elems, name=scope)
+
+
+_ops._autopack_builder = _autopack
+
+
 def _unpack_infer(op):
     x = op.inputs[0]
     axis, num = op._attrs["axis"], op._attrs["num"]
@@ -474,8 +509,8 @@ def zeros_like(tensor, dtype=None, name=None, optimize=True):
     if dtype is not None and _dt.as_dtype(dtype) is not t.dtype.base_dtype:
         from dflab.ops import math_ops
 
-        return math_ops.cast(_apply("ZerosLike", [t], None, name), dtype)
-    return _apply("ZerosLike", [t], None, name)
+        return math_ops.cast(_apply("ZerosLike", [t], None, name or "zeros_like"), dtype)
+    return _apply("ZerosLike", [t], None, name or "zeros_like")
 
 
 def ones_like(tensor, dtype=None, name=None, optimize=True):
@@ -483,8 +518,8 @@ def ones_like(tensor, dtype=None, name=None, optimize=True):
     if dtype is not None and _dt.as_dtype(dtype) is not t.dtype.base_dtype:
         from dflab.ops import math_ops
 
-        return math_ops.cast(_apply("OnesLike", [t], None, name), dtype)
-    return _apply("OnesLike", [t], None, name)
+        return math_ops.cast(_apply("OnesLike", [t], None, name or "ones_like"), dtype)
+    return _apply("OnesLike", [t], None, name or "ones_like")
 
 
 def _fill_infer(op):

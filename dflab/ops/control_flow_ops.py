@@ -55,7 +55,7 @@ def group(*inputs, name=None):
         elif x is not None:
             ops.append(_as_op(x))
     with _ops.control_dependencies(ops):
-        return no_op(name=name)
+        return no_op(name=name or "group_deps")
 
 
 def tuple(tensors, name=None, control_inputs=None):  # noqa: A001 - TF's public name

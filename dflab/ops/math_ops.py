@@ -195,7 +195,8 @@ _register_binary("SquaredDifference", _is_pow)
 
 
 def add(x, y, name=None):
-    return _binary("AddV2", x, y, name)
+    # TF names the op after the builder's old op type ("Add") though it builds an AddV2.
+    return _binary("AddV2", x, y, name or "Add")
 
 
 def subtract(x, y, name=None):
@@ -239,13 +240,13 @@ def div(x, y, name=None):
     """TF1 ``tf.div``: Python 2 semantics, floor division for integers, else real division."""
     x, y = _pair(x, y)
     if x.dtype.base_dtype.is_floating or x.dtype.base_dtype.is_complex:
-        return realdiv(x, y, name=name)
-    return floordiv(x, y, name=name)
+        return realdiv(x, y, name=name or "div")
+    return floordiv(x, y, name=name or "div")
 
 
 def floordiv(x, y, name=None):
     """Division rounded toward negative infinity (``floor(x / y)`` for floats)."""
-    return _binary("FloorDiv", x, y, name)
+    return _binary("FloorDiv", x, y, name or "floordiv")
 
 
 def floormod(x, y, name=None):
