@@ -31,6 +31,13 @@ class OpDef:
     site: str = ""
     doc: str = ""
     extra: dict = field(default_factory=dict)
+    # Writes the variable whose handle is its input 0 (a resource variable's update).
+    writes_handle: bool = False
+
+    @property
+    def writes_variables(self) -> bool:
+        """Whether running the op changes a variable (by reference or through a handle)."""
+        return bool(self.ref_inputs) or self.writes_handle
 
 
 def _caller_site(depth: int = 2) -> str:

@@ -15,6 +15,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     math_kernels,
     nn_kernels,
     random_kernels,
+    resource_variable_kernels,
     script_kernels,
     state_kernels,
     tensor_array_kernels,

@@ -13,6 +13,7 @@ unfreezes the variable's own buffer for the length of its write.
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import numpy as np
 
@@ -40,6 +41,21 @@ def _writing(var):
     finally:
         if frozen:
             var.flags.writeable = False
+
+
+# References to an array that only its variable holds: the VarState's slot, the local name in
+# ``unshare`` and getrefcount's own argument.
+_SOLE_OWNER_REFS = 3
+
+
+def unshare(state, xp) -> None:
+    """Before an in-place write: give ``state`` a buffer of its own if a value read earlier
+    (a resource variable's read, still held by a consumer) shares it — TF's copy-on-write of a
+    variable's buffer while its reference count is above one."""
+    with state.lock:
+        value = state.read()
+        if sys.getrefcount(value) > _SOLE_OWNER_REFS:
+            state.set(xp.array(value, copy=True))
 
 
 @kernel("VariableV2")
@@ -133,11 +149,28 @@ def _scatter_update(var, idx, upd):
     var[idx] = upd
 
 
-kernel("ScatterUpdate")(_scatter(None))
-kernel("ScatterAdd")(_scatter("add"))
-kernel("ScatterSub")(_scatter("subtract"))
-kernel("ScatterMul")(_scatter("multiply"))
-kernel("ScatterDiv")(_scatter("divide"))
+def _resource_scatter(ref_factory):
+    """``ResourceScatter<Op>``: the reference kernel on an unshared buffer; no output."""
+
+    def factory(node, ctx):
+        scatter = ref_factory(node, ctx)
+        xp = ctx.xp
+
+        def resource_scatter(state, indices, updates):
+            unshare(state, xp)
+            scatter(state, indices, updates)
+
+        return resource_scatter
+
+    return factory
+
+
+for _op, _ufunc in (("ScatterUpdate", None), ("ScatterAdd", "add"), ("ScatterSub", "subtract"),
+                    ("ScatterMul", "multiply"), ("ScatterDiv", "divide"),
+                    ("ScatterMin", "minimum"), ("ScatterMax", "maximum")):
+    if _op not in ("ScatterMin", "ScatterMax"):  # TF has no reference Scatter{Min,Max}
+        kernel(_op)(_scatter(_ufunc))
+    kernel("Resource" + _op)(_resource_scatter(_scatter(_ufunc)))
 
 
 @kernel("CountUpTo")

@@ -17,6 +17,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.registry import kernel
+from dflab.kernels.state_kernels import unshare
 from dflab.ops.training_ops import signature
 
 
@@ -108,7 +109,6 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
     grad_pos = value_names.index("delta" if "delta" in value_names else "grad")
     idx_pos = value_names.index("indices") if sparse else None
 
-    @kernel(op_type)
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
         attrs = node.attr
@@ -147,7 +147,29 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
 
         return run
 
+    kernel(op_type)(factory)
+    kernel("Resource" + op_type)(_resource_form(factory, n_refs, sparse))
     return factory
+
+
+def _resource_form(factory, n_refs: int, sparse: bool):
+    """The kernel of ``Resource<Op>``: the same update on the states the handles name; it
+    outputs nothing. A sparse update writes rows in place, so a buffer a reader still holds is
+    copied first (a resource read promises a value)."""
+
+    def resource_factory(node, ctx):
+        run = factory(node, ctx)
+        xp = ctx.xp
+
+        def resource_run(*args):
+            if sparse:
+                for state in args[:n_refs]:
+                    unshare(state, xp)
+            run(*args)
+
+        return resource_run
+
+    return resource_factory
 
 
 # --- the update rules (names as in TF's kernels) ---------------------------------------------

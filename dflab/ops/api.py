@@ -16,6 +16,8 @@ from dflab.ops.math_ops import *  # noqa: F403
 from dflab.ops.nn_ops import *  # noqa: F403
 from dflab.ops.partitioned_variables import *  # noqa: F403
 from dflab.ops.random_ops import *  # noqa: F403
+from dflab.ops.resource_variable_ops import *  # noqa: F403
+from dflab.ops.rnn import *  # noqa: F403
 from dflab.ops.script_ops import *  # noqa: F403
 from dflab.ops.state_ops import *  # noqa: F403
 from dflab.ops.tensor_array_ops import *  # noqa: F403

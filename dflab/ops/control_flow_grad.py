@@ -38,6 +38,7 @@ from dflab.ops.control_flow_ops import (
     merge,
     switch,
 )
+from dflab.ops.op_util import variable_dtype_shape
 
 # --- accumulator ops -------------------------------------------------------------------------
 register_op("_LoopAccumulator", lambda op: [(_dt.resource, TensorShape([]))], stateful=True)
@@ -167,6 +168,18 @@ def _invariant_enters(fwd: WhileContext) -> list:
     return [inner for _, inner in fwd.external_values() if inner.op.type == "Enter"]
 
 
+def _zero_gradient(t):
+    """The zero a gradient for outside tensor ``t`` accumulates from: for a resource
+    variable's handle, zeros shaped as the variable's value."""
+    if t.dtype.base_dtype is not _dt.resource:
+        return array_ops.zeros_like(t)
+    dtype, shape = variable_dtype_shape(t)
+    if dtype is None or not shape.is_fully_defined():
+        raise NotImplementedError(f"the gradient of a loop that reads the resource variable "
+                                  f"behind {t.name} needs its shape known at build time")
+    return array_ops.zeros(shape.as_list(), dtype=dtype)
+
+
 def while_grad(fwd: WhileContext, exit_grads: list) -> list:
     """Gradients of ``loop_inputs(fwd)`` given the gradients of ``fwd.exits``."""
     from dflab.ops.gradients import _is_differentiable_dtype, as_dense, gradients
@@ -176,7 +189,9 @@ def while_grad(fwd: WhileContext, exit_grads: list) -> list:
     result = [None] * (n_vars + len(outside))
     if not fwd.back_prop:
         return result
-    var_ids = [k for k in range(n_vars) if _is_differentiable_dtype(fwd.exits[k])]
+    # A handle is not a loop variable one differentiates (its reads inside are, see outside).
+    var_ids = [k for k in range(n_vars) if _is_differentiable_dtype(fwd.exits[k])
+               and fwd.exits[k].dtype.base_dtype is not _dt.resource]
     ext_ids = [m for m, (t, _) in enumerate(outside) if _is_differentiable_dtype(t)]
     if not var_ids or all(exit_grads[k] is None for k in var_ids):
         return result
@@ -184,7 +199,7 @@ def while_grad(fwd: WhileContext, exit_grads: list) -> list:
     with _ops.name_scope(None, fwd.name.rstrip("/").split("/")[-1] + "_grad"):
         g0 = [as_dense(exit_grads[k]) if exit_grads[k] is not None
               else array_ops.zeros_like(fwd.exits[k]) for k in var_ids]
-        e0 = [array_ops.zeros_like(outside[m][0]) for m in ext_ids]
+        e0 = [_zero_gradient(outside[m][0]) for m in ext_ids]
         back = GradWhileContext(fwd, _ops.get_default_graph().unique_name("while_grad") + "/")
         ys = [fwd.next_iterations[k].op.inputs[0] for k in var_ids]
         xs = [fwd.body_inputs[k] for k in var_ids] + [outside[m][1] for m in ext_ids]
@@ -202,7 +217,7 @@ def while_grad(fwd: WhileContext, exit_grads: list) -> list:
             return [back.index, new_gv, new_ge]
 
         invariants = [TensorShape([]), [fwd.merges[k].shape for k in var_ids],
-                      [outside[m][0].shape for m in ext_ids]]
+                      [e.shape for e in e0]]
         _, gv, ge = _build_loop(back, cond, body, [fwd.iterations, g0, e0], invariants,
                                 getattr(fwd, "site", ""))
     for k, g in zip(var_ids, gv):

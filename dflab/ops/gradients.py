@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import collections
 
+from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import get_gradient_function
 from dflab.ops import array_ops, math_ops
+from dflab.ops.op_util import handle_source
 
 
 class IndexedSlicesValue(collections.namedtuple("IndexedSlicesValue",
@@ -89,7 +91,20 @@ def _aggregate(grads, name):
 
 def _is_differentiable_dtype(t) -> bool:
     dt = t.dtype.base_dtype
-    return dt.is_floating or dt.is_complex
+    # A resource variable's gradient flows from its reads back to its handle (other resource
+    # handles, stacks and TensorArrays, carry none).
+    return dt.is_floating or dt.is_complex or (dt is _dt.resource
+                                               and handle_source(t) is not None)
+
+
+def _gradient_target(x):
+    """Where the gradient for ``x`` arrives: a reference variable's snapshot ``v/read``, a
+    resource variable's handle (every read of it contributes), or the tensor itself."""
+    if getattr(x, "_is_resource", False):
+        return x.handle
+    if hasattr(x, "_as_tensor"):
+        return x._as_tensor()
+    return _ops.convert_to_tensor(x)
 
 
 class _LoopNode:
@@ -161,7 +176,6 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
     """Symbolic partial derivatives of ``sum(ys)`` with respect to each of ``xs``."""
     ys = _as_list(ys)
     xs_in = _as_list(xs)
-    xs = [_ops.convert_to_tensor(x._ref() if hasattr(x, "_ref") else x) for x in xs_in]
     ys = [_ops.convert_to_tensor(y) for y in ys]
     if grad_ys is None:
         grad_ys = [None] * len(ys)
@@ -170,9 +184,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
         if len(grad_ys) != len(ys):
             raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
     stop_ops = {id(t.op) for t in _as_list(stop_gradients or [])}
-    # A variable's gradient arrives at its snapshot ``v/read``: that is the x we look for.
-    targets = [xs_in[k]._as_tensor() if hasattr(xs_in[k], "_as_tensor") else xs[k]
-               for k in range(len(xs))]
+    targets = [_gradient_target(x) for x in xs_in]
     with _ops.name_scope(name, "gradients", ys + targets):
         node_of = _WalkNodes()
         between = _between_ops(ys, targets, stop_ops, node_of)

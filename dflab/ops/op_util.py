@@ -6,6 +6,31 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework.constant_op import constant_value
+from dflab.framework.tensor_shape import TensorShape
+
+# Ops a resource handle passes through unchanged (loops, conds, identities).
+_HANDLE_PASS_THROUGH = ("Identity", "Enter", "Switch", "Merge", "Exit", "NextIteration")
+
+
+def handle_source(t):
+    """The ``VarHandleOp`` behind resource handle ``t`` (through loop, cond and identity
+    plumbing), or None."""
+    for _ in range(64):
+        if t.op.type == "VarHandleOp":
+            return t.op
+        if t.op.type not in _HANDLE_PASS_THROUGH or not t.op.inputs:
+            return None
+        t = t.op.inputs[0]
+    return None
+
+
+def variable_dtype_shape(handle):
+    """(dtype, TensorShape) of the variable a resource handle names ((None, unknown) if the
+    handle's source cannot be seen)."""
+    src = handle_source(handle)
+    if src is None:
+        return None, TensorShape(None)
+    return src._attrs["dtype"], src._attrs["shape"]
 
 
 def check_same_dtype(op, names=None) -> _dt.DType:

@@ -81,7 +81,13 @@ def _ref_of(ref):
     return r() if callable(r) else ref
 
 
+def _is_resource(ref) -> bool:
+    return getattr(ref, "_is_resource", False)
+
+
 def assign(ref, value, validate_shape=None, use_locking=None, name=None):
+    if _is_resource(ref):  # TF's rule: the resource variable's own assign (returns its value)
+        return ref.assign(value, name=name)
     r = _ref_of(ref)
     value = _ops.convert_to_tensor(value, dtype=r.dtype.base_dtype)
     attrs = {"validate_shape": True if validate_shape is None else bool(validate_shape),
@@ -90,6 +96,8 @@ def assign(ref, value, validate_shape=None, use_locking=None, name=None):
 
 
 def assign_add(ref, value, use_locking=None, name=None):
+    if _is_resource(ref):
+        return ref.assign_add(value, name=name)
     r = _ref_of(ref)
     value = _ops.convert_to_tensor(value, dtype=r.dtype.base_dtype)
     return _ops.apply_op("AssignAdd", [r, value], {"use_locking": bool(use_locking)},
@@ -97,6 +105,8 @@ def assign_add(ref, value, use_locking=None, name=None):
 
 
 def assign_sub(ref, value, use_locking=None, name=None):
+    if _is_resource(ref):
+        return ref.assign_sub(value, name=name)
     r = _ref_of(ref)
     value = _ops.convert_to_tensor(value, dtype=r.dtype.base_dtype)
     return _ops.apply_op("AssignSub", [r, value], {"use_locking": bool(use_locking)},
@@ -104,6 +114,8 @@ def assign_sub(ref, value, use_locking=None, name=None):
 
 
 def _scatter(op_type, ref, indices, updates, use_locking, name):
+    if _is_resource(ref):
+        return ref._scatter("Resource" + op_type, indices, updates, name)
     r = _ref_of(ref)
     indices = _ops.convert_to_tensor(indices)
     updates = _ops.convert_to_tensor(updates, dtype=r.dtype.base_dtype)
@@ -150,6 +162,8 @@ NotDifferentiable("CountUpTo")
 def count_up_to(ref, limit, name=None):
     """Increment the scalar int variable ``ref`` and output its value *before* the increment;
     once ``ref`` has reached ``limit`` the op fails with ``OutOfRangeError`` and leaves it."""
+    if _is_resource(ref):
+        return ref.count_up_to(limit)
     return _ops.apply_op("CountUpTo", [_ref_of(ref)], {"limit": int(limit)}, name).outputs[0]
 
 
@@ -164,6 +178,8 @@ NotDifferentiable("IsVariableInitialized")
 
 
 def is_variable_initialized(ref, name=None):
+    if _is_resource(ref):
+        return ref.is_initialized(name=name)
     return _ops.apply_op("IsVariableInitialized", [_ref_of(ref)], None, name).outputs[0]
 
 

@@ -18,6 +18,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape
+from dflab.ops.op_util import handle_source
 from dflab.ops.state_ops import _ref_of
 
 # op type -> (ref input names, value input names). Value names ending in "grad" are gradients,
@@ -50,6 +51,8 @@ def signature(op_type: str):
 
 
 def _infer(op):
+    if op.type.startswith("Resource"):
+        return _resource_infer(op)
     refs, values = _SIGNATURES[op.type]
     names = refs + values
     ins = dict(zip(names, op.inputs))
@@ -111,16 +114,45 @@ def _check_sparse_shapes(op_type, var_shape: TensorShape, grad_shape: TensorShap
                              f"{grad_shape} vs {indices.shape}")
 
 
+def _resource_infer(op):
+    """``Resource<Op>``: the checks of ``<Op>`` on the variables the handles name."""
+    refs, values = _SIGNATURES[op.type[len("Resource"):]]
+    for r, h in zip(refs, op.inputs):
+        if h.dtype.base_dtype is not _dt.resource:
+            raise TypeError(f"'{op.type}' Op requires that input '{r}' be a resource handle "
+                            f"(a resource variable), got {h.dtype.name}")
+    src = handle_source(op.inputs[0])
+    if src is not None:
+        dt = src._attrs["dtype"]
+        if not (dt.is_floating or dt.is_complex):
+            raise TypeError(f"'{op.type}' Op does not support type {dt.name}: "
+                            "expected a floating point or complex variable")
+        ins = dict(zip(refs + values, op.inputs))
+        for n in values:
+            if n != "indices" and ins[n].dtype.base_dtype is not dt:
+                raise TypeError(f"Input '{n}' of '{op.type}' Op has type "
+                                f"{ins[n].dtype.base_dtype.name} that does not match type "
+                                f"{dt.name} of argument 'var'.")
+    return []
+
+
 for _op_type, (_refs, _values) in _SIGNATURES.items():
     register_op(_op_type, _infer, stateful=True, ref_inputs=tuple(range(len(_refs))))
     NotDifferentiable(_op_type)
+    register_op("Resource" + _op_type, _infer, stateful=True).writes_handle = True
+    NotDifferentiable("Resource" + _op_type)
 
 
 def _apply(op_type, refs, values, attrs, name):
     """Build ``op_type`` on refs (Variables or ref tensors) and values converted to var's dtype."""
     refs = [_ref_of(r) for r in refs]
-    dt = refs[0].dtype.base_dtype
-    names = _SIGNATURES[op_type][1]
+    if getattr(refs[0], "_is_resource", False):
+        # The resource form: the same update on handles; it outputs nothing.
+        op_type = "Resource" + op_type
+        refs = [r.handle for r in refs]
+    dt = (refs[0].op._attrs["dtype"] if op_type.startswith("Resource")
+          else refs[0].dtype.base_dtype)
+    names = _SIGNATURES[op_type.removeprefix("Resource")][1]
     converted = []
     for n, v in zip(names, values):
         if n == "indices":
@@ -128,7 +160,8 @@ def _apply(op_type, refs, values, attrs, name):
                                                     or _dt.int32))
         else:
             converted.append(_ops.convert_to_tensor(v, dtype=dt))
-    return _ops.apply_op(op_type, refs + converted, attrs, name).outputs[0]
+    op = _ops.apply_op(op_type, refs + converted, attrs, name)
+    return op if op_type.startswith("Resource") else op.outputs[0]
 
 
 def _locking(use_locking):

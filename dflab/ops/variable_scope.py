@@ -73,7 +73,8 @@ class _VariableStore:
                             use_resource=None, constraint=None, **kw):
                 return self._get_single_variable(
                     name, shape, dtype, initializer, regularizer, reuse, trainable,
-                    collections, caching_device, partitioner, validate_shape, constraint)
+                    collections, caching_device, partitioner, validate_shape, constraint,
+                    use_resource)
 
             return custom_getter(
                 getter=true_getter, name=name, shape=shape, dtype=dtype, initializer=initializer,
@@ -84,14 +85,14 @@ class _VariableStore:
         if partitioner is not None and not (shape is not None and len(as_shape(shape)) == 0):
             return self._get_partitioned_variable(
                 name, shape, dtype, initializer, regularizer, reuse, trainable, collections,
-                caching_device, partitioner, validate_shape, constraint)
+                caching_device, partitioner, validate_shape, constraint, use_resource)
         return self._get_single_variable(name, shape, dtype, initializer, regularizer, reuse,
                                          trainable, collections, caching_device, partitioner,
-                                         validate_shape, constraint)
+                                         validate_shape, constraint, use_resource)
 
     def _get_partitioned_variable(self, name, shape, dtype, initializer, regularizer, reuse,
                                   trainable, collections, caching_device, partitioner,
-                                  validate_shape, constraint):
+                                  validate_shape, constraint, use_resource=None):
         """Shards ``name/part_i`` (``dflab.ops.partitioned_variables``); a second call with
         ``reuse`` finds the same shards."""
         from dflab.ops.partitioned_variables import create_partitioned_variable
@@ -117,7 +118,7 @@ class _VariableStore:
         def make_shard(shard_name, shard_shape, offset):
             return self._get_single_variable(
                 shard_name, shard_shape, dtype, initializer, regularizer, reuse, trainable,
-                collections, caching_device, None, validate_shape, constraint)
+                collections, caching_device, None, validate_shape, constraint, use_resource)
 
         pv = create_partitioned_variable(make_shard, name, shape,
                                          dtype if dtype is not None else _dt.float32,
@@ -127,7 +128,7 @@ class _VariableStore:
 
     def _get_single_variable(self, name, shape, dtype, initializer, regularizer, reuse,
                              trainable, collections, caching_device, partitioner,
-                             validate_shape, constraint):
+                             validate_shape, constraint, use_resource=None):
         initializing_from_value = initializer is not None and not callable(initializer)
         if shape is not None and initializing_from_value:
             raise ValueError("If initializer is a constant, do not specify shape.")
@@ -181,7 +182,7 @@ class _VariableStore:
             v = _variables.Variable(initial_value=init_val, name=name, trainable=trainable,
                                     collections=collections, caching_device=caching_device,
                                     dtype=variable_dtype, validate_shape=validate_shape,
-                                    constraint=constraint)
+                                    constraint=constraint, use_resource=use_resource)
         self._vars[name] = v
 
         if regularizer:
@@ -368,6 +369,8 @@ class VariableScope:
                 constraint = self._constraint
             if dtype is None and (initializer is None or callable(initializer)):
                 dtype = self._dtype
+            if use_resource is None:
+                use_resource = self._use_resource
             return var_store.get_variable(
                 full_name, shape=shape, dtype=dtype, initializer=initializer,
                 regularizer=regularizer, reuse=reuse, trainable=trainable,
@@ -653,12 +656,11 @@ def get_local_variable(name, shape=None, dtype=None, initializer=None, regulariz
 def variable(initial_value=None, trainable=None, collections=None, validate_shape=True,
              caching_device=None, name=None, dtype=None, constraint=None, use_resource=None,
              **kwargs):
-    """A plain ``tf.Variable`` (TF1's ``variable_scope.variable``; resource variables are not
-    modelled, so ``use_resource`` is ignored)."""
+    """A plain ``tf.Variable`` (TF1's ``variable_scope.variable``)."""
     return _variables.Variable(initial_value=initial_value, trainable=trainable,
                                collections=collections, validate_shape=validate_shape,
                                caching_device=caching_device, name=name, dtype=dtype,
-                               constraint=constraint)
+                               constraint=constraint, use_resource=use_resource)
 
 
 def no_regularizer(_):

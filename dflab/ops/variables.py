@@ -12,10 +12,29 @@ from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
 from dflab.ops import array_ops, control_flow_ops, state_ops
 
+# Set by dflab.ops.resource_variable_ops (which builds on this module): the class that
+# ``Variable(...)`` makes when resource variables are asked for, and the default switch.
+_RESOURCE_VARIABLE: list = [None]
+_USES_RESOURCE: list = [lambda use_resource: bool(use_resource)]
+
 
 class Variable:
+    """``tf.Variable``: a reference variable, or a ``ResourceVariable`` when ``use_resource``
+    (or the default, see ``enable_resource_variables``) asks for one, as TF's constructor does."""
+
     # NumPy defers to our operators (``np_array * variable`` reads the variable).
     __array_priority__ = 100
+    _is_resource = False
+
+    def __new__(cls, *args, use_resource=None, variable_def=None, **kwargs):
+        if cls is Variable:
+            if variable_def is not None:
+                resource = bool(variable_def.get("is_resource"))
+            else:
+                resource = _USES_RESOURCE[0](use_resource)
+            if resource:
+                cls = _RESOURCE_VARIABLE[0]
+        return super().__new__(cls)
 
     def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True,
                  caching_device=None, name=None, variable_def=None, dtype=None,
@@ -223,7 +242,10 @@ class Variable:
 
 
 VariableV1 = Variable
-RefVariable = Variable
+
+
+class RefVariable(Variable):
+    """A reference variable (TF1's), whatever the default kind."""
 
 
 def _overload_variable_operators():

@@ -84,7 +84,7 @@ class Plan:
         """Whether the step may change a variable (it has an op with a ref input: ``Assign*``,
         ``Scatter*``, the optimizers' ``Apply*``): such steps pass the step gate."""
         if self._changes_variables is None:
-            self._changes_variables = any(op._op_def.ref_inputs for op in self.ops)
+            self._changes_variables = any(op._op_def.writes_variables for op in self.ops)
         return self._changes_variables
 
     def fetched_values(self, executions, feed_values) -> list:

@@ -154,9 +154,16 @@ class _Group:
         return self.key if len(self.members) > 1 else None
 
 
+def _is_variable_handle(t) -> bool:
+    return t.op.type == "VarHandleOp"
+
+
 def _ref_edge(consumer, i: int, t) -> bool:
     """Whether ``consumer`` reads its input ``i`` (``t``) as a reference: it must then share
-    the device of the ref's producer (an op writing a variable sits with the variable)."""
+    the device of the ref's producer (an op writing a variable sits with the variable). Every
+    op taking a resource variable's handle sits with it too (TF colocates resource ops)."""
+    if _is_variable_handle(t):
+        return True
     if not t.dtype.is_ref_dtype:
         return False
     ref_in = consumer._op_def.ref_inputs if consumer._op_def is not None else ()
@@ -182,7 +189,7 @@ def _neighbours(op, colocated_with: dict) -> list:
     out += colocated_with.get(op.name, ())
     out += [t.op for i, t in enumerate(op.inputs) if _ref_edge(op, i, t)]
     for t in op.outputs:
-        if t.dtype.is_ref_dtype:
+        if t.dtype.is_ref_dtype or _is_variable_handle(t):
             out += [c for c in t.consumers()
                     if any(x is t and _ref_edge(c, i, x) for i, x in enumerate(c.inputs))]
     return out

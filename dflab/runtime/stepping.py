@@ -238,7 +238,7 @@ class StepRun:
         event = StepEvent(len(self.history), name, op.type, ex.device, frame.name, it.n)
         before = self._states
         self._current = event
-        if op._op_def.ref_inputs:
+        if op._op_def.writes_variables:
             self._gate_hold.acquire(self.session.step_gate)
         try:
             ex.step(item)

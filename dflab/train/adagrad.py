@@ -39,7 +39,7 @@ class AdagradOptimizer(Optimizer):
     def _apply_dense(self, grad, var):
         return training_ops.apply_adagrad(
             var, self.get_slot(var, "accumulator"), self._cast(self._learning_rate_tensor, var),
-            grad, use_locking=self._use_locking).op
+            grad, use_locking=self._use_locking)
 
     def _apply_sparse_duplicate_indices(self, grad, var):
         return self._apply_sparse(grad, var)  # the kernel sums repeated rows
@@ -47,4 +47,4 @@ class AdagradOptimizer(Optimizer):
     def _apply_sparse(self, grad, var):
         return training_ops.sparse_apply_adagrad(
             var, self.get_slot(var, "accumulator"), self._cast(self._learning_rate_tensor, var),
-            grad.values, grad.indices, use_locking=self._use_locking).op
+            grad.values, grad.indices, use_locking=self._use_locking)

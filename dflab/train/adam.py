@@ -53,7 +53,7 @@ class AdamOptimizer(Optimizer):
     def _apply_dense(self, grad, var):
         return training_ops.apply_adam(
             var, self.get_slot(var, "m"), self.get_slot(var, "v"), *self._hyper(var), grad,
-            use_locking=self._use_locking).op
+            use_locking=self._use_locking)
 
     def _apply_sparse_duplicate_indices(self, grad, var):
         return self._apply_sparse(grad, var)  # the kernel sums repeated rows
@@ -61,7 +61,7 @@ class AdamOptimizer(Optimizer):
     def _apply_sparse(self, grad, var):
         return training_ops.sparse_apply_adam(
             var, self.get_slot(var, "m"), self.get_slot(var, "v"), *self._hyper(var),
-            grad.values, grad.indices, use_locking=self._use_locking).op
+            grad.values, grad.indices, use_locking=self._use_locking)
 
     def _finish(self, update_ops, name_scope):
         # Advance beta1^t and beta2^t once every variable has been updated with the old ones.

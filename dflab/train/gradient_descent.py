@@ -25,7 +25,7 @@ class GradientDescentOptimizer(Optimizer):
     def _apply_dense(self, grad, var):
         return training_ops.apply_gradient_descent(
             var, self._cast(self._learning_rate_tensor, var), grad,
-            use_locking=self._use_locking).op
+            use_locking=self._use_locking)
 
     def _apply_sparse_duplicate_indices(self, grad, var):
         delta = IndexedSlices(grad.values * self._cast(self._learning_rate_tensor, var),

@@ -30,7 +30,7 @@ class MomentumOptimizer(Optimizer):
         return training_ops.apply_momentum(
             var, self.get_slot(var, "momentum"), self._cast(self._learning_rate_tensor, var),
             grad, self._cast(self._momentum_tensor, var), use_locking=self._use_locking,
-            use_nesterov=self._use_nesterov).op
+            use_nesterov=self._use_nesterov)
 
     def _apply_sparse_duplicate_indices(self, grad, var):
         return self._apply_sparse(grad, var)  # the kernel sums repeated rows
@@ -39,4 +39,4 @@ class MomentumOptimizer(Optimizer):
         return training_ops.sparse_apply_momentum(
             var, self.get_slot(var, "momentum"), self._cast(self._learning_rate_tensor, var),
             grad.values, grad.indices, self._cast(self._momentum_tensor, var),
-            use_locking=self._use_locking, use_nesterov=self._use_nesterov).op
+            use_locking=self._use_locking, use_nesterov=self._use_nesterov)

@@ -244,7 +244,9 @@ class Optimizer:
         v = self._non_slot_dict.get(key)
         if v is None:
             with _ops.colocate_with(colocate_with.op), _ops.control_dependencies(None):
-                v = _variables.Variable(initial_value, name=name, trainable=False)
+                # Of the kind of the variable it sits with, as TF makes it.
+                v = _variables.Variable(initial_value, name=name, trainable=False,
+                                        use_resource=getattr(colocate_with, "_is_resource", False))
             self._non_slot_dict[key] = v
         return v
 

@@ -53,9 +53,9 @@ class RMSPropOptimizer(Optimizer):
         if self._centered:
             return training_ops.apply_centered_rms_prop(
                 var, self.get_slot(var, "mg"), rms, mom, *self._hyper(var), grad,
-                use_locking=self._use_locking).op
+                use_locking=self._use_locking)
         return training_ops.apply_rms_prop(var, rms, mom, *self._hyper(var), grad,
-                                           use_locking=self._use_locking).op
+                                           use_locking=self._use_locking)
 
     def _apply_sparse_duplicate_indices(self, grad, var):
         return self._apply_sparse(grad, var)  # the kernel sums repeated rows
@@ -65,7 +65,7 @@ class RMSPropOptimizer(Optimizer):
         if self._centered:
             return training_ops.sparse_apply_centered_rms_prop(
                 var, self.get_slot(var, "mg"), rms, mom, *self._hyper(var), grad.values,
-                grad.indices, use_locking=self._use_locking).op
+                grad.indices, use_locking=self._use_locking)
         return training_ops.sparse_apply_rms_prop(
             var, rms, mom, *self._hyper(var), grad.values, grad.indices,
-            use_locking=self._use_locking).op
+            use_locking=self._use_locking)

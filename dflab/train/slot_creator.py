@@ -20,8 +20,10 @@ def _create_slot_var(primary, val, scope, validate_shape, shape, dtype):
     try:
         # A value initializer carries its own shape; only a callable needs one.
         shape = shape if callable(val) else None
+        # A slot is of its primary's kind (resource or reference), as TF makes it.
         return _vs.get_variable(scope, initializer=val, trainable=False, shape=shape,
-                                dtype=dtype, validate_shape=validate_shape)
+                                dtype=dtype, validate_shape=validate_shape,
+                                use_resource=getattr(primary, "_is_resource", False))
     finally:
         current.set_partitioner(partitioner)
 

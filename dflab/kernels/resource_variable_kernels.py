@@ -1,0 +1,82 @@
+"""Kernels for resource variables (``dflab.ops.resource_variable_ops``).
+
+A handle is the variable's ``VarState``: these kernels read and write it as the reference
+kernels do, so both kinds of variable share one state model — dense writes install a new array
+(a value read earlier keeps its snapshot). The scatter and optimizer kernels of the resource
+forms live beside their reference forms (``state_kernels``, ``training_kernels``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dflab.framework import errors
+from dflab.kernels.registry import kernel
+from dflab.kernels.state_kernels import _check_indices, _count_up_to, _owned
+
+
+@kernel("VarHandleOp")
+def _var_handle(node, ctx):
+    state = ctx.resources.variable(node.attr.get("shared_name") or node.name)
+    return lambda: state
+
+
+@kernel("ReadVariableOp")
+def _read(node, ctx):
+    return lambda state: state.read()
+
+
+@kernel("VarIsInitializedOp")
+def _is_initialized(node, ctx):
+    return lambda state: np.bool_(state.initialized)
+
+
+@kernel("AssignVariableOp")
+def _assign(node, ctx):
+    xp = ctx.xp
+
+    def assign(state, value):
+        v = _owned(xp, value)
+        with state.lock:
+            state.set(v)
+
+    return assign
+
+
+def _dense_update(fn_name):
+    def factory(node, ctx):
+        fn = getattr(ctx.xp, fn_name)
+
+        def update(state, delta):
+            with state.lock:
+                old = state.read()
+                new = fn(old, delta)
+                if new.shape != old.shape:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"Cannot update variable with shape {list(old.shape)} "
+                        f"using a Tensor with shape {list(np.shape(delta))}, shapes must be "
+                        "equal.")
+                state.set(new)
+
+        return update
+
+    return factory
+
+
+kernel("AssignAddVariableOp")(_dense_update("add"))
+kernel("AssignSubVariableOp")(_dense_update("subtract"))
+
+
+@kernel("ResourceGather")
+def _gather(node, ctx):
+    xp = ctx.xp
+
+    def gather(state, indices):
+        var = state.read()
+        idx = _check_indices(xp, indices, var.shape[0], node.op)
+        return xp.take(var, idx, axis=0)
+
+    return gather
+
+
+kernel("ResourceCountUpTo")(_count_up_to)

@@ -1,0 +1,418 @@
+"""Resource variables: the paper's model of state, and TF 2.x ``compat.v1``'s default.
+
+A resource variable is a *handle* (``VarHandleOp``, dtype ``resource``) that names the
+variable's state on its device; the value is read by ``ReadVariableOp`` and changed by
+``AssignVariableOp`` / ``AssignAddVariableOp`` / ``ResourceScatter*`` / ``ResourceApply*``.
+Every use of the variable as a tensor builds a fresh read in the current control context, so a
+read placed under ``control_dependencies([update])`` sees the update. (A reference variable's
+ordinary uses share one ``read`` snapshot made when the variable was built, which the update
+does not order.)
+
+At run time the handle is the variable's ``VarState`` (``dflab.runtime.resources``), the same
+object a reference variable hands out; the ops that take a handle are colocated with it by the
+placer, as TF's are, so a handle never crosses devices.
+
+``use_resource=`` on ``Variable``/``get_variable`` picks the kind per variable;
+``enable_resource_variables()`` / ``disable_resource_variables()`` set the default, which
+follows TF 2.x's ``compat.v1`` (resource); ``tf.compat.v1.disable_v2_behavior()`` switches to
+reference variables as TF does.
+"""
+
+from __future__ import annotations
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.ops import GraphKeys
+from dflab.framework.registry import (
+    NotDifferentiable,
+    RegisterGradient,
+    get_op_def,
+    register_op,
+)
+from dflab.framework.tensor_shape import TensorShape, as_shape
+from dflab.ops import array_ops
+from dflab.ops import variables as variables_module
+from dflab.ops.op_util import variable_dtype_shape
+from dflab.ops.variables import Variable
+
+# --- the default kind ----------------------------------------------------------------------------
+_DEFAULT_USE_RESOURCE = [False]  # process-wide, as TF's switch is
+
+
+def enable_resource_variables() -> None:
+    """New variables are resource variables unless ``use_resource=False`` is passed."""
+    _DEFAULT_USE_RESOURCE[0] = True
+
+
+def disable_resource_variables() -> None:
+    """New variables are reference variables (TF1's) unless ``use_resource=True`` is passed."""
+    _DEFAULT_USE_RESOURCE[0] = False
+
+
+def resource_variables_enabled() -> bool:
+    return _DEFAULT_USE_RESOURCE[0]
+
+
+def uses_resource(use_resource) -> bool:
+    return _DEFAULT_USE_RESOURCE[0] if use_resource is None else bool(use_resource)
+
+
+# --- the ops -------------------------------------------------------------------------------------
+def _check_handle(op):
+    h = op.inputs[0]
+    if h.dtype.base_dtype is not _dt.resource:
+        raise TypeError(f"'{op.type}' Op requires that input 'resource' be a resource handle "
+                        f"(a resource variable), got {h.dtype.name}")
+    dtype, shape = variable_dtype_shape(h)
+    want = op._attrs.get("dtype")
+    if dtype is not None and want is not None and want is not dtype:
+        raise TypeError(f"'{op.type}' Op reads {want.name} from a {dtype.name} variable")
+    return dtype or want, shape
+
+
+def _handle_infer(op):
+    return [(_dt.resource, TensorShape([]))]
+
+
+def _read_infer(op):
+    _, shape = _check_handle(op)
+    return [(op._attrs["dtype"], shape)]
+
+
+def _assign_infer(op):
+    _, shape = _check_handle(op)
+    value = op.inputs[1]
+    if value.dtype.base_dtype is not op._attrs["dtype"]:
+        raise TypeError(f"Input 'value' of '{op.type}' Op has type {value.dtype.name} that does "
+                        f"not match type {op._attrs['dtype'].name} of the variable.")
+    if not shape.is_compatible_with(value.shape):
+        raise ValueError(f"Shapes {shape} and {value.shape} are incompatible in {op.type} "
+                         f"'{op.name}'")
+    return []
+
+
+def _is_init_infer(op):
+    _check_handle(op)
+    return [(_dt.bool, TensorShape([]))]
+
+
+def _gather_infer(op):
+    _, shape = _check_handle(op)
+    indices = op.inputs[1]
+    if not indices.dtype.is_integer:
+        raise TypeError(f"indices of '{op.type}' must be int32 or int64, got "
+                        f"{indices.dtype.name}")
+    if shape.ndims is None or indices.shape.ndims is None:
+        return [(op._attrs["dtype"], TensorShape(None))]
+    return [(op._attrs["dtype"], indices.shape.concatenate(shape[1:]))]
+
+
+def _scatter_infer(op):
+    dtype, shape = _check_handle(op)
+    _, indices, updates = op.inputs
+    if not indices.dtype.is_integer:
+        raise TypeError(f"indices must be int32 or int64, got {indices.dtype.name}")
+    if dtype is not None and updates.dtype.base_dtype is not dtype:
+        raise TypeError(f"updates dtype {updates.dtype.name} does not match the variable's "
+                        f"{dtype.name}")
+    if shape.ndims is not None and indices.shape.ndims is not None:
+        want = indices.shape.concatenate(shape[1:])
+        if not updates.shape.is_compatible_with(want) and updates.shape.ndims != 0:
+            raise ValueError(f"updates shape {updates.shape} must be {want}")
+    return []
+
+
+def _count_up_to_infer(op):
+    dtype, shape = _check_handle(op)
+    if dtype not in (_dt.int32, _dt.int64, None):
+        raise TypeError(f"'ResourceCountUpTo' needs an int32 or int64 variable, got {dtype.name}")
+    if shape.ndims not in (None, 0):
+        raise ValueError(f"ResourceCountUpTo '{op.name}' needs a scalar variable: {shape}")
+    return [(op._attrs["T"], TensorShape([]))]
+
+
+register_op("VarHandleOp", _handle_infer, stateful=True)
+register_op("ReadVariableOp", _read_infer, stateful=True)
+for _t in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+    register_op(_t, _assign_infer, stateful=True)
+register_op("VarIsInitializedOp", _is_init_infer, stateful=True)
+register_op("ResourceGather", _gather_infer, stateful=True)
+SCATTER_OPS = ("ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub",
+               "ResourceScatterMul", "ResourceScatterDiv", "ResourceScatterMin",
+               "ResourceScatterMax")
+for _t in SCATTER_OPS:
+    register_op(_t, _scatter_infer, stateful=True)
+register_op("ResourceCountUpTo", _count_up_to_infer, stateful=True)
+for _t in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceCountUpTo",
+           *SCATTER_OPS):
+    get_op_def(_t).writes_handle = True
+for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+           "VarIsInitializedOp", "ResourceCountUpTo", *SCATTER_OPS):
+    NotDifferentiable(_t)
+
+
+@RegisterGradient("ReadVariableOp")
+def _read_grad(op, grad):
+    # The gradient of a read is the gradient for the variable (its handle): the walk sums the
+    # contributions of every read of the same variable.
+    return [grad]
+
+
+@RegisterGradient("ResourceGather")
+def _gather_grad(op, grad):
+    from dflab.ops.gradients import IndexedSlices
+
+    handle, indices = op.inputs
+    _, shape = variable_dtype_shape(handle)
+    if shape.is_fully_defined():
+        dense_shape = _ops.convert_to_tensor(shape.as_list(), dtype=_dt.int32)
+    else:
+        dense_shape = array_ops.shape(read_variable_op(handle, op._attrs["dtype"]))
+    size = array_ops.expand_dims(array_ops.size(indices), 0)
+    values_shape = array_ops.concat([size, dense_shape[1:]], 0)
+    values = array_ops.reshape(grad, values_shape)
+    return [IndexedSlices(values, array_ops.reshape(indices, size), dense_shape), None]
+
+
+def var_handle_op(dtype, shape, name="Variable", shared_name=""):
+    attrs = {"dtype": _dt.as_dtype(dtype).base_dtype, "shape": as_shape(shape),
+             "container": "", "shared_name": shared_name}
+    return _ops.get_default_graph()._create_op("VarHandleOp", [], attrs, name,
+                                                site=_ops._user_site()).outputs[0]
+
+
+def read_variable_op(handle, dtype, name=None):
+    return _ops.apply_op("ReadVariableOp", [handle], {"dtype": _dt.as_dtype(dtype)},
+                         name or "ReadVariableOp").outputs[0]
+
+
+def _write(op_type, handle, dtype, inputs, name):
+    return _ops.apply_op(op_type, [handle, *inputs], {"dtype": dtype}, name)
+
+
+# --- the variable --------------------------------------------------------------------------------
+class ResourceVariable(Variable):
+    """A variable whose state is reached through a handle (see the module docstring)."""
+
+    _is_resource = True
+
+    def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True,
+                 caching_device=None, name=None, variable_def=None, dtype=None,
+                 expected_shape=None, import_scope=None, constraint=None, use_resource=None,
+                 synchronization=None, aggregation=None, shape=None):
+        if variable_def is not None:
+            self._init_from_existing(variable_def)
+            return
+        if initial_value is None:
+            raise ValueError("initial_value must be specified.")
+        trainable = True if trainable is None else bool(trainable)
+        collections = list(collections if collections is not None
+                           else [GraphKeys.GLOBAL_VARIABLES])
+        if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
+            collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        init_from_fn = callable(initial_value)
+        self._check_not_in_control_flow(initial_value, name)
+        with _ops.control_dependencies(None), \
+                _ops.name_scope(name, "Variable", None if init_from_fn else [initial_value]) \
+                as scope:
+            handle_name = scope[:-1] if scope else "Variable"
+            with _ops.name_scope("Initializer"):
+                value = initial_value() if init_from_fn else initial_value
+                self._initial_value = _ops.convert_to_tensor(value, dtype=dtype,
+                                                             name="initial_value")
+            var_shape = self._initial_value.shape if validate_shape else TensorShape(None)
+            if validate_shape and not var_shape.is_fully_defined():
+                raise ValueError(
+                    f"initial_value must have a shape specified: {self._initial_value}")
+            self._dtype = self._initial_value.dtype.base_dtype
+            # The scope ("v/") names the handle op exactly "v", as the variable itself.
+            self._handle = var_handle_op(self._dtype, var_shape, name=scope or handle_name,
+                                         shared_name=handle_name)
+            with _ops.colocate_with(self._handle.op):
+                with _ops.name_scope("IsInitialized"):
+                    self._is_initialized = _ops.apply_op(
+                        "VarIsInitializedOp", [self._handle], None,
+                        "VarIsInitializedOp").outputs[0]
+                self._initializer_op = _write("AssignVariableOp", self._handle, self._dtype,
+                                              [self._initial_value], "Assign")
+                with _ops.name_scope("Read"):
+                    self._graph_element = read_variable_op(self._handle, self._dtype)
+        self._trainable = trainable
+        self._constraint = constraint
+        self._save_slice_info = None
+        _ops.get_default_graph().add_to_collections(collections, self)
+
+    @staticmethod
+    def _check_not_in_control_flow(initial_value, name):
+        if isinstance(initial_value, _ops.Tensor) and \
+                initial_value.op._control_flow_context is not None:
+            raise ValueError(
+                f"Initializer for variable {name or 'Variable'} is from inside a control-flow "
+                "construct, such as a loop or conditional. When creating a variable inside a "
+                "loop or conditional, use a lambda as the initializer.")
+
+    def _init_from_existing(self, d):
+        g = _ops.get_default_graph()
+        self._handle = g.get_tensor_by_name(d["variable_name"])
+        self._dtype = self._handle.op._attrs["dtype"]
+        self._initializer_op = g.get_operation_by_name(d["initializer_name"])
+        self._graph_element = g.get_tensor_by_name(d["snapshot_name"])
+        self._initial_value = g.get_tensor_by_name(d["initial_value_name"]) \
+            if d.get("initial_value_name") else None
+        self._is_initialized = None
+        self._trainable = d.get("trainable", True)
+        self._constraint = None
+        self._save_slice_info = None
+
+    def to_proto(self, export_scope=None) -> dict:
+        return {"variable_name": self._handle.name, "initializer_name": self._initializer_op.name,
+                "snapshot_name": self._graph_element.name,
+                "initial_value_name": self._initial_value.name
+                if self._initial_value is not None else "",
+                "trainable": self._trainable, "is_resource": True}
+
+    # --- what differs from a reference variable ------------------------------------------
+    @property
+    def handle(self):
+        return self._handle
+
+    @property
+    def name(self) -> str:
+        return self._handle.name
+
+    @property
+    def op(self):
+        return self._handle.op
+
+    @property
+    def graph(self):
+        return self._handle.graph
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def device(self):
+        return self._handle.device
+
+    @property
+    def shape(self):
+        return self._handle.op._attrs["shape"]
+
+    def get_shape(self):
+        return self.shape
+
+    def value(self):
+        """A fresh read, colocated with the variable, in the caller's control context."""
+        with _ops.colocate_with(self._handle.op):
+            return read_variable_op(self._handle, self._dtype)
+
+    def read_value(self):
+        with _ops.name_scope("Read"):
+            value = self.value()
+        return array_ops.identity(value)
+
+    def _ref(self):
+        # Builders that take "a variable or its reference" (state_ops, training_ops, Saver)
+        # recognise the resource variable itself and build the resource form of their op.
+        return self
+
+    def _as_tensor(self):
+        return self.value()
+
+    def _as_graph_element(self):
+        return self._graph_element
+
+    def initialized_value(self):
+        return array_ops.identity(self._initial_value)
+
+    def eval(self, session=None):
+        return self._graph_element.eval(session=session)
+
+    def is_initialized(self, name=None):
+        with _ops.colocate_with(self._handle.op):
+            return _ops.apply_op("VarIsInitializedOp", [self._handle], None,
+                                 name or "VarIsInitializedOp").outputs[0]
+
+    def sparse_read(self, indices, name=None):
+        with _ops.colocate_with(self._handle.op):
+            indices = _ops.convert_to_tensor(indices)
+            return _ops.apply_op("ResourceGather", [self._handle, indices],
+                                 {"dtype": self._dtype}, name or "ResourceGather").outputs[0]
+
+    gather = sparse_read
+
+    # --- updates -------------------------------------------------------------------------
+    def _update(self, op_type, value, name, read_value):
+        value = _ops.convert_to_tensor(value, dtype=self._dtype)
+        with _ops.colocate_with(self._handle.op):
+            op = _write(op_type, self._handle, self._dtype, [value], name or op_type)
+        if not read_value:
+            return op
+        with _ops.control_dependencies([op]):
+            return self.read_value()
+
+    def assign(self, value, use_locking=None, name=None, read_value=True):
+        return self._update("AssignVariableOp", value, name, read_value)
+
+    def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        return self._update("AssignAddVariableOp", delta, name, read_value)
+
+    def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        return self._update("AssignSubVariableOp", delta, name, read_value)
+
+    def _scatter(self, op_type, indices, updates, name):
+        indices = _ops.convert_to_tensor(indices)
+        updates = _ops.convert_to_tensor(updates, dtype=self._dtype)
+        with _ops.colocate_with(self._handle.op):
+            op = _write(op_type, self._handle, self._dtype, [indices, updates], name or op_type)
+        with _ops.control_dependencies([op]):
+            return self.read_value()
+
+    def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ResourceScatterUpdate", sparse_delta.indices,
+                             sparse_delta.values, name)
+
+    def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ResourceScatterAdd", sparse_delta.indices, sparse_delta.values,
+                             name)
+
+    def scatter_sub(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ResourceScatterSub", sparse_delta.indices, sparse_delta.values,
+                             name)
+
+    def scatter_mul(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ResourceScatterMul", sparse_delta.indices, sparse_delta.values,
+                             name)
+
+    def scatter_div(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ResourceScatterDiv", sparse_delta.indices, sparse_delta.values,
+                             name)
+
+    def count_up_to(self, limit):
+        with _ops.colocate_with(self._handle.op):
+            return _ops.apply_op("ResourceCountUpTo", [self._handle],
+                                 {"limit": int(limit), "T": self._dtype},
+                                 "ResourceCountUpTo").outputs[0]
+
+    def __repr__(self):
+        return (f"<tf.Variable '{self.name}' shape={self.shape} "
+                f"dtype={self.dtype.name}>")
+
+
+variables_module._RESOURCE_VARIABLE[0] = ResourceVariable
+variables_module._USES_RESOURCE[0] = uses_resource
+
+
+def is_resource_variable(v) -> bool:
+    return getattr(v, "_is_resource", False)
+
+
+def scatter_op(kind: str, ref, indices, updates, name=None):
+    """``state_ops.scatter_<kind>`` on a resource variable: the op, then the new value."""
+    return ref._scatter("ResourceScatter" + kind, indices, updates, name)
+
+
+__all__ = ["enable_resource_variables", "disable_resource_variables",
+           "resource_variables_enabled"]
