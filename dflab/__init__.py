@@ -7,6 +7,8 @@ Nothing here imports the notebook layer except ``load_ipython_extension``, which
 dflab`` calls, and only when it is called.
 """
 
+import sys
+
 from dflab import kernels as _kernels  # noqa: F401 - registers every kernel
 from dflab.framework import display as _display
 from dflab.framework import errors
@@ -50,6 +52,22 @@ from dflab.runtime.session import InteractiveSession, Session, get_default_sessi
 from dflab import compat, layers, losses, nn, train  # noqa: E402  isort: skip
 from dflab.distributed.cluster import ClusterSpec as _ClusterSpec  # noqa: E402  isort: skip
 from dflab.distributed.server import Server as _Server  # noqa: E402  isort: skip
+
+from dflab.compat import (  # noqa: E402  isort: skip
+    control_flow_v2_enabled,
+    disable_control_flow_v2,
+    disable_eager_execution,
+    disable_tensor_equality,
+    disable_v2_behavior,
+    disable_v2_tensorshape,
+    enable_eager_execution,
+    enable_v2_behavior,
+    executing_eagerly,
+)
+from dflab import namespaces as _namespaces  # noqa: E402  isort: skip
+
+# tf.math, tf.random, tf.initializers, tf.logging, tf.gfile …: the TF1 sub-namespaces.
+_namespaces.install(sys.modules[__name__])
 
 # tf.train's cluster names live in the distributed layer, above train: attached here.
 train.ClusterSpec = _ClusterSpec

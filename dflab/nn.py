@@ -61,6 +61,12 @@ __all__ = [
 
 # Recurrent networks: the cells (``tf.nn.rnn_cell.*``) and the loops that run them.
 from dflab.ops import rnn_cell_impl as rnn_cell  # noqa: E402
-from dflab.ops.rnn import dynamic_rnn, static_rnn  # noqa: E402
+from dflab.ops.rnn import (  # noqa: E402
+    bidirectional_dynamic_rnn,
+    dynamic_rnn,
+    static_bidirectional_rnn,
+    static_rnn,
+)
 
-__all__ += ["dynamic_rnn", "rnn_cell", "static_rnn"]
+__all__ += ["bidirectional_dynamic_rnn", "dynamic_rnn", "rnn_cell", "static_bidirectional_rnn",
+            "static_rnn"]

@@ -748,6 +748,8 @@ from dflab.ops.clip_ops import clip_by_global_norm, clip_by_value, global_norm  
 from dflab.ops.linalg_ops import einsum, tensordot  # noqa: E402
 from dflab.ops.reduction_ops import (  # noqa: E402
     add_n,
+    arg_max,
+    arg_min,
     argmax,
     argmin,
     count_nonzero,
@@ -775,6 +777,7 @@ __all__ = [
     "log1p", "sin", "cos", "tanh", "sigmoid", "floor", "ceil", "round", "is_nan", "is_inf",
     "is_finite", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
     "reduce_any", "reduce_all", "reduce_logsumexp", "count_nonzero", "argmax", "argmin",
+    "arg_max", "arg_min",
     "cumsum", "cumprod", "range", "linspace", "lin_space", "unsorted_segment_sum",
     "segment_sum", "clip_by_value", "clip_by_global_norm", "global_norm", "einsum", "tensordot",
 ]

@@ -354,6 +354,16 @@ def argmin(input, axis=None, name=None, dimension=None, output_type=_dt.int64): 
     return _arg_op("ArgMin", input, axis, name, dimension, output_type)
 
 
+def arg_max(input, dimension, output_type=_dt.int64, name=None):  # noqa: A002
+    """TF1's older spelling of ``argmax`` (``dimension`` is required)."""
+    return _arg_op("ArgMax", input, None, name, dimension, output_type)
+
+
+def arg_min(input, dimension, output_type=_dt.int64, name=None):  # noqa: A002
+    """TF1's older spelling of ``argmin``."""
+    return _arg_op("ArgMin", input, None, name, dimension, output_type)
+
+
 # --- scans ----------------------------------------------------------------------------------------
 def _scan_infer(op):
     x, axis = op.inputs

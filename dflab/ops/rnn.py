@@ -277,4 +277,96 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
         return outputs, state
 
 
-__all__: list = []
+__all__ = ["reverse_sequence"]
+
+
+# --- bidirectional networks ---------------------------------------------------------------------
+def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=None,  # noqa: A002
+                     seq_dim=None, batch_dim=None):
+    """Reverse the first ``seq_lengths[b]`` entries along ``seq_axis`` of each batch entry b
+    (the rest stay in place), as TF's ``ReverseSequence``; built from a gather, so it has the
+    gather's gradient."""
+    seq_axis = seq_dim if seq_axis is None else seq_axis
+    batch_axis = (batch_dim if batch_axis is None else batch_axis) or 0
+    if seq_axis is None:
+        raise ValueError("reverse_sequence needs seq_axis")
+    with _ops.name_scope(name, "ReverseSequence", [input, seq_lengths]):
+        x = _ops.convert_to_tensor(input)
+        rank = x.shape.ndims
+        if rank is None:
+            raise ValueError("reverse_sequence needs an input of known rank")
+        # Move (time, batch) to the front, gather, move back.
+        rest = [a for a in range(rank) if a not in (seq_axis, batch_axis)]
+        perm = [seq_axis, batch_axis] + rest
+        inverse = [perm.index(a) for a in range(rank)]
+        tb = array_ops.transpose(x, perm)
+        shape = array_ops.shape(tb)
+        lengths = math_ops.cast(seq_lengths, _dt.int32)
+        t = array_ops.expand_dims(math_ops.range(shape[0]), 1)
+        b = array_ops.expand_dims(math_ops.range(shape[1]), 0)
+        src = array_ops.where(math_ops.less(t, lengths[None, :]), lengths[None, :] - 1 - t,
+                              t + 0 * b)
+        index = array_ops.stack([src, b + 0 * t], axis=-1)
+        return array_ops.transpose(array_ops.gather_nd(tb, index), inverse)
+
+
+def _reverse_time(x, lengths, time_axis, batch_axis):
+    if lengths is None:
+        return array_ops.reverse(x, [time_axis])
+    return reverse_sequence(x, lengths, seq_axis=time_axis, batch_axis=batch_axis)
+
+
+def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
+                              initial_state_fw=None, initial_state_bw=None, dtype=None,
+                              parallel_iterations=None, swap_memory=False, time_major=False,
+                              scope=None):
+    """A forward and a backward ``dynamic_rnn`` over ``inputs`` (the backward one reads each
+    sequence reversed within its length). Returns ``((out_fw, out_bw), (state_fw,
+    state_bw))``, both outputs in input time order, as TF's."""
+    assert_like_rnncell("cell_fw", cell_fw)
+    assert_like_rnncell("cell_bw", cell_bw)
+    time_axis, batch_axis = (0, 1) if time_major else (1, 0)
+    with vs.variable_scope(scope or "bidirectional_rnn"):
+        with vs.variable_scope("fw") as fw_scope:
+            out_fw, state_fw = dynamic_rnn(
+                cell_fw, inputs, sequence_length, initial_state_fw, dtype, parallel_iterations,
+                swap_memory, time_major, scope=fw_scope)
+        with vs.variable_scope("bw") as bw_scope:
+            reversed_inputs = nest.map_structure(
+                lambda x: _reverse_time(_ops.convert_to_tensor(x), sequence_length, time_axis,
+                                        batch_axis), inputs)
+            tmp, state_bw = dynamic_rnn(
+                cell_bw, reversed_inputs, sequence_length, initial_state_bw, dtype,
+                parallel_iterations, swap_memory, time_major, scope=bw_scope)
+    out_bw = nest.map_structure(
+        lambda x: _reverse_time(x, sequence_length, time_axis, batch_axis), tmp)
+    return (out_fw, out_bw), (state_fw, state_bw)
+
+
+def static_bidirectional_rnn(cell_fw, cell_bw, inputs, initial_state_fw=None,
+                             initial_state_bw=None, dtype=None, sequence_length=None,
+                             scope=None):
+    """``static_rnn`` forward and backward over the list ``inputs``; each step's output is the
+    two directions' outputs concatenated. Returns ``(outputs, state_fw, state_bw)``."""
+    assert_like_rnncell("cell_fw", cell_fw)
+    assert_like_rnncell("cell_bw", cell_bw)
+    if not nest.is_sequence(inputs) or not inputs:
+        raise TypeError("inputs must be a non-empty list")
+
+    def reverse(seq):
+        if sequence_length is None:
+            return list(reversed(seq))
+        stacked = array_ops.stack([_ops.convert_to_tensor(x) for x in seq])
+        return array_ops.unstack(reverse_sequence(stacked, sequence_length, 0, 1),
+                                 num=len(seq))
+
+    with vs.variable_scope(scope or "bidirectional_rnn"):
+        with vs.variable_scope("fw") as fw_scope:
+            out_fw, state_fw = static_rnn(cell_fw, inputs, initial_state_fw, dtype,
+                                          sequence_length, scope=fw_scope)
+        with vs.variable_scope("bw") as bw_scope:
+            tmp, state_bw = static_rnn(cell_bw, reverse(inputs), initial_state_bw, dtype,
+                                       sequence_length, scope=bw_scope)
+    out_bw = reverse(tmp)
+    outputs = [array_ops.concat([f, b], 1) for f, b in zip(out_fw, out_bw)]
+    return outputs, state_fw, state_bw

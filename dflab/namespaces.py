@@ -1,0 +1,116 @@
+"""TF 1.x's sub-namespaces (``tf.math``, ``tf.random``, ``tf.initializers``, ``tf.dtypes``,
+``tf.debugging``, ``tf.linalg``, ``tf.io``, ``tf.logging``, ``tf.gfile``): the same functions
+as the top level under the names TF gives them there.
+
+Each namespace is a real module (``import dflab.math`` works) listing the names TF's module of
+that name has; a name whose op dflab lacks is simply absent (docs/compat.md lists them). The
+lists are data here so that one place says which spelling maps to which function.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from dflab.platform import gfile as _gfile
+from dflab.platform import tf_logging as _tf_logging
+
+# Names that appear in the namespace exactly as at the top level.
+_SAME = {
+    "math": """abs accumulate_n acos acosh add add_n angle argmax argmin asin asinh atan atan2
+        atanh ceil conj cos cosh count_nonzero cumprod cumsum digamma divide equal erf erfc
+        exp expm1 floor floordiv floormod greater greater_equal imag in_top_k
+        invert_permutation is_finite is_inf is_nan is_non_decreasing is_strictly_increasing
+        l2_normalize lbeta less less_equal lgamma log log1p log_sigmoid log_softmax
+        logical_and logical_not logical_or logical_xor maximum minimum mod multiply negative
+        not_equal pow real reciprocal reduce_all reduce_any reduce_logsumexp reduce_max
+        reduce_mean reduce_min reduce_prod reduce_std reduce_sum reduce_variance rint round
+        rsqrt scalar_mul segment_max segment_mean segment_min segment_prod segment_sum sigmoid
+        sign sin sinh softmax softplus softsign sqrt square squared_difference subtract tan
+        tanh top_k truediv unsorted_segment_max unsorted_segment_mean unsorted_segment_min
+        unsorted_segment_prod unsorted_segment_sqrt_n unsorted_segment_sum xdivy xlogy
+        zero_fraction""",
+    "random": """categorical get_seed multinomial set_random_seed truncated_normal""",
+    "dtypes": """DType as_dtype as_string bool cast complex complex128 complex64 double float16
+        float32 float64 half int16 int32 int64 int8 resource saturate_cast string uint16
+        uint32 uint64 uint8 variant""",
+    "debugging": """Assert assert_all_finite assert_equal assert_greater assert_greater_equal
+        assert_integer assert_less assert_less_equal assert_near assert_negative
+        assert_non_negative assert_non_positive assert_none_equal assert_positive
+        assert_proper_iterable assert_rank assert_rank_at_least assert_rank_in
+        assert_same_float_dtype assert_scalar assert_shapes assert_type check_numerics
+        is_finite is_inf is_nan is_non_decreasing is_numeric_tensor is_strictly_increasing""",
+    "linalg": """cholesky cholesky_solve cross einsum eye global_norm l2_normalize matmul
+        matrix_transpose norm qr svd tensordot trace transpose""",
+    "io": """FixedLenFeature PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue
+        VarLenFeature decode_base64 decode_csv decode_raw encode_base64 matching_files
+        read_file serialize_tensor parse_tensor write_file write_graph""",
+}
+
+# Names that are spelled differently at the top level: namespace name -> top-level name.
+_RENAMED = {
+    "math": {"divide_no_nan": "div_no_nan", "multiply_no_nan": "multiply_no_nan",
+             "reciprocal_no_nan": "reciprocal_no_nan", "softplus": "nn.softplus",
+             "softsign": "nn.softsign", "log_softmax": "nn.log_softmax",
+             "softmax": "nn.softmax", "in_top_k": "nn.in_top_k", "top_k": "nn.top_k",
+             "l2_normalize": "nn.l2_normalize", "zero_fraction": "nn.zero_fraction"},
+    "random": {"normal": "random_normal", "uniform": "random_uniform",
+               "shuffle": "random_shuffle", "gamma": "random_gamma",
+               "poisson": "random_poisson", "crop": "random_crop"},
+    "initializers": {"constant": "constant_initializer", "zeros": "zeros_initializer",
+                     "ones": "ones_initializer", "random_normal": "random_normal_initializer",
+                     "random_uniform": "random_uniform_initializer",
+                     "truncated_normal": "truncated_normal_initializer",
+                     "glorot_normal": "glorot_normal_initializer",
+                     "glorot_uniform": "glorot_uniform_initializer",
+                     "orthogonal": "orthogonal_initializer",
+                     "uniform_unit_scaling": "uniform_unit_scaling_initializer",
+                     "variance_scaling": "variance_scaling_initializer",
+                     "global_variables": "global_variables_initializer",
+                     "local_variables": "local_variables_initializer",
+                     "variables": "variables_initializer",
+                     "tables_initializer": "tables_initializer",
+                     "identity": "identity_initializer", "he_normal": "he_normal",
+                     "he_uniform": "he_uniform", "lecun_normal": "lecun_normal",
+                     "lecun_uniform": "lecun_uniform"},
+    "linalg": {"adjoint": "matrix_adjoint", "band_part": "matrix_band_part",
+               "det": "matrix_determinant", "diag": "matrix_diag",
+               "diag_part": "matrix_diag_part", "inv": "matrix_inverse",
+               "set_diag": "matrix_set_diag", "solve": "matrix_solve",
+               "triangular_solve": "matrix_triangular_solve", "tensor_diag": "diag",
+               "tensor_diag_part": "diag_part", "lstsq": "matrix_solve_ls"},
+    "io": {"gfile": None, "TFRecordWriter": "TFRecordWriter"},
+}
+
+
+def _lookup(top, dotted: str):
+    obj = top
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _build(name: str, top) -> types.ModuleType:
+    mod = types.ModuleType(f"dflab.{name}", f"``tf.{name}``: see dflab.namespaces.")
+    for attr in _SAME.get(name, "").split():
+        if hasattr(top, attr):
+            setattr(mod, attr, getattr(top, attr))
+    for attr, source in _RENAMED.get(name, {}).items():
+        found = _lookup(top, source) if source is not None else None
+        if found is not None:
+            setattr(mod, attr, found)
+    return mod
+
+
+def install(top) -> None:
+    """Attach the namespaces to the package ``top`` and register them as modules."""
+    for name in sorted(set(_SAME) | set(_RENAMED)):
+        mod = _build(name, top)
+        setattr(top, name, mod)
+        sys.modules[mod.__name__] = mod
+    top.io.gfile = _gfile
+    for name, mod in (("logging", _tf_logging), ("gfile", _gfile)):
+        setattr(top, name, mod)
+        sys.modules[f"dflab.{name}"] = mod
