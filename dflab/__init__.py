@@ -64,7 +64,12 @@ from dflab.compat import (  # noqa: E402  isort: skip
     enable_v2_behavior,
     executing_eagerly,
 )
+from dflab.compat import dimension_at_index, dimension_value  # noqa: E402  isort: skip
 from dflab import namespaces as _namespaces  # noqa: E402  isort: skip
+from dflab.framework.constant_op import constant_value as get_static_value  # noqa: E402
+from dflab.framework.errors import OpError  # noqa: E402
+from dflab.framework.registry import NotDifferentiable as NoGradient  # noqa: E402
+
 
 # tf.math, tf.random, tf.initializers, tf.logging, tf.gfile …: the TF1 sub-namespaces.
 _namespaces.install(sys.modules[__name__])

@@ -85,6 +85,20 @@ def path_to_str(path):
     return os.fspath(path) if hasattr(path, "__fspath__") else path
 
 
+def dimension_value(dimension):
+    """The int (or None) of a TensorShape dimension, whatever the TensorShape behaviour."""
+    return getattr(dimension, "value", dimension)
+
+
+def dimension_at_index(shape, index):
+    from dflab.framework.tensor_shape import Dimension, as_shape
+
+    shape = as_shape(shape)
+    if shape.ndims is None:
+        return Dimension(None)
+    return shape.dims[index] if hasattr(shape, "dims") else Dimension(shape.as_list()[index])
+
+
 bytes_or_text_types = (bytes, str)
 integral_types = (int, np.integer)
 real_types = (int, float, np.integer, np.floating)

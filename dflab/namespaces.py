@@ -42,6 +42,9 @@ _SAME = {
         is_finite is_inf is_nan is_non_decreasing is_numeric_tensor is_strictly_increasing""",
     "linalg": """cholesky cholesky_solve cross einsum eye global_norm l2_normalize matmul
         matrix_transpose norm qr svd tensordot trace transpose""",
+    "queue": """FIFOQueue PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue""",
+    "manip": """batch_to_space_nd gather_nd reshape reverse roll scatter_nd space_to_batch_nd
+        tile""",
     "io": """FixedLenFeature PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue
         VarLenFeature decode_base64 decode_csv decode_raw encode_base64 matching_files
         read_file serialize_tensor parse_tensor write_file write_graph""",

@@ -14,6 +14,7 @@ from dflab.ops import array_ops
 from dflab.ops.math_ops import (
     _scalar_like,
     add,
+    greater,
     maximum,
     minimum,
     multiply,
@@ -94,4 +95,22 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     return clipped, use_norm
 
 
-__all__ = ["clip_by_value", "clip_by_global_norm", "global_norm"]
+def clip_by_norm(t, clip_norm, axes=None, name=None):
+    """``t * clip_norm / max(l2norm(t, axes), clip_norm)``: ``t`` unchanged when its L2 norm
+    (over ``axes``, all by default) is at most ``clip_norm``; ``IndexedSlices`` stay sparse."""
+    slices = _indexed_slices_type()
+    values = t.values if isinstance(t, slices) else t
+    with _ops.name_scope(name, "clip_by_norm", [values, clip_norm]) as scope:
+        v = _ops.convert_to_tensor(values)
+        l2sum = reduce_sum(square(v), axes, keepdims=True)
+        positive = greater(l2sum, _scalar_like(0.0, l2sum))
+        # The norm of an all-zero tensor is 0: keep its gradient finite (TF's safe sqrt).
+        safe = array_ops.where(positive, l2sum, array_ops.ones_like(l2sum))
+        norm = array_ops.where(positive, sqrt(safe), l2sum)
+        clip = _ops.convert_to_tensor(clip_norm, dtype=v.dtype.base_dtype)
+        clipped = array_ops.identity(realdiv(multiply(v, clip), maximum(norm, clip)),
+                                     name=scope)
+    return slices(clipped, t.indices, t.dense_shape) if isinstance(t, slices) else clipped
+
+
+__all__ = ["clip_by_value", "clip_by_global_norm", "clip_by_norm", "global_norm"]

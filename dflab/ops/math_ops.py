@@ -743,8 +743,26 @@ def _install_operators():
         "__getitem__", lambda a, key: array_ops._slice_helper(a, key))
 
 
+def scalar_mul(scalar, x, name=None):
+    """``scalar * x`` for a scalar ``scalar`` (TF1's helper; keeps ``IndexedSlices`` sparse)."""
+    values = getattr(x, "values", None)
+    if values is not None and hasattr(x, "indices"):
+        return type(x)(multiply(scalar, values, name=name), x.indices, x.dense_shape)
+    return multiply(scalar, x, name=name)
+
+
+def is_tensor(x) -> bool:
+    """Whether ``x`` is a graph tensor (or converts to one without a copy: a variable)."""
+    return _ops.is_tensor_like(x)
+
+
 # --- the rest of the family (see the module docstring), imported last: they import this module --
-from dflab.ops.clip_ops import clip_by_global_norm, clip_by_value, global_norm  # noqa: E402
+from dflab.ops.clip_ops import (  # noqa: E402
+    clip_by_global_norm,
+    clip_by_norm,
+    clip_by_value,
+    global_norm,
+)
 from dflab.ops.linalg_ops import einsum, tensordot  # noqa: E402
 from dflab.ops.reduction_ops import (  # noqa: E402
     add_n,
@@ -779,5 +797,6 @@ __all__ = [
     "reduce_any", "reduce_all", "reduce_logsumexp", "count_nonzero", "argmax", "argmin",
     "arg_max", "arg_min",
     "cumsum", "cumprod", "range", "linspace", "lin_space", "unsorted_segment_sum",
-    "segment_sum", "clip_by_value", "clip_by_global_norm", "global_norm", "einsum", "tensordot",
+    "segment_sum", "clip_by_value", "clip_by_global_norm", "clip_by_norm", "global_norm",
+    "einsum", "tensordot", "scalar_mul", "is_tensor",
 ]

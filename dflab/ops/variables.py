@@ -301,6 +301,9 @@ def local_variables_initializer():
     return variables_initializer(local_variables(), name="init")
 
 
+initialize_local_variables = local_variables_initializer
+
+
 def is_variable_initialized(variable):
     return state_ops.is_variable_initialized(variable)
 
@@ -338,5 +341,6 @@ __all__ = [
     "Variable", "VariableV1", "global_variables", "all_variables", "local_variables",
     "model_variables", "trainable_variables", "variables_initializer", "initialize_variables",
     "global_variables_initializer", "initialize_all_variables", "local_variables_initializer",
+    "initialize_local_variables",
     "is_variable_initialized", "report_uninitialized_variables",
 ]

@@ -181,3 +181,29 @@ def test_static_bidirectional_rnn_concatenates_both_directions():
     for t in range(3):
         np.testing.assert_allclose(outs[t], np.concatenate([fw[:, t], bw[:, 2 - t]], 1),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_clip_by_norm_matches_numpy_and_keeps_zero_rows_finite():
+    x = np.array([[3.0, 4.0], [0.0, 0.0], [0.3, 0.4]], np.float32)
+    whole = tf.clip_by_norm(x, 2.5)
+    rows = tf.clip_by_norm(tf.constant(x), 2.5, axes=[1])
+    v = tf.constant(np.zeros([3], np.float32))
+    grad = tf.gradients(tf.reduce_sum(tf.clip_by_norm(v, 1.0)), [v])[0]
+    with tf.Session() as sess:
+        got_whole, got_rows, got_grad = sess.run([whole, rows, grad])
+    np.testing.assert_allclose(got_whole, x * 2.5 / np.linalg.norm(x), rtol=1e-6)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    np.testing.assert_allclose(got_rows, x * 2.5 / np.maximum(norms, 2.5), rtol=1e-6)
+    assert np.all(np.isfinite(got_grad))
+
+
+def test_small_tf1_helpers():
+    x = tf.constant([[1.0, 2.0]])
+    assert tf.is_tensor(x) and not tf.is_tensor(np.ones(2))
+    np.testing.assert_array_equal(tf.get_static_value(x), [[1.0, 2.0]])
+    assert tf.get_static_value(tf.placeholder(tf.float32)) is None
+    assert tf.dimension_value(x.shape[1]) == 2 and tf.compat.dimension_value(None) is None
+    assert tf.OpError is tf.errors.OpError
+    assert tf.queue.FIFOQueue is tf.FIFOQueue and tf.manip.reshape is tf.reshape
+    with tf.Session() as sess:
+        np.testing.assert_array_equal(sess.run(tf.scalar_mul(3.0, x)), [[3.0, 6.0]])
