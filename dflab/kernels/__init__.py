@@ -17,6 +17,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     random_kernels,
     script_kernels,
     state_kernels,
+    summary_kernels,
     tensor_array_kernels,
     training_kernels,
 )
