@@ -91,6 +91,10 @@ def _bytes(value) -> bytes:
     return value
 
 
+def _dims(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
 def _tag(value) -> str:
     return _bytes(value).decode("utf-8", "replace")
 
@@ -107,7 +111,7 @@ def _histogram_summary(node, ctx):
                                               f"Nan in summary histogram for: {tag}")
         if np.isinf(values).any():
             raise errors.InvalidArgumentError(None, None,
-                                              f"Infinity in summary histogram for: {tag}")
+                                              f"Infinity in Histogram for: {tag}")
         summary = summary_pb2.Summary()
         summary.value.add(tag=tag, histo=histogram_proto(values, histogram_pb2))
         return summary.SerializeToString()
@@ -125,8 +129,8 @@ def _scalar_summary(node, ctx):
         tags, values = np.asarray(tags, dtype=object), np.asarray(values)
         if tags.shape != values.shape:
             raise errors.InvalidArgumentError(
-                None, None, f"tags and values not the same shape: {list(tags.shape)} != "
-                f"{list(values.shape)}")
+                None, None, f"tags and values are not the same shape: {_dims(tags.shape)} != "
+                f"{_dims(values.shape)} (tag '{_tag(tags.ravel()[0]) if tags.size else ''}')")
         summary = summary_pb2.Summary()
         for tag, value in zip(tags.ravel().tolist(), values.ravel().tolist()):
             summary.value.add(tag=_tag(tag), simple_value=float(value))
@@ -184,7 +188,7 @@ def _image_summary(node, ctx):
         if images.ndim != 4 or images.shape[-1] not in (1, 3, 4):
             raise errors.InvalidArgumentError(
                 None, None, f"Tensor must be 4-D with last dim 1, 3, or 4, not "
-                f"{list(images.shape)} (image summary {tag})")
+                f"{_dims(images.shape)} (image summary {tag})")
         summary = summary_pb2.Summary()
         for i in range(min(images.shape[0], max_images)):
             img = images[i]

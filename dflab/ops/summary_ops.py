@@ -124,10 +124,7 @@ def _string_const(value, name):
 def scalar(name, tensor, collections=None, family=None):
     """A summary of one real number: TensorBoard's scalars dashboard plots it per step."""
     tensor = _ops.convert_to_tensor(tensor)
-    if tensor.shape.ndims not in (None, 0):
-        raise ValueError(f"tf.summary.scalar: {tensor.name} must be a scalar, got shape "
-                         f"{tensor.shape}")
-    _check_real(tensor, "scalar")
+    _check_real(tensor, "scalar")  # a non-scalar fails when it runs, as in TF
     with _SummaryScope(name, family, values=[tensor]) as (tag, scope):
         tags = _string_const(tag, "tags")
         val = _ops.apply_op("ScalarSummary", [tags, tensor], {}, scope).outputs[0]
@@ -151,15 +148,12 @@ _IMAGE_DTYPES = ("uint8", "float16", "float32", "float64")
 
 def image(name, tensor, max_outputs=3, collections=None, family=None):
     """Up to ``max_outputs`` images from a ``[batch, height, width, channels]`` tensor
-    (channels 1, 3 or 4), PNG-encoded. Float images are scaled per image into 0..255 (see the
-    kernel); non-finite pixels are drawn red."""
+    (channels 1, 3 or 4, checked when it runs, as in TF), PNG-encoded. Float images are
+    scaled per image into 0..255 (see the kernel); non-finite pixels are drawn red."""
     tensor = _ops.convert_to_tensor(tensor)
     if tensor.dtype.base_dtype.name not in _IMAGE_DTYPES:
         raise TypeError(f"tf.summary.image: {tensor.name} has dtype {tensor.dtype.name}; "
                         f"expected one of {', '.join(_IMAGE_DTYPES)}")
-    if tensor.shape.ndims not in (None, 4):
-        raise ValueError(f"tf.summary.image: {tensor.name} must be 4-D [batch, height, width, "
-                         f"channels], got shape {tensor.shape}")
     if int(max_outputs) < 1:
         raise ValueError(f"tf.summary.image: max_outputs must be at least 1, got {max_outputs}")
     with _SummaryScope(name, family, values=[tensor]) as (tag, scope):
