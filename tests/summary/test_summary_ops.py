@@ -251,3 +251,31 @@ def test_tensorboard_is_imported_only_when_needed_and_named_when_missing():
     out = _run_python(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True", "True"]
+
+
+# --- input queues report how full they are, as in TF --------------------------------------------
+
+def test_input_queues_add_fill_fraction_summaries():
+    x = tf.constant([1.0, 2.0])
+    tf.train.batch([x], 2, capacity=10)
+    tf.train.shuffle_batch([x], 2, capacity=20, min_after_dequeue=5)
+    tf.train.string_input_producer(["a", "b"])
+    summaries = tf.get_collection(tf.GraphKeys.SUMMARIES)
+    # the names TF 1.x gives them
+    assert [s.op.name for s in summaries] == [
+        "batch/fraction_of_10_full", "shuffle_batch/fraction_over_5_of_15_full",
+        "input_producer/fraction_of_32_full"]
+    batch_runner, shuffle_runner, _ = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)
+    merged = tf.summary.merge(summaries[:2])
+    with tf.Session() as sess:
+        for _ in range(3):
+            sess.run(batch_runner.enqueue_ops[0])
+        values = {v.tag: v.simple_value
+                  for v in summary_pb2.Summary.FromString(sess.run(merged)).value}
+        assert values == {"batch/fraction_of_10_full": pytest.approx(0.3),
+                          "shuffle_batch/fraction_over_5_of_15_full": 0.0}
+        for _ in range(8):
+            sess.run(shuffle_runner.enqueue_ops[0])
+        values = {v.tag: v.simple_value
+                  for v in summary_pb2.Summary.FromString(sess.run(merged)).value}
+        assert values["shuffle_batch/fraction_over_5_of_15_full"] == pytest.approx(3 / 15)
