@@ -186,6 +186,30 @@ def test_graph_def_attrs_and_named_outputs():
     assert [n.name for n in again.node] == [n.name for n in proto.node]
 
 
+def test_run_metadata_of_a_partitioned_step_keeps_devices_partitions_and_costs():
+    from dflab.summary.protos import run_metadata_proto
+
+    with tf.device("/cpu:0"):
+        a = tf.constant(2.0) * 3
+    with tf.device("/cpu:1"):
+        b = a + 1
+    options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE, output_partition_graphs=True)
+    metadata = tf.RunMetadata()
+    with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2})) as sess:
+        assert sess.run(b, options=options, run_metadata=metadata) == 7.0
+    proto = run_metadata_proto(metadata)
+    assert [d.device[-5:] for d in proto.step_stats.dev_stats] == ["CPU:0", "CPU:1"]
+    for ours, theirs in zip(metadata.step_stats.dev_stats, proto.step_stats.dev_stats):
+        assert [n.node_name for n in theirs.node_stats] == [n.node_name for n in ours.node_stats]
+        assert [n.op_end_rel_micros for n in theirs.node_stats] == [
+            n.op_end_rel_micros for n in ours.node_stats]
+    ops = [sorted(n.op for n in g.node) for g in proto.partition_graphs]
+    assert ops == [["Const", "Const", "Mul", "_Send"], ["AddV2", "Const", "_Recv"]]
+    assert {n.name for n in proto.cost_graph.node} == {
+        n.name for n in metadata.cost_graph.node}
+    assert proto.cost_graph.node[0].output_info[0].dtype == 1  # DT_FLOAT
+
+
 def test_file_writer_cache_shares_one_writer_per_directory(tmp_path):
     a = tf.summary.FileWriterCache.get(str(tmp_path))
     try:
