@@ -7,13 +7,15 @@ over (serialized summaries, dflab graphs, dflab ``RunMetadata``) into ``Event`` 
 
 As TF's writer does, the plugin metadata of a summary value is written only the first time
 its tag is seen (TensorBoard reads it from there), and a ``tagged_run_metadata`` tag may be
-used once per writer.
+used once per writer. A writer that is dropped or still open when the interpreter exits is
+closed then, so what it queued reaches the file even without ``close()``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 from dflab.framework import ops as _ops
 from dflab.ops.summary_ops import INSTALL_HINT, tb_proto
@@ -51,8 +53,12 @@ class FileWriter:
 
     def _open(self):
         max_queue, flush_secs, suffix = self._options
-        return _event_file_writer_class()(self._logdir, max_queue_size=max_queue,
-                                          flush_secs=flush_secs, filename_suffix=suffix)
+        writer = _event_file_writer_class()(self._logdir, max_queue_size=max_queue,
+                                            flush_secs=flush_secs, filename_suffix=suffix)
+        # Closes the file when this object is collected or at exit, whichever comes first;
+        # holds the file writer only, so it does not keep this object alive.
+        self._close_at_exit = weakref.finalize(self, writer.close)
+        return writer
 
     # --- what a program adds ------------------------------------------------------------
     def add_summary(self, summary, global_step: int | None = None) -> None:
@@ -131,6 +137,7 @@ class FileWriter:
         """Flush and close the event file; ``reopen`` starts a new one."""
         with self._lock:
             if not self._closed:
+                self._close_at_exit.detach()
                 self._writer.close()
                 self._closed = True
 

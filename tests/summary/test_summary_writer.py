@@ -166,6 +166,20 @@ def test_writer_checks_and_reopen(tmp_path):
     assert [(e.step, e.value) for e in acc.Scalars("late")] == [(7, 5.0)]
 
 
+def test_a_writer_left_open_at_exit_still_writes_every_event(tmp_path):
+    # Without a close at exit, the background writer thread dies with events still queued.
+    code = ("import sys, dflab as tf\n"
+            "w = tf.summary.FileWriter(sys.argv[1], flush_secs=3600)\n"
+            "for i in range(50):\n"
+            "    w.add_summary(tf.summary.Summary(value=[tf.summary.Summary.Value(\n"
+            "        tag='kept', simple_value=i)]), i)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert [(e.step, e.value) for e in accumulate(tmp_path).Scalars("kept")] == [
+        (i, float(i)) for i in range(50)]
+
+
 def test_graph_def_attrs_and_named_outputs():
     from dflab.summary.protos import graph_def_proto
 
