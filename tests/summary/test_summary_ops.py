@@ -85,6 +85,29 @@ def test_histogram_matches_tf_bucket_layout_exactly():
     assert histo.sum_squares == 10029.5
 
 
+def test_histogram_and_images_of_random_data_are_identical_to_tfs():
+    import hashlib
+
+    rng = np.random.RandomState(7)
+    v = (rng.randn(1000) * np.exp(rng.randn(1000) * 5)).astype(np.float32)
+    img = (rng.randn(3, 5, 4, 3) * 3).astype(np.float32)
+    img[1] = np.abs(img[1])
+    img[2, 0, 0, 1] = np.inf
+    tiny = rng.rand(1, 4, 4, 1) * 1e-7  # below TF's threshold: scaled by 0
+    histo = run_summary(tf.summary.histogram("h", tf.constant(v)))
+    images = run_summary(tf.summary.image("i", tf.constant(img))).value
+    images = list(images) + list(run_summary(tf.summary.image("j", tf.constant(tiny))).value)
+
+    def md5(data: bytes) -> str:
+        return hashlib.md5(data).hexdigest()
+
+    # From TF: the serialized Summary, and the decoded pixels of each image.
+    assert md5(histo.SerializeToString()) == "005fdc4b12353300cab5321ff8110314"
+    assert [md5(_pixels(v.image).tobytes()) for v in images] == [
+        "bdce25ed18408fa1a4983dea68ac315c", "49eab9d45d8261128a33cd26952c3895",
+        "a27289b9176fc95571fcd8204ea0c41f", "4ae71336e44bf9bf79d2752e234818a5"]
+
+
 def test_histogram_buckets_count_every_value_once():
     rng = np.random.RandomState(3)
     values = np.concatenate([rng.randn(500) * 10, np.zeros(7), rng.rand(50) * 1e-3])
