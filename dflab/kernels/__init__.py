@@ -18,6 +18,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     resource_variable_kernels,
     script_kernels,
     state_kernels,
+    summary_kernels,
     tensor_array_kernels,
     training_kernels,
 )

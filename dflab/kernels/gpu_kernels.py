@@ -37,6 +37,8 @@ HOST_ONLY_OPS = frozenset({
     "ConditionalAccumulator", "SparseConditionalAccumulator", "AccumulatorApplyGradient",
     "SparseAccumulatorApplyGradient", "AccumulatorTakeGradient",
     "SparseAccumulatorTakeGradient", "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
+    # Summaries: protobuf encoding of host values into a string.
+    "ScalarSummary", "HistogramSummary", "ImageSummary", "TensorSummaryV2", "MergeSummary",
 })
 
 # Ops TF runs on GPUs whose kernels here still keep their state in NumPy (a TensorArray stores

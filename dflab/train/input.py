@@ -16,6 +16,9 @@ in front.
 
 Names follow TF 1.x (``input_producer/limit_epochs/epochs``,
 ``input_producer/input_producer_EnqueueMany``…), so checkpoints and graph views read the same.
+As in TF, each queue also gets a scalar summary of how full it is (``fraction_of_32_full``;
+``fraction_over_M_of_N_full`` for a shuffling queue, counting only what is above
+``min_after_dequeue``), in the ``summaries`` collection for ``tf.summary.merge_all``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dflab.ops import (
     math_ops,
     random_ops,
     state_ops,
+    summary_ops,
     variables,
 )
 from dflab.train.queue_runner import QueueRunner, add_queue_runner
@@ -85,6 +89,21 @@ def _finish(queue, tensors, num_threads, enqueue_many, batch_size, allow_smaller
     return out if isinstance(out, list) else [out]
 
 
+def _fill_fraction_summary(queue, capacity, min_after_dequeue=None, name=None):
+    """TF's scalar summary of how full an input queue is (the fraction of its capacity, above
+    ``min_after_dequeue`` for a shuffling queue)."""
+    size = queue.size()
+    if min_after_dequeue is None:
+        name = name or f"fraction_of_{capacity}_full"
+        full = math_ops.cast(size, _dt.float32) * (1.0 / capacity)
+    else:
+        span = capacity - min_after_dequeue
+        name = name or f"fraction_over_{min_after_dequeue}_of_{span}_full"
+        full = math_ops.cast(math_ops.maximum(0, size - min_after_dequeue),
+                             _dt.float32) * (1.0 / span)
+    return summary_ops.scalar(name, full)
+
+
 def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, shapes=None,
           dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
     """Batches of ``batch_size`` from ``tensors``, in order, fed by ``num_threads`` threads."""
@@ -98,6 +117,7 @@ def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, s
         else:
             queue = data_flow_ops.FIFOQueue(capacity, dtypes, elem_shapes,
                                             shared_name=shared_name)
+        _fill_fraction_summary(queue, capacity)
         out = _finish(queue, flat, num_threads, enqueue_many, batch_size,
                       allow_smaller_final_batch)
     return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
@@ -115,6 +135,7 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
         queue = data_flow_ops.RandomShuffleQueue(capacity, min_after_dequeue, dtypes,
                                                  elem_shapes, seed=seed,
                                                  shared_name=shared_name)
+        _fill_fraction_summary(queue, capacity, min_after_dequeue)
         out = _finish(queue, flat, num_threads, enqueue_many, batch_size,
                       allow_smaller_final_batch)
     return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
@@ -160,8 +181,8 @@ def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=Tr
     rows' static shape where ``input_tensor``'s is unknown; ``cancel_op`` replaces the runner's
     default cancel (close with ``cancel_pending_enqueues=True``).
 
-    ``summary_name`` is accepted for TF compatibility and ignored: dflab has no ``tf.summary``
-    (TF writes the queue's fill fraction as a scalar summary under that name).
+    ``summary_name``: the name of a scalar summary of the queue's fill fraction (none when
+    None, as in TF; the other producers name it ``fraction_of_<capacity>_full``).
     """
     with _ops.name_scope(name, "input_producer", [input_tensor]):
         input_tensor = _ops.convert_to_tensor(input_tensor, name="input_tensor")
@@ -178,7 +199,8 @@ def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=Tr
                                         name=name)
         enqueue = queue.enqueue_many([input_tensor])
         add_queue_runner(QueueRunner(queue, [enqueue], cancel_op=cancel_op))
-        del summary_name  # no tf.summary in dflab: see the docstring
+        if summary_name is not None:
+            _fill_fraction_summary(queue, capacity, name=summary_name)
         return queue
 
 
