@@ -76,6 +76,7 @@ _namespaces.install(sys.modules[__name__])
 
 # tf.train's cluster names live in the distributed layer, above train: attached here.
 train.ClusterSpec = _ClusterSpec
+train.SummarySaverHook = summary.SummarySaverHook
 train.Server = _Server
 
 __version__ = "0.1.0"

@@ -46,6 +46,7 @@ class GraphKeys:
     REGULARIZATION_LOSSES = "regularization_losses"
     LOSSES = "losses"
     SAVERS = "savers"
+    SUMMARY_OP = "summary_op"
     GLOBAL_STEP = "global_step"
     TRAIN_OP = "train_op"
     UPDATE_OPS = "update_ops"

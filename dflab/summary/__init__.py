@@ -21,6 +21,7 @@ from dflab.ops.summary_ops import (
     tensor_summary,
     text,
 )
+from dflab.summary.hooks import SummarySaverHook
 from dflab.summary.writer import FileWriter, FileWriterCache
 
 # TF1's name -> (TensorBoard proto module, class name).
@@ -41,5 +42,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'dflab.summary' has no attribute {name!r}")
 
 
-__all__ = ["FileWriter", "FileWriterCache", "clean_tag", "histogram", "image", "merge",
-           "merge_all", "scalar", "tensor_summary", "text", *_PROTO_CLASSES]
+__all__ = ["FileWriter", "FileWriterCache", "SummarySaverHook", "clean_tag", "histogram", "image",
+           "merge", "merge_all", "scalar", "tensor_summary", "text", *_PROTO_CLASSES]

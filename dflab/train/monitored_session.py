@@ -39,6 +39,15 @@ logger = logging.getLogger("dflab.train")
 _RECOVERABLE = (errors.AbortedError, errors.UnavailableError)
 USE_DEFAULT = object()
 
+# Summaries live above train (dflab.summary, which imports TensorBoard's protos lazily); it
+# registers here how to merge a graph's summaries and its SummarySaverHook, so a scaffold gets
+# TF's default summary op and MonitoredTrainingSession its summary hook.
+_SUMMARY_SUPPORT: dict = {"merge_all": None, "saver_hook": None}
+
+
+def register_summary_support(merge_all, saver_hook) -> None:
+    _SUMMARY_SUPPORT.update(merge_all=merge_all, saver_hook=saver_hook)
+
 
 class Scaffold:
     """The ops a monitored session needs; ``finalize`` fills in defaults and freezes the graph.
@@ -86,9 +95,27 @@ class Scaffold:
         self._saver = self._get_or_default(
             graph, self._saver, GraphKeys.SAVERS,
             lambda: Saver(sharded=True, allow_empty=True, consistent=True))
+        self._summary_op = self._default_summary_op(graph, self._summary_op)
         if not graph.finalized:
             graph.finalize()
         return self
+
+    @staticmethod
+    def _default_summary_op(graph, given):
+        """The given op, else the graph's ``SUMMARY_OP``, else all its summaries merged (None
+        when it has none: nothing is recorded then, as in TF)."""
+        if given is not None:
+            return given
+        found = graph.get_collection(GraphKeys.SUMMARY_OP)
+        if found:
+            return found[0]
+        merge_all = _SUMMARY_SUPPORT["merge_all"]
+        if merge_all is None or graph.finalized:
+            return None
+        op = merge_all()
+        if op is not None:
+            graph.add_to_collection(GraphKeys.SUMMARY_OP, op)
+        return op
 
     @staticmethod
     def _get_or_default(graph, given, key, default):
@@ -365,7 +392,15 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None,  # n
                              stop_grace_period_secs=120, log_step_count_steps=100,
                              max_wait_secs=7200, save_checkpoint_steps=USE_DEFAULT,
                              summary_dir=None):
-    """A ``MonitoredSession`` set up for training (TF1's factory function and defaults)."""
+    """A ``MonitoredSession`` set up for training (TF1's factory function and defaults): on the
+    chief, a step counter, checkpoints every 10 minutes and summaries every 100 steps into
+    ``checkpoint_dir`` (or ``summary_dir``)."""
+    if save_summaries_steps is USE_DEFAULT and save_summaries_secs is USE_DEFAULT:
+        save_summaries_steps, save_summaries_secs = 100, None
+    elif save_summaries_secs is USE_DEFAULT:
+        save_summaries_secs = None
+    elif save_summaries_steps is USE_DEFAULT:
+        save_summaries_steps = None
     if save_checkpoint_steps is USE_DEFAULT and save_checkpoint_secs is USE_DEFAULT:
         save_checkpoint_secs, save_checkpoint_steps = 600, None
     elif save_checkpoint_secs is USE_DEFAULT:
@@ -378,6 +413,12 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None,  # n
         all_hooks += list(chief_only_hooks or [])
         if log_step_count_steps and log_step_count_steps > 0:
             all_hooks.append(_hooks.StepCounterHook(every_n_steps=log_step_count_steps))
+        output_dir = summary_dir or checkpoint_dir
+        saver_hook = _SUMMARY_SUPPORT["saver_hook"]
+        if output_dir and saver_hook and (save_summaries_steps or save_summaries_secs):
+            all_hooks.append(saver_hook(scaffold=scaffold, save_steps=save_summaries_steps or None,
+                                        save_secs=save_summaries_secs or None,
+                                        output_dir=output_dir))
         if checkpoint_dir and (save_checkpoint_secs or save_checkpoint_steps):
             all_hooks.append(_hooks.CheckpointSaverHook(
                 checkpoint_dir, save_secs=save_checkpoint_secs or None,
