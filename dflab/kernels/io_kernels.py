@@ -263,6 +263,11 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _is_plain_file_name(name) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "\0" not in name \
+        and os.path.basename(name) == name
+
+
 def _check_index(index) -> None:
     """Every field of a parsed index, so that readers can trust it; ``ValueError`` names the
     shard or tensor entry at fault."""
@@ -273,9 +278,10 @@ def _check_index(index) -> None:
     if not isinstance(shards, list) or not isinstance(tensors, dict):
         raise ValueError("'shards' must be a list and 'tensors' an object")
     for k, info in enumerate(shards):
-        if not (isinstance(info, dict) and isinstance(info.get("file"), str)
-                and info["file"] and _is_int(info.get("size")) and info["size"] >= 0):
-            raise ValueError(f"shard #{k} needs a 'file' name and a non-negative 'size'")
+        if not (isinstance(info, dict) and _is_plain_file_name(info.get("file"))
+                and _is_int(info.get("size")) and info["size"] >= 0):
+            raise ValueError(f"shard #{k} needs a 'file' name (in the index's directory) and "
+                             "a non-negative 'size'")
     for name, entry in tensors.items():
         _check_entry(name, entry, len(shards))
 
@@ -317,6 +323,12 @@ class CheckpointReader:
             raise errors.NotFoundError(
                 None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any "
                 f"matching files for {self.prefix} (no {path})") from None
+        except PermissionError as e:
+            raise errors.PermissionDeniedError(None, None, f"Checkpoint index {path}: "
+                                               f"{e.strerror}") from None
+        except OSError as e:
+            raise errors.DataLossError(None, None, f"Checkpoint index {path} cannot be read: "
+                                       f"{e.strerror}") from None
         try:
             index = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -360,6 +372,12 @@ class CheckpointReader:
         except FileNotFoundError:
             raise errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
                                        f"(index {self.prefix}.index)") from None
+        except PermissionError as e:
+            raise errors.PermissionDeniedError(None, None, f"Checkpoint data file {path}: "
+                                               f"{e.strerror}") from None
+        except OSError as e:
+            raise errors.DataLossError(None, None, f"Checkpoint data file {path} cannot be "
+                                       f"read: {e.strerror}") from None
         if len(blob) != info.get("size"):
             raise errors.DataLossError(None, None, f"Checkpoint data file {path} is truncated or "
                                        f"corrupted: {len(blob)} bytes, expected {info.get('size')}")
