@@ -413,18 +413,27 @@ def checkpoint_exists(prefix: str) -> bool:
     return os.path.isfile(index_filename(prefix))
 
 
-def delete_checkpoint_files(prefix: str) -> None:
-    """Remove a checkpoint, index first so that it is never seen half-deleted."""
+def checkpoint_files(prefix: str) -> list[str]:
+    """The files of the checkpoint at ``prefix``: its index first, then the data files the
+    index names (none if the index is missing or unreadable)."""
     try:
         with open(index_filename(prefix), "rb") as f:
             index = json.loads(f.read().decode("utf-8"))
         _check_index(index)
-        # Only names inside the checkpoint's directory: a corrupt index never points elsewhere.
-        files = [os.path.basename(s["file"]) for s in index["shards"]]
+        # _check_index admits plain file names only: a corrupt index never points elsewhere.
+        files = [s["file"] for s in index["shards"]]
     except (OSError, ValueError, RecursionError):
         files = []
     directory = os.path.dirname(prefix)
-    for path in [index_filename(prefix)] + [os.path.join(directory, f) for f in files]:
+    return [index_filename(prefix)] + [os.path.join(directory, f) for f in files]
+
+
+def delete_checkpoint_files(prefix: str, files: list[str] | None = None) -> None:
+    """Remove a checkpoint, index first so that it is never seen half-deleted. ``files``
+    (from ``checkpoint_files``, taken earlier) also finds data files whose index is gone."""
+    paths = checkpoint_files(prefix)
+    paths += [p for p in files or () if p not in paths]
+    for path in paths:
         try:
             os.unlink(path)
         except OSError:

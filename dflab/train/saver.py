@@ -231,39 +231,50 @@ def _write_pending_deletes(save_dir: str, latest_filename: str, prefixes: list[s
     if not prefixes:
         return None
     path = _pending_path(save_dir, latest_filename)
+    # Each checkpoint's files are listed too: a save killed after deleting an index still
+    # leaves enough to find the data files it named.
     record = {"format": _PENDING_FORMAT, "meta_suffix": meta_suffix,
-              "checkpoints": [os.path.basename(p) for p in prefixes]}
+              "checkpoints": {os.path.basename(p): [os.path.basename(f) for f in
+                                                    io_kernels.checkpoint_files(p)]
+                              for p in prefixes}}
     io_kernels.atomic_write(path, json.dumps(record).encode())
     return path
 
 
-def _delete_checkpoints(prefixes: list[str], meta_suffix: str) -> None:
+def _delete_checkpoints(prefixes: list[str], meta_suffix: str,
+                        files: dict[str, list[str]] | None = None) -> None:
     for prefix in prefixes:
-        io_kernels.delete_checkpoint_files(prefix)
+        io_kernels.delete_checkpoint_files(prefix, (files or {}).get(prefix))
         with contextlib.suppress(OSError):
             os.unlink(f"{prefix}.{meta_suffix}")
 
 
-def _read_pending_deletes(path: str) -> tuple[list[str], str] | None:
-    """The checkpoint names and meta suffix a pending-deletes file lists; None (and a log
-    line) if it is not one we wrote: nothing is deleted on the word of a corrupt file."""
+def _is_plain_name(name) -> bool:
+    """A file name inside the directory (no path, nothing odd): all a record may name."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "\0" not in name \
+        and os.path.basename(name) == name
+
+
+def _read_pending_deletes(path: str) -> tuple[dict[str, list[str]], str] | None:
+    """``({checkpoint name: [file names]}, meta suffix)`` from a pending-deletes record; None
+    (and a log line) if it is not one we wrote: nothing is deleted on the word of a corrupt
+    file."""
     try:
         with open(path, "rb") as f:
             record = json.loads(f.read().decode("utf-8"))
-        names, suffix = record["checkpoints"], record["meta_suffix"]
+        checkpoints, suffix = record["checkpoints"], record["meta_suffix"]
         if record.get("format") != _PENDING_FORMAT or not isinstance(suffix, str) or \
-                not isinstance(names, list):
+                not isinstance(checkpoints, dict):
             raise ValueError("not a pending-deletes record")
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError, KeyError, TypeError) as e:
         logger.warning("Ignoring %s: unreadable (%s)", path, e)
         return None
-    # Plain names only, so the file can never point outside its directory.
-    plain = [n for n in names if isinstance(n, str) and n and n not in (".", "..")
-             and os.path.basename(n) == n]
-    safe_suffix = os.path.basename(suffix) == suffix and suffix not in ("", ".", "..")
-    return plain, suffix if safe_suffix else "meta"
+    plain = {name: [f for f in files if _is_plain_name(f)]
+             for name, files in checkpoints.items()
+             if _is_plain_name(name) and isinstance(files, list)}
+    return plain, suffix if _is_plain_name(suffix) else "meta"
 
 
 def _finish_pending_deletes(save_dir: str, latest_filename: str) -> None:
@@ -278,12 +289,16 @@ def _finish_pending_deletes(save_dir: str, latest_filename: str) -> None:
     listed = set() if state is None else {
         os.path.abspath(p) for p in [state.model_checkpoint_path,
                                      *state.all_model_checkpoint_paths]}
-    names, suffix = pending
-    doomed = [os.path.join(save_dir, n) for n in names
-              if os.path.abspath(os.path.join(save_dir, n)) not in listed]
-    for prefix in doomed:
+    checkpoints, suffix = pending
+    doomed, files = [], {}
+    for name, names in checkpoints.items():
+        prefix = os.path.join(save_dir, name)
+        if os.path.abspath(prefix) in listed:
+            continue
+        doomed.append(prefix)
+        files[prefix] = [os.path.join(save_dir, f) for f in names]
         logger.info("Deleting %s, left behind by a save that did not finish", prefix)
-    _delete_checkpoints(doomed, suffix)
+    _delete_checkpoints(doomed, suffix, files)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
 

@@ -285,6 +285,8 @@ def test_next_save_deletes_checkpoints_a_killed_save_left(tmp_path, monkeypatch)
 
 
 def test_pending_deletes_spare_a_checkpoint_the_state_file_lists(tmp_path):
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("keep me")
     v = tf.Variable(1.0, name="v")
     saver = tf.train.Saver(max_to_keep=3)
     with tf.Session() as sess:
@@ -293,14 +295,17 @@ def test_pending_deletes_spare_a_checkpoint_the_state_file_lists(tmp_path):
         # A leftover record naming a listed checkpoint, one outside the directory and junk.
         (tmp_path / "checkpoint.pending_deletes").write_text(json.dumps(
             {"format": "dflab.pending_deletes", "meta_suffix": "meta",
-             "checkpoints": ["m-1", "../elsewhere", 7]}))
+             "checkpoints": {"m-1": ["m-1.index"], "../elsewhere": [],
+                             "gone": [f"../{outside.name}", str(outside)], "x": 7}}))
         saver.save(sess, str(tmp_path / "m"), global_step=2)
     assert os.path.exists(tmp_path / "m-1.index")
+    assert outside.read_text() == "keep me"  # the record's paths out of the directory
     assert not os.path.exists(tmp_path / "checkpoint.pending_deletes")
+    outside.unlink()
 
 
 @pytest.mark.parametrize("bad", [b"\xff not json", json.dumps(
-    {"format": "other", "meta_suffix": "meta", "checkpoints": ["m-1"]}).encode()])
+    {"format": "other", "meta_suffix": "meta", "checkpoints": {"m-1": []}}).encode()])
 def test_unreadable_pending_deletes_record_deletes_nothing(tmp_path, bad):
     v = tf.Variable(1.0, name="v")
     saver = tf.train.Saver(max_to_keep=3)
@@ -312,3 +317,23 @@ def test_unreadable_pending_deletes_record_deletes_nothing(tmp_path, bad):
         (tmp_path / "checkpoint.pending_deletes").write_bytes(bad)
         saver.save(sess, str(tmp_path / "m"), global_step=2)
     assert os.path.exists(tmp_path / "m-1.index")
+
+
+def test_next_save_finds_data_files_whose_index_a_killed_save_deleted(tmp_path, monkeypatch):
+    v = tf.Variable(1.0, name="v")
+    saver = tf.train.Saver(max_to_keep=1)
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        saver.save(sess, str(tmp_path / "m"), global_step=1)
+
+        def killed_after_the_index(prefixes, suffix):
+            os.unlink(prefixes[0] + ".index")
+            raise KeyboardInterrupt("killed")
+
+        with monkeypatch.context() as m:
+            m.setattr(saver_module, "_delete_checkpoints", killed_after_the_index)
+            with pytest.raises(KeyboardInterrupt):
+                saver.save(sess, str(tmp_path / "m"), global_step=2)
+        assert os.path.exists(tmp_path / "m-1.data-00000-of-00001")
+        tf.train.Saver(max_to_keep=1).save(sess, str(tmp_path / "m"), global_step=3)
+    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("m-1")) == []
