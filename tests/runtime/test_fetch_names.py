@@ -17,7 +17,7 @@ def sess():
     ("no_such:0", "operation, 'no_such', does not exist"),
     ("no_such", "refers to an Operation not in the graph"),
     ("x:5", "only has 1 outputs"),
-    ("x:a", "Tensor names must be of the form"),
+    ("x:a", "looks a like a Tensor name, but is not a valid one"),
     (["x:0", "nope:0"], "'nope:0'"),
     ({"k": "nope"}, "'nope'"),
 ])
