@@ -37,10 +37,11 @@ VERSION = 1
 # bound keeps a hostile file from exhausting the stack.
 MAX_ATTR_DEPTH = 32
 
-# A node name as the graph-building API accepts it (dflab.framework.graph), and an input
-# reference: ``name``, ``name:index`` or ``^name`` (a control input).
-_NODE_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
-_INPUT_REF = re.compile(r"^(\^)?([A-Za-z0-9.][A-Za-z0-9_.\-/>]*)(?::(\d+))?$")
+# A node name as the graph-building API can make it (scope names may start with "_" or "-";
+# dflab.framework.graph), and an input reference: ``name``, ``name:index`` or ``^name``.
+_NAME = r"[A-Za-z0-9_.\->]+(?:/[A-Za-z0-9_.\->]+)*"
+_NODE_NAME = re.compile(f"^{_NAME}$")
+_INPUT_REF = re.compile(f"^(\\^)?({_NAME})(?::(\\d+))?$")
 
 
 class GraphDefImportError(errors.InvalidArgumentError, ValueError):

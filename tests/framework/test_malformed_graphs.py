@@ -176,3 +176,13 @@ def test_deeply_nested_attribute_is_data_loss():
 def test_missing_graph_file_is_not_found(tmp_path):
     with pytest.raises(tf.errors.NotFoundError, match="nope.json"):
         read_graph(str(tmp_path / "nope.json"))
+
+
+def test_names_the_api_makes_round_trip():
+    with tf.Graph().as_default() as g:
+        with tf.name_scope("_private"), tf.name_scope("-dash"):
+            tf.constant(1.0, name="c.1")
+        gd = g.as_graph_def()
+    with tf.Graph().as_default() as g2:
+        tf.import_graph_def(gd, name="")
+        assert g2.get_operation_by_name("_private/-dash/c.1").type == "Const"
