@@ -489,7 +489,7 @@ def _build_node(g, n: NodeDef, inputs, controls, prefix: str, source: str):
                           extra_control=controls)
     except GraphDefImportError:
         raise
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError,
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, ArithmeticError,
             errors.InvalidArgumentError) as e:
         # A shape rule fed attrs or inputs it cannot use fails in any of these ways; the
         # culprit is the node's data, which the message names (the cause stays chained).
