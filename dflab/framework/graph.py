@@ -154,10 +154,15 @@ class Graph(RichDisplay):
         if not isinstance(name, str):
             raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}")
         op_name, sep, idx = name.rpartition(":")
-        if not sep or not idx.isdigit():
+        if not sep:
             raise ValueError(
-                f"The name {name!r} looks a like an Operation name, not a Tensor. Tensor names "
-                "must be of the form \"<op_name>:<output_index>\"."
+                f"The name {name!r} looks like an (invalid) Operation name, not a Tensor. "
+                "Tensor names must be of the form \"<op_name>:<output_index>\"."
+            )
+        if not idx.isdigit():
+            raise ValueError(
+                f"The name {name!r} looks a like a Tensor name, but is not a valid one. "
+                "Tensor names must be of the form \"<op_name>:<output_index>\"."
             )
         op = self._ops_by_name.get(op_name)
         if op is None:

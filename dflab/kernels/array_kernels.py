@@ -12,6 +12,9 @@ fresh arrays or read-only views of their inputs and never write into an input.
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 
 from dflab.framework import errors
@@ -182,6 +185,24 @@ def _squeeze(node, ctx):
 
 
 # --- filling ----------------------------------------------------------------------------------
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_allocation(node, dims, np_dtype) -> None:
+    """Refuse a tensor larger than the machine's memory up front: with memory overcommit the
+    allocation itself may succeed and the process be killed while filling it."""
+    nbytes = math.prod(dims) * np.dtype(np_dtype).itemsize
+    limit = _physical_memory()
+    if limit is not None and nbytes > limit:
+        raise errors.ResourceExhaustedError(
+            None, node, f"OOM when allocating tensor with shape{list(dims)} and type "
+            f"{np.dtype(np_dtype).name}: {nbytes} bytes, more than the {limit} bytes of memory")
+
+
 register_kernel("ZerosLike", xp="zeros_like")
 register_kernel("OnesLike", xp="ones_like")
 
@@ -195,6 +216,7 @@ def _fill(node, ctx):
         dims = _ints(dims)
         if any(d < 0 for d in dims):
             raise _bad(node, f"dims must be non-negative, got {dims}")
+        _check_allocation(node, dims, dt)
         return xp.full(dims, value, dtype=dt)
 
     return fill

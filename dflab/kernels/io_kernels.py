@@ -256,6 +256,57 @@ def write_index(prefix: str, fragments: list[dict]) -> None:
 
 
 # --- reading ------------------------------------------------------------------------------------
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_plain_file_name(name) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "\0" not in name \
+        and os.path.basename(name) == name
+
+
+def _check_index(index) -> None:
+    """Every field of a parsed index, so that readers can trust it; ``ValueError`` names the
+    shard or tensor entry at fault."""
+    if not isinstance(index, dict) or index.get("format") != FORMAT or \
+            index.get("version") != VERSION:
+        raise ValueError("not a dflab checkpoint index (format/version)")
+    shards, tensors = index.get("shards"), index.get("tensors")
+    if not isinstance(shards, list) or not isinstance(tensors, dict):
+        raise ValueError("'shards' must be a list and 'tensors' an object")
+    for k, info in enumerate(shards):
+        if not (isinstance(info, dict) and _is_plain_file_name(info.get("file"))
+                and _is_int(info.get("size")) and info["size"] >= 0):
+            raise ValueError(f"shard #{k} needs a 'file' name (in the index's directory) and "
+                             "a non-negative 'size'")
+    for name, entry in tensors.items():
+        _check_entry(name, entry, len(shards))
+
+
+def _check_entry(name: str, entry, num_shards: int) -> None:
+    where = f"tensor entry {name!r}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} is not an object")
+    dtype = entry.get("dtype")
+    try:
+        if not isinstance(dtype, str):
+            raise TypeError(dtype)
+        _dt.as_dtype(dtype)
+    except TypeError:
+        raise ValueError(f"{where} has no valid 'dtype' (got {dtype!r})") from None
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise ValueError(f"{where} needs a 'shape' of non-negative integers")
+    shard = entry.get("shard")
+    if not _is_int(shard) or not 0 <= shard < num_shards:
+        raise ValueError(f"{where} names shard {shard!r} of {num_shards}")
+    if not isinstance(entry.get("sha256"), str) or not _SHA256.match(entry["sha256"]):
+        raise ValueError(f"{where} has no valid 'sha256'")
+
+
 class CheckpointReader:
     """Reads one checkpoint: the index eagerly, tensors on demand (checksummed)."""
 
@@ -272,16 +323,21 @@ class CheckpointReader:
             raise errors.NotFoundError(
                 None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any "
                 f"matching files for {self.prefix} (no {path})") from None
+        except PermissionError as e:
+            raise errors.PermissionDeniedError(None, None, f"Checkpoint index {path}: "
+                                               f"{e.strerror}") from None
+        except OSError as e:
+            raise errors.DataLossError(None, None, f"Checkpoint index {path} cannot be read: "
+                                       f"{e.strerror}") from None
         try:
-            index = json.loads(raw)
-            if index.get("format") != FORMAT or index.get("version") != VERSION:
-                raise ValueError("not a dflab checkpoint index (format/version)")
-            for entry in index["tensors"].values():
-                _dt.as_dtype(entry["dtype"])
-                int(entry["shard"])
-            if not isinstance(index["shards"], list):
-                raise ValueError("shards must be a list")
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            index = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise errors.DataLossError(
+                None, None, f"Checkpoint index {path} is corrupted: not JSON text "
+                f"({type(e).__name__})") from None
+        try:
+            _check_index(index)
+        except ValueError as e:
             raise errors.DataLossError(
                 None, None, f"Checkpoint index {path} is corrupted: {e}") from None
         return index
@@ -316,6 +372,12 @@ class CheckpointReader:
         except FileNotFoundError:
             raise errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
                                        f"(index {self.prefix}.index)") from None
+        except PermissionError as e:
+            raise errors.PermissionDeniedError(None, None, f"Checkpoint data file {path}: "
+                                               f"{e.strerror}") from None
+        except OSError as e:
+            raise errors.DataLossError(None, None, f"Checkpoint data file {path} cannot be "
+                                       f"read: {e.strerror}") from None
         if len(blob) != info.get("size"):
             raise errors.DataLossError(None, None, f"Checkpoint data file {path} is truncated or "
                                        f"corrupted: {len(blob)} bytes, expected {info.get('size')}")
@@ -351,15 +413,27 @@ def checkpoint_exists(prefix: str) -> bool:
     return os.path.isfile(index_filename(prefix))
 
 
-def delete_checkpoint_files(prefix: str) -> None:
-    """Remove a checkpoint, index first so that it is never seen half-deleted."""
+def checkpoint_files(prefix: str) -> list[str]:
+    """The files of the checkpoint at ``prefix``: its index first, then the data files the
+    index names (none if the index is missing or unreadable)."""
     try:
-        index = json.loads(open(index_filename(prefix), "rb").read())
-        files = [s["file"] for s in index.get("shards", [])]
-    except (OSError, ValueError, TypeError, AttributeError):
+        with open(index_filename(prefix), "rb") as f:
+            index = json.loads(f.read().decode("utf-8"))
+        _check_index(index)
+        # _check_index admits plain file names only: a corrupt index never points elsewhere.
+        files = [s["file"] for s in index["shards"]]
+    except (OSError, ValueError, RecursionError):
         files = []
     directory = os.path.dirname(prefix)
-    for path in [index_filename(prefix)] + [os.path.join(directory, f) for f in files]:
+    return [index_filename(prefix)] + [os.path.join(directory, f) for f in files]
+
+
+def delete_checkpoint_files(prefix: str, files: list[str] | None = None) -> None:
+    """Remove a checkpoint, index first so that it is never seen half-deleted. ``files``
+    (from ``checkpoint_files``, taken earlier) also finds data files whose index is gone."""
+    paths = checkpoint_files(prefix)
+    paths += [p for p in files or () if p not in paths]
+    for path in paths:
         try:
             os.unlink(path)
         except OSError:

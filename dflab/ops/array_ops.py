@@ -19,6 +19,7 @@ never from those modules: one imported before this module would be a circular im
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 
 import numpy as np
@@ -542,6 +543,8 @@ def _fill_grad(op, grad):
 
 def fill(dims, value, name=None):
     """A tensor of shape ``dims`` filled with the scalar ``value``."""
+    # The value keeps its own dtype (a Python float makes a float32 tensor), not the dims'.
+    value = value if isinstance(value, _ops.Tensor) else _ops.convert_to_tensor(value)
     return _apply("Fill", [_as_int_tensor(dims), value], None, name)
 
 
@@ -550,22 +553,32 @@ def _has_tensor(shape):
         isinstance(e, _ops.Tensor) for e in shape))
 
 
-def zeros(shape, dtype=_dt.float32, name=None):
+# TF's rule for zeros/ones of a static shape: fewer elements than this become a Const, more a
+# Fill, so building (and serializing) a graph never allocates a large tensor; the memory is
+# taken when the Fill runs, where running out is a ResourceExhaustedError naming the op.
+_SMALL_CONSTANT = 1000
+
+
+def _filled(shape, value: int, dtype, name, default_name: str):
     dtype = _dt.as_dtype(dtype)
-    if _has_tensor(shape):
-        with _ops.name_scope(name, "zeros") as scope:
-            return fill(shape, constant(0, dtype=dtype), name=scope)
-    return constant(np.zeros(as_shape(shape).as_list(), dtype=dtype._np), dtype=dtype,
-                    name=name or "zeros")
+    scalar = np.full((), value, dtype=dtype._np)
+    dims = None if _has_tensor(shape) else as_shape(shape).as_list()
+    if dims is not None and math.prod(dims) < _SMALL_CONSTANT:
+        return constant(np.full(dims, scalar, dtype=dtype._np), dtype=dtype,
+                        name=name or default_name)
+    with _ops.name_scope(name, default_name) as scope:
+        if dims is not None:
+            index_dt = _dt.int32 if all(d < 2**31 for d in dims) else _dt.int64
+            shape = constant(dims, dtype=index_dt, name="shape_as_tensor")
+        return fill(shape, constant(scalar, dtype=dtype), name=scope)
+
+
+def zeros(shape, dtype=_dt.float32, name=None):
+    return _filled(shape, 0, dtype, name, "zeros")
 
 
 def ones(shape, dtype=_dt.float32, name=None):
-    dtype = _dt.as_dtype(dtype)
-    if _has_tensor(shape):
-        with _ops.name_scope(name, "ones") as scope:
-            return fill(shape, constant(1, dtype=dtype), name=scope)
-    return constant(np.ones(as_shape(shape).as_list(), dtype=dtype._np), dtype=dtype,
-                    name=name or "ones")
+    return _filled(shape, 1, dtype, name, "ones")
 
 
 # --- Transpose / InvertPermutation ---------------------------------------------------------------

@@ -45,7 +45,15 @@ def range_size(start, limit, delta, np_dtype) -> int:
                    // _py.abs(int(delta)))
     t = kind.type
     with np.errstate(all="ignore"):
-        return int(np.ceil(np.abs((t(limit) - t(start)) / t(delta))))
+        size = np.ceil(np.abs((t(limit) - t(start)) / t(delta)))
+    # An infinite or NaN bound would make a size no shape can hold (TF's check and message).
+    if not np.isfinite(size) or size > _INT64_MAX:
+        raise ValueError(f"Requires ((limit - start) / delta) <= {_INT64_MAX}: "
+                         f"start={start}, limit={limit}, delta={delta}")
+    return int(size)
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _range_infer(op):

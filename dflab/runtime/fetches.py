@@ -24,10 +24,16 @@ class _Mapper:
 
 
 def _element(graph, x):
+    if isinstance(x, bytes):
+        x = x.decode("utf-8", "replace")  # TF accepts a name as bytes too
     try:
         el = graph.as_graph_element(x)
     except (KeyError, ValueError) as e:
-        raise type(e)(f"Fetch argument {x!r} cannot be interpreted as a Tensor. ({e})") from None
+        # TF reports an unknown name or output index as a ValueError, whatever the lookup
+        # raised.
+        reason = e.args[0] if isinstance(e, KeyError) and e.args else e
+        raise ValueError(f"Fetch argument {x!r} cannot be interpreted as a Tensor. "
+                         f"({reason})") from None
     except TypeError:
         raise TypeError(
             f"Fetch argument {x!r} has invalid type {type(x).__name__}, must be a string or "

@@ -55,6 +55,16 @@ def _format_state(state: CheckpointState) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _parse_string(value: str) -> str:
+    """A double-quoted string field's value (ValueError if it is not one)."""
+    if not value.startswith('"'):
+        raise ValueError(f"expected a quoted string, got {value[:40]!r}")
+    parsed = json.loads(value)
+    if not isinstance(parsed, str):
+        raise ValueError(f"expected a quoted string, got {value[:40]!r}")
+    return parsed
+
+
 def _parse_state(text: str, path: str) -> CheckpointState:
     state = CheckpointState()
     for n, line in enumerate(text.splitlines(), 1):
@@ -67,9 +77,9 @@ def _parse_state(text: str, path: str) -> CheckpointState:
             if not sep:
                 raise ValueError("expected 'field: value'")
             if key == "model_checkpoint_path":
-                state.model_checkpoint_path = json.loads(value)
+                state.model_checkpoint_path = _parse_string(value)
             elif key == "all_model_checkpoint_paths":
-                state.all_model_checkpoint_paths.append(json.loads(value))
+                state.all_model_checkpoint_paths.append(_parse_string(value))
             elif key == "all_model_checkpoint_timestamps":
                 state.all_model_checkpoint_timestamps.append(float(value))
             elif key == "last_preserved_timestamp":
@@ -96,6 +106,9 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None) -> CheckpointStat
             text = f.read()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as e:
+        raise errors.DataLossError(None, None, f"{path}: checkpoint state file is not UTF-8 "
+                                   f"text ({e})") from None
     state = _parse_state(text, path)
     if not state.model_checkpoint_path:
         return None

@@ -8,6 +8,10 @@ A ``.meta`` file is JSON (never pickle): ``{"format": "dflab.meta_graph", "versi
 ``{"value": scalar}``;
 items of other Python types cannot be described as data and are left out (TF does the same for
 collections it cannot serialize).
+
+Reading one checks every field: a file that is not such JSON, or an item of the wrong JSON type,
+is a ``DataLossError``; an item naming an op or tensor the graph does not have is a
+``NotFoundError``; each names the file and the collection item.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 
 from dflab.framework import errors
 from dflab.framework import ops as _ops
-from dflab.framework.graph_io import graph_def_from_json, import_graph_def
+from dflab.framework.graph_io import graph_def_from_json, import_graph_def, load_json
 from dflab.kernels.io_kernels import atomic_write
 from dflab.ops.variables import Variable
 
@@ -33,6 +37,7 @@ class MetaGraphDef:
         self.saver_def = saver_def
         self.collection_def = dict(collection_def or {})
         self.meta_info_def = dict(meta_info_def or {})
+        self.source = "MetaGraphDef"  # where it was read from (a file path), named in errors
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "graph_def": self.graph_def.to_json(),
@@ -43,17 +48,30 @@ class MetaGraphDef:
         return json.dumps(self.to_json(), sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, data) -> MetaGraphDef:
-        try:
-            if isinstance(data, (bytes, bytearray)):
-                data = data.decode("utf-8")
-            obj = json.loads(data) if isinstance(data, str) else data
-            if obj.get("format") != FORMAT or obj.get("version") != VERSION:
-                raise ValueError("not a dflab meta graph (format/version)")
-            return cls(graph_def_from_json(obj["graph_def"]), obj.get("saver_def"),
-                       obj.get("collection_def"), obj.get("meta_info_def"))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise errors.DataLossError(None, None, f"Cannot parse meta graph: {e}") from None
+    def from_json(cls, data, source: str | None = None) -> MetaGraphDef:
+        """Parse and check a meta graph's JSON; ``source`` (a file path) is named in errors."""
+        source = source or "MetaGraphDef"
+        obj = load_json(data, source) if isinstance(data, (str, bytes, bytearray)) else data
+        if not isinstance(obj, dict) or obj.get("format") != FORMAT or \
+                obj.get("version") != VERSION:
+            raise _corrupt(source, "not a dflab meta graph (format/version)")
+        if "graph_def" not in obj:
+            raise _corrupt(source, "no 'graph_def'")
+        for key, kind in (("saver_def", dict), ("collection_def", dict),
+                          ("meta_info_def", dict)):
+            if obj.get(key) is not None and not isinstance(obj[key], kind):
+                raise _corrupt(source, f"'{key}' must be a JSON object")
+        for key, items in (obj.get("collection_def") or {}).items():
+            if not isinstance(items, list):
+                raise _corrupt(source, f"collection {key!r} must be a JSON array")
+        meta = cls(graph_def_from_json(obj["graph_def"], source), obj.get("saver_def"),
+                   obj.get("collection_def"), obj.get("meta_info_def"))
+        meta.source = source
+        return meta
+
+
+def _corrupt(where: str, message: str) -> errors.DataLossError:
+    return errors.DataLossError(None, None, f"{where}: {message}")
 
 
 # --- collections --------------------------------------------------------------------------------
@@ -87,23 +105,73 @@ def _scoped(name: str, prefix: str) -> str:
     return prefix + name if name else name
 
 
-def _decode_item(item: dict, graph, scope: str | None):
+_VARIABLE_OPS = ("VariableV2", "Variable", "VarHandleOp")
+_VARIABLE_FIELDS = {"variable_name": str, "initializer_name": str, "snapshot_name": str,
+                    "initial_value_name": str, "trainable": bool}
+
+
+def lookup(graph, name, where: str, want_op: bool = False):
+    """The graph's op (``want_op``) or tensor called ``name``; a name that is not a string is
+    a ``DataLossError`` and a missing element a ``NotFoundError``, both naming ``where``."""
+    if not isinstance(name, str):
+        raise _corrupt(where, f"expected an op or tensor name, got {name!r}")
+    if want_op != (":" not in name):
+        what = "an op name" if want_op else "a tensor name ('op:index')"
+        raise _corrupt(where, f"{name!r} is not {what}")
+    try:
+        return graph.get_operation_by_name(name) if want_op else graph.get_tensor_by_name(name)
+    except (KeyError, ValueError) as e:
+        reason = e.args[0] if e.args else e
+        raise errors.NotFoundError(None, None, f"{where}: {reason}") from None
+
+
+def _decode_variable(value, graph, prefix: str, where: str):
+    if not isinstance(value, dict):
+        raise _corrupt(where, "a variable def must be a JSON object")
+    for field, kind in _VARIABLE_FIELDS.items():
+        required = field not in ("initial_value_name", "trainable")
+        if (required and field not in value) or \
+                (field in value and not isinstance(value[field], kind)):
+            raise _corrupt(where, f"variable def field {field!r} must be a "
+                                  f"{'string' if kind is str else 'boolean'}")
+    d = {k: _scoped(v, prefix) if k.endswith("_name") else v for k, v in value.items()
+         if k in _VARIABLE_FIELDS}
+    var = lookup(graph, d["variable_name"], where)
+    if var.op.type not in _VARIABLE_OPS:
+        raise errors.InvalidArgumentError(None, None, f"{where}: {d['variable_name']!r} is a "
+                                          f"{var.op.type}, not a variable")
+    lookup(graph, d["initializer_name"], where, want_op=True)
+    lookup(graph, d["snapshot_name"], where)
+    if d.get("initial_value_name"):
+        lookup(graph, d["initial_value_name"], where)
+    with graph.as_default():
+        return Variable.from_proto(d)
+
+
+def _decode_item(item, graph, scope: str | None, where: str):
+    if not isinstance(item, dict) or len(item) != 1:
+        raise _corrupt(where, "a collection item must be a JSON object with one key")
     (kind, value), = item.items()
     prefix = f"{scope}/" if scope else ""
     if kind == "variable":
-        d = {k: _scoped(v, prefix) if k.endswith("_name") else v for k, v in value.items()}
-        with graph.as_default():
-            return Variable.from_proto(d)
-    if kind == "op":
-        return graph.get_operation_by_name(prefix + value)
-    if kind == "tensor":
-        return graph.get_tensor_by_name(prefix + value)
+        return _decode_variable(value, graph, prefix, where)
+    if kind in ("op", "tensor"):
+        if not isinstance(value, str):
+            raise _corrupt(where, f"an {kind} item must name it with a string")
+        return lookup(graph, prefix + value, where, want_op=kind == "op")
     if kind in _FROM_PROTO:
-        with graph.as_default():
-            return _FROM_PROTO[kind](value, graph, scope)
+        if not isinstance(value, dict):
+            raise _corrupt(where, f"a {kind} def must be a JSON object")
+        try:
+            with graph.as_default():
+                return _FROM_PROTO[kind](value, graph, scope)
+        except errors.OpError as e:  # add where the def came from
+            raise type(e)(None, None, f"{where}: {e.message}") from None
     if kind == "value":
-        return value
-    raise ValueError(f"unknown collection item kind {kind!r}")
+        if isinstance(value, (bool, int, float, str)):
+            return value
+        raise _corrupt(where, "a value item must be a JSON scalar")
+    raise _corrupt(where, f"unknown collection item kind {kind!r}")
 
 
 def _collections(graph, collection_list) -> dict:
@@ -146,7 +214,7 @@ def read_meta_graph_file(filename) -> MetaGraphDef:
             data = f.read()
     except FileNotFoundError:
         raise errors.NotFoundError(None, None, f"Meta graph file {filename} not found") from None
-    return MetaGraphDef.from_json(data)
+    return MetaGraphDef.from_json(data, source=os.fspath(filename))
 
 
 def import_scoped_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None):
@@ -164,6 +232,7 @@ def import_scoped_meta_graph(meta_graph_or_file, clear_devices=False, import_sco
     graph = _ops.get_default_graph()
     import_graph_def(gd, name=import_scope or "")
     for key, items in meta.collection_def.items():
-        for item in items:
-            graph.add_to_collection(key, _decode_item(item, graph, import_scope))
+        for i, item in enumerate(items):
+            where = f"{meta.source}: collection {key!r} item #{i}"
+            graph.add_to_collection(key, _decode_item(item, graph, import_scope, where))
     return meta

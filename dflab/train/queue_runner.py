@@ -46,9 +46,10 @@ class QueueRunner:
         g = _ops.get_default_graph()
         # TF's prepend_name_scope: names of a graph imported under ``import_scope``.
         prefix = f"{import_scope}/" if import_scope else ""
+        _check_def(d)
 
         def op(name):
-            return g.get_operation_by_name(prefix + name)
+            return meta_graph.lookup(g, prefix + name, "queue runner def", want_op=True)
 
         self._queue = None
         self._queue_name = prefix + d["queue_name"]
@@ -165,6 +166,18 @@ class QueueRunner:
 meta_graph.register_proto_function(
     "queue_runner",
     lambda value, graph, scope: QueueRunner.from_proto(value, graph=graph, import_scope=scope))
+
+
+def _check_def(d) -> None:
+    """A queue runner def read from a file: every field present, of its JSON type."""
+    for field in ("queue_name", "close_op_name", "cancel_op_name"):
+        if not isinstance(d.get(field), str):
+            raise errors.DataLossError(None, None, f"queue runner def field {field!r} must be "
+                                       "a string")
+    names = d.get("enqueue_op_name")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise errors.DataLossError(None, None, "queue runner def field 'enqueue_op_name' must "
+                                   "be a non-empty list of strings")
 
 
 def _session_closed(sess) -> bool:

@@ -24,6 +24,7 @@ so the file name matches the saved step.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import numbers
 import os
@@ -69,8 +70,29 @@ class SaverDef:
     def to_json(self) -> dict:
         return {f: getattr(self, f) for f in self._FIELDS}
 
+    # JSON types of the fields; None means "keep every checkpoint" for max_to_keep.
+    _TYPES = {"filename_tensor_name": (str,), "save_tensor_name": (str,),
+              "restore_op_name": (str,), "max_to_keep": (int, type(None)), "sharded": (bool,),
+              "keep_checkpoint_every_n_hours": (int, float), "version": (int,),
+              "consistent": (bool,)}
+    _REQUIRED = ("filename_tensor_name", "save_tensor_name", "restore_op_name")
+
     @classmethod
     def from_json(cls, d: dict) -> SaverDef:
+        """A SaverDef from its JSON object; a missing name or a field of the wrong type is an
+        ``InvalidArgumentError`` naming the field."""
+        if not isinstance(d, dict):
+            raise errors.InvalidArgumentError(None, None, "saver_def must be a JSON object")
+        for f in cls._FIELDS:
+            if f not in d:
+                if f in cls._REQUIRED:
+                    raise errors.InvalidArgumentError(None, None, f"saver_def has no {f!r}")
+                continue
+            v, kinds = d[f], cls._TYPES[f]
+            if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
+                names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+                raise errors.InvalidArgumentError(None, None, f"saver_def field {f!r} must be "
+                                                  f"{names}, got {v!r}")
         return cls(**{f: d[f] for f in cls._FIELDS if f in d})
 
     def scoped(self, prefix: str) -> SaverDef:
@@ -182,6 +204,105 @@ def _remove_stale_temp_files(save_dir: str) -> None:
         logger.info("Removed %s, left by a checkpoint save that did not finish", path)
 
 
+def _make_checkpoint_dir(save_dir: str, save_path: str) -> None:
+    """Create the checkpoint's own directory if missing, as TF's save op does; a missing parent
+    of that directory is TF's ValueError."""
+    if not save_dir or os.path.isdir(save_dir):
+        return
+    if not os.path.isdir(os.path.dirname(os.path.abspath(save_dir))):
+        raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+    os.makedirs(save_dir, exist_ok=True)
+
+
+# --- deleting old checkpoints -------------------------------------------------------------------
+# Before the state file drops the checkpoints ``max_to_keep`` pushes out, their names go into
+# ``<state file>.pending_deletes`` (JSON); the file is removed once they are deleted. A save
+# killed in between leaves it behind and the next save in that directory finishes the job,
+# deleting only the checkpoints it names that the state file no longer lists.
+_PENDING_FORMAT = "dflab.pending_deletes"
+
+
+def _pending_path(save_dir: str, latest_filename: str) -> str:
+    return os.path.join(save_dir, f"{latest_filename}.pending_deletes")
+
+
+def _write_pending_deletes(save_dir: str, latest_filename: str, prefixes: list[str],
+                           meta_suffix: str) -> str | None:
+    if not prefixes:
+        return None
+    path = _pending_path(save_dir, latest_filename)
+    # Each checkpoint's files are listed too: a save killed after deleting an index still
+    # leaves enough to find the data files it named.
+    record = {"format": _PENDING_FORMAT, "meta_suffix": meta_suffix,
+              "checkpoints": {os.path.basename(p): [os.path.basename(f) for f in
+                                                    io_kernels.checkpoint_files(p)]
+                              for p in prefixes}}
+    io_kernels.atomic_write(path, json.dumps(record).encode())
+    return path
+
+
+def _delete_checkpoints(prefixes: list[str], meta_suffix: str,
+                        files: dict[str, list[str]] | None = None) -> None:
+    for prefix in prefixes:
+        io_kernels.delete_checkpoint_files(prefix, (files or {}).get(prefix))
+        with contextlib.suppress(OSError):
+            os.unlink(f"{prefix}.{meta_suffix}")
+
+
+def _is_plain_name(name) -> bool:
+    """A file name inside the directory (no path, nothing odd): all a record may name."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "\0" not in name \
+        and os.path.basename(name) == name
+
+
+def _read_pending_deletes(path: str) -> tuple[dict[str, list[str]], str] | None:
+    """``({checkpoint name: [file names]}, meta suffix)`` from a pending-deletes record; None
+    (and a log line) if it is not one we wrote: nothing is deleted on the word of a corrupt
+    file."""
+    try:
+        with open(path, "rb") as f:
+            record = json.loads(f.read().decode("utf-8"))
+        checkpoints, suffix = record["checkpoints"], record["meta_suffix"]
+        if record.get("format") != _PENDING_FORMAT or not isinstance(suffix, str) or \
+                not isinstance(checkpoints, dict):
+            raise ValueError("not a pending-deletes record")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError, KeyError, TypeError) as e:
+        logger.warning("Ignoring %s: unreadable (%s)", path, e)
+        return None
+    plain = {name: [f for f in files if _is_plain_name(f)]
+             for name, files in checkpoints.items()
+             if _is_plain_name(name) and isinstance(files, list)}
+    return plain, suffix if _is_plain_name(suffix) else "meta"
+
+
+def _finish_pending_deletes(save_dir: str, latest_filename: str) -> None:
+    path = _pending_path(save_dir, latest_filename)
+    pending = _read_pending_deletes(path)
+    if pending is None:
+        return
+    try:
+        state = checkpoint_utils.get_checkpoint_state(save_dir or ".", latest_filename)
+    except errors.DataLossError:
+        return  # without a readable state file, nothing can be judged unused
+    listed = set() if state is None else {
+        os.path.abspath(p) for p in [state.model_checkpoint_path,
+                                     *state.all_model_checkpoint_paths]}
+    checkpoints, suffix = pending
+    doomed, files = [], {}
+    for name, names in checkpoints.items():
+        prefix = os.path.join(save_dir, name)
+        if os.path.abspath(prefix) in listed:
+            continue
+        doomed.append(prefix)
+        files[prefix] = [os.path.join(save_dir, f) for f in names]
+        logger.info("Deleting %s, left behind by a save that did not finish", prefix)
+    _delete_checkpoints(doomed, suffix, files)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
 class Saver:
     """Saves and restores variables (TF1's ``tf.train.Saver``)."""
 
@@ -211,7 +332,12 @@ class Saver:
         self.saver_def = saver_def if not isinstance(saver_def, dict) else \
             SaverDef.from_json(saver_def)
         if self.saver_def is not None:
+            # A Saver over an existing def keeps what the def says (as TF does).
             self._consistent = bool(self.saver_def.consistent)
+            self._max_to_keep = self.saver_def.max_to_keep
+            self._sharded = bool(self.saver_def.sharded)
+            self._keep_every_n_hours = self.saver_def.keep_checkpoint_every_n_hours
+            self._next_preserve_time = time.time() + self._keep_every_n_hours * 3600
         elif not defer_build:
             self.build()
 
@@ -314,9 +440,10 @@ class Saver:
             raise ValueError("'latest_filename' must not contain path components")
         save_path = os.fspath(save_path)
         save_dir = os.path.dirname(save_path)
-        if save_dir and not os.path.isdir(save_dir):
-            raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+        _make_checkpoint_dir(save_dir, save_path)
         _remove_stale_temp_files(save_dir)
+        if write_state:
+            _finish_pending_deletes(save_dir, latest_filename)
         sd = self.saver_def
         with self._gate(sess):
             step = global_step
@@ -332,11 +459,19 @@ class Saver:
             self.export_meta_graph(f"{path}.{meta_graph_suffix}")
         if write_state:
             self._record_last_checkpoint(path)
+            doomed = self._select_for_deletion()
+            # The list of checkpoints to delete is on disk before the state file stops naming
+            # them: a save killed in between leaves it for the next save to finish.
+            journal = _write_pending_deletes(save_dir, latest_filename, doomed,
+                                             meta_graph_suffix)
             checkpoint_utils.update_checkpoint_state(
                 save_dir, path, self.last_checkpoints, latest_filename,
                 [t for _, t in self._last_checkpoints],
                 save_relative_paths=self._save_relative_paths)
-            self._maybe_delete_old_checkpoints(meta_graph_suffix)
+            _delete_checkpoints(doomed, meta_graph_suffix)
+            if journal:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(journal)
         return path
 
     def _record_last_checkpoint(self, path: str) -> None:
@@ -347,16 +482,17 @@ class Saver:
         while len(self._last_checkpoints) > self._max_to_keep:
             self._checkpoints_to_be_deleted.append(self._last_checkpoints.pop(0))
 
-    def _maybe_delete_old_checkpoints(self, meta_graph_suffix="meta") -> None:
+    def _select_for_deletion(self) -> list[str]:
+        """The checkpoints pushed out by ``max_to_keep``, less those that
+        ``keep_checkpoint_every_n_hours`` keeps for good."""
+        doomed = []
         while self._checkpoints_to_be_deleted:
             path, stamp = self._checkpoints_to_be_deleted.pop(0)
             if stamp >= self._next_preserve_time:
-                # keep_checkpoint_every_n_hours: this one is kept for good.
                 self._next_preserve_time = stamp + self._keep_every_n_hours * 3600
                 continue
-            io_kernels.delete_checkpoint_files(path)
-            with contextlib.suppress(OSError):
-                os.unlink(f"{path}.{meta_graph_suffix}")
+            doomed.append(path)
+        return doomed
 
     @property
     def last_checkpoints(self) -> list[str]:
@@ -427,7 +563,16 @@ def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None
     meta = meta_graph.import_scoped_meta_graph(meta_graph_or_file, clear_devices, import_scope)
     if meta.saver_def:
         prefix = f"{import_scope}/" if import_scope else ""
-        return Saver(saver_def=SaverDef.from_json(meta.saver_def).scoped(prefix))
+        where = f"{meta.source}: saver_def"
+        try:
+            saver_def = SaverDef.from_json(meta.saver_def).scoped(prefix)
+        except errors.InvalidArgumentError as e:
+            raise errors.InvalidArgumentError(None, None, f"{meta.source}: {e.message}") from None
+        graph = _ops.get_default_graph()
+        meta_graph.lookup(graph, saver_def.filename_tensor_name, where)
+        meta_graph.lookup(graph, saver_def.save_tensor_name, where)
+        meta_graph.lookup(graph, saver_def.restore_op_name, where, want_op=True)
+        return Saver(saver_def=saver_def)
     if _ops.get_default_graph().get_collection(_ops.GraphKeys.GLOBAL_VARIABLES):
         return Saver()
     return None

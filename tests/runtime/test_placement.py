@@ -276,7 +276,7 @@ def test_explain_placement_takes_any_fetch_structure_session_run_takes():
     init = tf.group(a, name="init")
     report = _report({"b": [b, "a:0"], "train": init}, **GPUS)
     assert {r.op for r in report.rows} >= {"a", "b", "init"}
-    with pytest.raises(KeyError, match="cannot be interpreted as a Tensor"):
+    with pytest.raises(ValueError, match="cannot be interpreted as a Tensor"):
         _report({"x": "no_such_op:0"}, **GPUS)
 
 

@@ -105,7 +105,7 @@ def test_unknown_and_foreign_fetches():
     with tf.Session() as s:
         with pytest.raises(ValueError):
             s.run(other)
-        with pytest.raises(KeyError):
+        with pytest.raises(ValueError, match="nope:0"):
             s.run("nope:0")
         with pytest.raises(TypeError):
             s.run(3)

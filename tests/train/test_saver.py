@@ -107,13 +107,14 @@ def test_relative_paths_and_no_state_when_asked(tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "m-7")
 
 
-def test_save_into_missing_directory_is_value_error(tmp_path):
+def test_save_into_missing_parent_directory_is_value_error(tmp_path):
+    # TF's save op creates the checkpoint's own directory, never its missing parents.
     _counter_graph()
     saver = tf.train.Saver()
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
         with pytest.raises(ValueError, match="doesn't exist"):
-            saver.save(sess, str(tmp_path / "nope" / "model"))
+            saver.save(sess, str(tmp_path / "nope" / "deeper" / "model"))
 
 
 def test_var_list_dict_renames_and_subset_restore(tmp_path):
