@@ -107,7 +107,7 @@ def _scoped(name: str, prefix: str) -> str:
 
 _VARIABLE_OPS = ("VariableV2", "Variable", "VarHandleOp")
 _VARIABLE_FIELDS = {"variable_name": str, "initializer_name": str, "snapshot_name": str,
-                    "initial_value_name": str, "trainable": bool}
+                    "initial_value_name": str, "trainable": bool, "is_resource": bool}
 
 
 def lookup(graph, name, where: str, want_op: bool = False):
@@ -129,7 +129,7 @@ def _decode_variable(value, graph, prefix: str, where: str):
     if not isinstance(value, dict):
         raise _corrupt(where, "a variable def must be a JSON object")
     for field, kind in _VARIABLE_FIELDS.items():
-        required = field not in ("initial_value_name", "trainable")
+        required = field not in ("initial_value_name", "trainable", "is_resource")
         if (required and field not in value) or \
                 (field in value and not isinstance(value[field], kind)):
             raise _corrupt(where, f"variable def field {field!r} must be a "
@@ -140,6 +140,9 @@ def _decode_variable(value, graph, prefix: str, where: str):
     if var.op.type not in _VARIABLE_OPS:
         raise errors.InvalidArgumentError(None, None, f"{where}: {d['variable_name']!r} is a "
                                           f"{var.op.type}, not a variable")
+    # The kind follows the op the def names (a handle is a resource variable), whatever the
+    # def's own flag says.
+    d["is_resource"] = var.op.type == "VarHandleOp"
     lookup(graph, d["initializer_name"], where, want_op=True)
     lookup(graph, d["snapshot_name"], where)
     if d.get("initial_value_name"):
