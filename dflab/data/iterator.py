@@ -70,9 +70,9 @@ class Iterator:
     def make_initializer(self, dataset: Dataset, name=None) -> _ops.Operation:
         """The op that starts this iterator on ``dataset`` (again, if it ran before)."""
         if not _st.same_structure(self._structure, dataset._structure):
-            raise TypeError(f"The two structures don't have the same sequence type. Input "
-                            f"structure has type {self.output_types}, while shallow structure "
-                            f"has type {dataset.output_types}.")
+            raise ValueError(f"The two structures don't have the same nested structure: "
+                             f"the iterator's {self.output_types}, the dataset's "
+                             f"{dataset.output_types}.")
         if self._types != dataset._types:
             raise TypeError(f"Expected output types {self.output_types} but got dataset with "
                             f"output types {dataset.output_types}.")

@@ -330,6 +330,7 @@ class _TextLines(DatasetValue):
     def __init__(self, filenames, compression):
         self.files = [f.decode() if isinstance(f, bytes) else str(f)
                       for f in np.asarray(filenames, dtype=object).reshape(-1)]
+        compression = np.asarray(compression, dtype=object).reshape(-1)[0]
         self.compression = compression.decode() if isinstance(compression, bytes) \
             else str(compression)
         if self.compression not in ("", "GZIP", "ZLIB"):
