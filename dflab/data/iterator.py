@@ -8,12 +8,16 @@ structure's dtypes and static shapes; past the last element it fails with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dflab.data import structure as _st
-from dflab.data.dataset import Dataset
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.tensor_shape import as_shape, unknown_shape
 from dflab.ops import dataset_ops as _dso
+
+if TYPE_CHECKING:  # the dataset module builds iterators: no import back at run time
+    from dflab.data.dataset import Dataset
 
 
 class Iterator:
