@@ -149,8 +149,12 @@ def _typed_node_def(op) -> dict:
 def trace_function(fn, arg_types, arg_shapes, call, flatten, name: str) -> TracedFunction:
     """Trace ``fn`` once: ``call(fn, placeholders)`` calls it on one placeholder per argument
     component and returns ``(structure, flat result tensors)`` using ``flatten``."""
-    graph = FunctionGraph(_ops.get_default_graph())
-    with graph.as_default():
+    outer = _ops.get_default_graph()
+    graph = FunctionGraph(outer)
+    # Node names unique in the outer graph too: per-op kernel state keyed by name (a random
+    # op's generator) is never shared between the function and the outer graph.
+    scope = outer.unique_name(name.split(".")[-1] + "_fn")
+    with graph.as_default(), graph.name_scope(scope):
         args = [graph._create_op("Placeholder", [], {"dtype": _dt.as_dtype(t).base_dtype,
                                                      "shape": as_shape(s)}, f"arg{i}").outputs[0]
                 for i, (t, s) in enumerate(zip(arg_types, arg_shapes))]

@@ -397,3 +397,18 @@ def test_mlp_trains_over_a_shuffled_batched_repeated_dataset():
             last, _ = sess.run([loss, train])
         assert last < first / 3
         assert sess.run(acc) > 0.9
+
+
+def test_map_with_a_seeded_random_op_draws_per_element():
+    def run():
+        with tf.Graph().as_default() as g:
+            tf.set_random_seed(5)
+            outer = tf.random_uniform([])  # same op name as the function's: separate state
+            ds = tf.data.Dataset.range(4).map(lambda x: tf.random_uniform([]))
+            n = ds.make_one_shot_iterator().get_next()
+            with tf.Session(graph=g) as sess:
+                return [float(v) for v in drain(sess, n)], float(sess.run(outer))
+
+    draws, outer = run()
+    assert len(set(draws)) == 4 and all(0 <= d < 1 for d in draws)
+    assert (draws, outer) == run()
