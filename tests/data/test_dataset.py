@@ -412,3 +412,28 @@ def test_map_with_a_seeded_random_op_draws_per_element():
     draws, outer = run()
     assert len(set(draws)) == 4 and all(0 <= d < 1 for d in draws)
     assert (draws, outer) == run()
+
+
+def test_compat_v1_names():
+    ds = tf.data.Dataset.range(3).batch(2)
+    assert tf.compat.v1.data.get_output_types(ds) == tf.int64
+    assert tf.compat.v1.data.get_output_shapes(ds).as_list() == [None]
+    assert tf.compat.v1.data.get_output_classes(ds) is tf.Tensor
+    it = tf.compat.v1.data.Iterator.from_structure(tf.int64, [None])
+    assert isinstance(it, tf.data.Iterator)
+    assert tf.data.experimental.AUTOTUNE == tf.data.AUTOTUNE
+
+
+def test_map_function_survives_graph_serialization():
+    # The traced function is plain data on the op: a graph read back from its JSON runs it.
+    v = tf.Variable(2.0, name="v")
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(3, dtype=np.float32))
+    it = ds.map(lambda x: x * v + 1.0).batch(3).make_initializable_iterator()
+    n = it.get_next()
+    data = tf.get_default_graph().as_graph_def().SerializeToString()
+    with tf.Graph().as_default() as g:
+        tf.import_graph_def(tf.GraphDef.FromString(data), name="")
+        with tf.Session(graph=g) as sess:
+            sess.run("v/Assign")
+            sess.run(g.get_operation_by_name(it.initializer.name))
+            np.testing.assert_allclose(sess.run(g.get_tensor_by_name(n.name)), [1.0, 3.0, 5.0])
