@@ -10,6 +10,7 @@ empty queue's ``OutOfRangeError`` becomes the read's. Host-only, like the queues
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 
@@ -198,7 +199,28 @@ def _quoted_field(record: bytes, i: int, delim: bytes, index: int):
         return bytes(out), i + 1
 
 
-_PARSERS = {"int32": int, "int64": int, "float32": float, "float64": float}
+_INT = re.compile(r"[+-]?[0-9]+")
+_INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+
+
+def _parse_int(text: str, dtype_name: str) -> int:
+    if not _INT.fullmatch(text):
+        raise ValueError(text)
+    value = int(text)
+    low, high = _INT_RANGE[dtype_name]
+    if not low <= value <= high:
+        raise ValueError(text)  # out of range is "not a valid int32", as in TF
+    return value
+
+
+def _parse_float(text: str, dtype_name: str) -> float:
+    if "_" in text:  # Python's float() takes digit separators; CSV numbers have none
+        raise ValueError(text)
+    return float(text)
+
+
+_PARSERS = {"int32": _parse_int, "int64": _parse_int, "float32": _parse_float,
+            "float64": _parse_float}
 _KIND = {"int32": "int32", "int64": "int64", "float32": "float", "float64": "double"}
 
 
@@ -214,7 +236,7 @@ def _convert(field: bytes, dtype, default, col: int, index: int, na_value: bytes
         text = field.decode()
         if text != text.strip():
             raise ValueError(text)
-        return _PARSERS[dtype.name](text)
+        return _PARSERS[dtype.name](text, dtype.name)
     except (ValueError, UnicodeDecodeError):
         raise errors.InvalidArgumentError(
             None, None, f"Field {col} in record {index} is not a valid {_KIND[dtype.name]}: "

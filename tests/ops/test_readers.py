@@ -143,6 +143,9 @@ def test_decode_csv_options():
     ("1,2,3,4", [[1], [2], [3]], "Expect 3 fields but have 4 in record 0"),
     ("1,x,3", [[1], [2.0], [3]], "Field 1 in record 0 is not a valid float: x"),
     ("1.5,2", [[1], [2]], "Field 0 in record 0 is not a valid int32: 1.5"),
+    ("1,3000000000", [[1], [2]], "Field 1 in record 0 is not a valid int32: 3000000000"),
+    ("1_0,2", [[1], [2]], "Field 0 in record 0 is not a valid int32: 1_0"),
+    ("1,2_0.5", [[1], [2.0]], "Field 1 in record 0 is not a valid float: 2_0.5"),
     ("1,,3", [[1], np.array([], np.int32), [3]], "Field 1 is required but missing in "
                                                     "record 0"),
     ('"a"b,2', [[""], [1]], "Quote inside a string has to be escaped"),
