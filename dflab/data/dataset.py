@@ -134,7 +134,8 @@ class Dataset:
                                 "`output_types`")
             shapes = [as_shape(s) for s in _st.flatten_up_to(output_types, output_shapes,
                                                              "output_shapes")]
-        call_args = tuple(args or ())
+        # As in TF, the generator gets its arguments as NumPy values (strings as bytes).
+        call_args = tuple(_generator_arg(a) for a in (args or ()))
 
         def flat_elements():
             for value in generator(*call_args):
@@ -314,6 +315,13 @@ def _generator_element(output_types, types, shapes, value) -> tuple:
                 f"an element of shape {s} was expected.")
         out.append(arr)
     return tuple(out)
+
+
+def _generator_arg(value):
+    arr = np.asarray(value)
+    if arr.dtype.kind in "USO":
+        arr = np.vectorize(_as_bytes, otypes=[object])(arr) if arr.size else arr.astype(object)
+    return arr[()] if arr.ndim == 0 else arr
 
 
 def _as_bytes(x):

@@ -437,3 +437,27 @@ def test_map_function_survives_graph_serialization():
             sess.run("v/Assign")
             sess.run(g.get_operation_by_name(it.initializer.name))
             np.testing.assert_allclose(sess.run(g.get_tensor_by_name(n.name)), [1.0, 3.0, 5.0])
+
+
+def test_monitored_session_stops_at_the_end_of_a_dataset():
+    tf.train.get_or_create_global_step()
+    n = tf.data.Dataset.range(5).batch(2).make_one_shot_iterator().get_next()
+    got = []
+    with tf.train.MonitoredTrainingSession() as sess:
+        while not sess.should_stop():
+            got.append(sess.run(n).tolist())
+    assert got == [[0, 1], [2, 3], [4]]
+
+
+def test_from_generator_with_dict_elements_and_args():
+    def gen(n, word):
+        assert isinstance(word, bytes)  # arguments arrive as NumPy values, strings as bytes
+        for i in range(int(n)):
+            yield {"i": i, "w": word * (i + 1)}
+
+    ds = tf.data.Dataset.from_generator(gen, {"i": tf.int32, "w": tf.string},
+                                        {"i": [], "w": []}, args=(3, "ab"))
+    assert ds.output_shapes["i"].as_list() == []
+    got = elements(ds.batch(3))
+    assert got[0]["i"].tolist() == [0, 1, 2]
+    assert got[0]["w"].tolist() == [b"ab", b"abab", b"ababab"]
