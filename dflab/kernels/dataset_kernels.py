@@ -13,7 +13,8 @@ one element or fails with ``OutOfRangeError`` at the end. All of these are host-
 
 ``map`` and ``filter`` functions arrive as plain data (``dflab.ops.dataset_ops``); a
 ``DatasetFunction`` binds their nodes' CPU kernels once, against the kernel's own context (so a
-re-declared variable reads this device's state, at every call), and runs them in order.
+re-declared variable reads this device's state, at every call), and runs them in order,
+propagating the deadness of an untaken ``tf.cond`` branch as the executor does.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dflab.framework import errors
 from dflab.framework.graph_io import FORMAT, VERSION, graph_def_from_json
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
+from dflab.kernels.control_flow_kernels import DEAD
 from dflab.kernels.registry import get_kernel_def, kernel, register_kernel
 from dflab.ops.script_ops import registered_function
 
@@ -58,16 +60,29 @@ class DatasetFunction:
         deref = [] if getattr(fn, "accepts_refs", False) else [
             i for i, t in enumerate(nd.input_types) if t.is_ref_dtype and i not in ref_inputs]
         inputs = [s if ":" in s else s + ":0" for s in nd.input if not s.startswith("^")]
-        return nd.name, fn, inputs, deref, len(nd.output_types)
+        controls = [s[1:] for s in nd.input if s.startswith("^")]
+        merge = nd.op in ("Merge", "RefMerge")
+        return nd.name, fn, inputs, controls, deref, len(nd.output_types), merge
 
     def __call__(self, args, captured) -> list:
         env = dict(zip(self._args, args))
         env.update(zip(self._captures, captured))
-        for name, fn, inputs, deref, n_out in self._steps:
+        dead: set[str] = set()  # ops skipped on an untaken tf.cond branch
+        for name, fn, inputs, controls, deref, n_out, merge in self._steps:
             values = [env[k] for k in inputs]
-            for i in deref:
-                values[i] = values[i].read()
-            out = fn(*values)
+            if merge:
+                live = [(i, v) for i, v in enumerate(values) if v is not DEAD]
+                out = fn(live[0][1], live[0][0]) if live else None
+            elif any(v is DEAD for v in values) or any(c in dead for c in controls):
+                out = None
+            else:
+                for i in deref:
+                    values[i] = values[i].read()
+                out = fn(*values)
+            if out is None and n_out:
+                # Deadness as the executor propagates it: a node with a dead input is dead.
+                dead.add(name)
+                out = DEAD if n_out == 1 else (DEAD,) * n_out
             if n_out == 1:
                 env[name + ":0"] = out
             elif n_out > 1:

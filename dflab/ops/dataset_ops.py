@@ -166,8 +166,8 @@ def trace_function(fn, arg_types, arg_shapes, call, flatten, name: str) -> Trace
                 r = graph._create_op("Identity", [r], {}, "ret").outputs[0]
             rets.append(r)
     if any(op.type in _CONTROL_FLOW for op in graph.get_operations()):
-        raise NotImplementedError(f"{name}: dataset functions cannot contain control flow "
-                                  "(tf.cond / tf.while_loop) yet")
+        raise NotImplementedError(f"{name}: dataset functions cannot contain loops "
+                                  "(tf.while_loop) yet")
     attr = {"node": [_typed_node_def(op) for op in graph.get_operations()],
             "args": [a.op.name for a in args],
             "captures": [p.op.name for _, p in graph.captured],
@@ -176,8 +176,9 @@ def trace_function(fn, arg_types, arg_shapes, call, flatten, name: str) -> Trace
                           [r.dtype.base_dtype for r in rets], [r.shape for r in rets], structure)
 
 
-_CONTROL_FLOW = frozenset({"Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter",
-                           "Exit", "RefExit", "NextIteration", "RefNextIteration", "LoopCond"})
+# tf.cond (Switch/Merge) runs in a function; loops need the executor's frames.
+_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
+                           "RefNextIteration", "LoopCond"})
 
 
 # --- iterator builders ----------------------------------------------------------------------------

@@ -461,3 +461,50 @@ def test_from_generator_with_dict_elements_and_args():
     got = elements(ds.batch(3))
     assert got[0]["i"].tolist() == [0, 1, 2]
     assert got[0]["w"].tolist() == [b"ab", b"abab", b"ababab"]
+
+
+def test_an_error_in_map_names_the_function_node_and_ends_the_pass():
+    ds = tf.data.Dataset.from_tensor_slices(np.array([4, 3, 4])).map(
+        lambda n: tf.reshape(tf.range(n), [2, 2]))
+    it = ds.make_initializable_iterator()
+    n = it.get_next()
+    with tf.Session() as sess:
+        sess.run(it.initializer)
+        assert sess.run(n).tolist() == [[0, 1], [2, 3]]
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Reshape"):
+            sess.run(n)
+        with pytest.raises(tf.errors.OutOfRangeError):  # documented: TF would go on
+            sess.run(n)
+        sess.run(it.initializer)
+        assert sess.run(n).tolist() == [[0, 1], [2, 3]]
+
+
+def test_map_with_cond_runs_only_the_taken_branch():
+    v = tf.Variable(100, dtype=tf.int64, name="v")
+
+    def fn(x):
+        # The true branch fails unless x == 2: it must run only where it is taken.
+        pair = tf.cond(tf.equal(x, 2), lambda: tf.reshape(tf.range(x), [2]),
+                       lambda: tf.fill([2], x))
+        safe = tf.reduce_sum(pair)
+        return tf.cond(tf.equal(x % 2, 0), lambda: safe + v, lambda: safe), \
+            tf.cond(x > 2, lambda: tf.constant("big"), lambda: tf.constant("small"))
+
+    ds = tf.data.Dataset.range(5).map(fn)
+    it = ds.make_initializable_iterator()
+    n = it.get_next()
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        sess.run(it.initializer)
+        got = [(int(a), b) for a, b in drain(sess, n)]
+    ref = []
+    for x in range(5):
+        safe = 0 + 1 if x == 2 else 2 * x
+        ref.append((safe + 100 if x % 2 == 0 else safe, b"big" if x > 2 else b"small"))
+    assert got == ref
+
+
+def test_dataset_functions_refuse_loops():
+    with pytest.raises(NotImplementedError, match="loops"):
+        tf.data.Dataset.range(3).map(
+            lambda x: tf.while_loop(lambda i: i < x, lambda i: i + 1, [tf.constant(0, tf.int64)]))
