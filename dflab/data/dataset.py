@@ -188,8 +188,7 @@ class Dataset:
                 ret = tuple(ret)
             return ret, _st.flatten(ret)
 
-        return _dso.trace_function(fn, self._types, self._shapes, call, _st.flatten,
-                                   f"Dataset.{what}")
+        return _dso.trace_function(fn, self._types, self._shapes, call, f"Dataset.{what}")
 
     def batch(self, batch_size, drop_remainder=False) -> Dataset:
         """Consecutive elements stacked; the last batch may be short unless

@@ -122,7 +122,8 @@ class _TensorSlices(DatasetValue):
 
     def elements(self):
         for i in range(self.n):
-            yield tuple(np.asarray(c[i]) for c in self.components)
+            # dtype kept: a slice of a string (object) array stays an object array of bytes
+            yield tuple(np.asarray(c[i], dtype=c.dtype) for c in self.components)
 
 
 class _Range(DatasetValue):
@@ -447,6 +448,12 @@ class IteratorState:
         with self._lock:
             self._pass = dataset.elements()
 
+    def start_once(self, dataset: DatasetValue) -> None:
+        """Start a pass over ``dataset`` unless one was started (a one-shot iterator)."""
+        with self._lock:
+            if self._pass is None:
+                self._pass = dataset.elements()
+
     def get_next(self) -> tuple:
         with self._lock:
             if self._pass is None:
@@ -489,9 +496,7 @@ def _iterator_factory(one_shot: bool):
         def one_shot_iterator(dataset):
             state = lookup()
             if not state.initialized:
-                with state._lock:
-                    if state._pass is None:
-                        state._pass = dataset.elements()
+                state.start_once(dataset)
             return state
 
         return one_shot_iterator

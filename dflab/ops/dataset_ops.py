@@ -146,9 +146,9 @@ def _typed_node_def(op) -> dict:
     return nd.to_json()
 
 
-def trace_function(fn, arg_types, arg_shapes, call, flatten, name: str) -> TracedFunction:
+def trace_function(fn, arg_types, arg_shapes, call, name: str) -> TracedFunction:
     """Trace ``fn`` once: ``call(fn, placeholders)`` calls it on one placeholder per argument
-    component and returns ``(structure, flat result tensors)`` using ``flatten``."""
+    component and returns ``(structure, flat results)``."""
     outer = _ops.get_default_graph()
     graph = FunctionGraph(outer)
     # Node names unique in the outer graph too: per-op kernel state keyed by name (a random

@@ -251,7 +251,9 @@ def test_repeat_take_skip_concatenate_zip_prefetch():
     assert scalars(r(5).prefetch(2)) == list(range(5))
     assert scalars(r(0).repeat()) == []  # an empty dataset repeated forever ends
     zipped = tf.data.Dataset.zip((r(4), tf.data.Dataset.from_tensor_slices(["a", "b", "c"])))
-    assert [(int(a), b) for a, b in elements(zipped)] == [(0, b"a"), (1, b"b"), (2, b"c")]
+    got = elements(zipped)
+    assert [(int(a), b) for a, b in got] == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert elements(zipped.batch(3))[0][1].dtype == object  # strings: object arrays of bytes
     nested = tf.data.Dataset.zip({"x": r(2), "y": zipped})
     got = elements(nested)
     assert int(got[1]["x"]) == 1 and got[1]["y"][1] == b"b"
