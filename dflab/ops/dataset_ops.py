@@ -27,6 +27,7 @@ from dflab.framework.graph import Graph
 from dflab.framework.graph_io import NodeDef
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape, as_shape
+from dflab.ops.script_ops import adopt_functions
 
 DATASET_OPS = (
     "TensorDataset", "TensorSliceDataset", "RangeDataset", "GeneratorDataset", "MapDataset",
@@ -165,6 +166,7 @@ def trace_function(fn, arg_types, arg_shapes, call, name: str) -> TracedFunction
             if r.graph is not graph or r.op.type == "Placeholder" or r.dtype.is_ref_dtype:
                 r = graph._create_op("Identity", [r], {}, "ret").outputs[0]
             rets.append(r)
+    adopt_functions(graph, outer)
     if any(op.type in _CONTROL_FLOW for op in graph.get_operations()):
         raise NotImplementedError(f"{name}: dataset functions cannot contain loops "
                                   "(tf.while_loop) yet")

@@ -42,6 +42,15 @@ def register_function(graph, func) -> str:
     return token
 
 
+def adopt_functions(source, graph) -> None:
+    """Hand the functions registered with ``source`` over to ``graph`` (a traced dataset
+    function's graph is dropped after tracing; its ``py_func``s live on with the outer graph)."""
+    funcs = source.__dict__.pop("_py_funcs", {})
+    graph.__dict__.setdefault("_py_funcs", {}).update(funcs)
+    for token in funcs:
+        _graph_of_token[token] = graph
+
+
 def _infer(op):
     return [(dt, unknown_shape()) for dt in op._attrs["Tout"]]
 

@@ -510,3 +510,12 @@ def test_dataset_functions_refuse_loops():
     with pytest.raises(NotImplementedError, match="loops"):
         tf.data.Dataset.range(3).map(
             lambda x: tf.while_loop(lambda i: i < x, lambda i: i + 1, [tf.constant(0, tf.int64)]))
+
+
+def test_map_with_py_func():
+    def shout(word, n):
+        return (np.asarray(word).item().decode().upper() * int(n)).encode()
+
+    ds = tf.data.Dataset.from_tensor_slices((["ab", "c"], [2, 3]))
+    ds = ds.map(lambda w, n: tf.py_func(shout, [w, n], tf.string))
+    assert elements(ds) == [b"ABAB", b"CCC"]
