@@ -336,17 +336,24 @@ class Graph(RichDisplay):
         """TF's public ``Graph.create_op``; dflab infers output dtypes from the op schema."""
         return self._create_op(op_type, list(inputs), attrs or {}, name)
 
+    # A function graph (a ``tf.data`` map function's body, see ``dflab.ops.dataset_ops``) sets
+    # this: ops built while it is the default graph land in it even when all their inputs come
+    # from another graph, which ``_capture`` then brings in.
+    captures_foreign_tensors = False
+
+    def _capture(self, t: Tensor, op_type: str) -> Tensor:
+        """The stand-in in this graph for a tensor ``t`` of another graph (none here)."""
+        raise ValueError(
+            f"Tensor {t.name} must be from the same graph as the op {op_type} being created."
+        )
+
     def _create_op(self, op_type: str, inputs: list, attrs: dict, name: str | None,
                    site: str | None = None, extra_control: list | None = None) -> Operation:
         self._check_not_finalized()
         for t in inputs:
             if not isinstance(t, Tensor):
                 raise TypeError(f"Input to op {op_type} must be a Tensor, got {t!r}")
-            if t.graph is not self:
-                raise ValueError(
-                    f"Tensor {t.name} must be from the same graph as the op {op_type} being "
-                    "created."
-                )
+        inputs = [t if t.graph is self else self._capture(t, op_type) for t in inputs]
         cf_context = self._st().cf_context
         if cf_context is not None:
             # Inside a cond branch or loop body, outside values come in through Switch/Enter.

@@ -146,6 +146,9 @@ def name_scope(name, default_name=None, values=None):
 
 
 def _graph_from_values(values):
+    default = get_default_graph()
+    if default.captures_foreign_tensors:
+        return default  # a function body: outside values are captured, never built upon
     g = None
     for v in values or ():
         if isinstance(v, (Tensor, Operation)):

@@ -39,6 +39,15 @@ HOST_ONLY_OPS = frozenset({
     "SparseAccumulatorTakeGradient", "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
     # Summaries: protobuf encoding of host values into a string.
     "ScalarSummary", "HistogramSummary", "ImageSummary", "TensorSummaryV2", "MergeSummary",
+    # tf.data: datasets are host objects, iterators host state (TF: CPU kernels only).
+    "TensorDataset", "TensorSliceDataset", "RangeDataset", "GeneratorDataset", "MapDataset",
+    "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
+    "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
+    "ConcatenateDataset", "TextLineDataset", "IteratorV2", "OneShotIterator", "MakeIterator",
+    "IteratorGetNext",
+    # File readers and parsers read host files and strings.
+    "TextLineReaderV2", "WholeFileReaderV2", "ReaderReadV2", "ReaderNumRecordsProducedV2",
+    "ReaderResetV2", "ReadFile", "DecodeCSV",
 })
 
 # Ops TF runs on GPUs whose kernels here still keep their state in NumPy (a TensorArray stores

@@ -33,6 +33,24 @@ def registered_function(token: str):
     return None if graph is None else graph.__dict__.get("_py_funcs", {}).get(token)
 
 
+def register_function(graph, func) -> str:
+    """Keep ``func`` alive with ``graph`` under a new token (what an op's ``token`` attr names;
+    ``py_func`` and ``Dataset.from_generator`` use it) and return the token."""
+    token = f"pyfunc_{_PROCESS}_{next(_tokens)}"
+    graph.__dict__.setdefault("_py_funcs", {})[token] = func  # the graph keeps it alive
+    _graph_of_token[token] = graph
+    return token
+
+
+def adopt_functions(source, graph) -> None:
+    """Hand the functions registered with ``source`` over to ``graph`` (a traced dataset
+    function's graph is dropped after tracing; its ``py_func``s live on with the outer graph)."""
+    funcs = source.__dict__.pop("_py_funcs", {})
+    graph.__dict__.setdefault("_py_funcs", {}).update(funcs)
+    for token in funcs:
+        _graph_of_token[token] = graph
+
+
 def _infer(op):
     return [(dt, unknown_shape()) for dt in op._attrs["Tout"]]
 
@@ -51,10 +69,7 @@ def py_func(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's arg
     single = not isinstance(Tout, (list, tuple))
     tout = [_dt.as_dtype(t) for t in ([Tout] if single else Tout)]
     inputs = [_ops.convert_to_tensor(x) for x in (inp or [])]
-    graph = _ops.graph_of(inputs)
-    token = f"pyfunc_{_PROCESS}_{next(_tokens)}"
-    graph.__dict__.setdefault("_py_funcs", {})[token] = func  # the graph keeps it alive
-    _graph_of_token[token] = graph
+    token = register_function(_ops.graph_of(inputs), func)
     op = _ops.apply_op("PyFunc" if stateful else "PyFuncStateless", inputs,
                        {"token": token, "Tin": [t.dtype.base_dtype for t in inputs],
                         "Tout": tout}, name or "PyFunc")

@@ -1,0 +1,344 @@
+"""``tf.data.Dataset`` (TF 1.x's ``DatasetV1``): builders of dataset ops and their structures.
+
+A ``Dataset`` is a handle on one dataset op in the graph (its ``variant`` output, built when the
+Python object is made) plus its element structure: a template of nested tuples/dicts and the flat
+components' dtypes and static shapes (``output_types`` / ``output_shapes``). Transformations build
+a new op over this one's output; iterators (``dflab.data.iterator``) read elements at run time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dflab.data import structure as _st
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework import random_seed
+from dflab.framework.constant_op import constant, constant_value
+from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
+from dflab.ops import dataset_ops as _dso
+from dflab.ops.script_ops import register_function
+
+AUTOTUNE = -1
+
+
+def _int64(value, name: str) -> _ops.Tensor:
+    return _ops.convert_to_tensor(value, dtype=_dt.int64, name=name)
+
+
+def _static_int(t) -> int | None:
+    v = constant_value(t)
+    return None if v is None else int(v)
+
+
+def _components(tensors, name: str):
+    """(structure template, flat tensors) of a nested value of tensors or convertibles."""
+    flat = [_ops.convert_to_tensor(v, name=f"component_{i}")
+            for i, v in enumerate(_st.flatten(tensors))]
+    if not flat:
+        raise ValueError(f"{name}: an element needs at least one component")
+    return tensors, flat
+
+
+class Dataset:
+    """A dataset op and the structure of its elements (see the module docstring)."""
+
+    def __init__(self, variant: _ops.Tensor, structure, types, shapes):
+        self._variant_tensor = variant
+        self._structure = structure
+        self._types = [_dt.as_dtype(t).base_dtype for t in types]
+        self._shapes = [as_shape(s) for s in shapes]
+
+    # --- structure ---------------------------------------------------------------------------
+    @property
+    def output_types(self):
+        return _st.pack(self._structure, self._types)
+
+    @property
+    def output_shapes(self):
+        return _st.pack(self._structure, self._shapes)
+
+    @property
+    def output_classes(self):
+        return _st.pack(self._structure, [_ops.Tensor] * len(self._types))
+
+    def _derive(self, op_type, inputs, attrs, structure, types, shapes) -> Dataset:
+        variant = _dso.dataset_op(op_type, [self._variant_tensor, *inputs], attrs, types, shapes)
+        return Dataset(variant, structure, types, shapes)
+
+    def _same_structure(self, op_type, inputs, attrs=None) -> Dataset:
+        return self._derive(op_type, inputs, attrs or {}, self._structure, self._types,
+                            self._shapes)
+
+    def __repr__(self):
+        return f"<Dataset shapes: {self.output_shapes}, types: {self.output_types}>"
+
+    # --- sources -----------------------------------------------------------------------------
+    @staticmethod
+    def from_tensors(tensors) -> Dataset:
+        """One element: ``tensors`` itself."""
+        with _ops.name_scope(None, "TensorDataset"):
+            structure, flat = _components(tensors, "from_tensors")
+            types = [t.dtype.base_dtype for t in flat]
+            shapes = [t.shape for t in flat]
+            variant = _dso.dataset_op("TensorDataset", flat, {}, types, shapes)
+        return Dataset(variant, structure, types, shapes)
+
+    @staticmethod
+    def from_tensor_slices(tensors) -> Dataset:
+        """One element per slice along the first dimension of every component."""
+        with _ops.name_scope(None, "TensorSliceDataset"):
+            structure, flat = _components(tensors, "from_tensor_slices")
+            first = None
+            for t in flat:
+                if t.shape.ndims == 0:
+                    raise ValueError(f"from_tensor_slices: component {t.name} is a scalar; "
+                                     "every component needs a first dimension to slice")
+                n = t.shape[0] if t.shape.ndims is not None else None
+                first = n if first is None else first
+                if n is not None and first is not None and n != first:
+                    raise ValueError(f"Dimensions {first} and {n} are not compatible: every "
+                                     "component must have the same size in dimension 0")
+            types = [t.dtype.base_dtype for t in flat]
+            shapes = [t.shape[1:] if t.shape.ndims is not None else unknown_shape()
+                      for t in flat]
+            variant = _dso.dataset_op("TensorSliceDataset", flat, {}, types, shapes)
+        return Dataset(variant, structure, types, shapes)
+
+    @staticmethod
+    def range(*args, output_type=_dt.int64) -> Dataset:
+        """``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)`` (int64)."""
+        if not 1 <= len(args) <= 3:
+            raise ValueError(f"Dataset.range takes 1 to 3 arguments, got {len(args)}")
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (
+            (args[0], args[1], 1) if len(args) == 2 else args)
+        if _dt.as_dtype(output_type).base_dtype is not _dt.int64:
+            raise NotImplementedError("Dataset.range supports output_type=tf.int64 only")
+        with _ops.name_scope(None, "RangeDataset"):
+            inputs = [_int64(start, "start"), _int64(stop, "stop"), _int64(step, "step")]
+            variant = _dso.dataset_op("RangeDataset", inputs, {}, [_dt.int64], [TensorShape([])])
+        return Dataset(variant, _dt.int64, [_dt.int64], [TensorShape([])])
+
+    @staticmethod
+    def from_generator(generator, output_types, output_shapes=None, args=None) -> Dataset:
+        """Elements yielded by ``generator(*args)``, called afresh for every pass; each must fit
+        ``output_types`` (and ``output_shapes``, unknown by default)."""
+        if not callable(generator):
+            raise TypeError("`generator` must be callable.")
+        types = [_dt.as_dtype(t).base_dtype for t in _st.flatten(output_types)]
+        if output_shapes is None:
+            shapes = [unknown_shape()] * len(types)
+        else:
+            if not _st.same_structure(output_types, output_shapes):
+                raise TypeError("`output_shapes` must have the same structure as "
+                                "`output_types`")
+            shapes = [as_shape(s) for s in _st.flatten_up_to(output_types, output_shapes,
+                                                             "output_shapes")]
+        # As in TF, the generator gets its arguments as NumPy values (strings as bytes).
+        call_args = tuple(_generator_arg(a) for a in (args or ()))
+
+        def flat_elements():
+            for value in generator(*call_args):
+                yield _generator_element(output_types, types, shapes, value)
+
+        token = register_function(_ops.get_default_graph(), flat_elements)
+        variant = _dso.dataset_op("GeneratorDataset", [], {"token": token}, types, shapes)
+        return Dataset(variant, output_types, types, shapes)
+
+    @staticmethod
+    def zip(datasets) -> Dataset:
+        """Elements of several datasets side by side (a nested tuple/dict of datasets)."""
+        flat = _st.flatten(datasets)
+        if not flat or not all(isinstance(d, Dataset) for d in flat):
+            raise TypeError("Dataset.zip needs a (nested) tuple or dict of datasets")
+        structure = _st.pack(datasets, [d._structure for d in flat])
+        types = [t for d in flat for t in d._types]
+        shapes = [s for d in flat for s in d._shapes]
+        variant = _dso.dataset_op("ZipDataset", [d._variant_tensor for d in flat], {}, types,
+                                  shapes)
+        return Dataset(variant, structure, types, shapes)
+
+    # --- transformations ---------------------------------------------------------------------
+    def map(self, map_func, num_parallel_calls=None) -> Dataset:
+        """``map_func`` traced once on the element's tensors, then run per element (in order;
+        ``num_parallel_calls`` is accepted and ignored)."""
+        traced = self._trace(map_func, "map")
+        return self._derive("MapDataset", traced.captured, {"f": traced.attr},
+                            traced.out_structure, traced.out_types, traced.out_shapes)
+
+    def filter(self, predicate) -> Dataset:
+        """The elements for which ``predicate`` (traced like ``map``'s function) is true."""
+        traced = self._trace(predicate, "filter")
+        if len(traced.out_types) != 1 or traced.out_types[0] is not _dt.bool or \
+                not traced.out_shapes[0].is_compatible_with(TensorShape([])):
+            raise ValueError("`predicate` return type must be convertible to a scalar boolean "
+                             f"tensor. Was {traced.out_types} with shapes {traced.out_shapes}.")
+        return self._same_structure("FilterDataset", traced.captured, {"f": traced.attr})
+
+    def _trace(self, fn, what: str):
+        if not callable(fn):
+            raise TypeError(f"{what} needs a callable, got {type(fn).__name__}")
+        structure = self._structure
+
+        def call(f, args):
+            element = _st.pack(structure, args)
+            # TF's rule: a plain tuple is passed as positional arguments, anything else whole.
+            ret = f(*element) if type(element) is tuple else f(element)
+            if isinstance(ret, list):
+                ret = tuple(ret)
+            return ret, _st.flatten(ret)
+
+        return _dso.trace_function(fn, self._types, self._shapes, call, f"Dataset.{what}")
+
+    def batch(self, batch_size, drop_remainder=False) -> Dataset:
+        """Consecutive elements stacked; the last batch may be short unless
+        ``drop_remainder``, so the static batch dimension is None unless it is set."""
+        return self._batch("BatchDatasetV2", batch_size, drop_remainder, [], self._shapes)
+
+    def padded_batch(self, batch_size, padded_shapes=None, padding_values=None,
+                     drop_remainder=False) -> Dataset:
+        """Batches whose components are padded to ``padded_shapes`` (a None or -1 dimension:
+        the batch's largest) with ``padding_values`` (0, or b"" for strings, by default)."""
+        if padded_shapes is None:
+            for s in self._shapes:
+                if s.ndims is None:
+                    raise ValueError("padded_batch needs padded_shapes for components of "
+                                     "unknown rank")
+            padded = [TensorShape([None] * s.ndims) for s in self._shapes]
+        else:
+            padded = [as_shape(s) for s in _st.flatten_up_to(self._structure, padded_shapes,
+                                                             "padded_shapes")]
+        for k, (p, s) in enumerate(zip(padded, self._shapes)):
+            if p.ndims is None or (s.ndims is not None and s.ndims != p.ndims):
+                raise ValueError(f"padded_shapes[{k}] = {p} does not fit component shape {s}")
+        if padding_values is None:
+            values = [b"" if t is _dt.string else 0 for t in self._types]
+        else:
+            values = _st.flatten_up_to(self._structure, padding_values, "padding_values")
+        with _ops.name_scope(None, "padded_batch"):
+            inputs = [constant([-1 if d is None else d for d in p.as_list()], dtype=_dt.int64,
+                               shape=[p.ndims], name="padded_shape") for p in padded]
+            inputs += [_ops.convert_to_tensor(v, dtype=t, name="padding_value")
+                       for v, t in zip(values, self._types)]
+            for v in inputs[len(padded):]:
+                if v.shape.ndims not in (None, 0):
+                    raise ValueError("padding_values must be scalars")
+        return self._batch("PaddedBatchDatasetV2", batch_size, drop_remainder, inputs, padded)
+
+    def _batch(self, op_type, batch_size, drop_remainder, extra, element_shapes) -> Dataset:
+        size = _int64(batch_size, "batch_size")
+        drop = _ops.convert_to_tensor(drop_remainder, dtype=_dt.bool, name="drop_remainder")
+        static = _static_int(size) if constant_value(drop) else None
+        shapes = [TensorShape([static]).concatenate(s) for s in element_shapes]
+        if op_type == "BatchDatasetV2":
+            inputs = [size, drop]
+        else:
+            inputs = [size, *extra, drop]
+        return self._derive(op_type, inputs, {}, self._structure, self._types, shapes)
+
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None) -> Dataset:
+        """Elements drawn at random from a buffer of ``buffer_size`` (TF's algorithm; a seeded
+        shuffle repeats its order from run to run, though not TF's exact permutation)."""
+        seed1, seed2 = random_seed.get_seed(seed)
+        reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)
+        inputs = [_int64(buffer_size, "buffer_size"), _int64(seed1 or 0, "seed"),
+                  _int64(seed2 or 0, "seed2")]
+        return self._same_structure("ShuffleDataset", inputs,
+                                    {"reshuffle_each_iteration": reshuffle})
+
+    def repeat(self, count=None) -> Dataset:
+        """The dataset ``count`` times over (forever when None or -1)."""
+        return self._same_structure("RepeatDataset", [_int64(-1 if count is None else count,
+                                                             "count")])
+
+    def prefetch(self, buffer_size) -> Dataset:
+        """Accepted for compatibility: elements are produced on demand, with no look-ahead."""
+        return self._same_structure("PrefetchDataset", [_int64(buffer_size, "buffer_size")])
+
+    def take(self, count) -> Dataset:
+        return self._same_structure("TakeDataset", [_int64(count, "count")])
+
+    def skip(self, count) -> Dataset:
+        return self._same_structure("SkipDataset", [_int64(count, "count")])
+
+    def concatenate(self, dataset) -> Dataset:
+        """This dataset's elements, then ``dataset``'s (same structure and dtypes)."""
+        if not _st.same_structure(self._structure, dataset._structure) or \
+                self._types != dataset._types:
+            raise TypeError(f"Two datasets to concatenate have different types "
+                            f"{self.output_types} and {dataset.output_types}")
+        shapes = [_most_specific_common(a, b) for a, b in zip(self._shapes, dataset._shapes)]
+        return self._derive("ConcatenateDataset", [dataset._variant_tensor], {},
+                            self._structure, self._types, shapes)
+
+    def apply(self, transformation_func) -> Dataset:
+        return transformation_func(self)
+
+    # --- iterators ---------------------------------------------------------------------------
+    def make_one_shot_iterator(self):
+        from dflab.data.iterator import make_one_shot_iterator
+
+        return make_one_shot_iterator(self)
+
+    def make_initializable_iterator(self, shared_name=None):
+        from dflab.data.iterator import make_initializable_iterator
+
+        return make_initializable_iterator(self, shared_name)
+
+
+def _most_specific_common(a: TensorShape, b: TensorShape) -> TensorShape:
+    if a.ndims is None or b.ndims is None or a.ndims != b.ndims:
+        return unknown_shape()
+    return TensorShape([x if x == y else None for x, y in zip(a.as_list(), b.as_list())])
+
+
+def _generator_element(output_types, types, shapes, value) -> tuple:
+    """A yielded value as a flat tuple of arrays of the declared dtypes and shapes."""
+    from dflab.framework import errors
+
+    flat = _st.flatten_up_to(output_types, value, "`generator` yielded an element")
+    out = []
+    for v, t, s in zip(flat, types, shapes):
+        try:
+            arr = np.asarray(v, dtype=object if t is _dt.string else t._np)
+            if t is _dt.string:
+                arr = np.vectorize(_as_bytes, otypes=[object])(arr) if arr.size else arr
+        except (TypeError, ValueError):
+            raise errors.InvalidArgumentError(
+                None, None, f"TypeError: `generator` yielded an element that could not be "
+                f"converted to the expected type. The expected type was {t.name}, but the "
+                f"yielded element was {v!r}.") from None
+        if not s.is_compatible_with(TensorShape(list(arr.shape))):
+            raise errors.InvalidArgumentError(
+                None, None, f"`generator` yielded an element of shape {tuple(arr.shape)} where "
+                f"an element of shape {s} was expected.")
+        out.append(arr)
+    return tuple(out)
+
+
+def _generator_arg(value):
+    arr = np.asarray(value)
+    if arr.dtype.kind in "USO":
+        arr = np.vectorize(_as_bytes, otypes=[object])(arr) if arr.size else arr.astype(object)
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def _as_bytes(x):
+    return x if isinstance(x, bytes) else str(x).encode()
+
+
+class TextLineDataset(Dataset):
+    """The lines of text files, without their line endings, as scalar strings."""
+
+    def __init__(self, filenames, compression_type=None, buffer_size=None):
+        with _ops.name_scope(None, "TextLineDataset"):
+            files = _ops.convert_to_tensor(filenames, dtype=_dt.string, name="filenames")
+            if files.shape.ndims not in (None, 0, 1):
+                raise ValueError("filenames must be a scalar or a vector of strings")
+            inputs = [files,
+                      _ops.convert_to_tensor(compression_type or "", dtype=_dt.string,
+                                             name="compression_type"),
+                      _int64(buffer_size or 0, "buffer_size")]
+            variant = _dso.dataset_op("TextLineDataset", inputs, {}, [_dt.string],
+                                      [TensorShape([])])
+        super().__init__(variant, _dt.string, [_dt.string], [TensorShape([])])

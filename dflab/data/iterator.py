@@ -1,0 +1,120 @@
+"""``tf.data.Iterator`` (TF 1.x): iterator resources and the ops that read them.
+
+An ``Iterator`` wraps an iterator handle (``IteratorV2`` or ``OneShotIterator``) and the element
+structure it yields. ``get_next()`` builds an ``IteratorGetNext`` op whose outputs have the
+structure's dtypes and static shapes; past the last element it fails with
+``tf.errors.OutOfRangeError``. The position is per-session state on the host, like a queue's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dflab.data import structure as _st
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.tensor_shape import as_shape, unknown_shape
+from dflab.ops import dataset_ops as _dso
+
+if TYPE_CHECKING:  # the dataset module builds iterators: no import back at run time
+    from dflab.data.dataset import Dataset
+
+
+class Iterator:
+    """Reads the elements of a dataset, one ``get_next()`` evaluation at a time."""
+
+    def __init__(self, handle, initializer, structure, types, shapes):
+        self._handle = handle
+        self._initializer = initializer
+        self._structure = structure
+        self._types = list(types)
+        self._shapes = list(shapes)
+
+    @staticmethod
+    def from_structure(output_types, output_shapes=None, shared_name=None,
+                       output_classes=None) -> Iterator:
+        """An iterator not bound to any dataset: ``make_initializer(ds)`` gives the op that
+        (re)starts it on ``ds``, any dataset of a compatible structure."""
+        types = [_dt.as_dtype(t).base_dtype for t in _st.flatten(output_types)]
+        if output_shapes is None:
+            shapes = [unknown_shape()] * len(types)
+        else:
+            if not _st.same_structure(output_types, output_shapes):
+                raise TypeError("output_shapes must have the same structure as output_types")
+            shapes = [as_shape(s) for s in _st.flatten_up_to(output_types, output_shapes,
+                                                             "output_shapes")]
+        handle = _dso.iterator_resource(shared_name, types, shapes)
+        return Iterator(handle, None, output_types, types, shapes)
+
+    @staticmethod
+    def from_string_handle(string_handle, output_types, output_shapes=None,
+                           output_classes=None):
+        raise NotImplementedError("Iterator.from_string_handle is not supported by dflab")
+
+    # --- structure ---------------------------------------------------------------------------
+    @property
+    def output_types(self):
+        return _st.pack(self._structure, self._types)
+
+    @property
+    def output_shapes(self):
+        return _st.pack(self._structure, self._shapes)
+
+    @property
+    def output_classes(self):
+        return _st.pack(self._structure, [_ops.Tensor] * len(self._types))
+
+    # --- ops ---------------------------------------------------------------------------------
+    @property
+    def initializer(self) -> _ops.Operation:
+        if self._initializer is None:
+            raise ValueError("Iterator does not have an initializer.")
+        return self._initializer
+
+    def make_initializer(self, dataset: Dataset, name=None) -> _ops.Operation:
+        """The op that starts this iterator on ``dataset`` (again, if it ran before)."""
+        if not _st.same_structure(self._structure, dataset._structure):
+            raise ValueError(f"The two structures don't have the same nested structure: "
+                             f"the iterator's {self.output_types}, the dataset's "
+                             f"{dataset.output_types}.")
+        if self._types != dataset._types:
+            raise TypeError(f"Expected output types {self.output_types} but got dataset with "
+                            f"output types {dataset.output_types}.")
+        if not all(a.is_compatible_with(b) for a, b in zip(self._shapes, dataset._shapes)):
+            raise TypeError(f"Expected output shapes compatible with {self.output_shapes} but "
+                            f"got dataset with output shapes {dataset.output_shapes}.")
+        return _dso.make_iterator(dataset._variant_tensor, self._handle, name)
+
+    def get_next(self, name=None):
+        """The next element (a structure of tensors): one ``IteratorGetNext`` op."""
+        outs = _dso.iterator_get_next(self._handle, self._types, self._shapes, name)
+        return _st.pack(self._structure, outs)
+
+    def string_handle(self, name=None):
+        raise NotImplementedError("Iterator.string_handle is not supported by dflab")
+
+
+def make_one_shot_iterator(dataset: Dataset) -> Iterator:
+    """An iterator that starts on ``dataset`` by itself, the first time it is used in a session,
+    and cannot be restarted."""
+    handle = _dso.one_shot_iterator(dataset._variant_tensor, dataset._types, dataset._shapes)
+    return Iterator(handle, None, dataset._structure, dataset._types, dataset._shapes)
+
+
+def make_initializable_iterator(dataset: Dataset, shared_name=None) -> Iterator:
+    """An iterator over ``dataset`` that its ``initializer`` op starts (and restarts)."""
+    handle = _dso.iterator_resource(shared_name, dataset._types, dataset._shapes)
+    init = _dso.make_iterator(dataset._variant_tensor, handle)
+    return Iterator(handle, init, dataset._structure, dataset._types, dataset._shapes)
+
+
+def get_output_types(dataset_or_iterator):
+    return dataset_or_iterator.output_types
+
+
+def get_output_shapes(dataset_or_iterator):
+    return dataset_or_iterator.output_shapes
+
+
+def get_output_classes(dataset_or_iterator):
+    return dataset_or_iterator.output_classes

@@ -1,0 +1,80 @@
+"""Element structures of ``tf.data``: nested tuples and dicts of components.
+
+``tf.data`` has its own rule for what is a structure (unlike ``tf.nest``): tuples (namedtuples
+included) and dicts nest; a *list* is one component (``from_tensor_slices([1, 2, 3])`` slices one
+tensor). Dict entries are visited in sorted key order. A structure is kept as a template (the
+nested value with any leaves) plus the flat list of components' dtypes and shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def is_nested(x) -> bool:
+    return isinstance(x, (tuple, Mapping))
+
+
+def flatten(structure) -> list:
+    if isinstance(structure, Mapping):
+        return [leaf for k in sorted(structure) for leaf in flatten(structure[k])]
+    if isinstance(structure, tuple):
+        return [leaf for child in structure for leaf in flatten(child)]
+    return [structure]
+
+
+def count(structure) -> int:
+    return len(flatten(structure))
+
+
+def pack(structure, flat):
+    """``flat`` rebuilt into the shape of ``structure``."""
+    flat = list(flat)
+    if len(flat) != count(structure):
+        raise ValueError(f"Structure has {count(structure)} components, got {len(flat)} values")
+    out, rest = _pack(structure, flat)
+    return out
+
+
+def _pack(structure, flat):
+    if isinstance(structure, Mapping):
+        items = {}
+        for k in sorted(structure):
+            items[k], flat = _pack(structure[k], flat)
+        return (dict(items) if type(structure) is dict else type(structure)(items)), flat
+    if isinstance(structure, tuple):
+        children = []
+        for child in structure:
+            value, flat = _pack(child, flat)
+            children.append(value)
+        if hasattr(structure, "_fields"):
+            return type(structure)(*children), flat
+        return tuple(children), flat
+    return flat[0], flat[1:]
+
+
+def same_structure(a, b) -> bool:
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        return isinstance(a, Mapping) and isinstance(b, Mapping) and \
+            sorted(a) == sorted(b) and all(same_structure(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and \
+            all(same_structure(x, y) for x, y in zip(a, b))
+    return True
+
+
+def flatten_up_to(structure, value, what: str) -> list:
+    """``value``'s components in the order of ``structure``; ``TypeError`` if it does not fit
+    (a list counts as a tuple here, as TF accepts generator lists for tuple structures)."""
+    if isinstance(structure, Mapping):
+        if not isinstance(value, Mapping) or sorted(value) != sorted(structure):
+            raise TypeError(f"{what}: expected a dict with keys {sorted(structure)}, got "
+                            f"{value!r}")
+        return [leaf for k in sorted(structure)
+                for leaf in flatten_up_to(structure[k], value[k], what)]
+    if isinstance(structure, tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(structure):
+            raise TypeError(f"{what}: expected a tuple of {len(structure)} components, got "
+                            f"{value!r}")
+        return [leaf for s, v in zip(structure, value) for leaf in flatten_up_to(s, v, what)]
+    return [value]

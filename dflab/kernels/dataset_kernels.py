@@ -1,0 +1,527 @@
+"""``tf.data`` kernels: datasets as host objects, iterators as per-session resources.
+
+A dataset op's kernel returns a *dataset value* (a subclass of ``DatasetValue``): the op's input
+values plus what the transformation does. ``elements()`` starts one pass over it: a Python
+generator of elements, each a tuple of NumPy arrays (one per flat component; strings are object
+arrays of bytes). Nothing is read until an iterator asks, so a dataset over a large file or an
+infinite ``repeat()`` costs nothing to build.
+
+An iterator (``IteratorV2``, ``OneShotIterator``) is an ``IteratorState`` in its device's
+``ResourceMgr``, keyed by ``shared_name`` or the op's name, so every step of a session sees the
+same position; ``MakeIterator`` starts a new pass (re-initialisation), ``IteratorGetNext`` takes
+one element or fails with ``OutOfRangeError`` at the end. All of these are host-only ops.
+
+``map`` and ``filter`` functions arrive as plain data (``dflab.ops.dataset_ops``); a
+``DatasetFunction`` binds their nodes' CPU kernels once, against the kernel's own context (so a
+re-declared variable reads this device's state, at every call), and runs them in order,
+propagating the deadness of an untaken ``tf.cond`` branch as the executor does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import secrets
+import threading
+import zlib
+
+import numpy as np
+
+from dflab.framework import errors
+from dflab.framework.graph_io import FORMAT, VERSION, graph_def_from_json
+from dflab.framework.registry import get_op_def
+from dflab.framework.tensor_shape import TensorShape
+from dflab.kernels.control_flow_kernels import DEAD
+from dflab.kernels.registry import get_kernel_def, kernel, register_kernel
+from dflab.ops.script_ops import registered_function
+
+
+# --- dataset functions ----------------------------------------------------------------------------
+class DatasetFunction:
+    """A traced ``map``/``filter`` function bound to CPU kernels: ``fn(args, captured)``."""
+
+    def __init__(self, spec: dict, ctx, where: str):
+        self.where = where
+        graph = graph_def_from_json({"format": FORMAT, "version": VERSION, "node": spec["node"]})
+        self._args = [a + ":0" for a in spec["args"]]
+        self._captures = [c + ":0" for c in spec["captures"]]
+        self._rets = list(spec["rets"])
+        fed = set(spec["args"]) | set(spec["captures"])
+        self._steps = [self._bind(nd, ctx) for nd in graph.node if nd.name not in fed]
+
+    def _bind(self, nd, ctx):
+        kd = get_kernel_def(nd, "CPU")
+        if kd.is_async or kd.takes_step:
+            raise errors.InvalidArgumentError(
+                None, None, f"{self.where}: op {nd.op} ({nd.name}) cannot run inside a dataset "
+                "function")
+        fn = kd.factory(nd, ctx)
+        ref_inputs = get_op_def(nd.op).ref_inputs
+        deref = [] if getattr(fn, "accepts_refs", False) else [
+            i for i, t in enumerate(nd.input_types) if t.is_ref_dtype and i not in ref_inputs]
+        inputs = [s if ":" in s else s + ":0" for s in nd.input if not s.startswith("^")]
+        controls = [s[1:] for s in nd.input if s.startswith("^")]
+        merge = nd.op in ("Merge", "RefMerge")
+        return nd.name, fn, inputs, controls, deref, len(nd.output_types), merge
+
+    def __call__(self, args, captured) -> list:
+        env = dict(zip(self._args, args))
+        env.update(zip(self._captures, captured))
+        dead: set[str] = set()  # ops skipped on an untaken tf.cond branch
+        for name, fn, inputs, controls, deref, n_out, merge in self._steps:
+            values = [env[k] for k in inputs]
+            if merge:
+                live = [(i, v) for i, v in enumerate(values) if v is not DEAD]
+                out = fn(live[0][1], live[0][0]) if live else None
+            elif any(v is DEAD for v in values) or any(c in dead for c in controls):
+                out = None
+            else:
+                for i in deref:
+                    values[i] = values[i].read()
+                out = fn(*values)
+            if out is None and n_out:
+                # Deadness as the executor propagates it: a node with a dead input is dead.
+                dead.add(name)
+                out = DEAD if n_out == 1 else (DEAD,) * n_out
+            if n_out == 1:
+                env[name + ":0"] = out
+            elif n_out > 1:
+                for k, v in enumerate(out):
+                    env[f"{name}:{k}"] = v
+        return [np.asarray(env[r]) for r in self._rets]
+
+
+# --- dataset values -------------------------------------------------------------------------------
+class DatasetValue:
+    """What a dataset op outputs at run time; ``elements()`` starts a pass over it."""
+
+    def elements(self):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+class _Tensors(DatasetValue):
+    def __init__(self, components):
+        self.components = tuple(np.asarray(c) for c in components)
+
+    def elements(self):
+        yield self.components
+
+
+class _TensorSlices(DatasetValue):
+    def __init__(self, components, name):
+        self.components = [np.asarray(c) for c in components]
+        sizes = {c.shape[0] if c.ndim else None for c in self.components}
+        if None in sizes or len(sizes) != 1:
+            raise errors.InvalidArgumentError(
+                None, None, f"{name}: all components must have the same size in dimension 0, "
+                f"got shapes {[list(c.shape) for c in self.components]}")
+        self.n = sizes.pop()
+
+    def elements(self):
+        for i in range(self.n):
+            # dtype kept: a slice of a string (object) array stays an object array of bytes
+            yield tuple(np.asarray(c[i], dtype=c.dtype) for c in self.components)
+
+
+class _Range(DatasetValue):
+    def __init__(self, start, stop, step):
+        self.start, self.stop, self.step = int(start), int(stop), int(step)
+        if self.step == 0:
+            raise errors.InvalidArgumentError(None, None, "RangeDataset: step must be != 0")
+
+    def elements(self):
+        for v in range(self.start, self.stop, self.step):
+            yield (np.int64(v),)
+
+
+class _Generator(DatasetValue):
+    def __init__(self, make_flat_iterator):
+        self.make = make_flat_iterator
+
+    def elements(self):
+        yield from self.make()
+
+
+class _Map(DatasetValue):
+    def __init__(self, source, fn, captured):
+        self.source, self.fn, self.captured = source, fn, captured
+
+    def elements(self):
+        for element in self.source.elements():
+            yield tuple(self.fn(element, self.captured))
+
+
+class _Filter(DatasetValue):
+    def __init__(self, source, fn, captured):
+        self.source, self.fn, self.captured = source, fn, captured
+
+    def elements(self):
+        for element in self.source.elements():
+            keep = self.fn(element, self.captured)[0]
+            if keep.shape != () or keep.dtype != np.bool_:
+                raise errors.InvalidArgumentError(
+                    None, None, f"{self.fn.where}: the predicate must return a scalar bool, got "
+                    f"{keep.dtype} of shape {list(keep.shape)}")
+            if keep:
+                yield element
+
+
+def _stack(values: list, c: int) -> np.ndarray:
+    first = values[0].shape
+    for k, v in enumerate(values[1:], 1):
+        if v.shape != first:
+            raise errors.InvalidArgumentError(
+                None, None, f"Cannot batch tensors with different shapes in component {c}. "
+                f"First element had shape {list(first)} and element {k} had shape "
+                f"{list(v.shape)}.")
+    return np.stack(values)
+
+
+class _Batch(DatasetValue):
+    def __init__(self, source, batch_size, drop_remainder, pad=None):
+        self.source, self.size, self.drop = source, int(batch_size), bool(drop_remainder)
+        if self.size <= 0:
+            raise errors.InvalidArgumentError(None, None, "Batch size must be greater than "
+                                              f"zero, got {self.size}")
+        self.pad = pad  # (padded shapes, padding values) for padded_batch
+
+    def elements(self):
+        it = self.source.elements()
+        while True:
+            chunk = list(itertools.islice(it, self.size))
+            if not chunk or (self.drop and len(chunk) < self.size):
+                return
+            columns = [[e[c] for e in chunk] for c in range(len(chunk[0]))]
+            if self.pad is None:
+                yield tuple(_stack(col, c) for c, col in enumerate(columns))
+            else:
+                yield tuple(_pad(col, c, self.pad[0][c], self.pad[1][c])
+                            for c, col in enumerate(columns))
+
+
+def _pad(values: list, c: int, padded_shape, pad_value) -> np.ndarray:
+    ranks = {v.ndim for v in values}
+    if len(ranks) != 1 or ranks.pop() != len(padded_shape):
+        raise errors.InvalidArgumentError(
+            None, None, f"padded_batch: component {c} has elements of rank "
+            f"{sorted({v.ndim for v in values})}, padded_shapes asks for rank "
+            f"{len(padded_shape)}")
+    dims = []
+    for d, want in enumerate(padded_shape):
+        biggest = max(v.shape[d] for v in values)
+        if want < 0:
+            dims.append(biggest)
+        elif biggest > want:
+            raise errors.InvalidArgumentError(
+                None, None, f"Attempted to pad to a smaller size than the input element: "
+                f"component {c} dimension {d} has size {biggest} > {want}")
+        else:
+            dims.append(int(want))
+    out = np.full([len(values)] + dims, pad_value, dtype=values[0].dtype)
+    for k, v in enumerate(values):
+        out[(k,) + tuple(slice(0, s) for s in v.shape)] = v
+    return out
+
+
+class _Shuffle(DatasetValue):
+    """TF's buffer shuffle: fill ``buffer_size`` elements, emit a random one, refill its slot.
+    A pass draws from a generator keyed by the seeds (and the pass number when reshuffling),
+    so a seeded pipeline gives the same order in every run of the program."""
+
+    def __init__(self, source, buffer_size, seed, seed2, reshuffle):
+        self.source, self.size = source, int(buffer_size)
+        if self.size <= 0:
+            raise errors.InvalidArgumentError(None, None, "buffer_size must be greater than "
+                                              f"zero, got {self.size}")
+        seed, seed2 = int(seed), int(seed2)
+        if seed == 0 and seed2 == 0:
+            seed, seed2 = secrets.randbits(63), secrets.randbits(63)
+        self.key = [seed & (2**63 - 1), seed2 & (2**63 - 1)]
+        self.reshuffle = bool(reshuffle)
+        self.passes = itertools.count()
+
+    def elements(self):
+        n = next(self.passes)
+        rng = np.random.default_rng(self.key + [n] if self.reshuffle else self.key)
+        it = self.source.elements()
+        buffer = list(itertools.islice(it, self.size))
+        while buffer:
+            i = int(rng.integers(len(buffer)))
+            out = buffer[i]
+            refill = next(it, None)
+            if refill is None:
+                buffer[i] = buffer[-1]
+                buffer.pop()
+            else:
+                buffer[i] = refill
+            yield out
+
+
+class _Repeat(DatasetValue):
+    def __init__(self, source, count):
+        self.source, self.count = source, int(count)
+
+    def elements(self):
+        epochs = itertools.count() if self.count < 0 else range(self.count)
+        for _ in epochs:
+            produced = False
+            for element in self.source.elements():
+                produced = True
+                yield element
+            if not produced:
+                return  # an empty input repeated forever is empty, not a hang
+
+
+class _Take(DatasetValue):
+    def __init__(self, source, count):
+        self.source, self.count = source, int(count)
+
+    def elements(self):
+        it = self.source.elements()
+        yield from it if self.count < 0 else itertools.islice(it, self.count)
+
+
+class _Skip(DatasetValue):
+    def __init__(self, source, count):
+        self.source, self.count = source, int(count)
+
+    def elements(self):
+        it = self.source.elements()
+        if self.count < 0:
+            for _ in it:
+                pass
+            return
+        yield from itertools.islice(it, self.count, None)
+
+
+class _Zip(DatasetValue):
+    def __init__(self, sources):
+        self.sources = sources
+
+    def elements(self):
+        for parts in zip(*[s.elements() for s in self.sources]):
+            yield tuple(itertools.chain.from_iterable(parts))
+
+
+class _Concatenate(DatasetValue):
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def elements(self):
+        yield from self.first.elements()
+        yield from self.second.elements()
+
+
+def _open_text(name: str, compression: str):
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise errors.NotFoundError(None, None, f"{name}; No such file or directory") from None
+    except OSError as e:
+        raise errors.UnknownError(None, None, f"{name}: {e}") from None
+    try:
+        if compression == "GZIP":
+            return gzip.decompress(data)
+        if compression == "ZLIB":
+            return zlib.decompress(data)
+    except (OSError, zlib.error, EOFError) as e:
+        raise errors.DataLossError(None, None, f"{name}: not valid {compression} data: {e}") \
+            from None
+    return data
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines of a text file without their ``\\n`` (or ``\\r\\n``), as TF's line readers give."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+class _TextLines(DatasetValue):
+    def __init__(self, filenames, compression):
+        self.files = [f.decode() if isinstance(f, bytes) else str(f)
+                      for f in np.asarray(filenames, dtype=object).reshape(-1)]
+        compression = np.asarray(compression, dtype=object).reshape(-1)[0]
+        self.compression = compression.decode() if isinstance(compression, bytes) \
+            else str(compression)
+        if self.compression not in ("", "GZIP", "ZLIB"):
+            raise errors.InvalidArgumentError(None, None, "Unsupported compression_type: "
+                                              f"{self.compression!r}")
+
+    def elements(self):
+        for name in self.files:
+            for line in split_lines(_open_text(name, self.compression)):
+                yield (np.array(line, dtype=object),)
+
+
+# --- dataset kernels ------------------------------------------------------------------------------
+register_kernel("TensorDataset", fn=lambda *components: _Tensors(components))
+
+
+@kernel("TensorSliceDataset")
+def _tensor_slices(node, ctx):
+    return lambda *components: _TensorSlices(components, node.name)
+
+
+register_kernel("RangeDataset", fn=_Range)
+register_kernel("PrefetchDataset", fn=lambda source, buffer_size: source)
+register_kernel("RepeatDataset", fn=_Repeat)
+register_kernel("TakeDataset", fn=_Take)
+register_kernel("SkipDataset", fn=_Skip)
+register_kernel("ZipDataset", fn=lambda *sources: _Zip(sources))
+register_kernel("ConcatenateDataset", fn=_Concatenate)
+register_kernel("TextLineDataset", fn=lambda files, compression, buffer_size:
+                _TextLines(files, compression))
+
+
+@kernel("GeneratorDataset")
+def _generator(node, ctx):
+    token = node.attr["token"]
+
+    def generator():
+        make = registered_function(token)
+        if make is None:
+            raise errors.FailedPreconditionError(
+                None, None, f"{node.name}: the generator of this dataset is not registered in "
+                "this process")
+        return _Generator(make)
+
+    return generator
+
+
+def _function_factory(cls):
+    def factory(node, ctx):
+        fn = DatasetFunction(node.attr["f"], ctx, node.name)
+        return lambda source, *captured: cls(source, fn, captured)
+
+    return factory
+
+
+register_kernel("MapDataset", factory=_function_factory(_Map))
+register_kernel("FilterDataset", factory=_function_factory(_Filter))
+
+
+@kernel("BatchDatasetV2")
+def _batch(node, ctx):
+    return lambda source, batch_size, drop: _Batch(source, batch_size, drop)
+
+
+@kernel("PaddedBatchDatasetV2")
+def _padded_batch(node, ctx):
+    n = len(node.attr["output_types"])
+
+    def padded_batch(source, batch_size, *rest):
+        shapes = [np.asarray(s, dtype=np.int64).reshape(-1) for s in rest[:n]]
+        values = [np.asarray(v) for v in rest[n:2 * n]]
+        return _Batch(source, batch_size, rest[2 * n], pad=(shapes, values))
+
+    return padded_batch
+
+
+@kernel("ShuffleDataset")
+def _shuffle(node, ctx):
+    reshuffle = node.attr.get("reshuffle_each_iteration", True)
+    return lambda source, size, seed, seed2: _Shuffle(source, size, seed, seed2, reshuffle)
+
+
+# --- iterators ------------------------------------------------------------------------------------
+class IteratorState:
+    """One iterator's position: the pass in progress over the dataset it was initialised with."""
+
+    def __init__(self, name: str, types, shapes):
+        self.name = name
+        self.types = list(types)
+        self.shapes = [TensorShape(s) for s in shapes]
+        self._pass = None
+        self._lock = threading.Lock()
+
+    @property
+    def initialized(self) -> bool:
+        return self._pass is not None
+
+    def reset(self, dataset: DatasetValue) -> None:
+        with self._lock:
+            self._pass = dataset.elements()
+
+    def start_once(self, dataset: DatasetValue) -> None:
+        """Start a pass over ``dataset`` unless one was started (a one-shot iterator)."""
+        with self._lock:
+            if self._pass is None:
+                self._pass = dataset.elements()
+
+    def get_next(self) -> tuple:
+        with self._lock:
+            if self._pass is None:
+                raise errors.FailedPreconditionError(
+                    None, None, f"GetNext() failed because the iterator '{self.name}' has not "
+                    "been initialized. Ensure that you have run the initializer operation for "
+                    "this iterator before getting the next element.")
+            try:
+                element = next(self._pass)
+            except StopIteration:
+                raise errors.OutOfRangeError(None, None, "End of sequence") from None
+        self._check(element)
+        return element
+
+    def _check(self, element) -> None:
+        if len(element) != len(self.types):
+            raise errors.InvalidArgumentError(
+                None, None, f"Iterator '{self.name}' expects {len(self.types)} components, the "
+                f"dataset produced {len(element)}")
+        for c, (v, shape) in enumerate(zip(element, self.shapes)):
+            if not shape.is_compatible_with(TensorShape(list(v.shape))):
+                raise errors.InvalidArgumentError(
+                    None, None, f"Iterator '{self.name}': component {c} has shape "
+                    f"{list(v.shape)}, expected {shape}")
+
+
+def _iterator_factory(one_shot: bool):
+    def factory(node, ctx):
+        key = node.attr.get("shared_name") or node.name
+
+        def create():
+            return IteratorState(key, node.attr["output_types"], node.attr["output_shapes"])
+
+        def lookup():
+            return ctx.resources.lookup_or_create("iterator", key, create)
+
+        if not one_shot:
+            return lookup
+
+        def one_shot_iterator(dataset):
+            state = lookup()
+            if not state.initialized:
+                state.start_once(dataset)
+            return state
+
+        return one_shot_iterator
+
+    return factory
+
+
+register_kernel("IteratorV2", factory=_iterator_factory(False))
+register_kernel("OneShotIterator", factory=_iterator_factory(True))
+
+
+@kernel("MakeIterator")
+def _make_iterator(node, ctx):
+    def make_iterator(dataset, iterator):
+        iterator.reset(dataset)
+
+    return make_iterator
+
+
+@kernel("IteratorGetNext")
+def _get_next(node, ctx):
+    single = len(node.attr["output_types"]) == 1
+
+    def get_next(iterator):
+        element = iterator.get_next()
+        return element[0] if single else tuple(element)
+
+    return get_next
