@@ -203,3 +203,39 @@ def test_a_copy_between_gpus_stays_on_the_devices(two_strict_gpus):
     assert b.data.copied_from == (0, g1.streams["host_to_device"].cuda)
     assert len(strict_cupy.pinned_allocations) == pinned_before  # no trip through the host
     np.testing.assert_array_equal(g1.to_host(b), [0.0, 1.0, 2.0, 3.0])
+
+
+def test_tensor_arrays_run_on_the_gpu_with_elements_in_device_memory(strict_gpu):
+    x_np = np.arange(12, dtype=np.float32).reshape(4, 3)
+    with tf.device("/gpu:0"):
+        x = tf.constant(x_np)
+        ta_in = tf.TensorArray(tf.float32, size=4).unstack(x)
+        ta_out = tf.TensorArray(tf.float32, size=4)
+
+        def body(i, acc):
+            return i + 1, acc.write(i, ta_in.read(i) * 2.0 + 1.0)
+
+        _, done = tf.while_loop(lambda i, _: i < 4, body, (tf.constant(0), ta_out))
+        y = done.stack()
+        n = done.size()
+    with tf.Session(config=_unfused()) as s:
+        got, size = s.run([y, n])
+        plan = next(p for p in s._master._plans.values() if y.op in p.placement)
+    np.testing.assert_array_equal(got, x_np * 2.0 + 1.0)
+    assert size == 4
+    ta_ops = [op for op in plan.placement if op.type.startswith("TensorArray")]
+    assert {op.type for op in ta_ops} >= {"TensorArrayV3", "TensorArrayScatterV3",
+                                          "TensorArrayReadV3", "TensorArrayWriteV3",
+                                          "TensorArrayGatherV3"}
+    assert all(plan.placement[op].device.endswith("GPU:0") for op in ta_ops)
+
+
+def test_a_tensor_array_keeps_its_elements_on_the_device():
+    from dflab.kernels.tensor_array_kernels import TensorArrayStorage
+
+    cupy = strict_cupy.make_module()
+    ta = TensorArrayStorage("ta", np.float32, 2, False, True, (3,), True, xp=cupy)
+    ta.write(0, np.ones(3, np.float32))  # a host value is moved into device memory
+    ta.write(1, cupy.asarray(np.zeros(3, np.float32)))
+    assert all(isinstance(v, cupy.ndarray) for v in ta.values)
+    np.testing.assert_array_equal(cupy.asnumpy(ta.read(0)), np.ones(3))
