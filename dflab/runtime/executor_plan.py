@@ -19,6 +19,7 @@ deadness) lives in its ``Execution``, so one plan serves every step that runs it
 from __future__ import annotations
 
 from dflab.framework import errors
+from dflab.kernels.gpu_kernels import host_memory_inputs
 from dflab.kernels.registry import get_kernel_def
 from dflab.runtime.fused_loops import fuse_frame
 from dflab.runtime.plan_node import (
@@ -271,7 +272,10 @@ class ExecutorPlan:
             lead = 2 if kd.is_async else 1 if kd.takes_step else 0  # (step[, done], *inputs)
             fn = _Deref(fn, [i + lead for i in deref])
         if ctx.launch is not None and not kd.is_async:
-            fn = ctx.launch(fn)  # a GPU: the kernel runs on the device's own stream
+            # A GPU: the kernel runs on the device's own stream, and host values reaching
+            # inputs it does not read on the host are copied to the device.
+            lead = 1 if kd.takes_step else 0
+            fn = ctx.launch(fn, host_memory_inputs(op.type, len(op._inputs)), lead)
         node.fn = fn
         node.takes_step = kd.takes_step
         node.is_async = kd.is_async

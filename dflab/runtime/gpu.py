@@ -9,10 +9,12 @@ A GPU device computes with ``xp = cupy``: its kernels are the CPU's kernels boun
   ``device_to_host`` for transfers, so copies overlap compute. The streams are *blocking*
   streams (not ``non_blocking``): work a user issues on CuPy's legacy default stream stays
   ordered with dflab's.
-* **Transfers ordered with events.** ``from_host`` stages the host value in pinned memory,
-  copies it on the host-to-device stream and makes the compute stream wait for the copy's
-  event; the pinned buffer is kept until that event has completed. ``to_host`` makes the
-  device-to-host stream wait for the compute stream, then copies once into the NumPy result.
+* **Transfers ordered with events.** ``from_host`` copies the host value once, straight from
+  the (C-contiguous) host array into device memory on the host-to-device stream, and makes the
+  compute stream wait for the copy's event; the host array is kept until that event has
+  completed (a feed is never staged through a second, pinned buffer: that would copy twice).
+  ``to_host`` makes the device-to-host stream wait for the compute stream, then copies once
+  into the NumPy result.
   ``copy_to`` another GPU copies device to device on the destination's stream after the source's
   compute event.
 * **Memory from a CuPy memory pool of its own.** Every array a kernel allocates comes from the
@@ -124,7 +126,7 @@ class GPUDevice(Device):
         self.memory = PoolMemory(self.pool, limit)
         self.streams = {k: CudaStream(f"{self.short_name}/{k}", s) for k, s in streams.items()}
         self.context.launch = self.launch
-        # Pinned host buffers of copies still in flight, with the event that ends each.
+        # Host buffers of copies still in flight, with the event that ends each.
         self._in_flight: list = []
         self._in_flight_lock = threading.Lock()
         if limit and reserves_up_front(gpu_options):
@@ -136,20 +138,38 @@ class GPUDevice(Device):
         self.memory.observe()
         return mem
 
-    def launch(self, fn):
+    def launch(self, fn, host_inputs: frozenset | None = None, lead: int = 0):
         """``fn`` (a bound kernel) issued with this CUDA device, its compute stream and its
         memory pool current: a kernel runs where its device's values live, whichever executor
-        thread calls it."""
+        thread calls it. With ``host_inputs`` (the positions of the kernel's inputs it reads
+        on the host, after ``lead`` leading arguments), a host array reaching any other input
+        (a ``Shape``'s output, an int32 constant: TF's host-memory values) is copied to the
+        device first."""
         device, stream = self.cuda_device, self.streams["compute"].cuda
         using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
+        to_device = self._inputs_to_device
 
         def on_device(*args):
             with device, stream, using_allocator(allocate):
+                if host_inputs is not None:
+                    args = to_device(args, host_inputs, lead)
                 return fn(*args)
 
         on_device.__name__ = getattr(fn, "__name__", "kernel")
         on_device.__wrapped__ = fn
         return on_device
+
+    def _inputs_to_device(self, args, host_inputs, lead):
+        """``args`` with each host numeric array outside ``host_inputs`` copied to this device
+        (on the current stream, within ``launch``)."""
+        out = None
+        for i, a in enumerate(args):
+            if type(a) is np.ndarray and i >= lead and (i - lead) not in host_inputs and \
+                    a.dtype.kind in "biufc":
+                if out is None:
+                    out = list(args)
+                out[i] = self.cupy.asarray(a)
+        return args if out is None else out
 
     def _reserve(self, nbytes: int) -> None:
         # One block of the whole limit, freed back to the pool: the pool keeps it reserved.
@@ -159,21 +179,28 @@ class GPUDevice(Device):
 
     # --- memory: host <-> device ----------------------------------------------------------------
     def from_host(self, value):
-        """A host array as an array on this GPU: staged in pinned memory, copied on the
-        host-to-device stream; the compute stream waits for the copy's event."""
+        """A host array as an array on this GPU: one copy, straight from the host array into
+        new device memory on the host-to-device stream (``copy_from_host``)."""
         if not _is_array(value):
             return value
-        cuda = self.cupy.cuda
-        host = np.asarray(value)  # (ascontiguousarray would make a 0-d value 1-d)
-        pinned = _pinned_array(cuda, host)
-        copy = self.streams["host_to_device"].cuda
-        with self.cuda_device, copy, cuda.using_allocator(self._allocate):
+        host = np.asarray(value, order="C")  # (ascontiguousarray would make 0-d values 1-d)
+        with self.cuda_device, self.cupy.cuda.using_allocator(self._allocate):
             out = self.cupy.empty(host.shape, host.dtype)
-            out.set(pinned, stream=copy)
+        self.copy_from_host(out, host)
+        return out
+
+    def copy_from_host(self, out, host: np.ndarray) -> None:
+        """Copy the C-contiguous host array ``host`` into the device array ``out`` (same shape
+        and dtype): one copy, issued on the host-to-device stream, and the compute stream waits
+        for its event, so the copy overlaps earlier compute and no later kernel starts before it
+        ends. No pinned staging copy: the copy reads the host array itself, which is kept
+        alive until the copy's event has completed."""
+        copy = self.streams["host_to_device"].cuda
+        with self.cuda_device, copy:
+            out.set(host, stream=copy)
             done = copy.record()
         self.streams["compute"].cuda.wait_event(done)
-        self._keep_until(done, pinned)
-        return out
+        self._keep_until(done, host)
 
     def to_host(self, value):
         """An array of this GPU as a host NumPy array: one copy, on the device-to-host stream,
@@ -193,7 +220,7 @@ class GPUDevice(Device):
         to another GPU, a copy to the host otherwise (then ``dst.from_host``)."""
         if dst is self or not _is_array(value):
             return value
-        if isinstance(value, np.ndarray):  # a host value (a control edge's token)
+        if isinstance(value, (np.ndarray, np.generic)):  # a host value (a token, a shape)
             return dst.from_host(value)
         if isinstance(dst, GPUDevice) and dst.cupy is self.cupy:
             return self._copy_to_gpu(value, dst)
@@ -211,7 +238,7 @@ class GPUDevice(Device):
         return out
 
     def _keep_until(self, event, buffer) -> None:
-        """Hold ``buffer`` (pinned memory a copy reads) until ``event``; drop finished ones."""
+        """Hold ``buffer`` (host memory a copy reads) until ``event``; drop finished ones."""
         with self._in_flight_lock:
             self._in_flight = [(e, b) for e, b in self._in_flight if not e.done]
             self._in_flight.append((event, buffer))
@@ -224,14 +251,6 @@ class GPUDevice(Device):
     def sync(self) -> None:
         for stream in self.streams.values():
             stream.synchronize()
-
-
-def _pinned_array(cuda, host: np.ndarray) -> np.ndarray:
-    """A copy of ``host`` in page-locked memory (the DMA engine reads it asynchronously)."""
-    mem = cuda.alloc_pinned_memory(max(host.nbytes, 1))
-    out = np.frombuffer(mem, host.dtype, host.size).reshape(host.shape)
-    out[...] = host
-    return out
 
 
 def _device_name(cuda, index: int) -> str:

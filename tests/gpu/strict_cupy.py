@@ -229,6 +229,9 @@ def _malloc(nbytes):
 
 
 pinned_allocations: list[int] = []
+# Copies between host and device memory, by direction ("host_to_device", "device_to_host"):
+# what the tests count to show which values cross and how often.
+transfers: collections.Counter = collections.Counter()
 
 
 def alloc_pinned_memory(nbytes):
@@ -273,6 +276,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         raise TypeError(IMPLICIT)
 
     def get(self, stream=None, out=None):
+        transfers["device_to_host"] += 1
         if out is not None:
             out[...] = self._a
             return out
@@ -281,6 +285,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     def set(self, arr, stream=None):
         if isinstance(arr, ndarray):
             raise TypeError("set() takes a NumPy array")
+        transfers["host_to_device"] += 1
         self._a[...] = arr
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -446,11 +451,13 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
     def asarray(value, dtype=None, order=None):
         if isinstance(value, ndarray):
             return value if dtype is None or value.dtype == dtype else value.astype(dtype)
+        transfers["host_to_device"] += 1
         return ndarray(np.array(value, dtype=dtype, copy=True))
 
     def array(value, dtype=None, copy=True, order="K", ndmin=0):
         if isinstance(value, ndarray):
             return ndarray(np.array(value._a, dtype=dtype, copy=copy, ndmin=ndmin))
+        transfers["host_to_device"] += 1
         return ndarray(np.array(value, dtype=dtype, copy=True, ndmin=ndmin))
 
     def asnumpy(value, stream=None):

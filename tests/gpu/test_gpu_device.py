@@ -61,8 +61,7 @@ def test_kernels_run_on_device_arrays_on_the_compute_stream(strict_gpu):
     e = np.exp(want - want.max(1, keepdims=True))
     np.testing.assert_allclose(s_out, (e / e.sum(1, keepdims=True)).sum(1), rtol=1e-5)
     assert type(y_out) is np.ndarray
-    # The feed was staged in pinned memory and the compute stream waited for its copy.
-    assert strict_cupy.pinned_allocations
+    # The compute stream waited for the feed's copy.
     assert gpu.streams["compute"].cuda.waits
     assert gpu.copies_in_flight == 0
 
@@ -239,3 +238,44 @@ def test_a_tensor_array_keeps_its_elements_on_the_device():
     ta.write(1, cupy.asarray(np.zeros(3, np.float32)))
     assert all(isinstance(v, cupy.ndarray) for v in ta.values)
     np.testing.assert_array_equal(cupy.asnumpy(ta.read(0)), np.ones(3))
+
+
+def test_shapes_stay_in_host_memory_so_a_reshape_reads_no_device_value(strict_gpu):
+    x_np = np.arange(6, dtype=np.float32)
+    z_np = np.zeros((2, 3), np.float32)
+    x = tf.placeholder(tf.float32, [6])
+    z = tf.placeholder(tf.float32, [None, 3])
+    with tf.device("/gpu:0"):
+        y = tf.reshape(x * 2.0, tf.shape(z))
+        n = tf.size(z) + tf.rank(z)  # a host value reaching a device input is copied there
+    with tf.Session(config=_unfused()) as s:
+        s.run(y, {x: x_np, z: z_np})  # builds the plan (constants go to the device once)
+        strict_cupy.transfers.clear()
+        got = s.run(y, {x: x_np, z: z_np})
+        moved = dict(strict_cupy.transfers)
+        assert s.run(n, {z: z_np}) == 8
+        plan = next(p for p in s._master._plans.values() if y.op in p.placement)
+    np.testing.assert_array_equal(got, (x_np * 2).reshape(2, 3))
+    assert plan.placement[y.op.inputs[1].op].device.endswith("GPU:0")  # the Shape op
+    # The only device-to-host copy is the fetch itself.
+    assert moved["device_to_host"] == 1
+
+
+def test_a_feed_is_copied_to_the_device_once(strict_gpu):
+    x_np = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = tf.placeholder(tf.float32, [3, 4])
+    with tf.device("/gpu:0"):
+        y = x * 2.0
+    with tf.Session(config=_unfused()) as s:
+        gpu = s.devices["GPU:0"]
+        s.run(y, {x: x_np})
+        strict_cupy.transfers.clear()
+        pinned_before = len(strict_cupy.pinned_allocations)
+        got = s.run(y, {x: x_np})
+        h2d = gpu.streams["host_to_device"].cuda
+    np.testing.assert_array_equal(got, x_np * 2)
+    # One copy host -> device (straight from the fed array, no pinned staging copy) and one
+    # device -> host (the fetch).
+    assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}
+    assert len(strict_cupy.pinned_allocations) == pinned_before
+    assert gpu.streams["compute"].cuda.waits[-1].recorded_on is h2d
