@@ -57,7 +57,18 @@ def write_variable(xp, ref, value) -> None:
     variable keeps its buffer), installed as the new array otherwise. Caller holds the lock
     it needs."""
     if not _write_in_place(xp, ref, value):
-        ref.set(value)
+        _install(xp, ref, value)
+
+
+def _install(xp, ref, value) -> None:
+    """``ref.set(value)``, refused while the device's stream is being captured as a graph: a
+    new array installed then would be a block the graph owns, and replays would not install
+    it again (the capture fails and the step runs uncaptured)."""
+    if xp is not np and xp.cuda.get_current_stream().is_capturing():
+        raise errors.UnimplementedError(
+            None, None, f"Cannot capture a step that installs a new array in variable "
+            f"{ref.name} (its shape or dtype changes)")
+    ref.set(value)
 
 
 def _write_in_place(xp, ref, value) -> bool:
@@ -97,7 +108,7 @@ def _assign(node, ctx):
                 f"{declared.as_list()} rhs shape= {list(np.shape(value))}")
         with _lock(ref, use_locking):
             if not _write_in_place(xp, ref, xp.asarray(value)):
-                ref.set(_owned(xp, value))
+                _install(xp, ref, _owned(xp, value))
         return ref
 
     return assign

@@ -30,12 +30,18 @@ it the first time a session counts GPUs, and a machine without CuPy or without a
 has no real GPUs (simulated ones still work). Tests pass a strict NumPy-backed stand-in for
 the module (``tests/gpu/strict_cupy.py``) to run this very code without a GPU.
 
+**Host memory.** As TF's ``HostMemory`` kernels, shapes, sizes, int32 constants and the shape
+arithmetic on them stay NumPy values (``dflab.kernels.gpu_kernels``); ``launch`` moves one to
+the device only where a kernel needs it there.
+
 Invariant: a value of this device is a CuPy array on its CUDA device, produced on its compute
-stream; every value that leaves the device leaves after the compute work issued before it.
+stream, or a host-memory value (a NumPy array or scalar); every value that leaves the device
+leaves after the compute work issued before it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -129,6 +135,8 @@ class GPUDevice(Device):
         # Host buffers of copies still in flight, with the event that ends each.
         self._in_flight: list = []
         self._in_flight_lock = threading.Lock()
+        self._retained: list | None = None  # blocks kept for a capture in progress
+        self._capture_lock = threading.Lock()
         if limit and reserves_up_front(gpu_options):
             self._reserve(limit)
 
@@ -136,20 +144,46 @@ class GPUDevice(Device):
     def _allocate(self, nbytes: int):
         mem = self.pool.malloc(nbytes)
         self.memory.observe()
+        retained = self._retained
+        if retained is not None:
+            retained.append(mem)
         return mem
 
-    def launch(self, fn, host_inputs: frozenset | None = None, lead: int = 0):
+    @contextlib.contextmanager
+    def retaining_allocations(self):
+        """Keep every block allocated on this device inside the block alive (yields their
+        list): a captured CUDA graph writes into the blocks its kernels allocated on every
+        replay, so none may go back to the pool while the graph lives. One capture at a time
+        per device."""
+        with self._capture_lock:
+            self._retained = blocks = []
+            try:
+                yield blocks
+            finally:
+                self._retained = None
+
+    def launch(self, fn, host_inputs: frozenset | None = None, lead: int = 0,
+               host_twin=None):
         """``fn`` (a bound kernel) issued with this CUDA device, its compute stream and its
         memory pool current: a kernel runs where its device's values live, whichever executor
-        thread calls it. With ``host_inputs`` (the positions of the kernel's inputs it reads
-        on the host, after ``lead`` leading arguments), a host array reaching any other input
-        (a ``Shape``'s output, an int32 constant: TF's host-memory values) is copied to the
-        device first."""
+        thread calls it.
+
+        With ``host_inputs`` (the positions of the kernel's inputs it reads on the host, after
+        ``lead`` leading arguments), host values (a ``Shape``'s output, an int32 constant:
+        TF's host-memory values) reaching other inputs go to the device: a 0-d one as a NumPy
+        scalar, passed to the kernel by value; a bigger one copied to device memory.
+        ``host_twin()`` gives the op's host kernel: a call whose inputs are all integer host
+        values (shape arithmetic) runs there, as TF runs int32 ops on a GPU in host memory."""
         device, stream = self.cuda_device, self.streams["compute"].cuda
         using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
         to_device = self._inputs_to_device
+        twin = [None]
 
         def on_device(*args):
+            if host_twin is not None and _all_host_integers(args, lead):
+                if twin[0] is None:
+                    twin[0] = host_twin()
+                return twin[0](*args)
             with device, stream, using_allocator(allocate):
                 if host_inputs is not None:
                     args = to_device(args, host_inputs, lead)
@@ -160,15 +194,15 @@ class GPUDevice(Device):
         return on_device
 
     def _inputs_to_device(self, args, host_inputs, lead):
-        """``args`` with each host numeric array outside ``host_inputs`` copied to this device
-        (on the current stream, within ``launch``)."""
+        """``args`` with each host numeric array outside ``host_inputs`` moved to this device
+        (within ``launch``): 0-d ones as NumPy scalars, others copied on the current stream."""
         out = None
         for i, a in enumerate(args):
             if type(a) is np.ndarray and i >= lead and (i - lead) not in host_inputs and \
                     a.dtype.kind in "biufc":
                 if out is None:
                     out = list(args)
-                out[i] = self.cupy.asarray(a)
+                out[i] = a[()] if a.ndim == 0 else self.cupy.asarray(a)
         return args if out is None else out
 
     def _reserve(self, nbytes: int) -> None:
@@ -251,6 +285,17 @@ class GPUDevice(Device):
     def sync(self) -> None:
         for stream in self.streams.values():
             stream.synchronize()
+
+
+def _all_host_integers(args, lead: int) -> bool:
+    """Whether every input in ``args`` (after ``lead``) is an integer or boolean host value,
+    and there is one at least."""
+    if len(args) <= lead:
+        return False
+    for a in args[lead:]:
+        if not isinstance(a, (np.ndarray, np.generic)) or a.dtype.kind not in "iub":
+            return False
+    return True
 
 
 def _device_name(cuda, index: int) -> str:
