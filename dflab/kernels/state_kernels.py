@@ -47,8 +47,15 @@ def _writing(var):
 
 
 def _device_buffer(xp, value) -> bool:
-    """Whether ``value`` is a buffer in a device's own memory (not a host NumPy value)."""
-    return xp is not np and isinstance(value, xp.ndarray)
+    """Whether ``value`` is a buffer in a device's own memory, not a NumPy array (NumPy-backed
+    devices freeze the arrays variables hold, and keep installing new ones)."""
+    return xp is not np and not isinstance(value, np.ndarray) and isinstance(value, xp.ndarray)
+
+
+def _capturing(xp) -> bool:
+    """Whether the device's current CUDA stream is being captured as a graph."""
+    cuda = getattr(xp, "cuda", None)
+    return cuda is not None and bool(cuda.get_current_stream().is_capturing())
 
 
 def write_variable(xp, ref, value) -> None:
@@ -64,7 +71,7 @@ def _install(xp, ref, value) -> None:
     """``ref.set(value)``, refused while the device's stream is being captured as a graph: a
     new array installed then would be a block the graph owns, and replays would not install
     it again (the capture fails and the step runs uncaptured)."""
-    if xp is not np and xp.cuda.get_current_stream().is_capturing():
+    if xp is not np and _capturing(xp):
         raise errors.UnimplementedError(
             None, None, f"Cannot capture a step that installs a new array in variable "
             f"{ref.name} (its shape or dtype changes)")
