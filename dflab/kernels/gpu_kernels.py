@@ -93,7 +93,8 @@ def host_memory_inputs(op_type: str, n_inputs: int) -> frozenset[int]:
 def _gpu_const(node, ctx):
     value = node.attr["value"]
     if np.asarray(value).dtype == np.int32:
-        value = np.asarray(value)  # host memory, as TF's int32 constants on a GPU
+        value = np.array(value)  # host memory, as TF's int32 constants on a GPU
+        value.flags.writeable = False  # constant: a device copy of it can be kept
         return lambda: value
     value = ctx.xp.asarray(value)  # into the device's memory, once per plan
     return lambda: value

@@ -178,6 +178,7 @@ class GPUDevice(Device):
         using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
         to_device = self._inputs_to_device
         twin = [None]
+        copies: dict = {}  # input position -> (frozen host array, its device copy)
 
         def on_device(*args):
             if host_twin is not None and _all_host_integers(args, lead):
@@ -186,24 +187,35 @@ class GPUDevice(Device):
                 return twin[0](*args)
             with device, stream, using_allocator(allocate):
                 if host_inputs is not None:
-                    args = to_device(args, host_inputs, lead)
+                    args = to_device(args, host_inputs, lead, copies)
                 return fn(*args)
 
         on_device.__name__ = getattr(fn, "__name__", "kernel")
         on_device.__wrapped__ = fn
         return on_device
 
-    def _inputs_to_device(self, args, host_inputs, lead):
+    def _inputs_to_device(self, args, host_inputs, lead, copies):
         """``args`` with each host numeric array outside ``host_inputs`` moved to this device
-        (within ``launch``): 0-d ones as NumPy scalars, others copied on the current stream."""
+        (within ``launch``): 0-d ones as NumPy scalars, others copied on the current stream.
+        A frozen (read-only) host array, such as an int32 constant's value, cannot change:
+        its copy is kept in ``copies`` and reused while the same array arrives (so a captured
+        step, which may not copy from the host, still finds it on the device)."""
         out = None
         for i, a in enumerate(args):
             if type(a) is np.ndarray and i >= lead and (i - lead) not in host_inputs and \
                     a.dtype.kind in "biufc":
                 if out is None:
                     out = list(args)
-                out[i] = a[()] if a.ndim == 0 else self.cupy.asarray(a)
+                out[i] = a[()] if a.ndim == 0 else self._device_copy(a, i, copies)
         return args if out is None else out
+
+    def _device_copy(self, a: np.ndarray, i: int, copies: dict):
+        if a.flags.writeable:
+            return self.cupy.asarray(a)
+        kept = copies.get(i)
+        if kept is None or kept[0] is not a:
+            kept = copies[i] = (a, self.cupy.asarray(a))
+        return kept[1]
 
     def _reserve(self, nbytes: int) -> None:
         # One block of the whole limit, freed back to the pool: the pool keeps it reserved.

@@ -279,3 +279,17 @@ def test_a_feed_is_copied_to_the_device_once(strict_gpu):
     assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}
     assert len(strict_cupy.pinned_allocations) == pinned_before
     assert gpu.streams["compute"].cuda.waits[-1].recorded_on is h2d
+
+
+def test_an_int32_constant_is_copied_to_the_device_once_where_a_kernel_needs_it(strict_gpu):
+    x = tf.placeholder(tf.float32, [6])
+    with tf.device("/gpu:0"):
+        # An int32 constant lives in host memory; AddV2 needs it on the device.
+        y = tf.cast(x, tf.int32) + tf.constant(np.arange(6, dtype=np.int32))
+    with tf.Session(config=_unfused()) as s:
+        x_np = np.linspace(0, 5, 6).astype(np.float32)
+        s.run(y, {x: x_np})
+        strict_cupy.transfers.clear()
+        got = s.run(y, {x: x_np})
+    np.testing.assert_array_equal(got, x_np.astype(np.int32) + np.arange(6))
+    assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}  # the feed
