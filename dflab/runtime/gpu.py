@@ -170,8 +170,8 @@ class GPUDevice(Device):
 
         With ``host_inputs`` (the positions of the kernel's inputs it reads on the host, after
         ``lead`` leading arguments), host values (a ``Shape``'s output, an int32 constant:
-        TF's host-memory values) reaching other inputs go to the device: a 0-d one as a NumPy
-        scalar, passed to the kernel by value; a bigger one copied to device memory.
+        TF's host-memory values) reaching other inputs go to the device: a 0-d one written by
+        a fill kernel (the value passed by value), a bigger one copied to device memory.
         ``host_twin()`` gives the op's host kernel: a call whose inputs are all integer host
         values (shape arithmetic) runs there, as TF runs int32 ops on a GPU in host memory."""
         device, stream = self.cuda_device, self.streams["compute"].cuda
@@ -196,7 +196,7 @@ class GPUDevice(Device):
 
     def _inputs_to_device(self, args, host_inputs, lead, copies):
         """``args`` with each host numeric array outside ``host_inputs`` moved to this device
-        (within ``launch``): 0-d ones as NumPy scalars, others copied on the current stream.
+        (within ``launch``, on the current stream).
         A frozen (read-only) host array, such as an int32 constant's value, cannot change:
         its copy is kept in ``copies`` and reused while the same array arrives (so a captured
         step, which may not copy from the host, still finds it on the device)."""
@@ -206,16 +206,24 @@ class GPUDevice(Device):
                     a.dtype.kind in "biufc":
                 if out is None:
                     out = list(args)
-                out[i] = a[()] if a.ndim == 0 else self._device_copy(a, i, copies)
+                out[i] = self._device_copy(a, i, copies)
         return args if out is None else out
 
     def _device_copy(self, a: np.ndarray, i: int, copies: dict):
-        if a.flags.writeable:
-            return self.cupy.asarray(a)
-        kept = copies.get(i)
-        if kept is None or kept[0] is not a:
-            kept = copies[i] = (a, self.cupy.asarray(a))
-        return kept[1]
+        if not a.flags.writeable:
+            kept = copies.get(i)
+            if kept is None or kept[0] is not a:
+                kept = copies[i] = (a, self._to_device(a))
+            return kept[1]
+        return self._to_device(a)
+
+    def _to_device(self, a: np.ndarray):
+        # A 0-d value is written by a fill kernel that takes it by value: no copy from host
+        # memory, so a captured step can make it (it is a shape's function, fixed per
+        # signature); a bigger one is copied.
+        if a.ndim == 0:
+            return self.cupy.full((), a[()], a.dtype)
+        return self.cupy.asarray(a)
 
     def _reserve(self, nbytes: int) -> None:
         # One block of the whole limit, freed back to the pool: the pool keeps it reserved.

@@ -293,3 +293,22 @@ def test_an_int32_constant_is_copied_to_the_device_once_where_a_kernel_needs_it(
         got = s.run(y, {x: x_np})
     np.testing.assert_array_equal(got, x_np.astype(np.int32) + np.arange(6))
     assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}  # the feed
+
+
+def test_integer_shape_arithmetic_on_a_gpu_stays_on_the_host(strict_gpu):
+    z = tf.placeholder(tf.float32, [None, 3])
+    with tf.device("/gpu:0"):
+        n = tf.reduce_prod(tf.shape(z)) * 2 + tf.size(z)
+        mean_divisor = tf.reduce_mean(z * 1.0)  # its gradient divides by a shape product
+        grad = tf.gradients(mean_divisor, z)[0]
+    with tf.Session(config=_unfused()) as s:
+        z_np = np.ones((4, 3), np.float32)
+        s.run([n, grad], {z: z_np})
+        strict_cupy.transfers.clear()
+        got_n, got_grad = s.run([n, grad], {z: z_np})
+        plan = next(p for p in s._master._plans.values() if n.op in p.placement)
+    assert got_n == 36 and isinstance(got_n, np.integer)
+    np.testing.assert_allclose(got_grad, np.full((4, 3), 1 / 12, np.float32))
+    assert plan.placement[n.op].device.endswith("GPU:0")
+    # The feed goes in, the gradient comes out; n never was in device memory.
+    assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}
