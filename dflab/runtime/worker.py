@@ -237,7 +237,7 @@ class Worker:
             memory = None
         part = RegisteredPartition(next(self._handles), spec.device, eplan, spec.feed_index,
                                    stream, memory)
-        if self._config.dflab.get("gpu_step_replay"):
+        if getattr(self._config, "dflab", {}).get("gpu_step_replay"):
             self._set_up_replay(part)
         self._partitions[part.handle] = part
         return part
