@@ -84,9 +84,15 @@ HOST_MEMORY_OUTPUTS = frozenset({"Shape", "ShapeN", "Size", "Rank", "TensorArray
                                  "TensorArrayConcatV3"})
 
 
-def host_memory_inputs(op_type: str, n_inputs: int) -> frozenset[int]:
+def host_memory_inputs(op_type: str, n_inputs: int, attrs=None) -> frozenset[int]:
     """The positions of ``op_type``'s inputs (of ``n_inputs``) that its GPU kernel reads on
-    the host."""
+    the host (``attrs``: the node's, for a fused group ending in a reduction, whose last input
+    is the reduction's axes)."""
+    if op_type == "_FusedElementwise" and attrs is not None:
+        from dflab.kernels.fused_kernels import FusedExpression
+
+        expr = FusedExpression.from_attr(attrs["_fused_expression"])
+        return frozenset({expr.n_inputs}) if expr.reduction is not None else frozenset()
     return frozenset(i % n_inputs for i in HOST_MEMORY_INPUTS.get(op_type, ()) if n_inputs)
 
 

@@ -288,8 +288,8 @@ class ExecutorPlan:
             # A GPU: the kernel runs on the device's own stream, and host values reaching
             # inputs it does not read on the host are copied to the device.
             lead = 1 if kd.takes_step else 0
-            fn = ctx.launch(fn, host_memory_inputs(op.type, len(op._inputs)), lead,
-                            _host_twin(op, node_def))
+            fn = ctx.launch(fn, host_memory_inputs(op.type, len(op._inputs), node_def.attr),
+                            lead, _host_twin(op, node_def))
         node.fn = fn
         node.takes_step = kd.takes_step
         node.is_async = kd.is_async

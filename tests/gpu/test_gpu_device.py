@@ -312,3 +312,20 @@ def test_integer_shape_arithmetic_on_a_gpu_stays_on_the_host(strict_gpu):
     assert plan.placement[n.op].device.endswith("GPU:0")
     # The feed goes in, the gradient comes out; n never was in device memory.
     assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}
+
+
+def test_a_fused_reduction_reads_its_axes_in_host_memory(strict_gpu):
+    from dflab.kernels.gpu_kernels import host_memory_inputs
+
+    x = tf.placeholder(tf.float32, [8, 4])
+    with tf.device("/gpu:0"):
+        total = tf.reduce_sum(tf.exp(x * 2.0) + 1.0, axis=0)
+        plain = tf.tanh(x * 2.0 + 1.0)
+    with tf.Session() as s:
+        fused = [n.op for p in (s.master.get_plan([total], [], ()),
+                                s.master.get_plan([plain], [], ()))
+                 for part in p.parts for n in part.executor_plan.nodes
+                 if n.op.type == "_FusedElementwise"]
+    got = [host_memory_inputs(op.type, len(op.inputs), op.node_def.attr) for op in fused]
+    # The reduction's axes (its last input) stay on the host; a plain group has none.
+    assert got == [frozenset({len(fused[0].inputs) - 1}), frozenset()]
