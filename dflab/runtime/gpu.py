@@ -238,10 +238,14 @@ class GPUDevice(Device):
         if not _is_array(value):
             return value
         host = np.asarray(value, order="C")  # (ascontiguousarray would make 0-d values 1-d)
-        with self.cuda_device, self.cupy.cuda.using_allocator(self._allocate):
-            out = self.cupy.empty(host.shape, host.dtype)
+        out = self.empty(host.shape, host.dtype)
         self.copy_from_host(out, host)
         return out
+
+    def empty(self, shape, dtype):
+        """An uninitialized array on this GPU, from its memory pool."""
+        with self.cuda_device, self.cupy.cuda.using_allocator(self._allocate):
+            return self.cupy.empty(shape, dtype)
 
     def copy_from_host(self, out, host: np.ndarray) -> None:
         """Copy the C-contiguous host array ``host`` into the device array ``out`` (same shape

@@ -97,14 +97,16 @@ class StepReplay:
 
     ``load(buffer, x)`` copies a step input into a static device buffer (default: a device
     copy), ``to_device(x)`` gives a step input as a device array for an uncaptured run
-    (default: as is), ``retain()`` is a context manager yielding the list of every block
+    (default: as is), ``empty(shape, dtype)`` allocates a static input buffer (default:
+    ``cupy.empty``), ``retain()`` is a context manager yielding the list of every block
     allocated inside it (default: none kept; a real GPU must keep them, see ``GPUDevice``).
     ``captures``, ``replays`` (graph launches) and ``uncaptured`` count what happened."""
 
     def __init__(self, cupy, stream, step: Callable, max_captures: int = 4,
                  load: Callable = _copy_into, to_device: Callable | None = None,
-                 retain: Callable | None = None):
+                 retain: Callable | None = None, empty: Callable | None = None):
         self.cupy = cupy
+        self.empty = empty or cupy.empty
         self.stream = stream
         self.step = step
         self.max_captures = max_captures
@@ -148,7 +150,7 @@ class StepReplay:
     def _capture(self, inputs) -> _Capture:
         """Capture one step into a graph (nothing runs: the caller launches it)."""
         with self.stream:
-            static_inputs = [self.cupy.empty(x.shape, x.dtype) for x in inputs]
+            static_inputs = [self.empty(x.shape, x.dtype) for x in inputs]
         cap = _Capture(None, static_inputs, None, None)
         self._load(cap, inputs)
         with self.retain() as allocations, self.stream:
@@ -211,7 +213,7 @@ class PartitionReplay:
         self.replay = StepReplay(device.cupy, device.streams["compute"].cuda, step,
                                  max_captures, load=device.copy_from_host,
                                  to_device=device.from_host,
-                                 retain=device.retaining_allocations)
+                                 retain=device.retaining_allocations, empty=device.empty)
 
     @property
     def captures(self) -> int:
@@ -229,7 +231,7 @@ class PartitionReplay:
         if self.reason is not None:
             return None
         feeds = [np.asarray(feed_values[k], order="C") for k in self.part.feed_index]
-        with self._lock:
+        with self._lock, self.device.cuda_device:  # the graph launches on this device
             try:
                 outputs = self.replay(*feeds)
             except CaptureFailedError as e:

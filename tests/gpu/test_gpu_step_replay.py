@@ -62,6 +62,8 @@ def test_a_captured_training_step_gives_the_uncaptured_numbers(strict_gpu, optim
     assert (part.replay.captures, part.replay.replays) == (1, 5)
     (capture,) = part.replay.replay._captures.values()
     assert capture.allocations  # the blocks the captured kernels write stay alive
+    pool = part.replay.device.pool  # the static feed buffers come from the device's pool
+    assert [buf.data.pool for buf in capture.static_inputs] == [pool, pool]
 
 
 def test_a_new_feed_signature_is_captured_again(strict_gpu):
