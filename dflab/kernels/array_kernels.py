@@ -99,25 +99,25 @@ register_kernel("NoOp", fn=_no_op)
 
 
 # --- shapes -----------------------------------------------------------------------------------
+# Shape, ShapeN, Size and Rank answer in host memory on every device (TF's HostMemory outputs
+# on GPUs): their consumers (Reshape's shape, Slice's begin...) read them on the host, and a
+# GPU kernel that needs one in device memory gets it copied there (``GPUDevice.launch``).
 @kernel("Shape")
 def _shape(node, ctx):
     dt = node.attr["out_type"]._np
-    on = ctx.xp.asarray  # a value of the device: the device's memory
-    return lambda x: on(np.array(x.shape, dtype=dt))
+    return lambda x: np.array(x.shape, dtype=dt)
 
 
 @kernel("ShapeN")
 def _shape_n(node, ctx):
     dt = node.attr["out_type"]._np
-    on = ctx.xp.asarray
-    return lambda *xs: tuple(on(np.array(x.shape, dtype=dt)) for x in xs)
+    return lambda *xs: tuple(np.array(x.shape, dtype=dt) for x in xs)
 
 
 @kernel("Size")
 def _size(node, ctx):
     dt = node.attr["out_type"]._np
-    on = ctx.xp.asarray
-    return lambda x: on(np.array(x.size, dtype=dt))
+    return lambda x: np.array(x.size, dtype=dt)
 
 
 def _rank(x):

@@ -30,6 +30,7 @@ import numpy as np
 from dflab.framework import errors
 from dflab.framework.dtypes import as_dtype, int32
 from dflab.framework.graph_io import NodeDef
+from dflab.kernels.context import host
 from dflab.kernels.registry import get_kernel_def, kernel, registered_fn
 
 
@@ -331,7 +332,7 @@ def _fused_gpu(node, ctx):
 
     def fused_reduce(*inputs):
         # The axes are a small host-side value (TF keeps reduction indices in host memory).
-        axes = tuple(int(a) for a in np.ravel(ctx.xp.asnumpy(inputs[n])))
+        axes = tuple(int(a) for a in np.ravel(host(inputs[n])))
         return k(*inputs[:n], axis=axes, keepdims=keep)
 
     return fused_reduce

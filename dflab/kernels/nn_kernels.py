@@ -28,8 +28,10 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 
 
 def _like(xp, x, value):
-    """``value`` as an array of ``x``'s dtype (NumPy may promote scalars in mixed math)."""
-    return xp.asarray(value, dtype=x.dtype)
+    """``value`` as a NumPy scalar of ``x``'s dtype (NumPy may promote Python scalars in mixed
+    math). A scalar, not an array: on a GPU it is passed to the kernel by value, with no copy
+    to device memory (which a captured step could not make)."""
+    return np.dtype(x.dtype).type(value)
 
 
 # --- activations ----------------------------------------------------------------------------

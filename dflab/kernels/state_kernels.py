@@ -1,7 +1,11 @@
 """Kernels for variables and their update ops.
 
-Dense updates install a new array (readers keep consistent snapshots); scatter updates write in
-place into the variable's own buffer, as TF1 does, so a sparse update costs O(rows), not O(var).
+On host devices dense updates install a new array (readers keep consistent snapshots); on a
+GPU (a device whose arrays are device buffers) they write into the variable's buffer when the
+shape and dtype match, as TF1's dense updates do: no allocation per step, and the buffer a
+captured step (``dflab.runtime.gpu_replay``) reads and writes stays the variable's
+(``write_variable``). Scatter updates write in place everywhere, as TF1 does, so a sparse
+update costs O(rows), not O(var).
 ``use_locking`` holds the variable's lock across the read-modify-write.
 ``CountUpTo`` (``tf.train.limit_epochs``' counter) always holds it.
 
@@ -58,6 +62,50 @@ def unshare(state, xp) -> None:
             state.set(xp.array(value, copy=True))
 
 
+def _device_buffer(xp, value) -> bool:
+    """Whether ``value`` is a buffer in a device's own memory, not a NumPy array (NumPy-backed
+    devices freeze the arrays variables hold, and keep installing new ones)."""
+    return xp is not np and not isinstance(value, np.ndarray) and isinstance(value, xp.ndarray)
+
+
+def _capturing(xp) -> bool:
+    """Whether the device's current CUDA stream is being captured as a graph."""
+    cuda = getattr(xp, "cuda", None)
+    return cuda is not None and bool(cuda.get_current_stream().is_capturing())
+
+
+def write_variable(xp, ref, value) -> None:
+    """Make ``value`` (an array of ``xp`` the caller owns) the variable's value: written into
+    the variable's current buffer when both are device buffers of one shape and dtype (the
+    variable keeps its buffer), installed as the new array otherwise. Caller holds the lock
+    it needs."""
+    if not _write_in_place(xp, ref, value):
+        _install(xp, ref, value)
+
+
+def _install(xp, ref, value) -> None:
+    """``ref.set(value)``, refused while the device's stream is being captured as a graph: a
+    new array installed then would be a block the graph owns, and replays would not install
+    it again (the capture fails and the step runs uncaptured)."""
+    if xp is not np and _capturing(xp):
+        raise errors.UnimplementedError(
+            None, None, f"Cannot capture a step that installs a new array in variable "
+            f"{ref.name} (its shape or dtype changes)")
+    ref.set(value)
+
+
+def _write_in_place(xp, ref, value) -> bool:
+    old = ref.value
+    if old is None or not (_device_buffer(xp, old) and _device_buffer(xp, value)) or \
+            old.shape != value.shape or old.dtype != value.dtype:
+        return False
+    if value is not old:
+        if xp.may_share_memory(old, value):  # a view of the variable itself (a transpose)
+            value = xp.array(value, copy=True)
+        xp.copyto(old, value)
+    return True
+
+
 @kernel("VariableV2")
 def _variable(node, ctx):
     state = ctx.resources.variable(node.name)
@@ -81,9 +129,9 @@ def _assign(node, ctx):
             raise errors.InvalidArgumentError(
                 None, None, f"Assign requires shapes of both tensors to match. lhs shape= "
                 f"{declared.as_list()} rhs shape= {list(np.shape(value))}")
-        v = _owned(xp, value)
         with _lock(ref, use_locking):
-            ref.set(v)
+            if not _write_in_place(xp, ref, xp.asarray(value)):
+                _install(xp, ref, _owned(xp, value))
         return ref
 
     return assign
@@ -92,7 +140,8 @@ def _assign(node, ctx):
 def _update(fn_name):
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
-        np_fn = getattr(ctx.xp, fn_name)
+        xp = ctx.xp
+        np_fn = getattr(xp, fn_name)
 
         def update(ref, delta):
             with _lock(ref, use_locking):
@@ -102,7 +151,7 @@ def _update(fn_name):
                     raise errors.InvalidArgumentError(
                         None, None, f"Must have the same shape: var {list(old.shape)} vs "
                         f"update {list(np.shape(delta))}")
-                ref.set(new)
+                write_variable(xp, ref, new)
             return ref
 
         return update

@@ -12,7 +12,12 @@ never written gives zeros when the element shape is fully known and is an error 
 *gradient* array (``TensorArrayGradV3``, one per forward array and gradient source) sums repeated
 writes and reads zeros, shaped like the forward element, for elements nobody wrote.
 
-The storage holds host (NumPy) arrays; the kernels are registered for CPUs only.
+The elements live in the memory of the device that created the array: NumPy arrays on a CPU,
+device arrays on a GPU (through the creating kernel's ``ctx.xp``), as TF keeps a TensorArray's
+elements in GPU memory. The handle (the storage object), the ``flow`` scalars, sizes, indices
+and concat lengths are host values (TF's ``HostMemory`` arguments), so no kernel here reads a
+device array back to decide anything. A value written from another device is moved into the
+storage's memory; a value read is handed over in the reader's memory.
 """
 
 from __future__ import annotations
@@ -53,8 +58,9 @@ class TensorArrayStorage:
     """The elements of one TensorArray in one step (the value of its handle)."""
 
     def __init__(self, name, dtype, size, dynamic_size, clear_after_read, element_shape,
-                 identical_element_shapes, is_grad=False):
+                 identical_element_shapes, is_grad=False, xp=np):
         self.name = name
+        self.xp = xp  # the array namespace of the device holding the elements
         self.dtype = np.dtype(dtype)
         self.dynamic_size = dynamic_size
         self.clear_after_read = clear_after_read
@@ -96,7 +102,7 @@ class TensorArrayStorage:
             self._grow(index + 1)
 
     def write(self, index, value):
-        value = np.asarray(value)
+        value = _in_memory_of(self.xp, value)
         if value.dtype != self.dtype:
             raise _err(f"TensorArray {self.name}: Could not write to TensorArray index {index} "
                        f"because the value dtype is {value.dtype.name} but the TensorArray "
@@ -141,7 +147,7 @@ class TensorArrayStorage:
                         f"shape {_shape_str(self.element_shape)} is not fully defined (only "
                         "then does an unwritten element read as zeros).")
                 shape = self.element_shape
-            return np.zeros(shape, self.dtype)
+            return self.xp.zeros(shape, self.dtype)
         if self.cleared[index]:
             raise _err(f"TensorArray {self.name}: Could not read index {index} twice because it "
                        "was cleared after a previous read (perhaps try setting "
@@ -174,7 +180,8 @@ class TensorArrayStorage:
         g = self.grads.get(source)
         if g is None:
             g = TensorArrayStorage(f"{self.name}@{source}", self.dtype, len(self.values), True,
-                                   False, self.element_shape, self.identical, is_grad=True)
+                                   False, self.element_shape, self.identical, is_grad=True,
+                                   xp=self.xp)
             g.shapes = list(self.shapes)
             self.grads[source] = g
         return g
@@ -192,19 +199,28 @@ def _index(v):
     return int(host(v))
 
 
+def _in_memory_of(xp, value):
+    """``value`` as an array of the namespace ``xp`` (the host's when ``xp`` is NumPy): a value
+    already there is returned as is, another is copied across."""
+    if xp is np:
+        return host(value)
+    return xp.asarray(value)
+
+
 @kernel("TensorArrayV3")
 def _tensor_array(node, ctx):
     a = node.attr
     dtype = a["dtype"].as_numpy_dtype
     element_shape = _shape_attr(node, "element_shape")
     name = a.get("tensor_array_name") or node.name
+    xp = ctx.xp
 
     def create(size):
         size = _index(size)
         if size < 0:
             raise _err(f"TensorArray {name}: size must be non-negative, got {size}")
         storage = TensorArrayStorage(name, dtype, size, a["dynamic_size"], a["clear_after_read"],
-                                     element_shape, a["identical_element_shapes"])
+                                     element_shape, a["identical_element_shapes"], xp=xp)
         return storage, _FLOW
 
     return create
@@ -234,9 +250,11 @@ def _write(node, ctx):
 
 @kernel("TensorArrayReadV3")
 def _read(node, ctx):
+    xp = ctx.xp
+
     def read(handle, index, flow):
         with handle.lock:
-            return handle.read(_index(index))
+            return _in_memory_of(xp, handle.read(_index(index)))
 
     return read
 
@@ -245,6 +263,7 @@ def _read(node, ctx):
 def _gather(node, ctx):
     element_shape = _shape_attr(node, "element_shape")
     dtype = node.attr["dtype"].as_numpy_dtype
+    xp = ctx.xp
 
     def gather(handle, indices, flow):
         idx = [int(i) for i in host(indices).reshape(-1)]
@@ -253,8 +272,8 @@ def _gather(node, ctx):
             shape = handle.element_shape if _fully_defined(handle.element_shape) else \
                 element_shape
         if not values:
-            return np.zeros((0,) + tuple(shape), dtype)
-        return np.stack(values)
+            return xp.zeros((0,) + tuple(shape), dtype)
+        return _in_memory_of(xp, handle.xp.stack(values))
 
     return gather
 
@@ -263,7 +282,7 @@ def _gather(node, ctx):
 def _scatter(node, ctx):
     def scatter(handle, indices, value, flow):
         idx = host(indices).reshape(-1)
-        value = np.asarray(value)
+        value = _in_memory_of(handle.xp, value)
         if value.ndim == 0 or value.shape[0] != idx.size:
             raise _err(f"TensorArray {handle.name}: Expected len(indices) == values.shape[0], "
                        f"but saw: {idx.size} vs. {value.shape[0] if value.ndim else 'scalar'}")
@@ -291,6 +310,7 @@ def _size(node, ctx):
 def _concat(node, ctx):
     except0 = _shape_attr(node, "element_shape_except0")
     dtype = node.attr["dtype"].as_numpy_dtype
+    xp = ctx.xp
 
     def concat(handle, flow):
         with handle.lock:
@@ -299,7 +319,7 @@ def _concat(node, ctx):
             if not _fully_defined(except0):
                 raise _err(f"TensorArray {handle.name}: Concat saw a TensorArray of size zero "
                            "and element_shape_except0 is not fully defined.")
-            return np.zeros((0,) + tuple(except0), dtype), np.zeros([0], np.int64)
+            return xp.zeros((0,) + tuple(except0), dtype), np.zeros([0], np.int64)
         for i, v in enumerate(values):
             if v.ndim == 0:
                 raise _err(f"TensorArray {handle.name}: Concat saw a scalar shape at index {i} "
@@ -310,7 +330,7 @@ def _concat(node, ctx):
                            f"{_shape_str(values[0].shape)}: all dims except the first must "
                            "agree.")
         lengths = np.array([v.shape[0] for v in values], np.int64)
-        return np.concatenate(values, axis=0), lengths
+        return _in_memory_of(xp, handle.xp.concatenate(values, axis=0)), lengths
 
     return concat
 
@@ -318,7 +338,7 @@ def _concat(node, ctx):
 @kernel("TensorArraySplitV3")
 def _split(node, ctx):
     def split(handle, value, lengths, flow):
-        value = np.asarray(value)
+        value = _in_memory_of(handle.xp, value)
         lengths = host(lengths).reshape(-1).astype(np.int64)
         if value.ndim == 0:
             raise _err(f"TensorArray {handle.name}: Expected value to be at least a vector, but "

@@ -2,8 +2,10 @@
 
 Each kernel receives the variable and its slots as ``VarState`` references. With
 ``use_locking`` it holds all of their locks, taken in one fixed order (by object id) so two
-updates sharing variables can never deadlock. Dense updates compute new arrays and install them
-(readers keep consistent snapshots); sparse updates sum repeated indices, then write the touched
+updates sharing variables can never deadlock. Dense updates compute new arrays and store them
+with ``write_variable``: installed on host devices (readers keep consistent snapshots), written
+into the variables' own buffers on a GPU (so a training step can be captured and replayed);
+sparse updates sum repeated indices, then write the touched
 rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
 The formulas follow TF's ``training_ops`` kernels term by term, computed with the device's
 array namespace (``ctx.xp``), so slots live where their variable does.
@@ -17,7 +19,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.registry import kernel
-from dflab.kernels.state_kernels import unshare
+from dflab.kernels.state_kernels import unshare, write_variable
 from dflab.ops.training_ops import signature
 
 
@@ -125,7 +127,7 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
                     _check_dense(op_type, ref_names, arrays, grad)
                     new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
                     for r, a in zip(refs, new):
-                        r.set(xp.asarray(a, dtype=arrays[0].dtype))
+                        write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
                     return refs[0]
                 _check_dense(op_type, ref_names, arrays, arrays[0])
                 if arrays[0].ndim == 0:
@@ -138,7 +140,7 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
                 if dense_rows:
                     new = update(xp, attrs, arrays, scalars, rows, g)
                     for r, a in zip(refs, new):
-                        r.set(xp.asarray(a, dtype=arrays[0].dtype))
+                        write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
                     return refs[0]
                 new = update(xp, attrs, [a[rows] for a in arrays], scalars, g)
                 for r, a in zip(refs, new):
@@ -148,23 +150,23 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         return run
 
     kernel(op_type)(factory)
-    kernel("Resource" + op_type)(_resource_form(factory, n_refs, sparse))
+    kernel("Resource" + op_type)(_resource_form(factory, n_refs))
     return factory
 
 
-def _resource_form(factory, n_refs: int, sparse: bool):
+def _resource_form(factory, n_refs: int):
     """The kernel of ``Resource<Op>``: the same update on the states the handles name; it
-    outputs nothing. A sparse update writes rows in place, so a buffer a reader still holds is
-    copied first (a resource read promises a value)."""
+    outputs nothing. Updates may write in place (sparse rows everywhere, whole buffers on a
+    GPU), so a buffer a reader still holds is copied first (a resource read promises a
+    value)."""
 
     def resource_factory(node, ctx):
         run = factory(node, ctx)
         xp = ctx.xp
 
         def resource_run(*args):
-            if sparse:
-                for state in args[:n_refs]:
-                    unshare(state, xp)
+            for state in args[:n_refs]:
+                unshare(state, xp)
             run(*args)
 
         return resource_run

@@ -9,10 +9,12 @@ A GPU device computes with ``xp = cupy``: its kernels are the CPU's kernels boun
   ``device_to_host`` for transfers, so copies overlap compute. The streams are *blocking*
   streams (not ``non_blocking``): work a user issues on CuPy's legacy default stream stays
   ordered with dflab's.
-* **Transfers ordered with events.** ``from_host`` stages the host value in pinned memory,
-  copies it on the host-to-device stream and makes the compute stream wait for the copy's
-  event; the pinned buffer is kept until that event has completed. ``to_host`` makes the
-  device-to-host stream wait for the compute stream, then copies once into the NumPy result.
+* **Transfers ordered with events.** ``from_host`` copies the host value once, straight from
+  the (C-contiguous) host array into device memory on the host-to-device stream, and makes the
+  compute stream wait for the copy's event; the host array is kept until that event has
+  completed (a feed is never staged through a second, pinned buffer: that would copy twice).
+  ``to_host`` makes the device-to-host stream wait for the compute stream, then copies once
+  into the NumPy result.
   ``copy_to`` another GPU copies device to device on the destination's stream after the source's
   compute event.
 * **Memory from a CuPy memory pool of its own.** Every array a kernel allocates comes from the
@@ -28,12 +30,18 @@ it the first time a session counts GPUs, and a machine without CuPy or without a
 has no real GPUs (simulated ones still work). Tests pass a strict NumPy-backed stand-in for
 the module (``tests/gpu/strict_cupy.py``) to run this very code without a GPU.
 
+**Host memory.** As TF's ``HostMemory`` kernels, shapes, sizes, int32 constants and the shape
+arithmetic on them stay NumPy values (``dflab.kernels.gpu_kernels``); ``launch`` moves one to
+the device only where a kernel needs it there.
+
 Invariant: a value of this device is a CuPy array on its CUDA device, produced on its compute
-stream; every value that leaves the device leaves after the compute work issued before it.
+stream, or a host-memory value (a NumPy array or scalar); every value that leaves the device
+leaves after the compute work issued before it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -124,9 +132,11 @@ class GPUDevice(Device):
         self.memory = PoolMemory(self.pool, limit)
         self.streams = {k: CudaStream(f"{self.short_name}/{k}", s) for k, s in streams.items()}
         self.context.launch = self.launch
-        # Pinned host buffers of copies still in flight, with the event that ends each.
+        # Host buffers of copies still in flight, with the event that ends each.
         self._in_flight: list = []
         self._in_flight_lock = threading.Lock()
+        self._retained: list | None = None  # blocks kept for a capture in progress
+        self._capture_lock = threading.Lock()
         if limit and reserves_up_front(gpu_options):
             self._reserve(limit)
 
@@ -134,22 +144,86 @@ class GPUDevice(Device):
     def _allocate(self, nbytes: int):
         mem = self.pool.malloc(nbytes)
         self.memory.observe()
+        retained = self._retained
+        if retained is not None:
+            retained.append(mem)
         return mem
 
-    def launch(self, fn):
+    @contextlib.contextmanager
+    def retaining_allocations(self):
+        """Keep every block allocated on this device inside the block alive (yields their
+        list): a captured CUDA graph writes into the blocks its kernels allocated on every
+        replay, so none may go back to the pool while the graph lives. One capture at a time
+        per device."""
+        with self._capture_lock:
+            self._retained = blocks = []
+            try:
+                yield blocks
+            finally:
+                self._retained = None
+
+    def launch(self, fn, host_inputs: frozenset | None = None, lead: int = 0,
+               host_twin=None):
         """``fn`` (a bound kernel) issued with this CUDA device, its compute stream and its
         memory pool current: a kernel runs where its device's values live, whichever executor
-        thread calls it."""
+        thread calls it.
+
+        With ``host_inputs`` (the positions of the kernel's inputs it reads on the host, after
+        ``lead`` leading arguments), host values (a ``Shape``'s output, an int32 constant:
+        TF's host-memory values) reaching other inputs go to the device: a 0-d one written by
+        a fill kernel (the value passed by value), a bigger one copied to device memory.
+        ``host_twin()`` gives the op's host kernel: a call whose inputs are all integer host
+        values (shape arithmetic) runs there, as TF runs int32 ops on a GPU in host memory."""
         device, stream = self.cuda_device, self.streams["compute"].cuda
         using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
+        to_device = self._inputs_to_device
+        twin = [None]
+        copies: dict = {}  # input position -> (frozen host array, its device copy)
 
         def on_device(*args):
+            if host_twin is not None and _all_host_integers(args, lead):
+                if twin[0] is None:
+                    twin[0] = host_twin()
+                return twin[0](*args)
             with device, stream, using_allocator(allocate):
+                if host_inputs is not None:
+                    args = to_device(args, host_inputs, lead, copies)
                 return fn(*args)
 
         on_device.__name__ = getattr(fn, "__name__", "kernel")
         on_device.__wrapped__ = fn
         return on_device
+
+    def _inputs_to_device(self, args, host_inputs, lead, copies):
+        """``args`` with each host numeric array outside ``host_inputs`` moved to this device
+        (within ``launch``, on the current stream).
+        A frozen (read-only) host array, such as an int32 constant's value, cannot change:
+        its copy is kept in ``copies`` and reused while the same array arrives (so a captured
+        step, which may not copy from the host, still finds it on the device)."""
+        out = None
+        for i, a in enumerate(args):
+            if type(a) is np.ndarray and i >= lead and (i - lead) not in host_inputs and \
+                    a.dtype.kind in "biufc":
+                if out is None:
+                    out = list(args)
+                out[i] = self._device_copy(a, i, copies)
+        return args if out is None else out
+
+    def _device_copy(self, a: np.ndarray, i: int, copies: dict):
+        if not a.flags.writeable:
+            kept = copies.get(i)
+            if kept is None or kept[0] is not a:
+                kept = copies[i] = (a, self._to_device(a))
+            return kept[1]
+        return self._to_device(a)
+
+    def _to_device(self, a: np.ndarray):
+        # A 0-d value is written by a fill kernel that takes it by value: no copy from host
+        # memory, so a captured step can make it (it is a shape's function, fixed per
+        # signature); a bigger one is copied.
+        if a.ndim == 0:
+            return self.cupy.full((), a[()], a.dtype)
+        return self.cupy.asarray(a)
 
     def _reserve(self, nbytes: int) -> None:
         # One block of the whole limit, freed back to the pool: the pool keeps it reserved.
@@ -159,21 +233,32 @@ class GPUDevice(Device):
 
     # --- memory: host <-> device ----------------------------------------------------------------
     def from_host(self, value):
-        """A host array as an array on this GPU: staged in pinned memory, copied on the
-        host-to-device stream; the compute stream waits for the copy's event."""
+        """A host array as an array on this GPU: one copy, straight from the host array into
+        new device memory on the host-to-device stream (``copy_from_host``)."""
         if not _is_array(value):
             return value
-        cuda = self.cupy.cuda
-        host = np.asarray(value)  # (ascontiguousarray would make a 0-d value 1-d)
-        pinned = _pinned_array(cuda, host)
+        host = np.asarray(value, order="C")  # (ascontiguousarray would make 0-d values 1-d)
+        out = self.empty(host.shape, host.dtype)
+        self.copy_from_host(out, host)
+        return out
+
+    def empty(self, shape, dtype):
+        """An uninitialized array on this GPU, from its memory pool."""
+        with self.cuda_device, self.cupy.cuda.using_allocator(self._allocate):
+            return self.cupy.empty(shape, dtype)
+
+    def copy_from_host(self, out, host: np.ndarray) -> None:
+        """Copy the C-contiguous host array ``host`` into the device array ``out`` (same shape
+        and dtype): one copy, issued on the host-to-device stream, and the compute stream waits
+        for its event, so the copy overlaps earlier compute and no later kernel starts before it
+        ends. No pinned staging copy: the copy reads the host array itself, which is kept
+        alive until the copy's event has completed."""
         copy = self.streams["host_to_device"].cuda
-        with self.cuda_device, copy, cuda.using_allocator(self._allocate):
-            out = self.cupy.empty(host.shape, host.dtype)
-            out.set(pinned, stream=copy)
+        with self.cuda_device, copy:
+            out.set(host, stream=copy)
             done = copy.record()
         self.streams["compute"].cuda.wait_event(done)
-        self._keep_until(done, pinned)
-        return out
+        self._keep_until(done, host)
 
     def to_host(self, value):
         """An array of this GPU as a host NumPy array: one copy, on the device-to-host stream,
@@ -193,7 +278,7 @@ class GPUDevice(Device):
         to another GPU, a copy to the host otherwise (then ``dst.from_host``)."""
         if dst is self or not _is_array(value):
             return value
-        if isinstance(value, np.ndarray):  # a host value (a control edge's token)
+        if isinstance(value, (np.ndarray, np.generic)):  # a host value (a token, a shape)
             return dst.from_host(value)
         if isinstance(dst, GPUDevice) and dst.cupy is self.cupy:
             return self._copy_to_gpu(value, dst)
@@ -211,7 +296,7 @@ class GPUDevice(Device):
         return out
 
     def _keep_until(self, event, buffer) -> None:
-        """Hold ``buffer`` (pinned memory a copy reads) until ``event``; drop finished ones."""
+        """Hold ``buffer`` (host memory a copy reads) until ``event``; drop finished ones."""
         with self._in_flight_lock:
             self._in_flight = [(e, b) for e, b in self._in_flight if not e.done]
             self._in_flight.append((event, buffer))
@@ -226,12 +311,15 @@ class GPUDevice(Device):
             stream.synchronize()
 
 
-def _pinned_array(cuda, host: np.ndarray) -> np.ndarray:
-    """A copy of ``host`` in page-locked memory (the DMA engine reads it asynchronously)."""
-    mem = cuda.alloc_pinned_memory(max(host.nbytes, 1))
-    out = np.frombuffer(mem, host.dtype, host.size).reshape(host.shape)
-    out[...] = host
-    return out
+def _all_host_integers(args, lead: int) -> bool:
+    """Whether every input in ``args`` (after ``lead``) is an integer or boolean host value,
+    and there is one at least."""
+    if len(args) <= lead:
+        return False
+    for a in args[lead:]:
+        if not isinstance(a, (np.ndarray, np.generic)) or a.dtype.kind not in "iub":
+            return False
+    return True
 
 
 def _device_name(cuda, index: int) -> str:

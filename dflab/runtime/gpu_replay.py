@@ -1,27 +1,38 @@
 """Whole-step replay on a GPU: capture a step's kernels once as a CUDA graph, replay it after.
 
 A CUDA graph replays the recorded kernel launches with the recorded pointers, so a step can be
-replayed only when nothing about it changes between steps but the *contents* of its inputs:
+replayed only when nothing about it changes between steps but the *contents* of its inputs and
+of the variables it reads and writes:
 
 * **what is static**: the shapes and dtypes of the step's inputs (the ``signature``), the
-  device buffers the inputs are copied into before each replay, and every buffer the captured
-  kernels allocate (they stay owned by the capture, so the pointers remain valid);
+  device buffers the inputs are copied into before each replay, every buffer the captured
+  kernels allocate (kept alive with the capture, so the pointers stay valid), and the
+  variables' buffers (a GPU's dense variable updates write into them, see
+  ``dflab.kernels.state_kernels.write_variable``);
 * **what is not eligible** (``ineligible_reason``): a step with control flow (the kernels run
   depend on values), with blocking or asynchronous kernels (queues, ``_Recv``: a transfer from
   another device happens outside the device's stream), with ops whose output *shape* depends
-  on values (``Where``, ``Unique``, ``DynamicPartition``, ``BooleanMask``…), with kernels that
-  do host work on every step (random numbers drawn on the host, ``Print``), or with ops that
-  install new arrays in variables (dense ``Assign``: the next step would read the old pointer);
-* **when to re-capture**: when the signature changes (a feed of a new shape or dtype); a
-  replayed graph keeps its capture for each signature seen, up to ``max_captures``.
+  on values (``Where``, ``Unique``, ``DynamicPartition``, ``BooleanMask``…), or with kernels
+  that do host work on every step (random numbers drawn on the host, ``Print``). A step that
+  turns out to read a device value on the host while it is captured (a kernel that checks a
+  value, a device value reaching an input read on the host) fails to capture; the step then
+  runs uncaptured and the reason is recorded;
+* **when to capture**: the first step of a signature runs uncaptured (it warms the memory
+  pool, so the capture allocates from blocks the pool already holds); the second is captured
+  and launched; later ones are launched. A new signature (a feed of a new shape or dtype)
+  starts again; up to ``max_captures`` graphs are kept, the least recently used dropped.
 
-``StepReplay`` holds that logic for one plan on one device and is written against the device's
-CuPy-like module (``begin_capture``/``end_capture`` on a stream, ``Graph.launch``), so the
-tests run it on the strict stand-in. It is opt-in and not yet chosen by ``Session.run``.
+Every call runs the step exactly once: capturing runs nothing (as in CUDA), the launch that
+follows does. ``StepReplay`` holds that logic for one step function on one stream, written
+against a CuPy-like module (``begin_capture``/``end_capture`` on a stream, ``Graph.launch``),
+so the tests run it on the strict stand-in. ``PartitionReplay`` is what ``Session.run`` uses
+for a registered partition when ``ConfigProto(dflab={"gpu_step_replay": True})`` asks for it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -35,14 +46,14 @@ HOST_WORK_EACH_STEP = frozenset({
     "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
     "Multinomial", "Print", "PrintV2",
 })
-# Updates that install a new array in a variable instead of writing into its buffer.
-INSTALLS_NEW_ARRAYS = frozenset({"Assign", "AssignAdd", "AssignSub"})
 CONTROL_FLOW = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond",
                           "RefSwitch", "RefMerge", "RefEnter", "RefExit"})
 
 
 def ineligible_reason(op_types: Sequence[str], has_blocking: bool = False) -> str | None:
     """Why a step of these op types cannot be captured, or None when it can."""
+    if any(op_type in ("_Send", "_Recv") for op_type in op_types):
+        return "the step exchanges tensors with another device"
     if has_blocking:
         return "the step waits on blocking or asynchronous kernels (queues, transfers)"
     for op_type in op_types:
@@ -52,10 +63,8 @@ def ineligible_reason(op_types: Sequence[str], has_blocking: bool = False) -> st
             return f"{op_type}'s output shape depends on its input values"
         if op_type in HOST_WORK_EACH_STEP:
             return f"{op_type} does host work on every step"
-        if op_type in INSTALLS_NEW_ARRAYS:
-            return f"{op_type} installs a new array in a variable"
-        if op_type in ("_Send", "_Recv"):
-            return "the step exchanges tensors with another device"
+        if op_type.startswith("TensorArray"):
+            return f"{op_type} keeps its elements in a per-step Python structure"
     return None
 
 
@@ -64,66 +73,175 @@ def signature(inputs: Sequence) -> tuple:
     return tuple((tuple(x.shape), str(x.dtype)) for x in inputs)
 
 
-class _Capture:
-    __slots__ = ("graph", "static_inputs", "static_outputs")
+class CaptureFailedError(Exception):
+    """A step could not be captured (the error it raised while capturing is the cause)."""
 
-    def __init__(self, graph, static_inputs, static_outputs):
+
+class _Capture:
+    __slots__ = ("graph", "static_inputs", "static_outputs", "allocations")
+
+    def __init__(self, graph, static_inputs, static_outputs, allocations):
         self.graph = graph
         self.static_inputs = static_inputs
         self.static_outputs = static_outputs
+        self.allocations = allocations  # every block the captured kernels allocated
+
+
+def _copy_into(buf, x) -> None:
+    buf[...] = x
 
 
 class StepReplay:
-    """Capture ``step`` (device inputs -> device outputs) on ``stream`` per input signature
-    and replay it (see the module docstring). ``captures`` and ``replays`` count what
-    happened, for tests and traces."""
+    """Run ``step`` (device inputs -> tuple of outputs) on ``stream``, capturing it per input
+    signature and replaying the capture (see the module docstring).
 
-    def __init__(self, cupy, stream, step: Callable, max_captures: int = 4):
+    ``load(buffer, x)`` copies a step input into a static device buffer (default: a device
+    copy), ``to_device(x)`` gives a step input as a device array for an uncaptured run
+    (default: as is), ``empty(shape, dtype)`` allocates a static input buffer (default:
+    ``cupy.empty``), ``retain()`` is a context manager yielding the list of every block
+    allocated inside it (default: none kept; a real GPU must keep them, see ``GPUDevice``).
+    ``captures``, ``replays`` (graph launches) and ``uncaptured`` count what happened."""
+
+    def __init__(self, cupy, stream, step: Callable, max_captures: int = 4,
+                 load: Callable = _copy_into, to_device: Callable | None = None,
+                 retain: Callable | None = None, empty: Callable | None = None):
         self.cupy = cupy
+        self.empty = empty or cupy.empty
         self.stream = stream
         self.step = step
         self.max_captures = max_captures
+        self.load = load
+        self.to_device = to_device
+        self.retain = retain or _no_retention
         self._captures: OrderedDict[tuple, _Capture] = OrderedDict()
+        self._warm: OrderedDict[tuple, None] = OrderedDict()  # signatures run once uncaptured
         self.captures = 0
         self.replays = 0
+        self.uncaptured = 0
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs) -> tuple:
         key = signature(inputs)
         cap = self._captures.get(key)
         if cap is None:
+            if key not in self._warm:
+                return self._run_uncaptured(key, inputs)
             cap = self._capture(inputs)
             self._captures[key] = cap
             if len(self._captures) > self.max_captures:
-                self._captures.popitem(last=False)  # the least recently captured signature
+                self._captures.popitem(last=False)  # the least recently used signature
         else:
             self._captures.move_to_end(key)
             self._load(cap, inputs)
-            with self.stream:
-                cap.graph.launch(self.stream)
-            self.replays += 1
+        with self.stream:
+            cap.graph.launch(self.stream)
+        self.replays += 1
         return cap.static_outputs
 
+    def _run_uncaptured(self, key, inputs) -> tuple:
+        if self.to_device is not None:
+            inputs = [self.to_device(x) for x in inputs]
+        outputs = self.step(*inputs)
+        self._warm[key] = None
+        if len(self._warm) > 4 * self.max_captures:
+            self._warm.popitem(last=False)
+        self.uncaptured += 1
+        return outputs if isinstance(outputs, tuple) else (outputs,)
+
     def _capture(self, inputs) -> _Capture:
-        # Static input buffers first (allocated outside the capture), then one uncaptured run
-        # so the memory pool holds the step's blocks, then the capture itself.
+        """Capture one step into a graph (nothing runs: the caller launches it)."""
         with self.stream:
-            static_inputs = [self.cupy.empty(x.shape, x.dtype) for x in inputs]
-        cap = _Capture(None, static_inputs, None)
+            static_inputs = [self.empty(x.shape, x.dtype) for x in inputs]
+        cap = _Capture(None, static_inputs, None, None)
         self._load(cap, inputs)
-        with self.stream:
-            self.step(*static_inputs)
+        with self.retain() as allocations, self.stream:
             self.stream.begin_capture()
             try:
                 outputs = self.step(*static_inputs)
-            finally:
-                graph = self.stream.end_capture()
-        cap.graph = graph
+            except Exception as e:
+                self.stream.end_capture()  # ends the capture; the graph is dropped
+                raise CaptureFailedError(f"{type(e).__name__}: {e}") from e
+            graph = self.stream.end_capture()
+        cap.graph, cap.allocations = graph, allocations
         cap.static_outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         self.captures += 1
         return cap
 
     def _load(self, cap: _Capture, inputs) -> None:
-        """Copy this step's inputs into the capture's static buffers (on the stream)."""
-        with self.stream:
-            for buf, x in zip(cap.static_inputs, inputs):
-                buf[...] = x
+        """Copy this step's inputs into the capture's static buffers."""
+        for buf, x in zip(cap.static_inputs, inputs):
+            self.load(buf, x)
+
+
+@contextlib.contextmanager
+def _no_retention():
+    yield None
+
+
+# --- Session.run's use of it -------------------------------------------------------------------
+
+def partition_ineligible_reason(part, device) -> str | None:
+    """Why ``part`` (a ``RegisteredPartition``) cannot be replayed on ``device``, or None."""
+    if not part.device:
+        return "the plan runs unpartitioned over several devices"
+    if not hasattr(device, "retaining_allocations"):
+        return f"{part.device} is not a CUDA GPU"
+    eplan = part.executor_plan
+    if eplan.cf:
+        return "the step has control flow"
+    return ineligible_reason([n.op.type for n in eplan.nodes], eplan.has_blocking)
+
+
+class PartitionReplay:
+    """Runs a registered GPU partition's steps through a ``StepReplay``: host feeds are copied
+    once, straight into the capture's static input buffers, and fetched values come back to
+    the host. ``reason`` is why replay stopped (a capture failed), None while it applies."""
+
+    def __init__(self, part, device, max_captures: int = 4):
+        from dflab.runtime.executor import Execution
+
+        self.part = part
+        self.device = device
+        self.reason: str | None = None
+        eplan = part.executor_plan
+
+        def step(*inputs):
+            ex = Execution(eplan, inputs)
+            ex.run_inline()
+            return tuple(ex.slots[s] for s in eplan.fetch_slots)
+
+        self._lock = threading.Lock()  # one step of this partition at a time on its stream
+        self.replay = StepReplay(device.cupy, device.streams["compute"].cuda, step,
+                                 max_captures, load=device.copy_from_host,
+                                 to_device=device.from_host,
+                                 retain=device.retaining_allocations, empty=device.empty)
+
+    @property
+    def captures(self) -> int:
+        return self.replay.captures
+
+    @property
+    def replays(self) -> int:
+        return self.replay.replays
+
+    def run(self, feed_values) -> list | None:
+        """The step's fetched values in host memory, or None when it cannot be replayed (the
+        reason is recorded; the caller runs the step as usual)."""
+        import numpy as np
+
+        if self.reason is not None:
+            return None
+        feeds = [np.asarray(feed_values[k], order="C") for k in self.part.feed_index]
+        with self._lock, self.device.cuda_device:  # the graph launches on this device
+            try:
+                outputs = self.replay(*feeds)
+            except CaptureFailedError as e:
+                self.reason = f"capturing the step failed ({e})"
+                return None
+            return [self._to_client(v) for v in outputs]
+
+    def _to_client(self, value):
+        from dflab.runtime.executor import to_client_value
+
+        if hasattr(value, "read") and not hasattr(value, "shape"):  # a variable's reference
+            value = value.read()
+        return to_client_value(self.device.to_host(value))

@@ -91,7 +91,7 @@ class RegisteredPartition:
     the device whose memory its feeds and fetches cross into and out of (None: host memory)."""
 
     __slots__ = ("handle", "device", "executor_plan", "feed_index", "cheap_start", "stream",
-                 "memory", "_feeds_as_given")
+                 "memory", "_feeds_as_given", "replay", "_replay_reason")
 
     def __init__(self, handle: int, device: str, executor_plan: ExecutorPlan, feed_index,
                  stream, memory=None):
@@ -105,6 +105,18 @@ class RegisteredPartition:
         # The common case (a whole plan in host memory) takes the step's feeds as they come:
         # Session.run's fixed cost is measured in microseconds.
         self._feeds_as_given = memory is None and self.feed_index == tuple(range(len(feed_index)))
+        # Whole-step replay on a GPU (``dflab.runtime.gpu_replay``), when asked for and
+        # eligible; otherwise why not.
+        self.replay = None
+        self._replay_reason: str | None = None
+
+    @property
+    def replay_reason(self) -> str | None:
+        """Why this partition's steps are not replayed as a captured graph (None: they are,
+        or replay was not asked for)."""
+        if self.replay is not None:
+            return self.replay.reason
+        return self._replay_reason
 
     def feeds(self, feed_values) -> list:
         """The step's fed values this partition takes, in its device's memory (fed values
@@ -225,8 +237,21 @@ class Worker:
             memory = None
         part = RegisteredPartition(next(self._handles), spec.device, eplan, spec.feed_index,
                                    stream, memory)
+        if getattr(self._config, "dflab", {}).get("gpu_step_replay"):
+            self._set_up_replay(part)
         self._partitions[part.handle] = part
         return part
+
+    def _set_up_replay(self, part: RegisteredPartition) -> None:
+        """Give ``part`` a ``PartitionReplay`` if its steps can be captured, else the reason."""
+        from dflab.runtime.gpu_replay import PartitionReplay, partition_ineligible_reason
+
+        device = self.devices[part.device] if part.device else None
+        reason = partition_ineligible_reason(part, device)
+        if reason is None:
+            part.replay = PartitionReplay(part, device)
+        else:
+            part._replay_reason = reason
 
     def register_partition_json(self, data: dict) -> int:
         """``register_partition`` from the JSON form of a spec (another process's master)."""

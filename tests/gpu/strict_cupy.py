@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import threading
 import types
+import weakref
 
 import numpy as np
 
@@ -103,15 +105,25 @@ class Stream:
     def synchronize(self):
         self.synchronized += 1
 
-    # CUDA graph capture: calls issued while capturing are recorded (not only run), and a
-    # launch re-runs them writing into the very arrays they produced (the same "pointers").
+    # CUDA graph capture, as CUDA does it: work issued to a capturing stream is recorded, not
+    # run. The stand-in computes each call while capturing (to give its outputs their shapes),
+    # then end_capture puts every buffer that existed before the capture back as it was and
+    # fills the buffers allocated during the capture with garbage: only a launch of the graph
+    # computes. A launch re-runs the recorded calls into the very arrays they produced (the
+    # same "pointers"). Host reads and host-to-device copies fail while capturing, as the CUDA
+    # runtime refuses synchronous work then.
     def begin_capture(self):
         if getattr(self, "recording", None) is not None:
             raise RuntimeError("stream is already capturing")
         self.recording = []
+        self._before = _snapshot()
+        _capturing.add(self)
 
     def end_capture(self):
         graph, self.recording = Graph(self.recording), None
+        _capturing.discard(self)
+        _restore(self._before)
+        self._before = None
         return graph
 
     def is_capturing(self):
@@ -125,17 +137,64 @@ class Graph:
 
     def launch(self, stream=None):
         self.launches += 1
-        for fn, args, kwargs, out in self.calls:
-            _assign(out, fn(*(_unwrap(a, True) for a in args),
-                            **{k: _unwrap(v, True) for k, v in kwargs.items()}))
+        for fn, args, kwargs, out, strict in self.calls:
+            _assign(out, fn(*(_unwrap(a, strict) for a in args),
+                            **{k: _unwrap(v, strict) for k, v in kwargs.items()}))
 
 
 def _assign(out, value):
     if isinstance(out, tuple):
         for o, v in zip(out, value):
             _assign(o, v)
-    elif isinstance(out, ndarray):
+    elif isinstance(out, ndarray) and out._a.flags.writeable:  # (a broadcast view is not)
         out._a[...] = value
+
+
+# --- what a capture leaves behind -------------------------------------------------------------
+_capturing: set = set()  # streams capturing now
+_live = weakref.WeakValueDictionary()  # serial -> every device array alive
+_serials = itertools.count()
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _snapshot():
+    """The contents of every device buffer alive now (by root array), and the next serial."""
+    roots = {}
+    for arr in list(_live.values()):
+        r = _root(arr._a)
+        roots.setdefault(id(r), (r, r.copy()))
+    return next(_serials), roots
+
+
+def _restore(before) -> None:
+    first_new, roots = before
+    for serial, arr in list(_live.items()):
+        r = _root(arr._a)
+        if serial > first_new and id(r) not in roots and r.flags.writeable:
+            _garbage(r)
+    for r, saved in roots.values():
+        if r.flags.writeable:
+            r[...] = saved
+
+
+def _garbage(r: np.ndarray) -> None:
+    """Fill ``r`` as uncomputed memory: NaN for floats, -1 for ints, True for bools."""
+    if r.dtype.kind in "fc":
+        r[...] = np.nan
+    elif r.dtype.kind in "iub":
+        r[...] = -1 if r.dtype.kind == "i" else ~np.zeros((), r.dtype)
+
+
+def _refuse_while_capturing(what: str) -> None:
+    if _capturing:
+        raise _Runtime.CUDARuntimeError(
+            f"cudaErrorStreamCaptureUnsupported: {what} is not permitted while a stream is "
+            "capturing")
 
 
 Stream.null = Stream()
@@ -229,6 +288,9 @@ def _malloc(nbytes):
 
 
 pinned_allocations: list[int] = []
+# Copies between host and device memory, by direction ("host_to_device", "device_to_host"):
+# what the tests count to show which values cross and how often.
+transfers: collections.Counter = collections.Counter()
 
 
 def alloc_pinned_memory(nbytes):
@@ -267,12 +329,15 @@ class ndarray:  # noqa: N801 - CuPy's name
         self.stream = get_current_stream()
         self.data = _malloc(host.nbytes)
         self.data.host = host
+        _live[next(_serials)] = self
 
     # strictness
     def __array__(self, *args, **kwargs):
         raise TypeError(IMPLICIT)
 
     def get(self, stream=None, out=None):
+        _refuse_while_capturing("a device-to-host copy")
+        transfers["device_to_host"] += 1
         if out is not None:
             out[...] = self._a
             return out
@@ -281,6 +346,8 @@ class ndarray:  # noqa: N801 - CuPy's name
     def set(self, arr, stream=None):
         if isinstance(arr, ndarray):
             raise TypeError("set() takes a NumPy array")
+        _refuse_while_capturing("a host-to-device copy")
+        transfers["host_to_device"] += 1
         self._a[...] = arr
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -318,33 +385,50 @@ class ndarray:  # noqa: N801 - CuPy's name
     def __repr__(self):
         return f"strict_cupy.ndarray({self._a!r})"
 
-    # CuPy allows these (they synchronize)
+    # CuPy allows these (they synchronize), except while a stream is capturing
     def __float__(self):
+        _refuse_while_capturing("reading a device value on the host")
         return float(self._a)
 
     def __int__(self):
+        _refuse_while_capturing("reading a device value on the host")
         return int(self._a)
 
     def __index__(self):
+        _refuse_while_capturing("reading a device value on the host")
         return self._a.__index__()
 
     def __bool__(self):
+        _refuse_while_capturing("reading a device value on the host")
         return bool(self._a)
 
     def __complex__(self):
+        _refuse_while_capturing("reading a device value on the host")
         return complex(self._a)
 
     def item(self):
+        _refuse_while_capturing("reading a device value on the host")
         return self._a.item()
 
     def tolist(self):
+        _refuse_while_capturing("reading a device value on the host")
         return self._a.tolist()
 
+    # Indexing and item assignment are kernels too: recorded while capturing.
     def __getitem__(self, key):
-        return _wrap(self._a[_unwrap(key, strict=False)])
+        return _wrap_call(_getitem, (self, key), {}, strict=False)
 
     def __setitem__(self, key, value):
-        self._a[_unwrap(key, strict=False)] = _unwrap(value, strict=True)
+        _unwrap(value, strict=True)  # a NumPy array as the value is refused
+        _wrap_call(_setitem, (self, key, value), {}, strict=False)
+
+
+def _getitem(a, key):
+    return a[key]
+
+
+def _setitem(a, key, value):
+    a[key] = value
 
 
 def _binary(name):
@@ -397,7 +481,7 @@ def _wrap_call(fn, args, kwargs, strict: bool):
     out = _wrap(fn(*raw_args, **raw_kwargs))
     stream = get_current_stream()
     if getattr(stream, "recording", None) is not None:
-        stream.recording.append((fn, args, kwargs, out))
+        stream.recording.append((fn, args, kwargs, out, strict))
     return out
 
 
@@ -446,11 +530,15 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
     def asarray(value, dtype=None, order=None):
         if isinstance(value, ndarray):
             return value if dtype is None or value.dtype == dtype else value.astype(dtype)
+        _refuse_while_capturing("a host-to-device copy")
+        transfers["host_to_device"] += 1
         return ndarray(np.array(value, dtype=dtype, copy=True))
 
     def array(value, dtype=None, copy=True, order="K", ndmin=0):
         if isinstance(value, ndarray):
             return ndarray(np.array(value._a, dtype=dtype, copy=copy, ndmin=ndmin))
+        _refuse_while_capturing("a host-to-device copy")
+        transfers["host_to_device"] += 1
         return ndarray(np.array(value, dtype=dtype, copy=True, ndmin=ndmin))
 
     def asnumpy(value, stream=None):

@@ -61,8 +61,7 @@ def test_kernels_run_on_device_arrays_on_the_compute_stream(strict_gpu):
     e = np.exp(want - want.max(1, keepdims=True))
     np.testing.assert_allclose(s_out, (e / e.sum(1, keepdims=True)).sum(1), rtol=1e-5)
     assert type(y_out) is np.ndarray
-    # The feed was staged in pinned memory and the compute stream waited for its copy.
-    assert strict_cupy.pinned_allocations
+    # The compute stream waited for the feed's copy.
     assert gpu.streams["compute"].cuda.waits
     assert gpu.copies_in_flight == 0
 
@@ -203,3 +202,130 @@ def test_a_copy_between_gpus_stays_on_the_devices(two_strict_gpus):
     assert b.data.copied_from == (0, g1.streams["host_to_device"].cuda)
     assert len(strict_cupy.pinned_allocations) == pinned_before  # no trip through the host
     np.testing.assert_array_equal(g1.to_host(b), [0.0, 1.0, 2.0, 3.0])
+
+
+def test_tensor_arrays_run_on_the_gpu_with_elements_in_device_memory(strict_gpu):
+    x_np = np.arange(12, dtype=np.float32).reshape(4, 3)
+    with tf.device("/gpu:0"):
+        x = tf.constant(x_np)
+        ta_in = tf.TensorArray(tf.float32, size=4).unstack(x)
+        ta_out = tf.TensorArray(tf.float32, size=4)
+
+        def body(i, acc):
+            return i + 1, acc.write(i, ta_in.read(i) * 2.0 + 1.0)
+
+        _, done = tf.while_loop(lambda i, _: i < 4, body, (tf.constant(0), ta_out))
+        y = done.stack()
+        n = done.size()
+    with tf.Session(config=_unfused()) as s:
+        got, size = s.run([y, n])
+        plan = next(p for p in s._master._plans.values() if y.op in p.placement)
+    np.testing.assert_array_equal(got, x_np * 2.0 + 1.0)
+    assert size == 4
+    ta_ops = [op for op in plan.placement if op.type.startswith("TensorArray")]
+    assert {op.type for op in ta_ops} >= {"TensorArrayV3", "TensorArrayScatterV3",
+                                          "TensorArrayReadV3", "TensorArrayWriteV3",
+                                          "TensorArrayGatherV3"}
+    assert all(plan.placement[op].device.endswith("GPU:0") for op in ta_ops)
+
+
+def test_a_tensor_array_keeps_its_elements_on_the_device():
+    from dflab.kernels.tensor_array_kernels import TensorArrayStorage
+
+    cupy = strict_cupy.make_module()
+    ta = TensorArrayStorage("ta", np.float32, 2, False, True, (3,), True, xp=cupy)
+    ta.write(0, np.ones(3, np.float32))  # a host value is moved into device memory
+    ta.write(1, cupy.asarray(np.zeros(3, np.float32)))
+    assert all(isinstance(v, cupy.ndarray) for v in ta.values)
+    np.testing.assert_array_equal(cupy.asnumpy(ta.read(0)), np.ones(3))
+
+
+def test_shapes_stay_in_host_memory_so_a_reshape_reads_no_device_value(strict_gpu):
+    x_np = np.arange(6, dtype=np.float32)
+    z_np = np.zeros((2, 3), np.float32)
+    x = tf.placeholder(tf.float32, [6])
+    z = tf.placeholder(tf.float32, [None, 3])
+    with tf.device("/gpu:0"):
+        y = tf.reshape(x * 2.0, tf.shape(z))
+        n = tf.size(z) + tf.rank(z)  # a host value reaching a device input is copied there
+    with tf.Session(config=_unfused()) as s:
+        s.run(y, {x: x_np, z: z_np})  # builds the plan (constants go to the device once)
+        strict_cupy.transfers.clear()
+        got = s.run(y, {x: x_np, z: z_np})
+        moved = dict(strict_cupy.transfers)
+        assert s.run(n, {z: z_np}) == 8
+        plan = next(p for p in s._master._plans.values() if y.op in p.placement)
+    np.testing.assert_array_equal(got, (x_np * 2).reshape(2, 3))
+    assert plan.placement[y.op.inputs[1].op].device.endswith("GPU:0")  # the Shape op
+    # The only device-to-host copy is the fetch itself.
+    assert moved["device_to_host"] == 1
+
+
+def test_a_feed_is_copied_to_the_device_once(strict_gpu):
+    x_np = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = tf.placeholder(tf.float32, [3, 4])
+    with tf.device("/gpu:0"):
+        y = x * 2.0
+    with tf.Session(config=_unfused()) as s:
+        gpu = s.devices["GPU:0"]
+        s.run(y, {x: x_np})
+        strict_cupy.transfers.clear()
+        pinned_before = len(strict_cupy.pinned_allocations)
+        got = s.run(y, {x: x_np})
+        h2d = gpu.streams["host_to_device"].cuda
+    np.testing.assert_array_equal(got, x_np * 2)
+    # One copy host -> device (straight from the fed array, no pinned staging copy) and one
+    # device -> host (the fetch).
+    assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}
+    assert len(strict_cupy.pinned_allocations) == pinned_before
+    assert gpu.streams["compute"].cuda.waits[-1].recorded_on is h2d
+
+
+def test_an_int32_constant_is_copied_to_the_device_once_where_a_kernel_needs_it(strict_gpu):
+    x = tf.placeholder(tf.float32, [6])
+    with tf.device("/gpu:0"):
+        # An int32 constant lives in host memory; AddV2 needs it on the device.
+        y = tf.cast(x, tf.int32) + tf.constant(np.arange(6, dtype=np.int32))
+    with tf.Session(config=_unfused()) as s:
+        x_np = np.linspace(0, 5, 6).astype(np.float32)
+        s.run(y, {x: x_np})
+        strict_cupy.transfers.clear()
+        got = s.run(y, {x: x_np})
+    np.testing.assert_array_equal(got, x_np.astype(np.int32) + np.arange(6))
+    assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}  # the feed
+
+
+def test_integer_shape_arithmetic_on_a_gpu_stays_on_the_host(strict_gpu):
+    z = tf.placeholder(tf.float32, [None, 3])
+    with tf.device("/gpu:0"):
+        n = tf.reduce_prod(tf.shape(z)) * 2 + tf.size(z)
+        mean_divisor = tf.reduce_mean(z * 1.0)  # its gradient divides by a shape product
+        grad = tf.gradients(mean_divisor, z)[0]
+    with tf.Session(config=_unfused()) as s:
+        z_np = np.ones((4, 3), np.float32)
+        s.run([n, grad], {z: z_np})
+        strict_cupy.transfers.clear()
+        got_n, got_grad = s.run([n, grad], {z: z_np})
+        plan = next(p for p in s._master._plans.values() if n.op in p.placement)
+    assert got_n == 36 and isinstance(got_n, np.integer)
+    np.testing.assert_allclose(got_grad, np.full((4, 3), 1 / 12, np.float32))
+    assert plan.placement[n.op].device.endswith("GPU:0")
+    # The feed goes in, the gradient comes out; n never was in device memory.
+    assert strict_cupy.transfers == {"host_to_device": 1, "device_to_host": 1}
+
+
+def test_a_fused_reduction_reads_its_axes_in_host_memory(strict_gpu):
+    from dflab.kernels.gpu_kernels import host_memory_inputs
+
+    x = tf.placeholder(tf.float32, [8, 4])
+    with tf.device("/gpu:0"):
+        total = tf.reduce_sum(tf.exp(x * 2.0) + 1.0, axis=0)
+        plain = tf.tanh(x * 2.0 + 1.0)
+    with tf.Session() as s:
+        fused = [n.op for p in (s.master.get_plan([total], [], ()),
+                                s.master.get_plan([plain], [], ()))
+                 for part in p.parts for n in part.executor_plan.nodes
+                 if n.op.type == "_FusedElementwise"]
+    got = [host_memory_inputs(op.type, len(op.inputs), op.node_def.attr) for op in fused]
+    # The reduction's axes (its last input) stay on the host; a plain group has none.
+    assert got == [frozenset({len(fused[0].inputs) - 1}), frozenset()]

@@ -72,3 +72,36 @@ def test_transfers_round_trip_and_two_gpus_copy_directly():
             there = gpus[0].copy_to(on, gpus[1])
             assert there.device.id == 1
             np.testing.assert_array_equal(gpus[1].to_host(there), a)
+
+
+def test_a_replayed_training_step_matches_the_uncaptured_one():
+    rng = np.random.default_rng(1)
+    x_np = rng.normal(size=(64, 32)).astype(np.float32)
+    y_np = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
+    w_np = rng.normal(size=(32, 10)).astype(np.float32) * 0.1
+
+    def train(replay):
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.placeholder(tf.float32, [None, 32])
+            y = tf.placeholder(tf.float32, [None, 10])
+            with tf.device("/gpu:0"):
+                w = tf.Variable(w_np)
+                loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(
+                    labels=y, logits=tf.matmul(x, w)))
+                step = tf.train.AdamOptimizer(1e-2).minimize(loss)
+            init = tf.global_variables_initializer()
+        config = tf.ConfigProto(dflab={"gpu_step_replay": replay})
+        with tf.Session(graph=g, config=config) as s:
+            s.run(init)
+            losses = [s.run([step, loss], {x: x_np[:n], y: y_np[:n]})[1]
+                      for n in (64, 64, 64, 32, 32, 32)]
+            plan = next(p for p in s._master._plans.values() if step in p.placement)
+            return losses, s.run(w), plan.parts[0]
+
+    losses, w, part = train(True)
+    want_losses, want_w, _ = train(False)
+    assert part.replay_reason is None, part.replay_reason
+    assert part.replay.captures == 2
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
+    np.testing.assert_allclose(w, want_w, rtol=1e-5, atol=1e-6)
