@@ -201,13 +201,25 @@ def _adam(xp, attrs, slots, scalars, grad):
     (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
     one = xp.ones((), dtype=var.dtype)
     alpha = _adam_alpha(xp, var, beta1_power, beta2_power, lr)
-    m = m + (grad - m) * (one - beta1)
-    v = v + (grad * grad - v) * (one - beta2)
+    # TF's expressions, operation by operation, but folded into a few fresh buffers with
+    # in-place steps: a big variable's update was a dozen full-size temporaries.
+    m_new = grad - m
+    m_new *= one - beta1
+    m_new += m
+    v_new = grad * grad
+    v_new -= v
+    v_new *= one - beta2
+    v_new += v
+    denom = xp.sqrt(v_new)
+    denom += epsilon
     if attrs.get("use_nesterov", False):
-        step = (grad * (one - beta1) + beta1 * m) * alpha / (xp.sqrt(v) + epsilon)
+        step = (grad * (one - beta1) + beta1 * m_new) * alpha
     else:
-        step = m * alpha / (xp.sqrt(v) + epsilon)
-    return [var - step, m, v]
+        step = m_new * alpha
+    step /= denom
+    if isinstance(step, xp.ndarray):
+        return [xp.subtract(var, step, out=step), m_new, v_new]
+    return [var - step, m_new, v_new]  # a 0-d variable: NumPy computes scalars, no buffers
 
 
 def _sparse_adam(xp, attrs, slots, scalars, rows, grad):
