@@ -8,8 +8,9 @@ Convolution is im2col plus one matrix product. The padded input is viewed (no co
 windows in ``(N, OH, OW, KH, KW, C)`` order with ``as_strided`` (NumPy and CuPy both have it),
 and that view is copied once into a preallocated patch matrix ``[N*OH*OW, KH*KW*C]``:
 ``copyto`` into an empty buffer walks the view several times faster than ``reshape`` does.
-The product with the filter is one GEMM (BLAS on a CPU, which uses the configured intra-op
-threads). The filter gradient is the transposed product of the same patch matrix with the
+The product with the filter is one GEMM (BLAS on a CPU); with intra-op threads configured,
+the batch is split into one chunk per thread, each with its own im2col and GEMM
+(``intra_op``). The filter gradient is the transposed product of the same patch matrix with the
 output gradient. The input gradient of a stride-1 convolution is itself a stride-1 convolution
 (of the output gradient, padded, with the filter flipped and its channel axes swapped), so it
 reuses the same im2col + GEMM path; only strided convolutions scatter patch columns back
@@ -27,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels import intra_op
 from dflab.kernels.context import host
 from dflab.kernels.registry import kernel
 from dflab.ops.conv_ops import conv_output_size
@@ -136,9 +138,19 @@ def _patch_matrix(win, x):
 
 def _correlate(win, x, f2d, co):
     """NHWC output (N, OH, OW, CO) of ``x`` correlated with a filter given as its
-    (KH*KW*C, CO) matrix: im2col and one GEMM."""
-    n = x.shape[0]
-    return (_patch_matrix(win, x) @ f2d).reshape(n, win.oh, win.ow, co)
+    (KH*KW*C, CO) matrix: im2col and one GEMM, per batch chunk of the intra-op threads."""
+
+    def chunk(lo, hi):
+        return (_patch_matrix(win, x[lo:hi]) @ f2d).reshape(hi - lo, win.oh, win.ow, co)
+
+    parts = intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
+    return parts[0] if len(parts) == 1 else win.xp.concatenate(parts)
+
+
+def _batch_chunks(win, x, co):
+    """How to split a convolution of ``x`` over the batch (see ``intra_op``)."""
+    work = float(x.size) * win.kh * win.kw * co
+    return intra_op.chunks(win.xp, x.shape[0], work)
 
 
 def _pad_or_crop(xp, a, top, bottom, left, right):
@@ -169,11 +181,16 @@ def _input_grad_col2im(win, dy, f, shape):
     xp = win.xp
     n, h, w, c = shape
     kh, kw, ci, co = f.shape
-    cols = dy.reshape(-1, co) @ xp.reshape(f, (kh * kw * ci, co)).T
-    cols = cols.reshape(n, win.oh, win.ow, kh, kw, ci)
-    out = xp.zeros(win.padded_shape(n, h, w, c), dtype=cols.dtype)
-    for i, j in win.taps():
-        win.tap(out, i, j)[...] += cols[:, :, :, i, j, :]
+    f2d_t = xp.reshape(f, (kh * kw * ci, co)).T
+    out = xp.zeros(win.padded_shape(n, h, w, c), dtype=xp.result_type(dy, f))
+
+    def chunk(lo, hi):
+        cols = (dy[lo:hi].reshape(-1, co) @ f2d_t).reshape(hi - lo, win.oh, win.ow, kh, kw, ci)
+        part = out[lo:hi]
+        for i, j in win.taps():
+            win.tap(part, i, j)[...] += cols[:, :, :, i, j, :]
+
+    intra_op.run_chunks(chunk, intra_op.chunks(xp, n, float(dy.size) * kh * kw * ci))
     return win.crop(out, h, w)
 
 
@@ -240,7 +257,14 @@ def _conv2d_backprop_filter(node, ctx):
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
                 f" filter {[kh, kw, ci, co]}, out_backprop {list(dy.shape)} (NHWC)")
-        df = _patch_matrix(win, x).T @ dy.reshape(-1, co)
+
+        def chunk(lo, hi):
+            return _patch_matrix(win, x[lo:hi]).T @ dy[lo:hi].reshape(-1, co)
+
+        parts = intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
+        df = parts[0]
+        for p in parts[1:]:
+            df += p
         return df.reshape(kh, kw, ci, co)
 
     return backprop_filter
