@@ -25,8 +25,10 @@ _lock = threading.Lock()
 _threads = 1
 _pool: ThreadPoolExecutor | None = None
 
-# Below this many multiply-adds (or copied elements) a split costs more than it saves.
-MIN_WORK = 1 << 18
+# Below this many multiply-adds a split costs more than it saves: handing a chunk to another
+# thread and waiting for it costs tens of microseconds on an idle machine and milliseconds on
+# a loaded one (the LSTM step's 20x400x800 products lost time when split).
+MIN_WORK = 1 << 24
 
 
 def set_threads(n: int) -> int:

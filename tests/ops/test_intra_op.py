@@ -9,7 +9,8 @@ from dflab.kernels import intra_op
 
 
 @pytest.fixture
-def three_threads():
+def three_threads(monkeypatch):
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1000)  # small test arrays are split too
     before = intra_op.set_threads(3)
     yield
     intra_op.set_threads(before)
@@ -64,7 +65,8 @@ def _conv_net_values():
     return graph, fetches
 
 
-def test_session_with_intra_op_threads_computes_the_same_values():
+def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch):
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1)  # split even these small ops
     graph, fetches = _conv_net_values()
     with tf.Session(graph=graph) as sess:
         want = sess.run(fetches)
