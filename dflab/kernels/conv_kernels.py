@@ -124,27 +124,78 @@ def _check_rank4(xp, node, **arrays):
 
 
 # --- im2col and col2im ----------------------------------------------------------------------
-def _patch_matrix(win, x):
-    """(N*OH*OW, KH*KW*C) im2col matrix of NHWC ``x``, in the filter's (KH, KW, C) order."""
+# Host im2col works on blocks of images whose patch matrix is about this big, reusing one
+# buffer: a whole batch's patch matrix (tens of MB) is written and read back from memory,
+# while a block's stays in cache and its buffer is not faulted in afresh on every call.
+_BLOCK_BYTES = 4 << 20
+
+
+def _patch_matrix(win, x, out=None):
+    """(N*OH*OW, KH*KW*C) im2col matrix of NHWC ``x``, in the filter's (KH, KW, C) order;
+    written into ``out`` (a buffer of at least that many elements) when given."""
     xp = win.xp
     n, c = x.shape[0], x.shape[3]
     rows, cols = n * win.oh * win.ow, win.kh * win.kw * c
     if rows == 0:
         return xp.zeros((rows, cols), dtype=x.dtype)
-    patches = xp.empty((n, win.oh, win.ow, win.kh, win.kw, c), dtype=x.dtype)
+    shape = (n, win.oh, win.ow, win.kh, win.kw, c)
+    if out is None:
+        patches = xp.empty(shape, dtype=x.dtype)
+    else:
+        patches = out.ravel()[:rows * cols].reshape(shape)
     xp.copyto(patches, win.windows(win.pad(x)))
     return patches.reshape(rows, cols)
 
 
+def _patch_blocks(win, x, lo, hi):
+    """(start, end, patch matrix of images start..end) over ``x[lo:hi]``, in blocks of about
+    ``_BLOCK_BYTES`` sharing one buffer on the host (one block on other devices)."""
+    xp = win.xp
+    per_image = win.oh * win.ow * win.kh * win.kw * x.shape[3]
+    step = hi - lo
+    if xp is np and per_image:
+        step = max(1, min(step, _BLOCK_BYTES // (per_image * x.dtype.itemsize)))
+    buf = xp.empty(step * per_image, dtype=x.dtype) if step < hi - lo else None
+    for s in range(lo, hi, max(step, 1)):
+        e = min(s + step, hi)
+        yield s, e, _patch_matrix(win, x[s:e], buf)
+
+
 def _correlate(win, x, f2d, co):
     """NHWC output (N, OH, OW, CO) of ``x`` correlated with a filter given as its
-    (KH*KW*C, CO) matrix: im2col and one GEMM, per batch chunk of the intra-op threads."""
+    (KH*KW*C, CO) matrix: im2col and GEMM per block of images, the batch split among the
+    intra-op threads."""
+    xp = win.xp
+    n = x.shape[0]
+    y = xp.empty((n, win.oh, win.ow, co), dtype=xp.result_type(x, f2d))
 
     def chunk(lo, hi):
-        return (_patch_matrix(win, x[lo:hi]) @ f2d).reshape(hi - lo, win.oh, win.ow, co)
+        for s, e, patches in _patch_blocks(win, x, lo, hi):
+            y[s:e] = (patches @ f2d).reshape(e - s, win.oh, win.ow, co)
+
+    intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
+    return y
+
+
+def _filter_grad(win, x, dy, co):
+    """(KH*KW*C, CO) gradient of a filter: im2col of ``x``, transposed, times ``dy``, summed
+    over blocks of images and over the intra-op threads' chunks of the batch."""
+
+    def chunk(lo, hi):
+        total = None
+        for s, e, patches in _patch_blocks(win, x, lo, hi):
+            part = patches.T @ dy[s:e].reshape(-1, co)
+            if total is None:
+                total = part
+            else:
+                total += part
+        return total
 
     parts = intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
-    return parts[0] if len(parts) == 1 else win.xp.concatenate(parts)
+    df = parts[0]
+    for p in parts[1:]:
+        df += p
+    return df
 
 
 def _batch_chunks(win, x, co):
@@ -257,15 +308,9 @@ def _conv2d_backprop_filter(node, ctx):
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
                 f" filter {[kh, kw, ci, co]}, out_backprop {list(dy.shape)} (NHWC)")
-
-        def chunk(lo, hi):
-            return _patch_matrix(win, x[lo:hi]).T @ dy[lo:hi].reshape(-1, co)
-
-        parts = intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
-        df = parts[0]
-        for p in parts[1:]:
-            df += p
-        return df.reshape(kh, kw, ci, co)
+        if n == 0:
+            return xp.zeros((kh, kw, ci, co), dtype=xp.result_type(x, dy))
+        return _filter_grad(win, x, dy, co).reshape(kh, kw, ci, co)
 
     return backprop_filter
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dflab as tf
-from dflab.kernels import intra_op
+from dflab.kernels import conv_kernels, intra_op
 
 
 @pytest.fixture
@@ -76,5 +76,16 @@ def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch):
         assert intra_op.threads() == 3
         got = sess.run(fetches)
     assert intra_op.threads() == before
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_convolutions_in_blocks_of_one_image_compute_the_same_values(monkeypatch):
+    graph, fetches = _conv_net_values()
+    with tf.Session(graph=graph) as sess:
+        want = sess.run(fetches)
+    monkeypatch.setattr(conv_kernels, "_BLOCK_BYTES", 1)  # one image per im2col block
+    with tf.Session(graph=graph) as sess:
+        got = sess.run(fetches)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
