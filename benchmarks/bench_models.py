@@ -365,8 +365,24 @@ def _candidates(name, tf1, torch) -> dict[str, Model]:
     if torch is not None:
         models["pytorch eager"] = build_torch(torch, *args)
     if build_numpy is not None:
-        models["numpy by hand"] = build_numpy(*args)
+        models["numpy by hand"] = _with_blas_threads(build_numpy(*args))
     return models
+
+
+def _with_blas_threads(model: Model) -> Model:
+    """``model`` whose steps run with BLAS at ``THREADS`` threads: a dflab session with
+    intra-op threads pins BLAS to one thread process-wide (it splits work itself), which the
+    hand-written NumPy step would otherwise inherit."""
+    from threadpoolctl import ThreadpoolController
+
+    limit = ThreadpoolController().limit
+    step = model.step
+
+    def blas_step():
+        with limit(limits=THREADS, user_api="blas"):
+            return step()
+
+    return Model(blas_step, model.first_loss)
 
 
 def _check_same_loss(name: str, models: dict[str, Model]) -> None:
