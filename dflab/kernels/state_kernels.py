@@ -140,23 +140,27 @@ def _scatter_update(var, idx, upd):
 
 
 def _scatter_summed(ufunc, var, idx, upd):
-    """``ufunc.at(var, idx, upd)`` for add/subtract without ``ufunc.at`` (an order of
-    magnitude slower on big rows): the updates of each repeated index are summed first (one
-    ``add.reduceat`` over the updates sorted by index), then every touched row is updated
-    once by fancy indexing. A repeated index sees var - (u1 + u2) instead of (var - u1) - u2:
-    the same value up to rounding."""
+    """``ufunc.at(var, idx, upd)`` for add/subtract, several times faster: the updates are
+    sorted by index, each repeated index's updates summed into its first one (``add.at`` over
+    the repeats only, usually a few), then every touched row is updated once by fancy
+    indexing. A repeated index sees var - (u1 + u2) instead of (var - u1) - u2: the same value
+    up to rounding."""
     flat = idx.ravel()
     if flat.size == 0:
         return
     rows = upd.reshape((flat.size,) + var.shape[1:])
     order = np.argsort(flat, kind="stable")
     sorted_idx = flat[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_idx[1:] != sorted_idx[:-1])))
-    if len(starts) == len(flat):  # no repeats: rows map one to one
+    first = np.concatenate(([True], sorted_idx[1:] != sorted_idx[:-1]))
+    if first.all():  # no repeats: rows map one to one
         var[flat] = ufunc(var[flat], rows)
         return
-    summed = np.add.reduceat(rows[order], starts, axis=0)
-    touched = sorted_idx[starts]
+    sorted_rows = rows[order]
+    summed = sorted_rows[first]  # a copy: the first update of each index
+    repeat = ~first
+    segment = np.cumsum(first) - 1  # the index's position among the touched rows
+    np.add.at(summed, segment[repeat], sorted_rows[repeat])
+    touched = sorted_idx[first]
     var[touched] = ufunc(var[touched], summed)
 
 
