@@ -20,7 +20,8 @@ Pooling works tap by tap: each of the ``KH*KW`` window positions is one strided 
 padded input, so a pool is ``KH*KW`` elementwise ``maximum``/``add`` passes into one output
 buffer instead of a reduction over a 6-d strided view, and the max-pool gradient routes each
 window's gradient to its first maximal tap (TF's CPU tie-break, row-major window order) with
-one masked slice-add per tap, never ``add.at`` or ``bincount``.
+one masked slice-add per tap, never ``add.at`` or ``bincount``; on the host it works on blocks
+of images small enough for those passes to stay in cache, split among the intra-op threads.
 """
 
 from __future__ import annotations
@@ -408,6 +409,39 @@ def _router(xp, g):
     return lambda mask: xp.where(mask, g, zero)
 
 
+def _route_to_max(win, x, g):
+    """NHWC gradient of a max pool of ``x`` (N, H, W, C): each window's ``g`` goes to its first
+    maximal cell in row-major window order (TF's CPU tie-break), tap by tap."""
+    xp = win.xp
+    h, w = x.shape[1], x.shape[2]
+    padded = win.pad(x, _lowest(x.dtype))
+    top = _reduce_taps(win, padded, xp.maximum)
+    # A NaN is its window's maximum (as an argmax would pick it); the extra comparison is paid
+    # only when there is one.
+    nan = bool(xp.isnan(top).any()) if top.dtype.kind == "f" else False
+    route = _router(xp, g)
+    dx = xp.zeros(padded.shape, dtype=g.dtype)
+    unrouted = xp.ones(g.shape, dtype=bool)  # windows whose gradient is not placed yet
+    disjoint = win.sh >= win.kh and win.sw >= win.kw  # each cell in at most one window
+    for i, j in win.taps():
+        t = win.tap(padded, i, j)
+        hit = t == top
+        if nan:
+            hit |= t != t
+        hit &= unrouted
+        unrouted ^= hit  # hit is a subset of unrouted: this clears the routed windows
+        if disjoint:
+            win.tap(dx, i, j)[...] = route(hit)
+        else:
+            win.tap(dx, i, j)[...] += route(hit)
+    return win.crop(dx, h, w)
+
+
+# Host max-pool gradients work on blocks of images about this big, so that the dozen passes
+# over each block find it in cache.
+_POOL_BLOCK_BYTES = 1 << 20
+
+
 @kernel("MaxPoolGrad")
 def _max_pool_grad(node, ctx):
     fmt = node.attr["data_format"]
@@ -422,28 +456,20 @@ def _max_pool_grad(node, ctx):
         _check_pool_grad(node, win, g, n, c)
         if g.size == 0:
             return _from_nhwc(xp.zeros_like(x), fmt)
-        padded = win.pad(x, _lowest(x.dtype))
-        top = _reduce_taps(win, padded, xp.maximum)
-        # A NaN is its window's maximum (as an argmax would pick it); the extra comparison
-        # is paid only when there is one.
-        nan = bool(xp.isnan(top).any()) if top.dtype.kind == "f" else False
-        route = _router(xp, g)
-        dx = xp.zeros(padded.shape, dtype=g.dtype)
-        unrouted = xp.ones(g.shape, dtype=bool)  # windows whose gradient is not placed yet
-        disjoint = win.sh >= win.kh and win.sw >= win.kw  # each cell in at most one window
-        for i, j in win.taps():
-            t = win.tap(padded, i, j)
-            hit = t == top
-            if nan:
-                hit |= t != t
-            hit &= unrouted
-            unrouted ^= hit  # hit is a subset of unrouted: this clears the routed windows
-            if disjoint:
-                win.tap(dx, i, j)[...] = route(hit)
-            else:
-                win.tap(dx, i, j)[...] += route(hit)
-        dx = win.crop(dx, h, w).astype(x.dtype)
-        return _from_nhwc(xp.ascontiguousarray(dx), fmt)
+        if xp is not np:
+            dx = _route_to_max(win, x, g).astype(x.dtype)
+            return _from_nhwc(xp.ascontiguousarray(dx), fmt)
+        dx = np.empty(x.shape, dtype=x.dtype)
+        step = max(1, _POOL_BLOCK_BYTES // max(x[0].nbytes, 1))
+
+        def chunk(lo, hi):
+            for s in range(lo, hi, step):
+                e = min(s + step, hi)
+                dx[s:e] = _route_to_max(win, x[s:e], g[s:e])
+
+        work = float(x.size) * win.kh * win.kw * 8  # a dozen cheap passes per tap
+        intra_op.run_chunks(chunk, intra_op.chunks(np, n, work))
+        return _from_nhwc(dx, fmt)
 
     return max_pool_grad
 

@@ -89,3 +89,27 @@ def test_convolutions_in_blocks_of_one_image_compute_the_same_values(monkeypatch
         got = sess.run(fetches)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_max_pool_grad_in_blocks_and_chunks_is_unchanged(monkeypatch, threads):
+    rng = np.random.default_rng(2)
+    # ReLU-like input: many all-zero windows, whose gradient goes to their first cell
+    x_val = np.maximum(rng.standard_normal((7, 6, 6, 3)), 0).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(x_val)
+        y = tf.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+        z = tf.nn.max_pool(x, [1, 3, 3, 1], [1, 1, 1, 1], "SAME")  # overlapping windows
+        grads = tf.gradients(tf.reduce_sum(y * y) + tf.reduce_sum(z), [x])
+    with tf.Session(graph=graph) as sess:
+        want = sess.run(grads)
+    monkeypatch.setattr(conv_kernels, "_POOL_BLOCK_BYTES", 1)  # one image per block
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1)
+    before = intra_op.set_threads(threads)
+    try:
+        with tf.Session(graph=graph) as sess:
+            got = sess.run(grads)
+    finally:
+        intra_op.set_threads(before)
+    np.testing.assert_array_equal(got[0], want[0])
