@@ -33,6 +33,8 @@ BENCHMARKS = [
     "bench_ray.py",
     "bench_sync_replicas.py",
     "bench_frontend.py",
+    "bench_import.py",
+    "bench_models.py",
 ]
 
 

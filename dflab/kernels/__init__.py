@@ -8,6 +8,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     array_kernels,
     comm_kernels,
     control_flow_kernels,
+    conv_kernels,
     data_flow_kernels,
     dataset_kernels,
     fused_kernels,

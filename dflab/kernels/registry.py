@@ -24,7 +24,7 @@ naming the op type and device.
 from __future__ import annotations
 
 import functools
-import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,8 +69,9 @@ def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None 
         raise TypeError("quiet_fp= goes with fn= or xp=; a factory wraps its own fn in quiet()")
     if isinstance(device_types, str):
         device_types = (device_types,)
-    frame = inspect.stack()[1]
-    site = f"{frame.filename}:{frame.lineno}"
+    # sys._getframe, not inspect.stack(): the latter reads source files for every frame.
+    frame = sys._getframe(1)
+    site = f"{frame.f_code.co_filename}:{frame.f_lineno}"
     for dt in device_types:
         key = (op_type, dt.upper())
         if key in _KERNELS:

@@ -17,6 +17,7 @@ unfreezes the variable's own buffer for the length of its write.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
 import numpy as np
@@ -179,7 +180,12 @@ def _scatter(ufunc_name):
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
         xp = ctx.xp
-        apply = _scatter_update if ufunc_name is None else getattr(xp, ufunc_name).at
+        if ufunc_name is None:
+            apply = _scatter_update
+        elif ufunc_name in ("add", "subtract") and xp is np:
+            apply = functools.partial(_scatter_summed, getattr(np, ufunc_name))
+        else:
+            apply = getattr(xp, ufunc_name).at
 
         def scatter(ref, indices, updates):
             with _lock(ref, use_locking):
@@ -196,6 +202,31 @@ def _scatter(ufunc_name):
 
 def _scatter_update(var, idx, upd):
     var[idx] = upd
+
+
+def _scatter_summed(ufunc, var, idx, upd):
+    """``ufunc.at(var, idx, upd)`` for add/subtract, several times faster: the updates are
+    sorted by index, each repeated index's updates summed into its first one (``add.at`` over
+    the repeats only, usually a few), then every touched row is updated once by fancy
+    indexing. A repeated index sees var - (u1 + u2) instead of (var - u1) - u2: the same value
+    up to rounding."""
+    flat = idx.ravel()
+    if flat.size == 0:
+        return
+    rows = upd.reshape((flat.size,) + var.shape[1:])
+    order = np.argsort(flat, kind="stable")
+    sorted_idx = flat[order]
+    first = np.concatenate(([True], sorted_idx[1:] != sorted_idx[:-1]))
+    if first.all():  # no repeats: rows map one to one
+        var[flat] = ufunc(var[flat], rows)
+        return
+    sorted_rows = rows[order]
+    summed = sorted_rows[first]  # a copy: the first update of each index
+    repeat = ~first
+    segment = np.cumsum(first) - 1  # the index's position among the touched rows
+    np.add.at(summed, segment[repeat], sorted_rows[repeat])
+    touched = sorted_idx[first]
+    var[touched] = ufunc(var[touched], summed)
 
 
 def _resource_scatter(ref_factory):

@@ -221,17 +221,65 @@ def _adam_alpha(xp, var, beta1_power, beta2_power, lr):
     return lr * xp.sqrt(one - beta2_power) / (one - beta1_power)
 
 
+# Elements per block of the host's blocked Adam update: its two scratch blocks stay in cache.
+_ADAM_BLOCK = 1 << 15
+
+
+def _adam_blocked(var, m, v, grad, alpha, b1c, b2c, epsilon):
+    """ApplyAdam's update for big NumPy float arrays, the same operations in the same order as
+    ``_adam`` (so the same bits), block by block: three fresh output buffers and two small
+    scratch blocks instead of four full-size buffers, each pass over a block in cache."""
+    shape, dt = var.shape, var.dtype
+    var_f, m_f, v_f, g_f = (np.ascontiguousarray(a).reshape(-1) for a in (var, m, v, grad))
+    m_new, v_new, var_new = (np.empty_like(var_f) for _ in range(3))
+    s1, s2 = np.empty(_ADAM_BLOCK, dt), np.empty(_ADAM_BLOCK, dt)
+    for lo in range(0, var_f.size, _ADAM_BLOCK):
+        hi = min(lo + _ADAM_BLOCK, var_f.size)
+        g, m0, v0 = g_f[lo:hi], m_f[lo:hi], v_f[lo:hi]
+        mo, vo, denom, step = m_new[lo:hi], v_new[lo:hi], s1[:hi - lo], s2[:hi - lo]
+        np.subtract(g, m0, out=mo)
+        mo *= b1c
+        mo += m0
+        np.multiply(g, g, out=vo)
+        vo -= v0
+        vo *= b2c
+        vo += v0
+        np.sqrt(vo, out=denom)
+        denom += epsilon
+        np.multiply(mo, alpha, out=step)
+        step /= denom
+        np.subtract(var_f[lo:hi], step, out=var_new[lo:hi])
+    return [var_new.reshape(shape), m_new.reshape(shape), v_new.reshape(shape)]
+
+
 def _adam(xp, attrs, slots, scalars, grad):
     (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
     one = xp.ones((), dtype=var.dtype)
     alpha = _adam_alpha(xp, var, beta1_power, beta2_power, lr)
-    m = m + (grad - m) * (one - beta1)
-    v = v + (grad * grad - v) * (one - beta2)
+    if (xp is np and not attrs.get("use_nesterov", False) and var.dtype.kind == "f"
+            and var.size >= 2 * _ADAM_BLOCK
+            and all(getattr(a, "dtype", None) == var.dtype for a in (m, v, grad))
+            and all(np.shape(a) == var.shape for a in (m, v, grad))):
+        return _adam_blocked(var, m, v, grad, alpha, one - beta1, one - beta2, epsilon)
+    # TF's expressions, operation by operation, but folded into a few fresh buffers with
+    # in-place steps: a big variable's update was a dozen full-size temporaries.
+    m_new = grad - m
+    m_new *= one - beta1
+    m_new += m
+    v_new = grad * grad
+    v_new -= v
+    v_new *= one - beta2
+    v_new += v
+    denom = xp.sqrt(v_new)
+    denom += epsilon
     if attrs.get("use_nesterov", False):
-        step = (grad * (one - beta1) + beta1 * m) * alpha / (xp.sqrt(v) + epsilon)
+        step = (grad * (one - beta1) + beta1 * m_new) * alpha
     else:
-        step = m * alpha / (xp.sqrt(v) + epsilon)
-    return [var - step, m, v]
+        step = m_new * alpha
+    step /= denom
+    if isinstance(step, xp.ndarray):
+        return [xp.subtract(var, step, out=step), m_new, v_new]
+    return [var - step, m_new, v_new]  # a 0-d variable: NumPy computes scalars, no buffers
 
 
 def _sparse_adam(xp, attrs, slots, scalars, rows, grad):

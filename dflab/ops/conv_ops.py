@@ -1,7 +1,7 @@
 """2-D convolution and pooling: ``Conv2D`` with its two backprops (``Conv2DBackpropInput``,
 ``Conv2DBackpropFilter``), ``MaxPool``/``AvgPool`` with ``MaxPoolGrad``/``AvgPoolGrad``.
 
-Schemas, gradients and builders side by side (kernels in ``dflab.kernels.nn_kernels``). The
+Schemas, gradients and builders side by side (kernels in ``dflab.kernels.conv_kernels``). The
 window geometry (``conv_output_size``: TF's output sizes and SAME padding split) is shared with
 the kernels, so static and run-time shapes agree by construction. These are ``tf.nn`` names,
 re-exported by ``dflab.ops.nn_ops`` (as in TF, where they live in ``nn_ops``) and ``dflab.nn``.

@@ -5,8 +5,9 @@ pooling live in ``dflab.ops.conv_ops`` and are re-exported here (TF keeps them i
 Each op: schema (shape and dtype rule), gradient and builder side by side, as in ``math_ops``.
 Gradients that TF computes with a dedicated op (``ReluGrad``, ``BiasAddGrad``,
 ``Conv2DBackpropInput``, ``MaxPoolGrad``…) do so here too, so the backward graph reads like
-TF's. Kernels are in ``dflab.kernels.nn_kernels``; composite ops built from these and from math
-ops (moments, batch norm, sigmoid cross-entropy…) are in ``dflab.ops.nn_impl``, except
+TF's. Kernels are in ``dflab.kernels.nn_kernels`` (convolution and pooling in
+``conv_kernels``); composite ops built from these and from math ops (moments, batch norm,
+sigmoid cross-entropy…) are in ``dflab.ops.nn_impl``, except
 ``dropout``, which lives here as in TF. The public ``tf.nn`` names are gathered in
 ``dflab.nn``; none of these are top-level ``tf.*`` names.
 """

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from dflab.framework import errors
 from dflab.framework.graph_io import GraphDef, graph_def_from_json
 from dflab.framework.rendezvous import parse_key
+from dflab.kernels import intra_op
 from dflab.runtime.devices import HOST_MEMORY, LOCAL_TASK, DeviceSet, Stream
 from dflab.runtime.executor import Execution, to_client_value
 from dflab.runtime.executor_plan import ExecutorPlan
@@ -205,13 +206,20 @@ class Worker:
         self._pool_lock = threading.Lock()
         self._closed = False
         self._blas_limits = None
+        self._intra_op_before = None
         if config.intra_op_parallelism_threads:
-            from threadpoolctl import threadpool_limits
-
-            self._blas_limits = threadpool_limits(config.intra_op_parallelism_threads)
+            self._set_intra_op(config.intra_op_parallelism_threads)
         # Values cross between devices as they are unless two memory spaces meet here.
         spaces = {d.memory_space for d in self.devices}
         self._copy = self._copy_between_devices if len(spaces) > 1 else None
+
+    def _set_intra_op(self, n: int) -> None:
+        """Host kernels split their work into ``n`` chunks on threads of their own, with BLAS
+        on one thread per call (see ``dflab.kernels.intra_op`` for why not BLAS's threads)."""
+        from threadpoolctl import threadpool_limits
+
+        self._blas_limits = threadpool_limits(1 if n > 1 else n)
+        self._intra_op_before = intra_op.set_threads(n)
 
     @property
     def closed(self) -> bool:
@@ -435,6 +443,8 @@ class Worker:
             self._pool.shutdown(wait=False, cancel_futures=True)
         if self._blas_limits is not None:
             self._blas_limits.restore_original_limits()
+        if self._intra_op_before is not None:
+            intra_op.set_threads(self._intra_op_before)
         if self._owns_devices:
             self.devices.close()
 

@@ -324,6 +324,10 @@ CONV_CASES = [
     ((1, 9, 8, 1), (2, 2, 1, 2), (2, 2), "SAME", (2, 2)),
     ((1, 6, 6, 2), (1, 1, 2, 3), (2, 2), "VALID", (1, 1)),
     ((1, 4, 4, 1), (4, 4, 1, 1), (1, 1), "SAME", (1, 1)),
+    # stride 1 with few input channels: the input gradient scatters patches (col2im)
+    ((2, 6, 5, 1), (3, 3, 1, 8), (1, 1), "SAME", (1, 1)),
+    # the MNIST net's shapes, scaled down: 5x5 SAME, more output than input channels
+    ((2, 7, 6, 4), (5, 5, 4, 6), (1, 1), "SAME", (1, 1)),
 ]
 
 
@@ -373,7 +377,9 @@ def test_conv2d_strides_as_int_and_filters_keyword():
     np.testing.assert_allclose(got, naive_conv2d(x, w, (2, 2), "VALID"))
 
 
-@pytest.mark.parametrize("case", [CONV_CASES[2], CONV_CASES[6]], ids=["s2", "d2"])
+@pytest.mark.parametrize("case", [CONV_CASES[2], CONV_CASES[6], CONV_CASES[0], CONV_CASES[10],
+                                  CONV_CASES[11]],
+                         ids=["s2", "d2", "s1-as-conv", "s1-col2im", "5x5-same"])
 def test_conv2d_backprop_ops_and_their_gradients(case):
     xs, fs, s, p, d = case
     kw = dict(strides=[1, *s, 1], padding=p, dilations=[1, *d, 1])
@@ -500,6 +506,29 @@ def test_max_pool_grad_ties_go_to_first_max_and_overlaps_accumulate():
     want = np.zeros((3, 3))
     want[0, 0] = want[0, 1] = want[1, 0] = want[1, 1] = 1
     np.testing.assert_array_equal(g[0, :, :, 0], want)
+
+
+def test_max_pool_grad_disjoint_windows_ties_and_infinite_gradients():
+    # Disjoint 2x2 windows: a tie goes to the window's first maximum in row-major order, and an
+    # infinite incoming gradient lands only there (zeros elsewhere, never inf * 0 = NaN).
+    x = np.array([[1, 4, 3, 3], [4, 2, 3, 3]], np.float32).reshape(1, 2, 4, 1)
+    g_in = np.array([2, np.inf], np.float32).reshape(1, 1, 2, 1)
+    xt = tf.constant(x)
+    y = tf.nn.max_pool(xt, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    got = run(tf.gradients(y, [xt], grad_ys=[tf.constant(g_in)])[0])
+    want = np.array([[0, 2, np.inf, 0], [0, 0, 0, 0]], np.float32)
+    np.testing.assert_array_equal(got[0, :, :, 0], want)
+
+
+def test_max_pool_and_grad_on_a_nan_window():
+    # NumPy's maximum propagates NaN: the window's output is NaN and its gradient goes to the
+    # NaN cell (the first one, as an argmax would pick it).
+    x = np.array([[1, np.nan, 3, 0], [np.nan, 5, 3, 1]], np.float32).reshape(1, 2, 4, 1)
+    xt = tf.constant(x)
+    y = tf.nn.max_pool(xt, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    got_y, got_g = run([y, tf.gradients(y, [xt])[0]])
+    assert np.isnan(got_y[0, 0, 0, 0]) and got_y[0, 0, 1, 0] == 3
+    np.testing.assert_array_equal(got_g[0, :, :, 0], [[0, 1, 1, 0], [0, 0, 0, 0]])
 
 
 def test_avg_pool_grad_second_order():

@@ -110,6 +110,26 @@ def test_scatter_ops(fn, ref):
     np.testing.assert_array_equal(before, init)  # earlier fetch not affected by in-place update
 
 
+@pytest.mark.parametrize("fn,ufunc", [(tf.scatter_add, np.add), (tf.scatter_sub, np.subtract)])
+@pytest.mark.parametrize("idx", [
+    np.array([[3, 0], [3, 3], [1, 0]]),  # repeats, 2-d indices
+    np.array([4, 1, 0]),                  # no repeats
+    np.zeros([0], np.int64),              # nothing to update
+], ids=["repeats", "distinct", "empty"])
+def test_scatter_add_sub_accumulate_repeated_rows(fn, ufunc, idx):
+    rng = np.random.default_rng(3)
+    init = rng.standard_normal((5, 2, 3))
+    upd = rng.standard_normal(idx.shape + (2, 3))
+    v = tf.Variable(init)
+    op = fn(v, idx, upd)
+    with tf.Session() as s:
+        s.run(v.initializer)
+        got = s.run(op)
+    want = init.copy()
+    ufunc.at(want, idx, upd)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_scatter_out_of_range_is_invalid_argument():
     v = tf.Variable(tf.zeros([3, 2]))
     op = tf.scatter_add(v, [5], tf.ones([1, 2]))

@@ -1,0 +1,497 @@
+"""Convolution and pooling kernels (Conv2D and its two backprops, MaxPool, AvgPool and their
+gradients), written against the device's array namespace ``xp`` (NumPy on CPUs, CuPy on GPUs).
+
+Layout: kernels compute in NHWC and transpose NCHW data at the boundary. Inputs are never
+written to.
+
+Convolution is im2col plus one matrix product. The padded input is viewed (no copy) as its
+windows in ``(N, OH, OW, KH, KW, C)`` order with ``as_strided`` (NumPy and CuPy both have it),
+and that view is copied once into a preallocated patch matrix ``[N*OH*OW, KH*KW*C]``:
+``copyto`` into an empty buffer walks the view several times faster than ``reshape`` does.
+The product with the filter is one GEMM (BLAS on a CPU); with intra-op threads configured,
+the batch is split into one chunk per thread, each with its own im2col and GEMM
+(``intra_op``). The filter gradient is the transposed product of the same patch matrix with the
+output gradient. The input gradient of a stride-1 convolution is itself a stride-1 convolution
+(of the output gradient, padded, with the filter flipped and its channel axes swapped), so it
+reuses the same im2col + GEMM path; only strided convolutions scatter patch columns back
+(col2im), one slice-add per filter tap.
+
+Pooling works tap by tap: each of the ``KH*KW`` window positions is one strided slice of the
+padded input, so a pool is ``KH*KW`` elementwise ``maximum``/``add`` passes into one output
+buffer instead of a reduction over a 6-d strided view, and the max-pool gradient routes each
+window's gradient to its first maximal tap (TF's CPU tie-break, row-major window order) with
+one masked slice-add per tap, never ``add.at`` or ``bincount``; on the host it works on blocks
+of images small enough for those passes to stay in cache, split among the intra-op threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dflab.framework import errors
+from dflab.kernels import intra_op
+from dflab.kernels.context import host
+from dflab.kernels.registry import kernel
+from dflab.ops.conv_ops import conv_output_size
+
+
+# --- window geometry ------------------------------------------------------------------------
+class _Window:
+    """Spatial geometry of one conv/pool op for a given input size (all NHWC), and the window
+    steps built on it, computed with the device's namespace ``xp``."""
+
+    __slots__ = ("xp", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "pt", "pb", "pl", "pr")
+
+    def __init__(self, xp, h, w, kh, kw, sh, sw, dh, dw, padding):
+        self.xp = xp
+        self.kh, self.kw, self.sh, self.sw, self.dh, self.dw = kh, kw, sh, sw, dh, dw
+        self.oh, self.pt, self.pb = conv_output_size(h, kh, sh, dh, padding)
+        self.ow, self.pl, self.pr = conv_output_size(w, kw, sw, dw, padding)
+
+    @property
+    def empty_output(self) -> bool:
+        return self.oh == 0 or self.ow == 0
+
+    def pad(self, x, value=0):
+        if not (self.pt or self.pb or self.pl or self.pr):
+            return x
+        return self.xp.pad(x, ((0, 0), (self.pt, self.pb), (self.pl, self.pr), (0, 0)),
+                           constant_values=value)
+
+    def padded_shape(self, n, h, w, c):
+        return (n, h + self.pt + self.pb, w + self.pl + self.pr, c)
+
+    def windows(self, padded):
+        """View of ``padded`` (this window's padded NHWC input) as its (N, OH, OW, KH, KW, C)
+        windows, strided by the stride and dilation; no copy."""
+        # The view stays inside ``padded``: the output size rule makes the last window end at
+        # or before its last row and column.
+        n, _, _, c = padded.shape
+        s_n, s_h, s_w, s_c = padded.strides
+        return self.xp.lib.stride_tricks.as_strided(
+            padded, shape=(n, self.oh, self.ow, self.kh, self.kw, c),
+            strides=(s_n, s_h * self.sh, s_w * self.sw, s_h * self.dh, s_w * self.dw, s_c))
+
+    def tap(self, padded, i, j):
+        """The (N, OH, OW, C) slice of ``padded`` that window position (i, j) reads."""
+        r, c = i * self.dh, j * self.dw
+        return padded[:, r:r + self.sh * (self.oh - 1) + 1:self.sh,
+                      c:c + self.sw * (self.ow - 1) + 1:self.sw, :]
+
+    def taps(self):
+        return ((i, j) for i in range(self.kh) for j in range(self.kw))
+
+    def crop(self, padded, h, w):
+        return padded[:, self.pt:self.pt + h, self.pl:self.pl + w, :]
+
+
+def _hw(vals, fmt):
+    return (vals[1], vals[2]) if fmt == "NHWC" else (vals[2], vals[3])
+
+
+def _to_nhwc(x, fmt):
+    return x if fmt == "NHWC" else x.transpose(0, 2, 3, 1)
+
+
+def _from_nhwc(x, fmt):
+    return x if fmt == "NHWC" else x.transpose(0, 3, 1, 2)
+
+
+def _nhwc_shape(shape, fmt):
+    """A sizes input (host-side, as TF keeps it) as an NHWC shape."""
+    s = [int(d) for d in np.ravel(host(shape))]
+    return tuple(s) if fmt == "NHWC" else (s[0], s[2], s[3], s[1])
+
+
+def _conv_params(node):
+    a = node.attr
+    fmt = a["data_format"]
+    return fmt, _hw(a["strides"], fmt), _hw(a["dilations"], fmt), a["padding"]
+
+
+def _window(node, xp, h, w, kh, kw):
+    fmt, (sh, sw), (dh, dw), padding = _conv_params(node)
+    try:
+        return _Window(xp, h, w, kh, kw, sh, sw, dh, dw, padding)
+    except ValueError as e:
+        raise errors.InvalidArgumentError(None, node, str(e)) from None
+
+
+def _check_rank4(xp, node, **arrays):
+    for nm, a in arrays.items():
+        if xp.ndim(a) != 4:
+            raise errors.InvalidArgumentError(None, node, f"{nm} must be 4-dimensional, got "
+                                              f"shape {list(xp.shape(a))}")
+
+
+# --- im2col and col2im ----------------------------------------------------------------------
+# Host im2col works on blocks of images whose patch matrix is about this big, reusing one
+# buffer: a whole batch's patch matrix (tens of MB) is written and read back from memory,
+# while a block's stays in cache and its buffer is not faulted in afresh on every call.
+_BLOCK_BYTES = 4 << 20
+
+
+def _patch_matrix(win, x, out=None):
+    """(N*OH*OW, KH*KW*C) im2col matrix of NHWC ``x``, in the filter's (KH, KW, C) order;
+    written into ``out`` (a buffer of at least that many elements) when given."""
+    xp = win.xp
+    n, c = x.shape[0], x.shape[3]
+    rows, cols = n * win.oh * win.ow, win.kh * win.kw * c
+    if rows == 0:
+        return xp.zeros((rows, cols), dtype=x.dtype)
+    shape = (n, win.oh, win.ow, win.kh, win.kw, c)
+    if out is None:
+        patches = xp.empty(shape, dtype=x.dtype)
+    else:
+        patches = out.ravel()[:rows * cols].reshape(shape)
+    xp.copyto(patches, win.windows(win.pad(x)))
+    return patches.reshape(rows, cols)
+
+
+def _patch_blocks(win, x, lo, hi):
+    """(start, end, patch matrix of images start..end) over ``x[lo:hi]``, in blocks of about
+    ``_BLOCK_BYTES`` sharing one buffer on the host (one block on other devices)."""
+    xp = win.xp
+    per_image = win.oh * win.ow * win.kh * win.kw * x.shape[3]
+    step = hi - lo
+    if xp is np and per_image:
+        step = max(1, min(step, _BLOCK_BYTES // (per_image * x.dtype.itemsize)))
+    buf = xp.empty(step * per_image, dtype=x.dtype) if step < hi - lo else None
+    for s in range(lo, hi, max(step, 1)):
+        e = min(s + step, hi)
+        yield s, e, _patch_matrix(win, x[s:e], buf)
+
+
+def _correlate(win, x, f2d, co):
+    """NHWC output (N, OH, OW, CO) of ``x`` correlated with a filter given as its
+    (KH*KW*C, CO) matrix: im2col and GEMM per block of images, the batch split among the
+    intra-op threads."""
+    xp = win.xp
+    n = x.shape[0]
+    y = xp.empty((n, win.oh, win.ow, co), dtype=xp.result_type(x, f2d))
+
+    def chunk(lo, hi):
+        for s, e, patches in _patch_blocks(win, x, lo, hi):
+            y[s:e] = (patches @ f2d).reshape(e - s, win.oh, win.ow, co)
+
+    intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
+    return y
+
+
+def _filter_grad(win, x, dy, co):
+    """(KH*KW*C, CO) gradient of a filter: im2col of ``x``, transposed, times ``dy``, summed
+    over blocks of images and over the intra-op threads' chunks of the batch."""
+
+    def chunk(lo, hi):
+        total = None
+        for s, e, patches in _patch_blocks(win, x, lo, hi):
+            part = patches.T @ dy[s:e].reshape(-1, co)
+            if total is None:
+                total = part
+            else:
+                total += part
+        return total
+
+    parts = intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
+    df = parts[0]
+    for p in parts[1:]:
+        df += p
+    return df
+
+
+def _batch_chunks(win, x, co):
+    """How to split a convolution of ``x`` over the batch (see ``intra_op``)."""
+    work = float(x.size) * win.kh * win.kw * co
+    return intra_op.chunks(win.xp, x.shape[0], work)
+
+
+def _pad_or_crop(xp, a, top, bottom, left, right):
+    """``a`` (NHWC) with rows/columns added (positive) or removed (negative) at each edge."""
+    h, w = a.shape[1], a.shape[2]
+    a = a[:, max(-top, 0):h - max(-bottom, 0), max(-left, 0):w - max(-right, 0), :]
+    pads = ((0, 0), (max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)), (0, 0))
+    return xp.pad(a, pads) if any(p for pair in pads for p in pair) else a
+
+
+def _input_grad_stride1(win, dy, f, h, w):
+    """dx of a stride-1 convolution, as a correlation of the padded ``dy`` with the filter
+    flipped in space and with its channel axes swapped (a full convolution)."""
+    xp = win.xp
+    kh, kw, ci, co = f.shape
+    eh, ew = (kh - 1) * win.dh, (kw - 1) * win.dw
+    # dx[r] = sum_i dy[r + pt - i*dh] f[i]: pad dy so that output row r reads rows
+    # r .. r + eh of the padded gradient, i.e. shift it down by eh - pt.
+    top, left = eh - win.pt, ew - win.pl
+    z = _pad_or_crop(xp, dy, top, h + eh - win.oh - top, left, w + ew - win.ow - left)
+    flipped = xp.ascontiguousarray(f[::-1, ::-1].transpose(0, 1, 3, 2))
+    full = _Window(xp, z.shape[1], z.shape[2], kh, kw, 1, 1, win.dh, win.dw, "VALID")
+    return _correlate(full, z, flipped.reshape(kh * kw * co, ci), ci)
+
+
+def _input_grad_col2im(win, dy, f, shape):
+    """dx of a strided convolution: patch gradients by GEMM, summed back tap by tap."""
+    xp = win.xp
+    n, h, w, c = shape
+    kh, kw, ci, co = f.shape
+    f2d_t = xp.reshape(f, (kh * kw * ci, co)).T
+    out = xp.zeros(win.padded_shape(n, h, w, c), dtype=xp.result_type(dy, f))
+
+    def chunk(lo, hi):
+        cols = (dy[lo:hi].reshape(-1, co) @ f2d_t).reshape(hi - lo, win.oh, win.ow, kh, kw, ci)
+        part = out[lo:hi]
+        for i, j in win.taps():
+            win.tap(part, i, j)[...] += cols[:, :, :, i, j, :]
+
+    intra_op.run_chunks(chunk, intra_op.chunks(xp, n, float(dy.size) * kh * kw * ci))
+    return win.crop(out, h, w)
+
+
+# --- Conv2D ---------------------------------------------------------------------------------
+@kernel("Conv2D")
+def _conv2d(node, ctx):
+    fmt = node.attr["data_format"]
+    xp = ctx.xp
+
+    def conv2d(x, f):
+        _check_rank4(xp, node, input=x, filter=f)
+        x = _to_nhwc(xp.asarray(x), fmt)
+        n, h, w, c = x.shape
+        kh, kw, ci, co = f.shape
+        if c != ci:
+            raise errors.InvalidArgumentError(
+                None, node, f"input depth must equal filter depth: {c} vs {ci}")
+        win = _window(node, xp, h, w, kh, kw)
+        y = _correlate(win, x, xp.reshape(f, (kh * kw * ci, co)), co)
+        return _from_nhwc(y, fmt)
+
+    return conv2d
+
+
+@kernel("Conv2DBackpropInput")
+def _conv2d_backprop_input(node, ctx):
+    fmt = node.attr["data_format"]
+    xp = ctx.xp
+
+    def backprop_input(sizes, f, dy):
+        _check_rank4(xp, node, filter=f, out_backprop=dy)
+        n, h, w, c = _nhwc_shape(sizes, fmt)
+        dy = _to_nhwc(xp.asarray(dy), fmt)
+        kh, kw, ci, co = f.shape
+        win = _window(node, xp, h, w, kh, kw)
+        if dy.shape != (n, win.oh, win.ow, co) or ci != c:
+            raise errors.InvalidArgumentError(
+                None, node, f"Conv2DBackpropInput: shapes do not agree: input {[n, h, w, c]}, "
+                f"filter {list(f.shape)}, out_backprop {list(dy.shape)} (NHWC)")
+        # A stride-1 gradient is a convolution too, cheaper than col2im unless the input has
+        # far fewer channels than the output (its GEMM would then be a thin matrix-vector).
+        if win.sh == 1 and win.sw == 1 and 4 * ci >= co and dy.size and n * h * w:
+            dx = _input_grad_stride1(win, dy, xp.asarray(f), h, w)
+        else:
+            dx = _input_grad_col2im(win, dy, f, (n, h, w, c))
+        return _from_nhwc(xp.ascontiguousarray(dx), fmt)
+
+    return backprop_input
+
+
+@kernel("Conv2DBackpropFilter")
+def _conv2d_backprop_filter(node, ctx):
+    fmt = node.attr["data_format"]
+    xp = ctx.xp
+
+    def backprop_filter(x, sizes, dy):
+        _check_rank4(xp, node, input=x, out_backprop=dy)
+        kh, kw, ci, co = (int(d) for d in np.ravel(host(sizes)))  # host-side, as TF keeps it
+        x = _to_nhwc(xp.asarray(x), fmt)
+        dy = _to_nhwc(xp.asarray(dy), fmt)
+        n, h, w, c = x.shape
+        win = _window(node, xp, h, w, kh, kw)
+        if dy.shape != (n, win.oh, win.ow, co) or ci != c:
+            raise errors.InvalidArgumentError(
+                None, node, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
+                f" filter {[kh, kw, ci, co]}, out_backprop {list(dy.shape)} (NHWC)")
+        if n == 0:
+            return xp.zeros((kh, kw, ci, co), dtype=xp.result_type(x, dy))
+        return _filter_grad(win, x, dy, co).reshape(kh, kw, ci, co)
+
+    return backprop_filter
+
+
+# --- pooling --------------------------------------------------------------------------------
+def _pool_window(node, xp, h, w):
+    a = node.attr
+    fmt = a["data_format"]
+    (kh, kw), (sh, sw) = _hw(a["ksize"], fmt), _hw(a["strides"], fmt)
+    try:
+        return _Window(xp, h, w, kh, kw, sh, sw, 1, 1, a["padding"])
+    except ValueError as e:
+        raise errors.InvalidArgumentError(None, node, str(e)) from None
+
+
+def _lowest(dt):
+    return -np.inf if dt.kind == "f" else np.iinfo(dt).min
+
+
+def _avg_counts(win, h, w):
+    """Cells of each window inside the unpadded input (SAME windows exclude padding, as TF).
+    Window geometry only: computed on the host, with NumPy."""
+    def counts(o, k, s, pad, size):
+        start = np.arange(o) * s - pad
+        return np.minimum(start + k, size) - np.maximum(start, 0)
+
+    ch = counts(win.oh, win.kh, win.sh, win.pt, h)
+    cw = counts(win.ow, win.kw, win.sw, win.pl, w)
+    return ch[:, None] * cw[None, :]
+
+
+def _reduce_taps(win, padded, ufunc):
+    """``ufunc`` (maximum or add) folded over the window taps: an (N, OH, OW, C) array."""
+    xp = win.xp
+    taps = win.taps()
+    out = xp.array(win.tap(padded, *next(taps)))
+    for i, j in taps:
+        ufunc(out, win.tap(padded, i, j), out=out)
+    return out
+
+
+def _empty_pool(xp, win, x, fmt):
+    n, _, _, c = x.shape
+    return _from_nhwc(xp.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
+
+
+@kernel("MaxPool")
+def _max_pool(node, ctx):
+    fmt = node.attr["data_format"]
+    xp = ctx.xp
+
+    def max_pool(x):
+        _check_rank4(xp, node, input=x)
+        x = _to_nhwc(xp.asarray(x), fmt)
+        win = _pool_window(node, xp, x.shape[1], x.shape[2])
+        if win.empty_output or x.size == 0:
+            return _empty_pool(xp, win, x, fmt)
+        return _from_nhwc(_reduce_taps(win, win.pad(x, _lowest(x.dtype)), xp.maximum), fmt)
+
+    return max_pool
+
+
+@kernel("AvgPool")
+def _avg_pool(node, ctx):
+    fmt = node.attr["data_format"]
+    xp = ctx.xp
+
+    def avg_pool(x):
+        _check_rank4(xp, node, value=x)
+        x = _to_nhwc(xp.asarray(x), fmt)
+        n, h, w, c = x.shape
+        win = _pool_window(node, xp, h, w)
+        if win.empty_output or x.size == 0:
+            return _empty_pool(xp, win, x, fmt)
+        s = _reduce_taps(win, win.pad(x), xp.add)
+        counts = xp.asarray(_avg_counts(win, h, w))
+        y = (s / counts[None, :, :, None]).astype(x.dtype)
+        return _from_nhwc(y, fmt)
+
+    return avg_pool
+
+
+def _check_pool_grad(node, win, g, n, c):
+    if g.shape != (n, win.oh, win.ow, c):
+        raise errors.InvalidArgumentError(None, node, f"grad shape {list(g.shape)} does not "
+                                          "match the pooling output shape")
+
+
+def _router(xp, g):
+    """``mask -> g where mask, else 0``. A product with the mask is several times faster than
+    ``where``, and exact while ``g`` is finite (inf * 0 would be NaN)."""
+    if g.dtype.kind != "f" or bool(xp.isfinite(g).all()):
+        return lambda mask: g * mask
+    zero = xp.zeros((), dtype=g.dtype)
+    return lambda mask: xp.where(mask, g, zero)
+
+
+def _route_to_max(win, x, g):
+    """NHWC gradient of a max pool of ``x`` (N, H, W, C): each window's ``g`` goes to its first
+    maximal cell in row-major window order (TF's CPU tie-break), tap by tap."""
+    xp = win.xp
+    h, w = x.shape[1], x.shape[2]
+    padded = win.pad(x, _lowest(x.dtype))
+    top = _reduce_taps(win, padded, xp.maximum)
+    # A NaN is its window's maximum (as an argmax would pick it); the extra comparison is paid
+    # only when there is one.
+    nan = bool(xp.isnan(top).any()) if top.dtype.kind == "f" else False
+    route = _router(xp, g)
+    dx = xp.zeros(padded.shape, dtype=g.dtype)
+    unrouted = xp.ones(g.shape, dtype=bool)  # windows whose gradient is not placed yet
+    disjoint = win.sh >= win.kh and win.sw >= win.kw  # each cell in at most one window
+    for i, j in win.taps():
+        t = win.tap(padded, i, j)
+        hit = t == top
+        if nan:
+            hit |= t != t
+        hit &= unrouted
+        unrouted ^= hit  # hit is a subset of unrouted: this clears the routed windows
+        if disjoint:
+            win.tap(dx, i, j)[...] = route(hit)
+        else:
+            win.tap(dx, i, j)[...] += route(hit)
+    return win.crop(dx, h, w)
+
+
+# Host max-pool gradients work on blocks of images about this big, so that the dozen passes
+# over each block find it in cache.
+_POOL_BLOCK_BYTES = 1 << 20
+
+
+@kernel("MaxPoolGrad")
+def _max_pool_grad(node, ctx):
+    fmt = node.attr["data_format"]
+    xp = ctx.xp
+
+    def max_pool_grad(x, y, g):
+        # The maximum is recomputed from x (as TF's CPU kernel does), so the routing does not
+        # depend on the forward output passed in.
+        x, g = _to_nhwc(xp.asarray(x), fmt), _to_nhwc(xp.asarray(g), fmt)
+        n, h, w, c = x.shape
+        win = _pool_window(node, xp, h, w)
+        _check_pool_grad(node, win, g, n, c)
+        if g.size == 0:
+            return _from_nhwc(xp.zeros_like(x), fmt)
+        if xp is not np:
+            dx = _route_to_max(win, x, g).astype(x.dtype)
+            return _from_nhwc(xp.ascontiguousarray(dx), fmt)
+        dx = np.empty(x.shape, dtype=x.dtype)
+        step = max(1, _POOL_BLOCK_BYTES // max(x[0].nbytes, 1))
+
+        def chunk(lo, hi):
+            for s in range(lo, hi, step):
+                e = min(s + step, hi)
+                dx[s:e] = _route_to_max(win, x[s:e], g[s:e])
+
+        work = float(x.size) * win.kh * win.kw * 8  # a dozen cheap passes per tap
+        intra_op.run_chunks(chunk, intra_op.chunks(np, n, work))
+        return _from_nhwc(dx, fmt)
+
+    return max_pool_grad
+
+
+@kernel("AvgPoolGrad")
+def _avg_pool_grad(node, ctx):
+    fmt = node.attr["data_format"]
+    xp = ctx.xp
+
+    def avg_pool_grad(sizes, g):
+        n, h, w, c = _nhwc_shape(sizes, fmt)
+        g = _to_nhwc(xp.asarray(g), fmt)
+        win = _pool_window(node, xp, h, w)
+        _check_pool_grad(node, win, g, n, c)
+        if g.size == 0:
+            return _from_nhwc(xp.zeros((n, h, w, c), g.dtype), fmt)
+        counts = xp.asarray(_avg_counts(win, h, w).astype(g.dtype))
+        share = g / counts[None, :, :, None]
+        dx = xp.zeros(win.padded_shape(n, h, w, c), dtype=share.dtype)
+        for i, j in win.taps():
+            win.tap(dx, i, j)[...] += share
+        dx = win.crop(dx, h, w)
+        return _from_nhwc(xp.ascontiguousarray(dx), fmt)
+
+    return avg_pool_grad

@@ -1,0 +1,104 @@
+"""Intra-op parallelism on the host: a kernel splits its work (the batch of a convolution, the
+rows of a matrix product) into one coarse chunk per configured thread and runs the chunks at
+once, each chunk's BLAS call on one thread.
+
+Why not BLAS's own threads: OpenBLAS synchronises its workers many times inside one GEMM and
+lets idle workers spin between calls, so on a machine whose cores are shared with other
+processes a step with two BLAS threads measured several times *slower* than with one. Here
+each op makes one chunk per thread, and a waiting thread blocks instead of spinning.
+
+A session whose ``ConfigProto.intra_op_parallelism_threads`` is above one sets the thread
+count (``set_threads``) and pins BLAS to one thread while it is open; with the default (0)
+nothing is split and BLAS keeps its own threads, as before. The setting is process-wide, as
+BLAS's own thread count is. Only NumPy work is split: a GPU's kernels run on its stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+_lock = threading.Lock()
+_threads = 1
+_pool: ThreadPoolExecutor | None = None
+
+# Below this many multiply-adds a split costs more than it saves: handing a chunk to another
+# thread and waiting for it costs tens of microseconds on an idle machine and milliseconds on
+# a loaded one (the LSTM step's 20x400x800 products lost time when split).
+MIN_WORK = 1 << 24
+
+
+def set_threads(n: int) -> int:
+    """Use ``n`` threads per splittable host op from now on; returns the previous count."""
+    global _threads, _pool
+    n = max(int(n), 1)
+    with _lock:
+        previous = _threads
+        _threads = n
+        if n > 1 and (_pool is None or _pool._max_workers < n - 1):
+            old, _pool = _pool, ThreadPoolExecutor(n - 1, thread_name_prefix="dflab-intra-op")
+            if old is not None:
+                old.shutdown(wait=False)
+    return previous
+
+
+def threads() -> int:
+    return _threads
+
+
+def chunks(xp, n: int, work: float) -> list[tuple[int, int]]:
+    """Contiguous ``[lo, hi)`` bounds splitting ``range(n)`` among the configured threads, or
+    one chunk when there is one thread, ``xp`` is not NumPy or ``work`` is too small."""
+    k = min(_threads, n)
+    if k <= 1 or xp is not np or work < MIN_WORK:
+        return [(0, n)]
+    step, extra = divmod(n, k)
+    bounds, lo = [], 0
+    for i in range(k):
+        hi = lo + step + (i < extra)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def run_chunks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) -> list:
+    """``[fn(lo, hi) for (lo, hi) in bounds]``, the first chunk on the calling thread and the
+    others on the pool at the same time; the first error is raised after all have finished."""
+    if len(bounds) == 1:
+        return [fn(*bounds[0])]
+    pool = _pool
+    futures = [pool.submit(fn, lo, hi) for lo, hi in bounds[1:]]
+    results, error = [], None
+    try:
+        results.append(fn(*bounds[0]))
+    except BaseException as e:  # noqa: BLE001 - re-raised below, after the others finish
+        error = e
+    for f in futures:
+        try:
+            results.append(f.result())
+        except BaseException as e:  # noqa: BLE001
+            error = error or e
+    if error is not None:
+        raise error
+    return results
+
+
+def matmul(a, b):
+    """``a @ b`` for 2-d NumPy arrays, its output rows split among the threads (each chunk
+    writes its rows of one output buffer)."""
+    if _threads == 1 or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        return np.matmul(a, b)  # nothing to split, or NumPy's own error for bad shapes
+    (m, k), n = a.shape, b.shape[1]
+    bounds = chunks(np, m, float(m) * k * n)
+    if len(bounds) == 1:
+        return np.matmul(a, b)
+    out = np.empty((m, n), dtype=np.result_type(a, b))
+
+    def rows(lo, hi):
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+
+    run_chunks(rows, bounds)
+    return out

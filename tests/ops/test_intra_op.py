@@ -1,0 +1,115 @@
+"""Intra-op parallelism: split host kernels give the unsplit results, and a session's
+``intra_op_parallelism_threads`` turns the splitting on while it is open."""
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.kernels import conv_kernels, intra_op
+
+
+@pytest.fixture
+def three_threads(monkeypatch):
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1000)  # small test arrays are split too
+    before = intra_op.set_threads(3)
+    yield
+    intra_op.set_threads(before)
+
+
+def test_chunks_cover_the_range_once(three_threads):
+    bounds = intra_op.chunks(np, 10, intra_op.MIN_WORK)
+    assert bounds == [(0, 4), (4, 7), (7, 10)]
+    assert intra_op.chunks(np, 2, intra_op.MIN_WORK) == [(0, 1), (1, 2)]
+    assert intra_op.chunks(np, 10, intra_op.MIN_WORK - 1) == [(0, 10)]  # too little work
+    assert intra_op.chunks(object(), 10, intra_op.MIN_WORK) == [(0, 10)]  # not NumPy
+
+
+def test_run_chunks_raises_the_error_after_every_chunk_ran(three_threads):
+    ran = []
+
+    def fn(lo, hi):
+        ran.append(lo)
+        if lo == 4:
+            raise ValueError("chunk 4")
+        return lo
+
+    with pytest.raises(ValueError, match="chunk 4"):
+        intra_op.run_chunks(fn, [(0, 4), (4, 7), (7, 10)])
+    assert sorted(ran) == [0, 4, 7]
+    assert intra_op.run_chunks(lambda lo, hi: hi - lo, [(0, 4), (4, 7)]) == [4, 3]
+
+
+def test_split_matmul_equals_numpy(three_threads):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((301, 200)), rng.standard_normal((200, 70))
+    np.testing.assert_allclose(intra_op.matmul(a, b), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(intra_op.matmul(a.T.copy().T, b), a @ b, rtol=1e-12)
+    with pytest.raises(ValueError):
+        intra_op.matmul(a, a)
+
+
+def _conv_net_values():
+    """Forward and both gradients of a conv layer big enough to be split over its batch."""
+    rng = np.random.default_rng(1)
+    x_val = rng.standard_normal((6, 12, 12, 8)).astype(np.float32)
+    f_val = rng.standard_normal((3, 3, 8, 16)).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        x, f = tf.constant(x_val), tf.constant(f_val)
+        y = tf.nn.conv2d(x, f, [1, 1, 1, 1], "SAME")
+        z = tf.nn.conv2d(x, f, [1, 2, 2, 1], "SAME")
+        loss = tf.reduce_sum(y * y) + tf.reduce_sum(tf.sin(z))
+        w = tf.constant(rng.standard_normal((300, 64)).astype(np.float32))
+        m = tf.matmul(w, tf.reshape(tf.transpose(f), [64, 18]), transpose_b=False)
+        fetches = [y, z, m] + tf.gradients(loss, [x, f])
+    return graph, fetches
+
+
+def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch):
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1)  # split even these small ops
+    graph, fetches = _conv_net_values()
+    with tf.Session(graph=graph) as sess:
+        want = sess.run(fetches)
+    config = tf.ConfigProto(intra_op_parallelism_threads=3)
+    before = intra_op.threads()
+    with tf.Session(graph=graph, config=config) as sess:
+        assert intra_op.threads() == 3
+        got = sess.run(fetches)
+    assert intra_op.threads() == before
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_convolutions_in_blocks_of_one_image_compute_the_same_values(monkeypatch):
+    graph, fetches = _conv_net_values()
+    with tf.Session(graph=graph) as sess:
+        want = sess.run(fetches)
+    monkeypatch.setattr(conv_kernels, "_BLOCK_BYTES", 1)  # one image per im2col block
+    with tf.Session(graph=graph) as sess:
+        got = sess.run(fetches)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_max_pool_grad_in_blocks_and_chunks_is_unchanged(monkeypatch, threads):
+    rng = np.random.default_rng(2)
+    # ReLU-like input: many all-zero windows, whose gradient goes to their first cell
+    x_val = np.maximum(rng.standard_normal((7, 6, 6, 3)), 0).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(x_val)
+        y = tf.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+        z = tf.nn.max_pool(x, [1, 3, 3, 1], [1, 1, 1, 1], "SAME")  # overlapping windows
+        grads = tf.gradients(tf.reduce_sum(y * y) + tf.reduce_sum(z), [x])
+    with tf.Session(graph=graph) as sess:
+        want = sess.run(grads)
+    monkeypatch.setattr(conv_kernels, "_POOL_BLOCK_BYTES", 1)  # one image per block
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1)
+    before = intra_op.set_threads(threads)
+    try:
+        with tf.Session(graph=graph) as sess:
+            got = sess.run(grads)
+    finally:
+        intra_op.set_threads(before)
+    np.testing.assert_array_equal(got[0], want[0])
