@@ -18,7 +18,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape
-from dflab.ops.op_util import handle_source
+from dflab.ops.op_util import variable_dtype_shape
 from dflab.ops.state_ops import _ref_of
 
 # op type -> (ref input names, value input names). Value names ending in "grad" are gradients,
@@ -50,32 +50,44 @@ def signature(op_type: str):
     return _SIGNATURES[op_type]
 
 
-def _infer(op):
+def _state_of(op, name, t):
+    """(dtype, shape) of the variable a training op updates through input ``t``: a reference,
+    or (the ``Resource*`` forms) a resource handle, whose variable's are read off its
+    ``VarHandleOp`` (None, unknown shape when it cannot be seen)."""
     if op.type.startswith("Resource"):
-        return _resource_infer(op)
-    refs, values = _SIGNATURES[op.type]
+        if t.dtype.base_dtype is not _dt.resource:
+            raise TypeError(f"'{op.type}' Op requires that input '{name}' be a resource handle "
+                            f"(a resource variable), got {t.dtype.name}")
+        return variable_dtype_shape(t)
+    if not t.dtype.is_ref_dtype:
+        raise TypeError(f"'{op.type}' Op requires that input '{name}' be a mutable tensor "
+                        f"(e.g. a tf.Variable), got {t.dtype.name}")
+    return t.dtype.base_dtype, t.shape
+
+
+def _infer(op):
+    """The checks of TF's training ops (both forms); the reference form outputs the variable's
+    reference, the resource form nothing."""
+    resource = op.type.startswith("Resource")
+    refs, values = _SIGNATURES[op.type[len("Resource"):] if resource else op.type]
     names = refs + values
     ins = dict(zip(names, op.inputs))
-    var = ins["var"]
-    for r in refs:
-        if not ins[r].dtype.is_ref_dtype:
-            raise TypeError(f"'{op.type}' Op requires that input '{r}' be a mutable tensor "
-                            f"(e.g. a tf.Variable), got {ins[r].dtype.name}")
-    dt = var.dtype.base_dtype
+    states = {r: _state_of(op, r, ins[r]) for r in refs}
+    dt = states["var"][0] or ins["delta" if "delta" in ins else "grad"].dtype.base_dtype
     if not (dt.is_floating or dt.is_complex):
         raise TypeError(f"'{op.type}' Op does not support type {dt.name}: "
                         "expected a floating point or complex variable")
     for n in names:
-        if n != "indices" and ins[n].dtype.base_dtype is not dt:
-            raise TypeError(f"Input '{n}' of '{op.type}' Op has type "
-                            f"{ins[n].dtype.base_dtype.name} that does not match type "
-                            f"{dt.name} of argument 'var'.")
-    shape = var.shape
+        have = states[n][0] if n in states else ins[n].dtype.base_dtype
+        if n != "indices" and have is not None and have is not dt:
+            raise TypeError(f"Input '{n}' of '{op.type}' Op has type {have.name} that does "
+                            f"not match type {dt.name} of argument 'var'.")
+    shape = states["var"][1]
     for r in refs[1:]:
-        if not shape.is_compatible_with(ins[r].shape):
-            raise ValueError(f"var and {r} do not have the same shape: {var.shape} vs "
-                             f"{ins[r].shape}")
-        shape = shape.merge_with(ins[r].shape)
+        if not shape.is_compatible_with(states[r][1]):
+            raise ValueError(f"var and {r} do not have the same shape: {shape} vs "
+                             f"{states[r][1]}")
+        shape = shape.merge_with(states[r][1])
     for n in values:
         if n in _GRAD_NAMES or n == "indices":
             continue
@@ -90,7 +102,7 @@ def _infer(op):
                          f"{grad.shape}")
     else:
         shape = shape.merge_with(grad.shape)
-    return [(dt._as_ref(), shape)]
+    return [] if resource else [(dt._as_ref(), shape)]
 
 
 def _check_sparse_shapes(op_type, var_shape: TensorShape, grad_shape: TensorShape, indices):
@@ -112,28 +124,6 @@ def _check_sparse_shapes(op_type, var_shape: TensorShape, grad_shape: TensorShap
         if not grad_shape[:1].is_compatible_with(indices.shape):
             raise ValueError(f"grad must be the same size as indices in the first dimension: "
                              f"{grad_shape} vs {indices.shape}")
-
-
-def _resource_infer(op):
-    """``Resource<Op>``: the checks of ``<Op>`` on the variables the handles name."""
-    refs, values = _SIGNATURES[op.type[len("Resource"):]]
-    for r, h in zip(refs, op.inputs):
-        if h.dtype.base_dtype is not _dt.resource:
-            raise TypeError(f"'{op.type}' Op requires that input '{r}' be a resource handle "
-                            f"(a resource variable), got {h.dtype.name}")
-    src = handle_source(op.inputs[0])
-    if src is not None:
-        dt = src._attrs["dtype"]
-        if not (dt.is_floating or dt.is_complex):
-            raise TypeError(f"'{op.type}' Op does not support type {dt.name}: "
-                            "expected a floating point or complex variable")
-        ins = dict(zip(refs + values, op.inputs))
-        for n in values:
-            if n != "indices" and ins[n].dtype.base_dtype is not dt:
-                raise TypeError(f"Input '{n}' of '{op.type}' Op has type "
-                                f"{ins[n].dtype.base_dtype.name} that does not match type "
-                                f"{dt.name} of argument 'var'.")
-    return []
 
 
 for _op_type, (_refs, _values) in _SIGNATURES.items():

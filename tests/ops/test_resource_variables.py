@@ -280,3 +280,22 @@ def test_count_up_to_on_a_resource_variable():
         assert [sess.run(up), sess.run(up)] == [0, 1]
         with pytest.raises(tf.errors.OutOfRangeError, match="limit of 2"):
             sess.run(up)
+
+
+def test_resource_optimizer_updates_check_shapes_and_dtypes_when_built():
+    from dflab.ops import training_ops
+
+    v = tf.Variable(np.zeros([2, 3], np.float32), use_resource=True)
+    acc = tf.Variable(np.zeros([2], np.float32), use_resource=True)
+    with pytest.raises(ValueError, match="var and accum do not have the same shape"):
+        training_ops.apply_momentum(v, acc, 0.1, np.ones((2, 3), np.float32), 0.9)
+    with pytest.raises(ValueError, match="var and delta do not have the same shape"):
+        training_ops.apply_gradient_descent(v, 0.1, np.ones((3, 2), np.float32))
+    with pytest.raises(ValueError, match="lr is not a scalar"):
+        training_ops.apply_adagrad(v, v, [0.1, 0.2], np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="grad must be the same size as indices"):
+        training_ops.sparse_apply_adagrad(v, v, 0.1, np.ones((3, 3), np.float32), [0, 1])
+    with pytest.raises(ValueError, match="requested dtype float32 for Tensor with dtype float64"):
+        training_ops.apply_gradient_descent(v, 0.1, tf.ones([2, 3], tf.float64))
+    op = training_ops.apply_gradient_descent(v, 0.1, np.ones((2, 3), np.float32))
+    assert op.type == "ResourceApplyGradientDescent" and op.outputs == []
