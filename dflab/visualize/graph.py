@@ -27,6 +27,7 @@ from dflab.visualize import style as _style
 from dflab.visualize import svg as _svg
 from dflab.visualize import text as _text
 from dflab.visualize.looks import COLOR_MODES, Styler
+from dflab.visualize.quiet_stderr import first_call_without_fontconfig_warnings
 
 __all__ = ["COLOR_MODES", "GraphLayout", "layout_graph", "render_svg"]
 
@@ -285,10 +286,13 @@ def render_svg(dot: str) -> str:
     """Lay ``dot`` out with Graphviz ``dot`` and return the SVG text."""
     import pygraphviz  # the drawing extra: an ImportError here means text-only display
 
-    with _GRAPHVIZ:
+    def lay_out() -> bytes:
         g = pygraphviz.AGraph(string=dot)
         g.layout(prog="dot")
-        data = g.draw(format="svg")
+        return g.draw(format="svg")
+
+    with _GRAPHVIZ:
+        data = first_call_without_fontconfig_warnings(lay_out)
     return data.decode("utf-8")
 
 
