@@ -416,8 +416,9 @@ class Stepper(GraphWidget):
                 self._toggle_breakpoint(str(content.get("id", "")))
             else:
                 super()._handle_message(content)
-        except (errors.OpError, KeyError) as e:
-            # A button press has nowhere to raise to: say what went wrong in the widget.
+        except Exception as e:  # noqa: BLE001 - every failure is reported, none raised
+            # A button press has nowhere to raise to (the error would go to the kernel's log,
+            # unseen): say what went wrong in the widget — a closed session included.
             self.message = _error_text(e)
 
     def _button(self, action: str) -> None:

@@ -231,6 +231,8 @@ class StepRun:
         key, or a ``ReadyNode``)."""
         if self.error is not None:
             raise self.error
+        if self.session.closed:  # its devices' state is gone: no node may run any more
+            raise RuntimeError("Attempted to use a closed Session.")
         ex, item = self._find_ready(node)
         op = ex.plan.nodes[item[0]].op
         name = _user_name(op)

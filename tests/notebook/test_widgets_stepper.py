@@ -141,6 +141,18 @@ def test_run_to_without_selection_says_what_to_do():
         assert "Select a node" in st.message and st.executed == []
 
 
+def test_a_button_on_a_closed_session_says_so_in_the_widget():
+    e = _diamond()
+    sess = tf.Session()
+    st = Stepper(sess, e)
+    st.step()
+    sess.close()
+    for action in ("reset", "step", "resume"):
+        st.message = ""
+        st._handle_message({"type": "action", "action": action})  # must not raise
+        assert "closed Session" in st.message, (action, st.message)
+
+
 def test_breakpoints_by_name_predicate_and_shift_click():
     e = _diamond()
     with tf.Session() as sess:

@@ -236,3 +236,18 @@ def test_step_listener_sees_every_run_traced():
         assert sess._step_listeners == []
         with pytest.raises(TypeError):
             sess.add_step_listener(3)
+
+
+def test_a_step_cannot_go_on_once_its_session_is_closed():
+    from dflab.runtime.stepping import StepRun
+
+    x = tf.constant(2.0, name="x")
+    y = tf.square(x, name="y")
+    sess = tf.Session()
+    run = StepRun(sess, y)
+    run.step()
+    sess.close()
+    with pytest.raises(RuntimeError, match="closed Session"):
+        run.step()
+    with pytest.raises(RuntimeError, match="closed Session"):
+        run.resume()
