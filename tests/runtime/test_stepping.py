@@ -239,8 +239,6 @@ def test_step_listener_sees_every_run_traced():
 
 
 def test_a_step_cannot_go_on_once_its_session_is_closed():
-    from dflab.runtime.stepping import StepRun
-
     x = tf.constant(2.0, name="x")
     y = tf.square(x, name="y")
     sess = tf.Session()
