@@ -554,7 +554,8 @@ class DflabMagics(Magics):
             raise UsageError("%dflab placement: nothing to place.")
         sess = self._session(args.session, create=False)
         config = getattr(sess, "_config", None) if sess is not None else None
-        return explain_placement(fetches, config=config, graph=graph)
+        # Requests this session cannot satisfy are rows with the reason, not a traceback.
+        return explain_placement(fetches, config=config, graph=graph, report_unsatisfiable=True)
 
     def _cmd_cluster(self, args):
         from dflab.notebook.cluster_view import ClusterView

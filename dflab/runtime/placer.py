@@ -31,6 +31,8 @@ TF's ``name: (Type): device`` lines to stderr.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import html
 import sys
 from dataclasses import dataclass
@@ -587,14 +589,18 @@ class PlacementReport(RichDisplay):
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        head = "".join(f"<th>{esc(c)}</th>" for c in self.COLUMNS)
+        head = "".join(f"<th style='text-align:left'>{esc(c)}</th>" for c in self.COLUMNS)
         body = []
         for r in self.rows:
             cells = self._cells(r)
             body.append("<tr>" + "".join(
-                f"<td{' class=simulated' if i == 3 and r.simulated else ''}>{esc(c)}</td>"
+                f"<td style='text-align:left'"
+                f"{' class=simulated' if i == 3 and r.simulated else ''}>{esc(c)}</td>"
                 for i, c in enumerate(cells)) + "</tr>")
-        return (f"<table class='dflab-placement'><thead><tr>{head}</tr></thead>"
+        # Left-aligned: JupyterLab's table style right-aligns cells, which scatters the
+        # reasons' text.
+        return (f"<table class='dflab-placement' style='text-align:left'>"
+                f"<thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(body)}</tbody></table>")
 
 
@@ -602,14 +608,59 @@ def placement_report(placement: dict) -> PlacementReport:
     return PlacementReport(placement)
 
 
-def explain_placement(fetches, config=None, feed_tensors=(), graph=None) -> PlacementReport:
-    """Place what ``fetches`` need (as ``Session.run`` would) without running it."""
+def explain_placement(fetches, config=None, feed_tensors=(), graph=None,
+                      report_unsatisfiable=False) -> PlacementReport:
+    """Place what ``fetches`` need (as ``Session.run`` would) without running it.
+
+    A request no device here can satisfy fails as in ``Session.run``; with
+    ``report_unsatisfiable`` the report instead places such ops as soft placement would and
+    marks their rows (rule ``unsatisfiable``) with the reason and what to change."""
     config = config if config is not None else ConfigProto()
     graph = graph if graph is not None else _ops.get_default_graph()
     mapper = mapper_for(graph, fetches)
     ops = topological_order(prune(mapper.tensors, mapper.targets, feed_tensors), feed_tensors)
     devices = DeviceSet.from_config(config)
     try:
-        return PlacementReport(place(ops, devices, config))
+        try:
+            return PlacementReport(place(ops, devices, config))
+        except errors.InvalidArgumentError as e:
+            if not report_unsatisfiable or getattr(config, "allow_soft_placement", False):
+                raise
+            soft = _with_soft_placement(config)
+            placement = place(ops, devices, soft)
+            return PlacementReport(_mark_unsatisfiable(placement, devices, e))
     finally:
         devices.close()
+
+
+UNSATISFIABLE = "unsatisfiable"
+
+
+def _with_soft_placement(config):
+    soft = copy.copy(config)
+    soft.allow_soft_placement = True
+    return soft
+
+
+def _mark_unsatisfiable(placement: dict, devices, error) -> dict:
+    """The rows of ``placement`` (made with soft placement) whose own request it could not
+    honour, re-labelled with why and what would honour it."""
+    kinds = {d.device_type for d in devices}
+    out = {}
+    for op, p in placement.items():
+        wanted = DeviceSpec.from_string(p.requested) if p.requested else None
+        if wanted is None or wanted.is_compatible_with(DeviceSpec.from_string(p.device)):
+            out[op] = p
+            continue
+        kind = wanted.device_type
+        if kind is not None and kind not in kinds:
+            hint = (f"no {kind} device here: ConfigProto(device_count={{'{kind}': 1}}) gives "
+                    "a simulated one, or ")
+        else:
+            hint = "no device here matches the request: "
+        hint += "allow_soft_placement=True runs it where shown"
+        reason = f"cannot be placed as requested ({p.requested}); {hint}"
+        out[op] = dataclasses.replace(p, rule=UNSATISFIABLE, reason=reason)
+    if all(p.rule != UNSATISFIABLE for p in out.values()):
+        raise error  # the failure was not about a request (a colocation conflict): as before
+    return out

@@ -500,8 +500,12 @@ def test_placement_leaves_out_or_refuses_stale_ops(shell):
 
 def test_placement_uses_the_devices_of_the_notebooks_session(shell):
     run(shell, "%%dflab --no-show\nwith tf.device('/gpu:0'):\n    a = tf.constant(1.0) * 2.0", "p")
-    ran = run(shell, "%dflab placement a", ok=False)  # no session: only the host CPU
-    assert isinstance(ran.error, errors.InvalidArgumentError) and "GPU:0" in str(ran.error)
+    # No session: only the host CPU. The GPU requests are rows saying why and what to do.
+    run(shell, "unsatisfied = %dflab placement a")
+    rows = shell.user_ns["unsatisfied"].rows
+    assert {r.rule for r in rows} == {"unsatisfiable"}
+    assert all("device_count={'GPU': 1}" in r.reason and "allow_soft_placement" in r.reason
+               for r in rows)
     run(shell, "sess = tf.Session(config=tf.ConfigProto(device_count={'GPU': 1}))")
     run(shell, "report = %dflab placement a")
     assert {r.assigned.rsplit("/", 1)[-1] for r in shell.user_ns["report"].rows} == {

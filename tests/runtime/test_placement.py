@@ -603,3 +603,23 @@ def test_a_conflicting_op_outside_the_plan_does_not_break_plans_that_skip_it():
         assert sess.run(v) == 0
         with pytest.raises(tf.errors.InvalidArgumentError):
             sess.run(bad)
+
+
+def test_a_report_can_show_requests_no_device_here_satisfies():
+    from dflab.runtime.placer import explain_placement
+
+    with tf.device("/gpu:0"):
+        a = tf.multiply(tf.constant(1.0, name="a"), 2.0, name="twice")
+    with tf.device("/cpu:3"):
+        b = tf.add(a, 1.0, name="plus")
+    c = tf.identity(b, name="c")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="GPU:0"):
+        explain_placement([c])  # as Session.run: the first unsatisfiable request fails
+    report = explain_placement([c], report_unsatisfiable=True)
+    rows = {r.op: r for r in report.rows}
+    assert rows["twice"].rule == rows["a"].rule == rows["plus"].rule == "unsatisfiable"
+    assert "device_count={'GPU': 1}" in rows["twice"].reason
+    assert "no device here matches" in rows["plus"].reason
+    assert rows["c"].rule != "unsatisfiable"
+    assert all(r.assigned.endswith("CPU:0") for r in report.rows)
+    assert "text-align:left" in report._repr_html_()
