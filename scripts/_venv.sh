@@ -2,8 +2,8 @@
 # virtualenv (.venv) exists and has dflab installed editable with the given extra, and (for CI)
 # that the system packages the browser tests and the front-end check need are there.
 #
-# Re-installs only when pyproject.toml changed since the last install for that extra, so
-# repeated runs start in seconds. Set DFLAB_PYTHON to choose the interpreter (3.10+).
+# Re-installs only when pyproject.toml or binder/constraints.txt changed since the last install
+# for that extra, so repeated runs start in seconds. Set DFLAB_PYTHON to choose the interpreter (3.10+).
 
 dflab_ensure_venv() {
     local extra="$1"
@@ -37,19 +37,35 @@ dflab_ensure_venv() {
 
     # The stamp names the extra and the hash of pyproject.toml it was installed from.
     local hash
+    # Installed under binder/constraints.txt: the versions the tutorials are tested with.
     hash="$("$venv/bin/python" -c 'import hashlib, sys
-print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:16])' "$root/pyproject.toml")"
+h = hashlib.sha256()
+for path in sys.argv[1:]:
+    h.update(open(path, "rb").read())
+print(h.hexdigest()[:16])' "$root/pyproject.toml" "$root/binder/constraints.txt")"
     local stamp="$venv/.dflab-$extra-$hash"
     if [[ ! -e "$stamp" ]]; then
         echo "==> installing dflab[$extra] into $venv"
         # The browser tests drive the system's Chromium: playwright must not fetch its own.
         (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
-            "$venv/bin/python" -m pip install --quiet -e ".[$extra]")
+            "$venv/bin/python" -m pip install --quiet -e ".[$extra]" \
+            -c binder/constraints.txt)
         rm -f "$venv"/.dflab-"$extra"-*
         touch "$stamp"
     fi
+    dflab_install_lab_settings "$venv"
     DFLAB_ROOT="$root"
     DFLAB_VENV="$venv"
+}
+
+# JupyterLab settings for a class: no news or update pop-ups over the widgets. Installed as the
+# environment's overrides.json (defaults a user can still change in the settings editor).
+dflab_install_lab_settings() {
+    local prefix="$1"
+    local root
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    mkdir -p "$prefix/share/jupyter/lab/settings"
+    cp "$root/binder/overrides.json" "$prefix/share/jupyter/lab/settings/overrides.json"
 }
 
 # --- system packages for the browser tests and the front-end check (CI installs them) -------

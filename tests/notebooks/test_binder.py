@@ -95,6 +95,39 @@ def test_binder_env_has_lab_widgets_and_this_dflab(binder_env):
         assert name in text, f"JupyterLab lacks the {name} extension:\n{text}"
 
 
+def _pins() -> dict:
+    pins = {}
+    for line in (BINDER / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#") and "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.lower().replace("_", "-")] = version.strip()
+    return pins
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_binder_env_is_the_tested_one_with_quiet_lab_settings(binder_env):
+    repo, venv, env = binder_env
+    frozen = _run([venv / "bin" / "python", "-m", "pip", "freeze", "--exclude-editable"],
+                  repo.parent, env)
+    installed = {}
+    for line in frozen.splitlines():
+        if "==" in line:
+            name, version = line.split("==", 1)
+            installed[name.lower().replace("_", "-")] = version.strip()
+    pins = _pins()
+    for name in ("jupyterlab", "ipywidgets", "anywidget", "pygraphviz", "numpy", "ipykernel"):
+        assert installed.get(name) == pins[name], (name, installed.get(name), pins[name])
+    off_pins = {n: (v, pins[n]) for n, v in installed.items() if n in pins and pins[n] != v}
+    assert not off_pins, off_pins
+    prefix = _run([venv / "bin" / "python", "-c", "import sys; print(sys.prefix)"],
+                  repo.parent, env).strip()
+    settings = json.loads((Path(prefix) / "share" / "jupyter" / "lab" / "settings" /
+                           "overrides.json").read_text())
+    notify = settings["@jupyterlab/apputils-extension:notification"]
+    assert notify == {"checkForUpdates": False, "fetchNews": "false"}
+
+
 def _kernel_of(venv: Path, kernels: Path) -> KernelManager:
     """A KernelManager whose only kernelspec launches the Binder virtualenv's Python."""
     spec_dir = kernels / "binder"
@@ -130,3 +163,14 @@ def test_notebook_runs_in_binder_env(binder_env, name, tmp_path, monkeypatch):
     executable = [c for c in nb.cells if c.cell_type == "code"]
     assert executable and all(c.execution_count for c in executable)
     assert nb.metadata.get("language_info", {}).get("name") == "python"
+
+
+def test_the_tests_run_with_the_pinned_versions_of_the_tutorials_stack():
+    """scripts/test installs under binder/constraints.txt: the tutorials CI runs use the
+    versions Binder installs."""
+    from importlib.metadata import version
+
+    pins = _pins()
+    for name in ("jupyterlab", "ipywidgets", "anywidget", "pygraphviz", "numpy", "ipykernel",
+                 "nbclient"):
+        assert version(name) == pins[name], name
