@@ -26,6 +26,27 @@ DATA_LOSS = 15
 UNAUTHENTICATED = 16
 
 
+# How an op's creation site is shown in error messages: ``(op) -> str`` or None for the raw
+# ``file:line``. The notebook layer sets one so that an op built in a cell reads as that cell
+# ("cell In[3], line 2"), not as IPython's temporary file name.
+_site_formatter = None
+
+
+def set_site_formatter(formatter) -> None:
+    global _site_formatter
+    _site_formatter = formatter
+
+
+def _site_of(op) -> str:
+    raw = getattr(op, "creation_site", None) or ""
+    if _site_formatter is not None and raw:
+        try:
+            return _site_formatter(op) or raw
+        except Exception:  # noqa: BLE001 - a display helper must never hide the real error
+            return raw
+    return raw
+
+
 class OpError(Exception):
     """A failure while building or running an op; ``node_def``/``op`` name the culprit."""
 
@@ -42,7 +63,7 @@ class OpError(Exception):
     def _format(self) -> str:
         if self.op is None:
             return self.message
-        where = getattr(self.op, "creation_site", None)
+        where = _site_of(self.op)
         site = f" (defined at {where})" if where else ""
         return f"{self.message}\n\t [[node {self.op.name}{site}]]"
 

@@ -628,6 +628,14 @@ class StaleMark:
         return f"<StaleMark {self.op.name} reads replaced {self.replaced}>"
 
 
+def _about_the_graph(error: errors.OpError) -> errors.OpError:
+    """Mark an error that is about the user's graph, not the engine: IPython (which asks an
+    exception for ``_render_traceback_``) then shows its type and message alone, without the
+    runtime's frames between the user's call and the check."""
+    error._render_traceback_ = lambda: [f"{type(error).__name__}: {error}"]
+    return error
+
+
 def check_not_stale(graph: Graph, ops) -> None:
     """Raise ``FailedPreconditionError`` if ``ops`` (what a run needs) include a stale op or an
     op removed from ``graph``. Costs nothing unless ops were ever removed from the graph."""
@@ -637,7 +645,8 @@ def check_not_stale(graph: Graph, ops) -> None:
     if stale:
         first = min(stale, key=lambda m: m.op._id)
         more = f" ({len(stale) - 1} more stale ops are needed too)" if len(stale) > 1 else ""
-        raise errors.FailedPreconditionError(None, first.op, first.message() + more)
+        raise _about_the_graph(errors.FailedPreconditionError(None, first.op,
+                                                              first.message() + more))
     for op in ops:
         if op in graph._removed:
             why = graph._removed[op]

@@ -469,9 +469,20 @@ class DflabMagics(Magics):
         return ", ".join(sorted(names))
 
     def _origin(self, book, op) -> str:
+        """Where ``op`` was built, as one cell: a ``%%dflab`` cell by its label and the line in
+        it (IPython names the magic's body after another prompt number), other code by
+        IPython's own cell naming."""
         rec = book.cell_of(op)
-        site = readable_site(op.creation_site)
-        return f"cell {rec.label}, {site}" if rec and rec.label not in site else site
+        if rec is None:
+            return readable_site(op.creation_site)
+        line = op.creation_site.rpartition(":")[2] if op.creation_site else ""
+        return f"cell {rec.label}, line {line}" if line.isdigit() else f"cell {rec.label}"
+
+    def site_of(self, op) -> str | None:
+        """``errors``' site formatter while these magics are loaded: cells, not temp files."""
+        if self._book is None or op.graph is not self._book.graph:
+            return readable_site(op.creation_site)
+        return self._origin(self._book, op)
 
     # --- %dflab --------------------------------------------------------------------------------
     @line_magic("dflab")
@@ -699,6 +710,7 @@ def load_ipython_extension(ipython) -> None:
         ipython.events.unregister("pre_run_cell", old.pre_run_cell)
     magics = DflabMagics(ipython)
     ipython.register_magics(magics)
+    errors.set_site_formatter(magics.site_of)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     _loaded[ipython] = magics
 
