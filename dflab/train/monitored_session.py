@@ -49,6 +49,11 @@ def register_summary_support(merge_all, saver_hook) -> None:
     _SUMMARY_SUPPORT.update(merge_all=merge_all, saver_hook=saver_hook)
 
 
+def _has_summaries(graph, scaffold) -> bool:
+    return bool(scaffold.summary_op is not None or graph.get_collection(GraphKeys.SUMMARY_OP)
+                or graph.get_collection(GraphKeys.SUMMARIES))
+
+
 class Scaffold:
     """The ops a monitored session needs; ``finalize`` fills in defaults and freezes the graph.
 
@@ -415,7 +420,10 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None,  # n
             all_hooks.append(_hooks.StepCounterHook(every_n_steps=log_step_count_steps))
         output_dir = summary_dir or checkpoint_dir
         saver_hook = _SUMMARY_SUPPORT["saver_hook"]
-        if output_dir and saver_hook and (save_summaries_steps or save_summaries_secs):
+        # Only a graph with summaries gets the hook: writing them needs the optional
+        # tensorboard package, which a graph without summaries must not require.
+        if output_dir and saver_hook and (save_summaries_steps or save_summaries_secs) and \
+                _has_summaries(_ops.get_default_graph(), scaffold):
             all_hooks.append(saver_hook(scaffold=scaffold, save_steps=save_summaries_steps or None,
                                         save_secs=save_summaries_secs or None,
                                         output_dir=output_dir))

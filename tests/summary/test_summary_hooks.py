@@ -61,3 +61,32 @@ def test_the_hook_needs_exactly_one_source():
         tf.train.SummarySaverHook(summary_op=tf.summary.scalar("x", 1.0))
     np.testing.assert_equal(tf.train.SummarySaverHook(
         save_steps=1, summary_op=tf.summary.scalar("y", 1.0))._summary_ops()[0].dtype, tf.string)
+
+
+def test_training_without_summaries_writes_no_event_file(tmp_path):
+    gs = tf.train.get_or_create_global_step()
+    train = tf.assign_add(gs, 1)
+    with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path),
+                                           save_summaries_steps=1,
+                                           save_checkpoint_secs=None) as sess:
+        sess.run(train)
+    assert not list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_monitored_training_runs_where_tensorboard_is_not_installed(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["tensorboard"] = None  # as if the summary extra were not installed
+        import dflab as tf
+        gs = tf.train.get_or_create_global_step()
+        with tf.train.MonitoredTrainingSession(checkpoint_dir={str(tmp_path)!r}) as sess:
+            sess.run(tf.assign_add(gs, 1))
+        print("ok")
+        """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
