@@ -83,8 +83,9 @@ def test_monitored_training_runs_where_tensorboard_is_not_installed(tmp_path):
         sys.modules["tensorboard"] = None  # as if the summary extra were not installed
         import dflab as tf
         gs = tf.train.get_or_create_global_step()
+        train = tf.assign_add(gs, 1)
         with tf.train.MonitoredTrainingSession(checkpoint_dir={str(tmp_path)!r}) as sess:
-            sess.run(tf.assign_add(gs, 1))
+            sess.run(train)
         print("ok")
         """)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
