@@ -299,3 +299,26 @@ def test_resource_optimizer_updates_check_shapes_and_dtypes_when_built():
         training_ops.apply_gradient_descent(v, 0.1, tf.ones([2, 3], tf.float64))
     op = training_ops.apply_gradient_descent(v, 0.1, np.ones((2, 3), np.float32))
     assert op.type == "ResourceApplyGradientDescent" and op.outputs == []
+
+
+def test_on_a_cluster_reads_and_updates_run_on_the_ps_task():
+    cluster = tf.train.ClusterSpec({"ps": ["localhost:0"], "worker": ["localhost:1"]})
+    tf.train.Server(cluster, job_name="ps", task_index=0)
+    worker = tf.train.Server(cluster, job_name="worker", task_index=0)
+    with tf.device(tf.train.replica_device_setter(cluster=cluster,
+                                                  worker_device="/job:worker/task:0")):
+        w = tf.Variable(np.ones([2], np.float32), name="w", use_resource=True)
+        loss = tf.reduce_sum(w * w)
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    assert w.op.device == "/job:ps/task:0"
+    meta = tf.RunMetadata()
+    with tf.Session(worker.target) as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+                 run_metadata=meta)
+        np.testing.assert_allclose(sess.run(w), [0.8, 0.8])
+    where = {n.node_name: d.device for d in meta.step_stats.dev_stats for n in d.node_stats}
+    state_ops = [n for n in where if not n.startswith("_") and
+                 ("ReadVariableOp" in n or "ResourceApply" in n)]
+    assert state_ops and all("/job:ps/" in where[n] for n in state_ops), where
+    assert "/job:worker/" in where["mul"]
