@@ -302,9 +302,17 @@ def test_resource_optimizer_updates_check_shapes_and_dtypes_when_built():
 
 
 def test_on_a_cluster_reads_and_updates_run_on_the_ps_task():
-    cluster = tf.train.ClusterSpec({"ps": ["localhost:0"], "worker": ["localhost:1"]})
-    tf.train.Server(cluster, job_name="ps", task_index=0)
-    worker = tf.train.Server(cluster, job_name="worker", task_index=0)
+    cluster = tf.train.ClusterSpec({"ps": ["rv-ps0:2222"], "worker": ["rv-w0:2222"]})
+    servers = [tf.train.Server(cluster, job_name="ps", task_index=0),
+               tf.train.Server(cluster, job_name="worker", task_index=0)]
+    try:
+        _train_on_the_cluster(cluster, servers[1])
+    finally:
+        for s in servers:  # state dropped, addresses freed for other tests
+            s.stop()
+
+
+def _train_on_the_cluster(cluster, worker):
     with tf.device(tf.train.replica_device_setter(cluster=cluster,
                                                   worker_device="/job:worker/task:0")):
         w = tf.Variable(np.ones([2], np.float32), name="w", use_resource=True)
