@@ -48,6 +48,7 @@ import numpy as np
 
 from dflab.framework.device_spec import DeviceSpec
 from dflab.kernels.context import KernelContext
+from dflab.runtime.memory_table import MemoryTable
 from dflab.runtime.resources import ResourceMgr
 
 LOCAL_TASK = "/job:localhost/replica:0/task:0"
@@ -457,8 +458,8 @@ class DeviceSet:
         """Where fed values and fetched results live: the first CPU device."""
         return next(d for d in self.devices if d.type is CPU)
 
-    def memory_stats(self) -> dict:
-        return {d.name: d.memory.stats() for d in self.devices}
+    def memory_stats(self) -> MemoryTable:
+        return MemoryTable({d.name: d.memory.stats() for d in self.devices})
 
     def close(self) -> None:
         for d in self.devices:

@@ -49,6 +49,7 @@ from dflab.runtime.config import (
     TensorShapeProto,
     TransferStats,
 )
+from dflab.runtime.memory_table import MemoryTable
 from dflab.runtime.partition import user_op
 
 # Ops whose outputs are graph-owned buffers created once, not per step.
@@ -552,7 +553,7 @@ def _plan_graph_defs(plan) -> list:
     return [GraphDef(nodes)]
 
 
-def memory_summary(run_metadata) -> dict:
+def memory_summary(run_metadata) -> MemoryTable:
     """Per device of a traced step: ``{"bytes_allocated", "peak_bytes", "nodes"}``.
 
     ``bytes_allocated`` sums the fresh output buffers the step allocated on the device,
@@ -560,7 +561,7 @@ def memory_summary(run_metadata) -> dict:
     a ``RunMetadata`` or a ``StepStats``.
     """
     step_stats = getattr(run_metadata, "step_stats", run_metadata)
-    summary = {}
+    summary = MemoryTable()
     for ds in step_stats.dev_stats:
         entry = summary.setdefault(ds.device, {"bytes_allocated": 0, "peak_bytes": 0,
                                                "nodes": 0})
@@ -571,3 +572,4 @@ def memory_summary(run_metadata) -> dict:
                 entry["peak_bytes"] = max(entry["peak_bytes"], m.allocator_bytes_in_use,
                                           m.peak_bytes)
     return summary
+

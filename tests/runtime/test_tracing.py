@@ -555,3 +555,22 @@ def test_session_memory_account_per_device_over_traced_steps():
     assert cpu0["peak_bytes_in_use"] >= 256 * 256 * 8
     assert cpu1["peak_bytes_in_use"] >= 256 * 256 * 8  # the product a * 3.0
     assert cpu0["total_bytes_allocated"] >= 3 * 256 * 256 * 8
+
+
+def test_memory_figures_print_as_a_table_and_stay_a_dict():
+    from dflab.runtime.tracing import memory_summary
+
+    x = tf.matmul(tf.ones([64, 64]), tf.ones([64, 64]))
+    meta = tf.RunMetadata()
+    with tf.Session() as sess:
+        sess.run(x, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+                 run_metadata=meta)
+        stats = sess.memory_stats()
+    summary = memory_summary(meta)
+    (entry,) = summary.values()
+    assert entry["bytes_allocated"] == 3 * 64 * 64 * 4  # two ones, one product
+    lines = str(summary).splitlines()
+    assert lines[0].split() == ["device", "bytes_allocated", "peak_bytes", "nodes"]
+    assert lines[2].split()[:3] == ["CPU:0", "48.0", "KB"]
+    assert "{" not in str(stats) and "steps" in str(stats)
+    assert "<td style='text-align:left'>CPU:0</td>" in summary._repr_html_()
