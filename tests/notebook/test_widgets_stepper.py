@@ -298,3 +298,14 @@ def test_a_collapsed_scope_shows_the_state_its_members_add_up_to():
     assert scope_state(["done", "dead"]) == "done"
     assert scope_state(["done", "pending"]) == "running"
     assert scope_state(["pending", "pending"]) == "pending"
+
+
+def test_the_variables_panel_wraps_between_numbers_not_inside_them():
+    import re
+    from pathlib import Path
+
+    import dflab.notebook
+
+    css = (Path(dflab.notebook.__file__).parent / "static" / "widgets.css").read_text()
+    rule = re.search(r"\.dflab-var-value\s*\{([^}]*)\}", css).group(1)
+    assert "break-all" not in rule and "overflow-wrap: break-word" in rule
