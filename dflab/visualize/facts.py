@@ -32,6 +32,7 @@ class Facts:
     fed: set = field(default_factory=set)  # ops with a fed output (fed, so not executed)
     highlighted: set = field(default_factory=set)
     emphasized: set = field(default_factory=set)  # tensor names "op:slot"
+    stale: set = field(default_factory=set)  # ops reading what a re-run cell replaced
     traced: bool = False
 
     def device_of(self, name: str, requested: str) -> str:
@@ -156,4 +157,6 @@ def gather(graph, *, placement=None, run_metadata=None, fetches=None, feeds=None
     if isinstance(emphasize, (str, _ops.Tensor)):
         emphasize = [emphasize]
     facts.emphasized = _tensor_names(emphasize)
+    # Stale ops cannot run until their code is re-run: drawn so, whatever the colouring.
+    facts.stale = {op.name for op in getattr(graph, "_stale", None) or ()}
     return facts

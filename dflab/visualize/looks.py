@@ -8,7 +8,8 @@ heat scale of op time and output bytes from a traced step). A collapsed fused no
 box with its own outline in every mode (and its own fill where fills say op families); ops that
 ran inside one are marked so in ``time``/``memory``. States then override the fill: ops that
 ``Session.run(fetches)`` would not execute are faded, highlighted ops get an accent border,
-fetched ops a double border. Every state is also a CSS class on the SVG element.
+fetched ops a double border, stale ops (reading what a re-run notebook cell replaced) a dashed
+red border and a note. Every state is also a CSS class on the SVG element.
 """
 
 from __future__ import annotations
@@ -207,6 +208,11 @@ class Styler:
             self.seen_states.add("highlighted")
             look.line, look.penwidth = _style.ACCENT, 2.6
             look.classes.append("highlighted")
+        if any(n in f.stale for n in names):
+            self.seen_states.add("stale")
+            look.line, look.penwidth, look.dashed = _style.STALE_LINE, 2.6, True
+            look.lines = [*look.lines, "stale: re-run its cell"]
+            look.classes.append("stale")
         return look
 
     def shape(self, unit) -> str:
@@ -309,6 +315,9 @@ class Styler:
             lg.swatches.append((_style.FADED_FILL, _style.FADED_LINE, "not needed by fetches"))
         if "highlighted" in self.seen_states:
             lg.swatches.append(("#ffffff", _style.ACCENT, "highlighted"))
+        if "stale" in self.seen_states:
+            lg.swatches.append(("#ffffff", _style.STALE_LINE,
+                                "stale: reads what a re-run cell replaced"))
         kinds = {e.kind for e in self.view.edges}
         if "data" in kinds:
             lg.edges.append((_style.EDGE, "", "data"))

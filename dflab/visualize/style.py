@@ -23,6 +23,7 @@ EDGE = "#8a94a6"
 CONTROL_EDGE = "#a7b0be"
 TRANSFER_EDGE = "#c2410c"
 ACCENT = "#d1495b"  # highlighted ops and emphasised edges
+STALE_LINE = "#b71c1c"  # ops that read what a re-run notebook cell replaced
 FADED_FILL, FADED_LINE, FADED_TEXT = "#f5f6f8", "#d5d9e0", "#a0a8b4"
 NOT_RUN_FILL = "#ffffff"
 BACKGROUND = "#ffffff"

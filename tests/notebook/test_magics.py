@@ -516,3 +516,18 @@ def test_placement_uses_the_devices_of_the_notebooks_session(shell):
 def test_the_cell_label_is_its_prompt_number(shell):
     ran = run(shell, "%%dflab --no-show\nlabelled = tf.constant(1.0)")
     assert f"%%dflab In[{ran.result.execution_count}]:" in ran.stdout
+
+
+def test_stale_ops_are_marked_in_the_drawing_with_a_legend_entry(shell):
+    for cid, src in STALE_SETUP:
+        run(shell, src, cid)
+    run(shell, STALE_SETUP[0][1], "w")  # mul (y) is now stale
+    layout = layout_graph(tf.get_default_graph())
+    mul = layout.name_to_id["mul"]
+    assert "stale" in layout.svg and "stale: re-run its cell" in layout.svg
+    assert "stale: reads what a re-run cell replaced" in layout.svg  # the legend says why
+    node = re.search(rf'<g id="{re.escape(mul)}"[^>]*class="([^"]*)"', layout.svg)
+    assert node is not None and "stale" in node.group(1).split()
+    fresh = layout.name_to_id["w"]
+    other = re.search(rf'<g id="{re.escape(fresh)}"[^>]*class="([^"]*)"', layout.svg)
+    assert other is not None and "stale" not in other.group(1).split()
