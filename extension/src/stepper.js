@@ -13,6 +13,33 @@ const ACTIONS = [
   ["reset", "reset \u21ba", "Start the step again (variables keep their values)"],
 ];
 
+// What the node colours mean (the same colours as the graph's states in widgets.css).
+const STATE_KEY = [
+  ["ran", "#c8e6c9", "var(--dflab-done)", "solid", 1],
+  ["ready", "#fff3c4", "var(--dflab-ready)", "solid", 1],
+  ["running", "#ffe0b2", "var(--dflab-running)", "solid", 1],
+  ["pending (inputs not ready)", "#ffffff", "#9e9e9e", "solid", 0.55],
+  ["dead (branch not taken)", "#eeeeee", "var(--dflab-dead)", "dashed", 1],
+  ["failed", "#ffcdd2", "var(--dflab-failed)", "solid", 1],
+  ["breakpoint (shift-click)", "#ffffff", "#d32f2f", "dashed", 1],
+];
+
+function stateLegend() {
+  const legend = el("div", "dflab-legend dflab-state-legend");
+  for (const [label, fill, line, style, opacity] of STATE_KEY) {
+    const swatch = el("span", "dflab-swatch");
+    Object.assign(swatch.style, { background: fill, borderColor: line, borderStyle: style,
+      borderWidth: "2px", opacity: String(opacity) });
+    const item = el("span", "dflab-legend-item");
+    item.append(swatch, el("span", null, label));
+    legend.appendChild(item);
+  }
+  legend.appendChild(el("span", "dflab-legend-item dflab-legend-note",
+    "name #n: a node in loop iteration n \u00b7 step k of ?: how many nodes the step runs is "
+    + "known once it has run to the end (loops and conds decide at run time)"));
+  return legend;
+}
+
 function chip(text, className) {
   const c = el("span", `dflab-chip ${className || ""}`.trim(), text);
   return c;
@@ -26,7 +53,7 @@ function render({ model, el: host }) {
   const status = el("div", "dflab-status");
   const message = el("div", "dflab-message");
   const ready = el("div", "dflab-ready");
-  root.append(head, bar, status, ready, message);
+  root.append(head, bar, status, ready, message, stateLegend());
 
   const { side } = mountGraph(model, root, {
     onNodeClick: (id, ev) => {

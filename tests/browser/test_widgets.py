@@ -61,6 +61,10 @@ def test_stepper_buttons_drive_the_kernel(notebook, expect):
     states = _states(root, names)
     assert "done" not in states.values() and "ready" in states.values(), states
 
+    legend = root.locator(".dflab-state-legend")
+    for meaning in ("ran", "ready", "pending", "dead", "failed", "breakpoint", "iteration",
+                    "step k of ?"):
+        expect(legend).to_contain_text(meaning)
     status = root.locator(".dflab-status")
     status_before = status.inner_text()
     root.locator("button[data-action='step']").click()
