@@ -40,7 +40,7 @@ def _components(tensors, name: str):
     return tensors, flat
 
 
-class Dataset:
+class Dataset(_st.HasElementStructure):
     """A dataset op and the structure of its elements (see the module docstring)."""
 
     def __init__(self, variant: _ops.Tensor, structure, types, shapes):
@@ -48,19 +48,6 @@ class Dataset:
         self._structure = structure
         self._types = [_dt.as_dtype(t).base_dtype for t in types]
         self._shapes = [as_shape(s) for s in shapes]
-
-    # --- structure ---------------------------------------------------------------------------
-    @property
-    def output_types(self):
-        return _st.pack(self._structure, self._types)
-
-    @property
-    def output_shapes(self):
-        return _st.pack(self._structure, self._shapes)
-
-    @property
-    def output_classes(self):
-        return _st.pack(self._structure, [_ops.Tensor] * len(self._types))
 
     def _derive(self, op_type, inputs, attrs, structure, types, shapes) -> Dataset:
         variant = _dso.dataset_op(op_type, [self._variant_tensor, *inputs], attrs, types, shapes)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the dataset module builds iterators: no import back at run 
     from dflab.data.dataset import Dataset
 
 
-class Iterator:
+class Iterator(_st.HasElementStructure):
     """Reads the elements of a dataset, one ``get_next()`` evaluation at a time."""
 
     def __init__(self, handle, initializer, structure, types, shapes):
@@ -50,19 +50,6 @@ class Iterator:
     def from_string_handle(string_handle, output_types, output_shapes=None,
                            output_classes=None):
         raise NotImplementedError("Iterator.from_string_handle is not supported by dflab")
-
-    # --- structure ---------------------------------------------------------------------------
-    @property
-    def output_types(self):
-        return _st.pack(self._structure, self._types)
-
-    @property
-    def output_shapes(self):
-        return _st.pack(self._structure, self._shapes)
-
-    @property
-    def output_classes(self):
-        return _st.pack(self._structure, [_ops.Tensor] * len(self._types))
 
     # --- ops ---------------------------------------------------------------------------------
     @property

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dflab.framework.ops import Tensor
+
 
 def is_nested(x) -> bool:
     return isinstance(x, (tuple, Mapping))
@@ -78,3 +80,20 @@ def flatten_up_to(structure, value, what: str) -> list:
                             f"{value!r}")
         return [leaf for s, v in zip(structure, value) for leaf in flatten_up_to(s, v, what)]
     return [value]
+
+
+class HasElementStructure:
+    """What datasets and iterators say about their elements, from ``_structure`` (the nesting),
+    ``_types`` and ``_shapes`` (one per flattened component), as TF1's properties."""
+
+    @property
+    def output_types(self):
+        return pack(self._structure, self._types)
+
+    @property
+    def output_shapes(self):
+        return pack(self._structure, self._shapes)
+
+    @property
+    def output_classes(self):
+        return pack(self._structure, [Tensor] * len(self._types))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.ops import GraphKeys
 from dflab.framework.registry import (
     NotDifferentiable,
     RegisterGradient,
@@ -203,15 +202,9 @@ class ResourceVariable(Variable):
         if variable_def is not None:
             self._init_from_existing(variable_def)
             return
-        if initial_value is None:
-            raise ValueError("initial_value must be specified.")
-        trainable = True if trainable is None else bool(trainable)
-        collections = list(collections if collections is not None
-                           else [GraphKeys.GLOBAL_VARIABLES])
-        if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
-            collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        trainable, collections = variables_module._check_new_variable(
+            initial_value, trainable, collections, name)
         init_from_fn = callable(initial_value)
-        self._check_not_in_control_flow(initial_value, name)
         with _ops.control_dependencies(None), \
                 _ops.name_scope(name, "Variable", None if init_from_fn else [initial_value]) \
                 as scope:
@@ -228,6 +221,8 @@ class ResourceVariable(Variable):
             # The scope ("v/") names the handle op exactly "v", as the variable itself.
             self._handle = var_handle_op(self._dtype, var_shape, name=scope or handle_name,
                                          shared_name=handle_name)
+            # What Variable's name/op/graph/device read: here the handle.
+            self._variable = self._handle
             with _ops.colocate_with(self._handle.op):
                 with _ops.name_scope("IsInitialized"):
                     self._is_initialized = _ops.apply_op(
@@ -242,18 +237,9 @@ class ResourceVariable(Variable):
         self._save_slice_info = None
         _ops.get_default_graph().add_to_collections(collections, self)
 
-    @staticmethod
-    def _check_not_in_control_flow(initial_value, name):
-        if isinstance(initial_value, _ops.Tensor) and \
-                initial_value.op._control_flow_context is not None:
-            raise ValueError(
-                f"Initializer for variable {name or 'Variable'} is from inside a control-flow "
-                "construct, such as a loop or conditional. When creating a variable inside a "
-                "loop or conditional, use a lambda as the initializer.")
-
     def _init_from_existing(self, d):
         g = _ops.get_default_graph()
-        self._handle = g.get_tensor_by_name(d["variable_name"])
+        self._handle = self._variable = g.get_tensor_by_name(d["variable_name"])
         self._dtype = self._handle.op._attrs["dtype"]
         self._initializer_op = g.get_operation_by_name(d["initializer_name"])
         self._graph_element = g.get_tensor_by_name(d["snapshot_name"])
@@ -277,24 +263,8 @@ class ResourceVariable(Variable):
         return self._handle
 
     @property
-    def name(self) -> str:
-        return self._handle.name
-
-    @property
-    def op(self):
-        return self._handle.op
-
-    @property
-    def graph(self):
-        return self._handle.graph
-
-    @property
     def dtype(self):
         return self._dtype
-
-    @property
-    def device(self):
-        return self._handle.device
 
     @property
     def shape(self):

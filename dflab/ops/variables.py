@@ -12,6 +12,26 @@ from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
 from dflab.ops import array_ops, control_flow_ops, state_ops
 
+
+def _check_new_variable(initial_value, trainable, collections, name):
+    """What both kinds of variable check and decide first: an initial value outside control
+    flow, and (trainable, the collections it joins)."""
+    if initial_value is None:
+        raise ValueError("initial_value must be specified.")
+    if isinstance(initial_value, _ops.Tensor) and \
+            initial_value.op._control_flow_context is not None:
+        raise ValueError(
+            f"Initializer for variable {name or 'Variable'} is from inside a control-flow "
+            "construct, such as a loop or conditional. When creating a variable inside a "
+            "loop or conditional, use a lambda as the initializer.")
+    trainable = True if trainable is None else bool(trainable)
+    collections = list(collections if collections is not None
+                       else [GraphKeys.GLOBAL_VARIABLES])
+    if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
+        collections.append(GraphKeys.TRAINABLE_VARIABLES)
+    return trainable, collections
+
+
 # Set by dflab.ops.resource_variable_ops (which builds on this module): the class that
 # ``Variable(...)`` makes when resource variables are asked for, and the default switch.
 _RESOURCE_VARIABLE: list = [None]
@@ -43,22 +63,10 @@ class Variable:
         if variable_def is not None:
             self._init_from_existing(variable_def)
             return
-        if initial_value is None:
-            raise ValueError("initial_value must be specified.")
-        trainable = True if trainable is None else bool(trainable)
-        if collections is None:
-            collections = [GraphKeys.GLOBAL_VARIABLES]
-        collections = list(collections)
-        if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
-            collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        trainable, collections = _check_new_variable(initial_value, trainable, collections,
+                                                     name)
         init_from_fn = callable(initial_value)
         values = None if init_from_fn else [initial_value]
-        if isinstance(initial_value, _ops.Tensor) and \
-                initial_value.op._control_flow_context is not None:
-            raise ValueError(
-                f"Initializer for variable {name or 'Variable'} is from inside a control-flow "
-                "construct, such as a loop or conditional. When creating a variable inside a "
-                "loop or conditional, use a lambda as the initializer.")
         # Like TF's init_scope: a variable built inside a cond branch or loop body lives
         # outside it, with no control dependencies.
         with _ops.control_dependencies(None), \

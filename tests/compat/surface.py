@@ -107,18 +107,10 @@ REASONS = [
 OTHER = "not built yet"
 
 
-def _lookup(top, dotted: str):
-    obj = top
-    for part in dotted.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
 def missing_names() -> dict[str, list[str]]:
     """``{module: [TF names dflab lacks]}`` (module "tf" is the top level)."""
     import dflab
+    from dflab.namespaces import _lookup
 
     api = json.loads(NAMES.read_text())
     out = {}
