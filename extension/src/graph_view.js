@@ -44,7 +44,21 @@ export function mountGraph(model, root, { onNodeClick } = {}) {
     canvas.setBadges(model.get("badges"));
   };
   const showStates = perFrame(() => canvas.setStates(model.get("states")));
-  const showDetail = () => renderDetail(detail, model.get("detail"));
+  // With nothing selected (and nothing else in it) the side panel folds away, leaving the
+  // drawing the whole width and a one-line hint; it opens again on a click.
+  const hint = el("div", "dflab-muted dflab-side-hint", "Click a node for its details.");
+  root.appendChild(hint);
+  const refreshSide = () => {
+    const selected = Boolean(model.get("detail")?.name);
+    const other = [...side.children].some((c) => c !== detail && c.childElementCount > 0);
+    const folded = !selected && !other;
+    side.classList.toggle("dflab-folded", folded);
+    hint.hidden = !folded;
+  };
+  const showDetail = () => {
+    renderDetail(detail, model.get("detail"));
+    refreshSide();
+  };
 
   model.on("change:svg", showSvg);
   model.on("change:nodes", () => canvas.setNodes(model.get("nodes")));
@@ -55,7 +69,7 @@ export function mountGraph(model, root, { onNodeClick } = {}) {
   model.on("change:breakpoint_ids", () => canvas.setMarked(model.get("breakpoint_ids")));
   showSvg();
   showDetail();
-  return { canvas, side, body };
+  return { canvas, side, body, refreshSide };
 }
 
 function render({ model, el: host }) {

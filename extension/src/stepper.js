@@ -55,7 +55,7 @@ function render({ model, el: host }) {
   const ready = el("div", "dflab-ready");
   root.append(head, bar, status, ready, message, stateLegend());
 
-  const { side } = mountGraph(model, root, {
+  const { side, refreshSide } = mountGraph(model, root, {
     onNodeClick: (id, ev) => {
       if (!(ev.shiftKey || ev.altKey)) return false;
       model.send({ type: "toggle-breakpoint", id });
@@ -128,6 +128,7 @@ function render({ model, el: host }) {
       row.append(el("span", "dflab-var-name", name), el("span", "dflab-var-value", text));
       vars.appendChild(row);
     }
+    refreshSide();
   });
   for (const name of ["title", "status", "message", "finished", "cursor", "total"]) {
     model.on(`change:${name}`, showHead);

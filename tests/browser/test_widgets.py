@@ -37,7 +37,15 @@ def test_graph_view_draws_the_graph_and_shows_node_details(notebook, expect):
 
     detail = root.locator(".dflab-detail")
     assert "loss" not in detail.inner_text()
+    # Nothing selected: the details panel is folded away and the drawing takes the width.
+    side, hint = root.locator(".dflab-side"), root.locator(".dflab-side-hint")
+    expect(side).to_be_hidden()
+    expect(hint).to_be_visible()
+    graph_box, root_box = root.locator("div.dflab-graph").bounding_box(), root.bounding_box()
+    assert graph_box["width"] > 0.9 * root_box["width"], (graph_box, root_box)
     root.locator(f"g.node#{lh.node_id(names, 'loss')}").click()
+    expect(side).to_be_visible()
+    expect(hint).to_be_hidden()
     expect(detail).to_contain_text("loss")
     expect(detail).to_contain_text(op_types["loss"])  # "Sum"
     nb.screenshot("graph_view", root)
