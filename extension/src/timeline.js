@@ -100,6 +100,13 @@ class Gantt {
       plot.appendChild(r);
       return r;
     });
+    // Op names on the bars wide enough to hold one (as the static SVG timeline has them).
+    this.names = bars.map((b) => {
+      const t = svgEl("text", { y: barY(b) + ROW_H - 5, class: "dflab-bar-name" });
+      t.textContent = b.name;
+      plot.appendChild(t);
+      return t;
+    });
     this.lines = arrows.filter((a) => bars[a.from] && bars[a.to]).map((a) => {
       const l = svgEl("line", { class: "dflab-arrow", "marker-end": `url(#${uid}-arrow)` });
       plot.appendChild(l);
@@ -133,8 +140,13 @@ class Gantt {
     const bars = this.data.bars;
     this.rects.forEach((r, i) => {
       const x0 = this.x(bars[i].start_us);
+      const w = Math.max(this.x(bars[i].end_us) - x0, 1);
       r.setAttribute("x", x0);
-      r.setAttribute("width", Math.max(this.x(bars[i].end_us) - x0, 1));
+      r.setAttribute("width", w);
+      const name = this.names[i];
+      name.setAttribute("x", x0 + 3);
+      // About 6 px per character at this size: show the name only where it fits.
+      name.style.display = w >= 6 * Math.min(bars[i].name.length, 24) + 6 ? "" : "none";
     });
     for (const { l, a, y1, y2 } of this.lines) {
       l.setAttribute("x1", this.x(a.start_us));
@@ -147,7 +159,10 @@ class Gantt {
       const x = this.x(t);
       this.axis.appendChild(svgEl("line", { x1: x, x2: x, y1: AXIS_H - 4,
         y2: this.svg.getAttribute("height"), class: "dflab-tick" }));
-      const label = svgEl("text", { x: x + 2, y: AXIS_H - 8, class: "dflab-tick-label" });
+      // A label near the right edge ends at its tick instead of running off the chart.
+      const nearEnd = x > this.width - 60;
+      const label = svgEl("text", { x: nearEnd ? x - 2 : x + 2, y: AXIS_H - 8,
+        class: "dflab-tick-label", "text-anchor": nearEnd ? "end" : "start" });
       label.textContent = formatMicros(t);
       this.axis.appendChild(label);
     }
@@ -192,6 +207,24 @@ class Gantt {
   }
 }
 
+// What the chart's marks mean; a bar spanning the whole step is explained too, since a lane
+// that waits (a _Recv, a queue) looks busy the whole time.
+function timelineLegend() {
+  const legend = el("div", "dflab-legend dflab-timeline-legend");
+  const item = (cls, label) => {
+    const it = el("span", "dflab-legend-item");
+    it.append(el("span", `dflab-swatch ${cls}`), el("span", null, label));
+    legend.appendChild(it);
+  };
+  item("dflab-swatch-op", "one op execution (hover for its details)");
+  item("dflab-swatch-comm", "_Send / _Recv");
+  item("dflab-swatch-arrow", "a tensor crossing devices (send \u2192 receive)");
+  legend.appendChild(el("span", "dflab-legend-item dflab-legend-note",
+    "a bar across the whole step is an op that waited (a receive, a queue) the whole time"
+    + " \u00b7 drag to pan, wheel to zoom"));
+  return legend;
+}
+
 function render({ model, el: host }) {
   const root = widgetRoot(host, "timeline");
   const title = el("div", "dflab-title");
@@ -202,7 +235,7 @@ function render({ model, el: host }) {
   chart.appendChild(tip);
   const area = el("div", "dflab-chart-area");
   chart.prepend(area);
-  root.append(title, summary, chart);
+  root.append(title, summary, chart, timelineLegend());
   const gantt = new Gantt(area, tip);
   const show = () => {
     title.textContent = model.get("title") || "";

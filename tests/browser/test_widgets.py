@@ -105,6 +105,19 @@ def test_timeline_draws_a_bar_per_traced_op(notebook, expect):
         "bars => bars.map(b => [b.getAttribute('data-name'), b.getBBox().width])")
     assert sorted({name for name, _ in drawn}) == traced
     assert all(width > 0 for _, width in drawn), drawn
+    # Op names sit on the bars wide enough for them; the widest bar always has its name.
+    names = root.locator("text.dflab-bar-name").evaluate_all(
+        "ts => ts.map(t => [t.textContent, getComputedStyle(t).display !== 'none'])")
+    widest = max(drawn, key=lambda d: d[1])[0]
+    assert [widest, True] in [list(n) for n in names], names
+    # Every tick label stays inside the chart (the last one used to run off its right edge).
+    svg_right = root.locator("svg.dflab-gantt").bounding_box()
+    for box in root.locator("text.dflab-tick-label").evaluate_all(
+            "ts => ts.map(t => t.getBoundingClientRect().right)"):
+        assert box <= svg_right["x"] + svg_right["width"] + 0.5
+    legend = root.locator(".dflab-timeline-legend")
+    for meaning in ("op execution", "_Send / _Recv", "crossing devices", "whole step"):
+        expect(legend).to_contain_text(meaning)
     nb.screenshot("timeline", root)
 
 
