@@ -51,6 +51,22 @@ def task_of(device: str) -> str:
     return f"/job:{spec.job}/replica:{spec.replica or 0}/task:{spec.task or 0}"
 
 
+@functools.lru_cache(maxsize=1024)
+def canonical_device(device: str) -> str:
+    """One spelling per device, so that a request (``/device:GPU:0``, ``/gpu:0``) and the
+    assigned name (``/job:localhost/replica:0/task:0/device:GPU:0``) share one colour and one
+    legend entry. A spec naming no device type is kept as it is."""
+    try:
+        spec = DeviceSpec.from_string(device or "")
+    except (ValueError, TypeError):
+        return device
+    if spec.device_type is None:
+        return device
+    return spec.replace(job=spec.job or "localhost", replica=spec.replica or 0,
+                        task=spec.task or 0,
+                        device_index=spec.device_index or 0).to_string()
+
+
 def task_palette(devices) -> dict:
     """Device -> fill colour: one hue per task (in name order), its devices lighter shades of
     it, so a drawing groups the devices of each task by colour."""
@@ -88,7 +104,7 @@ class Styler:
 
     # --- per-op facts ---------------------------------------------------------------------
     def device(self, rec) -> str:
-        return rec.partition or self.facts.device_of(rec.name, rec.device)
+        return canonical_device(rec.partition or self.facts.device_of(rec.name, rec.device))
 
     def _devices(self) -> set:
         return {self.device(r) for u in self.view.units.values() for r in u.members}

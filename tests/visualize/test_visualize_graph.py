@@ -291,7 +291,25 @@ def test_a_collapsed_scope_spanning_devices_is_striped():
     layout = layout_graph(tf.get_default_graph(), color_by="device")
     node_id = layout.name_to_id["mixed/c"]
     assert 'style="striped"' in _dot_line(layout.dot, node_id)
-    assert set(layout.nodes[node_id]["devices"]) == {"/device:CPU:0", "/device:CPU:1"}
+    # Devices are counted under one spelling each, whether requested or assigned.
+    assert set(layout.nodes[node_id]["devices"]) == {
+        "/job:localhost/replica:0/task:0/device:CPU:0",
+        "/job:localhost/replica:0/task:0/device:CPU:1"}
+
+
+def test_a_device_requested_and_assigned_is_one_legend_entry():
+    from dflab.runtime.placer import explain_placement
+
+    with tf.device("/gpu:0"):
+        a = tf.constant(1.0, name="a")
+        needed = tf.multiply(a, 2.0, name="needed")
+        tf.add(a, 3.0, name="unneeded")  # not placed: drawn by its request, "/device:GPU:0"
+    report = explain_placement([needed], tf.ConfigProto(device_count={"GPU": 1}))
+    layout = layout_graph(tf.get_default_graph(), color_by="device", fetches=[needed],
+                          placement=report.placement)
+    legend = re.search(r'<g class="legend".*?</g>', layout.svg, re.S).group(0)
+    labels = re.findall(r">([^<>]+)<", legend)
+    assert labels.count("GPU:0") == 1, labels
 
 
 @pytest.mark.parametrize("mode,key", [("time", "time_us"), ("memory", "output_bytes")])
