@@ -82,7 +82,7 @@ def mimebundle(obj, include=None, exclude=None) -> dict:
         bundle[TEXT] = repr(obj)
     draw = next((fn for kind, fn in _DRAWERS if isinstance(obj, kind)), None)
     if draw is not None and _wanted(SVG, include, exclude):
-        bundle[SVG] = draw(obj)
+        bundle[SVG] = _svg.fit_to_width(draw(obj))
     if isinstance(obj, PlacementReport) and _wanted(HTML, include, exclude):
         bundle[HTML] = obj._repr_html_()
     return bundle

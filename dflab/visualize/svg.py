@@ -33,6 +33,35 @@ def parse(svg) -> ET.Element:
     return ET.fromstring(svg)
 
 
+_ROOT_TAG = re.compile(r"<svg\b[^>]*>")
+_SIZE = re.compile(r'\b(width|height)="([0-9.]+)(pt|px)?"')
+# A notebook cell shows about this many pixels; a wider static drawing is scaled down to it,
+# but not below half size, so that its text stays readable (what is wider then scrolls).
+CELL_WIDTH_PX, MIN_SCALE = 900.0, 0.5
+_PX_PER = {"pt": 4 / 3, "px": 1.0, None: 1.0}
+
+
+def fit_to_width(svg: str) -> str:
+    """A static drawing sized for a notebook cell: one wider than ``CELL_WIDTH_PX`` gets its
+    displayed size scaled down (its ``viewBox`` keeps the content), at most by ``MIN_SCALE``.
+    Notebooks show static SVG as an image of its intrinsic size, which a cell cuts off."""
+    root = _ROOT_TAG.search(svg)
+    if root is None:
+        return svg
+    sizes = {m.group(1): float(m.group(2)) * _PX_PER[m.group(3)]
+             for m in _SIZE.finditer(root.group(0))}
+    width, height = sizes.get("width"), sizes.get("height")
+    if not width or not height or width <= CELL_WIDTH_PX:
+        return svg
+    scale = max(CELL_WIDTH_PX / width, MIN_SCALE)
+
+    def resize(m):
+        return f'{m.group(1)}="{sizes[m.group(1)] * scale:.0f}px"'
+
+    tag = _SIZE.sub(resize, root.group(0))
+    return svg[:root.start()] + tag + svg[root.end():]
+
+
 def serialize(root: ET.Element) -> str:
     return ET.tostring(root, encoding="unicode")
 

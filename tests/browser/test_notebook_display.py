@@ -33,6 +33,17 @@ def test_graph_renders_as_svg_with_one_node_per_op(notebook):
     assert "loss" in _titles(op) and _titles(op) <= op_names
 
 
+def test_a_wide_drawing_fits_the_cell_instead_of_being_cut_off(notebook):
+    nb = notebook.open_and_run("rich_display.ipynb")
+    _only_drawing(nb, "# [wide]")
+    area = nb.output("# [wide]")
+    shown = area.locator("svg.dflab-graph, img").first
+    box, cell = shown.bounding_box(), area.bounding_box()
+    assert box["width"] > 0 and box["x"] + box["width"] <= cell["x"] + cell["width"] + 1, (
+        box, cell)
+    nb.screenshot("rich_display_wide", area)
+
+
 def test_dflab_cell_rerun_replaces_its_ops(notebook):
     nb = notebook.open_and_run("magics.ipynb")
     first = _only_drawing(nb, "# [model]")

@@ -144,3 +144,17 @@ def test_an_op_with_many_consumers_shows_all_its_edges():
         {c.op.name for c in consumers}
     root = parse_svg(mimebundle(shared.op)[SVG])
     assert len([g for g in root.iter(SVG_NS + "g") if "edge" in classes(g)]) >= 40
+
+
+def test_static_drawings_are_sized_for_a_notebook_cell():
+    from dflab.visualize.svg import CELL_WIDTH_PX, MIN_SCALE, fit_to_width
+
+    narrow = '<svg width="300pt" height="90pt" viewBox="0 0 300 90">'
+    assert fit_to_width(narrow) == narrow  # 400 px: left as drawn
+    wide = '<svg width="1200pt" height="150pt" viewBox="0 0 1200 150"><g/></svg>'
+    scaled = fit_to_width(wide)
+    scale = CELL_WIDTH_PX / 1600
+    assert f'width="{CELL_WIDTH_PX:.0f}px"' in scaled and f'height="{200 * scale:.0f}px"' in scaled
+    assert 'viewBox="0 0 1200 150"' in scaled and scaled.endswith("<g/></svg>")
+    huge = fit_to_width('<svg width="6000px" height="100px" viewBox="0 0 6000 100">')
+    assert f'width="{6000 * MIN_SCALE:.0f}px"' in huge  # never below half size
