@@ -36,7 +36,8 @@ def parse(svg) -> ET.Element:
 _ROOT_TAG = re.compile(r"<svg\b[^>]*>")
 _SIZE = re.compile(r'\b(width|height)="([0-9.]+)(pt|px)?"')
 # A notebook cell shows about this many pixels; a wider static drawing is scaled down to it,
-# but not below half size, so that its text stays readable (what is wider then scrolls).
+# but not below half size, so that its text stays readable (a drawing more than twice as wide
+# still does not fit: its GraphView pans and zooms).
 CELL_WIDTH_PX, MIN_SCALE = 900.0, 0.5
 _PX_PER = {"pt": 4 / 3, "px": 1.0, None: 1.0}
 
