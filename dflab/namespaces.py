@@ -107,6 +107,15 @@ def _build(name: str, top) -> types.ModuleType:
     return mod
 
 
+def _metrics_module() -> types.ModuleType:
+    from dflab.ops import metrics_impl
+
+    mod = types.ModuleType("dflab.metrics", "``tf.metrics``: see dflab.ops.metrics_impl.")
+    for name in ("mean", "accuracy", "mean_squared_error", "mean_absolute_error"):
+        setattr(mod, name, getattr(metrics_impl, name))
+    return mod
+
+
 def install(top) -> None:
     """Attach the namespaces to the package ``top`` and register them as modules."""
     for name in sorted(set(_SAME) | set(_RENAMED)):
@@ -114,6 +123,7 @@ def install(top) -> None:
         setattr(top, name, mod)
         sys.modules[mod.__name__] = mod
     top.io.gfile = _gfile
+    top.metrics = sys.modules["dflab.metrics"] = _metrics_module()
     for name, mod in (("logging", _tf_logging), ("gfile", _gfile)):
         setattr(top, name, mod)
         sys.modules[f"dflab.{name}"] = mod
