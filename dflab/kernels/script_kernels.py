@@ -51,9 +51,22 @@ def _encode(s):
     return s.encode() if isinstance(s, str) else s
 
 
+def _check_all_text(arr: np.ndarray, index: int, node) -> None:
+    # TF refuses numbers, booleans and None for a string result instead of printing them.
+    bad = next((v for v in arr.flat if not isinstance(v, (str, bytes))), _NOTHING)
+    if bad is not _NOTHING:
+        raise errors.InvalidArgumentError(
+            None, node, f"{index}-th value returned by {node.attr['token']} is "
+            f"{type(bad).__name__}, but expects string")
+
+
+_NOTHING = object()
+
+
 def _as_output(value, dtype, index: int, node):
     if dtype is _dt.string:  # any text or bytes, as bytes objects
         arr = np.asarray(value, dtype=object)
+        _check_all_text(arr, index, node)
         return np.vectorize(_encode, otypes=[object])(arr) if arr.size else arr
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype != np.dtype(dtype._np):

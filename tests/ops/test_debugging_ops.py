@@ -175,6 +175,26 @@ def test_py_func_result_of_the_wrong_dtype_is_an_error_naming_the_op():
     assert e.value.op.name == "f"
 
 
+@pytest.mark.parametrize("value,kind", [(3, "int"), (2.5, "float"), (True, "bool"),
+                                        (None, "NoneType"), (np.array([1.5]), "float")])
+def test_py_func_string_result_refuses_numbers_as_tf_does(value, kind):
+    y = tf.py_func(lambda: value, [], tf.string, name="text")
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=f"0-th value returned by pyfunc_.* is {kind}, but expects "
+                                 "string") as e:
+            sess.run(y)
+    assert e.value.op.name == "text"
+
+
+def test_py_func_string_result_takes_text_bytes_and_numpy_text():
+    outs = [tf.py_func(lambda v=v: v, [], tf.string)
+            for v in (b"ok", "txt", np.array(["x", "yz"]))]
+    with tf.Session() as sess:
+        got = sess.run(outs)
+    assert got[0] == b"ok" and got[1] == b"txt" and got[2].tolist() == [b"x", b"yz"]
+
+
 def _raise(exc):
     def fn(*args):
         raise exc
