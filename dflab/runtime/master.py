@@ -161,7 +161,8 @@ class Master:
         nodes = list(ordered)
         if device and self.fuses_on(device):
             nodes = self._fused(nodes, device, list(fetch_tensors) + list(feed_tensors))
-        defs = [_node_def(n, placement[n].device if not isinstance(n, Node) else "")
+        in_plan = {id(op) for op in ordered}
+        defs = [_node_def(n, placement[n].device if not isinstance(n, Node) else "", in_plan)
                 for n in nodes]
         spec = PartitionSpec(device, GraphDef(defs), [t.name for t in feed_tensors],
                              list(range(len(feed_tensors))), [t.name for t in fetch_tensors])
@@ -220,8 +221,14 @@ class Master:
             raise
 
 
-def _node_def(node, device: str):
-    """The typed node def of a plan node: a ``Node``, or a user op on ``device``."""
+def _node_def(node, device: str, in_plan: set | None = None):
+    """The typed node def of a plan node: a ``Node``, or a user op on ``device``.
+
+    ``in_plan`` (ids of the plan's ops) drops control inputs the plan left out, as the
+    partitioner does: a fed placeholder's control edges are satisfied by its feed."""
     if not isinstance(node, Node):
         node = Node.of_op(node, device)
+    if in_plan is not None:
+        node._control_inputs = [c for c in node._control_inputs
+                                if isinstance(c, Node) or id(c) in in_plan]
     return node.to_node_def()

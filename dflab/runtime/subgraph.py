@@ -26,8 +26,19 @@ def prune(fetch_tensors, targets, feed_tensors) -> list:
         for t in op._inputs:
             if id(t) not in fed:
                 stack.append(t.op)
-        stack.extend(op._control_inputs)
+        stack.extend(c for c in op._control_inputs if not _fed_placeholder(c, fed))
     return list(seen.values())
+
+
+def _fed_placeholder(op, fed: set) -> bool:
+    """A placeholder whose value is fed: the feed stands for it, control edges included.
+
+    TF rewires a fed placeholder's control edges to the feed, so ``control_dependencies([x])``
+    on a fed ``x`` orders nothing and must not ask for ``x`` to run."""
+    return op.type in _PLACEHOLDERS and id(op._outputs[0]) in fed
+
+
+_PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 
 
 def topological_order(ops, feed_tensors) -> list:

@@ -65,6 +65,24 @@ def test_feeding_intermediate_tensor_cuts_graph():
             s.run(z)
 
 
+def test_a_control_dependency_on_a_fed_placeholder_is_satisfied_by_the_feed():
+    # TF hands a fed placeholder's control edges to the feed: nothing asks x to run.
+    x = tf.placeholder(tf.float32, [], name="x")
+    with tf.control_dependencies([x]):
+        y = tf.constant(2.0) * 3.0
+    with tf.device("/cpu:1"):
+        with tf.control_dependencies([x.op]):
+            z = tf.identity(y) + x  # another partition, and a data edge from x too
+    config = tf.ConfigProto(device_count={"CPU": 2})
+    with tf.Session(config=config) as s:
+        assert s.run(y, {x: 1.0}) == 6.0
+        assert s.run(z, {x: 1.0}) == 7.0
+        h = s.partial_run_setup([y], [x])
+        assert s.partial_run(h, y, {x: 1.0}) == 6.0
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must feed"):
+            s.run(y)  # not fed: the placeholder runs, and fails as TF's does
+
+
 def test_feed_checks():
     x = tf.placeholder(tf.float32, [None, 2], name="x")
     i = tf.placeholder(tf.int32, [], name="i")
