@@ -310,6 +310,7 @@ class StepRun:
                 return self._redo()
             if self.error is None:
                 del self.history[self.position:]
+                self._expected.clear()  # outputs recorded on the dropped path bind nothing
         return self._execute(node)
 
     def _execute(self, node, reuse: StepEvent | None = None) -> StepEvent:
@@ -361,7 +362,8 @@ class StepRun:
         """Re-execute the recorded event at ``position``; its outputs must be the same."""
         recorded = self.history[self.position]
         expected_error = recorded.error
-        self._expected[id(recorded)] = (recorded.outputs, recorded.dead)
+        if recorded.completed:  # (a _Recv recorded while still waiting has nothing to match)
+            self._expected[id(recorded)] = (recorded.outputs, recorded.dead)
         recorded.outputs, recorded.dead, recorded.completed, recorded.error = (), False, True, None
         try:
             self._execute(recorded.key, reuse=recorded)

@@ -260,3 +260,20 @@ def test_back_refuses_on_a_closed_session_and_bad_counts():
     sess.close()
     with pytest.raises(RuntimeError, match="closed Session"):
         run.back()
+
+
+def test_a_recv_recorded_while_waiting_completes_after_a_rewind():
+    with tf.device("/cpu:0"):
+        a = tf.constant(2.0, name="a")
+        b = tf.square(a, name="b")
+    with tf.device("/cpu:1"):
+        c = tf.add(b, 1.0, name="c")
+    with tf.Session(config=tf.ConfigProto(**TWO_CPUS)) as sess:
+        run = StepRun(sess, c)
+        recv = next(r for r in run.ready if r.op_type == "_Recv")
+        run.step(recv)
+        run.step("a")
+        run.back()
+        assert run.position == 1 and run.states[recv.name] == "running"
+        run.resume()
+        assert run.result == 5.0 and run.history[0].completed
