@@ -65,6 +65,7 @@ class Stepper(GraphWidget):
 
     status = t.Unicode("").tag(sync=True)
     message = t.Unicode("").tag(sync=True)
+    message_kind = t.Unicode("error").tag(sync=True)  # error | warning | info (its colour)
     ready_items = t.List().tag(sync=True)  # [{"key", "name", "label"}]
     lanes = t.Dict().tag(sync=True)  # device -> [{"label", "state"}] (recent events)
     frames = t.List(t.Unicode()).tag(sync=True)  # one line per loop frame seen
@@ -164,8 +165,8 @@ class Stepper(GraphWidget):
         recorded_next = self.run.history[self.cursor] if ahead else None
         events = self._execute(lambda: [self.run.step(node)])
         if ahead and events[-1] is not recorded_next:
-            self.message = (f"took another path at event {self.cursor}: the {ahead} recorded "
-                            f"event{'s' if ahead != 1 else ''} from there on were dropped")
+            self._say(f"took another path at event {self.cursor}: the {ahead} recorded "
+                      f"event{'s' if ahead != 1 else ''} from there on were dropped")
         return events[-1]
 
     def back(self, n: int = 1) -> int:
@@ -173,15 +174,15 @@ class Stepper(GraphWidget):
         executor rewound); returns the new cursor. The message line says what was restored."""
         rewinds = []
         self._execute(lambda: rewinds.append(self.run.back(n)) or [])
-        self.message = rewinds[0].message
+        self._say(rewinds[0].message, "warning" if rewinds[0].warnings else "info")
         return self.cursor
 
     def forward(self, n: int = 1) -> int:
         """Re-execute the next ``n`` recorded events; returns the new cursor."""
         events = self._execute(lambda: self.run.forward(n))
         if events:
-            self.message = (f"replayed {len(events)} recorded event"
-                            f"{'s' if len(events) != 1 else ''}: same outputs as before")
+            self._say(f"replayed {len(events)} recorded event"
+                      f"{'s' if len(events) != 1 else ''}: same outputs as before")
         return self.cursor
 
     def run_to(self, name: str) -> list[StepEvent]:
@@ -236,13 +237,19 @@ class Stepper(GraphWidget):
     def _raise_finished(self):
         raise errors.OutOfRangeError(None, None, "The step has finished; reset() to run it again.")
 
+    def _say(self, text: str, kind: str = "info") -> None:
+        """Show ``text`` on the message line; ``kind`` (error, warning, info) sets its colour."""
+        with self.hold_sync():
+            self.message_kind = kind
+            self.message = text
+
     def _execute(self, action) -> list[StepEvent]:
         try:
             events = action()
             self.message = ""
         except errors.OpError as e:
             op = getattr(e, "op", None)
-            self.message = _error_text(e)
+            self._say(_error_text(e), "error")
             if op is not None and self.node_id(op.name) is not None:
                 self._selected_name = op.name  # show the failing node's details
             raise
@@ -386,7 +393,7 @@ class Stepper(GraphWidget):
         except Exception as e:  # noqa: BLE001 - every failure is reported, none raised
             # A button press has nowhere to raise to (the error would go to the kernel's log,
             # unseen): say what went wrong in the widget — a closed session included.
-            self.message = _error_text(e)
+            self._say(_error_text(e), "error")
 
     def _button(self, action: str) -> None:
         if action == "step":

@@ -83,6 +83,7 @@ function render({ model, el: host }) {
     status.textContent = model.get("status") || "";
     message.textContent = model.get("message") || "";
     message.hidden = !model.get("message");
+    message.dataset.kind = model.get("message_kind") || "error";
     const finished = model.get("finished");
     const behind = model.get("cursor") < model.get("total");
     for (const b of bar.querySelectorAll("button[data-action]")) {
@@ -135,7 +136,8 @@ function render({ model, el: host }) {
     }
     refreshSide();
   });
-  for (const name of ["title", "status", "message", "finished", "cursor", "total"]) {
+  for (const name of ["title", "status", "message", "message_kind", "finished", "cursor",
+    "total"]) {
     model.on(`change:${name}`, showHead);
   }
   model.on("change:ready_items", showReady);

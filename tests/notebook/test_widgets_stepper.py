@@ -94,6 +94,7 @@ def test_back_and_forward_buttons_show_values_after_each_event():
         st._handle_message({"type": "action", "action": "back"})  # undo "second"
         assert st.variables == [["v", "float32[2] [1, 1]"]] and st.changed_variables == ["v"]
         assert st.message == f"restored 1 variable (v) to their values after event {st.cursor}"
+        assert st.message_kind == "info"
         st._handle_message({"type": "action", "action": "forward"})
         assert st.variables == [["v", "float32[2] [11, 11]"]] and st.changed_variables == ["v"]
         assert st.message == "replayed 1 recorded event: same outputs as before"
@@ -130,6 +131,20 @@ def test_back_over_an_irreversible_event_says_why_in_the_widget():
         st._handle_message({"type": "action", "action": "back"})
         assert st.message.startswith("FailedPreconditionError: Cannot step back over event")
         assert "py_func" in st.message and st.finished and st.cursor == st.total
+        assert st.message_kind == "error"
+
+
+def test_back_warns_when_another_run_wrote_the_variable():
+    v = tf.Variable(1.0, name="v")
+    inc = tf.assign_add(v, 1.0, name="inc")
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        st = Stepper(sess, inc)
+        st.resume()
+        sess.run(tf.assign(v, 50.0))
+        st.back(st.cursor)
+        assert st.message_kind == "warning" and "restored anyway" in st.message
+        assert st.variables == [["v", "float32 1"]] and sess.run(v) == 1.0
 
 
 def test_value_at_the_cursor():
