@@ -29,8 +29,9 @@ back and really undoes them, ``forward(n)`` (or ``step()``) re-executes the reco
   executor's own, not a reconstruction; random ops draw the same numbers because their
   generators were restored. Every replayed node's outputs are compared with the recorded ones:
   a difference (state changed behind the stepper's back, a non-deterministic kernel) raises
-  ``InternalError`` naming the event. A rewind costs re-running k nodes: tutorial-size graphs
-  rewind in milliseconds.
+  ``InternalError`` naming the event; what the node did now stands, the recorded events after
+  it are dropped, and stepping goes on from there. A rewind costs re-running k nodes (about
+  0.15 s for the 59 events of a small MLP's Adam step).
 * Forward re-executes the recorded next event (checked the same way); stepping a *different*
   ready node behind the end of the history takes another path: the recorded future is dropped.
 * Someone else's writes: a variable whose value is no longer what this step last wrote (another
@@ -333,8 +334,6 @@ class StepRun:
             self._gate_hold.acquire(self.session.step_gate)
         try:
             ex.step(item)
-            if self._diverged:
-                raise self._divergence()
         except BaseException as e:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -356,6 +355,9 @@ class StepRun:
             if reuse is None:  # a failed node too: the history shows where it ended
                 self.history.append(event)
             self.position += 1
+        if self._diverged:
+            raise self._divergence(self._diverged[0], "gave other outputs than when it was "
+                                   "recorded")
         return event
 
     def _redo(self) -> StepEvent:
@@ -368,22 +370,29 @@ class StepRun:
         try:
             self._execute(recorded.key, reuse=recorded)
         except errors.OpError:
+            if self.error is None:  # a divergence: the node ran, its record was wrong
+                raise
             if expected_error is None or type(recorded.error) is not type(expected_error):
+                del self.history[self.position:]  # a new failure: the recorded rest is moot
                 raise
             raise recorded.error from None  # it failed as it did the first time
         if expected_error is not None:
-            self.error = recorded.error = self._divergence(recorded, "ran without the error "
-                                                                     f"it had ({expected_error})")
-            raise self.error
+            raise self._divergence(recorded, f"ran without the error it had ({expected_error})")
         return recorded
 
-    def _divergence(self, event: StepEvent | None = None, how: str = "") -> BaseException:
-        event = event or self._diverged[0]
-        how = how or "gave other outputs than when it was recorded"
+    def _divergence(self, event: StepEvent, how: str) -> BaseException:
+        """A replayed event did not do what it did when recorded: what it did now is what the
+        executor did, so the recorded events after the cursor (built on the old outcome) go,
+        and the step goes on from here."""
+        self._diverged.clear()
+        self._expected.clear()
+        dropped = len(self.history) - self.position
+        del self.history[self.position:]
         return errors.InternalError(
-            None, None, f"Replaying event {event.index + 1} ({event.key}) {how}: the state "
-            "it reads changed behind the stepper's back, or its kernel is not deterministic. "
-            "Step back again, or reset the stepper.")
+            None, None, f"Replaying event {event.index + 1} ({event.key}) {how}: the state it "
+            "reads changed behind the stepper's back, or its kernel is not deterministic. "
+            f"The {dropped} recorded event{'s' if dropped != 1 else ''} after the cursor were "
+            "dropped; stepping goes on from the values it gave now.")
 
     def back(self, n: int = 1) -> Rewind:
         """Undo the last ``n`` applied events (see the module docstring): variables, queues

@@ -277,3 +277,76 @@ def test_a_recv_recorded_while_waiting_completes_after_a_rewind():
         assert run.position == 1 and run.states[recv.name] == "running"
         run.resume()
         assert run.result == 5.0 and run.history[0].completed
+
+
+@pytest.mark.parametrize("use_resource", KINDS)
+def test_back_over_a_sparse_scatter_restores_the_rows(use_resource):
+    v = tf.Variable(np.arange(6.0).reshape(3, 2), name="v", use_resource=use_resource)
+    upd = tf.scatter_update(v, [2, 0], [[10.0, 11.0], [12.0, 13.0]], name="upd")
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        before = sess.run(v)
+        run = StepRun(sess, upd)
+        run.resume()
+        expected = before.copy()
+        expected[[2, 0]] = [[10.0, 11.0], [12.0, 13.0]]
+        np.testing.assert_array_equal(sess.run(v), expected)
+        run.back(run.position)
+        np.testing.assert_array_equal(sess.run(v), before)
+        run.resume()
+        np.testing.assert_array_equal(sess.run(v), expected)
+
+
+def test_back_over_the_initializer_leaves_variables_uninitialized():
+    v = tf.Variable(3.0, name="v")
+    w = tf.Variable(4.0, name="w", use_resource=True)
+    with tf.Session() as sess:
+        run = StepRun(sess, tf.global_variables_initializer())
+        run.resume()
+        assert sess.run([v, w]) == [3.0, 4.0]
+        rewind = run.back(run.position)
+        assert set(rewind.variables) == {"v", "w"}
+        assert sess.run(tf.report_uninitialized_variables()).tolist() == [b"v", b"w"]
+        run.resume()
+        assert sess.run([v, w]) == [3.0, 4.0]
+
+
+def test_back_over_a_close_reopens_the_queue_and_shuffles_replay():
+    q = tf.RandomShuffleQueue(10, 0, tf.float32, shapes=[[]], seed=3, name="q")
+    fill = q.enqueue_many([np.arange(8.0, dtype=np.float32)], name="fill")
+    with tf.control_dependencies([q.dequeue(name="take")]):
+        close = q.close(name="shut")
+    with tf.Session() as sess:
+        sess.run(fill)
+        run = StepRun(sess, close)
+        run.resume()
+        taken = run.value("take")[0]
+        assert sess.run(q.size()) == 7
+        with pytest.raises(tf.errors.CancelledError):
+            sess.run(q.enqueue(99.0))  # closed
+        run.back(run.position)
+        assert sess.run(q.size()) == 8
+        run.resume()  # the restored shuffle generator picks the same element
+        assert run.value("take")[0] == taken
+        run.back(run.position)
+        sess.run(q.enqueue(99.0))  # open again: another run may enqueue
+        assert sess.run(q.size()) == 9
+
+
+def test_a_replay_that_differs_from_the_record_says_so_and_goes_on_from_the_new_values():
+    a = tf.constant(2.0, name="a")
+    b = tf.square(a, name="b")
+    c = tf.add(b, 1.0, name="c")
+    with tf.Session() as sess:
+        run = StepRun(sess, c)
+        run.resume()
+        run.back(run.position)
+        recorded_b = next(e for e in run.history if e.name == "b")
+        recorded_b.outputs = (np.float32(5.0),)  # as if b had given 5 the first time
+        with pytest.raises(tf.errors.InternalError,
+                           match=rf"Replaying event {recorded_b.index + 1} \(b\) gave other"):
+            run.forward(len(run.history))
+        assert run.position == len(run.history) == recorded_b.index + 1  # the rest dropped
+        assert run.value("b")[0] == 4.0 and run.error is None
+        run.resume()
+        assert run.result == 5.0
