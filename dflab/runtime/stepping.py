@@ -419,6 +419,10 @@ class StepRun:
         records = [(e.index, e.name, e.record) for e in self.history[: self.position]
                    if e.record is not None]
         undo_log.check_undoable(records)  # refuse before anything changes
+        if any(r.kind == "variable" for _, _, rec in records for r in rec.states):
+            # Restoring variables changes them: a consistent save must not see it half done
+            # (the hold lasts, as a stepped step's does, until the step finishes or closes).
+            self._gate_hold.acquire(self.session.step_gate)
         self._abandon_executions()
         report = undo_log.undo(records)
         self._executions = self._create_executions()
