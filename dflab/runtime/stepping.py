@@ -362,7 +362,13 @@ class StepRun:
 
     def _redo(self) -> StepEvent:
         """Re-execute the recorded event at ``position``; its outputs must be the same."""
+        if self.error is not None:
+            raise self.error
+        if self.session.closed:
+            raise RuntimeError("Attempted to use a closed Session.")
         recorded = self.history[self.position]
+        if not any(r.key == recorded.key for r in self.ready):
+            raise self._divergence(recorded, "could not run: it is not ready now")
         expected_error = recorded.error
         if recorded.completed:  # (a _Recv recorded while still waiting has nothing to match)
             self._expected[id(recorded)] = (recorded.outputs, recorded.dead)

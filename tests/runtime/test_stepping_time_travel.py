@@ -350,3 +350,19 @@ def test_a_replay_that_differs_from_the_record_says_so_and_goes_on_from_the_new_
         assert run.value("b")[0] == 4.0 and run.error is None
         run.resume()
         assert run.result == 5.0
+
+
+def test_forward_on_a_failed_or_closed_run_keeps_the_recorded_history():
+    x = tf.placeholder(tf.float32, [], name="x")
+    checked = tf.debugging.assert_positive(x, name="check")
+    with tf.control_dependencies([checked]):
+        y = tf.identity(x, name="y")
+    sess = tf.Session()
+    run = StepRun(sess, y, {x: 1.0})
+    run.resume()
+    n = len(run.history)
+    run.back(2)
+    sess.close()
+    with pytest.raises(RuntimeError, match="closed Session"):
+        run.forward()
+    assert len(run.history) == n and all(e.error is None for e in run.history)
