@@ -366,3 +366,18 @@ def test_forward_on_a_failed_or_closed_run_keeps_the_recorded_history():
     with pytest.raises(RuntimeError, match="closed Session"):
         run.forward()
     assert len(run.history) == n and all(e.error is None for e in run.history)
+
+
+def test_a_random_op_on_another_device_replays_its_numbers():
+    with tf.device("/cpu:1"):
+        r = tf.random_normal([3], name="r")
+    with tf.device("/cpu:0"):
+        s = tf.reduce_sum(r, name="s")
+    with tf.Session(config=tf.ConfigProto(**TWO_CPUS)) as sess:
+        run = StepRun(sess, s)
+        assert len(run.partition_graphs) == 2
+        run.resume()
+        first = run.result
+        run.back(run.position)
+        run.resume()
+        assert run.result == first
