@@ -31,7 +31,7 @@ back and really undoes them, ``forward(n)`` (or ``step()``) re-executes the reco
   a difference (state changed behind the stepper's back, a non-deterministic kernel) raises
   ``InternalError`` naming the event; what the node did now stands, the recorded events after
   it are dropped, and stepping goes on from there. A rewind costs re-running k nodes (about
-  0.15 s for the 59 events of a small MLP's Adam step).
+  20 ms for the 45 events of a small MLP's Adam step, ``benchmarks/bench_stepper_rewind.py``).
 * Forward re-executes the recorded next event (checked the same way); stepping a *different*
   ready node behind the end of the history takes another path: the recorded future is dropped.
 * Someone else's writes: a variable whose value is no longer what this step last wrote (another
