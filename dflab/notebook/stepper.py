@@ -83,7 +83,7 @@ class Stepper(GraphWidget):
         self._fetches = fetches
         self._feed_dict = feed_dict
         self._marks: list[_Mark] = []
-        self._texts: dict[int, str] = {}  # id(event) -> its value text (computed once)
+        self._texts: dict[int, str] = {}  # id(event) -> its value text (see _record_texts)
         self._shown_variables: dict[str, str] = {}
         self._finished_length = -1  # history length of the last run to the end (-1: none)
         self.run = StepRun(session, fetches, feed_dict)
@@ -244,6 +244,7 @@ class Stepper(GraphWidget):
             self.message = text
 
     def _execute(self, action) -> list[StepEvent]:
+        cursor = self.cursor
         try:
             events = action()
             self.message = ""
@@ -254,18 +255,23 @@ class Stepper(GraphWidget):
                 self._selected_name = op.name  # show the failing node's details
             raise
         finally:
-            self._record_texts()
+            self._record_texts(min(cursor, self.run.position) - 1)
             self._move(self.run.position)
             _refresh_peers(self)
         return events
 
-    def _record_texts(self) -> None:
-        """Value texts of the events up to the cursor (a replayed event's are recomputed: its
-        outputs are the replay's; dropped events' texts go)."""
+    def _record_texts(self, first: int) -> None:
+        """Value texts of the events up to the cursor, each computed once: again from index
+        ``first`` on (what the last action ran or re-ran: a re-run's outputs are the replay's),
+        never for a node still waiting (a _Recv); dropped events' texts go."""
+        history = self.run.history[: self.run.position]
+        old = self._texts
         texts = {}
-        for e in self.run.history[: self.run.position]:
-            texts[id(e)] = f"failed: {type(e.error).__name__}" if e.error is not None \
-                else "dead" if e.dead else summarize_outputs(e.outputs)
+        for i, e in enumerate(history):
+            if not e.completed:
+                continue
+            text = old.get(id(e)) if i < first else None
+            texts[id(e)] = text if text is not None else _event_text(e)
         self._texts = texts
 
     def _move(self, k: int) -> None:
@@ -327,7 +333,7 @@ class Stepper(GraphWidget):
         for e in self.run.history[:k]:
             if not e.completed:
                 continue
-            text = self._texts.get(id(e)) or summarize_outputs(e.outputs)
+            text = self._texts.get(id(e)) or _event_text(e)
             values[e.name] = f"[{e.frame} #{e.iteration}] {text}" if e.frame else text
         return values
 
@@ -458,6 +464,12 @@ def _refresh_peers(stepper: Stepper) -> None:
     for other in list(_live_steppers):
         if other is not stepper and other.session is stepper.session:
             other._show_variables()
+
+
+def _event_text(e: StepEvent) -> str:
+    if e.error is not None:
+        return f"failed: {type(e.error).__name__}"
+    return "dead" if e.dead else summarize_outputs(e.outputs)
 
 
 def _error_text(e: BaseException) -> str:

@@ -297,6 +297,12 @@ def test_partitioned_step_draws_devices_and_send_recv():
         st.resume()
         assert st.result == sess.run(c) == 5.0
         assert set(st.lanes) == {"CPU:0", "CPU:1"}  # one lane per device
+        # The _Recv's value is shown once it arrives, and again after going back over it.
+        assert st.values[st.node_id(recv.name)] == "float32 4"
+        st.back(st.cursor)
+        assert st.node_id(recv.name) not in st.values
+        st.resume()
+        assert st.values[st.node_id(recv.name)] == "float32 4"
 
 
 def test_two_steppers_share_a_variable_side_by_side():
