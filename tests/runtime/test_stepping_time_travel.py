@@ -381,3 +381,35 @@ def test_a_random_op_on_another_device_replays_its_numbers():
         run.back(run.position)
         run.resume()
         assert run.result == first
+
+
+def test_back_to_any_point_gives_exactly_the_ready_set_and_states_it_had():
+    v = tf.Variable(0.0, name="v", use_resource=True)  # (TF1 refuses a ref write here)
+    p = tf.placeholder(tf.bool, [], name="p")
+
+    def body(i, a):
+        bumped = tf.cond(tf.logical_and(p, i >= 0), lambda: v.assign_add(1.0, name="yes"),
+                         lambda: v.assign_sub(1.0, name="no"))
+        return i + 1, a + bumped
+
+    out = tf.while_loop(lambda i, a: i < 2, body, [tf.constant(0), tf.constant(0.0)])
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        run = StepRun(sess, out, {p: True})
+        ready_after = [sorted(r.key for r in run.ready)]
+        values_after = [sess.run(v)]
+        while not run.finished:
+            run.step()
+            ready_after.append(sorted(r.key for r in run.ready))
+            values_after.append(sess.run(v))
+        result = tuple(run.result)
+        assert result == (2, 3.0) and values_after[-1] == 2.0  # as TF computes it
+        n = run.position
+        for k in [n - 1, n // 2, 3, 0, n - 2, 1]:
+            run.back(run.position - k)
+            assert run.position == k
+            assert sorted(r.key for r in run.ready) == ready_after[k], k
+            assert run.states == run.states_at(k), k
+            assert sess.run(v) == values_after[k], k
+            run.forward(n)
+            assert tuple(run.result) == result and sess.run(v) == 2.0
