@@ -10,6 +10,9 @@ Before a stepped node runs, ``before_node`` looks at what it can change and keep
 * a random op's generator (kept by the op's name in its device's ``ResourceMgr``): its bit
   generator state, so a replay draws the same numbers, seeded or not.
 
+Ops that only look (``IsVariableInitialized``, a queue's size, a reader's count) record
+nothing: restoring what they only read would undo other runs' writes.
+
 After the node, ``after_node`` records the new state of the same things, which is how a later
 rewind notices that someone else (another run, another thread) changed them in the meantime.
 
@@ -42,6 +45,10 @@ IRREVERSIBLE_TYPES = {
     "PyFunc": "it ran Python code (py_func) whose effects are unknown",
     "PyFuncStateless": "it ran Python code (py_func) whose effects are unknown",
 }
+# Ops that take a variable by reference, or a queue, without changing it: nothing to record
+# (restoring what they only read would undo other runs' writes).
+READ_ONLY_TYPES = frozenset({"IsVariableInitialized", "QueueSizeV2", "QueueIsClosedV2",
+                             "ReaderNumRecordsProducedV2", "AccumulatorNumAccumulated"})
 
 
 @dataclass(eq=False)  # kept in dicts by identity
@@ -77,6 +84,8 @@ def before_node(op, args, resources) -> NodeRecord:
     """The record of op's effects, taken before it runs on ``args`` (its input values).
     ``resources``: the session's ``ResourceMgr``s (for generators and other kernel state)."""
     record = NodeRecord()
+    if op.type in READ_ONLY_TYPES:
+        return record
     reason = IRREVERSIBLE_TYPES.get(op.type)
     if reason:
         record.irreversible = reason

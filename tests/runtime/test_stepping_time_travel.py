@@ -413,3 +413,15 @@ def test_back_to_any_point_gives_exactly_the_ready_set_and_states_it_had():
             assert sess.run(v) == values_after[k], k
             run.forward(n)
             assert tuple(run.result) == result and sess.run(v) == 2.0
+
+
+def test_reading_a_queue_size_records_nothing_to_restore():
+    q = tf.FIFOQueue(5, tf.float32, shapes=[[]], name="q")
+    size = q.size(name="size")
+    with tf.Session() as sess:
+        run = StepRun(sess, size)
+        run.resume()
+        assert run.result == 0
+        sess.run(q.enqueue(1.0))  # another run changes the queue afterwards
+        rewind = run.back(run.position)  # allowed: the step only read the queue
+        assert rewind.queues == () and sess.run(q.size()) == 1
