@@ -199,17 +199,23 @@ def test_a_failed_node_fails_again_on_replay_and_back_goes_before_it():
         assert run.position == failed_at and sess.run(v) == 1.0
 
 
-@pytest.mark.parametrize("make", ["py_func", "iterator"])
-def test_back_over_an_irreversible_event_is_refused_and_changes_nothing(make):
+@pytest.mark.parametrize("make", ["py_func", "iterator", "reader"])
+def test_back_over_an_irreversible_event_is_refused_and_changes_nothing(make, tmp_path):
     v = tf.Variable(5.0, name="v")
+    files = tf.FIFOQueue(2, tf.string, shapes=[[]], name="files")
     if make == "py_func":
         side = tf.py_func(lambda: np.float32(1.0), [], tf.float32, name="side")
-    else:
+    elif make == "iterator":
         ds = tf.data.Dataset.from_tensor_slices(np.array([1.0, 2.0], np.float32))
         side = tf.data.make_one_shot_iterator(ds).get_next(name="side")
+    else:
+        (tmp_path / "numbers.txt").write_text("1\n2\n")
+        _, line = tf.TextLineReader(name="lines").read(files, name="side")
+        side = tf.decode_csv(line, [[0.0]])[0]
     out = tf.assign_add(v, side, name="out")
     with tf.Session() as sess:
         sess.run(v.initializer)
+        sess.run(files.enqueue(str(tmp_path / "numbers.txt")))
         run = StepRun(sess, out)
         run.resume()
         assert sess.run(v) == 6.0
