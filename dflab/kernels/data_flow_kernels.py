@@ -27,6 +27,7 @@ are NumPy arrays; a producer on another device reaches a queue through a ``_Send
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import deque
@@ -101,6 +102,26 @@ class QueueState:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def contents(self) -> tuple:
+        """What the queue holds: ``(elements, closed, shuffle generator state)``, a copy that
+        ``restore`` can put back (elements are immutable tuples, shared, not copied)."""
+        with self._lock:
+            rng = None if self._rng is None else copy.deepcopy(self._rng.bit_generator.state)
+            return tuple(self._items), self._closed, rng
+
+    def restore(self, contents: tuple) -> None:
+        """Make the queue hold ``contents`` (from ``contents()``) again. Attempts whose step is
+        gone are settled first, so what a cancelled dequeue held is not put back on top."""
+        items, closed, rng = contents
+        with self._lock:
+            finished = self._pump()
+            self._items = list(items) if self.kind == "random_shuffle" else deque(items)
+            self._closed = closed
+            if rng is not None:
+                self._rng.bit_generator.state = copy.deepcopy(rng)
+            finished += self._pump()
+        self._finish(finished)
 
     # --- public operations (called by the kernels) -------------------------------------------
     def enqueue(self, elements: list, execution, done, ctx) -> None:

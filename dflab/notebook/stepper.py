@@ -5,10 +5,15 @@ it shows is what ``Session.run`` does: the ready set (any ready node may go next
 is free), loop frames and iterations, dead branches of a ``cond``, values crossing devices
 through ``_Send``/``_Recv``, and variables shared with every other run of the session.
 
-Going back is a view, Python Tutor style: a *cursor* moves over the recorded history and the
-graph shows the states after that many events; nothing is undone (variables keep their current
-values). ``step()`` while the cursor is behind replays the next recorded event without
-executing anything; once the cursor reaches the end, stepping executes again.
+Going back is time travel, not only a view: ``back()`` undoes the last events — variables
+(reference and resource), queue contents and random generators get their state after the
+remaining prefix back, and the executor is rewound to exactly that point (see
+``dflab.runtime.stepping``) — and the variables panel shows the restored values, the ones that
+changed highlighted. ``forward()`` (or ``step()`` without a node) re-executes the recorded next
+event and gets the same results; stepping another ready node takes another path and drops the
+recorded events after the cursor. Going back over an effect that cannot be undone (a checkpoint
+written, ``py_func``, a reader or iterator advanced, a queue another run changed) is refused,
+and the message line says why.
 """
 
 from __future__ import annotations
@@ -49,20 +54,23 @@ def _label(name: str, frame: str, iteration: int) -> str:
 class Stepper(GraphWidget):
     """Step ``session.run(fetches, feed_dict)`` one node at a time (see the module docstring).
 
-    Python API and buttons: ``step()`` / ``step(name)``, ``back()``, ``run_to(name)``,
-    ``resume()``, ``reset()``; breakpoints by op name or predicate (``add_breakpoint``);
-    ``ready``, ``executed``, ``result``, ``history``, ``cursor``. Clicking a ready node in the
-    graph steps it; shift-click toggles a breakpoint; clicking another node shows its details.
+    Python API and buttons: ``step()`` / ``step(name)``, ``back()``, ``forward()``,
+    ``run_to(name)``, ``resume()``, ``reset()``; breakpoints by op name or predicate
+    (``add_breakpoint``); ``ready``, ``executed``, ``result``, ``history``, ``cursor``.
+    Clicking a ready node in the graph steps it; shift-click toggles a breakpoint; clicking
+    another node shows its details.
     """
 
     _esm = _assets.esm("stepper")
 
     status = t.Unicode("").tag(sync=True)
     message = t.Unicode("").tag(sync=True)
+    message_kind = t.Unicode("error").tag(sync=True)  # error | warning | info (its colour)
     ready_items = t.List().tag(sync=True)  # [{"key", "name", "label"}]
     lanes = t.Dict().tag(sync=True)  # device -> [{"label", "state"}] (recent events)
     frames = t.List(t.Unicode()).tag(sync=True)  # one line per loop frame seen
     variables = t.List().tag(sync=True)  # [[name, value text]]
+    changed_variables = t.List(t.Unicode()).tag(sync=True)  # changed by the last action
     badges = t.Dict().tag(sync=True)  # node id -> "#iteration"
     breakpoint_ids = t.List(t.Unicode()).tag(sync=True)
     cursor = t.Int(0).tag(sync=True)  # events of the history shown
@@ -75,8 +83,9 @@ class Stepper(GraphWidget):
         self._fetches = fetches
         self._feed_dict = feed_dict
         self._marks: list[_Mark] = []
-        self._texts: list[str] = []  # value text per history event (computed once)
-        self._ready_log: list[list[ReadyNode]] = []  # ready set after k events
+        self._texts: dict[int, str] = {}  # id(event) -> its value text (see _record_texts)
+        self._shown_variables: dict[str, str] = {}
+        self._finished_length = -1  # history length of the last run to the end (-1: none)
         self.run = StepRun(session, fetches, feed_dict)
         names = list(self.run.states)
         if color_by is None:  # a partitioned step is drawn as device clusters with Send/Recv
@@ -84,7 +93,6 @@ class Stepper(GraphWidget):
         if expanded is None:
             expanded = scopes_of_names(names) if len(names) <= EXPAND_ALL_UP_TO else ()
         super().__init__(color_by=color_by, expanded=list(expanded), title=title)
-        self._ready_log.append(list(self.run.ready))
         self.relayout()
         self._ready_to_layout = True
         self._sync()
@@ -116,15 +124,13 @@ class Stepper(GraphWidget):
 
     @property
     def ready(self) -> list[ReadyNode]:
-        """The nodes that may run next, at the cursor."""
-        if self._live:
-            return list(self.run.ready)
-        return list(self._ready_log[self.cursor]) if self.cursor < len(self._ready_log) else []
+        """The nodes that may run next, at the cursor (the rewound executor's own)."""
+        return list(self.run.ready)
 
     @property
     def executed(self) -> list[str]:
         """Names of the nodes run up to the cursor, in order."""
-        return [e.name for e in self.run.history[: self.cursor]]
+        return self.run.executed
 
     @property
     def result(self):
@@ -136,89 +142,71 @@ class Stepper(GraphWidget):
         return self._op_states()
 
     def _op_states(self) -> dict:
-        return self.run.states if self._live else self.run.states_at(self.cursor)
+        return self.run.states
 
     def value(self, name: str):
         """The outputs of op ``name``'s latest run up to the cursor."""
         for e in reversed(self.run.history[: self.cursor]):
             if e.name == name and e.completed:
                 return e.outputs
-        if self._live:
-            return self.run.value(name)  # raises the runtime's error naming the op
-        raise errors.FailedPreconditionError(
-            None, None, f"{name} has not run by step {self.cursor} of the history.")
+        return self.run.value(name)  # raises the runtime's error naming the op
 
     # --- actions ----------------------------------------------------------------------------
-    def step(self, node=None) -> StepEvent | None:
+    def step(self, node=None) -> StepEvent:
         """Run one ready node: the first one, or ``node`` (an op name, a key or a ReadyNode).
 
-        While the cursor is behind the end of the history, replays the next recorded event
-        instead (executing nothing); a different ``node`` is then an error, since the past
-        cannot change.
+        Behind the end of the history (after ``back``), no ``node`` or the recorded one
+        re-executes the recorded next event; another ready node takes another path, and the
+        recorded events after the cursor are dropped (the message line says how many).
         """
-        if not self._live:
-            event = self.run.history[self.cursor]
-            if node is not None and _node_key(node) not in (event.name, event.key):
-                raise errors.InvalidArgumentError(
-                    None, None, f"The stepper is replaying its history: the next recorded "
-                    f"event is {event.key}, not {_node_key(node)}. Step without a node "
-                    "to replay, or move to the end of the history to choose.")
-            self._move(self.cursor + 1)
-            return event
-        return self._execute(lambda: [self.run.step(node)])[-1] if not self.run.finished \
-            else self._raise_finished()
+        if self.run.finished:
+            self._raise_finished()
+        ahead = len(self.run.history) - self.cursor
+        recorded_next = self.run.history[self.cursor] if ahead else None
+        events = self._execute(lambda: [self.run.step(node)])
+        if ahead and events[-1] is not recorded_next:
+            self._say(f"took another path at event {self.cursor}: the {ahead} recorded "
+                      f"event{'s' if ahead != 1 else ''} from there on were dropped")
+        return events[-1]
 
     def back(self, n: int = 1) -> int:
-        """Move the cursor ``n`` events back (nothing is undone); returns the new cursor."""
-        self._move(max(self.cursor - int(n), 0))
+        """Undo the last ``n`` events (variables, queues and generators are restored, the
+        executor rewound); returns the new cursor. The message line says what was restored."""
+        rewinds = []
+        self._execute(lambda: rewinds.append(self.run.back(n)) or [])
+        self._say(rewinds[0].message, "warning" if rewinds[0].warnings else "info")
         return self.cursor
 
     def forward(self, n: int = 1) -> int:
-        """Replay ``n`` recorded events (never executes); returns the new cursor."""
-        self._move(min(self.cursor + int(n), len(self.run.history)))
+        """Re-execute the next ``n`` recorded events; returns the new cursor."""
+        events = self._execute(lambda: self.run.forward(n))
+        if events:
+            self._say(f"replayed {len(events)} recorded event"
+                      f"{'s' if len(events) != 1 else ''}: same outputs as before")
         return self.cursor
 
     def run_to(self, name: str) -> list[StepEvent]:
-        """Step until op ``name`` has run (or the step finishes), replaying history first."""
+        """Step until op ``name`` has run (or the step finishes), the recorded path first."""
         if isinstance(name, ReadyNode):
             name = name.name
-        replayed = self._replay_until(lambda e: e.name == name, inclusive=True)
-        if replayed and replayed[-1].name == name:
-            return replayed
         if self.run.finished:
-            return replayed
-        return replayed + self._execute(lambda: self.run.run_to(name))
+            return []
+        return self._execute(lambda: self.run.run_to(name))
 
     def resume(self, breakpoints=()) -> list[StepEvent]:
         """Run until the step finishes or a breakpoint (the stepper's and ``breakpoints``)."""
         marks = self._marks + [_as_mark(b) for b in breakpoints]
-        first = self.cursor
-
-        def hits(e: StepEvent) -> bool:
-            return any(m.fn is not None and m.fn(e) for m in marks)
-
-        def stops_before(e: StepEvent) -> bool:
-            return any(m.name is not None and m.name == e.name for m in marks)
-
-        replayed = []
-        while not self._live:
-            e = self.run.history[self.cursor]
-            if self.cursor > first and stops_before(e):
-                return replayed
-            self._move(self.cursor + 1)
-            replayed.append(e)
-            if hits(e):
-                return replayed
         if self.run.finished:
-            return replayed
-        return replayed + self._execute(lambda: self.run.resume(breakpoints=[
+            return []
+        return self._execute(lambda: self.run.resume(breakpoints=[
             m.name if m.name is not None else m.fn for m in marks]))
 
     def reset(self) -> None:
         """Start the step again from nothing run (variables keep their current values)."""
+        self.run.close()
         self.run = StepRun(self.session, self._fetches, self._feed_dict)
-        self._texts = []
-        self._ready_log = [list(self.run.ready)]
+        self._texts = {}
+        self._finished_length = -1
         self.message = ""
         self._move(0)
         self.relayout()
@@ -249,45 +237,42 @@ class Stepper(GraphWidget):
     def _raise_finished(self):
         raise errors.OutOfRangeError(None, None, "The step has finished; reset() to run it again.")
 
+    def _say(self, text: str, kind: str = "info") -> None:
+        """Show ``text`` on the message line; ``kind`` (error, warning, info) sets its colour."""
+        with self.hold_sync():
+            self.message_kind = kind
+            self.message = text
+
     def _execute(self, action) -> list[StepEvent]:
+        cursor = self.cursor
         try:
             events = action()
             self.message = ""
         except errors.OpError as e:
             op = getattr(e, "op", None)
-            self.message = _error_text(e)
+            self._say(_error_text(e), "error")
             if op is not None and self.node_id(op.name) is not None:
                 self._selected_name = op.name  # show the failing node's details
             raise
         finally:
-            self._record_new_events()
-            self._move(len(self.run.history))
+            self._record_texts(min(cursor, self.run.position) - 1)
+            self._move(self.run.position)
             _refresh_peers(self)
         return events
 
-    def _record_new_events(self) -> None:
-        history = self.run.history
-        for e in history[len(self._texts):]:
-            self._texts.append(f"failed: {type(e.error).__name__}" if e.error is not None
-                               else "dead" if e.dead else summarize_outputs(e.outputs))
-        # The ready set is only known now (after the last new event); earlier new events of a
-        # multi-event action get the ready set derived from their states when revisited.
-        while len(self._ready_log) < len(history):
-            self._ready_log.append(None)
-        self._ready_log.append(list(self.run.ready))
-        del self._ready_log[len(history) + 1:]
-
-    def _replay_until(self, stop, inclusive: bool) -> list[StepEvent]:
-        replayed = []
-        while not self._live:
-            e = self.run.history[self.cursor]
-            if stop(e) and not inclusive:
-                break
-            self._move(self.cursor + 1)
-            replayed.append(e)
-            if stop(e):
-                break
-        return replayed
+    def _record_texts(self, first: int) -> None:
+        """Value texts of the events up to the cursor, each computed once: again from index
+        ``first`` on (what the last action ran or re-ran: a re-run's outputs are the replay's),
+        never for a node still waiting (a _Recv); dropped events' texts go."""
+        history = self.run.history[: self.run.position]
+        old = self._texts
+        texts = {}
+        for i, e in enumerate(history):
+            if not e.completed:
+                continue
+            text = old.get(id(e)) if i < first else None
+            texts[id(e)] = text if text is not None else _event_text(e)
+        self._texts = texts
 
     def _move(self, k: int) -> None:
         self.cursor = k
@@ -301,6 +286,8 @@ class Stepper(GraphWidget):
             return
         k = self.cursor
         history = self.run.history
+        if self.run.finished:
+            self._finished_length = len(history)
         self._op_values = self._values_at(k)
         with self.hold_sync():
             self.total = len(history)
@@ -308,34 +295,27 @@ class Stepper(GraphWidget):
             self.finished = (self.run.finished or self.run.error is not None) \
                 and k == len(history)
             self._send_node_state()
-            ready = self.ready if self._live or self._ready_log_known(k) else \
-                self._ready_from_states()
+            ready = self.ready
             self.ready_items = [{"key": r.key, "name": r.name,
                                  "label": _label(r.name, r.frame, r.iteration)} for r in ready]
             self.status = self._status_text(ready)
             self.lanes = self._lanes(history[:k])
             self.frames = self._frame_lines(history[:k])
-            self.variables = self._variable_texts()
+            self._show_variables()
 
-    def _ready_log_known(self, k: int) -> bool:
-        return k < len(self._ready_log) and self._ready_log[k] is not None
-
-    def _ready_from_states(self) -> list[ReadyNode]:
-        graph = self.session.graph
-        out = []
-        for name, state in self._op_states().items():
-            if state == "ready":
-                try:
-                    op = graph.get_operation_by_name(name)
-                    op_type, device = op.type, op.device
-                except (KeyError, ValueError):
-                    op_type, device = "", ""
-                out.append(ReadyNode(name, op_type, device, "", 0, name))
-        return out
+    def _show_variables(self) -> None:
+        """Send the variables' values, marking those that changed since they were last shown
+        (a step's write, a restored value after ``back``, another stepper's write)."""
+        rows = self._variable_texts()
+        shown = self._shown_variables
+        self.changed_variables = [n for n, text in rows if n in shown and shown[n] != text]
+        self._shown_variables = dict((n, text) for n, text in rows)
+        self.variables = rows
 
     def _status_text(self, ready) -> str:
         k, n = self.cursor, len(self.run.history)
-        total = str(n) if self.run.finished else "?"
+        # The number of events is known once the step ran to its end on this path.
+        total = str(n) if self.run.finished or self._finished_length == n else "?"
         names = ", ".join(_label(r.name, r.frame, r.iteration) for r in ready)
         parts = [f"step {k} of {total}"]
         if self.run.error is not None and k == n:
@@ -345,15 +325,15 @@ class Stepper(GraphWidget):
         else:
             parts.append(f"ready: {names}" if names else "ready: none")
         if k < n:
-            parts.append(f"viewing history ({n} recorded)")
+            parts.append(f"rewound ({n - k} recorded event{'s' if n - k != 1 else ''} ahead)")
         return " \u00b7 ".join(parts)
 
     def _values_at(self, k: int) -> dict:
         values = {}
-        for i, e in enumerate(self.run.history[:k]):
+        for e in self.run.history[:k]:
             if not e.completed:
                 continue
-            text = self._texts[i] if i < len(self._texts) else summarize_outputs(e.outputs)
+            text = self._texts.get(id(e)) or _event_text(e)
             values[e.name] = f"[{e.frame} #{e.iteration}] {text}" if e.frame else text
         return values
 
@@ -362,7 +342,7 @@ class Stepper(GraphWidget):
         for e in self.run.history[: self.cursor]:
             if e.frame and e.name in ids:
                 badges[ids[e.name]] = f"#{e.iteration}"
-        for r in (self.ready if self._live else []):
+        for r in self.ready:
             if r.frame and r.name in ids:
                 badges[ids[r.name]] = f"#{r.iteration}"
         self.badges = badges
@@ -419,13 +399,15 @@ class Stepper(GraphWidget):
         except Exception as e:  # noqa: BLE001 - every failure is reported, none raised
             # A button press has nowhere to raise to (the error would go to the kernel's log,
             # unseen): say what went wrong in the widget — a closed session included.
-            self.message = _error_text(e)
+            self._say(_error_text(e), "error")
 
     def _button(self, action: str) -> None:
         if action == "step":
             self.step()
         elif action == "back":
             self.back()
+        elif action == "forward":
+            self.forward()
         elif action == "resume":
             self.resume()
         elif action == "reset":
@@ -440,7 +422,7 @@ class Stepper(GraphWidget):
     def _node_clicked(self, node_id: str) -> None:
         info = self.nodes.get(node_id) or {}
         name = info.get("name")
-        if info.get("kind") == "op" and self._live and any(r.name == name for r in self.ready):
+        if info.get("kind") == "op" and any(r.name == name for r in self.ready):
             self.select(node_id)
             self.step(name)
             return
@@ -481,7 +463,13 @@ def _refresh_peers(stepper: Stepper) -> None:
     """Variables are shared by every run of a session: show their new values everywhere."""
     for other in list(_live_steppers):
         if other is not stepper and other.session is stepper.session:
-            other.variables = other._variable_texts()
+            other._show_variables()
+
+
+def _event_text(e: StepEvent) -> str:
+    if e.error is not None:
+        return f"failed: {type(e.error).__name__}"
+    return "dead" if e.dead else summarize_outputs(e.outputs)
 
 
 def _error_text(e: BaseException) -> str:
@@ -499,7 +487,4 @@ def _as_mark(bp) -> _Mark:
         return _Mark(fn=bp)
     raise TypeError(f"A breakpoint is an op name or a predicate fn(event) -> bool, not {bp!r}")
 
-
-def _node_key(node) -> str:
-    return node.key if isinstance(node, ReadyNode) else str(node)
 

@@ -100,6 +100,22 @@ class ResourceMgr:
                     r = self._other[key] = create()
         return r
 
+    def kernel_states(self, op_names) -> list[tuple[str, str, object]]:
+        """``(kind, key, state)`` of the kernel state the ops named ``op_names`` keep here
+        (keyed by the op's name, as ``forget`` finds it): e.g. a random op's generator."""
+        names = set(op_names)
+        with self._lock:
+            return [(kind, key, r) for (kind, key), r in self._other.items()
+                    if key.split(":")[0] in names]
+
+    def kind_of(self, resource) -> tuple[str, str] | None:
+        """``(kind, key)`` under which ``resource`` is kept here, or None if it is not ours."""
+        with self._lock:
+            for (kind, key), r in self._other.items():
+                if r is resource:
+                    return kind, key
+        return None
+
     def forget(self, op_names) -> Forgotten:
         """Drop the state that the ops named ``op_names`` hold here (variable values, and kernel
         state keyed by the op's name, e.g. ``"op"`` or ``"op:seed:seed2"``), so new ops of the

@@ -6,8 +6,9 @@ import { button, clear, el, perFrame, widgetRoot } from "./lib/dom.js";
 import { mountGraph } from "./graph_view.js";
 
 const ACTIONS = [
-  ["back", "\u25c0 back", "Step backwards through the recorded history (executes nothing)"],
-  ["step", "step \u25b6", "Run the next ready node (or replay the next recorded one)"],
+  ["back", "\u25c0 back", "Undo the last event: variables and queues get their values back"],
+  ["forward", "forward \u21b7", "Re-execute the next recorded event (same results)"],
+  ["step", "step \u25b6", "Run the next ready node (or re-execute the next recorded one)"],
   ["run-to", "run to \u21e5", "Run until the selected node has run"],
   ["resume", "resume \u25b6\u25b6", "Run until the step finishes or a breakpoint"],
   ["reset", "reset \u21ba", "Start the step again (variables keep their values)"],
@@ -82,11 +83,13 @@ function render({ model, el: host }) {
     status.textContent = model.get("status") || "";
     message.textContent = model.get("message") || "";
     message.hidden = !model.get("message");
+    message.dataset.kind = model.get("message_kind") || "error";
     const finished = model.get("finished");
     const behind = model.get("cursor") < model.get("total");
     for (const b of bar.querySelectorAll("button[data-action]")) {
       const a = b.dataset.action;
       b.disabled = (a === "back" && model.get("cursor") === 0)
+        || (a === "forward" && !behind)
         || ((a === "step" || a === "resume" || a === "run-to") && finished && !behind);
     }
   };
@@ -122,21 +125,26 @@ function render({ model, el: host }) {
     for (const f of fl) frames.appendChild(el("div", "dflab-frame", f));
     clear(vars);
     const vl = model.get("variables") || [];
+    // Highlighted: the values the last action changed (a write, or a restore by back).
+    const changed = new Set(model.get("changed_variables") || []);
     if (vl.length) vars.appendChild(el("div", "dflab-subtitle", "variables (shared state)"));
     for (const [name, text] of vl) {
-      const row = el("div", "dflab-var");
+      const row = el("div", changed.has(name) ? "dflab-var dflab-var-changed" : "dflab-var");
+      if (changed.has(name)) row.title = "changed by the last action";
       row.append(el("span", "dflab-var-name", name), el("span", "dflab-var-value", text));
       vars.appendChild(row);
     }
     refreshSide();
   });
-  for (const name of ["title", "status", "message", "finished", "cursor", "total"]) {
+  for (const name of ["title", "status", "message", "message_kind", "finished", "cursor",
+    "total"]) {
     model.on(`change:${name}`, showHead);
   }
   model.on("change:ready_items", showReady);
   model.on("change:lanes", showLanes);
   model.on("change:frames", showSide);
   model.on("change:variables", showSide);
+  model.on("change:changed_variables", showSide);
   showHead();
   showReady();
   showLanes();

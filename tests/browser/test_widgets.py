@@ -160,3 +160,39 @@ def test_a_fused_node_opens_into_its_ops_on_a_click(notebook, expect):
     opened = {n.split(" — ")[0] for n in lh.hover_names(root).values()}
     assert members <= opened and fused in opened
     nb.screenshot("graph_view_fused_expanded", root)
+
+
+def test_stepper_back_restores_a_variable_in_the_panel(notebook, expect):
+    nb = notebook.open_and_run("time_travel.ipynb")
+    assert nb.output_json("# [facts]") == {"v": 1.0, "cursor": 0, "total": 0}
+    root = _widget(nb, "# [stepper]", "stepper")
+    _one_drawing(root)
+    value = root.locator(".dflab-var .dflab-var-value")
+    expect(value).to_have_text("float32 1")
+
+    root.locator("button[data-action='resume']").click()
+    expect(value).to_have_text("float32 11")  # the step's assign_add wrote it
+    expect(root.locator(".dflab-var-changed")).to_have_count(1)
+    expect(root.locator("button[data-action='forward']")).to_be_disabled()
+    nb.rerun("# [facts]")
+    after = nb.output_json("# [facts]")
+    assert after["v"] == 11.0 and after["cursor"] == after["total"] > 0
+
+    root.locator("button[data-action='back']").click()  # undoes the assign_add
+    expect(value).to_have_text("float32 1")
+    expect(root.locator(".dflab-var-changed .dflab-var-name")).to_have_text("v")
+    message = root.locator(".dflab-message")
+    expect(message).to_have_text(
+        f"restored 1 variable (v) to their values after event {after['total'] - 1}")
+    expect(message).to_have_attribute("data-kind", "info")  # not an error's colour
+    expect(root.locator("g.node[data-state='ready']")).to_have_count(1)  # add runs next
+    nb.screenshot("stepper_time_travel_back", root)
+    nb.rerun("# [facts]")
+    assert nb.output_json("# [facts]") == {"v": 1.0, "cursor": after["total"] - 1,
+                                           "total": after["total"]}
+
+    root.locator("button[data-action='forward']").click()  # re-executes it
+    expect(value).to_have_text("float32 11")
+    expect(message).to_contain_text("replayed 1 recorded event")
+    nb.rerun("# [facts]")
+    assert nb.output_json("# [facts]")["v"] == 11.0

@@ -53,7 +53,7 @@ def test_steps_in_a_chosen_dataflow_order_give_session_run_results():
             st.step()
 
 
-def test_back_moves_a_cursor_and_step_replays_without_executing():
+def test_back_restores_variables_and_step_re_executes_the_recorded_events():
     v = tf.Variable(1.0, name="v")
     inc = tf.assign_add(v, 1.0, name="inc")
     with tf.Session() as sess:
@@ -62,18 +62,47 @@ def test_back_moves_a_cursor_and_step_replays_without_executing():
         events = st.resume()
         n = len(events)
         assert st.finished and sess.run(v) == 2.0
+        assert st.variables == [["v", "float32 2"]] and st.changed_variables == ["v"]
         st.back(n)
         assert st.cursor == 0 and st.executed == []
+        assert sess.run(v) == 1.0  # really undone
+        assert st.variables == [["v", "float32 1"]] and st.changed_variables == ["v"]
+        assert st.message == "restored 1 variable (v) to their values before the step"
         assert by_name(st)["inc"] == "pending"
-        assert "viewing history" in st.status and st.status.startswith(f"step 0 of {n}")
+        assert st.status.startswith(f"step 0 of {n}") and "rewound (3 recorded events" \
+            in st.status
         replayed = [st.step() for _ in range(n)]
         assert [e.name for e in replayed] == [e.name for e in events]
-        assert replayed[-1] is events[-1]  # the recorded event, not a new execution
-        assert sess.run(v) == 2.0  # nothing ran again
+        assert replayed[-1] is events[-1]  # the recorded event, executed again
+        assert sess.run(v) == 2.0 and st.variables == [["v", "float32 2"]]
         assert by_name(st)["inc"] == "done" and st.status == f"step {n} of {n} · finished"
 
 
-def test_replay_cannot_change_the_past():
+def test_back_and_forward_buttons_show_values_after_each_event():
+    v = tf.Variable(np.zeros(2, np.float32), name="v", use_resource=True)
+    first = v.assign_add([1.0, 1.0], name="first")
+    with tf.control_dependencies([first]):
+        second = v.assign_add([10.0, 10.0], name="second")
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        st = Stepper(sess, second)
+        st.resume()
+        assert st.variables == [["v", "float32[2] [11, 11]"]]
+        after_second = next(e.index for e in st.history if e.name == "second") + 1
+        st.back(st.cursor - after_second)  # the reads after it change nothing
+        assert st.changed_variables == [] and "no variable changed" in st.message
+        st._handle_message({"type": "action", "action": "back"})  # undo "second"
+        assert st.variables == [["v", "float32[2] [1, 1]"]] and st.changed_variables == ["v"]
+        assert st.message == f"restored 1 variable (v) to their values after event {st.cursor}"
+        assert st.message_kind == "info"
+        st._handle_message({"type": "action", "action": "forward"})
+        assert st.variables == [["v", "float32[2] [11, 11]"]] and st.changed_variables == ["v"]
+        assert st.message == "replayed 1 recorded event: same outputs as before"
+        st.resume()
+        assert st.finished and np.array_equal(sess.run(v), [11.0, 11.0])
+
+
+def test_another_path_after_back_drops_the_recorded_events():
     e = _diamond()
     with tf.Session() as sess:
         st = Stepper(sess, e)
@@ -81,14 +110,41 @@ def test_replay_cannot_change_the_past():
         st.step("b")
         st.back(2)
         assert {r.name for r in st.ready} == {"a", "b"}  # the ready set as it was then
-        with pytest.raises(tf.errors.InvalidArgumentError, match="replaying its history"):
-            st.step("b")
-        st.step("a")
-        assert st.cursor == 1
-        st.forward()
-        assert st.cursor == 2
-        st.step("d")  # at the end of the history: executes again, any ready node
-        assert st.executed == ["a", "b", "d"]
+        st.step("a")  # the recorded next event
+        assert st.cursor == 1 and st.total == 2
+        st.back()
+        st.step("b")  # another path: the recorded future goes
+        assert st.executed == ["b"] and st.total == 1
+        assert st.message == "took another path at event 1: the 2 recorded events from " \
+            "there on were dropped"
+        st.resume()
+        assert st.executed[:2] == ["b", "a"] and st.total == 5
+        np.testing.assert_allclose(st.result, sess.run(e))
+
+
+def test_back_over_an_irreversible_event_says_why_in_the_widget():
+    side = tf.py_func(lambda: np.float32(1.0), [], tf.float32, name="side")
+    out = tf.add(side, 1.0, name="out")
+    with tf.Session() as sess:
+        st = Stepper(sess, out)
+        st.resume()
+        st._handle_message({"type": "action", "action": "back"})
+        assert st.message.startswith("FailedPreconditionError: Cannot step back over event")
+        assert "py_func" in st.message and st.finished and st.cursor == st.total
+        assert st.message_kind == "error"
+
+
+def test_back_warns_when_another_run_wrote_the_variable():
+    v = tf.Variable(1.0, name="v")
+    inc = tf.assign_add(v, 1.0, name="inc")
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        st = Stepper(sess, inc)
+        st.resume()
+        sess.run(tf.assign(v, 50.0))
+        st.back(st.cursor)
+        assert st.message_kind == "warning" and "restored anyway" in st.message
+        assert st.variables == [["v", "float32 1"]] and sess.run(v) == 1.0
 
 
 def test_value_at_the_cursor():
@@ -241,6 +297,12 @@ def test_partitioned_step_draws_devices_and_send_recv():
         st.resume()
         assert st.result == sess.run(c) == 5.0
         assert set(st.lanes) == {"CPU:0", "CPU:1"}  # one lane per device
+        # The _Recv's value is shown once it arrives, and again after going back over it.
+        assert st.values[st.node_id(recv.name)] == "float32 4"
+        st.back(st.cursor)
+        assert st.node_id(recv.name) not in st.values
+        st.resume()
+        assert st.values[st.node_id(recv.name)] == "float32 4"
 
 
 def test_two_steppers_share_a_variable_side_by_side():
