@@ -293,6 +293,18 @@ class WhileContext(ControlFlowContext):
             op._remove_control_input(c)
             op._add_control_input(self._control_enter(c))
         super().AddOp(op)
+        if op._inputs and self.pivot is not None and all(map(self._is_invariant, op._inputs)):
+            # Loop invariants reach every iteration, the one that exits included: an op fed by
+            # nothing else would run once more than the body (a cond's Switch on an outside
+            # predicate would let its branch write a variable an extra time), so TF ties it to
+            # the pivot as it does input-less ops.
+            op._add_control_input(self.pivot.op)
+
+    def _is_invariant(self, t) -> bool:
+        """``t`` is one of this loop's loop-invariant ``Enter`` outputs."""
+        op = t.op
+        return (op.type in ("Enter", "RefEnter") and op._control_flow_context is self
+                and bool(op._attrs.get("is_constant")))
 
     def _control_enter(self, c):
         """An Enter that carries control from ``c`` (outside the loop) into every iteration."""

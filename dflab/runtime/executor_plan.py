@@ -55,6 +55,21 @@ class _Deref:
         return self.fn(*args)
 
 
+class _DerefMerge:
+    """A ``Merge`` runs on its one live input, given as ``(value, index)``: it reads the
+    variable when that input is a reference (a branch ending in a reference variable's
+    ``assign_add``, the other in a value), as TF's Merge of a ref and a value does."""
+
+    __slots__ = ("fn", "refs")
+
+    def __init__(self, fn, refs):
+        self.fn = fn
+        self.refs = refs
+
+    def __call__(self, value, index):
+        return self.fn(value.read() if index in self.refs else value, index)
+
+
 def _host_twin(op, node_def):
     """A function building ``op``'s host (CPU) kernel, for a GPU to run it on host values
     (shape arithmetic): None for a stateful op or one without a CPU kernel."""
@@ -281,7 +296,9 @@ class ExecutorPlan:
             raise errors.InvalidArgumentError(None, op, str(e)) from None
         ref_inputs = op._op_def.ref_inputs
         deref = [i for i, t in enumerate(op._inputs) if _is_ref(t) and i not in ref_inputs]
-        if deref and not getattr(fn, "accepts_refs", False):
+        if deref and op.type == "Merge":
+            fn = _DerefMerge(fn, frozenset(deref))
+        elif deref and not getattr(fn, "accepts_refs", False):
             lead = 2 if kd.is_async else 1 if kd.takes_step else 0  # (step[, done], *inputs)
             fn = _Deref(fn, [i + lead for i in deref])
         if ctx.launch is not None and not kd.is_async:

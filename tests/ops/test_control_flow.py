@@ -407,3 +407,60 @@ def test_stepping_through_a_loop_shows_frames_and_iterations():
     assert adds == [0, 1, 2, 3] and dead_adds == [3]
     assert all(f.startswith("count/") for t, f, n in seen if t in ("Add", "AddV2", "Merge"))
     assert ("Exit", "count/while_context", 3) in seen  # the last test leaves the loop
+
+
+# --- ops fed only by loop invariants (TF's WhileContext ties them to the pivot) ---------------
+@pytest.mark.parametrize("use_resource", [True, False])
+@pytest.mark.parametrize("take", [True, False])
+def test_a_cond_on_an_outside_predicate_in_a_loop_runs_its_branch_once_per_iteration(
+        use_resource, take):
+    # The cond's Switch reads only loop invariants (the outside predicate and variable): without
+    # the pivot it also ran in the iteration that exits, and the branch wrote v a third time.
+    v = tf.Variable(0.0, use_resource=use_resource)
+    p = tf.placeholder(tf.bool, [])
+
+    def body(i, acc):
+        def write():
+            with tf.control_dependencies([tf.assign_add(v, 1.0)]):
+                return acc + 1.0
+        return i + 1, tf.cond(p, write, lambda: acc + 0.0)
+
+    out = tf.while_loop(lambda i, a: i < 2, body, [tf.constant(0), tf.constant(0.0)])
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        i, acc = s.run(out, {p: take})
+        assert (i, acc, s.run(v)) == (2, 2.0 * take, 2.0 * take)
+
+
+def test_an_update_fed_only_by_loop_invariants_runs_once_per_iteration():
+    v = tf.Variable(0.0, use_resource=False)
+    c = tf.constant(1.5)
+
+    def body(i):
+        with tf.control_dependencies([tf.assign_add(v, c)]):
+            return i + 1
+
+    out = tf.while_loop(lambda i: i < 3, body, [tf.constant(0)])
+    with tf.Session() as s:
+        s.run(v.initializer)
+        assert s.run(out) == 3 and s.run(v) == 4.5
+
+
+@pytest.mark.parametrize("take", [True, False])
+def test_a_cond_merging_a_reference_and_a_value_reads_the_variable(take):
+    # One branch ends in a reference variable's assign_add (a ref), the other in a value: the
+    # Merge forwards the variable's value whichever input is live (TF: Merge of ref and value).
+    v = tf.Variable(0.0, use_resource=False)
+    p = tf.placeholder(tf.bool, [])
+
+    def body(i):
+        r = tf.cond(p, lambda: tf.assign_add(v, 1.0), lambda: tf.identity(v))
+        with tf.control_dependencies([r]):
+            return i + 1
+
+    out = tf.while_loop(lambda i: i < 2, body, [tf.constant(0)])
+    direct = tf.cond(p, lambda: tf.assign_add(v, 10.0), lambda: tf.identity(v))
+    with tf.Session() as s:
+        s.run(v.initializer)
+        assert s.run(out, {p: take}) == 2 and s.run(v) == 2.0 * take
+        assert s.run(direct, {p: take}) == 2.0 * take + 10.0 * take
