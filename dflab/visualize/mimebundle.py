@@ -24,6 +24,7 @@ from dflab.framework import ops as _ops
 from dflab.runtime.config import RunMetadata
 from dflab.runtime.placer import PlacementReport
 from dflab.visualize import svg as _svg
+from dflab.visualize import text as _text
 from dflab.visualize.graph import GraphLayout, layout_graph
 from dflab.visualize.timeline import timeline_svg
 
@@ -85,8 +86,8 @@ _DRAWERS = (
 def _tensor_list(tensors) -> list[dict]:
     """Name, dtype and shape of up to MAX_LISTED_TENSORS tensors (a note says how many more)."""
     tensors = list(tensors)
-    out = [{"name": t.name, "dtype": getattr(t.dtype, "name", str(t.dtype)),
-            "shape": str(t.get_shape())} for t in tensors[:MAX_LISTED_TENSORS]]
+    out = [{"name": t.name, "dtype": _text.dtype_text(t.dtype), "shape": _text.shape_text(t.shape)}
+           for t in tensors[:MAX_LISTED_TENSORS]]
     if len(tensors) > MAX_LISTED_TENSORS:
         out.append({"name": f"\u2026 {len(tensors) - MAX_LISTED_TENSORS} more", "dtype": "",
                     "shape": ""})

@@ -1,0 +1,99 @@
+"""dflab's JupyterLab graph renderer (``extension/lab``, shipped as ``dflab/labextension``), in
+JupyterLab and headless Chromium.
+
+Graph outputs carry ``application/vnd.dflab.graph+json`` next to their SVG. With the renderer
+installed, JupyterLab prefers it: the output is GraphView's interactive drawing (pan/zoom,
+tooltips, a details panel that opens on a click), drawn from the saved document alone. These
+tests run the notebook, save it, shut its kernel down and open the saved file again: what is
+drawn then comes from the file, not from a kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import lab_harness as lh
+
+GRAPH_MIME = "application/vnd.dflab.graph+json"
+NOTEBOOK = "graph_renderer.ipynb"
+SAVE_TIMEOUT_S = 60  # a guard against a save that never lands, not a speed requirement
+FOLDED = re.compile(r"\bdflab-folded\b")
+
+
+def _rendered(nb, marker: str):
+    """The renderer's root in the output of the cell marked ``marker``."""
+    return nb.output(marker).locator(".dflab-mime-graph .dflab-graphview")
+
+
+def _saved_documents(path) -> dict[str, dict]:
+    """Cell marker -> the graph document saved in that cell's outputs."""
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    docs = {}
+    for cell in saved["cells"]:
+        source = "".join(cell.get("source", ""))
+        for out in cell.get("outputs", []):
+            if GRAPH_MIME in out.get("data", {}):
+                docs[source.splitlines()[0]] = out["data"][GRAPH_MIME]
+    return docs
+
+
+def _save_and_wait(nb, path) -> dict[str, dict]:
+    lh.run_menu_command(nb.page, "File", "Save Notebook")
+    deadline = time.monotonic() + SAVE_TIMEOUT_S
+    while True:
+        docs = _saved_documents(path)
+        if "# [graph]" in docs:
+            return docs
+        assert time.monotonic() < deadline, f"{path} was not saved with its graph outputs"
+        time.sleep(0.5)
+
+
+def _check_interactive_graph(nb, expect, names: set[str]) -> None:
+    """The ``# [graph]`` output is the renderer's drawing of every op, not the SVG image; a
+    click on an op opens the folded details panel with the op's type, scope and inputs."""
+    view = _rendered(nb, "# [graph]")
+    expect(view.locator("svg g.node").first).to_be_visible()
+    assert nb.output("# [graph]").locator("img").count() == 0, "the SVG fallback was shown"
+    drawn = lh.hover_names(view)
+    assert set(drawn.values()) == names
+
+    side = view.locator(".dflab-side")
+    expect(side).to_have_class(FOLDED)  # nothing selected: folded away
+    view.locator(f"g.node#{lh.node_id(drawn, 'layer/y')}").click()
+    detail = view.locator(".dflab-detail")
+    expect(detail.locator(".dflab-detail-title")).to_have_text("layer/y")
+    expect(side).not_to_have_class(FOLDED)
+    for text in ("MatMul", "layer", "x:0 (float32 [?,3])", "layer/w:0 (float32 [3,2])",
+                 "layer/y:0 (float32 [?,2])", "sq"):
+        expect(detail).to_contain_text(text)
+    assert "dflab-selected" in view.locator(
+        f"g.node#{lh.node_id(drawn, 'layer/y')}").get_attribute("class")
+
+    # An op's output starts with that op selected.
+    op_view = _rendered(nb, "# [op]")
+    expect(op_view.locator(".dflab-detail .dflab-detail-title")).to_have_text("layer/y")
+
+
+def test_saved_notebook_reopened_without_its_kernel_shows_the_interactive_graph(
+        renderer_notebook, expect):
+    nb = renderer_notebook.open_and_run(NOTEBOOK)
+    names = set(nb.output_json("# [names]"))
+    _check_interactive_graph(nb, expect, names)
+
+    docs = _save_and_wait(nb, nb.server.root_dir / NOTEBOOK)
+    assert {"# [graph]", "# [op]", "# [evil]"} <= set(docs)
+    assert {n["name"] for n in docs["# [graph]"]["nodes"].values() if n["kind"] == "op"} \
+        == names
+    [before] = [s["kernel"]["id"] for s in nb.server.api("GET", "/api/sessions")]
+    nb.shutdown_kernels()
+
+    nb.page.reload()
+    nb.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for()
+    lh.wait_kernel_idle(nb.page)
+    # A new kernel that has run no cell: the outputs shown are the ones saved in the file.
+    [after] = [s["kernel"]["id"] for s in nb.server.api("GET", "/api/sessions")]
+    assert after != before
+    _check_interactive_graph(nb, expect, names)
+    nb.screenshot("graph_renderer_reopened", nb.output("# [graph]"))
