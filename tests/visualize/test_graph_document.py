@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,3 +145,19 @@ def test_graph_view_bundle_carries_the_document_with_values():
     assert ops["x"]["value"] == "float32[3] [1, 2, 3]"
     assert ops["y"]["inputs"] == [{"name": "x:0", "dtype": "float32", "shape": "[3]"}]
     del y
+
+
+def test_the_prebuilt_renderer_is_complete_and_packaged():
+    """The committed build (extension/lab -> dflab/labextension) names the file JupyterLab loads,
+    that file exists, the bundle handles GRAPH_MIME, and the wheel installs it all."""
+    repo = Path(__file__).resolve().parents[2]
+    ext = repo / "dflab" / "labextension"
+    meta = json.loads((ext / "package.json").read_text(encoding="utf-8"))
+    assert meta["name"] == "dflab-graph-renderer"
+    build = meta["jupyterlab"]["_build"]
+    assert build["mimeExtension"] and (ext / build["load"]).is_file()
+    assert any(GRAPH_MIME in f.read_text(encoding="utf-8") for f in (ext / "static").glob("*.js"))
+    pyproject = (repo / "pyproject.toml").read_text(encoding="utf-8")
+    target = '"share/jupyter/labextensions/dflab-graph-renderer'
+    assert f'{target}/static" = ["dflab/labextension/static/*"]' in pyproject
+    assert f'{target}" = [' in pyproject and '"dflab/labextension/package.json"' in pyproject
