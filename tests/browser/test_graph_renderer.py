@@ -97,3 +97,32 @@ def test_saved_notebook_reopened_without_its_kernel_shows_the_interactive_graph(
     assert after != before
     _check_interactive_graph(nb, expect, names)
     nb.screenshot("graph_renderer_reopened", nb.output("# [graph]"))
+
+
+def test_a_notebook_written_elsewhere_is_drawn_although_untrusted(renderer_notebook, expect):
+    """A .ipynb written outside JupyterLab (here: by nbformat, with a bundle made in this
+    process) is untrusted: JupyterLab then renders only "safe" types, which excludes the SVG.
+    The renderer is safe, so the graph is still drawn and explorable."""
+    import nbformat
+
+    import dflab as tf
+
+    with tf.Graph().as_default() as g:
+        a = tf.constant([1.0, 2.0], name="a")
+        tf.nn.relu(tf.negative(a, name="neg"), name="out")
+    bundle = g._repr_mimebundle_()
+    assert GRAPH_MIME in bundle
+    cell = nbformat.v4.new_code_cell("# [written]\ng", id="written", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("execute_result", data=bundle, execution_count=1)]
+    book = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
+        "display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
+    nbformat.write(book, renderer_notebook.server.root_dir / "written.ipynb")
+
+    nb = renderer_notebook
+    lh.open_notebook(nb.page, nb.server, "written.ipynb")
+    view = _rendered(nb, "# [written]")
+    expect(view.locator("svg g.node").first).to_be_visible()
+    drawn = lh.hover_names(view)
+    assert set(drawn.values()) == {"a", "neg", "out"}
+    view.locator(f"g.node#{lh.node_id(drawn, 'neg')}").click()
+    expect(view.locator(".dflab-detail")).to_contain_text("a:0 (float32 [2])")
