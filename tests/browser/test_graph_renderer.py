@@ -5,7 +5,8 @@ Graph outputs carry ``application/vnd.dflab.graph+json`` next to their SVG. With
 installed, JupyterLab prefers it: the output is GraphView's interactive drawing (pan/zoom,
 tooltips, a details panel that opens on a click), drawn from the saved document alone. These
 tests run the notebook, save it, shut its kernel down and open the saved file again: what is
-drawn then comes from the file, not from a kernel.
+drawn then comes from the file, not from a kernel. A GraphView output, whose widget model is gone
+then, is drawn from its document too.
 """
 
 from __future__ import annotations
@@ -81,9 +82,13 @@ def test_saved_notebook_reopened_without_its_kernel_shows_the_interactive_graph(
     nb = renderer_notebook.open_and_run(NOTEBOOK)
     names = set(nb.output_json("# [names]"))
     _check_interactive_graph(nb, expect, names)
+    # A live GraphView is the widget itself, not the document's drawing.
+    widget = nb.output("# [view]").locator(".dflab-graphview")
+    expect(widget.locator("svg g.node").first).to_be_visible()
+    assert nb.output("# [view]").locator(".dflab-mime-graph").count() == 0
 
     docs = _save_and_wait(nb, nb.server.root_dir / NOTEBOOK)
-    assert {"# [graph]", "# [op]", "# [evil]"} <= set(docs)
+    assert {"# [graph]", "# [op]", "# [view]", "# [evil]"} <= set(docs)
     assert {n["name"] for n in docs["# [graph]"]["nodes"].values() if n["kind"] == "op"} \
         == names
     [before] = [s["kernel"]["id"] for s in nb.server.api("GET", "/api/sessions")]
@@ -97,6 +102,17 @@ def test_saved_notebook_reopened_without_its_kernel_shows_the_interactive_graph(
     assert after != before
     _check_interactive_graph(nb, expect, names)
     nb.screenshot("graph_renderer_reopened", nb.output("# [graph]"))
+
+    # The GraphView's model is gone with its kernel: its output is drawn from its document,
+    # with the widget's title and selection.
+    view = _rendered(nb, "# [view]")
+    expect(view.locator(".dflab-title")).to_have_text("the widget")
+    expect(view.locator(".dflab-detail .dflab-detail-title")).to_have_text("sq")
+    drawn = lh.hover_names(view)
+    assert set(drawn.values()) == names
+    view.locator(f"g.node#{lh.node_id(drawn, 'loss')}").click()
+    expect(view.locator(".dflab-detail")).to_contain_text("Sum")
+    nb.screenshot("graph_renderer_reopened_widget", nb.output("# [view]"))
 
 
 def test_a_notebook_written_elsewhere_is_drawn_although_untrusted(renderer_notebook, expect):

@@ -23,6 +23,26 @@ function validDocument(doc) {
     && doc.nodes !== null && typeof doc.nodes === "object" && !Array.isArray(doc.nodes);
 }
 
+// Draws a graph document into `host` (replacing what it held); false when it is not one.
+export function renderDocument(host, doc) {
+  host.replaceChildren();
+  if (!validDocument(doc)) {
+    host.appendChild(el("div", "dflab-muted", "This dflab drawing could not be read."));
+    return false;
+  }
+  const root = widgetRoot(host, "graphview");
+  root.classList.add("dflab-snapshot");
+  root.appendChild(el("div", "dflab-title", typeof doc.title === "string" ? doc.title : ""));
+  const snapshot = snapshotModel(doc);
+  const { side } = mountGraph(snapshot, root);
+  const detail = side.querySelector(".dflab-detail");
+  snapshot.on("change:detail", () => renderWiring(detail, snapshot.get("detail")));
+  if (typeof doc.selected === "string" && doc.selected) {
+    snapshot.send({ type: "click", id: doc.selected });
+  }
+  return true;
+}
+
 export class GraphRenderer extends Widget {
   constructor(options) {
     super();
@@ -31,22 +51,7 @@ export class GraphRenderer extends Widget {
   }
 
   renderModel(model) {
-    this.node.replaceChildren();
-    const doc = model.data[this.mimeType];
-    if (!validDocument(doc)) {
-      this.node.appendChild(el("div", "dflab-muted", "This dflab drawing could not be read."));
-      return Promise.resolve();
-    }
-    const root = widgetRoot(this.node, "graphview");
-    root.classList.add("dflab-snapshot");
-    root.appendChild(el("div", "dflab-title", typeof doc.title === "string" ? doc.title : ""));
-    const snapshot = snapshotModel(doc);
-    const { side } = mountGraph(snapshot, root);
-    const detail = side.querySelector(".dflab-detail");
-    snapshot.on("change:detail", () => renderWiring(detail, snapshot.get("detail")));
-    if (typeof doc.selected === "string" && doc.selected) {
-      snapshot.send({ type: "click", id: doc.selected });
-    }
+    renderDocument(this.node, model.data[this.mimeType]);
     return Promise.resolve();
   }
 }
