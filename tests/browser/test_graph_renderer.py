@@ -108,8 +108,11 @@ def test_saved_notebook_reopened_without_its_kernel_shows_the_interactive_graph(
     view = _rendered(nb, "# [view]")
     expect(view.locator(".dflab-title")).to_have_text("the widget")
     expect(view.locator(".dflab-detail .dflab-detail-title")).to_have_text("sq")
+    expect(view.locator(".dflab-detail")).to_contain_text("float64 4")  # its saved value
     drawn = lh.hover_names(view)
     assert set(drawn.values()) == names
+    view.locator(f"g.node#{lh.node_id(drawn, 'sq')}").hover()
+    expect(view.locator(".dflab-tip")).to_contain_text("value: float64 4")
     view.locator(f"g.node#{lh.node_id(drawn, 'loss')}").click()
     expect(view.locator(".dflab-detail")).to_contain_text("Sum")
     nb.screenshot("graph_renderer_reopened_widget", nb.output("# [view]"))

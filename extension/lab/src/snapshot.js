@@ -10,12 +10,22 @@ function detailOf(nodes, id) {
   return { ...info, id };
 }
 
+// id -> info[key] for the nodes that have a text under `key` (a saved widget's node states
+// and last values, which colour the nodes and fill the tooltips as in the widget).
+function perNode(nodes, key) {
+  const out = {};
+  for (const [id, info] of Object.entries(nodes)) {
+    if (info && typeof info[key] === "string" && info[key]) out[id] = info[key];
+  }
+  return out;
+}
+
 export function snapshotModel(doc) {
   const state = {
     svg: doc.svg,
     nodes: doc.nodes,
-    states: {},
-    values: {},
+    states: perNode(doc.nodes, "state"),
+    values: perNode(doc.nodes, "value"),
     selected: "",
     detail: {},
   };
