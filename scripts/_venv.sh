@@ -69,9 +69,9 @@ dflab_install_lab_settings() {
     cp "$root/binder/overrides.json" "$prefix/share/jupyter/lab/settings/overrides.json"
 }
 
-# dflab's prebuilt JupyterLab renderer (dflab/labextension, built from extension/lab). An
-# editable install copies it into the environment once; a link to the checkout's build makes a
-# rebuild what JupyterLab loads, without reinstalling.
+# dflab's prebuilt JupyterLab renderer (dflab/labextension, built from extension/lab). A wheel
+# installs it as data files; an editable install does not, so link the checkout's build where
+# JupyterLab looks (a rebuild is then what it loads, without reinstalling).
 dflab_link_labextension() {
     local prefix="$1"
     local root
