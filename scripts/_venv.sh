@@ -54,6 +54,7 @@ print(h.hexdigest()[:16])' "$root/pyproject.toml" "$root/binder/constraints.txt"
         touch "$stamp"
     fi
     dflab_install_lab_settings "$venv"
+    dflab_link_labextension "$venv"
     DFLAB_ROOT="$root"
     DFLAB_VENV="$venv"
 }
@@ -66,6 +67,22 @@ dflab_install_lab_settings() {
     root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
     mkdir -p "$prefix/share/jupyter/lab/settings"
     cp "$root/binder/overrides.json" "$prefix/share/jupyter/lab/settings/overrides.json"
+}
+
+# dflab's prebuilt JupyterLab renderer (dflab/labextension, built from extension/lab). A wheel
+# installs it as data files; an editable install does not, so link the checkout's build where
+# JupyterLab looks (a rebuild is then what it loads, without reinstalling).
+dflab_link_labextension() {
+    local prefix="$1"
+    local root
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    local dest="$prefix/share/jupyter/labextensions/dflab-graph-renderer"
+    if [[ "$(readlink "$dest" 2>/dev/null)" == "$root/dflab/labextension" ]]; then
+        return 0
+    fi
+    mkdir -p "$(dirname "$dest")"
+    rm -rf "$dest"
+    ln -s "$root/dflab/labextension" "$dest"
 }
 
 # --- system packages for the browser tests and the front-end check (CI installs them) -------

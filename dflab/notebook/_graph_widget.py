@@ -19,6 +19,7 @@ import traitlets as t
 
 from dflab.notebook import _assets
 from dflab.visualize import graph as _vgraph
+from dflab.visualize.mimebundle import GRAPH_MIME, graph_document
 
 # State of a collapsed scope from its members' states: the most "active" one wins, so a scope
 # with a ready op inside shows as ready; all done (or dead) shows as done.
@@ -269,7 +270,26 @@ class GraphWidget(anywidget.AnyWidget):
         if self.svg:
             # Shown where the widget cannot be (nbviewer, GitHub, a closed kernel).
             bundle["image/svg+xml"] = self.svg
+            # The same drawing for dflab's JupyterLab renderer: explorable without the kernel.
+            doc = graph_document(
+                self.svg, self._document_nodes(), title=self.title or self._text(),
+                source=type(self).__name__, selected=self.selected, graph=self._graph())
+            if doc is not None:
+                bundle[GRAPH_MIME] = doc
         return bundle, meta
+
+    def _document_nodes(self) -> dict:
+        """The node infos, with each node's last value and state as its details show them."""
+        return {nid: {**info, **self._detail(nid)} if info.get("kind") != "cluster" else info
+                for nid, info in self.nodes.items()}
+
+    def _graph(self):
+        """The Graph the drawing comes from (for the ops' wiring), or None."""
+        source = self._layout_source()[0]
+        if source is None or hasattr(source, "get_operation_by_name"):
+            return source
+        first = next(iter(source), None) if isinstance(source, list | tuple) else source
+        return getattr(first, "graph", None)
 
     def _text(self) -> str:
         return f"<{type(self).__name__}: {len(self.nodes)} nodes>"

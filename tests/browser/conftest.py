@@ -7,7 +7,7 @@ Chromium or JupyterLab is missing they fail with a message saying what to instal
 without them deselects the tests with ``-m "not browser"``.
 
 Screenshots (one per widget, plus one of every failing test) go to ``test-artifacts/screenshots``
-(or ``$DFLAB_TEST_ARTIFACTS/screenshots``); the server log to ``test-artifacts/jupyterlab.log``.
+(or ``$DFLAB_TEST_ARTIFACTS/screenshots``); the server logs to ``test-artifacts/jupyterlab*.log``.
 """
 
 from __future__ import annotations
@@ -57,22 +57,34 @@ def screenshots_dir() -> Path:
     return SCREENSHOTS
 
 
-@pytest.fixture(scope="session")
-def lab_server(tmp_path_factory):
-    """A JupyterLab server for the whole session, serving a copy of tests/browser/notebooks."""
+def _serve_notebooks(tmp_path_factory, name: str, graph_renderer: bool):
     missing = lh.jupyterlab_missing()
     if missing:
         pytest.fail(missing, pytrace=False)
-    base = tmp_path_factory.mktemp("lab")
+    base = tmp_path_factory.mktemp(name)
     root = base / "notebooks"
     shutil.copytree(HERE / "notebooks", root)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    server = lh.start_lab(root, base / "jupyter", ARTIFACTS / "jupyterlab.log")
+    server = lh.start_lab(root, base / "jupyter", ARTIFACTS / f"{name}.log",
+                          graph_renderer=graph_renderer)
     yield server
     killed = server.stop()
     if killed:
         pytest.fail(f"processes of the JupyterLab server outlived its shutdown and were "
                     f"killed: pids {killed}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory):
+    """A JupyterLab server for the whole session, serving a copy of tests/browser/notebooks.
+    dflab's graph renderer is disabled here: graph outputs show their SVG, as on GitHub."""
+    yield from _serve_notebooks(tmp_path_factory, "jupyterlab", graph_renderer=False)
+
+
+@pytest.fixture(scope="session")
+def renderer_lab_server(tmp_path_factory):
+    """Like ``lab_server``, with dflab's JupyterLab graph renderer (dflab/labextension)."""
+    yield from _serve_notebooks(tmp_path_factory, "jupyterlab-renderer", graph_renderer=True)
 
 
 @pytest.fixture(scope="session")
@@ -176,10 +188,20 @@ class NotebookPage:
 @pytest.fixture
 def notebook(request, chromium, lab_server, screenshots_dir):
     """A fresh browser tab (own context: no shared storage) on the session's JupyterLab."""
+    yield from _notebook_page(request, chromium, lab_server, screenshots_dir)
+
+
+@pytest.fixture
+def renderer_notebook(request, chromium, renderer_lab_server, screenshots_dir):
+    """A fresh browser tab on the JupyterLab that has dflab's graph renderer."""
+    yield from _notebook_page(request, chromium, renderer_lab_server, screenshots_dir)
+
+
+def _notebook_page(request, chromium, server, screenshots_dir):
     context = chromium.new_context(viewport=VIEWPORT)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
-    nb = NotebookPage(context.new_page(), lab_server, screenshots_dir, name)
+    nb = NotebookPage(context.new_page(), server, screenshots_dir, name)
     try:
         yield nb
         report = getattr(request.node, "_report_call", None)

@@ -89,6 +89,24 @@ def _write_lab_settings(config_dir: Path) -> None:
         path.write_text(json.dumps(values), encoding="utf-8")
 
 
+GRAPH_RENDERER = "dflab-graph-renderer"  # the prebuilt extension in dflab/labextension
+
+
+def _configure_graph_renderer(env: dict[str, str], enabled: bool) -> None:
+    """Serve this checkout's build of dflab's graph renderer, or disable the renderer (an
+    installed dflab brings it) so a page shows what front-ends without it show: the SVG."""
+    if enabled:
+        link = Path(env["JUPYTER_DATA_DIR"]) / "labextensions" / GRAPH_RENDERER
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(REPO / "dflab" / "labextension", target_is_directory=True)
+        return
+    page_config = Path(env["JUPYTER_CONFIG_DIR"]) / "labconfig" / "page_config.json"
+    page_config.parent.mkdir(parents=True, exist_ok=True)
+    page_config.write_text(json.dumps({"disabledExtensions": {GRAPH_RENDERER: True}}),
+                           encoding="utf-8")
+
+
 def _server_env(work_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data",
@@ -191,11 +209,15 @@ class LabServer:
 
 
 def start_lab(root_dir: Path, work_dir: Path, log_path: Path,
-              timeout_s: float = SERVER_START_TIMEOUT_S) -> LabServer:
-    """Start ``jupyter lab`` on a free port and wait until its REST API answers."""
+              timeout_s: float = SERVER_START_TIMEOUT_S,
+              graph_renderer: bool = False) -> LabServer:
+    """Start ``jupyter lab`` on a free port and wait until its REST API answers.
+    ``graph_renderer``: with dflab's JupyterLab graph renderer (from this checkout) enabled;
+    without it, graph outputs show as their SVG fallback."""
     work_dir.mkdir(parents=True, exist_ok=True)
     env = _server_env(work_dir)
     _write_lab_settings(Path(env["JUPYTER_CONFIG_DIR"]))
+    _configure_graph_renderer(env, graph_renderer)
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
            f"--port={port}", "--ip=127.0.0.1", "--ServerApp.port_retries=0",

@@ -4,6 +4,7 @@
 string, widget titles, a stepped value, an error message and a curve name. If any of them were
 inserted as HTML, an ``img`` element would appear and its ``onerror`` would open a dialog (the
 fixture records every dialog and fails the test on one). Each must instead be readable as text.
+The graph renderer (dflab's JupyterLab extension) gets the same text from ``graph_renderer.ipynb``.
 """
 
 from __future__ import annotations
@@ -61,4 +62,22 @@ def test_hostile_text_in_graphs_stays_text(notebook, expect):
     expect(monitor.locator(".dflab-curve-title")).to_contain_text(EVIL)
     nb.screenshot("xss_monitor", monitor)
 
+    _assert_inert(nb)
+
+
+def test_hostile_text_in_a_graph_document_stays_text(renderer_notebook, expect):
+    """dflab's JupyterLab renderer draws graph documents without a kernel: the same text,
+    now coming from the notebook file, must stay text there too."""
+    nb = renderer_notebook.open_and_run("graph_renderer.ipynb")
+    view = nb.output("# [evil]").locator(".dflab-mime-graph")
+    detail = view.locator(".dflab-detail")
+    expect(detail.locator(".dflab-detail-title")).to_have_text("evil")  # the op displayed
+    expect(detail).to_contain_text(EVIL)  # its value attribute
+    [drawing] = lh.svg_drawings(view)
+    assert "img" not in drawing["elements"]
+    placed = lh.node_id(lh.hover_names(view), "placed")
+    view.locator(f"g.node#{placed}").click()
+    expect(detail).to_contain_text("/job:" + EVIL)
+    expect(view.locator(".dflab-tip")).to_contain_text("/job:" + EVIL)  # hovered: tooltip
+    nb.screenshot("xss_graph_renderer", view)
     _assert_inert(nb)

@@ -13,7 +13,7 @@ from visualize_helpers import SVG_NS, all_text, classes, groups_by_id, parse_svg
 import dflab as tf
 from dflab.runtime.placer import explain_placement
 from dflab.visualize import layout_graph, mimebundle
-from dflab.visualize.mimebundle import neighbourhood
+from dflab.visualize.mimebundle import GRAPH_MIME, neighbourhood
 
 SVG, TEXT, HTML = "image/svg+xml", "text/plain", "text/html"
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_include_and_exclude_are_respected():
     _graph()
     g = tf.get_default_graph()
     assert set(mimebundle(g, include=[TEXT])) == {TEXT}
-    assert set(mimebundle(g, exclude=[SVG])) == {TEXT}
+    assert set(mimebundle(g, exclude=[SVG, GRAPH_MIME])) == {TEXT}
     assert set(mimebundle(g, include=[SVG, TEXT], exclude=[TEXT])) == {SVG}
 
 
