@@ -106,12 +106,12 @@ export function panZoom(svg, { maxZoomOut = 4, onChange } = {}) {
       view = { ...home };
       apply();
     },
-    // Shows the drawing at `s` pixels per unit in a box of w × h pixels: centred across, from
-    // its top (a graph flows downwards from its inputs) unless all of it fits.
+    // Shows the drawing at `s` pixels per unit in a box of w × h pixels, centred where it
+    // fits, else from its top-left corner, where its legend and its inputs are.
     show(s, w, h) {
       box = { w, h };
       const vw = w / s;
-      const x = home.x + (home.w - vw) / 2;
+      const x = vw >= home.w ? home.x - (vw - home.w) / 2 : home.x;
       const vh = h / s;
       const y = vh >= home.h ? home.y - (vh - home.h) / 2 : home.y;
       view = { x, y, w: vw, h: vh };
