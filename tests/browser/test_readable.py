@@ -73,6 +73,7 @@ def test_loop_graphs_draw_readable_names_inside_the_cell(notebook, expect):
         _assert_rest_reachable(root)
     # The op-type legend is part of the drawing.
     expect(view.locator("svg g.legend")).to_contain_text("control flow")
+    assert not nb.page_errors, nb.page_errors  # sizing and resizing raise nothing
     nb.screenshot("readable_loop_view", view)
     nb.screenshot("readable_loop_stepper", stepper)
 
@@ -120,6 +121,7 @@ def test_canvas_drags_taller_keeping_its_view_and_fit_buttons_reset_it(notebook,
     drawing = root.locator("div.dflab-graph svg > g.graph").bounding_box()
     assert drawing["y"] >= svg_box["y"] - 1
     assert drawing["y"] + drawing["height"] <= svg_box["y"] + svg_box["height"] + 1
+    assert not nb.page_errors, nb.page_errors
     nb.screenshot("readable_canvas_resized", root)
 
 
