@@ -142,7 +142,7 @@ def test_a_failing_step_and_a_refused_action_show_on_the_message_line(notebook, 
     expect(looping.locator(".dflab-message")).to_contain_text("Select a node first")
 
 
-def test_the_device_legend_lists_each_device_once(notebook):
+def test_the_device_legend_lists_each_device_once_in_a_canvas_of_the_height_asked(notebook):
     nb = notebook.open_and_run("readable.ipynb")
     devices = json.loads(nb.output("# [devices]").locator(
         ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']").inner_text())
@@ -152,6 +152,7 @@ def test_the_device_legend_lists_each_device_once(notebook):
     for device in devices:
         short = device.rsplit("device:", 1)[-1]  # CPU:0
         assert texts.count(short) == 1, (short, texts)
+    assert root.locator("div.dflab-graph").bounding_box()["height"] == 420
 
 
 def test_a_wide_dflab_drawing_is_scaled_to_fit_its_cell(notebook):
