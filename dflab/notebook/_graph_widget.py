@@ -72,6 +72,9 @@ class GraphWidget(anywidget.AnyWidget):
     detail = t.Dict().tag(sync=True)  # the selected node's info, plus "value"
     color_by = t.Unicode("op").tag(sync=True)
     expanded = t.List(t.Unicode()).tag(sync=True)  # open name scopes and fused nodes
+    # Canvas height in pixels; 0 lets the front-end follow the drawing's shape (names stay
+    # readable, the canvas at most about a screen tall; the user can drag it taller).
+    height = t.Int(0).tag(sync=True)
 
     def __init__(self, **kwargs):
         self._layout = None
@@ -85,6 +88,13 @@ class GraphWidget(anywidget.AnyWidget):
     def _layout_source(self):
         """(graph_or_ops, keyword arguments of layout_graph) for the current view."""
         raise NotImplementedError
+
+    @t.validate("height")
+    def _valid_height(self, proposal):
+        if not 0 <= proposal["value"] <= 10_000:
+            raise t.TraitError(f"height must be 0 (automatic) or a number of pixels up to "
+                               f"10000; got {proposal['value']}")
+        return proposal["value"]
 
     def relayout(self) -> None:
         """Lay the graph out again (new scopes opened, new colouring) and send the drawing."""

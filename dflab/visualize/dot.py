@@ -133,10 +133,10 @@ def _body(view, unit_ids, cluster_ids, looks, cluster_looks, shapes, out, depth)
         _cluster(view, view.clusters[cid], looks, cluster_looks, shapes, out, depth)
 
 
-def _edge(e: Edge, look: EdgeLook) -> str:
+def _edge(e: Edge, look: EdgeLook, label_key: str = "label") -> str:
     attrs = {"id": e.id, "class": " ".join(look.classes), "color": look.color,
              "style": look.style, "penwidth": f"{look.penwidth:g}",
-             "label": HtmlLabel("<" + _font(look.label, 8.5, _style.MUTED_TEXT) + ">")
+             label_key: HtmlLabel("<" + _font(look.label, 8.5, _style.MUTED_TEXT) + ">")
              if look.label else None,
              "constraint": "false" if e.back else None,
              "arrowhead": "odot" if e.kind == "control" else None}
@@ -161,14 +161,17 @@ def _hub_ranks(view: View) -> list:
 
 
 def to_dot(view: View, looks: dict, cluster_looks: dict, edge_looks: dict, shapes: dict,
-           graph_attrs: dict) -> str:
-    """The whole DOT document. ``looks``/``shapes``: per unit id; ``edge_looks``: per edge id."""
+           graph_attrs: dict, float_labels: bool = False) -> str:
+    """The whole DOT document. ``looks``/``shapes``: per unit id; ``edge_looks``: per edge id.
+    ``float_labels``: edge labels are placed beside the edges after the layout (``xlabel``)
+    instead of taking a rank of their own, which makes tall graphs much shorter."""
+    label_key = "xlabel" if float_labels else "label"
     out = ["digraph dflab {", f"  graph {_attrs(graph_attrs)};",
            f"  node {_attrs(NODE_DEFAULTS)};", f"  edge {_attrs(EDGE_DEFAULTS)};"]
     top_units = [i for i in view.top if i in view.units]
     top_clusters = [i for i in view.top if i in view.clusters]
     _body(view, top_units, top_clusters, looks, cluster_looks, shapes, out, 1)
-    out += ["  " + _edge(e, edge_looks[e.id]) for e in view.edges if not e.hidden]
+    out += ["  " + _edge(e, edge_looks[e.id], label_key) for e in view.edges if not e.hidden]
     out += _hub_ranks(view)
     out.append("}")
     return "\n".join(out)

@@ -58,7 +58,9 @@ class GraphLayout:
                 "clusters": self.clusters, "legend": self.legend, "color_by": self.color_by}
 
     def _repr_svg_(self) -> str:
-        return self.svg
+        # Shown as a static image (the %%dflab magic): sized for a notebook cell like rich
+        # display's drawings, instead of cut off at the cell's right edge.
+        return _svg.fit_to_width(self.svg)
 
     def __repr__(self):
         n_ops = sum(1 for v in self.nodes.values() if v["kind"] == "op")
@@ -270,9 +272,21 @@ def layout_effort(view) -> tuple[bool, bool]:
     return False, _model.layout_size(view, labels=False) > FAST_ABOVE
 
 
-def graph_attributes(capped: bool) -> dict:
+def has_loops(view) -> bool:
+    """Whether ``view`` draws a while-loop frame (see ``graph_attributes``)."""
+    return any(c.kind == "frame" for c in view.clusters.values())
+
+
+def graph_attributes(capped: bool, loops: bool = False) -> dict:
+    """Graphviz attributes of the whole drawing. ``loops``: the drawing has while-loop frames,
+    whose control machinery (Enter, Merge, Switch, Exit, NextIteration per loop variable) makes
+    it many ranks deep: ranks are packed closer and edge labels float beside their edges
+    (``to_dot(float_labels=True)``), so a loop is about a quarter shorter and fits a canvas
+    with readable names."""
     attrs = {"rankdir": "TB", "nodesep": "0.3", "ranksep": "0.42", "fontname": _style.FONT,
              "bgcolor": _style.BACKGROUND, "outputorder": "edgesfirst", "pad": "0.15"}
+    if loops:
+        attrs.update({"ranksep": "0.3", "nodesep": "0.22", "forcelabels": "true"})
     if capped:
         # Network simplex and mincross iterate until stable: capping them costs some crossings.
         # Capped positions make spline routing far slower (long edges wind around many
@@ -346,8 +360,9 @@ def layout_graph(graph_or_ops, *, expanded=(), fetches=None, feeds=None, highlig
     cluster_looks = {cid: styler.cluster_look(c) for cid, c in view.clusters.items()}
     labels, capped = layout_effort(view)
     edge_looks = {e.id: styler.edge_look(e, labels) for e in view.edges}
+    loops = has_loops(view)
     dot = _dot.to_dot(view, looks, cluster_looks, edge_looks, shapes,
-                      graph_attributes(capped))
+                      graph_attributes(capped, loops), float_labels=loops)
     nodes = _node_infos(view, styler, facts)
     titles = {uid: _title(info) + _hub_note(info, nodes) for uid, info in nodes.items()}
     titles.update({e.id: _edge_title(e, view) for e in view.edges})

@@ -67,6 +67,8 @@ export function mountGraph(model, root, { onNodeClick } = {}) {
   model.on("change:detail", showDetail);
   model.on("change:badges", perFrame(() => canvas.setBadges(model.get("badges"))));
   model.on("change:breakpoint_ids", () => canvas.setMarked(model.get("breakpoint_ids")));
+  model.on("change:height", () => canvas.setHeight(model.get("height")));
+  canvas.fixedHeight = model.get("height") || 0;
   showSvg();
   showDetail();
   return { canvas, side, body, refreshSide };

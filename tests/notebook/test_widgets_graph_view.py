@@ -156,3 +156,17 @@ def test_show_values_and_the_static_fallback():
     assert bundle["image/svg+xml"] == view.svg
     assert "application/vnd.jupyter.widget-view+json" in bundle
     del x
+
+
+def test_canvas_height_is_automatic_unless_set_and_refuses_nonsense():
+    import traitlets
+
+    with tf.Graph().as_default():
+        tf.constant(1.0, name="a")
+        view = GraphView()
+    assert view.height == 0  # the front-end follows the drawing's shape
+    view.height = 600
+    assert view.height == 600
+    with pytest.raises(traitlets.TraitError, match="height must be 0"):
+        view.height = -5
+    assert view.height == 600

@@ -107,6 +107,53 @@ def test_dynamic_control_flow_ops_have_distinct_shapes_and_a_frame_cluster():
     assert {"cluster", "frame"} <= classes(groups[frames[0]["id"]])
 
 
+def _viewbox_height(svg: str) -> float:
+    return float(re.search(r'viewBox="[-0-9.]+ [-0-9.]+ [0-9.]+ ([0-9.]+)"', svg).group(1))
+
+
+def test_a_loop_is_drawn_compactly_with_its_edge_labels_beside_the_edges(monkeypatch):
+    from dflab.visualize import graph as vgraph
+
+    tf.while_loop(lambda i, p: i < 5, lambda i, p: (i + 1, p * 2.0),
+                  [tf.constant(0, name="i0"), tf.constant(1.0, name="p0")], name="loop")
+    compact = layout_graph(tf.get_default_graph())
+    edge_lines = [ln for ln in compact.dot.splitlines() if " -> " in ln]
+    labelled = [ln for ln in edge_lines if "<FONT" in ln]  # control edges have no label
+    assert len(labelled) >= 20 and all(" xlabel=<" in ln for ln in labelled)
+    assert all(" label=" not in ln for ln in edge_lines)
+    # The labels are still drawn, inside their edge's group (the front-end relies on it).
+    groups = groups_by_id(parse_svg(compact.svg))
+    assert "int32 []" in all_text(groups[compact.edges[0]["id"]])
+
+    # The same loop laid out the way loop-free graphs are: labels on ranks of their own.
+    monkeypatch.setattr(vgraph, "has_loops", lambda view: False)
+    spaced = layout_graph(tf.get_default_graph())
+    assert " label=<" in spaced.dot
+    assert _viewbox_height(compact.svg) < 0.85 * _viewbox_height(spaced.svg)
+
+
+def test_a_graph_without_loops_keeps_its_edge_labels_on_the_edges():
+    x = tf.placeholder(tf.float32, [None, 3], name="x")
+    tf.reduce_sum(x * 2.0, name="total")
+    dot = layout_graph(tf.get_default_graph()).dot
+    assert " label=<" in dot and "xlabel" not in dot
+
+
+def test_a_static_layout_is_sized_for_a_notebook_cell():
+    from dflab.visualize.svg import CELL_WIDTH_PX, MIN_SCALE
+
+    for k in range(8):
+        tf.negative(tf.constant(float(k), name=f"a_fairly_long_name_{k}"), name=f"neg_{k}")
+    layout = layout_graph(tf.get_default_graph())
+    drawn = re.search(r'<svg\b[^>]*\bwidth="([0-9.]+)(pt|px)"', layout.svg)
+    natural = float(drawn.group(1)) * (4 / 3 if drawn.group(2) == "pt" else 1)
+    # wide enough to be cut off as is, narrow enough to fit at the smallest scale allowed
+    assert CELL_WIDTH_PX < natural < CELL_WIDTH_PX / MIN_SCALE
+    shown = re.search(r'<svg\b[^>]*\bwidth="([0-9.]+)px"', layout._repr_svg_())
+    assert float(shown.group(1)) == pytest.approx(CELL_WIDTH_PX, abs=1)
+    view_box = re.compile(r'viewBox="[^"]+"')
+    assert view_box.search(layout._repr_svg_()).group(0) == view_box.search(layout.svg).group(0)
+
 # --- scopes ------------------------------------------------------------------------------------
 def _scoped_graph(n_per_scope=25):
     x = tf.placeholder(tf.float32, [None, 4], name="x")
