@@ -42,8 +42,9 @@ class GraphLayout:
     """A laid-out drawing: ``svg`` plus per-node metadata (see the module docstring)."""
 
     def __init__(self, svg: str, nodes: dict, name_to_id: dict, edges: list, clusters: list,
-                 legend: dict, color_by: str, dot: str):
+                 legend: dict, color_by: str, dot: str, graph=None):
         self.svg = svg
+        self.graph = graph  # the drawn ops' graph: their wiring for the graph document
         self.nodes = nodes
         self.name_to_id = name_to_id
         self.edges = edges
@@ -61,6 +62,19 @@ class GraphLayout:
         # Shown as a static image (the %%dflab magic): sized for a notebook cell like rich
         # display's drawings, instead of cut off at the cell's right edge.
         return _svg.fit_to_width(self.svg)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The SVG, plus the graph document that dflab's JupyterLab renderer draws with pan
+        and zoom: a drawing too wide for the cell is then readable there, not cut off."""
+        from dflab.visualize.mimebundle import GRAPH_MIME, SVG, TEXT, graph_document
+
+        bundle = {TEXT: repr(self), SVG: self._repr_svg_()}
+        doc = graph_document(self.svg, self.nodes, title=repr(self), graph=self.graph) \
+            if self.nodes else None
+        if doc is not None:
+            bundle[GRAPH_MIME] = doc
+        return {k: v for k, v in bundle.items()
+                if (include is None or k in include) and (exclude is None or k not in exclude)}
 
     def __repr__(self):
         n_ops = sum(1 for v in self.nodes.values() if v["kind"] == "op")
@@ -370,4 +384,4 @@ def layout_graph(graph_or_ops, *, expanded=(), fetches=None, feeds=None, highlig
     caption = f"{len(records)} ops \u00b7 colour: {legend.caption}"
     svg = _finish(render_svg(dot), titles, legend, caption)
     return GraphLayout(svg, nodes, dict(view.unit_of), _edge_infos(view, edge_looks),
-                       _cluster_infos(view), legend.to_json(), color_by, dot)
+                       _cluster_infos(view), legend.to_json(), color_by, dot, graph)

@@ -154,6 +154,26 @@ def test_a_static_layout_is_sized_for_a_notebook_cell():
     view_box = re.compile(r'viewBox="[^"]+"')
     assert view_box.search(layout._repr_svg_()).group(0) == view_box.search(layout.svg).group(0)
 
+def test_a_static_layout_also_carries_the_graph_document_for_the_lab_renderer():
+    # JupyterLab with dflab's renderer draws %%dflab's drawing with pan and zoom: a drawing too
+    # wide for a cell stays readable there instead of being cut off.
+    from dflab.visualize.mimebundle import GRAPH_MIME, SVG
+
+    x = tf.placeholder(tf.float32, [None, 3], name="x")
+    tf.reduce_sum(tf.square(x, name="sq"), name="total")
+    layout = layout_graph(tf.get_default_graph())
+    bundle = layout._repr_mimebundle_()
+    assert bundle[SVG] == layout._repr_svg_()
+    doc = bundle[GRAPH_MIME]
+    assert doc["svg"] == layout.svg
+    by_name = {n["name"]: n for n in doc["nodes"].values() if n.get("kind") == "op"}
+    assert {"x", "sq", "total"} <= set(by_name)
+    assert [t["name"] for t in by_name["sq"]["inputs"]] == ["x:0"]
+    assert by_name["sq"]["consumers"] == ["total"]
+    assert set(layout._repr_mimebundle_(include=[SVG])) == {SVG}
+    assert GRAPH_MIME not in layout._repr_mimebundle_(exclude=[GRAPH_MIME])
+
+
 # --- scopes ------------------------------------------------------------------------------------
 def _scoped_graph(n_per_scope=25):
     x = tf.placeholder(tf.float32, [None, 4], name="x")
