@@ -145,3 +145,41 @@ def test_a_notebook_written_elsewhere_is_drawn_although_untrusted(renderer_noteb
     assert set(drawn.values()) == {"a", "neg", "out"}
     view.locator(f"g.node#{lh.node_id(drawn, 'neg')}").click()
     expect(view.locator(".dflab-detail")).to_contain_text("a:0 (float32 [2])")
+
+
+def test_a_drawing_too_wide_for_the_cell_is_drawn_inside_it_to_pan_across(
+        renderer_notebook, expect):
+    """What a ``%%dflab`` cell shows (a ``GraphLayout``) carries the graph document too: a
+    drawing more than twice a cell's width, which the SVG image cuts off, is drawn by the
+    renderer inside the cell, showing a part of it at the canvas's first scale."""
+    import nbformat
+
+    import dflab as tf
+    from dflab.visualize.graph import layout_graph
+
+    with tf.Graph().as_default() as g:
+        for k in range(24):  # side by side: far wider than a cell
+            tf.negative(tf.constant(float(k), name=f"a_rather_long_input_name_{k}"),
+                        name=f"negated_value_{k}")
+        bundle = layout_graph(g)._repr_mimebundle_()
+    assert GRAPH_MIME in bundle
+    cell = nbformat.v4.new_code_cell("# [wide]\nlayout", id="wide", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("execute_result", data=bundle, execution_count=1)]
+    book = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
+        "display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
+    nbformat.write(book, renderer_notebook.server.root_dir / "wide.ipynb")
+
+    nb = renderer_notebook
+    lh.open_notebook(nb.page, nb.server, "wide.ipynb")
+    view = _rendered(nb, "# [wide]")
+    expect(view.locator("svg g.node").first).to_be_visible()
+    assert nb.output("# [wide]").locator("img").count() == 0, "the SVG image was shown"
+    drawing = view.locator("div.dflab-graph svg").bounding_box()
+    cell_box = nb.output("# [wide]").bounding_box()
+    assert drawing["x"] + drawing["width"] <= cell_box["x"] + cell_box["width"] + 0.5
+    view_box = [float(v) for v in view.locator("div.dflab-graph svg")
+                .get_attribute("viewBox").split()]
+    full_width = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+)',
+                                 bundle[GRAPH_MIME]["svg"]).group(1))
+    assert view_box[2] < 0.5 * full_width, view_box  # a part of it, not all of it shrunk
+    nb.screenshot("graph_renderer_wide", nb.output("# [wide]"))
