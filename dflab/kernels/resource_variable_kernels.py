@@ -35,9 +35,15 @@ def _is_initialized(node, ctx):
 def _assign(node, ctx):
     xp = ctx.xp
 
+    validate_shape = bool(node.attr.get("validate_shape", False))
+
     def assign(state, value):
         v = _owned(xp, value)
         with state.lock:
+            if validate_shape and state.initialized and state.read().shape != v.shape:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Trying to assign to variable with tensor with wrong shape. "
+                    f"Expected {list(state.read().shape)} got {list(v.shape)}")
             state.set(v)
 
     return assign
