@@ -39,7 +39,7 @@ HOST_ONLY_OPS = frozenset({
     "QueueEnqueueMany", "QueueDequeue", "QueueDequeueMany", "QueueDequeueUpTo",
     "QueueClose", "QueueSize",
     "Print", "PrintV2", "Assert", "PyFunc", "PyFuncStateless",
-    "RandomShuffle", "RandomGamma", "RandomPoissonV2", "CountUpTo",
+    "RandomShuffle", "RandomGamma", "RandomPoissonV2", "CountUpTo", "ResourceCountUpTo",
     # Conditional accumulators: their state is host NumPy, as TF's (CPU kernels only).
     "ConditionalAccumulator", "SparseConditionalAccumulator", "AccumulatorApplyGradient",
     "SparseAccumulatorApplyGradient", "AccumulatorTakeGradient",

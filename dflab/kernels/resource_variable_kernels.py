@@ -1,8 +1,10 @@
 """Kernels for resource variables (``dflab.ops.resource_variable_ops``).
 
 A handle is the variable's ``VarState``: these kernels read and write it as the reference
-kernels do, so both kinds of variable share one state model — dense writes install a new array
-(a value read earlier keeps its snapshot). The scatter and optimizer kernels of the resource
+kernels do, so both kinds of variable share one state model — on the host dense writes install
+a new array (a value read earlier keeps its snapshot); on a GPU they write into the variable's
+buffer and a read is a copy of it, so the buffer stays the variable's alone (what a captured
+step's replays need). The scatter and optimizer kernels of the resource
 forms live beside their reference forms (``state_kernels``, ``training_kernels``).
 """
 
@@ -12,7 +14,15 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.registry import kernel
-from dflab.kernels.state_kernels import _check_indices, _count_up_to, _owned
+from dflab.kernels.state_kernels import (
+    _check_indices,
+    _count_up_to,
+    _device_buffer,
+    _install,
+    _owned,
+    _write_in_place,
+    write_variable,
+)
 
 
 @kernel("VarHandleOp")
@@ -23,7 +33,20 @@ def _var_handle(node, ctx):
 
 @kernel("ReadVariableOp")
 def _read(node, ctx):
-    return lambda state: state.read()
+    xp = ctx.xp
+
+    def read(state):
+        with state.lock:
+            value = state.read()
+            if _device_buffer(xp, value):
+                # A GPU's updates write into the variable's buffer: the read is a copy, so the
+                # buffer stays the variable's alone (updates never have to move the variable
+                # to a new buffer, which a captured step's replays would not follow). A
+                # device-to-device copy, recorded when the step is captured.
+                return value.copy()
+            return value
+
+    return read
 
 
 @kernel("VarIsInitializedOp")
@@ -35,10 +58,19 @@ def _is_initialized(node, ctx):
 def _assign(node, ctx):
     xp = ctx.xp
 
+    validate_shape = bool(node.attr.get("validate_shape", False))
+
     def assign(state, value):
-        v = _owned(xp, value)
+        v = xp.asarray(value)
         with state.lock:
-            state.set(v)
+            if validate_shape and state.initialized and state.read().shape != v.shape:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Trying to assign to variable with tensor with wrong shape. "
+                    f"Expected {list(state.read().shape)} got {list(v.shape)}")
+            # Into the variable's own buffer on a GPU, as the reference Assign writes;
+            # elsewhere a private copy becomes the value.
+            if not _write_in_place(xp, state, v):
+                _install(xp, state, _owned(xp, v))
 
     return assign
 
@@ -56,7 +88,7 @@ def _dense_update(fn_name):
                         None, None, f"Cannot update variable with shape {list(old.shape)} "
                         f"using a Tensor with shape {list(np.shape(delta))}, shapes must be "
                         "equal.")
-                state.set(new)
+                write_variable(ctx.xp, state, new)
 
         return update
 

@@ -59,6 +59,11 @@ def unshare(state, xp) -> None:
     variable's buffer while its reference count is above one."""
     with state.lock:
         value = state.read()
+        if _device_buffer(xp, value):
+            # A GPU's resource reads are copies (``resource_variable_kernels``): no value
+            # shares the buffer, and it must stay the variable's (a captured step's replays
+            # write into it; references the capture keeps would look like readers).
+            return
         if sys.getrefcount(value) > _SOLE_OWNER_REFS:
             state.set(xp.array(value, copy=True))
 

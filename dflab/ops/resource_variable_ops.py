@@ -35,7 +35,7 @@ from dflab.ops.op_util import variable_dtype_shape
 from dflab.ops.variables import Variable
 
 # --- the default kind ----------------------------------------------------------------------------
-_DEFAULT_USE_RESOURCE = [False]  # process-wide, as TF's switch is
+_DEFAULT_USE_RESOURCE = [True]  # process-wide, as TF's switch is
 
 
 def enable_resource_variables() -> None:
@@ -124,9 +124,11 @@ def _scatter_infer(op):
 def _count_up_to_infer(op):
     dtype, shape = _check_handle(op)
     if dtype not in (_dt.int32, _dt.int64, None):
-        raise TypeError(f"'ResourceCountUpTo' needs an int32 or int64 variable, got {dtype.name}")
+        raise TypeError(f"'ResourceCountUpTo' counts in an int32 or int64 variable: its "
+                        f"DataType {dtype.name} is not in list of allowed values: int32, int64")
     if shape.ndims not in (None, 0):
-        raise ValueError(f"ResourceCountUpTo '{op.name}' needs a scalar variable: {shape}")
+        raise ValueError(f"ResourceCountUpTo '{op.name}' needs a scalar variable: shape must "
+                         f"be rank 0 but is rank {shape.ndims}")
     return [(op._attrs["T"], TensorShape([]))]
 
 
@@ -185,8 +187,8 @@ def read_variable_op(handle, dtype, name=None):
                          name or "ReadVariableOp").outputs[0]
 
 
-def _write(op_type, handle, dtype, inputs, name):
-    return _ops.apply_op(op_type, [handle, *inputs], {"dtype": dtype}, name)
+def _write(op_type, handle, dtype, inputs, name, **attrs):
+    return _ops.apply_op(op_type, [handle, *inputs], {"dtype": dtype, **attrs}, name)
 
 
 # --- the variable --------------------------------------------------------------------------------
@@ -218,6 +220,7 @@ class ResourceVariable(Variable):
                 raise ValueError(
                     f"initial_value must have a shape specified: {self._initial_value}")
             self._dtype = self._initial_value.dtype.base_dtype
+            self._validate_shape = validate_shape
             # The scope ("v/") names the handle op exactly "v", as the variable itself.
             self._handle = var_handle_op(self._dtype, var_shape, name=scope or handle_name,
                                          shared_name=handle_name)
@@ -316,8 +319,14 @@ class ResourceVariable(Variable):
     # --- updates -------------------------------------------------------------------------
     def _update(self, op_type, value, name, read_value):
         value = _ops.convert_to_tensor(value, dtype=self._dtype)
+        attrs = {}
+        if op_type == "AssignVariableOp":
+            # As TF: a variable of a fully known shape keeps it; the kernel checks each value
+            # (a value of unknown static shape can still be the wrong size at run time).
+            attrs["validate_shape"] = bool(getattr(self, "_validate_shape", True)
+                                           and self.shape.is_fully_defined())
         with _ops.colocate_with(self._handle.op):
-            op = _write(op_type, self._handle, self._dtype, [value], name or op_type)
+            op = _write(op_type, self._handle, self._dtype, [value], name or op_type, **attrs)
         if not read_value:
             return op
         with _ops.control_dependencies([op]):

@@ -139,6 +139,12 @@ def _apply(op_type, refs, values, attrs, name):
     if getattr(refs[0], "_is_resource", False):
         # The resource form: the same update on handles; it outputs nothing.
         op_type = "Resource" + op_type
+        for r in refs[1:]:
+            if not getattr(r, "_is_resource", False):
+                # The resource form reads every slot through a handle: a mix is the caller's
+                # mistake, as TF's "expected resource" error says.
+                raise TypeError(f"'{op_type}' updates resource variables only: {r!r} is not "
+                                f"a resource variable (as var is)")
         refs = [r.handle for r in refs]
     dt = (refs[0].op._attrs["dtype"] if op_type.startswith("Resource")
           else refs[0].dtype.base_dtype)

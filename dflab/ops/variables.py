@@ -39,8 +39,10 @@ _USES_RESOURCE: list = [lambda use_resource: bool(use_resource)]
 
 
 class Variable:
-    """``tf.Variable``: a reference variable, or a ``ResourceVariable`` when ``use_resource``
-    (or the default, see ``enable_resource_variables``) asks for one, as TF's constructor does."""
+    """``tf.Variable``: a ``ResourceVariable`` by default (TF 2.x ``compat.v1``), or a
+    reference variable when ``use_resource=False`` (or the default switched by
+    ``disable_resource_variables`` / ``disable_v2_behavior``) asks for one, as TF's constructor
+    does."""
 
     # NumPy defers to our operators (``np_array * variable`` reads the variable).
     __array_priority__ = 100

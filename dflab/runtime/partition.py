@@ -277,6 +277,15 @@ class _Partitioner:
                     f"{t.op.name} is on {self.device_of(t.op)}: an op that updates a "
                     "variable must be on the variable's device (colocate it with the "
                     "variable).")
+            if t.op.type == "VarHandleOp" and id(t) not in self.fed \
+                    and self.device_of(t.op) != device:
+                # A variable's handle names state on its own device: as a reference, it is
+                # used there (the placer's rule; other handles, such as queues', may travel).
+                raise errors.InvalidArgumentError(
+                    None, op, f"{op.name} on {device} uses the resource handle {t.name}, but "
+                    f"{t.op.name} is on {self.device_of(t.op)}: an op that reads or updates "
+                    "a resource variable must be on the variable's device (colocate it with "
+                    "the variable).")
             inputs.append(self.tensor_on(t, device))
         control = []
         for c in op._control_inputs:

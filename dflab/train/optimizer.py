@@ -150,7 +150,13 @@ class Optimizer:
                 with _ops.control_dependencies([self._finish(update_ops, "update")]):
                     gs_op = state_ops._ref_of(global_step).op
                     with _ops.colocate_with(gs_op):
-                        apply_updates = state_ops.assign_add(global_step, 1, name=name)
+                        if getattr(global_step, "_is_resource", False):
+                            # TF builds the bare AssignAddVariableOp here: the train op is
+                            # the increment itself, with no read after it.
+                            apply_updates = global_step.assign_add(1, name=name,
+                                                                   read_value=False)
+                        else:
+                            apply_updates = state_ops.assign_add(global_step, 1, name=name)
             if isinstance(apply_updates, _ops.Tensor):
                 apply_updates = apply_updates.op
             train_op = _ops.get_collection_ref(GraphKeys.TRAIN_OP)

@@ -49,6 +49,7 @@ FAMILIES = {
 _MODULE_FAMILY = {
     "constant_op": "constant", "array_ops": "array", "math_ops": "math", "nn_ops": "nn",
     "conv_ops": "nn", "random_ops": "random", "state_ops": "variable",
+    "resource_variable_ops": "variable",
     "training_ops": "training", "control_flow_ops": "control", "tensor_array_ops": "data",
     "data_flow_ops": "data", "io_ops": "io", "comm_ops": "transfer",
     "slicing_ops": "array", "indexing_ops": "array", "manip_ops": "array",

@@ -176,12 +176,14 @@ def test_device_functions_see_inner_scopes_and_win_over_them():
     assert c.op.device == "/job:worker/task:2"
 
 
-def test_device_function_chooses_by_op_type():
+@pytest.mark.parametrize("use_resource, var_op", [(False, "VariableV2"),
+                                                   (True, "VarHandleOp")])
+def test_device_function_chooses_by_op_type(use_resource, var_op):
     def params_on_cpu(op):
-        return "/cpu:0" if op.type == "VariableV2" else "/gpu:0"
+        return "/cpu:0" if op.type == var_op else "/gpu:0"
 
     with tf.device(params_on_cpu):
-        v = tf.Variable(1.0, name="v")
+        v = tf.Variable(1.0, name="v", use_resource=use_resource)
         y = v * 2.0
     assert v.op.device == "/device:CPU:0"
     assert y.op.device == "/device:GPU:0"

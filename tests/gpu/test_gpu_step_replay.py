@@ -24,7 +24,7 @@ def _plan_of(sess, op):
     return next(p for p in sess._master._plans.values() if op in p.placement)
 
 
-def _train(replay: bool, optimizer: str, batches):
+def _train(replay: bool, optimizer: str, batches, use_resource=None):
     """Train a softmax classifier on /gpu:0, one step per batch size in ``batches``; returns
     the losses, the final weights and the train step's partition."""
     g = tf.Graph()
@@ -32,8 +32,9 @@ def _train(replay: bool, optimizer: str, batches):
         x = tf.placeholder(tf.float32, [None, 3])
         y = tf.placeholder(tf.float32, [None, 4])
         with tf.device("/gpu:0"):
-            w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
-            b = tf.Variable(np.zeros(4, np.float32))
+            w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4),
+                            use_resource=use_resource)
+            b = tf.Variable(np.zeros(4, np.float32), use_resource=use_resource)
             loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(
                 labels=y, logits=tf.matmul(x, w) + b))
             opt = (tf.train.AdamOptimizer(0.1) if optimizer == "adam"
@@ -47,11 +48,13 @@ def _train(replay: bool, optimizer: str, batches):
         return np.array(losses), s.run(w), s.run(b), part
 
 
+@pytest.mark.parametrize("use_resource", [True, False])
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_a_captured_training_step_gives_the_uncaptured_numbers(strict_gpu, optimizer):
+def test_a_captured_training_step_gives_the_uncaptured_numbers(strict_gpu, optimizer,
+                                                               use_resource):
     steps = [8] * 6
-    losses, w, b, part = _train(True, optimizer, steps)
-    want_losses, want_w, want_b, plain = _train(False, optimizer, steps)
+    losses, w, b, part = _train(True, optimizer, steps, use_resource)
+    want_losses, want_w, want_b, plain = _train(False, optimizer, steps, use_resource)
     np.testing.assert_array_equal(losses, want_losses)
     np.testing.assert_array_equal(w, want_w)
     np.testing.assert_array_equal(b, want_b)
@@ -66,10 +69,11 @@ def test_a_captured_training_step_gives_the_uncaptured_numbers(strict_gpu, optim
     assert [buf.data.pool for buf in capture.static_inputs] == [pool, pool]
 
 
-def test_a_new_feed_signature_is_captured_again(strict_gpu):
+@pytest.mark.parametrize("use_resource", [True, False])
+def test_a_new_feed_signature_is_captured_again(strict_gpu, use_resource):
     steps = [8, 8, 8, 5, 5, 5, 8]
-    losses, w, _, part = _train(True, "adam", steps)
-    want_losses, want_w, _, _ = _train(False, "adam", steps)
+    losses, w, _, part = _train(True, "adam", steps, use_resource)
+    want_losses, want_w, _, _ = _train(False, "adam", steps, use_resource)
     np.testing.assert_array_equal(losses, want_losses)
     np.testing.assert_array_equal(w, want_w)
     # Batch 8: warm-up, capture, launch; batch 5: the same; batch 8 again: its graph.

@@ -20,6 +20,18 @@ from dflab.visualize.graph import layout_graph
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+@pytest.fixture(autouse=True)
+def _reference_variables():
+    """Most tests here name and count a variable's ops: TF1's reference structure (``w``,
+    ``w/Assign``, ``w/read``). The resource kind, the default, has its own tests below."""
+    tf.disable_resource_variables()
+
+
+@pytest.fixture
+def resource_default():
+    tf.enable_resource_variables()
+
+
 @pytest.fixture
 def shell():
     sh = InteractiveShell.instance()
@@ -214,6 +226,48 @@ def test_readers_of_replaced_ops_are_stale_and_cannot_run(shell):
     assert "its control input 'w/Assign' was replaced" in str(err)
     run(shell, "sess.run(tf.variables_initializer([w]))")
     assert shell.user_ns["sess"].run(shell.user_ns["z"]) == pytest.approx(33.0)
+
+
+def test_readers_of_a_replaced_resource_variable_are_stale(shell, resource_default):
+    # Each use of a resource variable is a read built in the using cell: that read is the
+    # stale op when the variable's cell is re-run (a reference variable's is its own w/read).
+    for cid, src in STALE_SETUP:
+        run(shell, src, cid)
+    assert tf.get_default_graph().get_operation_by_name("w").type == "VarHandleOp"
+    y_cell = book(shell).records["id:y"]
+    run(shell, "sess = tf.Session()\ninit = tf.global_variables_initializer()\nsess.run(init)")
+    assert shell.user_ns["sess"].run(shell.user_ns["z"]) == pytest.approx(9.0)
+
+    ran = run(shell, "%%dflab --no-show\nw = tf.Variable([5.0, 6.0], name='w')", "w")
+    assert "built 5 ops, replacing 5" in ran.stdout
+    assert "open sessions forgot the old values of w" in ran.stdout
+    assert f"stale: ReadVariableOp (cell {y_cell.label}) uses replaced w; re-run that cell" \
+        in ran.stdout
+    stale_read = tf.get_default_graph().get_operation_by_name("ReadVariableOp")
+    assert stale_read.type == "ReadVariableOp"
+    err = run(shell, "sess.run(z)", ok=False).error
+    assert isinstance(err, errors.FailedPreconditionError) and err.op is stale_read
+    assert "its input 'w:0' was replaced" in str(err)
+
+    run(shell, STALE_SETUP[1][1], "y")
+    assert "stale: ReadVariableOp" not in run(shell, STALE_SETUP[2][1], "z").stdout
+    run(shell, "sess.run(tf.variables_initializer([w]))")
+    assert shell.user_ns["sess"].run(shell.user_ns["z"]) == pytest.approx(33.0)
+
+
+def test_collections_forget_replaced_resource_variables(shell, resource_default):
+    run(shell, "%%dflab --no-show\nw = tf.Variable(1.0, name='w')\n"
+               "tf.add_to_collection(tf.GraphKeys.UPDATE_OPS, w.assign_add(1.0))", "w")
+    run(shell, "%%dflab --no-show\nw = tf.Variable(2.0, name='w')\n"
+               "tf.add_to_collection(tf.GraphKeys.UPDATE_OPS, w.assign_add(1.0))", "w")
+    w = shell.user_ns["w"]
+    assert tf.global_variables() == [w] and tf.trainable_variables() == [w]
+    assert [op.name for op in tf.get_default_graph().get_operations()
+            if op.type == "VarHandleOp"] == ["w"]
+    (update,) = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(update) == 3.0 and sess.run(w) == 3.0
 
 
 def test_fetching_a_removed_op_fails_clearly(shell):

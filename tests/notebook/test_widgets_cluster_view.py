@@ -28,9 +28,10 @@ def servers():
         s.stop()
 
 
-def _model():
+def _model(use_resource=None):
     with tf.device("/job:ps/task:0"):
-        w = tf.Variable(np.ones((32, 32), np.float32), name="weights")
+        w = tf.Variable(np.ones((32, 32), np.float32), name="weights",
+                        use_resource=use_resource)
     with tf.device("/job:worker/task:1"):
         h = tf.matmul(w, w)
     with tf.device("/job:worker/task:0"):
@@ -44,8 +45,12 @@ def _wait(predicate, seconds=5.0):
         time.sleep(0.02)
 
 
-def test_the_view_lists_tasks_and_variables_and_counts_each_tasks_steps(servers):
-    w, out = _model()
+@pytest.mark.parametrize("use_resource, reads", [(False, 1), (True, 2)])
+def test_the_view_lists_tasks_and_variables_and_counts_each_tasks_steps(servers, use_resource,
+                                                                        reads):
+    # matmul(w, w) reads a reference variable once (its shared snapshot), a resource variable
+    # once per use: each read is 4 KiB sent from the ps.
+    w, out = _model(use_resource)
     with tf.Session(servers[1].target) as sess:
         sess.run(w.initializer)
         view = ClusterView(sess)
@@ -54,9 +59,10 @@ def test_the_view_lists_tasks_and_variables_and_counts_each_tasks_steps(servers)
             sess.run(out)
         _wait(lambda: all(view.activity.get(t) and view.activity[t].steps == 3
                           for t in (PS, W0, W1)))
-        # The ps sent w to worker 1 (4 KiB a step); worker 1 sent h to worker 0.
-        assert view.activity[PS].bytes_out == 3 * 4096 and view.activity[PS].bytes_in == 0
-        assert view.activity[W1].bytes_in == 3 * 4096
+        # The ps sent w to worker 1 (4 KiB a read); worker 1 sent h to worker 0.
+        assert view.activity[PS].bytes_out == 3 * 4096 * reads
+        assert view.activity[PS].bytes_in == 0
+        assert view.activity[W1].bytes_in == 3 * 4096 * reads
         assert view.activity[W0].bytes_in == 3 * 4096
         _wait(lambda: "3 steps" in view._html.value)
         view.close()

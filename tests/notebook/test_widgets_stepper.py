@@ -305,8 +305,10 @@ def test_partitioned_step_draws_devices_and_send_recv():
         assert st.values[st.node_id(recv.name)] == "float32 4"
 
 
-def test_two_steppers_share_a_variable_side_by_side():
-    v = tf.Variable(10.0, name="v")
+@pytest.mark.parametrize("use_resource", [True, False])
+def test_two_steppers_share_a_variable_side_by_side(use_resource):
+    # The variables panel shows either kind's value (a handle's state, a reference's buffer).
+    v = tf.Variable(10.0, name="v", use_resource=use_resource)
     read_plus_one = tf.add(v.read_value(), 1.0, name="read_plus_one")
     double = tf.assign(v, v * 2.0, name="double")
     with tf.Session() as sess:

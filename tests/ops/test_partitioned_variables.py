@@ -42,13 +42,14 @@ def test_get_variable_makes_shards_on_ps_tasks_and_reuses_them():
         tf.get_variable("two_axes", [4, 4], partitioner=lambda shape, dtype: [2, 2])
 
 
+@pytest.mark.parametrize("use_resource", [True, False])
 @pytest.mark.parametrize("strategy", ["mod", "div"])
-def test_sharded_lookup_and_its_gradient_match_numpy(strategy):
+def test_sharded_lookup_and_its_gradient_match_numpy(strategy, use_resource):
     if strategy == "mod":
         shards = [TABLE[k::3] for k in range(3)]
     else:
         shards = [TABLE[0:4], TABLE[4:7], TABLE[7:10]]
-    params = [tf.Variable(s) for s in shards]
+    params = [tf.Variable(s, use_resource=use_resource) for s in shards]
     ids = tf.constant([[3, 9, 3], [0, 5, 7]])
     out = tf.nn.embedding_lookup(params, ids, partition_strategy=strategy)
     weights = tf.constant(np.linspace(-1, 1, 18, dtype=np.float32).reshape(2, 3, 3))
@@ -91,9 +92,13 @@ def test_a_lookup_on_a_cluster_moves_only_the_rows_asked_for():
             server.stop()
 
 
-def test_a_checkpoint_holds_the_logical_variable_whatever_the_partitioning(tmp_path):
+@pytest.mark.parametrize("written_by, read_by", [(True, False), (False, True)])
+def test_a_checkpoint_holds_the_logical_variable_whatever_the_partitioning(tmp_path, written_by,
+                                                                            read_by):
+    # ... and whatever the kind of the shards: each kind restores what the other wrote.
     emb = tf.get_variable("emb", [10, 3], partitioner=tf.fixed_size_partitioner(3),
-                          initializer=tf.constant_initializer(0.0))
+                          initializer=tf.constant_initializer(0.0), use_resource=written_by)
+    assert all(getattr(v, "_is_resource", False) is written_by for v in emb)
     assign = [v.assign(TABLE[v._save_slice_info.var_offset[0]:][:v.shape[0]]) for v in emb]
     with tf.Session() as s:
         s.run(tf.global_variables_initializer())
@@ -102,7 +107,8 @@ def test_a_checkpoint_holds_the_logical_variable_whatever_the_partitioning(tmp_p
     assert tf.train.list_variables(path) == [("emb", [10, 3])]
     np.testing.assert_array_equal(tf.train.load_variable(path, "emb"), TABLE)
     tf.reset_default_graph()
-    again = tf.get_variable("emb", [10, 3], partitioner=tf.fixed_size_partitioner(4))
+    again = tf.get_variable("emb", [10, 3], partitioner=tf.fixed_size_partitioner(4),
+                            use_resource=read_by)
     with tf.Session() as s:
         tf.train.Saver().restore(s, path)
         np.testing.assert_array_equal(s.run(tf.convert_to_tensor(again)), TABLE)

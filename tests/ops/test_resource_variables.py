@@ -1,6 +1,9 @@
 """Resource variables: a handle, reads and writes as ops, the same numbers as reference
 variables, and the ordering a reference variable's shared snapshot cannot give."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -50,6 +53,22 @@ def test_the_default_kind_and_use_resource():
     assert not isinstance(RefVariable(1.0), ResourceVariable)
     tf.compat.v1.disable_v2_behavior()  # TF1 behaviour: reference variables
     assert not tf.resource_variables_enabled()
+
+
+def test_a_fresh_process_follows_tf2_compat_v1():
+    # What TF 2.21's compat.v1 does in graph mode: Variable and get_variable make resource
+    # variables; disable_v2_behavior() makes the variables after it reference ones.
+    program = ("import dflab as tf\n"
+               "tf.compat.v1.disable_eager_execution()\n"
+               "print(tf.resource_variables_enabled(), tf.Variable(1.0).op.type,\n"
+               "      tf.get_variable('g', [2]).op.type)\n"
+               "tf.compat.v1.disable_v2_behavior()\n"
+               "print(tf.resource_variables_enabled(), tf.Variable(1.0).op.type,\n"
+               "      tf.get_variable('h', [2]).op.type)\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.splitlines() == ["True VarHandleOp VarHandleOp",
+                                "False VariableV2 VariableV2"]
 
 
 def test_a_read_ordered_after_an_update_sees_the_update():

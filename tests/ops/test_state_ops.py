@@ -7,7 +7,8 @@ import dflab as tf
 
 
 def test_variable_structure_matches_tf1():
-    v = tf.Variable(tf.zeros([2, 3]), name="w")
+    # A reference variable's structure (the resource kind's: test_resource_variables.py).
+    v = tf.Variable(tf.zeros([2, 3]), name="w", use_resource=False)
     g = tf.get_default_graph()
     assert v.name == "w:0" and v.op.type == "VariableV2"
     assert v.dtype == tf.float32._as_ref()
@@ -15,9 +16,10 @@ def test_variable_structure_matches_tf1():
     assert g.get_operation_by_name("w/Assign") is v.initializer
     assert v.value().name == "w/read:0"
     assert v.initial_value.op.name == "zeros"  # a tensor initial value is used as is
-    assert tf.Variable([1.0], name="p").initial_value.name == "p/initial_value:0"
+    assert tf.Variable([1.0], name="p", use_resource=False).initial_value.name == \
+        "p/initial_value:0"
     assert g.get_operation_by_name("w/read").colocation_groups() == [b"loc:@w"]
-    v2 = tf.Variable(1.0, name="w")
+    v2 = tf.Variable(1.0, name="w", use_resource=False)
     assert v2.name == "w_1:0"
 
 
@@ -56,7 +58,10 @@ def test_state_persists_across_runs_and_is_per_session():
         assert s1.run(v) == 3.0 and s2.run(v) == 0.0
 
 
-def test_assign_shape_validation():
+@pytest.mark.parametrize("use_resource, message", [
+    (False, "match"), (True, "wrong shape. Expected \\[2\\] got \\[3\\]")])
+def test_assign_shape_validation(use_resource, message):
+    tf.enable_resource_variables() if use_resource else tf.disable_resource_variables()
     v = tf.Variable(tf.zeros([2]))
     with pytest.raises(ValueError):
         v.assign([1.0, 2.0, 3.0])
@@ -64,7 +69,7 @@ def test_assign_shape_validation():
     a = v.assign(p)
     with tf.Session() as s:
         s.run(v.initializer)
-        with pytest.raises(tf.errors.InvalidArgumentError, match="match"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             s.run(a, {p: [1.0, 2.0, 3.0]})
         np.testing.assert_array_equal(s.run(v), [0.0, 0.0])  # state untouched by the failure
     free = tf.Variable(tf.zeros([2]), validate_shape=False)

@@ -511,17 +511,21 @@ def test_cond_across_devices_is_partitioned_and_dead_values_cross(flag):
         assert s.run([h.read_value() for h in hits]) == ([1, 0] if flag else [0, 1])
 
 
-def test_an_update_across_devices_is_rejected_by_the_partitioner():
-    # The placer colocates ops that take a variable by reference; the partitioner checks it.
+@pytest.mark.parametrize("use_resource, how", [(False, "by reference"),
+                                               (True, "uses the resource handle")])
+def test_an_update_across_devices_is_rejected_by_the_partitioner(use_resource, how):
+    # The placer colocates ops that take a variable by reference or through its handle; the
+    # partitioner checks it.
     from types import SimpleNamespace
 
     from dflab.runtime.partition import partition
     from dflab.runtime.subgraph import prune, topological_order
 
-    v = tf.Variable(np.zeros(2, np.float32), name="v")
+    v = tf.Variable(np.zeros(2, np.float32), name="v", use_resource=use_resource)
     upd = tf.assign_add(v, [1.0, 1.0], name="upd")
+    upd_op = tf.get_default_graph().get_operation_by_name("upd")
     ops = topological_order(prune([upd], [], ()), ())
-    where = {op: SimpleNamespace(device=CPU + ("1" if op is upd.op else "0")) for op in ops}
-    with pytest.raises(tf.errors.InvalidArgumentError, match="upd .* by reference") as info:
+    where = {op: SimpleNamespace(device=CPU + ("1" if op is upd_op else "0")) for op in ops}
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"upd .* {how}") as info:
         partition(ops, where, (), [upd])
-    assert info.value.op is upd.op
+    assert info.value.op is upd_op

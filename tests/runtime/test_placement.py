@@ -70,16 +70,22 @@ def test_nested_partial_requests_merge_before_placement():
 
 # --- colocation -----------------------------------------------------------------------------------
 
-def test_variable_initializer_read_and_updates_share_the_variables_device():
+@pytest.mark.parametrize("use_resource, kinds, apply", [
+    (False, ("VariableV2", "Assign", "Identity"), "ApplyGradientDescent"),
+    (True, ("VarHandleOp", "AssignVariableOp", "ReadVariableOp"),
+     "ResourceApplyGradientDescent")])
+def test_variable_initializer_read_and_updates_share_the_variables_device(use_resource, kinds,
+                                                                          apply):
     with tf.device("/gpu:1"):
-        v = tf.Variable(np.ones(3, np.float32), name="v")
+        v = tf.Variable(np.ones(3, np.float32), name="v", use_resource=use_resource)
     loss = tf.reduce_sum(v * v, name="loss")
     train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
     rep = _report([train, v.initializer], **GPUS)
     group = [r for r in rep.rows if r.group == "v"]
-    names = {r.op for r in group}
-    assert {"v", "v/Assign", "v/read"} <= names
-    update = [r for r in group if r.type == "ApplyGradientDescent"]
+    # The variable, its initializer and the read the loss uses.
+    assert set(kinds) <= {r.type for r in group}
+    assert {"v", "v/Assign"} <= {r.op for r in group}
+    update = [r for r in group if r.type == apply]
     assert len(update) == 1
     assert {_short(r.assigned) for r in group} == {"GPU:1"}
     assert update[0].rule == "colocation" and "v" in update[0].reason
@@ -230,7 +236,7 @@ def test_log_device_placement_prints_tf_lines(capsys):
 
 def test_report_rows_views_text_and_html():
     with tf.device("/cpu:1"):
-        v = tf.Variable(1.0, name="v")
+        v = tf.Variable(1.0, name="v", use_resource=False)
     s = tf.identity(tf.constant(["<b>"]), name="s")
     y = tf.multiply(v, 2.0, name="y")
     ops = topological_order(prune([y, s], [v.initializer], ()), ())
@@ -467,7 +473,9 @@ def test_cost_model_keeps_constraints_and_groups():
     by_name = {op.name: p for op, p in pl.items()}
     assert _short(by_name["pinned"].device) == "CPU:0" and by_name["pinned"].rule == "explicit"
     assert _short(by_name["z"].device) == "GPU:1" and by_name["z"].rule == "explicit"
-    group = {by_name[n].device for n in ("v", "v/Assign", "v/read")}
+    reads = [op.name for op in ops if op.type == "ReadVariableOp"]  # v's uses, each a read
+    assert reads
+    group = {by_name[n].device for n in ("v", "v/Assign", *reads)}
     assert len(group) == 1
     assert by_name["y"].rule == "cost_model" and "earliest estimated finish" in \
         by_name["y"].reason
@@ -579,18 +587,22 @@ def test_an_op_added_later_that_cannot_join_its_variables_device_is_an_error():
             sess.run(bump)
 
 
-def test_an_update_asking_for_another_device_than_its_variable_runs_with_the_variable():
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_an_update_asking_for_another_device_than_its_variable_runs_with_the_variable(
+        use_resource):
     # TF's placer: "Ignoring device specification /device:CPU:0 for node 'update' because the
-    # input edge from 'w' is a reference connection and already has a device field set".
+    # input edge from 'w' is a reference connection and already has a device field set"; a
+    # resource update sits with its handle in the same way.
     with tf.device("/gpu:0"):
-        w = tf.Variable(1.0, name="w")
+        w = tf.Variable(1.0, name="w", use_resource=use_resource)
     with tf.device("/cpu:0"):
         update = tf.assign_add(w, 1.0, name="update")
+    update_op = tf.get_default_graph().get_operation_by_name("update")  # the write itself
     with tf.Session(config=_cfg(**GPUS)) as sess:
         sess.run(w.initializer)
         assert sess.run(update) == 2.0
-        plan = [p for p in sess._master._plans.values() if update.op in p.placement][0]
-        assert plan.placement[update.op].device.endswith("GPU:0")
+        plan = [p for p in sess._master._plans.values() if update_op in p.placement][0]
+        assert plan.placement[update_op].device.endswith("GPU:0")
 
 
 def test_a_conflicting_op_outside_the_plan_does_not_break_plans_that_skip_it():

@@ -39,10 +39,10 @@ def events_in(logdir) -> list:
     return list(event_file_loader.EventFileLoader(path).Load())
 
 
-def build_regression():
+def build_regression(use_resource=None):
     x = tf.placeholder(tf.float32, [None, 2], name="x")
     y = tf.placeholder(tf.float32, [None, 1], name="y")
-    w = tf.Variable(tf.zeros([2, 1]), name="w")
+    w = tf.Variable(tf.zeros([2, 1]), name="w", use_resource=use_resource)
     loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
     train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
     with tf.name_scope("summaries"):
@@ -52,8 +52,9 @@ def build_regression():
     return x, y, w, loss, train, tf.summary.merge_all()
 
 
-def test_training_run_read_back_with_tensorboards_reader(tmp_path):
-    x, y, w, loss, train, merged = build_regression()
+@pytest.mark.parametrize("use_resource", [True, False])
+def test_training_run_read_back_with_tensorboards_reader(tmp_path, use_resource):
+    x, y, w, loss, train, merged = build_regression(use_resource)
     rng = np.random.RandomState(0)
     xs = rng.randn(16, 2).astype(np.float32)
     ys = xs @ np.array([[1.0], [-2.0]], np.float32)
@@ -112,7 +113,12 @@ def test_training_run_read_back_with_tensorboards_reader(tmp_path):
     placeholder = nodes["x"]
     assert [d.size for d in placeholder.attr["shape"].shape.dim] == [-1, 2]
     assert placeholder.attr["dtype"].type == 1  # DT_FLOAT
-    assert [d.size for d in nodes["w"].attr["_output_shapes"].list.shape[0].dim] == [2, 1]
+    w_shape = nodes["w"].attr["_output_shapes"].list.shape[0]
+    if use_resource:  # the op outputs a scalar handle; the variable's shape is an attr
+        assert nodes["w"].op == "VarHandleOp" and list(w_shape.dim) == []
+        assert [d.size for d in nodes["w"].attr["shape"].shape.dim] == [2, 1]
+    else:
+        assert nodes["w"].op == "VariableV2" and [d.size for d in w_shape.dim] == [2, 1]
 
     run_metadata = acc.RunMetadata("step2")
     stats = run_metadata.step_stats.dev_stats
@@ -283,7 +289,7 @@ def test_tensorboard_server_serves_the_scalars_and_the_graph(tmp_path):
         assert _get_json(f"{base}/graphs/info")["run1"]["run_graph"] is True
         with urllib.request.urlopen(f"{base}/graphs/graph?run=run1", timeout=5) as response:
             pbtxt = response.read().decode()
-        assert 'name: "MatMul"' in pbtxt and 'op: "ApplyGradientDescent"' in pbtxt
+        assert 'name: "MatMul"' in pbtxt and 'op: "ResourceApplyGradientDescent"' in pbtxt
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -58,10 +58,12 @@ def _drain_producer(queue, num_epochs=None, n=None):
 
 
 # --- CountUpTo and limit_epochs ------------------------------------------------------------------
-def test_count_up_to_returns_old_value_and_stops_at_limit():
-    v = tf.Variable(0, name="c")
+@pytest.mark.parametrize("use_resource, op_type", [(False, "CountUpTo"),
+                                                   (True, "ResourceCountUpTo")])
+def test_count_up_to_returns_old_value_and_stops_at_limit(use_resource, op_type):
+    v = tf.Variable(0, name="c", use_resource=use_resource)
     c = state_ops.count_up_to(v, 3)
-    assert c.op.type == "CountUpTo" and c.dtype == tf.int32 and c.shape.as_list() == []
+    assert c.op.type == op_type and c.dtype == tf.int32 and c.shape.as_list() == []
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
         assert [int(sess.run(c)) for _ in range(3)] == [0, 1, 2]
@@ -70,11 +72,13 @@ def test_count_up_to_returns_old_value_and_stops_at_limit():
         assert sess.run(v) == 3  # a failed count leaves the variable at the limit
 
 
-def test_count_up_to_rejects_non_counters():
-    with pytest.raises(TypeError, match="int32_ref, int64_ref"):
-        state_ops.count_up_to(tf.Variable(0.0), 2)
+@pytest.mark.parametrize("use_resource, allowed", [(False, "int32_ref, int64_ref"),
+                                                   (True, "int32, int64")])
+def test_count_up_to_rejects_non_counters(use_resource, allowed):
+    with pytest.raises(TypeError, match=allowed):
+        state_ops.count_up_to(tf.Variable(0.0, use_resource=use_resource), 2)
     with pytest.raises(ValueError, match="rank 0"):
-        state_ops.count_up_to(tf.Variable([0, 0]), 2)
+        state_ops.count_up_to(tf.Variable([0, 0], use_resource=use_resource), 2)
     with pytest.raises(TypeError, match="mutable tensor"):
         state_ops.count_up_to(tf.constant(0), 2)
 
@@ -329,10 +333,11 @@ def test_slice_producer_batch_and_train_end_to_end():
         np.testing.assert_allclose(sess.run(w).ravel(), [3.0], atol=0.5)
 
 
-def test_variable_count_up_to_and_its_cpu_placement():
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_variable_count_up_to_and_its_cpu_placement(use_resource):
     config = tf.ConfigProto(dflab={"simulated_devices": {"GPU": 1}}, allow_soft_placement=True)
     with tf.device("/gpu:0"):
-        v = tf.Variable(0, dtype=tf.int32, name="v")
+        v = tf.Variable(0, dtype=tf.int32, name="v", use_resource=use_resource)
         c = v.count_up_to(2)
     with tf.Session(config=config) as sess:
         sess.run(v.initializer)

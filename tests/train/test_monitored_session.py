@@ -121,7 +121,9 @@ def test_nan_tensor_hook():
 
 
 def test_logging_and_step_counter_hooks(caplog):
-    gs, w, train = _model()
+    gs = tf.train.get_or_create_global_step()
+    w = tf.Variable(0.0, name="w", use_resource=False)
+    train = tf.group(tf.assign_add(w, 0.5), tf.assign_add(gs, 1))
     log_hook = tf.train.LoggingTensorHook({"w": w}, every_n_iter=2)
     counter = tf.train.StepCounterHook(every_n_steps=2)
     with caplog.at_level(logging.INFO, logger="dflab.train"):
@@ -132,6 +134,19 @@ def test_logging_and_step_counter_hooks(caplog):
     assert [v["w"] for v in log_hook.logged] == [0.5, 1.5, 2.5]
     assert any("w = " in r.message for r in caplog.records)
     assert counter.steps_per_sec is not None and counter.steps_per_sec > 0
+
+
+def test_logging_hook_sees_a_resource_update_through_a_read_ordered_after_it():
+    # A resource variable's reads are ops: one ordered after the update by a control
+    # dependency sees this step's value (an unordered read may run before or after it).
+    gs, w, train = _model()
+    with tf.control_dependencies([train]):
+        w_after = tf.identity(w)
+    log_hook = tf.train.LoggingTensorHook({"w": w_after}, every_n_iter=2)
+    with tf.train.MonitoredSession(hooks=[log_hook]) as sess:
+        for _ in range(5):
+            sess.run(train)
+    assert [v["w"] for v in log_hook.logged] == [0.5, 1.5, 2.5]
 
 
 def test_queue_runners_run_and_out_of_range_ends_cleanly():

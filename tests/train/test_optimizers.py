@@ -360,12 +360,15 @@ def test_slots_are_created_once_across_apply_calls():
     assert len(opt.variables()) == 1
 
 
-def test_update_ops_names_and_colocation():
-    w = tf.Variable([1.0], name="w")
+@pytest.mark.parametrize("use_resource, update_type", [(False, "ApplyMomentum"),
+                                                       (True, "ResourceApplyMomentum")])
+def test_update_ops_names_and_colocation(use_resource, update_type):
+    w = tf.Variable([1.0], name="w", use_resource=use_resource)
     train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(tf.reduce_sum(w * w))
     g = tf.get_default_graph()
     assert train.name == "Momentum" and train.type == "NoOp"
-    upd = g.get_operation_by_name("Momentum/update_w/ApplyMomentum")
+    upd = g.get_operation_by_name("Momentum/update_w/" + update_type)
+    assert upd.type == update_type
     assert upd.colocation_groups() == [b"loc:@w"]
     assert train in tf.get_collection(tf.GraphKeys.TRAIN_OP)
     assert upd in train.control_inputs
@@ -379,14 +382,33 @@ def test_global_step_increments_after_updates():
     np.testing.assert_allclose(got[-1], want[-1], rtol=1e-9)
 
 
-def test_global_step_op_is_named_after_optimizer_and_waits_for_updates():
+def _runs_after(op, before) -> bool:
+    """Whether ``op`` waits for ``before`` through its inputs or control inputs."""
+    seen, todo = set(), [op]
+    while todo:
+        o = todo.pop()
+        if o is before:
+            return True
+        if o not in seen:
+            seen.add(o)
+            todo.extend(t.op for t in o.inputs)
+            todo.extend(o.control_inputs)
+    return False
+
+
+@pytest.mark.parametrize("use_resource, increment", [(False, "AssignAdd"),
+                                                     (True, "AssignAddVariableOp")])
+def test_global_step_op_is_named_after_optimizer_and_waits_for_updates(use_resource, increment):
+    tf.enable_resource_variables() if use_resource else tf.disable_resource_variables()
     w = tf.Variable([1.0], name="w")
     gs = tf.train.create_global_step()
+    assert gs.op.type == ("VarHandleOp" if use_resource else "VariableV2")
     train = tf.train.GradientDescentOptimizer(0.5).minimize(tf.reduce_sum(w * w),
                                                             global_step=gs)
-    assert train.name == "GradientDescent" and train.type == "AssignAdd"
+    # As TF: the train op is the increment itself (for a resource step, no read after it).
+    assert train.name == "GradientDescent" and train.type == increment
     update = tf.get_default_graph().get_operation_by_name("GradientDescent/update")
-    assert update in train.control_inputs
+    assert _runs_after(train, update)
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
         sess.run(train)
@@ -419,8 +441,14 @@ def test_get_or_create_global_step_per_graph():
 
 
 def test_global_step_found_by_tensor_name_and_validated():
-    tf.Variable(0, name="global_step")
+    tf.Variable(0, name="global_step", use_resource=False)
     assert tf.train.get_global_step().name == "global_step:0"
+    with tf.Graph().as_default():
+        # As TF: a resource variable's tensor "global_step:0" is its handle, not an integer
+        # (create_global_step puts the variable itself in the GLOBAL_STEP collection).
+        tf.Variable(0, name="global_step")
+        with pytest.raises(TypeError, match="does not have integer type"):
+            tf.train.get_global_step()
     g = tf.Graph()
     with g.as_default():
         tf.Variable(0.0, name="global_step")
@@ -561,12 +589,19 @@ def test_integer_variables_are_rejected():
 # --- the raw fused ops
 
 
-def _vars(*arrays):
-    return [tf.Variable(np.asarray(a, np.float32)) for a in arrays]
+def _vars(*arrays, use_resource=False):
+    # The raw ops on reference variables (their ref outputs are part of what is tested);
+    # the resource forms are built from the same builders given resource variables.
+    return [tf.Variable(np.asarray(a, np.float32), use_resource=use_resource) for a in arrays]
+
+
+def _like(v, array):
+    """A variable of ``v``'s kind holding ``array``."""
+    return _vars(array, use_resource=getattr(v, "_is_resource", False))[0]
 
 
 @pytest.mark.parametrize("build, err", [
-    (lambda v, a: training_ops.apply_momentum(v, _vars(np.zeros(2))[0], 0.1, np.ones((2, 3)),
+    (lambda v, a: training_ops.apply_momentum(v, _like(v, np.zeros(2)), 0.1, np.ones((2, 3)),
                                               0.9), ValueError),
     (lambda v, a: training_ops.apply_momentum(v, a, 0.1, np.ones(4), 0.9), ValueError),
     (lambda v, a: training_ops.apply_momentum(v, a, [0.1, 0.2], np.ones((2, 3)), 0.9),
@@ -584,8 +619,9 @@ def _vars(*arrays):
     (lambda v, a: training_ops.sparse_apply_adagrad(v, a, 0.1, np.ones((2, 3)),
                                                     tf.constant([0.0, 1.0])), TypeError),
 ])
-def test_training_op_shape_and_dtype_errors(build, err):
-    v, a = _vars(np.zeros((2, 3)), np.zeros((2, 3)))
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_training_op_shape_and_dtype_errors(build, err, use_resource):
+    v, a = _vars(np.zeros((2, 3)), np.zeros((2, 3)), use_resource=use_resource)
     with pytest.raises(err):
         build(v, a)
 
@@ -626,6 +662,16 @@ def test_update_op_outputs_the_updated_variable():
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
         np.testing.assert_allclose(sess.run(out), [0.0, 1.0])
+
+
+def test_resource_update_op_outputs_nothing_and_writes_the_variable():
+    (v,) = _vars([1.0, 2.0], use_resource=True)
+    upd = training_ops.apply_gradient_descent(v, 0.5, [2.0, 2.0])
+    assert upd.type == "ResourceApplyGradientDescent" and upd.outputs == []
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(upd)
+        np.testing.assert_allclose(sess.run(v), [0.0, 1.0])
 
 
 def test_training_ops_are_not_differentiable():

@@ -12,6 +12,17 @@ from dflab.train.checkpoint_utils import load_variable
 from dflab.train.step_gate import step_gate
 
 
+@pytest.fixture(autouse=True, params=["resource", "reference"])
+def _variable_kind(request):
+    """Every driver is checked with both kinds of variable (the root conftest restores the
+    default afterwards)."""
+    if request.param == "resource":
+        tf.enable_resource_variables()
+    else:
+        tf.disable_resource_variables()
+    return request.param
+
+
 def _two_updates():
     """A step that adds 1 to a, then (after it) to b: a save between them would see a != b."""
     a = tf.Variable(0.0, name="a")

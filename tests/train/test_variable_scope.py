@@ -16,7 +16,7 @@ def _run(fetches):
 # --- naming --------------------------------------------------------------------------------------
 def test_get_variable_names_variable_op_and_tensor():
     with tf.variable_scope("foo"):
-        v = tf.get_variable("v", [2, 3])
+        v = tf.get_variable("v", [2, 3], use_resource=False)
     assert isinstance(v, tf.Variable)
     assert v.name == "foo/v:0"
     assert v.op.name == "foo/v"
@@ -27,6 +27,22 @@ def test_get_variable_names_variable_op_and_tensor():
     assert g.get_operation_by_name("foo/v/Assign").type == "Assign"
     assert g.get_operation_by_name("foo/v/read").type == "Identity"
     assert v in tf.global_variables() and v in tf.trainable_variables()
+
+
+def test_get_variable_makes_a_resource_variable_by_default():
+    # TF 2.x compat.v1's default: the same names, built as a handle and its ops.
+    with tf.variable_scope("foo"):
+        v = tf.get_variable("v", [2, 3])
+    assert isinstance(v, tf.Variable) and v.name == "foo/v:0" and v.op.name == "foo/v"
+    assert v.op.type == "VarHandleOp" and v.shape.as_list() == [2, 3]
+    assert not v.dtype.is_ref_dtype and v.dtype == tf.float32
+    g = tf.get_default_graph()
+    assert g.get_operation_by_name("foo/v/Assign").type == "AssignVariableOp"
+    assert g.get_operation_by_name("foo/v/Read/ReadVariableOp").type == "ReadVariableOp"
+    assert v in tf.global_variables() and v in tf.trainable_variables()
+    with tf.variable_scope("bar"):
+        r = tf.get_variable("r", [2], use_resource=False)
+    assert r.op.type == "VariableV2"
 
 
 @pytest.mark.parametrize("build, want_var, want_op", [

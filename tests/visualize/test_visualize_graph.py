@@ -48,6 +48,22 @@ def _mlp():
 
 
 # --- ids, edges, shapes -----------------------------------------------------------------------
+@pytest.mark.parametrize("use_resource, ops", [
+    (True, {"w": "VarHandleOp", "w/Assign": "AssignVariableOp",
+            "w/Read/ReadVariableOp": "ReadVariableOp"}),
+    (False, {"w": "VariableV2", "w/Assign": "Assign"})])
+def test_both_kinds_of_variable_are_drawn_as_variables(use_resource, ops):
+    w = tf.Variable(tf.zeros([2]), name="w", use_resource=use_resource)
+    tf.reduce_sum(w * 2.0, name="y")
+    layout = layout_graph(tf.get_default_graph())
+    for name, op_type in ops.items():
+        node = layout.nodes[layout.name_to_id[name]]
+        assert node["op_type"] == op_type and node["family"] == "variable", node
+    node_line = next(line for line in layout.dot.splitlines()
+                     if line.strip().startswith(layout.name_to_id["w"] + " ["))
+    assert 'shape="cylinder"' in node_line and vstyle.family_fill("variable") in node_line
+
+
 def test_every_op_gets_an_opaque_id_that_names_its_svg_group():
     x, w, y, loss, _ = _mlp()
     layout = layout_graph(tf.get_default_graph())
