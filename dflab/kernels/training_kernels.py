@@ -7,6 +7,14 @@ with ``write_variable``: installed on host devices (readers keep consistent snap
 into the variables' own buffers on a GPU (so a training step can be captured and replayed);
 sparse updates sum repeated indices, then write the touched
 rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
+
+On the host a big dense update runs block by block (each block's temporaries stay in cache:
+one pass over memory per input and per output) into output buffers recycled from the arrays
+the kernel's previous update displaced (``_Spares``), once nothing else holds them: a fresh
+multi-megabyte array is faulted in page by page on every step, and a value a reader still
+holds is never written to. The buffer a variable holds is never written on the host, so the
+resource forms copy a shared buffer (``unshare``) only before writes into it (sparse rows, a
+GPU's dense update).
 The formulas follow TF's ``training_ops`` kernels term by term, computed with the device's
 array namespace (``ctx.xp``), so slots live where their variable does.
 """
@@ -14,6 +22,8 @@ array namespace (``ctx.xp``), so slots live where their variable does.
 from __future__ import annotations
 
 import contextlib
+import sys
+import threading
 
 import numpy as np
 
@@ -116,6 +126,8 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         attrs = node.attr
         xp = ctx.xp
 
+        spares = _Spares(n_refs)
+
         def run(*args):
             refs, values = args[:n_refs], args[n_refs:]
             scalars = [values[p] for p in scalar_pos]
@@ -125,6 +137,9 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
                 arrays = [xp.asarray(r.read()) for r in refs]
                 if not sparse:
                     _check_dense(op_type, ref_names, arrays, grad)
+                    if xp is np and arrays[0].size >= _UPDATE_BLOCK:
+                        _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares)
+                        return refs[0]
                     new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
                     for r, a in zip(refs, new):
                         write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
@@ -150,23 +165,74 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         return run
 
     kernel(op_type)(factory)
-    kernel("Resource" + op_type)(_resource_form(factory, n_refs))
+    writes_rows = sparse and not dense_rows
+    kernel("Resource" + op_type)(_resource_form(factory, n_refs, writes_rows))
     return factory
 
 
-def _resource_form(factory, n_refs: int):
+class _Spares:
+    """Per kernel: the arrays its last host update displaced from the variable and its slots,
+    to be the next update's output buffers. One is reused only when nothing else refers to it
+    (no reader holds the old value; it is no longer installed, so no new reader can get it);
+    otherwise a fresh buffer is made."""
+
+    def __init__(self, n: int):
+        self._lock = threading.Lock()
+        self._bufs: list = [None] * n
+
+    def take(self, i: int, shape, dtype) -> np.ndarray:
+        with self._lock:
+            buf, self._bufs[i] = self._bufs[i], None
+        # References: ``buf`` and getrefcount's argument; a third is someone else's.
+        if (buf is None or sys.getrefcount(buf) > 2 or buf.shape != shape
+                or buf.dtype != dtype or not buf.flags.owndata or not buf.flags.c_contiguous):
+            return np.empty(shape, dtype)
+        buf.flags.writeable = True  # frozen while it was installed; it is ours again
+        return buf
+
+    def give(self, i: int, old) -> None:
+        if isinstance(old, np.ndarray):
+            with self._lock:
+                self._bufs[i] = old
+
+
+# Elements per block of the host's blocked dense updates: a block's temporaries stay in cache.
+_UPDATE_BLOCK = 1 << 15
+
+
+def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spares) -> None:
+    """``update`` applied block by block into recycled buffers, which are then installed.
+    The rules are elementwise, so the blocks give the whole-array update's bits."""
+    var = arrays[0]
+    outs = [spares.take(i, var.shape, var.dtype) for i in range(len(arrays))]
+    flat_in = [a.reshape(-1) for a in arrays]  # a copy only for a non-contiguous buffer
+    flat_out = [o.reshape(-1) for o in outs]
+    g = np.asarray(grad).reshape(-1)
+    for lo in range(0, var.size, _UPDATE_BLOCK):
+        hi = min(lo + _UPDATE_BLOCK, var.size)
+        new = update(np, attrs, [a[lo:hi] for a in flat_in], scalars, g[lo:hi])
+        for o, a in zip(flat_out, new):
+            o[lo:hi] = a
+    for i, (r, o) in enumerate(zip(refs, outs)):
+        write_variable(np, r, o)
+        spares.give(i, arrays[i])
+
+
+def _resource_form(factory, n_refs: int, writes_rows: bool):
     """The kernel of ``Resource<Op>``: the same update on the states the handles name; it
-    outputs nothing. Updates may write in place (sparse rows everywhere, whole buffers on a
-    GPU), so a buffer a reader still holds is copied first (a resource read promises a
-    value)."""
+    outputs nothing. Sparse updates write rows in place, and a GPU's dense updates whole
+    buffers, so there a buffer a reader still holds is copied first (a resource read promises
+    a value); a host's dense update installs other buffers and needs no copy."""
 
     def resource_factory(node, ctx):
         run = factory(node, ctx)
         xp = ctx.xp
+        in_place = writes_rows or xp is not np
 
         def resource_run(*args):
-            for state in args[:n_refs]:
-                unshare(state, xp)
+            if in_place:
+                for state in args[:n_refs]:
+                    unshare(state, xp)
             run(*args)
 
         return resource_run
@@ -221,46 +287,10 @@ def _adam_alpha(xp, var, beta1_power, beta2_power, lr):
     return lr * xp.sqrt(one - beta2_power) / (one - beta1_power)
 
 
-# Elements per block of the host's blocked Adam update: its two scratch blocks stay in cache.
-_ADAM_BLOCK = 1 << 15
-
-
-def _adam_blocked(var, m, v, grad, alpha, b1c, b2c, epsilon):
-    """ApplyAdam's update for big NumPy float arrays, the same operations in the same order as
-    ``_adam`` (so the same bits), block by block: three fresh output buffers and two small
-    scratch blocks instead of four full-size buffers, each pass over a block in cache."""
-    shape, dt = var.shape, var.dtype
-    var_f, m_f, v_f, g_f = (np.ascontiguousarray(a).reshape(-1) for a in (var, m, v, grad))
-    m_new, v_new, var_new = (np.empty_like(var_f) for _ in range(3))
-    s1, s2 = np.empty(_ADAM_BLOCK, dt), np.empty(_ADAM_BLOCK, dt)
-    for lo in range(0, var_f.size, _ADAM_BLOCK):
-        hi = min(lo + _ADAM_BLOCK, var_f.size)
-        g, m0, v0 = g_f[lo:hi], m_f[lo:hi], v_f[lo:hi]
-        mo, vo, denom, step = m_new[lo:hi], v_new[lo:hi], s1[:hi - lo], s2[:hi - lo]
-        np.subtract(g, m0, out=mo)
-        mo *= b1c
-        mo += m0
-        np.multiply(g, g, out=vo)
-        vo -= v0
-        vo *= b2c
-        vo += v0
-        np.sqrt(vo, out=denom)
-        denom += epsilon
-        np.multiply(mo, alpha, out=step)
-        step /= denom
-        np.subtract(var_f[lo:hi], step, out=var_new[lo:hi])
-    return [var_new.reshape(shape), m_new.reshape(shape), v_new.reshape(shape)]
-
-
 def _adam(xp, attrs, slots, scalars, grad):
     (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
     one = xp.ones((), dtype=var.dtype)
     alpha = _adam_alpha(xp, var, beta1_power, beta2_power, lr)
-    if (xp is np and not attrs.get("use_nesterov", False) and var.dtype.kind == "f"
-            and var.size >= 2 * _ADAM_BLOCK
-            and all(getattr(a, "dtype", None) == var.dtype for a in (m, v, grad))
-            and all(np.shape(a) == var.shape for a in (m, v, grad))):
-        return _adam_blocked(var, m, v, grad, alpha, one - beta1, one - beta2, epsilon)
     # TF's expressions, operation by operation, but folded into a few fresh buffers with
     # in-place steps: a big variable's update was a dozen full-size temporaries.
     m_new = grad - m
