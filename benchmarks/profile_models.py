@@ -3,9 +3,10 @@
 Usage: ``python benchmarks/profile_models.py cnn [--steps N] [--threads T]``. Runs the model of
 ``bench_models.py`` under ``RunOptions(trace_level=FULL_TRACE)`` in dflab and (when installed)
 TensorFlow 1.x, and prints the median over steps of each op type's summed kernel time, sorted
-by dflab's share. The figures are kernel times from each framework's own step stats, so they
-leave out the executor's bookkeeping between kernels; the wall time of the traced step is
-printed alongside.
+by dflab's share, then summed by what bounds them (GEMM-based ops, optimizer updates, pooling,
+the rest). The figures are kernel times from each framework's own step stats, so they leave
+out the executor's bookkeeping between kernels; the wall time of the traced step is printed
+alongside.
 """
 
 from __future__ import annotations
@@ -52,6 +53,41 @@ def _profile(tf, name: str, steps: int) -> tuple[dict[str, float], float]:
     return medians, statistics.median(walls) * 1e3
 
 
+# Op types by what bounds their time, for the summary after the per-type table. TF fuses
+# Conv2D + BiasAdd + Relu into one node reported as ``Relu``, so ``Relu`` counts as GEMM-based
+# for TF (for dflab it is an elementwise op of a few ms at most).
+GROUPS = {
+    "GEMM-based (MatMul, Conv2D and its backprops)": {
+        "MatMul", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "_FusedConv2D",
+        "_FusedMatMul"},
+    "optimizer updates": {"ApplyAdam", "ResourceApplyAdam", "ApplyGradientDescent",
+                          "ResourceApplyGradientDescent", "ScatterSub", "ScatterAdd",
+                          "ResourceScatterSub", "ResourceScatterAdd"},
+    "pooling and its gradient": {"MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad"},
+}
+
+
+def _group_of(framework: str, op_type: str) -> str:
+    if op_type == "Relu" and framework == "tf1":
+        return "GEMM-based (MatMul, Conv2D and its backprops)"
+    for group, types in GROUPS.items():
+        if op_type in types:
+            return group
+    return "elementwise, reductions and the rest"
+
+
+def _print_groups(results) -> None:
+    totals: dict[str, dict[str, float]] = collections.defaultdict(dict)
+    for framework, (per_type, _) in results.items():
+        for op_type, ms in per_type.items():
+            g = _group_of(framework, op_type)
+            totals[g][framework] = totals[g].get(framework, 0.0) + ms
+    print("  by group:")
+    for g in list(GROUPS) + ["elementwise, reductions and the rest"]:
+        cells = "".join(f"{totals[g].get(k, 0.0):>10.2f}" for k in results)
+        print(f"  {g:<48}{cells}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", choices=list(bm.MODELS))
@@ -76,6 +112,7 @@ def main() -> None:
     print(f"  {'sum of kernels':<34}" + "".join(f"{sum(r[0].values()):>10.2f}"
                                                 for r in results.values()))
     print(f"  {'traced step, wall':<34}" + "".join(f"{r[1]:>10.2f}" for r in results.values()))
+    _print_groups(results)
 
 
 if __name__ == "__main__":
