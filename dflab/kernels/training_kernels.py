@@ -202,15 +202,26 @@ _UPDATE_BLOCK = 1 << 15
 
 def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spares) -> None:
     """``update`` applied block by block into recycled buffers, which are then installed.
-    The rules are elementwise, so the blocks give the whole-array update's bits."""
+    The rules are elementwise, so the blocks give the whole-array update's bits. A rule with
+    an ``_INTO`` form writes each block straight into the outputs with ``out=`` steps and two
+    block-sized scratch arrays; any other rule's block results are copied there."""
     var = arrays[0]
     outs = [spares.take(i, var.shape, var.dtype) for i in range(len(arrays))]
     flat_in = [a.reshape(-1) for a in arrays]  # a copy only for a non-contiguous buffer
     flat_out = [o.reshape(-1) for o in outs]
     g = np.asarray(grad).reshape(-1)
+    into = _INTO.get(update)
+    if into is not None and not into.accepts(attrs, flat_in, g):
+        into = None
+    scratch = [np.empty(_UPDATE_BLOCK, var.dtype) for _ in range(2)] if into else None
     for lo in range(0, var.size, _UPDATE_BLOCK):
         hi = min(lo + _UPDATE_BLOCK, var.size)
-        new = update(np, attrs, [a[lo:hi] for a in flat_in], scalars, g[lo:hi])
+        blocks_in = [a[lo:hi] for a in flat_in]
+        if into is not None:
+            into.fn(blocks_in, scalars, g[lo:hi], [o[lo:hi] for o in flat_out],
+                    [t[:hi - lo] for t in scratch])
+            continue
+        new = update(np, attrs, blocks_in, scalars, g[lo:hi])
         for o, a in zip(flat_out, new):
             o[lo:hi] = a
     for i, (r, o) in enumerate(zip(refs, outs)):
@@ -312,6 +323,50 @@ def _adam(xp, attrs, slots, scalars, grad):
     return [var - step, m_new, v_new]  # a 0-d variable: NumPy computes scalars, no buffers
 
 
+def _adam_into(blocks, scalars, grad, outs, scratch) -> None:
+    """``_adam`` (without Nesterov) on one block, the same operations in the same order (so
+    the same bits), written into ``outs``."""
+    (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = blocks, scalars
+    one = np.ones((), dtype=var.dtype)
+    alpha = _adam_alpha(np, var, beta1_power, beta2_power, lr)
+    var_new, m_new, v_new = outs
+    denom, step = scratch
+    np.subtract(grad, m, out=m_new)
+    m_new *= one - beta1
+    m_new += m
+    np.multiply(grad, grad, out=v_new)
+    v_new -= v
+    v_new *= one - beta2
+    v_new += v
+    np.sqrt(v_new, out=denom)
+    denom += epsilon
+    np.multiply(m_new, alpha, out=step)
+    step /= denom
+    np.subtract(var, step, out=var_new)
+
+
+def _gradient_descent_into(blocks, scalars, grad, outs, scratch) -> None:
+    """``_gradient_descent`` on one block, written into ``outs``."""
+    (var,), (alpha,), (var_new,) = blocks, scalars, outs
+    step = scratch[0]
+    np.multiply(grad, alpha, out=step, dtype=var.dtype)
+    np.subtract(var, step, out=var_new)
+
+
+class _Into:
+    """A rule's block-into-outputs form, and when it applies (``accepts(attrs, arrays,
+    grad)``: the same dtype throughout, so that ``out=`` steps round as the rule does)."""
+
+    def __init__(self, fn, extra=None):
+        self.fn = fn
+        self.extra = extra
+
+    def accepts(self, attrs, arrays, grad) -> bool:
+        same = all(a.dtype == arrays[0].dtype for a in arrays) and grad.dtype == arrays[0].dtype
+        return same and arrays[0].dtype.kind == "f" and (self.extra is None
+                                                         or self.extra(attrs))
+
+
 def _sparse_adam(xp, attrs, slots, scalars, rows, grad):
     """TF1 ``AdamOptimizer._apply_sparse_shared``: m and v decay everywhere, the (deduplicated)
     gradient terms are scattered into their rows, and the whole variable moves."""
@@ -324,6 +379,11 @@ def _sparse_adam(xp, attrs, slots, scalars, rows, grad):
     v[rows] += (grad * grad) * (one - beta2)
     return [var - alpha * m / (xp.sqrt(v) + epsilon), m, v]
 
+
+_INTO = {
+    _adam: _Into(_adam_into, lambda attrs: not attrs.get("use_nesterov", False)),
+    _gradient_descent: _Into(_gradient_descent_into),
+}
 
 _training_kernel("ApplyGradientDescent", _gradient_descent)
 _training_kernel("ApplyMomentum", _momentum)

@@ -61,6 +61,23 @@ def test_blocked_update_matches_the_whole_array_update_bit_for_bit(monkeypatch, 
         np.testing.assert_array_equal(r.value, np.asarray(p, np.float32))
 
 
+@pytest.mark.parametrize("op_type", ["ApplyAdam", "ApplyGradientDescent"])
+def test_a_gradient_of_another_dtype_takes_the_rule_path(monkeypatch, op_type):
+    # the out= forms round every step to the variable's dtype; a float64 gradient is left to
+    # the rule itself (NumPy promotes, the result is cast once), as the whole-array update does
+    monkeypatch.setattr(tk, "_UPDATE_BLOCK", 64)
+    rule, n_slots = RULES[op_type]
+    rng = np.random.default_rng(7)
+    arrays = [np.abs(rng.standard_normal(300)).astype(np.float32) + 0.5 for _ in range(n_slots)]
+    g = rng.standard_normal(300)  # float64
+    scalars = [np.float32(x) for x in SCALARS[op_type]]
+    plain = rule(np, {}, arrays, scalars, g)
+    refs = [_Ref(a) for a in arrays]
+    tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots))
+    for r, p in zip(refs, plain):
+        np.testing.assert_array_equal(r.value, np.asarray(p, np.float32))
+
+
 def test_adam_rule_is_tf_adam():
     rng = np.random.default_rng(3)
     var, m, g = (rng.standard_normal(50).astype(np.float32) for _ in range(3))
