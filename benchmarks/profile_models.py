@@ -3,10 +3,10 @@
 Usage: ``python benchmarks/profile_models.py cnn [--steps N] [--threads T]``. Runs the model of
 ``bench_models.py`` under ``RunOptions(trace_level=FULL_TRACE)`` in dflab and (when installed)
 TensorFlow 1.x, one traced step of each in turn, and prints the median over steps of each op
-type's summed kernel time, sorted by dflab's share, then summed by what bounds them (GEMM-based ops, optimizer updates, pooling,
-the rest). The figures are kernel times from each framework's own step stats, so they leave
-out the executor's bookkeeping between kernels; the wall time of the traced step is printed
-alongside.
+type's summed kernel time, sorted by dflab's share, then summed by what bounds them
+(GEMM-based ops, optimizer updates, pooling, the rest). The figures are kernel times from
+each framework's own step stats, so they leave out the executor's bookkeeping between
+kernels; the wall time of the traced step is printed alongside.
 """
 
 from __future__ import annotations

@@ -174,7 +174,8 @@ class _Spares:
     """Per kernel: the arrays its last host update displaced from the variable and its slots,
     to be the next update's output buffers. One is reused only when nothing else refers to it
     (no reader holds the old value; it is no longer installed, so no new reader can get it);
-    otherwise a fresh buffer is made."""
+    otherwise a fresh buffer is made. The cost: each cached plan that runs an update keeps
+    one displaced copy of the variable and its slots alive until its session closes."""
 
     def __init__(self, n: int):
         self._lock = threading.Lock()
