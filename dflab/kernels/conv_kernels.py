@@ -22,6 +22,9 @@ buffer instead of a reduction over a 6-d strided view, and the max-pool gradient
 window's gradient to its first maximal tap (TF's CPU tie-break, row-major window order) with
 one masked slice-add per tap, never ``add.at`` or ``bincount``; on the host it works on blocks
 of images small enough for those passes to stay in cache, split among the intra-op threads.
+The common 2x2, stride-2 window has its own host path: two pairwise choices (left or right
+cell of each row, then upper or lower row) instead of four taps, most of it in long
+contiguous loops (``_route_2x2``).
 """
 
 from __future__ import annotations
@@ -442,6 +445,77 @@ def _route_to_max(win, x, g):
 _POOL_BLOCK_BYTES = 1 << 20
 
 
+def _pair_split(src, first, out_first, out_second, exact: bool) -> None:
+    """``out_first = src where first else 0`` and ``out_second`` the rest of ``src``. With
+    ``exact`` (``src`` finite) as a product and a difference, several times faster than
+    ``where``: ``g * 1 = g``, ``g - g = 0`` and ``g - 0 = g`` exactly."""
+    if exact:
+        np.multiply(src, first, out=out_first)
+        np.subtract(src, out_first, out=out_second)
+        return
+    zero = np.zeros((), dtype=src.dtype)
+    out_first[...] = np.where(first, src, zero)
+    out_second[...] = np.where(first, zero, src)
+
+
+def _first_of_pair(a0, a1, nan: bool, out) -> None:
+    """``out = a0 is the first maximum of (a0, a1)``: ties and NaNs (a NaN is a window's
+    maximum, as an argmax would pick it) go to ``a0``, a NaN ``a1`` beats a number ``a0``."""
+    np.greater_equal(a0, a1, out=out)
+    if nan:
+        out |= a0 != a0
+
+
+def _route_2x2(x, g, dx, exact: bool) -> None:
+    """``dx`` = the gradient of a 2x2, stride-2 max pool of ``x`` (N, 2*OH, 2*OW, C), NumPy,
+    for ``g`` (N, OH, OW, C): each window's gradient to its first maximum in row-major order.
+
+    Two pairwise stages instead of four taps: within each row, the left or the right cell of
+    each column pair; then, between the two rows' winners, the top or the bottom one. Choosing
+    the column first and then the row reproduces row-major order: (0,0) wins a tie with any
+    cell, (0,1) one with row 1, (1,0) one with (1,1). The second stage and the split of ``g``
+    between the rows run over whole rows (long contiguous loops); only the column stage and
+    the final split work pair by pair.
+    """
+    n, h, w, c = x.shape
+    oh, owc = h // 2, (w // 2) * c
+    a0, a1 = x[:, :, 0::2], x[:, :, 1::2]
+    col_max = np.maximum(a0, a1)  # (N, H, OW, C): each row's winner of each column pair
+    nan = x.dtype.kind == "f" and bool(np.isnan(col_max.max()))
+    left = np.empty(col_max.shape, dtype=bool)
+    _first_of_pair(a0, a1, nan, left)
+    rows = col_max.reshape(n, oh, 2, owc)
+    upper = np.empty((n, oh, owc), dtype=bool)
+    _first_of_pair(rows[:, :, 0], rows[:, :, 1], nan, upper)
+    g_rows = np.empty(col_max.shape, dtype=g.dtype)  # g moved to its window's winning row
+    g_split = g_rows.reshape(n, oh, 2, owc)
+    _pair_split(g.reshape(n, oh, owc), upper, g_split[:, :, 0], g_split[:, :, 1], exact)
+    _pair_split(g_rows, left, dx[:, :, 0::2], dx[:, :, 1::2], exact)
+
+
+def _max_pool_grad_2x2(win, x, g):
+    """Host MaxPoolGrad of a 2x2, stride-2 pool (any padding), in blocks of images that stay
+    in cache, the blocks split among the intra-op threads."""
+    n, h, w, _ = x.shape
+    padded = win.pad(x, _lowest(x.dtype))
+    core = (slice(None), slice(0, 2 * win.oh), slice(0, 2 * win.ow))
+    whole = padded.shape[1:3] == (2 * win.oh, 2 * win.ow) and padded is x
+    # VALID windows may leave the last row or column out: those cells get no gradient.
+    dxp = np.empty(x.shape, x.dtype) if whole else np.zeros(padded.shape, x.dtype)
+    xs, dxs = padded[core], dxp[core]
+    g = g.astype(x.dtype, copy=False)
+    exact = g.dtype.kind != "f" or bool(np.isfinite(g).all())
+    step = max(1, _POOL_BLOCK_BYTES // max(x[0].nbytes, 1))
+
+    def chunk(lo, hi):
+        for s in range(lo, hi, step):
+            e = min(s + step, hi)
+            _route_2x2(xs[s:e], g[s:e], dxs[s:e], exact)
+
+    intra_op.run_chunks(chunk, intra_op.chunks(np, n, float(x.size) * 16))
+    return dxp if whole else np.ascontiguousarray(win.crop(dxp, h, w))
+
+
 @kernel("MaxPoolGrad")
 def _max_pool_grad(node, ctx):
     fmt = node.attr["data_format"]
@@ -459,6 +533,8 @@ def _max_pool_grad(node, ctx):
         if xp is not np:
             dx = _route_to_max(win, x, g).astype(x.dtype)
             return _from_nhwc(xp.ascontiguousarray(dx), fmt)
+        if (win.kh, win.kw, win.sh, win.sw) == (2, 2, 2, 2):
+            return _from_nhwc(_max_pool_grad_2x2(win, x, g), fmt)
         dx = np.empty(x.shape, dtype=x.dtype)
         step = max(1, _POOL_BLOCK_BYTES // max(x[0].nbytes, 1))
 

@@ -87,12 +87,16 @@ def run_chunks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) 
 
 
 def matmul(a, b):
-    """``a @ b`` for 2-d NumPy arrays, its output rows split among the threads (each chunk
-    writes its rows of one output buffer)."""
+    """``a @ b`` for 2-d NumPy arrays, split among the threads along the output's longer side:
+    its rows, or its columns for a short, wide product (a dense layer's forward product and
+    input gradient at a small batch: split by rows, each chunk's GEMM got a few rows of ``a``
+    against all of ``b`` and ran slower than the whole product on one thread). Each chunk
+    writes its block of one output buffer."""
     if _threads == 1 or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         return np.matmul(a, b)  # nothing to split, or NumPy's own error for bad shapes
     (m, k), n = a.shape, b.shape[1]
-    bounds = chunks(np, m, float(m) * k * n)
+    by_rows = m >= n
+    bounds = chunks(np, m if by_rows else n, float(m) * k * n)
     if len(bounds) == 1:
         return np.matmul(a, b)
     out = np.empty((m, n), dtype=np.result_type(a, b))
@@ -100,5 +104,8 @@ def matmul(a, b):
     def rows(lo, hi):
         np.matmul(a[lo:hi], b, out=out[lo:hi])
 
-    run_chunks(rows, bounds)
+    def columns(lo, hi):
+        np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+
+    run_chunks(rows if by_rows else columns, bounds)
     return out

@@ -7,6 +7,14 @@ with ``write_variable``: installed on host devices (readers keep consistent snap
 into the variables' own buffers on a GPU (so a training step can be captured and replayed);
 sparse updates sum repeated indices, then write the touched
 rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
+
+On the host a big dense update runs block by block (each block's temporaries stay in cache:
+one pass over memory per input and per output) into output buffers recycled from the arrays
+the kernel's previous update displaced (``_Spares``), once nothing else holds them: a fresh
+multi-megabyte array is faulted in page by page on every step, and a value a reader still
+holds is never written to. The buffer a variable holds is never written on the host, so the
+resource forms copy a shared buffer (``unshare``) only before writes into it (sparse rows, a
+GPU's dense update).
 The formulas follow TF's ``training_ops`` kernels term by term, computed with the device's
 array namespace (``ctx.xp``), so slots live where their variable does.
 """
@@ -14,6 +22,8 @@ array namespace (``ctx.xp``), so slots live where their variable does.
 from __future__ import annotations
 
 import contextlib
+import sys
+import threading
 
 import numpy as np
 
@@ -116,6 +126,8 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         attrs = node.attr
         xp = ctx.xp
 
+        spares = _Spares(n_refs)
+
         def run(*args):
             refs, values = args[:n_refs], args[n_refs:]
             scalars = [values[p] for p in scalar_pos]
@@ -125,6 +137,9 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
                 arrays = [xp.asarray(r.read()) for r in refs]
                 if not sparse:
                     _check_dense(op_type, ref_names, arrays, grad)
+                    if xp is np and arrays[0].size >= _UPDATE_BLOCK:
+                        _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares)
+                        return refs[0]
                     new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
                     for r, a in zip(refs, new):
                         write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
@@ -150,23 +165,86 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         return run
 
     kernel(op_type)(factory)
-    kernel("Resource" + op_type)(_resource_form(factory, n_refs))
+    writes_rows = sparse and not dense_rows
+    kernel("Resource" + op_type)(_resource_form(factory, n_refs, writes_rows))
     return factory
 
 
-def _resource_form(factory, n_refs: int):
+class _Spares:
+    """Per kernel: the arrays its last host update displaced from the variable and its slots,
+    to be the next update's output buffers. One is reused only when nothing else refers to it
+    (no reader holds the old value; it is no longer installed, so no new reader can get it);
+    otherwise a fresh buffer is made. The cost: each cached plan that runs an update keeps
+    one displaced copy of the variable and its slots alive until its session closes."""
+
+    def __init__(self, n: int):
+        self._lock = threading.Lock()
+        self._bufs: list = [None] * n
+
+    def take(self, i: int, shape, dtype) -> np.ndarray:
+        with self._lock:
+            buf, self._bufs[i] = self._bufs[i], None
+        # References: ``buf`` and getrefcount's argument; a third is someone else's.
+        if (buf is None or sys.getrefcount(buf) > 2 or buf.shape != shape
+                or buf.dtype != dtype or not buf.flags.owndata or not buf.flags.c_contiguous):
+            return np.empty(shape, dtype)
+        buf.flags.writeable = True  # frozen while it was installed; it is ours again
+        return buf
+
+    def give(self, i: int, old) -> None:
+        if isinstance(old, np.ndarray):
+            with self._lock:
+                self._bufs[i] = old
+
+
+# Elements per block of the host's blocked dense updates: a block's temporaries stay in cache.
+_UPDATE_BLOCK = 1 << 15
+
+
+def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spares) -> None:
+    """``update`` applied block by block into recycled buffers, which are then installed.
+    The rules are elementwise, so the blocks give the whole-array update's bits. A rule with
+    an ``_INTO`` form writes each block straight into the outputs with ``out=`` steps and two
+    block-sized scratch arrays; any other rule's block results are copied there."""
+    var = arrays[0]
+    outs = [spares.take(i, var.shape, var.dtype) for i in range(len(arrays))]
+    flat_in = [a.reshape(-1) for a in arrays]  # a copy only for a non-contiguous buffer
+    flat_out = [o.reshape(-1) for o in outs]
+    g = np.asarray(grad).reshape(-1)
+    into = _INTO.get(update)
+    if into is not None and not into.accepts(attrs, flat_in, g):
+        into = None
+    scratch = [np.empty(_UPDATE_BLOCK, var.dtype) for _ in range(2)] if into else None
+    for lo in range(0, var.size, _UPDATE_BLOCK):
+        hi = min(lo + _UPDATE_BLOCK, var.size)
+        blocks_in = [a[lo:hi] for a in flat_in]
+        if into is not None:
+            into.fn(blocks_in, scalars, g[lo:hi], [o[lo:hi] for o in flat_out],
+                    [t[:hi - lo] for t in scratch])
+            continue
+        new = update(np, attrs, blocks_in, scalars, g[lo:hi])
+        for o, a in zip(flat_out, new):
+            o[lo:hi] = a
+    for i, (r, o) in enumerate(zip(refs, outs)):
+        write_variable(np, r, o)
+        spares.give(i, arrays[i])
+
+
+def _resource_form(factory, n_refs: int, writes_rows: bool):
     """The kernel of ``Resource<Op>``: the same update on the states the handles name; it
-    outputs nothing. Updates may write in place (sparse rows everywhere, whole buffers on a
-    GPU), so a buffer a reader still holds is copied first (a resource read promises a
-    value)."""
+    outputs nothing. Sparse updates write rows in place, and a GPU's dense updates whole
+    buffers, so there a buffer a reader still holds is copied first (a resource read promises
+    a value); a host's dense update installs other buffers and needs no copy."""
 
     def resource_factory(node, ctx):
         run = factory(node, ctx)
         xp = ctx.xp
+        in_place = writes_rows or xp is not np
 
         def resource_run(*args):
-            for state in args[:n_refs]:
-                unshare(state, xp)
+            if in_place:
+                for state in args[:n_refs]:
+                    unshare(state, xp)
             run(*args)
 
         return resource_run
@@ -221,46 +299,10 @@ def _adam_alpha(xp, var, beta1_power, beta2_power, lr):
     return lr * xp.sqrt(one - beta2_power) / (one - beta1_power)
 
 
-# Elements per block of the host's blocked Adam update: its two scratch blocks stay in cache.
-_ADAM_BLOCK = 1 << 15
-
-
-def _adam_blocked(var, m, v, grad, alpha, b1c, b2c, epsilon):
-    """ApplyAdam's update for big NumPy float arrays, the same operations in the same order as
-    ``_adam`` (so the same bits), block by block: three fresh output buffers and two small
-    scratch blocks instead of four full-size buffers, each pass over a block in cache."""
-    shape, dt = var.shape, var.dtype
-    var_f, m_f, v_f, g_f = (np.ascontiguousarray(a).reshape(-1) for a in (var, m, v, grad))
-    m_new, v_new, var_new = (np.empty_like(var_f) for _ in range(3))
-    s1, s2 = np.empty(_ADAM_BLOCK, dt), np.empty(_ADAM_BLOCK, dt)
-    for lo in range(0, var_f.size, _ADAM_BLOCK):
-        hi = min(lo + _ADAM_BLOCK, var_f.size)
-        g, m0, v0 = g_f[lo:hi], m_f[lo:hi], v_f[lo:hi]
-        mo, vo, denom, step = m_new[lo:hi], v_new[lo:hi], s1[:hi - lo], s2[:hi - lo]
-        np.subtract(g, m0, out=mo)
-        mo *= b1c
-        mo += m0
-        np.multiply(g, g, out=vo)
-        vo -= v0
-        vo *= b2c
-        vo += v0
-        np.sqrt(vo, out=denom)
-        denom += epsilon
-        np.multiply(mo, alpha, out=step)
-        step /= denom
-        np.subtract(var_f[lo:hi], step, out=var_new[lo:hi])
-    return [var_new.reshape(shape), m_new.reshape(shape), v_new.reshape(shape)]
-
-
 def _adam(xp, attrs, slots, scalars, grad):
     (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = slots, scalars
     one = xp.ones((), dtype=var.dtype)
     alpha = _adam_alpha(xp, var, beta1_power, beta2_power, lr)
-    if (xp is np and not attrs.get("use_nesterov", False) and var.dtype.kind == "f"
-            and var.size >= 2 * _ADAM_BLOCK
-            and all(getattr(a, "dtype", None) == var.dtype for a in (m, v, grad))
-            and all(np.shape(a) == var.shape for a in (m, v, grad))):
-        return _adam_blocked(var, m, v, grad, alpha, one - beta1, one - beta2, epsilon)
     # TF's expressions, operation by operation, but folded into a few fresh buffers with
     # in-place steps: a big variable's update was a dozen full-size temporaries.
     m_new = grad - m
@@ -282,6 +324,50 @@ def _adam(xp, attrs, slots, scalars, grad):
     return [var - step, m_new, v_new]  # a 0-d variable: NumPy computes scalars, no buffers
 
 
+def _adam_into(blocks, scalars, grad, outs, scratch) -> None:
+    """``_adam`` (without Nesterov) on one block, the same operations in the same order (so
+    the same bits), written into ``outs``."""
+    (var, m, v), (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = blocks, scalars
+    one = np.ones((), dtype=var.dtype)
+    alpha = _adam_alpha(np, var, beta1_power, beta2_power, lr)
+    var_new, m_new, v_new = outs
+    denom, step = scratch
+    np.subtract(grad, m, out=m_new)
+    m_new *= one - beta1
+    m_new += m
+    np.multiply(grad, grad, out=v_new)
+    v_new -= v
+    v_new *= one - beta2
+    v_new += v
+    np.sqrt(v_new, out=denom)
+    denom += epsilon
+    np.multiply(m_new, alpha, out=step)
+    step /= denom
+    np.subtract(var, step, out=var_new)
+
+
+def _gradient_descent_into(blocks, scalars, grad, outs, scratch) -> None:
+    """``_gradient_descent`` on one block, written into ``outs``."""
+    (var,), (alpha,), (var_new,) = blocks, scalars, outs
+    step = scratch[0]
+    np.multiply(grad, alpha, out=step, dtype=var.dtype)
+    np.subtract(var, step, out=var_new)
+
+
+class _Into:
+    """A rule's block-into-outputs form, and when it applies (``accepts(attrs, arrays,
+    grad)``: the same dtype throughout, so that ``out=`` steps round as the rule does)."""
+
+    def __init__(self, fn, extra=None):
+        self.fn = fn
+        self.extra = extra
+
+    def accepts(self, attrs, arrays, grad) -> bool:
+        same = all(a.dtype == arrays[0].dtype for a in arrays) and grad.dtype == arrays[0].dtype
+        return same and arrays[0].dtype.kind == "f" and (self.extra is None
+                                                         or self.extra(attrs))
+
+
 def _sparse_adam(xp, attrs, slots, scalars, rows, grad):
     """TF1 ``AdamOptimizer._apply_sparse_shared``: m and v decay everywhere, the (deduplicated)
     gradient terms are scattered into their rows, and the whole variable moves."""
@@ -294,6 +380,11 @@ def _sparse_adam(xp, attrs, slots, scalars, rows, grad):
     v[rows] += (grad * grad) * (one - beta2)
     return [var - alpha * m / (xp.sqrt(v) + epsilon), m, v]
 
+
+_INTO = {
+    _adam: _Into(_adam_into, lambda attrs: not attrs.get("use_nesterov", False)),
+    _gradient_descent: _Into(_gradient_descent_into),
+}
 
 _training_kernel("ApplyGradientDescent", _gradient_descent)
 _training_kernel("ApplyMomentum", _momentum)

@@ -48,6 +48,24 @@ def test_split_matmul_equals_numpy(three_threads):
         intra_op.matmul(a, a)
 
 
+@pytest.mark.parametrize("shape", [(7, 50, 301), (301, 50, 7), (20, 30, 20)])
+@pytest.mark.parametrize("order", ["plain", "transposed_a", "transposed_b"])
+def test_split_matmul_by_rows_or_columns_equals_the_product(three_threads, shape, order):
+    # a short, wide product is split by columns, a tall one by rows (BLAS blocks the pieces
+    # differently from the whole, so the last bits may differ)
+    m, k, n = shape
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    if order == "transposed_a":
+        a = a.T.copy().T
+    elif order == "transposed_b":
+        b = b.T.copy().T
+    got = intra_op.matmul(a, b)
+    assert got.shape == (m, n) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
 def _conv_net_values():
     """Forward and both gradients of a conv layer big enough to be split over its batch."""
     rng = np.random.default_rng(1)

@@ -1015,3 +1015,27 @@ def test_non_broadcastable_shapes_raise_value_error(pair):
             x + y
         with pytest.raises(ValueError):
             tf.multiply(y, x)
+
+
+@pytest.mark.parametrize("axes", [[0, 1, 2], [1, 2, 3], [1, 2], [0, 3], [0, 2], [-1], [0, 1, 2, 3]])
+@pytest.mark.parametrize("keep_dims", [False, True])
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_max", "reduce_prod", "reduce_any"])
+def test_reductions_over_merged_adjacent_axes(axes, keep_dims, op):
+    # a C-contiguous input's adjacent reduced (and kept) axes are merged before reducing (a
+    # bias gradient sums a (N, H, W, C) array as an (N*H*W, C) one): same values and shapes
+    rng = np.random.default_rng(len(axes))
+    x = rng.uniform(0.5, 1.5, (3, 4, 5, 2)).astype(np.float32)
+    if op == "reduce_any":
+        x = x > 1.2
+    ref = {"reduce_sum": np.sum, "reduce_max": np.max, "reduce_prod": np.prod,
+           "reduce_any": np.any}[op]
+    want = ref(x.astype(np.float64) if x.dtype != bool else x, axis=tuple(axes),
+               keepdims=keep_dims)
+    got, _ = evaluate(lambda a: getattr(tf, op)(a, axes, keepdims=keep_dims), x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    # a non-contiguous input (a transposed view) takes NumPy's own path: the same values
+    xt = np.ascontiguousarray(np.swapaxes(x, 0, 3))
+    got_t, _ = evaluate(
+        lambda a: getattr(tf, op)(tf.transpose(a, [3, 1, 2, 0]), axes, keepdims=keep_dims), xt)
+    np.testing.assert_allclose(got_t, want, rtol=1e-5)
