@@ -828,7 +828,7 @@ class RayClusterWorker(Worker):
         tasks closed, in task order, once every step admitted there has finished."""
         holder, closed = self._holder(), []
         try:
-            for name in tasks_of_devices(devices, self.target_task):
+            for name in tasks_of_devices(devices, self.target_task, self.devices):
                 task = self._task(name)
                 try:
                     info = ray.get(task.actor.gate_close.remote(holder, timeout,

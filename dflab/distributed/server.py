@@ -390,7 +390,7 @@ class ClusterWorker(Worker):
         closed, in task order, once every step admitted there has finished."""
         holder, closed = self._holder(), []
         try:
-            for task in tasks_of_devices(devices, self._target_task):
+            for task in tasks_of_devices(devices, self._target_task, self.devices):
                 gate = self._gate(task)
                 gate.close(holder, timeout)
                 closed.append(gate)

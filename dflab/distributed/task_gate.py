@@ -31,6 +31,7 @@ import weakref
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.registry import get_op_def
+from dflab.runtime.devices import spec_matches
 
 
 class TaskGate:
@@ -163,9 +164,20 @@ def writing_tasks(spec, default: str = "") -> frozenset:
                      for n in spec.graph_def.node if _writes(n.op))
 
 
-def tasks_of_devices(devices, default: str) -> list[str]:
-    """The tasks of ``devices`` in the order gates are closed (sorted: every closer agrees)."""
-    return sorted({task_of(d, default) for d in devices})
+def tasks_of_devices(devices, default: str, device_set=None) -> list[str]:
+    """The tasks of ``devices`` in the order gates are closed (sorted: every closer agrees).
+    A partial name (``/job:ps``) stands for every task of ``device_set`` it matches."""
+    tasks = set()
+    for name in devices:
+        spec = DeviceSpec.from_string(name) if name else None
+        if spec is None:
+            tasks.add(default)
+        elif spec.task is not None or device_set is None:
+            tasks.add(task_of(name, default) if spec.job else default)
+        else:
+            tasks.update(task_of(d.name, default) for d in device_set
+                         if spec_matches(spec, d.spec))
+    return sorted(tasks)
 
 
 # --- in-process: one gate per task worker ----------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 
 import dflab as tf
 from dflab.distributed.task_gate import TaskGate, admit_local, tasks_of_devices
+from dflab.framework.device_spec import DeviceSpec
 
 PS0 = "/job:ps/replica:0/task:0"
 
@@ -78,3 +79,14 @@ def test_gates_close_in_task_order():
     assert tasks_of_devices(devices, "/job:worker/replica:0/task:0") == [
         "/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1",
         "/job:worker/replica:0/task:0"]
+
+
+def test_a_partial_device_name_stands_for_every_task_it_matches():
+    class Dev:
+        def __init__(self, name):
+            self.name, self.spec = name, DeviceSpec.from_string(name)
+
+    devices = [Dev(f"/job:{j}/replica:0/task:{i}/device:CPU:0")
+               for j, i in [("ps", 0), ("ps", 1), ("worker", 0)]]
+    assert tasks_of_devices(["/job:ps"], "/job:worker/replica:0/task:0", devices) == [
+        "/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
