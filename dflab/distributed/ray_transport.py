@@ -21,6 +21,10 @@ dflab adds only the dataflow protocol on top, TF's worker service as actor metho
   on every task at once and aborted on all at its first error. A task that died, restarted
   (``max_restarts``: Ray brings it back empty) or does not answer within the step's timeout
   fails the step with ``UnavailableError``/``AbortedError`` naming it.
+* Each task keeps a step gate (``dflab.distributed.task_gate``): a step that changes variables
+  on several tasks is admitted by all of them first (one round of ``gate_try_enter`` calls), on
+  one task inside its ``run_step``; a save closes the gates of its variables' tasks
+  (``gate_close``), so checkpoints are one snapshot across ps tasks.
 
 Two ways to start a cluster: ``tf.train.Server(cluster, job_name=…, task_index=…,
 protocol="ray")`` in one OS process per task (TF's way; ``RAY_ADDRESS`` or an earlier
@@ -30,6 +34,7 @@ starts every task as an actor and runs ``main(task)`` on each worker task.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
@@ -43,6 +48,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from dflab.distributed.cluster import ClusterSpec
+from dflab.distributed.task_gate import TaskGate, tasks_of_devices, writing_tasks
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.rendezvous import parse_key
@@ -68,6 +74,10 @@ START_TIMEOUT_S = 120.0
 STEP_ID_BASE = (secrets.randbits(30) + 1) << 32
 # A task's actor is gone (dead) or, for now, unreachable (restarting).
 TASK_GONE = (RayActorError, ActorUnavailableError)
+# How a task's ``run_step`` treats its step gate: not at all (the step changes no variable
+# there, or it is the gate holder's own), count out a step admitted beforehand, or admit it
+# itself (the only task the step changes).
+GATE_NONE, GATE_ADMITTED, GATE_ENTER = 0, 1, 2
 
 
 def actor_name(job: str, index: int) -> str:
@@ -200,6 +210,7 @@ class TaskServer:
         self.incarnation = secrets.randbits(63) or 1
         self.config = config if config is not None else ConfigProto()
         self.worker = TaskWorker(self.config, self)
+        self.gate = TaskGate(self.task)
         self._peers: dict = {}
         self._peers_lock = threading.Lock()
         self._dead = DEAD
@@ -223,14 +234,27 @@ class TaskServer:
             self.worker.deregister_partition(h)
 
     def run_step(self, step_id: int, handles, feeds: dict, timeout, trace: bool,
-                 incarnation: int, finished=()):
+                 incarnation: int, finished=(), gate: int = GATE_NONE, holder: str = ""):
         """Run this task's partitions of one step; ``feeds``: the step's fed values these
         partitions take, by position. Returns ``(fetched values per partition, error info or
         None, device step stats or None, transfers)``. ``finished``: earlier steps whose
-        rendezvous can go."""
+        rendezvous can go; ``gate``: ``GATE_*``, ``holder`` the client asking."""
         for old in finished:
             self.worker.drop_rendezvous(old)
         self._check_incarnation(incarnation)
+        counted = gate == GATE_ADMITTED
+        if gate == GATE_ENTER:
+            try:
+                counted = self.gate.enter(holder, timeout)
+            except errors.OpError as e:
+                return None, _error_info(e), None, []
+        try:
+            return self._run_step(step_id, handles, feeds, timeout, trace)
+        finally:
+            if counted:
+                self.gate.exit()
+
+    def _run_step(self, step_id, handles, feeds, timeout, trace):
         tracer = None
         if trace:
             from dflab.runtime.tracing import StepTracer
@@ -283,6 +307,29 @@ class TaskServer:
 
     def cleanup_step(self, step_id: int) -> None:
         self.worker.drop_rendezvous(step_id)
+
+    # --- the step gate (dflab.distributed.task_gate) -----------------------------------------
+    def gate_try_enter(self, holder: str, incarnation: int):
+        self._check_incarnation(incarnation)
+        return self.gate.try_enter(holder)
+
+    def gate_exit(self) -> None:
+        self.gate.exit()
+
+    def gate_wait_open(self, timeout) -> bool:
+        return self.gate.wait_open(timeout)
+
+    def gate_close(self, holder: str, timeout, incarnation: int):
+        """Close the gate for ``holder`` once its steps drained: error info or None."""
+        try:
+            self._check_incarnation(incarnation)
+            self.gate.close(holder, timeout)
+        except errors.OpError as e:
+            return _error_info(e)
+        return None
+
+    def gate_open(self, holder: str) -> None:
+        self.gate.open(holder)
 
     def reset(self) -> None:
         self.worker.devices.close()
@@ -538,10 +585,11 @@ class RemoteDevice(Device):
 class RemotePartition:
     """A partition registered with a task's actor: what the master keeps to run it."""
 
-    __slots__ = ("task", "handle", "device", "feed_index", "nodes", "executor_plan")
+    __slots__ = ("task", "handle", "device", "feed_index", "nodes", "executor_plan", "writes")
 
     def __init__(self, task: str, handle: int, spec: PartitionSpec):
         self.task = task
+        self.writes = bool(writing_tasks(spec, task))  # it changes a variable of its task
         self.handle = handle
         self.device = spec.device
         self.feed_index = tuple(spec.feed_index)
@@ -597,6 +645,7 @@ class RayClusterWorker(Worker):
         self._tasks = tasks  # task name -> TaskHandle, the target's first
         self.target_task = target_task
         self._origins: dict = {}
+        self._token = uuid.uuid4().hex  # names this session as a holder of task gates
 
     # --- registering ---------------------------------------------------------------------
     def register_partition(self, spec: PartitionSpec, origins=None):
@@ -648,6 +697,12 @@ class RayClusterWorker(Worker):
         for i, part in enumerate(parts):
             by_task.setdefault(part.task, []).append(i)
         trace = observer is not None
+        writing = sorted({p.task for p in parts if getattr(p, "writes", False)})
+        holder = self._holder()
+        if len(writing) > 1:
+            gates = self._admit(writing, holder, timeout)
+        else:
+            gates = dict.fromkeys(writing, GATE_ENTER)
         refs = {}
         for task_name_, indices in by_task.items():
             task = self._task(task_name_)
@@ -655,7 +710,8 @@ class RayClusterWorker(Worker):
             finished, task.finished = task.finished, []
             refs[task.actor.run_step.remote(
                 step_id, [parts[i].handle for i in indices], feeds, timeout, trace,
-                task.incarnation, finished)] = (task, indices)
+                task.incarnation, finished, gates.get(task_name_, GATE_NONE),
+                holder)] = (task, indices)
         results = [None] * len(parts)
         try:
             self._collect(step, refs, results, timeout, observer)
@@ -724,6 +780,71 @@ class RayClusterWorker(Worker):
                 None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step "
                 f"to finish on {names}")
         self._fail(step, error, {t.task: (t, ()) for t in self._tasks.values()})
+
+    # --- consistent checkpoints (dflab.distributed.task_gate) -------------------------------
+    def _holder(self) -> str:
+        return f"{self._token}/{threading.get_ident()}"
+
+    def _admit(self, tasks: list, holder: str, timeout) -> dict:
+        """Admit a step on every task of ``tasks`` at once (retried after a refusing task
+        opens); returns task -> ``GATE_ADMITTED`` for those that counted it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        handles = [self._task(t) for t in tasks]
+        while True:
+            refs = [h.actor.gate_try_enter.remote(holder, h.incarnation) for h in handles]
+            answers, failure = [], None
+            for h, ref in zip(handles, refs):
+                try:
+                    answers.append(ray.get(ref))
+                except TASK_GONE as e:
+                    answers.append(None)
+                    failure = failure or _unavailable(h.task, _why(e))
+                except RayTaskError as e:
+                    answers.append(None)
+                    failure = failure or self._task_error(h, e)
+            counted = [h for h, a in zip(handles, answers) if a]
+            refused = next((h for h, a in zip(handles, answers) if a is False), None)
+            if failure is None and refused is None:
+                return {h.task: GATE_ADMITTED for h in counted}
+            for h in counted:
+                h.actor.gate_exit.remote()
+            if failure is not None:
+                raise failure
+            left = None if deadline is None else deadline - time.monotonic()
+            opened = left is None or left > 0
+            if opened:
+                try:
+                    opened = ray.get(refused.actor.gate_wait_open.remote(left))
+                except TASK_GONE as e:
+                    raise _unavailable(refused.task, _why(e)) from None
+            if not opened:
+                raise errors.DeadlineExceededError(
+                    None, None, f"On task {refused.task}, a step waited for a checkpoint "
+                    f"longer than its timeout of {timeout * 1000:.0f} ms")
+
+    @contextlib.contextmanager
+    def consistent_snapshot(self, devices, timeout: float | None = None):
+        """Held around a save or restore of variables on ``devices``: the step gates of their
+        tasks closed, in task order, once every step admitted there has finished."""
+        holder, closed = self._holder(), []
+        try:
+            for name in tasks_of_devices(devices, self.target_task, self.devices):
+                task = self._task(name)
+                try:
+                    info = ray.get(task.actor.gate_close.remote(holder, timeout,
+                                                                task.incarnation))
+                except TASK_GONE as e:
+                    raise _unavailable(task.task, _why(e)) from None
+                except RayTaskError as e:
+                    raise self._task_error(task, e) from None
+                if info is not None:
+                    raise _error_from_info(info)
+                closed.append(task)
+            yield
+        finally:
+            for task in reversed(closed):
+                with contextlib.suppress(GetTimeoutError, *TASK_GONE):
+                    ray.get(task.actor.gate_open.remote(holder), timeout=PING_TIMEOUT_S)
 
     def start_step(self, parts, feed_values, step_id, observer=None):
         raise errors.UnimplementedError(

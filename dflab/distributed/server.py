@@ -17,6 +17,7 @@ servers only end with their process) frees it and drops the task's state.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -24,6 +25,7 @@ import time
 
 from dflab.distributed.cluster import ClusterDef, ClusterSpec
 from dflab.distributed.network import delay_line, network_at, network_key
+from dflab.distributed.task_gate import admit_local, gate_of, tasks_of_devices, writing_tasks
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.rendezvous import parse_key
@@ -300,6 +302,9 @@ class ClusterWorker(Worker):
         self._network_key = network_key(cluster) if cluster is not None else None
         self._task_of_device: dict = {}  # device name -> (task name, its worker)
         self._registered: list = []  # (task worker, handle): deregistered when the session ends
+        # Partition -> the tasks whose variables it changes (admitted through their gates).
+        self._writes: dict = {}
+        self._target_task = next(iter(task_workers))
 
     def _check_tasks(self, parts) -> None:
         """A step may run only while every task it uses serves: a stopped (or restarted)
@@ -319,11 +324,14 @@ class ClusterWorker(Worker):
 
     def run_partition(self, part, feed_values, step_id, timeout=None, observer=None):
         self._check_tasks([part])
-        return super().run_partition(part, feed_values, step_id, timeout, observer)
+        with self._admitted([part], timeout):
+            return super().run_partition(part, feed_values, step_id, timeout, observer)
 
     def run_step(self, parts, feed_values, step_id, timeout=None, observer=None, main=0):
         self._check_tasks(parts)
-        group, execs = super().run_step(parts, feed_values, step_id, timeout, observer, main)
+        with self._admitted(parts, timeout):
+            group, execs = super().run_step(parts, feed_values, step_id, timeout, observer,
+                                            main)
         transfers = getattr(group.rendezvous, "transfers", None)
         if transfers and observer is not None and hasattr(observer, "add_transfers"):
             observer.add_transfers(transfers)
@@ -338,13 +346,58 @@ class ClusterWorker(Worker):
         return ClusterRendezvous(step_id, self._copy, network)
 
     def register_partition(self, spec, origins=None):
+        writes = writing_tasks(spec, self._target_task)
         if not spec.device:  # one partition over several devices: kernels bound per node here
-            return super().register_partition(spec, origins)
-        d = DeviceSpec.from_string(spec.device)
-        worker = self._task_workers[task_name(d.job, d.task)]
-        part = worker.register_partition(spec, origins)
-        self._registered.append((worker, part.handle))
+            part = super().register_partition(spec, origins)
+        else:
+            d = DeviceSpec.from_string(spec.device)
+            worker = self._task_workers[task_name(d.job, d.task)]
+            part = worker.register_partition(spec, origins)
+            self._registered.append((worker, part.handle))
+        if writes:
+            self._writes[part] = writes
         return part
+
+    # --- consistent checkpoints (dflab.distributed.task_gate) -------------------------------
+    def _holder(self) -> str:
+        return f"{id(self)}/{threading.get_ident()}"
+
+    def _gate(self, task: str):
+        worker = self._task_workers.get(task)
+        if worker is None:
+            raise errors.UnavailableError(None, None, f"Task {task} is not running")
+        return gate_of(worker, task)
+
+    @contextlib.contextmanager
+    def _admitted(self, parts, timeout):
+        """Held around a step: admitted by the gate of every task whose variables it changes."""
+        tasks = set()
+        for part in parts:
+            tasks |= self._writes.get(part, frozenset())
+        if not tasks:
+            yield
+            return
+        counted = admit_local([self._gate(t) for t in sorted(tasks)], self._holder(), timeout)
+        try:
+            yield
+        finally:
+            for gate in counted:
+                gate.exit()
+
+    @contextlib.contextmanager
+    def consistent_snapshot(self, devices, timeout: float | None = None):
+        """Held around a save or restore of variables on ``devices``: the gates of their tasks
+        closed, in task order, once every step admitted there has finished."""
+        holder, closed = self._holder(), []
+        try:
+            for task in tasks_of_devices(devices, self._target_task, self.devices):
+                gate = self._gate(task)
+                gate.close(holder, timeout)
+                closed.append(gate)
+            yield
+        finally:
+            for gate in reversed(closed):
+                gate.open(holder)
 
     def close(self) -> None:
         for worker, handle in self._registered:

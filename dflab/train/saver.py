@@ -19,6 +19,11 @@ the state file naming complete checkpoints only.
 each save and restore, so a checkpoint reflects one point between variable-changing steps even
 while other threads train; a ``global_step`` tensor passed to ``save`` is read inside the gate,
 so the file name matches the saved step.
+
+On a cluster, every save and restore is also one snapshot across tasks: the session's worker
+(``consistent_snapshot``, ``dflab.distributed.task_gate``) closes the step gates of the tasks
+holding the saved variables, so no step of any client is half applied in the checkpoint (some
+ps tasks after a step, others before it).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from dflab.kernels import io_kernels
 from dflab.ops import array_ops, control_flow_ops, io_ops, state_ops
 from dflab.ops import variables as _variables
 from dflab.train import checkpoint_utils, meta_graph
-from dflab.train.step_gate import step_gate
+from dflab.train.step_gate import raw_session, step_gate
 
 logger = logging.getLogger("dflab.train")
 
@@ -195,6 +200,13 @@ def _io_device(device: str) -> str:
     if spec.device_type in (None, "CPU"):
         return spec.to_string()
     return spec.replace(device_type="CPU", device_index=0).to_string()
+
+
+def _op_timeout(sess) -> float | None:
+    """The session's ``operation_timeout_in_ms`` in seconds (None: no limit)."""
+    config = getattr(raw_session(sess), "_config", None)
+    ms = getattr(config, "operation_timeout_in_ms", 0) or 0
+    return ms / 1000.0 if ms else None
 
 
 def _remove_stale_temp_files(save_dir: str) -> None:
@@ -428,8 +440,34 @@ class Saver:
         return assigns
 
     # --- saving ------------------------------------------------------------------------------
+    @contextlib.contextmanager
     def _gate(self, sess):
-        return step_gate(sess).exclusive() if self._consistent else contextlib.nullcontext()
+        """The session's own gate (``consistent``), then, on a cluster, the gates of the tasks
+        holding the variables (always: other clients' steps would be cut in half)."""
+        with contextlib.ExitStack() as stack:
+            if self._consistent:
+                stack.enter_context(step_gate(sess).exclusive())
+            worker = getattr(raw_session(sess), "worker", None)
+            snapshot = getattr(worker, "consistent_snapshot", None)
+            if snapshot is not None:
+                stack.enter_context(snapshot(self._variable_devices(), _op_timeout(sess)))
+            yield
+
+    def _variable_devices(self) -> list[str]:
+        """Where the saved variables live (from the restore op when built from a def)."""
+        names = getattr(self, "_names", None)
+        if names is not None:
+            return sorted({shard.device for v in names.values()
+                           for shard in (v.shards if isinstance(v, _SlicedVariable) else [v])})
+        found, todo = set(), [self._graph.get_operation_by_name(
+            self.saver_def.restore_op_name)]
+        while todo:
+            op = todo.pop()
+            if op.type == "NoOp":
+                todo += op.control_inputs
+            else:
+                found.add(op.device)
+        return sorted(found)
 
     def save(self, sess, save_path, global_step=None, latest_filename=None,
              meta_graph_suffix="meta", write_meta_graph=True, write_state=True,
