@@ -25,6 +25,7 @@ staler parameters; sync: fewer, better updates), which the table shows.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -211,7 +212,11 @@ class _AllDone:
 
 def start_ray(result: h.Result, tries: int = 4):
     """A local Ray instance (2 CPUs, no dashboard), or None, said in the result's notes, when
-    Ray is not installed or does not start (a loaded machine can time its start-up out)."""
+    Ray is not installed or does not start (a loaded machine can time its start-up out), or
+    when ``$DFLAB_BENCH_NO_RAY`` is set (the in-process columns alone, in minutes)."""
+    if os.environ.get("DFLAB_BENCH_NO_RAY"):
+        result.notes.append("Ray skipped ($DFLAB_BENCH_NO_RAY): in-process transport only")
+        return None
     try:
         import ray
     except ImportError:
