@@ -18,7 +18,8 @@ the held-out loss of each snapshot is computed afterwards with NumPy, so measuri
 training almost nothing. Reported: the held-out loss after the same number of updates and
 after the same wall time, the time to come within 20% of the best final loss seen on the
 transport, and the final loss. Runs on the
-in-process cluster and on Ray (when installed), modes and transports alternated run by run.
+in-process cluster and on Ray (when installed and not left out with ``DFLAB_BENCH_NO_RAY=1``),
+modes and transports alternated run by run.
 No target: the paper's point is the trade-off (async: more updates a second, each from
 staler parameters; sync: fewer, better updates), which the table shows.
 """

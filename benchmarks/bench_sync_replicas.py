@@ -2,8 +2,9 @@
 
 Every configuration runs on an in-process cluster and on the Ray transport (every task a Ray
 actor of a local Ray instance; skipped when Ray is not installed), the two alternated run by
-run so that a busy neighbour on a shared machine slows both alike. Workers are threads of this
-process, each its own client graph (between-graph replication).
+run so that a busy neighbour on a shared machine slows both alike (``DFLAB_BENCH_NO_RAY=1``
+leaves Ray out). Workers are threads of this process, each its own client graph
+(between-graph replication).
 
 (a) The paper's null-model microbenchmark, scaled down: 1, 2 or 3 workers train with
 ``SyncReplicasOptimizer(m = n = workers)`` on a model whose gradient is free to compute, so a
