@@ -32,6 +32,7 @@ BENCHMARKS = [
     "bench_cluster.py",
     "bench_ray.py",
     "bench_sync_replicas.py",
+    "bench_convergence.py",
     "bench_frontend.py",
     "bench_import.py",
     "bench_models.py",

@@ -14,6 +14,7 @@ _EXPORTS = {
     "Stepper": "dflab.notebook.stepper",
     "Timeline": "dflab.notebook.timeline",
     "TrainingMonitor": "dflab.notebook.monitor",
+    "WorkerProgress": "dflab.notebook.worker_progress",
     "load_ipython_extension": "dflab.notebook.magics",
 }
 

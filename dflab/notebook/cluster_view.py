@@ -141,10 +141,15 @@ class ClusterView(widgets.VBox):
             self._html.value = cluster_html(tasks, self.activity)
         self._note.value = ""
 
-    def close(self) -> None:
+    def unwatch(self) -> None:
+        """Stop following the watched sessions' steps (their steps are no longer traced); the
+        view keeps showing what it has."""
         for handle in self._listeners:
             handle.remove()
         self._listeners.clear()
+
+    def close(self) -> None:
+        self.unwatch()
         super().close()
 
     def _repr_html_(self) -> str:

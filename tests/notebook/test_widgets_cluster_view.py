@@ -124,3 +124,17 @@ def test_the_stepper_and_timeline_work_on_a_step_spanning_tasks(servers):
         # Timeline lanes per device, labelled and ordered by task.
         labels = [lane["label"].split(" \u00b7 ")[0] for lane in view.data["lanes"]]
         assert {"ps/0/CPU:0", "worker/0/CPU:0", "worker/1/CPU:0"} <= set(labels)
+
+
+def test_unwatch_stops_counting_steps_but_keeps_the_view(servers):
+    w, out = _model()
+    with tf.Session(servers[1].target) as sess:
+        sess.run(w.initializer)
+        view = ClusterView(sess)
+        sess.run(out)
+        view.unwatch()
+        sess.run(out)
+        view.refresh()
+        assert view.activity[PS].steps == 1 and "1 steps" in view._html.value
+        assert not view._listeners and view._html.comm is not None  # still displayed
+        view.close()
