@@ -12,14 +12,12 @@ scope: its name goes into ``expanded``, a click on it opens it, a click on its c
 
 from __future__ import annotations
 
-import json
-
 import anywidget
 import traitlets as t
 
 from dflab.notebook import _assets
 from dflab.visualize import graph as _vgraph
-from dflab.visualize.mimebundle import GRAPH_MIME, graph_document
+from dflab.visualize.document import GRAPH_MIME, graph_document, jsonable
 
 # State of a collapsed scope from its members' states: the most "active" one wins, so a scope
 # with a ready op inside shows as ready; all done (or dead) shows as done.
@@ -42,11 +40,6 @@ def scope_state(member_states) -> str | None:
     if "done" in states or "dead" in states:
         return "running"  # partly executed: work in progress inside the scope
     return "pending"
-
-
-def jsonable(value):
-    """A copy of ``value`` that json can encode (anything unusual becomes its str)."""
-    return json.loads(json.dumps(value, default=str))
 
 
 def scopes_of_names(names) -> list[str]:

@@ -3,7 +3,9 @@
 * ``layout_graph`` (``graph.py``): graph -> DOT -> Graphviz layout -> SVG plus node metadata;
 * ``timeline_data`` / ``timeline_svg`` (``timeline.py``): a traced step as lanes, bars, arrows;
 * ``mimebundle`` (``mimebundle.py``): what ``_repr_mimebundle_`` of graphs, ops, tensors, run
-  metadata and placement reports returns.
+  metadata and placement reports returns;
+* ``graph_document`` (``document.py``): the graph document (``application/vnd.dflab.graph+json``)
+  that dflab's JupyterLab renderer draws without a kernel.
 
 Graphviz (through pygraphviz, the ``notebook`` extra) is imported only when a graph is laid out,
 so timelines draw without it. All graph text is escaped; the SVGs carry no scripts.

@@ -26,6 +26,7 @@ from dflab.visualize import model as _model
 from dflab.visualize import style as _style
 from dflab.visualize import svg as _svg
 from dflab.visualize import text as _text
+from dflab.visualize.document import GRAPH_MIME, SVG, TEXT, graph_document
 from dflab.visualize.looks import COLOR_MODES, Styler
 from dflab.visualize.quiet_stderr import first_call_without_fontconfig_warnings
 
@@ -66,8 +67,6 @@ class GraphLayout:
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """The SVG, plus the graph document that dflab's JupyterLab renderer draws with pan
         and zoom: a drawing too wide for the cell is then readable there, not cut off."""
-        from dflab.visualize.mimebundle import GRAPH_MIME, SVG, TEXT, graph_document
-
         bundle = {TEXT: repr(self), SVG: self._repr_svg_()}
         doc = graph_document(self.svg, self.nodes, title=repr(self), graph=self.graph) \
             if self.nodes else None

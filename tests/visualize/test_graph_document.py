@@ -15,12 +15,8 @@ from visualize_helpers import SVG_NS, groups_by_id, parse_svg
 import dflab as tf
 from dflab.runtime.placer import explain_placement
 from dflab.visualize import layout_graph, mimebundle
-from dflab.visualize.mimebundle import (
-    GRAPH_MIME,
-    MAX_LISTED_TENSORS,
-    graph_document,
-    neighbourhood,
-)
+from dflab.visualize.document import GRAPH_MIME, MAX_LISTED_TENSORS, graph_document
+from dflab.visualize.mimebundle import neighbourhood
 
 SVG, TEXT = "image/svg+xml", "text/plain"
 EVIL = "<img src=x onerror=alert(1)>"
@@ -120,8 +116,7 @@ def test_a_large_graph_stays_bounded_and_lists_few_inputs():
 
 def test_a_document_over_the_size_cap_is_left_out(monkeypatch):
     _graph()
-    # (dflab.visualize.mimebundle the attribute is the function; the module is in sys.modules)
-    monkeypatch.setattr(sys.modules["dflab.visualize.mimebundle"], "MAX_DOCUMENT_BYTES", 1000)
+    monkeypatch.setattr(sys.modules["dflab.visualize.document"], "MAX_DOCUMENT_BYTES", 1000)
     bundle = mimebundle(tf.get_default_graph())
     assert GRAPH_MIME not in bundle and bundle[SVG].startswith("<svg")
     assert graph_document("<svg/>", {"n0": {"name": "a" * 2000, "kind": "op"}}) is None

@@ -173,7 +173,7 @@ def test_a_static_layout_is_sized_for_a_notebook_cell():
 def test_a_static_layout_also_carries_the_graph_document_for_the_lab_renderer():
     # JupyterLab with dflab's renderer draws %%dflab's drawing with pan and zoom: a drawing too
     # wide for a cell stays readable there instead of being cut off.
-    from dflab.visualize.mimebundle import GRAPH_MIME, SVG
+    from dflab.visualize.document import GRAPH_MIME, SVG
 
     x = tf.placeholder(tf.float32, [None, 3], name="x")
     tf.reduce_sum(tf.square(x, name="sq"), name="total")

@@ -13,7 +13,8 @@ from visualize_helpers import SVG_NS, all_text, classes, groups_by_id, parse_svg
 import dflab as tf
 from dflab.runtime.placer import explain_placement
 from dflab.visualize import layout_graph, mimebundle
-from dflab.visualize.mimebundle import GRAPH_MIME, neighbourhood
+from dflab.visualize.document import GRAPH_MIME
+from dflab.visualize.mimebundle import neighbourhood
 
 SVG, TEXT, HTML = "image/svg+xml", "text/plain", "text/html"
 REPO = Path(__file__).resolve().parents[2]
