@@ -228,7 +228,7 @@ class Execution:
                 args.insert(0, frame_tag(frame, it.n))
             out = self._call(node, args)
         if obs is not None:
-            obs.node_end(self, node, frame, it.n, _as_outputs(out, node.n_out))
+            obs.node_end(self, node, frame, it.n, _observed(out, node.n_out, dead))
         return out, dead
 
     # --- propagation --------------------------------------------------------------------------
@@ -530,7 +530,8 @@ class Execution:
             i, frame, it = item
             node = self.plan.nodes[i]
             out = result[0] if self.plan.cf else result
-            obs.node_end(self, node, frame, it.n, _as_outputs(out, node.n_out))
+            dead = self.plan.cf and result[1]
+            obs.node_end(self, node, frame, it.n, _observed(out, node.n_out, dead))
         new = self._propagate(item, result)
         if self._pool is None:  # stepping: the caller runs what became ready
             self.ready.extend(new)
@@ -734,6 +735,13 @@ def frame_tag(frame, iteration: int) -> str:
         parts.append(f"{frame.name}:{iteration}")
         frame, iteration = frame.parent, frame.parent_iter
     return "/".join(reversed(parts))
+
+
+def _observed(out, n_out: int, dead: bool) -> tuple:
+    """The outputs an observer is shown: a dead node without outputs (an update on an untaken
+    branch, a loop's exiting iteration) shows one ``DEAD``, so it is not taken for one that ran."""
+    outs = _as_outputs(out, n_out)
+    return (DEAD,) if dead and not outs else outs
 
 
 def _as_outputs(out, n_out: int) -> tuple:

@@ -69,7 +69,7 @@ def test_back_restores_variables_and_step_re_executes_the_recorded_events():
         assert st.variables == [["v", "float32 1"]] and st.changed_variables == ["v"]
         assert st.message == "restored 1 variable (v) to their values before the step"
         assert by_name(st)["inc"] == "pending"
-        assert st.status.startswith(f"step 0 of {n}") and "rewound (3 recorded events" \
+        assert st.status.startswith(f"step 0 of {n}") and f"rewound ({n} recorded events" \
             in st.status
         replayed = [st.step() for _ in range(n)]
         assert [e.name for e in replayed] == [e.name for e in events]
