@@ -25,6 +25,7 @@ BENCHMARKS = [
     "bench_inter_op.py",
     "bench_memory.py",
     "bench_while_loop.py",
+    "bench_stepper_rewind.py",
     "bench_placement.py",
     "bench_partition.py",
     "bench_graph_layout.py",
