@@ -237,13 +237,18 @@ class Execution:
         i, frame, it = item
         node = self.plan.nodes[i]
         slots = it.slots
+        pending, uses = it.pending, self.uses
+        # An output no node reads and no fetch takes is not kept: a value held in a slot until
+        # the execution is dropped (a resource update's trailing read, say) would make the
+        # variable's next in-place write copy its whole buffer first.
         if node.n_out == 1:
-            slots[node.out_base] = out
+            if uses[node.out_base]:
+                slots[node.out_base] = out
         elif node.n_out:
             b = node.out_base
             for k, v in enumerate(out):
-                slots[b + k] = v
-        pending, uses = it.pending, self.uses
+                if uses[b + k]:
+                    slots[b + k] = v
         new = []
         with self.lock:
             self.done_flags[i] = True
@@ -327,8 +332,10 @@ class Execution:
         """Write ``outs`` into iteration ``it`` of ``frame``; count down node's successors."""
         slots = it.slots
         b = node.out_base
+        unread = self.uses if frame is self.root else None  # see _propagate_flat
         for k, v in enumerate(outs):
-            slots[b + k] = v
+            if unread is None or unread[b + k] or v is DEAD:
+                slots[b + k] = v
         nodes = self.plan.nodes
         pending = it.pending
         for j, slot, pos in node.edges:

@@ -80,6 +80,29 @@ def test_tensors_released_at_last_use():
         np.testing.assert_array_equal(ex2.fetch_values()[0], np.full(4, 5.0))
 
 
+@pytest.mark.parametrize("with_loop", [False, True])
+def test_an_output_nothing_reads_is_not_kept(with_loop):
+    # A resource update ends in a read only control edges consume: an execution that kept that
+    # value would hold the variable's buffer, and the next in-place update would copy it whole.
+    v = tf.Variable(np.zeros([1000, 8], np.float32), use_resource=True)
+    update = tf.scatter_add(v, [3], np.ones([1, 8], np.float32))
+    extra = [tf.while_loop(lambda i: i < 2, lambda i: i + 1, [0])] if with_loop else []
+    with tf.Session() as s:
+        s.run(v.initializer)
+        plan = _plan_for(s, [update.op] + extra)
+        drivers = ["step"] if with_loop else ["step", "inline"]
+        for driver in drivers:
+            ex = Execution(plan)
+            if driver == "step":
+                while ex.ready:
+                    ex.step()
+            else:
+                ex.run_inline()
+            held = [x for x in ex.slots if isinstance(x, np.ndarray) and x.shape == (1000, 8)]
+            assert held == [], driver
+        assert s.run(v)[3, 0] == len(drivers)  # each execution ran its update once
+
+
 def test_concurrent_clients_with_locking_are_exact():
     counter = tf.Variable(0, dtype=tf.int64, name="counter")
     other = tf.Variable(0.0, name="other")
