@@ -124,6 +124,10 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
     """Slices of ``params`` along ``axis`` at ``indices`` (out-of-range indices are an error)."""
     if axis is None:
         axis = 0
+    if hasattr(params, "sparse_read") and isinstance(axis, int) and axis == 0 and not batch_dims:
+        # A resource variable: only the gathered rows are read (ResourceGather on its handle),
+        # as in TF, so a lookup in a large embedding table never reads the table whole.
+        return params.sparse_read(indices, name=name or "Gather")
     params = _ops.convert_to_tensor(params)
     indices = _as_int_tensor(indices)
     if batch_dims:

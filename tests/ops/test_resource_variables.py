@@ -349,3 +349,26 @@ def _train_on_the_cluster(cluster, worker):
                  ("ReadVariableOp" in n or "ResourceApply" in n)]
     assert state_ops and all("/job:ps/" in where[n] for n in state_ops), where
     assert "/job:worker/" in where["mul"]
+
+
+def test_gather_on_a_resource_variable_reads_only_its_rows_as_tf_does():
+    # TF's gather on a resource variable is its sparse_read (ResourceGather on the handle): a
+    # lookup in a big table never reads the table whole, and its gradient stays sparse.
+    table = np.arange(30, dtype=np.float32).reshape(10, 3)
+    v = tf.Variable(table, use_resource=True)
+    rows = tf.gather(v, [4, 1, 4])
+    assert rows.op.type == "ResourceGather" and rows.op.name == "Gather"
+    assert rows.op.inputs[0] is v.handle
+    train = tf.train.GradientDescentOptimizer(1.0).minimize(tf.reduce_sum(rows))
+    update_types = {op.type for op in tf.get_default_graph().get_operations()
+                    if op.name.startswith("GradientDescent/")}
+    assert "ResourceScatterAdd" in update_types or "ResourceScatterSub" in update_types
+    with tf.Session() as s:
+        s.run(v.initializer)
+        np.testing.assert_array_equal(s.run(rows), table[[4, 1, 4]])
+        s.run(train)
+        expected = table.copy()
+        np.subtract.at(expected, [4, 1, 4], 1.0)
+        np.testing.assert_array_equal(s.run(v), expected)
+    ref = tf.Variable(table, use_resource=False)
+    assert tf.gather(ref, [0]).op.type == "GatherV2"  # a reference variable's value is gathered
