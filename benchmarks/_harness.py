@@ -17,6 +17,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,33 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 
 # --- timing -------------------------------------------------------------------------------------
+
+def run_workers(n: int, replica: Callable[[int], object], servers, *, timeout_s: float = 600,
+                on_failure: Callable[[], object] | None = None) -> None:
+    """Run ``replica(i)`` for each of ``n`` workers on its own thread, then stop ``servers``;
+    re-raise the first worker's failure (``on_failure`` lets the others stop waiting)."""
+    failures = []
+
+    def run(i):
+        try:
+            replica(i)
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            failures.append(e)
+            if on_failure is not None:
+                on_failure()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout_s)
+    finally:
+        for s in servers:
+            s.stop()
+    if failures:
+        raise failures[0]
+
 
 def _calibrate(fn: Callable[[], object], sample_s: float) -> int:
     """Calls per sample so that one sample lasts about ``sample_s`` seconds."""

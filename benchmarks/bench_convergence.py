@@ -169,26 +169,7 @@ def _train(transport, mode, steps, data) -> list:
     job = {"spec": spec, "servers": servers, "mode": mode, "steps": steps, "shards": shards,
            "barrier": threading.Barrier(WORKERS), "snapshots": [], "stop": threading.Event(),
            "done": _AllDone(WORKERS - 1, done)}
-    failures = []
-
-    def run(i):
-        try:
-            _replica(job, i)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            failures.append(e)
-            job["done"].set()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(WORKERS)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
-    finally:
-        for s in servers:
-            s.stop()
-    if failures:
-        raise failures[0]
+    h.run_workers(WORKERS, lambda i: _replica(job, i), servers, on_failure=job["done"].set)
     return [(t, int(v["step"]), heldout_loss(v, x_test, y_test)) for t, v in job["snapshots"]]
 
 

@@ -140,25 +140,7 @@ def _run(transport, n, m, kind, table_rows=0, delays=None, steps=STEPS_A) -> dic
     job = {"spec": spec, "servers": servers, "kind": kind, "rows": table_rows, "m": m, "n": n,
            "steps": steps, "delays": delays, "transport": transport, "updates": [],
            "gradients": {}, "barrier": threading.Barrier(n)}
-    failures = []
-
-    def run(i):
-        try:
-            _replica(job, i)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            failures.append(e)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
-    finally:
-        for s in servers:
-            s.stop()
-    if failures:
-        raise failures[0]
+    h.run_workers(n, lambda i: _replica(job, i), servers)
     gaps = np.diff([t for _, t in job["updates"]])
     return {"gaps": list(gaps[3:]) if len(gaps) > 6 else list(gaps),
             "gradients": sum(job["gradients"].values()), "updates": len(job["updates"])}
