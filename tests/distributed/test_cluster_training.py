@@ -1,7 +1,9 @@
 """Training patterns on a cluster, on both transports (in-process and Ray): sparse gradients
 aggregated across workers by a ``SparseConditionalAccumulator`` on the ps (exact means, stale
 gradients dropped), and in-graph replication (one client, a tower per worker task, averaged
-gradients) equal to the same model trained on one device."""
+gradients) equal to the same model trained on one device; between-graph replication: the device
+setter's placement, every asynchronous update applied, a partitioned variable saved and restored
+as one, and a variable on a missing ps task refused with a clear error."""
 
 import uuid
 
@@ -139,3 +141,87 @@ def test_in_graph_replication_averages_tower_gradients_like_one_device(targets):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-7)
     assert not np.allclose(want[0], 0.0)  # it trained
+
+
+# --- between-graph replication: placement, async updates, partitioned variables, bad input ---
+def _client_graph(k, name, partitioned=False):
+    """Worker ``k``'s own graph: ``name`` on the ps through the device setter, its increment."""
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(
+            ps_tasks=1, worker_device=f"/job:worker/task:{k}")):
+        if partitioned:
+            v = tf.get_variable(name, [6, 2], initializer=tf.zeros_initializer(),
+                                partitioner=tf.fixed_size_partitioner(2))
+            bump = tf.group(*[tf.assign_add(p, tf.ones_like(p)) for p in v])
+        else:
+            v = tf.get_variable(name, [], initializer=tf.zeros_initializer())
+            bump = tf.assign_add(v, 1.0)
+        ones = tf.ones([1]) * tf.cast(k, tf.float32)  # computed on the worker
+    return g, v, bump, ones
+
+
+def test_device_setter_places_state_on_the_ps_and_every_async_update_applies(targets):
+    import threading
+
+    name = f"counter_{uuid.uuid4().hex[:6]}"
+    clients = [_client_graph(k, name) for k in range(2)]
+    for k, (_, v, _, ones) in enumerate(clients):
+        assert v.device == "/job:ps/task:0" and ones.op.device == f"/job:worker/task:{k}"
+    sessions = [tf.Session(targets[k], graph=clients[k][0], config=CONFIG) for k in range(2)]
+    try:
+        sessions[0].run(clients[0][1].initializer)  # the chief initializes; both share it
+        errors = []
+
+        def train(k, steps=25):
+            try:
+                for _ in range(steps):
+                    sessions[k].run(clients[k][2])
+            except Exception as e:  # noqa: BLE001 - re-raised in the test's thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=train, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors and not any(t.is_alive() for t in threads)
+        # Asynchronous: nothing waits for the other worker, and no update is lost.
+        assert sessions[1].run(clients[1][1]) == 50.0
+    finally:
+        for s in sessions:
+            s.close()
+
+
+def test_a_partitioned_variable_on_the_ps_saves_and_restores_as_one_variable(
+        targets, tmp_path):
+    name = f"table_{uuid.uuid4().hex[:6]}"
+    g, v, bump, _ = _client_graph(0, name, partitioned=True)
+    with g.as_default():
+        saver = tf.train.Saver()
+        init = tf.global_variables_initializer()
+        full = tf.convert_to_tensor(v)
+    with tf.Session(targets[0], graph=g, config=CONFIG) as s:
+        s.run(init)
+        s.run(bump)
+        s.run(bump)
+        path = saver.save(s, str(tmp_path / "model"))
+        s.run(bump)
+        assert s.run(full)[0, 0] == 3.0
+        saver.restore(s, path)
+        np.testing.assert_array_equal(s.run(full), np.full([6, 2], 2.0, np.float32))
+    # One logical variable: an unpartitioned graph on one device reads the same checkpoint.
+    with tf.Graph().as_default():
+        whole = tf.get_variable(name, [6, 2])
+        with tf.Session() as local:
+            tf.train.Saver().restore(local, path)
+            np.testing.assert_array_equal(local.run(whole), np.full([6, 2], 2.0, np.float32))
+
+
+def test_a_variable_on_a_missing_ps_task_is_a_clear_error(targets):
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:ps/task:3"):
+        v = tf.Variable(1.0, name=f"nowhere_{uuid.uuid4().hex[:6]}")
+    with tf.Session(targets[0], graph=g, config=CONFIG) as s:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="ps/task:3") as e:
+            s.run(v.initializer)
+    assert v.op.name in str(e.value)
