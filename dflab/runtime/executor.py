@@ -332,9 +332,9 @@ class Execution:
         """Write ``outs`` into iteration ``it`` of ``frame``; count down node's successors."""
         slots = it.slots
         b = node.out_base
-        unread = self.uses if frame is self.root else None  # see _propagate_flat
+        uses = self.uses if frame is self.root else None  # see _propagate_flat
         for k, v in enumerate(outs):
-            if unread is None or unread[b + k] or v is DEAD:
+            if uses is None or uses[b + k]:  # a Merge reading a dead input is one of its uses
                 slots[b + k] = v
         nodes = self.plan.nodes
         pending = it.pending
