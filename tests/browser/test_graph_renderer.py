@@ -77,6 +77,20 @@ def _check_interactive_graph(nb, expect, names: set[str]) -> None:
     expect(op_view.locator(".dflab-detail .dflab-detail-title")).to_have_text("layer/y")
 
 
+def _open_written(nb, name: str, expression: str, bundle: dict):
+    """Write ``name``.ipynb outside JupyterLab (nbformat: untrusted), one cell ``# [name]``
+    whose saved output is ``bundle``, and open it in ``nb``'s page."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(f"# [{name}]\n{expression}", id=name, execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("execute_result", data=bundle, execution_count=1)]
+    book = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
+        "display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
+    nbformat.write(book, nb.server.root_dir / f"{name}.ipynb")
+    lh.open_notebook(nb.page, nb.server, f"{name}.ipynb")
+    return nb
+
+
 def test_saved_notebook_reopened_without_its_kernel_shows_the_interactive_graph(
         renderer_notebook, expect):
     nb = renderer_notebook.open_and_run(NOTEBOOK)
@@ -122,8 +136,6 @@ def test_a_notebook_written_elsewhere_is_drawn_although_untrusted(renderer_noteb
     """A .ipynb written outside JupyterLab (here: by nbformat, with a bundle made in this
     process) is untrusted: JupyterLab then renders only "safe" types, which excludes the SVG.
     The renderer is safe, so the graph is still drawn and explorable."""
-    import nbformat
-
     import dflab as tf
 
     with tf.Graph().as_default() as g:
@@ -131,14 +143,7 @@ def test_a_notebook_written_elsewhere_is_drawn_although_untrusted(renderer_noteb
         tf.nn.relu(tf.negative(a, name="neg"), name="out")
     bundle = g._repr_mimebundle_()
     assert GRAPH_MIME in bundle
-    cell = nbformat.v4.new_code_cell("# [written]\ng", id="written", execution_count=1)
-    cell.outputs = [nbformat.v4.new_output("execute_result", data=bundle, execution_count=1)]
-    book = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
-        "display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
-    nbformat.write(book, renderer_notebook.server.root_dir / "written.ipynb")
-
-    nb = renderer_notebook
-    lh.open_notebook(nb.page, nb.server, "written.ipynb")
+    nb = _open_written(renderer_notebook, "written", "g", bundle)
     view = _rendered(nb, "# [written]")
     expect(view.locator("svg g.node").first).to_be_visible()
     drawn = lh.hover_names(view)
@@ -152,8 +157,6 @@ def test_a_drawing_too_wide_for_the_cell_is_drawn_inside_it_to_pan_across(
     """What a ``%%dflab`` cell shows (a ``GraphLayout``) carries the graph document too: a
     drawing more than twice a cell's width, which the SVG image cuts off, is drawn by the
     renderer inside the cell, showing a part of it at the canvas's first scale."""
-    import nbformat
-
     import dflab as tf
     from dflab.visualize.graph import layout_graph
 
@@ -163,14 +166,7 @@ def test_a_drawing_too_wide_for_the_cell_is_drawn_inside_it_to_pan_across(
                         name=f"negated_value_{k}")
         bundle = layout_graph(g)._repr_mimebundle_()
     assert GRAPH_MIME in bundle
-    cell = nbformat.v4.new_code_cell("# [wide]\nlayout", id="wide", execution_count=1)
-    cell.outputs = [nbformat.v4.new_output("execute_result", data=bundle, execution_count=1)]
-    book = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
-        "display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
-    nbformat.write(book, renderer_notebook.server.root_dir / "wide.ipynb")
-
-    nb = renderer_notebook
-    lh.open_notebook(nb.page, nb.server, "wide.ipynb")
+    nb = _open_written(renderer_notebook, "wide", "layout", bundle)
     view = _rendered(nb, "# [wide]")
     expect(view.locator("svg g.node").first).to_be_visible()
     assert nb.output("# [wide]").locator("img").count() == 0, "the SVG image was shown"
