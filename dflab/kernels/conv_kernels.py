@@ -205,7 +205,7 @@ def _filter_grad(win, x, dy, co):
 def _batch_chunks(win, x, co):
     """How to split a convolution of ``x`` over the batch (see ``intra_op``)."""
     work = float(x.size) * win.kh * win.kw * co
-    return intra_op.chunks(win.xp, x.shape[0], work)
+    return intra_op.chunks(win.xp, x.shape[0], work, products=True)
 
 
 def _pad_or_crop(xp, a, top, bottom, left, right):
@@ -245,7 +245,8 @@ def _input_grad_col2im(win, dy, f, shape):
         for i, j in win.taps():
             win.tap(part, i, j)[...] += cols[:, :, :, i, j, :]
 
-    intra_op.run_chunks(chunk, intra_op.chunks(xp, n, float(dy.size) * kh * kw * ci))
+    intra_op.run_chunks(chunk, intra_op.chunks(xp, n, float(dy.size) * kh * kw * ci,
+                                               products=True))
     return win.crop(out, h, w)
 
 

@@ -1,16 +1,26 @@
-"""Intra-op parallelism on the host: a kernel splits its work (the batch of a convolution, the
-rows of a matrix product) into one coarse chunk per configured thread and runs the chunks at
-once, each chunk's BLAS call on one thread.
+"""Intra-op parallelism on the host: with ``ConfigProto.intra_op_parallelism_threads`` above
+one, a kernel's work runs on that many threads.
 
-Why not BLAS's own threads: OpenBLAS synchronises its workers many times inside one GEMM and
-lets idle workers spin between calls, so on a machine whose cores are shared with other
-processes a step with two BLAS threads measured several times *slower* than with one. Here
-each op makes one chunk per thread, and a waiting thread blocks instead of spinning.
+Two kinds of work, two ways:
 
-A session whose ``ConfigProto.intra_op_parallelism_threads`` is above one sets the thread
-count (``set_threads``) and pins BLAS to one thread while it is open; with the default (0)
-nothing is split and BLAS keeps its own threads, as before. The setting is process-wide, as
-BLAS's own thread count is. Only NumPy work is split: a GPU's kernels run on its stream.
+* **Matrix products** (MatMul, and the GEMM of each convolution and its backprops) run on
+  BLAS's own threads: BLAS is given the configured count and each product is one call. On an
+  idle 2-core machine this is the faster way: an MLP step took 10.8 ms against 16.4 ms split
+  in Python chunks, an LSTM step 183 against 233 ms, and the CNN's products alone 107 against
+  132 ms (``benchmarks/RESULTS.md``, "Intra-op threads").
+* **Everything else that is big** (pooling and its gradient, which BLAS does not do) splits
+  into one coarse chunk per thread (``chunks``/``run_chunks``); a waiting thread blocks.
+
+``ConfigProto(dflab={"intra_op_split_products": True})`` splits the products too, into row or
+column chunks on those threads with BLAS pinned to one thread per call. That is the better
+choice on a machine whose cores are busy with other processes: OpenBLAS synchronises its
+workers many times inside one GEMM and lets idle workers spin between calls, so under a load
+of 7-16 on two cores a dense layer's product took 63.8 ms on two BLAS threads against 11.9 ms
+on one.
+
+The setting is process-wide, as BLAS's own thread count is: a session sets it while it is open
+(``set_threads``). With the default (0) nothing is split and BLAS keeps its own threads. Only
+NumPy work is split: a GPU's kernels run on its stream.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import numpy as np
 
 _lock = threading.Lock()
 _threads = 1
+_split_products = False  # matrix products in Python chunks (True) or on BLAS's threads
 _pool: ThreadPoolExecutor | None = None
 
 # Below this many multiply-adds a split costs more than it saves: handing a chunk to another
@@ -31,13 +42,15 @@ _pool: ThreadPoolExecutor | None = None
 MIN_WORK = 1 << 24
 
 
-def set_threads(n: int) -> int:
-    """Use ``n`` threads per splittable host op from now on; returns the previous count."""
-    global _threads, _pool
+def set_threads(n: int, split_products: bool = False) -> tuple[int, bool]:
+    """Use ``n`` threads per splittable host op from now on, splitting matrix products too
+    when ``split_products``; returns the previous setting (``set_threads(*previous)``
+    restores it)."""
+    global _threads, _split_products, _pool
     n = max(int(n), 1)
     with _lock:
-        previous = _threads
-        _threads = n
+        previous = _threads, _split_products
+        _threads, _split_products = n, bool(split_products)
         if n > 1 and (_pool is None or _pool._max_workers < n - 1):
             old, _pool = _pool, ThreadPoolExecutor(n - 1, thread_name_prefix="dflab-intra-op")
             if old is not None:
@@ -49,11 +62,18 @@ def threads() -> int:
     return _threads
 
 
-def chunks(xp, n: int, work: float) -> list[tuple[int, int]]:
+def splits_products() -> bool:
+    """Whether matrix products are split in Python chunks (else BLAS threads them)."""
+    return _split_products and _threads > 1
+
+
+def chunks(xp, n: int, work: float, products: bool = False) -> list[tuple[int, int]]:
     """Contiguous ``[lo, hi)`` bounds splitting ``range(n)`` among the configured threads, or
-    one chunk when there is one thread, ``xp`` is not NumPy or ``work`` is too small."""
+    one chunk when there is one thread, ``xp`` is not NumPy or ``work`` is too small. Work
+    that is mostly matrix products (``products``) is one chunk unless products are split:
+    BLAS threads it."""
     k = min(_threads, n)
-    if k <= 1 or xp is not np or work < MIN_WORK:
+    if k <= 1 or xp is not np or work < MIN_WORK or (products and not _split_products):
         return [(0, n)]
     step, extra = divmod(n, k)
     bounds, lo = [], 0
@@ -91,12 +111,13 @@ def matmul(a, b):
     its rows, or its columns for a short, wide product (a dense layer's forward product and
     input gradient at a small batch: split by rows, each chunk's GEMM got a few rows of ``a``
     against all of ``b`` and ran slower than the whole product on one thread). Each chunk
-    writes its block of one output buffer."""
-    if _threads == 1 or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+    writes its block of one output buffer. Unless products are split, one call on BLAS's
+    threads."""
+    if not splits_products() or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         return np.matmul(a, b)  # nothing to split, or NumPy's own error for bad shapes
     (m, k), n = a.shape, b.shape[1]
     by_rows = m >= n
-    bounds = chunks(np, m if by_rows else n, float(m) * k * n)
+    bounds = chunks(np, m if by_rows else n, float(m) * k * n, products=True)
     if len(bounds) == 1:
         return np.matmul(a, b)
     out = np.empty((m, n), dtype=np.result_type(a, b))

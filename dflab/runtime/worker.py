@@ -208,18 +208,20 @@ class Worker:
         self._blas_limits = None
         self._intra_op_before = None
         if config.intra_op_parallelism_threads:
-            self._set_intra_op(config.intra_op_parallelism_threads)
+            self._set_intra_op(config.intra_op_parallelism_threads,
+                               bool(config.dflab.get("intra_op_split_products", False)))
         # Values cross between devices as they are unless two memory spaces meet here.
         spaces = {d.memory_space for d in self.devices}
         self._copy = self._copy_between_devices if len(spaces) > 1 else None
 
-    def _set_intra_op(self, n: int) -> None:
-        """Host kernels split their work into ``n`` chunks on threads of their own, with BLAS
-        on one thread per call (see ``dflab.kernels.intra_op`` for why not BLAS's threads)."""
+    def _set_intra_op(self, n: int, split_products: bool) -> None:
+        """Host kernels run on ``n`` threads: matrix products on BLAS's, other big work in
+        chunks on threads of their own; with ``split_products`` the products too, BLAS then
+        on one thread per call (see ``dflab.kernels.intra_op`` for when each pays)."""
         from threadpoolctl import threadpool_limits
 
-        self._blas_limits = threadpool_limits(1 if n > 1 else n)
-        self._intra_op_before = intra_op.set_threads(n)
+        self._blas_limits = threadpool_limits(1 if n > 1 and split_products else n)
+        self._intra_op_before = intra_op.set_threads(n, split_products)
 
     @property
     def closed(self) -> bool:
@@ -444,7 +446,7 @@ class Worker:
         if self._blas_limits is not None:
             self._blas_limits.restore_original_limits()
         if self._intra_op_before is not None:
-            intra_op.set_threads(self._intra_op_before)
+            intra_op.set_threads(*self._intra_op_before)
         if self._owns_devices:
             self.devices.close()
 

@@ -11,9 +11,9 @@ from dflab.kernels import conv_kernels, intra_op
 @pytest.fixture
 def three_threads(monkeypatch):
     monkeypatch.setattr(intra_op, "MIN_WORK", 1000)  # small test arrays are split too
-    before = intra_op.set_threads(3)
+    before = intra_op.set_threads(3, split_products=True)
     yield
-    intra_op.set_threads(before)
+    intra_op.set_threads(*before)
 
 
 def test_chunks_cover_the_range_once(three_threads):
@@ -83,17 +83,33 @@ def _conv_net_values():
     return graph, fetches
 
 
-def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch):
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+@pytest.mark.parametrize("split_products", [False, True])
+def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch, split_products):
     monkeypatch.setattr(intra_op, "MIN_WORK", 1)  # split even these small ops
     graph, fetches = _conv_net_values()
     with tf.Session(graph=graph) as sess:
         want = sess.run(fetches)
-    config = tf.ConfigProto(intra_op_parallelism_threads=3)
-    before = intra_op.threads()
+    config = tf.ConfigProto(intra_op_parallelism_threads=3,
+                            dflab={"intra_op_split_products": split_products})
+    before = intra_op.threads(), intra_op.splits_products()
+    split = []
+    real_run_chunks = intra_op.run_chunks
+    monkeypatch.setattr(intra_op, "run_chunks",
+                        lambda fn, bounds: split.append(len(bounds)) or real_run_chunks(fn, bounds))
     with tf.Session(graph=graph, config=config) as sess:
         assert intra_op.threads() == 3
+        assert intra_op.splits_products() is split_products
+        # Products on BLAS's three threads, or split in Python with BLAS on one per call.
+        assert _blas_threads() == ({1} if split_products else {3})
         got = sess.run(fetches)
-    assert intra_op.threads() == before
+    assert (intra_op.threads(), intra_op.splits_products()) == before
+    # The convolutions (products) are chunked only when products are split.
+    assert (max(split) > 1) is split_products
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
@@ -129,5 +145,5 @@ def test_max_pool_grad_in_blocks_and_chunks_is_unchanged(monkeypatch, threads):
         with tf.Session(graph=graph) as sess:
             got = sess.run(grads)
     finally:
-        intra_op.set_threads(before)
+        intra_op.set_threads(*before)
     np.testing.assert_array_equal(got[0], want[0])

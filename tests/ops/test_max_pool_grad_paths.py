@@ -113,7 +113,7 @@ def test_fast_path_agrees_with_the_tap_by_tap_path(monkeypatch, threads):
     try:
         fast = conv_kernels._max_pool_grad_2x2(win, x, g)
     finally:
-        intra_op.set_threads(before)
+        intra_op.set_threads(*before)
     np.testing.assert_array_equal(fast, general)
 
 
