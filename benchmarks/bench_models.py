@@ -136,7 +136,7 @@ def cnn_torch(torch, weights, x_val, y_val) -> Model:
         opt.step()
         return loss
 
-    return Model(step, float(step()))
+    return Model(step, float(step().detach()))
 
 
 # LSTM language model
@@ -214,7 +214,7 @@ def lstm_torch(torch, weights, ids_val, targets_val) -> Model:
         opt.step()
         return loss
 
-    return Model(step, float(step()))
+    return Model(step, float(step().detach()))
 
 
 # MLP (benchmark 3's model and its hand-written NumPy step)
@@ -311,7 +311,7 @@ def w2v_torch(torch, weights, centre_val, context_val) -> Model:
         opt.step()
         return loss
 
-    return Model(step, float(step()))
+    return Model(step, float(step().detach()))
 
 
 def w2v_numpy(weights, centre_val, context_val) -> Model:
