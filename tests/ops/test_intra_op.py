@@ -67,12 +67,13 @@ def test_split_matmul_by_rows_or_columns_equals_the_product(three_threads, shape
 
 
 def _conv_net_values():
-    """Forward and both gradients of a conv layer big enough to be split over its batch."""
+    """Forward and both gradients of a conv layer big enough to be split over its batch, on
+    the host (where intra-op threads apply, also when a GPU is present)."""
     rng = np.random.default_rng(1)
     x_val = rng.standard_normal((6, 12, 12, 8)).astype(np.float32)
     f_val = rng.standard_normal((3, 3, 8, 16)).astype(np.float32)
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), tf.device("/cpu:0"):
         x, f = tf.constant(x_val), tf.constant(f_val)
         y = tf.nn.conv2d(x, f, [1, 1, 1, 1], "SAME")
         z = tf.nn.conv2d(x, f, [1, 2, 2, 1], "SAME")
