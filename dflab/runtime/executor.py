@@ -29,7 +29,9 @@ Three drivers share ``_run``/``_propagate``:
   parallel (NumPy releases the GIL inside BLAS and ufunc loops). Asynchronous kernels (``_Recv``)
   hold no thread while they wait: they call back when their value arrives;
 * ``run_inline()`` is the precompiled straight-line schedule for plans without control flow,
-  blocking or asynchronous nodes and with at most one expensive node.
+  blocking or asynchronous nodes, used when there is nothing to run in parallel: at most one
+  expensive node, or one stream that every expensive node must hold in turn anyway (a serial
+  device, or one inter-op thread).
 
 Observers (tracing, stepping, live UI) attach through ``Execution.observer`` and are called as
 ``node_start(ex, node, frame, iteration)`` and ``node_end(ex, node, frame, iteration, outputs)``;
@@ -46,7 +48,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.control_flow_kernels import DEAD
-from dflab.runtime.executor_plan import SCHEDULE_FILE, ExecutorPlan
+from dflab.runtime.executor_plan import SCHEDULE_FILE, ExecutorPlan, on_stream
 from dflab.runtime.plan_node import (
     ENTER,
     EXIT,
@@ -546,15 +548,18 @@ class Execution:
             self._pool.submit(self._work, new)
 
     # --- driver 2: straight-line ----------------------------------------------------------
-    def run_inline(self) -> None:
+    def run_inline(self, stream=None) -> None:
+        """Run an inline-capable plan to its end on this thread; with a ``stream``, each
+        expensive kernel holds it while it runs (as ``run_dataflow`` does)."""
         slots = self.slots
+        self._stream = stream
         if self.observer is not None:
             while self.ready:
                 item = self.ready.popleft()
-                self.ready.extend(self._propagate(item, self._run(item)))
+                self.ready.extend(self._run_one(item))
             return
         self.ready.clear()
-        fn, line_to_node = self.plan.compiled()
+        fn, line_to_node = self.plan.compiled(stream)
         if fn is not None:
             n_feeds = len(self.plan.feeds)
             try:
@@ -569,8 +574,11 @@ class Execution:
             self._all_done()
             return
         i = 0
+        nodes = self.plan.nodes
         try:
             for fn, ins, base, n_out, rel in self.plan.schedule:
+                if stream is not None and nodes[i].expensive:
+                    fn = on_stream(fn, stream)
                 out = fn(*[slots[s] for s in ins])
                 if n_out == 1:
                     slots[base] = out

@@ -331,29 +331,49 @@ class ExecutorPlan:
             self.nodes[i].releases = tuple(slots)
 
     @property
-    def straight_line(self) -> bool:
-        return not self.cf and not self.has_blocking and self.n_expensive < 2
+    def inline_capable(self) -> bool:
+        """Whether one thread can run the whole plan in a fixed order: no control flow, and
+        no node that waits (a blocking or asynchronous kernel)."""
+        return not self.cf and not self.has_blocking
 
-    def compiled(self):
+    @property
+    def straight_line(self) -> bool:
+        """Inline-capable with at most one expensive node: nothing to run in parallel."""
+        return self.inline_capable and self.n_expensive < 2
+
+    def compiled(self, stream=None):
         """The straight-line schedule as one generated Python function (built on first use).
 
         Each tensor becomes a local variable and each node one line ``v7 = k3(v2, v5)``, so a
         step costs little more than the kernel calls themselves. The source is generated only
         from integer indices (no names or strings from the graph), so nothing from a graph or a
         file ever reaches ``compile``. A failing line maps back to its node through the
-        traceback's line number.
+        traceback's line number. With a ``stream`` (a serial device, or one inter-op thread),
+        each expensive kernel holds it while it runs, as in the dataflow driver.
         """
         if self._compiled is None:
-            self._compiled = _compile_schedule(self)
-        return self._compiled
+            self._compiled = {}
+        key = id(stream) if stream is not None else None
+        if key not in self._compiled:
+            self._compiled[key] = _compile_schedule(self, stream)
+        return self._compiled[key]
 
 
 _MAX_COMPILED_NODES = 20000
 SCHEDULE_FILE = "<dflab straight-line schedule>"
 
 
-def _compile_schedule(plan):
-    """Generate ``run(feeds) -> fetches`` for a straight-line plan; (None, None) if too big."""
+def on_stream(fn, stream):
+    """``fn`` holding ``stream`` while it runs."""
+    def run(*args):
+        with stream:
+            return fn(*args)
+    return run
+
+
+def _compile_schedule(plan, stream=None):
+    """Generate ``run(feeds) -> fetches`` for an inline-capable plan; (None, None) if too
+    big."""
     if len(plan.nodes) > _MAX_COMPILED_NODES:
         return None, None
     lines = ["def run(F):"]
@@ -383,6 +403,7 @@ def _compile_schedule(plan):
         src = src.replace("def run(F):", f"def run(F, {kernel_args}):", 1)
     namespace: dict = {}
     exec(compile(src, SCHEDULE_FILE, "exec"), namespace)  # noqa: S102 - indices only
-    run = namespace["make"]([n.fn for n in plan.nodes])
+    run = namespace["make"]([on_stream(n.fn, stream) if stream is not None and n.expensive
+                             else n.fn for n in plan.nodes])
     # Line numbers in `src` are shifted by the `def make` header line.
     return run, {ln + 1: i for ln, i in line_to_node.items()}

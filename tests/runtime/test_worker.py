@@ -240,3 +240,54 @@ def test_a_fused_reduction_rebuilds_from_its_node_def_alone():
     fused["attr"]["_fused_expression"] = {"dict": {"steps": "nonsense"}}
     with pytest.raises(tf.errors.InvalidArgumentError):
         Worker(tf.ConfigProto()).register_partition_json(bad)
+
+
+def _matmul_chain_with_a_probe(probe):
+    """Several expensive nodes (matmuls, and a py_func calling ``probe``) and no control
+    flow: nothing a second inter-op thread could run in parallel."""
+    rng = np.random.default_rng(3)
+    a_val = rng.standard_normal((8, 8)).astype(np.float32)
+    a = tf.constant(a_val)
+    b = tf.matmul(a, a)
+    c = tf.matmul(b, a) + tf.matmul(a, b)
+    probed = tf.py_func(lambda v: (probe(), v)[1], [c], tf.float32)
+    return tf.matmul(probed, a), a_val
+
+
+@pytest.mark.parametrize("inter_op", [1, 2])
+def test_one_inter_op_thread_runs_a_plan_inline_holding_the_stream_per_expensive_kernel(
+        monkeypatch, inter_op):
+    from dflab.runtime.executor import Execution
+
+    held = []
+    out, a = _matmul_chain_with_a_probe(
+        lambda: held.append(any(d.streams["compute"]._order.locked()
+                                for d in sess._worker.devices)))
+    dataflow = []
+    real = Execution.run_dataflow
+    monkeypatch.setattr(Execution, "run_dataflow",
+                        lambda ex, *a, **k: dataflow.append(1) or real(ex, *a, **k))
+    config = tf.ConfigProto(inter_op_parallelism_threads=inter_op)
+    with tf.Session(config=config) as sess:
+        for _ in range(2):  # the compiled schedule, built on the first run, then reused
+            got = sess.run(out)
+    b = a @ a
+    np.testing.assert_allclose(got, (b @ a + a @ b) @ a, rtol=1e-4)
+    # One inter-op thread: the compiled schedule on the caller's thread, each expensive
+    # kernel (the py_func here) holding the device's stream, as the dataflow driver does.
+    # Two: the dataflow driver, with no stream on a parallel host device.
+    assert bool(dataflow) is (inter_op == 2)
+    assert held == [inter_op == 1] * 2
+
+
+def test_one_inter_op_thread_and_a_deadline_keep_the_dataflow_driver(monkeypatch):
+    from dflab.runtime.executor import Execution
+
+    out, _ = _matmul_chain_with_a_probe(lambda: None)
+    inline = []
+    real = Execution.run_inline
+    monkeypatch.setattr(Execution, "run_inline",
+                        lambda ex, *a, **k: inline.append(1) or real(ex, *a, **k))
+    with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=1)) as sess:
+        sess.run(out, options=tf.RunOptions(timeout_in_ms=60000))
+    assert not inline
