@@ -291,3 +291,17 @@ def test_one_inter_op_thread_and_a_deadline_keep_the_dataflow_driver(monkeypatch
     with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=1)) as sess:
         sess.run(out, options=tf.RunOptions(timeout_in_ms=60000))
     assert not inline
+
+
+def test_a_traced_step_with_one_inter_op_thread_keeps_the_dataflow_order(monkeypatch):
+    from dflab.runtime.executor import Execution
+
+    out, _ = _matmul_chain_with_a_probe(lambda: None)
+    dataflow = []
+    real = Execution.run_dataflow
+    monkeypatch.setattr(Execution, "run_dataflow",
+                        lambda ex, *a, **k: dataflow.append(1) or real(ex, *a, **k))
+    with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=1)) as sess:
+        sess.run(out, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+                 run_metadata=tf.RunMetadata())
+    assert dataflow
