@@ -554,9 +554,12 @@ class Execution:
         slots = self.slots
         self._stream = stream
         if self.observer is not None:
-            while self.ready:
-                item = self.ready.popleft()
-                self.ready.extend(self._run_one(item))
+            # The compiled schedule's order, node by node, so that a traced or watched step
+            # shows what an unobserved one does (its memory high-water mark included).
+            self.ready.clear()
+            root, it = self.root, self._root_iter
+            for i in range(len(self.plan.nodes)):
+                self._run_one((i, root, it))
             return
         self.ready.clear()
         fn, line_to_node = self.plan.compiled(stream)

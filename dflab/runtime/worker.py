@@ -342,12 +342,9 @@ class Worker:
         ex.observer = observer
         if timeout is None and eplan.straight_line:
             ex.run_inline()
-        elif (timeout is None and observer is None and part.stream is not None
-              and eplan.inline_capable):
+        elif timeout is None and part.stream is not None and eplan.inline_capable:
             # Expensive nodes would run one at a time on the stream anyway: in a fixed order on
-            # this thread the dataflow bookkeeping between kernels is saved. A traced or
-            # watched step keeps the dataflow driver's order (cheap nodes first, so that each
-            # buffer is freed soon), which the trace and its memory figures show.
+            # this thread the dataflow bookkeeping between kernels is saved.
             ex.run_inline(part.stream)
         else:
             ex.run_dataflow(self.inter_op_pool(), timeout, part.stream)

@@ -254,19 +254,25 @@ def _matmul_chain_with_a_probe(probe):
     return tf.matmul(probed, a), a_val
 
 
+def _record_calls(monkeypatch, name):
+    """A list that gets an entry each time ``Execution.<name>`` (a driver) runs."""
+    from dflab.runtime.executor import Execution
+
+    calls = []
+    real = getattr(Execution, name)
+    monkeypatch.setattr(Execution, name,
+                        lambda ex, *a, **k: calls.append(1) or real(ex, *a, **k))
+    return calls
+
+
 @pytest.mark.parametrize("inter_op", [1, 2])
 def test_one_inter_op_thread_runs_a_plan_inline_holding_the_stream_per_expensive_kernel(
         monkeypatch, inter_op):
-    from dflab.runtime.executor import Execution
-
     held = []
     out, a = _matmul_chain_with_a_probe(
         lambda: held.append(any(d.streams["compute"]._order.locked()
                                 for d in sess._worker.devices)))
-    dataflow = []
-    real = Execution.run_dataflow
-    monkeypatch.setattr(Execution, "run_dataflow",
-                        lambda ex, *a, **k: dataflow.append(1) or real(ex, *a, **k))
+    dataflow = _record_calls(monkeypatch, "run_dataflow")
     config = tf.ConfigProto(inter_op_parallelism_threads=inter_op)
     with tf.Session(config=config) as sess:
         for _ in range(2):  # the compiled schedule, built on the first run, then reused
@@ -281,27 +287,23 @@ def test_one_inter_op_thread_runs_a_plan_inline_holding_the_stream_per_expensive
 
 
 def test_one_inter_op_thread_and_a_deadline_keep_the_dataflow_driver(monkeypatch):
-    from dflab.runtime.executor import Execution
-
     out, _ = _matmul_chain_with_a_probe(lambda: None)
-    inline = []
-    real = Execution.run_inline
-    monkeypatch.setattr(Execution, "run_inline",
-                        lambda ex, *a, **k: inline.append(1) or real(ex, *a, **k))
+    inline = _record_calls(monkeypatch, "run_inline")
     with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=1)) as sess:
         sess.run(out, options=tf.RunOptions(timeout_in_ms=60000))
     assert not inline
 
 
-def test_a_traced_step_with_one_inter_op_thread_keeps_the_dataflow_order(monkeypatch):
-    from dflab.runtime.executor import Execution
-
+def test_a_traced_step_with_one_inter_op_thread_runs_in_the_schedules_order(monkeypatch):
     out, _ = _matmul_chain_with_a_probe(lambda: None)
-    dataflow = []
-    real = Execution.run_dataflow
-    monkeypatch.setattr(Execution, "run_dataflow",
-                        lambda ex, *a, **k: dataflow.append(1) or real(ex, *a, **k))
+    dataflow = _record_calls(monkeypatch, "run_dataflow")
+    meta = tf.RunMetadata()
     with tf.Session(config=tf.ConfigProto(inter_op_parallelism_threads=1)) as sess:
         sess.run(out, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
-                 run_metadata=tf.RunMetadata())
-    assert dataflow
+                 run_metadata=meta)
+        plan_order = [op.name for op in tf.get_default_graph().get_operations()]
+    assert not dataflow  # the same driver as an untraced step
+    # One thread: the stats are recorded as the nodes end, one after the other.
+    traced = [ns.node_name for dev in meta.step_stats.dev_stats for ns in dev.node_stats
+              if ns.node_name in plan_order]
+    assert traced == sorted(traced, key=plan_order.index)  # one node after the other, in order
