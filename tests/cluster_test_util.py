@@ -1,5 +1,5 @@
-"""What the cluster tests share: a model spanning a ps and two workers, and a comparison with
-the same model in one process."""
+"""What the cluster tests share: a model spanning a ps and two workers, a comparison with the
+same model in one process, and the recovery tests' training model."""
 
 from __future__ import annotations
 
@@ -78,3 +78,13 @@ def two_clients_share_a_ps_variable(targets) -> tuple:
     with tf.Session(targets[2], graph=g1) as s:
         np.testing.assert_array_equal(s.run(v1), [2.0, 4.0])
     return g1, v1
+
+
+def recovery_model(spec):
+    """A scalar trained by SGD on ``spec``'s ps (w = 10, step 0.5 per step, so w = 10 - 0.5 n
+    after n steps): ``(train, step_now, w_now)``."""
+    with tf.device(tf.train.replica_device_setter(cluster=spec)):
+        step = tf.train.get_or_create_global_step()
+        w = tf.Variable(10.0, name="w")
+        train = tf.train.GradientDescentOptimizer(0.5).minimize(w * 1.0, global_step=step)
+        return train, tf.identity(step), tf.identity(w)

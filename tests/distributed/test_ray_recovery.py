@@ -9,6 +9,7 @@ import uuid
 
 import numpy as np
 import pytest
+from cluster_test_util import recovery_model
 
 import dflab as tf
 from dflab.distributed import ray_transport
@@ -44,12 +45,7 @@ def test_training_survives_a_killed_ray_task(tmp_path, ray_instance, victim, cap
               for job in ("ps", "worker")}
     target = ray_transport.target_of(namespace, "worker", 0)
     try:
-        with tf.device(tf.train.replica_device_setter(cluster=spec)):
-            step = tf.train.get_or_create_global_step()
-            w = tf.Variable(10.0, name="w")
-            train = tf.train.GradientDescentOptimizer(0.5).minimize(w * 1.0, global_step=step)
-            step_now = tf.identity(step)
-            w_now = tf.identity(w)
+        train, step_now, w_now = recovery_model(spec)
         seen, killed = [], []
         hooks = [tf.train.StopAtStepHook(last_step=LAST_STEP)]
         config = tf.ConfigProto(operation_timeout_in_ms=60000)

@@ -6,6 +6,7 @@ version: tests/distributed/test_ray_recovery.py.)"""
 
 import numpy as np
 import pytest
+from cluster_test_util import recovery_model
 
 import dflab as tf
 
@@ -18,12 +19,7 @@ def test_training_survives_a_restarted_task_losing_nothing_before_the_last_check
     worker = tf.train.Server(spec, job_name="worker", task_index=0)
     lost = ps if victim == "ps" else worker
     try:
-        with tf.device(tf.train.replica_device_setter(cluster=spec)):
-            step = tf.train.get_or_create_global_step()
-            w = tf.Variable(10.0, name="w")
-            train = tf.train.GradientDescentOptimizer(0.5).minimize(w * 1.0, global_step=step)
-            step_now = tf.identity(step)
-            w_now = tf.identity(w)
+        train, step_now, w_now = recovery_model(spec)
         seen, killed = [], []
         hooks = [tf.train.StopAtStepHook(last_step=20)]
         with tf.train.MonitoredTrainingSession(
