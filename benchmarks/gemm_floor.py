@@ -3,21 +3,23 @@
 Usage: ``python benchmarks/gemm_floor.py [--threads T]``. dflab's CPU convolutions are im2col
 plus one BLAS product (NumPy's OpenBLAS), so a CNN step can be no faster than its products:
 this times exactly those products (on prebuilt, contiguous operands: no im2col, no
-elementwise ops, no executor) with BLAS at ``T`` threads, and with the work split in ``T``
-row or column chunks on ``T`` Python threads as dflab's intra-op split does, interleaved with
-TensorFlow 1.x's complete training step when TensorFlow is installed. If the products alone
-take more than 1.5x TensorFlow's step, no im2col + BLAS design reaches the 1.5x goal.
+elementwise ops, no executor) with BLAS at ``T`` threads, and split in ``T`` row or column
+chunks on ``T`` Python threads by dflab's own ``intra_op.matmul``, interleaved with
+TensorFlow 1.x's complete training step when TensorFlow is installed. What is left of 1.5x
+TensorFlow's step after the products is what all the rest of a dflab step may take to meet
+the 1.5x goal.
 """
 
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ThreadPoolExecutor
 
 import _harness as h
 import bench_models as bm
 import numpy as np
 from threadpoolctl import threadpool_limits
+
+from dflab.kernels import intra_op
 
 B = bm.CNN_BATCH
 # (M, K, N) of every product of one training step of bench_models' CNN, NHWC, im2col layout.
@@ -40,32 +42,13 @@ def _operands(rng):
             for name, (m, k, n) in PRODUCTS.items()}
 
 
-def _split_product(pool, threads, a, b):
-    """``a @ b`` in ``threads`` chunks along the output's longer side, one BLAS call each."""
-    m, n = a.shape[0], b.shape[1]
-    out = np.empty((m, n), np.float32)
-    by_rows = m >= n
-    edges = np.linspace(0, m if by_rows else n, threads + 1).astype(int)
-
-    def chunk(lo, hi):
-        if by_rows:
-            np.matmul(a[lo:hi], b, out=out[lo:hi])
-        else:
-            np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
-
-    futures = [pool.submit(chunk, lo, hi) for lo, hi in zip(edges[1:-1], edges[2:])]
-    chunk(edges[0], edges[1])
-    for f in futures:
-        f.result()
-
-
 def main() -> h.Result:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=bm.THREADS)
     args = p.parse_args()
     ops = _operands(np.random.default_rng(0))
     fc2 = 3  # the fc2 products are tiny; counted three times (forward and two gradients)
-    pool = ThreadPoolExecutor(max(args.threads - 1, 1))
+    intra_op.set_threads(args.threads, split_products=True)  # for the split candidate
 
     def products(split):
         def run():
@@ -74,7 +57,7 @@ def main() -> h.Result:
                 for name, (a, b) in ops.items():
                     for _ in range(fc2 if name.startswith("fc2") else 1):
                         if split:
-                            _split_product(pool, args.threads, a, b)
+                            intra_op.matmul(a, b)  # dflab's row or column chunks
                         else:
                             np.matmul(a, b)
         return run
@@ -93,10 +76,12 @@ def main() -> h.Result:
     floor = min(times["NumPy products, BLAS threads"],
                 times["NumPy products, split on Python threads"])
     if tf1 is not None:
-        ratio = floor / times["TensorFlow 1.x: whole training step"]
-        result.target = "products alone vs TF's whole step (the 1.5x goal needs well under 1.5x)"
-        result.measured = f"{ratio:.2f}x"
-        result.met = ratio < 1.5
+        tf_step = times["TensorFlow 1.x: whole training step"]
+        ratio = floor / tf_step
+        # Reported, not judged: what is left of 1.5x TF's step for everything but products.
+        result.target = "products alone vs TF's whole step (a floor for dflab's CNN step)"
+        result.measured = (f"{ratio:.2f}x, leaving {(1.5 - ratio) * tf_step * 1e3:.0f} ms of a "
+                           f"1.5x step for im2col, pooling, elementwise ops, Adam, the executor")
     h.report(result, argparse.Namespace(quick=False, json=None))
     return result
 
