@@ -347,13 +347,28 @@ def _avg_counts(win, h, w):
     return ch[:, None] * cw[None, :]
 
 
-def _reduce_taps(win, padded, ufunc):
-    """``ufunc`` (maximum or add) folded over the window taps: an (N, OH, OW, C) array."""
+def _reduce_taps(win, padded, ufunc, out=None):
+    """``ufunc`` (maximum or add) folded over the window taps: an (N, OH, OW, C) array,
+    written into ``out`` when given."""
     xp = win.xp
     taps = win.taps()
-    out = xp.array(win.tap(padded, *next(taps)))
+    first = win.tap(padded, *next(taps))
+    if out is None:
+        out = xp.array(first)
+    else:
+        out[...] = first
     for i, j in taps:
         ufunc(out, win.tap(padded, i, j), out=out)
+    return out
+
+
+def _host_reduce_taps(win, padded, ufunc):
+    """``_reduce_taps`` on the host, the batch split among the intra-op threads."""
+    n, c = padded.shape[0], padded.shape[3]
+    out = np.empty((n, win.oh, win.ow, c), padded.dtype)
+    work = float(out.size) * win.kh * win.kw * intra_op.PASS_WORK
+    intra_op.run_chunks(lambda lo, hi: _reduce_taps(win, padded[lo:hi], ufunc, out[lo:hi]),
+                        intra_op.chunks(np, n, work))
     return out
 
 
@@ -373,7 +388,10 @@ def _max_pool(node, ctx):
         win = _pool_window(node, xp, x.shape[1], x.shape[2])
         if win.empty_output or x.size == 0:
             return _empty_pool(xp, win, x, fmt)
-        return _from_nhwc(_reduce_taps(win, win.pad(x, _lowest(x.dtype)), xp.maximum), fmt)
+        padded = win.pad(x, _lowest(x.dtype))
+        if xp is np:
+            return _from_nhwc(_host_reduce_taps(win, padded, np.maximum), fmt)
+        return _from_nhwc(_reduce_taps(win, padded, xp.maximum), fmt)
 
     return max_pool
 
@@ -513,7 +531,7 @@ def _max_pool_grad_2x2(win, x, g):
             e = min(s + step, hi)
             _route_2x2(xs[s:e], g[s:e], dxs[s:e], exact)
 
-    intra_op.run_chunks(chunk, intra_op.chunks(np, n, float(x.size) * 16))
+    intra_op.run_chunks(chunk, intra_op.chunks(np, n, float(x.size) * 4 * intra_op.PASS_WORK))
     return dxp if whole else np.ascontiguousarray(win.crop(dxp, h, w))
 
 

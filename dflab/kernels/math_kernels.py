@@ -21,15 +21,15 @@ from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.sequence_ops import range_size
 
 # --- elementwise binary ---------------------------------------------------------------------------
-register_kernel("AddV2", xp="add")
-register_kernel("Sub", xp="subtract")
-register_kernel("Mul", xp="multiply")
+register_kernel("AddV2", xp="add", elementwise=True)
+register_kernel("Sub", xp="subtract", elementwise=True)
+register_kernel("Mul", xp="multiply", elementwise=True)
 # RealDiv only ever sees floating or complex inputs: its shape rule rejects integers, and
 # ``truediv`` casts integers to floating point before dividing.
-register_kernel("RealDiv", xp="true_divide", quiet_fp=True)
-register_kernel("Maximum", xp="maximum")
-register_kernel("Minimum", xp="minimum")
-register_kernel("Pow", xp="power", quiet_fp=True)
+register_kernel("RealDiv", xp="true_divide", quiet_fp=True, elementwise=True)
+register_kernel("Maximum", xp="maximum", elementwise=True)
+register_kernel("Minimum", xp="minimum", elementwise=True)
+register_kernel("Pow", xp="power", quiet_fp=True, elementwise=True)
 
 
 def _squared_difference(xp, x, y):
@@ -80,7 +80,7 @@ for _t, _f in (("Equal", "equal"), ("NotEqual", "not_equal"), ("Less", "less"),
                ("LessEqual", "less_equal"), ("Greater", "greater"),
                ("GreaterEqual", "greater_equal"), ("LogicalAnd", "logical_and"),
                ("LogicalOr", "logical_or"), ("LogicalNot", "logical_not")):
-    register_kernel(_t, xp=_f)
+    register_kernel(_t, xp=_f, elementwise=True)
 
 
 # --- elementwise unary ---------------------------------------------------------------------------
@@ -95,13 +95,16 @@ def _sigmoid(xp, x):
 
 
 # Round is half to even, as TF; integers are returned unchanged.
+register_kernel("Round", xp="round")
 for _t, _f in (("Neg", "negative"), ("Abs", "abs"), ("Sign", "sign"),
                ("Square", "square"), ("Floor", "floor"), ("Ceil", "ceil"),
-               ("Round", "round"), ("Sin", "sin"), ("Cos", "cos"), ("Tanh", "tanh"),
+               ("Sin", "sin"), ("Cos", "cos"), ("Tanh", "tanh"),
                ("IsNan", "isnan"), ("IsInf", "isinf"), ("IsFinite", "isfinite")):
-    register_kernel(_t, xp=_f)
-for _t, _f in (("Sqrt", "sqrt"), ("Rsqrt", _rsqrt), ("Reciprocal", "reciprocal"),
-               ("Exp", "exp"), ("Log", "log"), ("Log1p", "log1p"), ("Sigmoid", _sigmoid)):
+    register_kernel(_t, xp=_f, elementwise=True)
+for _t, _f in (("Sqrt", "sqrt"), ("Reciprocal", "reciprocal"), ("Exp", "exp"), ("Log", "log"),
+               ("Log1p", "log1p")):
+    register_kernel(_t, xp=_f, quiet_fp=True, elementwise=True)
+for _t, _f in (("Rsqrt", _rsqrt), ("Sigmoid", _sigmoid)):
     register_kernel(_t, xp=_f, quiet_fp=True)
 
 
@@ -219,6 +222,22 @@ def _coalesce(x, axes):
     return x.reshape(dims), tuple(i for i, r in enumerate(reduced) if r)
 
 
+def column_sums(x):
+    """The sums over the rows of a 2-D host array, as a product with a vector of ones when
+    ``x`` is a big float32/float64 array (``None`` otherwise): BLAS's threads and vector units
+    are 2-5x faster than NumPy's row-by-row reduction (a convolution's bias gradient over
+    (50176, 32): 2.7 against 0.56 ms; an LSTM's softmax bias over (400, 10000): 2.9 against
+    0.64 ms), and its blocked sums come closer to the exact ones."""
+    if (x.dtype not in _GEMV_DTYPES or x.ndim != 2 or x.shape[0] < 16
+            or x.size < _GEMV_MIN_SIZE):
+        return None
+    return np.ones(x.shape[0], x.dtype) @ x
+
+
+_GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_GEMV_MIN_SIZE = 4096  # below this the ones vector and the BLAS call cost about what they save
+
+
 def _reduction(fn_name, keep_dtype, identity=None):
     """Factory for reductions (``xp.<fn_name>``); ``identity(dtype)`` gives the value of an
     empty reduction."""
@@ -228,6 +247,7 @@ def _reduction(fn_name, keep_dtype, identity=None):
         dt = node.input_types[0]._np
         xp = ctx.xp
         xp_fn = getattr(xp, fn_name)
+        by_gemv = fn_name == "sum" and xp is np  # sums over leading axes: see column_sums
         kwargs = {"dtype": dt} if keep_dtype else {}
         fill = None  # the identity an empty reduction is filled with, where xp_fn cannot
         if identity is not None:
@@ -241,9 +261,15 @@ def _reduction(fn_name, keep_dtype, identity=None):
         def reduce(x, axes):
             ax = _norm_axes(axes, np.ndim(x))
             merged = _coalesce(x, ax) if isinstance(x, xp.ndarray) else None
+            if merged is None and ax == (0,) and isinstance(x, xp.ndarray) and x.ndim == 2:
+                merged = x, ax
             if merged is None:
                 return xp.asarray(xp_fn(x, axis=ax, keepdims=keep, **kwargs))
-            y = xp.asarray(xp_fn(merged[0], axis=merged[1], **kwargs))
+            y = None
+            if by_gemv and merged[1] == (0,):
+                y = column_sums(merged[0])
+            if y is None:
+                y = xp.asarray(xp_fn(merged[0], axis=merged[1], **kwargs))
             return y.reshape(_reduced_dims(x.shape, ax, keep))
 
         if fill is None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.context import host
+from dflab.kernels.math_kernels import column_sums
 from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.nn_ops import bias_channel_axis
 
@@ -25,13 +26,13 @@ def _like(xp, x, value):
 
 
 # --- activations ----------------------------------------------------------------------------
-def _relu(xp, x):
-    return xp.maximum(x, _like(xp, x, 0))
+def _relu(xp, x, out=None):
+    return xp.maximum(x, _like(xp, x, 0), out=out)
 
 
-def _relu_grad(xp, g, y):
+def _relu_grad(xp, g, y, out=None):
     # A multiply by the boolean mask is several times faster than xp.where here.
-    return xp.multiply(g, y > 0, dtype=g.dtype)
+    return xp.multiply(g, y > 0, dtype=g.dtype, out=out)
 
 
 def _relu6(xp, x):
@@ -78,7 +79,9 @@ def _softsign_grad(xp, g, x):
     return g / (d * d)
 
 
-for _t, _f in (("Relu", _relu), ("ReluGrad", _relu_grad), ("Relu6", _relu6),
+for _t, _f in (("Relu", _relu), ("ReluGrad", _relu_grad)):
+    register_kernel(_t, xp=_f, quiet_fp=True, elementwise=True)
+for _t, _f in (("Relu6", _relu6),
                ("Relu6Grad", _relu6_grad), ("Elu", _elu), ("EluGrad", _elu_grad),
                ("Selu", _selu), ("SeluGrad", _selu_grad), ("Softplus", _softplus),
                ("SoftplusGrad", _softplus_grad), ("Softsign", _softsign),
@@ -205,6 +208,11 @@ def _bias_add_grad(node, ctx):
     def bias_add_grad(g):
         rank = xp.ndim(g)
         c = bias_channel_axis(rank, fmt)
+        if (xp is np and c == rank - 1 and rank >= 2 and isinstance(g, np.ndarray)
+                and g.flags.c_contiguous):
+            sums = column_sums(g.reshape(-1, g.shape[-1]))
+            if sums is not None:
+                return sums
         axes = tuple(i for i in range(rank) if i != c)
         return xp.sum(g, axis=axes, dtype=g.dtype)
 

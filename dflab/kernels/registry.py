@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels import intra_op
 from dflab.kernels.context import HOST
 
 
@@ -55,16 +56,20 @@ ANY_DEVICE = "*"
 
 def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None = None,
                     xp: str | Callable | None = None, factory: Callable | None = None,
-                    quiet_fp: bool = False, takes_step: bool = False,
+                    quiet_fp: bool = False, elementwise: bool = False, takes_step: bool = False,
                     is_async: bool = False) -> None:
     """Register a kernel for ``op_type`` on ``device_types`` (see the module docstring for the
-    forms). ``quiet_fp``: the op may legitimately produce inf/NaN (see ``quiet``)."""
+    forms). ``quiet_fp``: the op may legitimately produce inf/NaN (see ``quiet``).
+    ``elementwise`` (with ``xp=``): the function is elementwise and takes ``out=``, so that on
+    the host a big one is split among the intra-op threads (``intra_op.elementwise``)."""
     if sum(f is not None for f in (fn, xp, factory)) != 1:
         raise TypeError("register_kernel needs exactly one of fn=, xp= or factory=")
+    if elementwise and xp is None:
+        raise TypeError("elementwise= goes with xp=")
     if fn is not None:
         factory = _constant_factory(quiet(fn) if quiet_fp else fn)
     elif xp is not None:
-        factory = _xp_factory(xp, quiet_fp)
+        factory = _xp_factory(xp, quiet_fp, elementwise)
     elif quiet_fp:
         raise TypeError("quiet_fp= goes with fn= or xp=; a factory wraps its own fn in quiet()")
     if isinstance(device_types, str):
@@ -88,14 +93,17 @@ def _constant_factory(fn: Callable) -> Callable:
     return factory
 
 
-def _xp_factory(xp_fn: str | Callable, quiet_fp: bool) -> Callable:
+def _xp_factory(xp_fn: str | Callable, quiet_fp: bool, elementwise: bool) -> Callable:
     def factory(node_def, ctx):
         namespace = ctx.xp
         if isinstance(xp_fn, str):
             fn = getattr(namespace, xp_fn)
         else:
             fn = functools.partial(xp_fn, namespace)
-        return quiet(fn) if quiet_fp else fn
+        if quiet_fp:
+            fn = quiet(fn)
+        # Each split part runs fn (quiet included: NumPy's error state is per thread).
+        return intra_op.elementwise(fn) if elementwise and namespace is np else fn
 
     return factory
 
@@ -139,9 +147,9 @@ def quiet(fn: Callable) -> Callable:
     """``fn`` with NumPy's floating-point warnings silenced: TF returns inf/NaN silently, so
     kernels of ops that can legitimately produce them (division, log, sqrt…) use this."""
 
-    def quiet_fn(*args):
+    def quiet_fn(*args, **kwargs):
         with np.errstate(all="ignore"):
-            return fn(*args)
+            return fn(*args, **kwargs)
 
     quiet_fn.__name__ = getattr(fn, "__name__", "quiet")
     return quiet_fn

@@ -98,10 +98,15 @@ def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch, spl
     config = tf.ConfigProto(intra_op_parallelism_threads=3,
                             dflab={"intra_op_split_products": split_products})
     before = intra_op.threads(), intra_op.splits_products()
-    split = []
-    real_run_chunks = intra_op.run_chunks
-    monkeypatch.setattr(intra_op, "run_chunks",
-                        lambda fn, bounds: split.append(len(bounds)) or real_run_chunks(fn, bounds))
+    split = {True: [], False: []}  # bounds per call, products or not
+    real_chunks = intra_op.chunks
+
+    def chunks(xp, n, work, products=False):
+        bounds = real_chunks(xp, n, work, products)
+        split[products].append(len(bounds))
+        return bounds
+
+    monkeypatch.setattr(intra_op, "chunks", chunks)
     with tf.Session(graph=graph, config=config) as sess:
         assert intra_op.threads() == 3
         assert intra_op.splits_products() is split_products
@@ -109,8 +114,10 @@ def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch, spl
         assert _blas_threads() == ({1} if split_products else {3})
         got = sess.run(fetches)
     assert (intra_op.threads(), intra_op.splits_products()) == before
-    # The convolutions (products) are chunked only when products are split.
-    assert (max(split) > 1) is split_products
+    # The convolutions (products) are chunked only when products are split; the elementwise
+    # ops (y * y, sin) always are.
+    assert (max(split[True]) > 1) is split_products
+    assert max(split[False]) == 3
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
@@ -148,3 +155,43 @@ def test_max_pool_grad_in_blocks_and_chunks_is_unchanged(monkeypatch, threads):
     finally:
         intra_op.set_threads(*before)
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_big_elementwise_ops_split_among_threads_give_the_same_bits(monkeypatch):
+    rng = np.random.default_rng(5)
+    x_val = rng.standard_normal((96, 50, 40)).astype(np.float32)
+    b_val = rng.standard_normal((50, 40)).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        x, b = tf.constant(x_val), tf.constant(b_val)
+        y = tf.nn.relu(x + b) * tf.exp(x) - tf.maximum(x, 0.5) / (tf.abs(b) + 1.0)
+        fetches = [y, tf.gradients(tf.reduce_sum(tf.nn.relu(x * b)), [x])[0], tf.equal(x, b)]
+    with tf.Session(graph=graph) as sess:
+        want = sess.run(fetches)
+    calls = []
+    real_run_chunks = intra_op.run_chunks
+    monkeypatch.setattr(intra_op, "run_chunks",
+                        lambda fn, bounds: calls.append(len(bounds)) or real_run_chunks(fn, bounds))
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1 << 10)
+    config = tf.ConfigProto(intra_op_parallelism_threads=2)
+    with tf.Session(graph=graph, config=config) as sess:
+        got = sess.run(fetches)
+    assert calls and all(n == 2 for n in calls)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_elementwise_split_leaves_what_it_cannot_split_to_the_kernel():
+    previous = intra_op.set_threads(2)
+    try:
+        add = intra_op.elementwise(np.add)
+        big = np.ones((4, 1 << 20), np.float32)
+        with pytest.raises(ValueError, match="broadcast"):  # NumPy's own error, unchanged
+            add(big, np.ones((3, 1 << 20), np.float32))
+        column = np.arange(1 << 21, dtype=np.float64).reshape(-1, 1)
+        np.testing.assert_array_equal(add(column, big[0, :3]), column + big[0, :3])
+        np.testing.assert_array_equal(add(big, 2), big + 2)
+        assert add(big, 2).dtype == np.float32
+    finally:
+        intra_op.set_threads(*previous)

@@ -1,6 +1,8 @@
 """Math ops: forward vs NumPy (with static shapes), gradients vs finite differences, TF1 dtype
 and shape rules, operator overloads, and error classes for bad inputs."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -1039,3 +1041,44 @@ def test_reductions_over_merged_adjacent_axes(axes, keep_dims, op):
     got_t, _ = evaluate(
         lambda a: getattr(tf, op)(tf.transpose(a, [3, 1, 2, 0]), axes, keepdims=keep_dims), xt)
     np.testing.assert_allclose(got_t, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, axes", [((64, 14, 14, 8), [0, 1, 2]), ((400, 300), [0]),
+                                         ((400, 300), 0), ((3, 500, 40), [0, 1])])
+def test_sums_over_leading_axes_of_big_arrays_are_as_exact_as_numpy(dtype, shape, axes):
+    # Bias gradients: the host sums these as a product with a vector of ones (BLAS).
+    from dflab.kernels.math_kernels import column_sums
+
+    x = (np.random.default_rng(0).random(shape) - 0.3).astype(dtype)
+    ax = tuple(np.atleast_1d(axes))
+    assert column_sums(x.reshape(int(np.prod([shape[a] for a in ax])), -1)) is not None
+    got = run(tf.reduce_sum(tf.constant(x), axis=axes))
+    rows = np.moveaxis(x, ax, range(len(ax))).reshape(-1, *[d for i, d in enumerate(shape)
+                                                           if i not in ax])
+    exact = np.array([math.fsum(col) for col in rows.reshape(rows.shape[0], -1).T],
+                     np.float64).reshape(rows.shape[1:])  # correctly rounded sums
+    assert got.dtype == dtype and got.shape == exact.shape
+    numpy_error = np.abs(x.sum(axis=ax, dtype=dtype) - exact).max()
+    tolerance = 2 * max(numpy_error, np.finfo(dtype).eps * np.abs(exact).max())
+    assert np.abs(got - exact).max() <= tolerance
+    kept = run(tf.reduce_sum(tf.constant(x), axis=axes, keepdims=True))
+    np.testing.assert_array_equal(kept.reshape(got.shape), got)
+
+
+def test_column_sums_leave_small_integer_and_special_arrays_to_numpy():
+    from dflab.kernels.math_kernels import column_sums
+
+    assert column_sums(np.ones((8, 8), np.float32)) is None  # too small to pay
+    assert column_sums(np.ones((5000, 4), np.int32)) is None  # BLAS sums floats only
+    x = np.zeros((5000, 4), np.float32)
+    x[7, 0], x[9, 1], x[11, 2], x[12, 2] = np.inf, np.nan, np.inf, -np.inf
+    got = run(tf.reduce_sum(tf.constant(x), axis=0))
+    np.testing.assert_array_equal(got, x.sum(axis=0))  # inf, NaN and inf - inf as NumPy
+    g = (np.random.default_rng(1).random((32, 9, 9, 16)) - 0.5).astype(np.float32)
+    b = tf.zeros([16])
+    y = tf.nn.bias_add(tf.zeros([32, 9, 9, 16]), b)
+    grad_b = tf.gradients(y, [b], grad_ys=[tf.constant(g)])[0]
+    assert grad_b.op.type == "BiasAddGrad"
+    np.testing.assert_allclose(run(grad_b), g.astype(np.float64).sum(axis=(0, 1, 2)),
+                               rtol=1e-5, atol=1e-5)
