@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dflab as tf
+from dflab.kernels import intra_op
 from dflab.kernels import training_kernels as tk
 
 SCALARS = {  # op type -> its scalar inputs, in the op's order
@@ -58,6 +59,29 @@ def test_blocked_update_matches_the_whole_array_update_bit_for_bit(monkeypatch, 
     tk._host_dense_update(rule, attrs, refs, arrays, scalars, g, tk._Spares(n_slots))
     for r, p, old in zip(refs, plain, arrays):
         assert r.value is not old and r.value.dtype == np.float32
+        np.testing.assert_array_equal(r.value, np.asarray(p, np.float32))
+
+
+@pytest.mark.parametrize("op_type", ["ApplyAdam", "ApplyGradientDescent", "ApplyRMSProp"])
+def test_blocks_shared_among_intra_op_threads_give_the_same_bits(monkeypatch, op_type):
+    monkeypatch.setattr(tk, "_UPDATE_BLOCK", 64)
+    monkeypatch.setattr(tk, "_PASSES", 1 << 20)  # split even this small update
+    rule, n_slots = RULES[op_type]
+    rng = np.random.default_rng(11)
+    arrays = [np.abs(rng.standard_normal(64 * 7 + 5)).astype(np.float32) + 0.5
+              for _ in range(n_slots)]
+    g = rng.standard_normal(arrays[0].shape).astype(np.float32)
+    scalars = [np.float32(x) for x in SCALARS[op_type]]
+    plain = rule(np, {}, arrays, scalars, g)
+    refs = [_Ref(a) for a in arrays]
+    previous = intra_op.set_threads(3)
+    try:
+        split = intra_op.chunks(np, 8, 8 * 64 * n_slots * tk._PASSES * intra_op.PASS_WORK)
+        assert len(split) == 3  # the blocks really are shared
+        tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots))
+    finally:
+        intra_op.set_threads(*previous)
+    for r, p in zip(refs, plain):
         np.testing.assert_array_equal(r.value, np.asarray(p, np.float32))
 
 
