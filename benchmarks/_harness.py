@@ -73,8 +73,13 @@ def _calibrate(fn: Callable[[], object], sample_s: float) -> int:
 
 
 def compare(candidates: dict[str, Callable[[], object]], *, repeat: int = 15,
-            sample_s: float = 0.05, warmup: int = 3) -> dict[str, float]:
-    """Median seconds per call of each candidate, sampled interleaved."""
+            sample_s: float = 0.05, warmup: int = 3, settle_s: float = 0.0) -> dict[str, float]:
+    """Median seconds per call of each candidate, sampled interleaved. ``settle_s``: an
+    untimed pause before each sample, long enough for the previous candidate's idle worker
+    threads to stop spinning. Frameworks keep their thread pools' workers busy-waiting for a
+    while after each parallel call (OpenBLAS for about 0.1 s), and on a machine with few cores
+    such a spinner takes a core from whatever runs next: without the pause, TensorFlow's CNN
+    step measured 48-62 ms interleaved with the others, against 37.5 ms alone."""
     for fn in candidates.values():
         for _ in range(warmup):
             fn()
@@ -83,6 +88,8 @@ def compare(candidates: dict[str, Callable[[], object]], *, repeat: int = 15,
     for _ in range(repeat):
         for name, fn in candidates.items():
             n = numbers[name]
+            if settle_s:
+                time.sleep(settle_s)
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()

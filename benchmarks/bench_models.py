@@ -38,6 +38,9 @@ from threadpoolctl import threadpool_limits
 import dflab
 
 THREADS = 2
+# Untimed pause before each sample: the previous framework's spinning workers go idle first
+# (see ``_harness.compare``).
+SETTLE_S = 0.3
 TARGET_RATIO = 1.5  # every model: dflab <= 1.5x TensorFlow 1.x
 GOALS = {"cnn": 1.5, "lstm": 1.2}
 
@@ -408,7 +411,8 @@ def main() -> h.Result:
             models = _candidates(name, tf1, torch)
             _check_same_loss(name, models)
             times = h.compare({k: m.step for k, m in models.items()},
-                              repeat=h.repeats(args, 9), sample_s=0.5, warmup=3)
+                              repeat=h.repeats(args, 9), sample_s=0.5, warmup=3,
+                              settle_s=SETTLE_S)
             _add_rows(result, name, times)
             if "tensorflow 1.x" in times:
                 ratio = times["dflab"] / times["tensorflow 1.x"]
