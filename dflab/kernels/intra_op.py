@@ -1,22 +1,24 @@
 """Intra-op parallelism on the host: with ``ConfigProto.intra_op_parallelism_threads`` above
-one, a kernel's work runs on that many threads.
+one, a kernel's big work runs on that many threads.
 
-Two kinds of work, two ways:
+One pool does all of it, as TensorFlow's CPU runtime runs everything on one Eigen pool:
 
-* **Matrix products** (MatMul, and the GEMM of each convolution and its backprops) run on
-  BLAS's own threads: BLAS is given the configured count and each product is one call. On an
-  idle 2-core machine this is the faster way: an MLP step took 10.8 ms against 16.4 ms split
-  in Python chunks, an LSTM step 183 against 233 ms, and the CNN's products alone 107 against
-  132 ms (``benchmarks/RESULTS.md``, "Intra-op threads").
-* **Everything else that is big** (pooling and its gradient, which BLAS does not do) splits
-  into one coarse chunk per thread (``chunks``/``run_chunks``); a waiting thread blocks.
+* **Matrix products** (MatMul, and the GEMM of each convolution and its backprops) split into
+  row or column chunks (convolutions over the batch), one per thread, with BLAS pinned to one
+  thread per call (``matmul``, ``chunks(..., products=True)``).
+* **Everything else that is big** splits the same way: elementwise ops over their first axis
+  (``elementwise``), pooling and its gradient over the batch, dense optimizer updates over
+  blocks (``chunks``/``run_chunks``). A waiting thread blocks.
 
-``ConfigProto(dflab={"intra_op_split_products": True})`` splits the products too, into row or
-column chunks on those threads with BLAS pinned to one thread per call. That is the better
-choice on a machine whose cores are busy with other processes: OpenBLAS synchronises its
-workers many times inside one GEMM and lets idle workers spin between calls, so under a load
-of 7-16 on two cores a dense layer's product took 63.8 ms on two BLAS threads against 11.9 ms
-on one.
+Why not BLAS's own threads for the products: an OpenBLAS worker busy-waits for about 0.1 s
+after each threaded call, so on a machine with few cores it takes a core from whatever runs
+next: this pool's chunks (an Adam update on two threads took 10.3 ms, 18.9 ms right after a
+threaded GEMM), or another framework in the same process. Products alone are somewhat faster
+on BLAS's threads (a 128x784x512 product: 0.60 ms against 0.73 ms split), so
+``ConfigProto(dflab={"intra_op_split_products": False})`` keeps them there, for graphs made
+almost only of matrix products. Whole training steps, each configuration in its own process on
+an idle 2-core machine (``benchmarks/RESULTS.md``, "Intra-op threads"): the CNN took 87-95 ms
+split against 115-137 ms on BLAS's threads; the MLP and the LSTM were 5-10% faster on BLAS's.
 
 The setting is process-wide, as BLAS's own thread count is: a session sets it while it is open
 (``set_threads``). With the default (0) nothing is split and BLAS keeps its own threads. Only
@@ -42,7 +44,7 @@ _pool: ThreadPoolExecutor | None = None
 MIN_WORK = 1 << 24
 
 
-def set_threads(n: int, split_products: bool = False) -> tuple[int, bool]:
+def set_threads(n: int, split_products: bool = True) -> tuple[int, bool]:
     """Use ``n`` threads per splittable host op from now on, splitting matrix products too
     when ``split_products``; returns the previous setting (``set_threads(*previous)``
     restores it)."""

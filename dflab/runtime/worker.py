@@ -209,15 +209,15 @@ class Worker:
         self._intra_op_before = None
         if config.intra_op_parallelism_threads:
             self._set_intra_op(config.intra_op_parallelism_threads,
-                               bool(config.dflab.get("intra_op_split_products", False)))
+                               bool(config.dflab.get("intra_op_split_products", True)))
         # Values cross between devices as they are unless two memory spaces meet here.
         spaces = {d.memory_space for d in self.devices}
         self._copy = self._copy_between_devices if len(spaces) > 1 else None
 
     def _set_intra_op(self, n: int, split_products: bool) -> None:
-        """Host kernels run on ``n`` threads: matrix products on BLAS's, other big work in
-        chunks on threads of their own; with ``split_products`` the products too, BLAS then
-        on one thread per call (see ``dflab.kernels.intra_op`` for when each pays)."""
+        """Host kernels run on ``n`` threads: big work in chunks on threads of their own,
+        matrix products too with ``split_products`` (BLAS then on one thread per call), else
+        on BLAS's ``n`` threads (see ``dflab.kernels.intra_op`` for when each pays)."""
         from threadpoolctl import threadpool_limits
 
         self._blas_limits = threadpool_limits(1 if n > 1 and split_products else n)
