@@ -29,35 +29,73 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 _lock = threading.Lock()
 _threads = 1
-_split_products = False  # matrix products in Python chunks (True) or on BLAS's threads
-_pool: ThreadPoolExecutor | None = None
+_split_products = True  # matrix products in Python chunks (True) or on BLAS's threads
+_workers: list = []  # every pool thread made so far (``_Worker``)
+_idle: list = []  # those not running a chunk now
 
 # Below this many multiply-adds a split costs more than it saves: handing a chunk to another
-# thread and waiting for it costs tens of microseconds on an idle machine and milliseconds on
-# a loaded one (the LSTM step's 20x400x800 products lost time when split).
+# thread and waiting for it costs about 12 us on an idle machine, and more on a loaded one.
 MIN_WORK = 1 << 24
+# Matrix products gain from a split sooner: a 20x400x800 product (6.4M multiply-adds, an LSTM
+# cell's) took 255 us on one thread and 195 us split, a 20x200x800 one 110 against 117 us.
+MIN_PRODUCT_WORK = 1 << 22
 
 
 def set_threads(n: int, split_products: bool = True) -> tuple[int, bool]:
     """Use ``n`` threads per splittable host op from now on, splitting matrix products too
     when ``split_products``; returns the previous setting (``set_threads(*previous)``
     restores it)."""
-    global _threads, _split_products, _pool
+    global _threads, _split_products
     n = max(int(n), 1)
     with _lock:
         previous = _threads, _split_products
         _threads, _split_products = n, bool(split_products)
-        if n > 1 and (_pool is None or _pool._max_workers < n - 1):
-            old, _pool = _pool, ThreadPoolExecutor(n - 1, thread_name_prefix="dflab-intra-op")
-            if old is not None:
-                old.shutdown(wait=False)
+        while len(_workers) < n - 1:
+            worker = _Worker()
+            _workers.append(worker)
+            _idle.append(worker)
     return previous
+
+
+class _Worker:
+    """A pool thread, handed one chunk at a time through two locks: a hand-off and its
+    completion cost about 12 us this way, against 33 us through a ThreadPoolExecutor's
+    future, and a split is worth making from a few hundred microseconds of work."""
+
+    def __init__(self):
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._task = None
+        self._outcome = None
+        threading.Thread(target=self._loop, name="dflab-intra-op", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._go.acquire()
+            fn, lo, hi = self._task
+            try:
+                self._outcome = (fn(lo, hi), None)
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting caller
+                self._outcome = (None, e)
+            self._task = None
+            self._done.release()
+
+    def start(self, fn, lo: int, hi: int) -> None:
+        self._task = (fn, lo, hi)
+        self._go.release()
+
+    def wait(self) -> tuple:
+        """(result, error) of the chunk started last."""
+        self._done.acquire()
+        outcome, self._outcome = self._outcome, None
+        return outcome
 
 
 def threads() -> int:
@@ -75,7 +113,8 @@ def chunks(xp, n: int, work: float, products: bool = False) -> list[tuple[int, i
     that is mostly matrix products (``products``) is one chunk unless products are split:
     BLAS threads it."""
     k = min(_threads, n)
-    if k <= 1 or xp is not np or work < MIN_WORK or (products and not _split_products):
+    if k <= 1 or xp is not np or work < (MIN_PRODUCT_WORK if products else MIN_WORK) or (
+            products and not _split_products):
         return [(0, n)]
     step, extra = divmod(n, k)
     bounds, lo = [], 0
@@ -88,24 +127,33 @@ def chunks(xp, n: int, work: float, products: bool = False) -> list[tuple[int, i
 
 def run_chunks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) -> list:
     """``[fn(lo, hi) for (lo, hi) in bounds]``, the first chunk on the calling thread and the
-    others on the pool at the same time; the first error is raised after all have finished."""
+    others on idle pool threads at the same time; a chunk no idle thread is left for (several
+    ops splitting at once, on inter-op threads) runs on the caller after its own. The first
+    error is raised after all chunks have finished."""
     if len(bounds) == 1:
         return [fn(*bounds[0])]
-    pool = _pool
-    futures = [pool.submit(fn, lo, hi) for lo, hi in bounds[1:]]
-    results, error = [], None
-    try:
-        results.append(fn(*bounds[0]))
-    except BaseException as e:  # noqa: BLE001 - re-raised below, after the others finish
-        error = e
-    for f in futures:
+    with _lock:
+        k = min(len(_idle), len(bounds) - 1)
+        helpers = [_idle.pop() for _ in range(k)]
+    for worker, (lo, hi) in zip(helpers, bounds[1:]):
+        worker.start(fn, lo, hi)
+    outcomes = []
+    for lo, hi in [bounds[0]] + bounds[1 + k:]:
         try:
-            results.append(f.result())
-        except BaseException as e:  # noqa: BLE001
-            error = error or e
+            outcomes.append((fn(lo, hi), None))
+        except BaseException as e:  # noqa: BLE001 - raised below, after the others finish
+            outcomes.append((None, e))
+    mine = outcomes[1:]
+    outcomes = outcomes[:1]
+    for worker in helpers:
+        outcomes.append(worker.wait())
+    with _lock:
+        _idle.extend(helpers)
+    outcomes.extend(mine)
+    error = next((e for _, e in outcomes if e is not None), None)
     if error is not None:
         raise error
-    return results
+    return [r for r, _ in outcomes]
 
 
 # Work (in multiply-adds, as MIN_WORK) of one element of one memory-bound elementwise pass:
@@ -177,16 +225,17 @@ def _product(shape) -> int:
 
 
 def matmul(a, b):
-    """``a @ b`` for 2-d NumPy arrays, split among the threads along the output's longer side:
-    its rows, or its columns for a short, wide product (a dense layer's forward product and
-    input gradient at a small batch: split by rows, each chunk's GEMM got a few rows of ``a``
-    against all of ``b`` and ran slower than the whole product on one thread). Each chunk
-    writes its block of one output buffer. Unless products are split, one call on BLAS's
-    threads."""
+    """``a @ b`` for 2-d NumPy arrays, split among the threads by rows of the output, or by
+    columns when it has few rows (under 64) and more columns than rows: a chunk of a few rows
+    against all of ``b`` runs slower than the whole product on one thread (a dense layer's
+    product at a small batch), while a column chunk writes a strided block, slow when the
+    inner dimension is short (a 400x20x800 weight gradient: 148 us by rows, 219 us by
+    columns). Each chunk writes its block of one output buffer. Unless products are split,
+    one call on BLAS's threads."""
     if not splits_products() or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         return np.matmul(a, b)  # nothing to split, or NumPy's own error for bad shapes
     (m, k), n = a.shape, b.shape[1]
-    by_rows = m >= n
+    by_rows = m >= 64 or m >= n
     bounds = chunks(np, m if by_rows else n, float(m) * k * n, products=True)
     if len(bounds) == 1:
         return np.matmul(a, b)

@@ -1,6 +1,9 @@
 """Intra-op parallelism: split host kernels give the unsplit results, and a session's
 ``intra_op_parallelism_threads`` turns the splitting on while it is open."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,7 @@ from dflab.kernels import conv_kernels, intra_op
 @pytest.fixture
 def three_threads(monkeypatch):
     monkeypatch.setattr(intra_op, "MIN_WORK", 1000)  # small test arrays are split too
+    monkeypatch.setattr(intra_op, "MIN_PRODUCT_WORK", 1000)
     before = intra_op.set_threads(3, split_products=True)
     yield
     intra_op.set_threads(*before)
@@ -37,6 +41,39 @@ def test_run_chunks_raises_the_error_after_every_chunk_ran(three_threads):
         intra_op.run_chunks(fn, [(0, 4), (4, 7), (7, 10)])
     assert sorted(ran) == [0, 4, 7]
     assert intra_op.run_chunks(lambda lo, hi: hi - lo, [(0, 4), (4, 7)]) == [4, 3]
+
+
+def test_run_chunks_from_many_threads_at_once_gives_each_its_own_results(three_threads):
+    # Eight callers share two pool threads: a chunk no idle thread is left for runs on its
+    # caller, and every caller gets its chunks' results in order.
+    def call(i):
+        bounds = [(k, k + 1) for k in range(5)]
+        return intra_op.run_chunks(lambda lo, hi: (i, lo, threading.current_thread().name),
+                                   bounds)
+
+    with ThreadPoolExecutor(8) as callers:
+        results = list(callers.map(call, range(64)))
+    for i, got in enumerate(results):
+        assert [(j, lo) for j, lo, _ in got] == [(i, k) for k in range(5)]
+    names = [name for got in results for _, _, name in got]
+    assert "dflab-intra-op" in names  # the pool's threads ran chunks
+    assert any(name != "dflab-intra-op" for name in names)  # and callers ran the rest
+    assert sorted(intra_op._idle, key=id) == sorted(intra_op._workers, key=id)  # all back
+
+
+@pytest.mark.parametrize("shape, by_rows", [((20, 400, 800), False), ((400, 20, 800), True),
+                                            ((64, 10, 900), True), ((63, 10, 900), False),
+                                            ((63, 10, 40), True)])
+def test_split_matmul_takes_rows_unless_the_output_has_few(three_threads, monkeypatch, shape,
+                                                          by_rows):
+    m, k, n = shape
+    seen = []
+    real_chunks = intra_op.chunks
+    monkeypatch.setattr(intra_op, "chunks", lambda xp, size, work, products=False:
+                        seen.append(size) or real_chunks(xp, size, work, products))
+    a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+    np.testing.assert_array_equal(intra_op.matmul(a, b), np.full((m, n), k, np.float32))
+    assert seen == [m if by_rows else n]
 
 
 def test_split_matmul_equals_numpy(three_threads):
@@ -92,6 +129,7 @@ def _blas_threads():
 @pytest.mark.parametrize("split_products", [False, True])
 def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch, split_products):
     monkeypatch.setattr(intra_op, "MIN_WORK", 1)  # split even these small ops
+    monkeypatch.setattr(intra_op, "MIN_PRODUCT_WORK", 1)
     graph, fetches = _conv_net_values()
     with tf.Session(graph=graph) as sess:
         want = sess.run(fetches)
