@@ -44,6 +44,8 @@ MIN_WORK = 1 << 24
 # Matrix products gain from a split sooner: a 20x400x800 product (6.4M multiply-adds, an LSTM
 # cell's) took 255 us on one thread and 195 us split, a 20x200x800 one 110 against 117 us.
 MIN_PRODUCT_WORK = 1 << 22
+# Fewest rows per chunk of a product split by rows (see ``matmul``).
+_MIN_CHUNK_ROWS = 64
 
 
 def set_threads(n: int, split_products: bool = True) -> tuple[int, bool]:
@@ -226,16 +228,16 @@ def _product(shape) -> int:
 
 def matmul(a, b):
     """``a @ b`` for 2-d NumPy arrays, split among the threads by rows of the output, or by
-    columns when it has few rows (under 64) and more columns than rows: a chunk of a few rows
-    against all of ``b`` runs slower than the whole product on one thread (a dense layer's
-    product at a small batch), while a column chunk writes a strided block, slow when the
-    inner dimension is short (a 400x20x800 weight gradient: 148 us by rows, 219 us by
-    columns). Each chunk writes its block of one output buffer. Unless products are split,
-    one call on BLAS's threads."""
+    columns when the row chunks would be under 64 rows and the output has more columns than
+    rows: a chunk of a few rows against all of ``b`` is a slow GEMM (a dense layer's product
+    at batch 64: 5.6 ms by rows, 3.8 ms by columns), while a column chunk writes a strided
+    block, slow when the inner dimension is short (a 400x20x800 weight gradient: 148 us by
+    rows, 219 us by columns). Each chunk writes its block of one output buffer. Unless
+    products are split, one call on BLAS's threads."""
     if not splits_products() or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         return np.matmul(a, b)  # nothing to split, or NumPy's own error for bad shapes
     (m, k), n = a.shape, b.shape[1]
-    by_rows = m >= 64 or m >= n
+    by_rows = m >= n or m >= _MIN_CHUNK_ROWS * _threads
     bounds = chunks(np, m if by_rows else n, float(m) * k * n, products=True)
     if len(bounds) == 1:
         return np.matmul(a, b)

@@ -62,10 +62,11 @@ def test_run_chunks_from_many_threads_at_once_gives_each_its_own_results(three_t
 
 
 @pytest.mark.parametrize("shape, by_rows", [((20, 400, 800), False), ((400, 20, 800), True),
-                                            ((64, 10, 900), True), ((63, 10, 900), False),
+                                            ((192, 10, 900), True), ((191, 10, 900), False),
                                             ((63, 10, 40), True)])
 def test_split_matmul_takes_rows_unless_the_output_has_few(three_threads, monkeypatch, shape,
                                                           by_rows):
+    # three threads: rows when each chunk gets at least 64 of them, or m >= n
     m, k, n = shape
     seen = []
     real_chunks = intra_op.chunks

@@ -184,6 +184,34 @@ def test_sparse_softmax_xent(batch, ldtype):
     check_grads(fn, [labels, logits])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sparse_softmax_xent_of_a_big_batch_split_among_threads(monkeypatch, threads):
+    # The host kernel's rows split among intra-op threads; extreme logits included: -inf off
+    # the label, huge values, and a row where the label's logit is the only finite one.
+    from dflab.kernels import intra_op
+
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1)
+    rng = np.random.default_rng(3)
+    logits = rng.normal(0, 5, (2, 150, 40)).astype(np.float32)
+    labels = rng.integers(0, 40, (2, 150)).astype(np.int64)
+    logits[0, 0, :] = -np.inf
+    logits[0, 0, labels[0, 0]] = 3.0
+    logits[1, 7, 5] = 1e30
+    lg, lab = tf.constant(logits), tf.constant(labels)
+    loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=lg)
+    (grad,) = tf.gradients(tf.reduce_sum(loss), [lg])
+    with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=threads)) as sess:
+        got_loss, got_grad = sess.run([loss, grad])
+    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    want_loss = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
+    onehot = np.eye(40)[labels]
+    assert got_loss.dtype == np.float32 and got_loss.shape == (2, 150)
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_grad, np.exp(log_p) - onehot, rtol=1e-5, atol=1e-6)
+    assert got_loss[0, 0] == 0.0 and got_grad[0, 0, labels[0, 0]] == 0.0
+
+
 @pytest.mark.parametrize("bad", [4, -1])
 def test_sparse_softmax_xent_out_of_range_label(bad):
     labels = tf.placeholder(tf.int32, [2])
