@@ -70,7 +70,7 @@ def main() -> h.Result:
         bm.THREADS = args.threads
         candidates["TensorFlow 1.x: whole training step"] = \
             bm.cnn_tf(tf1, *bm.cnn_data(np.random.default_rng(0))).step
-    times = h.compare(candidates, repeat=9)
+    times = h.compare(candidates, repeat=9, settle_s=bm.SETTLE_S)
     for label, t in times.items():
         result.add(label, t * 1e3, "ms")
     floor = min(times["NumPy products, BLAS threads"],

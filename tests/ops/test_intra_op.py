@@ -201,7 +201,7 @@ def test_big_elementwise_ops_split_among_threads_give_the_same_bits(monkeypatch)
     x_val = rng.standard_normal((96, 50, 40)).astype(np.float32)
     b_val = rng.standard_normal((50, 40)).astype(np.float32)
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), tf.device("/cpu:0"):  # the host: where intra-op threads apply
         x, b = tf.constant(x_val), tf.constant(b_val)
         y = tf.nn.relu(x + b) * tf.exp(x) - tf.maximum(x, 0.5) / (tf.abs(b) + 1.0)
         fetches = [y, tf.gradients(tf.reduce_sum(tf.nn.relu(x * b)), [x])[0], tf.equal(x, b)]
