@@ -231,7 +231,8 @@ def column_sums(x):
     if (x.dtype not in _GEMV_DTYPES or x.ndim != 2 or x.shape[0] < 16
             or x.size < _GEMV_MIN_SIZE):
         return None
-    return np.ones(x.shape[0], x.dtype) @ x
+    with np.errstate(all="ignore"):  # inf - inf is NaN and a sum may overflow, silently (TF)
+        return np.ones(x.shape[0], x.dtype) @ x
 
 
 _GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
