@@ -159,8 +159,10 @@ def _cheap_until_recv(eplan) -> bool:
 
 
 class StepGroup:
-    """The executions of one step on a worker: the first error wins, aborts the rendezvous and
-    cancels every other execution."""
+    """The executions of one step on a worker: the first error aborts the rendezvous and
+    cancels every other execution, and is the step's error unless it is a cancellation and
+    a root cause arrives after it (another task's failure can reach this one first as the
+    cancellation of a receive; TF's status groups prefer the root cause in the same way)."""
 
     __slots__ = ("rendezvous", "executions", "error", "_lock", "step_id")
 
@@ -174,6 +176,9 @@ class StepGroup:
     def failed(self, error) -> None:
         with self._lock:
             if self.error is not None:
+                if (isinstance(self.error, errors.CancelledError)
+                        and not isinstance(error, errors.CancelledError)):
+                    self.error = error  # the cause of the cancellation seen first
                 return
             self.error = error
         why = f"Step {self.step_id} was cancelled: {_first_line(error)}"

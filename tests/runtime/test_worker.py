@@ -307,3 +307,19 @@ def test_a_traced_step_with_one_inter_op_thread_runs_in_the_schedules_order(monk
     traced = [ns.node_name for dev in meta.step_stats.dev_stats for ns in dev.node_stats
               if ns.node_name in plan_order]
     assert traced == sorted(traced, key=plan_order.index)  # one node after the other, in order
+
+
+def test_a_step_reports_the_root_cause_over_a_cancellation_that_reached_it_first():
+    from dflab.framework import errors
+    from dflab.runtime.rendezvous import LocalRendezvous
+    from dflab.runtime.worker import StepGroup
+
+    group = StepGroup(LocalRendezvous(), 7)
+    cancelled = errors.CancelledError(None, None, "Step 7 was cancelled: bad reshape")
+    cause = errors.InvalidArgumentError(None, None, "bad reshape")
+    group.failed(cancelled)  # another task's abort, seen as a cancelled receive
+    group.failed(cause)
+    assert group.error is cause
+    group.failed(errors.CancelledError(None, None, "later"))
+    group.failed(errors.InternalError(None, None, "a second failure"))
+    assert group.error is cause  # the first root cause stays
