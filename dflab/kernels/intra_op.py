@@ -17,7 +17,7 @@ threaded GEMM), or another framework in the same process. Products alone are som
 on BLAS's threads (a 128x784x512 product: 0.60 ms against 0.73 ms split), so
 ``ConfigProto(dflab={"intra_op_split_products": False})`` keeps them there, for graphs made
 almost only of matrix products. Whole training steps, each configuration in its own process on
-an idle 2-core machine (``benchmarks/RESULTS.md``, "Intra-op threads"): the CNN took 87-95 ms
+an idle 2-core machine (``benchmarks/RESULTS.md``, "Measured fairly"): the CNN took 87-95 ms
 split against 115-137 ms on BLAS's threads; the MLP and the LSTM were 5-10% faster on BLAS's.
 
 The setting is process-wide, as BLAS's own thread count is: a session sets it while it is open
@@ -27,6 +27,7 @@ NumPy work is split: a GPU's kernels run on its stream.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -139,19 +140,16 @@ def run_chunks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) 
         helpers = [_idle.pop() for _ in range(k)]
     for worker, (lo, hi) in zip(helpers, bounds[1:]):
         worker.start(fn, lo, hi)
-    outcomes = []
+    own = []  # the first chunk, then those no helper was free for
     for lo, hi in [bounds[0]] + bounds[1 + k:]:
         try:
-            outcomes.append((fn(lo, hi), None))
+            own.append((fn(lo, hi), None))
         except BaseException as e:  # noqa: BLE001 - raised below, after the others finish
-            outcomes.append((None, e))
-    mine = outcomes[1:]
-    outcomes = outcomes[:1]
-    for worker in helpers:
-        outcomes.append(worker.wait())
+            own.append((None, e))
+    helped = [worker.wait() for worker in helpers]
     with _lock:
         _idle.extend(helpers)
-    outcomes.extend(mine)
+    outcomes = own[:1] + helped + own[1:]  # in the order of ``bounds``
     error = next((e for _, e in outcomes if e is not None), None)
     if error is not None:
         raise error
@@ -163,6 +161,7 @@ def run_chunks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) 
 # An elementwise op starts to gain from a split at about 512K elements (measured: a 256K-element
 # add took 0.11 ms whole, 0.15 ms split; at 512K both 0.22 ms; at 1.6M 1.7 against 1.0 ms).
 PASS_WORK = 32
+
 
 def elementwise(fn: Callable) -> Callable:
     """``fn``, an elementwise host kernel that takes ``out=`` (a ufunc, or a function of
@@ -187,7 +186,7 @@ def elementwise(fn: Callable) -> Callable:
         shape = _broadcast_shape(args)
         if not shape or shape[0] < 2:
             return fn(*args)
-        size = _product(shape)
+        size = math.prod(shape)
         bounds = chunks(np, shape[0], float(size) * PASS_WORK)
         if len(bounds) == 1:
             return fn(*args)
@@ -217,13 +216,6 @@ def _broadcast_shape(args) -> tuple | None:
         return np.broadcast_shapes(*(np.shape(a) for a in args))
     except ValueError:
         return None
-
-
-def _product(shape) -> int:
-    size = 1
-    for d in shape:
-        size *= d
-    return size
 
 
 def matmul(a, b):
