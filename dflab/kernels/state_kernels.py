@@ -210,28 +210,57 @@ def _scatter_update(var, idx, upd):
 
 
 def _scatter_summed(ufunc, var, idx, upd):
-    """``ufunc.at(var, idx, upd)`` for add/subtract, several times faster: the updates are
-    sorted by index, each repeated index's updates summed into its first one (``add.at`` over
-    the repeats only, usually a few), then every touched row is updated once by fancy
-    indexing. A repeated index sees var - (u1 + u2) instead of (var - u1) - u2: the same value
-    up to rounding."""
+    """``ufunc.at(var, idx, upd)`` for add/subtract, several times faster: the touched rows
+    are gathered once, updated in place, and written back by fancy indexing. An index that
+    appears more than once (usually a few of a sampled batch) has its updates summed first
+    and the same new row written at each of its positions, so the write-back's order does not
+    matter. A repeated index sees var - (u1 + u2) instead of (var - u1) - u2: the same value up
+    to rounding. (A 2176-row update of a 50000x128 float32 table: 1.5 ms sorting every
+    update, 0.55 ms this way, 5.5 ms by ``subtract.at``.)"""
     flat = idx.ravel()
     if flat.size == 0:
         return
     rows = upd.reshape((flat.size,) + var.shape[1:])
-    order = np.argsort(flat, kind="stable")
-    sorted_idx = flat[order]
-    first = np.concatenate(([True], sorted_idx[1:] != sorted_idx[:-1]))
-    if first.all():  # no repeats: rows map one to one
-        var[flat] = ufunc(var[flat], rows)
+    new = var.take(flat, axis=0)  # take: faster than fancy indexing for rows
+    ufunc(new, rows, out=new, casting="unsafe")  # the dtype cast an assignment would make
+    _sum_repeats(ufunc, var, flat, rows, new)
+    var[flat] = new
+
+
+def _sum_repeats(ufunc, var, flat, rows, new) -> None:
+    """Set ``new``'s rows at every repeated index of ``flat`` to ``ufunc(var[i], sum of that
+    index's updates)``; the unrepeated rows are left as they are."""
+    order = np.argsort(flat)  # any order: a repeated index's updates are summed in some order
+    ordered = flat[order]
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
         return
-    sorted_rows = rows[order]
-    summed = sorted_rows[first]  # a copy: the first update of each index
-    repeat = ~first
-    segment = np.cumsum(first) - 1  # the index's position among the touched rows
-    np.add.at(summed, segment[repeat], sorted_rows[repeat])
-    touched = sorted_idx[first]
-    var[touched] = ufunc(var[touched], summed)
+    repeated = np.zeros(flat.size, bool)  # positions in ``order`` of a repeated index
+    repeated[1:] |= same
+    repeated[:-1] |= same
+    where = order[repeated]  # grouped by index
+    keys = ordered[repeated]
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    sizes = np.diff(np.append(starts, keys.size))
+    values = ufunc(var[keys[starts]], _group_sums(rows, where, starts, sizes),
+                   casting="unsafe").astype(var.dtype, copy=False)
+    new[where] = np.repeat(values, sizes, axis=0)
+
+
+# Most repeated indices of a sampled batch repeat a few times: their updates are summed one
+# round per repeat, a few vectorized adds; ``add.reduceat`` over rows costs 150 us for 92 rows.
+_ROUNDS = 16
+
+
+def _group_sums(rows, where, starts, sizes):
+    """Sums of ``rows[where]`` over the groups that begin at ``starts``, ``sizes`` long."""
+    if sizes.max() > _ROUNDS:
+        return np.add.reduceat(rows[where], starts, axis=0)
+    totals = rows[where[starts]]  # a copy
+    for r in range(1, int(sizes.max())):
+        longer = np.flatnonzero(sizes > r)
+        totals[longer] += rows[where[starts[longer] + r]]
+    return totals
 
 
 def _resource_scatter(ref_factory):

@@ -118,9 +118,11 @@ def test_scatter_ops(fn, ref):
 @pytest.mark.parametrize("fn,ufunc", [(tf.scatter_add, np.add), (tf.scatter_sub, np.subtract)])
 @pytest.mark.parametrize("idx", [
     np.array([[3, 0], [3, 3], [1, 0]]),  # repeats, 2-d indices
+    np.array([0, 2, 2, 4, 0, 0, 1, 2, 4, 4, 3]),  # groups of 1 to 3, interleaved
+    np.array([2] * 20 + [0, 1, 1]),       # one index repeated more than _ROUNDS times
     np.array([4, 1, 0]),                  # no repeats
     np.zeros([0], np.int64),              # nothing to update
-], ids=["repeats", "distinct", "empty"])
+], ids=["repeats", "repeat-groups", "many-repeats", "distinct", "empty"])
 def test_scatter_add_sub_accumulate_repeated_rows(fn, ufunc, idx):
     rng = np.random.default_rng(3)
     init = rng.standard_normal((5, 2, 3))
