@@ -542,11 +542,14 @@ def _broadcast_to(node, ctx):
     def broadcast_to(x, shape):
         target = tuple(_ints(shape))
         try:
-            # A copy: a zero-stride view would surprise whoever fetches the result.
-            return xp.array(xp.broadcast_to(x, target))
+            view = xp.broadcast_to(x, target)
         except ValueError:
             raise _bad(node, f"Incompatible shapes: {list(np.shape(x))} vs. "
                            f"{list(target)}") from None
+        # A copy: a zero-stride view would surprise whoever fetches the result.
+        out = xp.empty(target, view.dtype)
+        xp.copyto(out, view)
+        return out
 
     return broadcast_to
 

@@ -235,10 +235,13 @@ def _keepdims_view(op, t):
 
 
 def _broadcast_to_like(grad, x):
-    if x.shape.is_fully_defined() and grad.shape.is_fully_defined() and \
-            grad.shape.as_list() == x.shape.as_list():
-        return grad
-    return multiply(grad, array_ops.ones_like(x))
+    """``grad`` broadcast to ``x``'s shape, in one pass (as TF's ``_SumGrad``): a product with
+    ``ones_like(x)`` would write a tensor of ones and read it back."""
+    if x.shape.is_fully_defined():
+        if grad.shape.is_fully_defined() and grad.shape.as_list() == x.shape.as_list():
+            return grad
+        return array_ops.broadcast_to(grad, x.shape.as_list())
+    return array_ops.broadcast_to(grad, array_ops.shape(x))
 
 
 @RegisterGradient("Sum")
