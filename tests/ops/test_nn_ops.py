@@ -90,6 +90,21 @@ def test_relu_accepts_ints_softplus_does_not():
         tf.nn.softplus(tf.constant([1, 2]))
 
 
+@pytest.mark.parametrize("shape", [(), (10,), (3, 10), (600, 1000)])  # the last one splits
+def test_relu_special_values_bit_for_bit(shape):
+    special = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-45, -1e-45, 3.0, -2.0],
+                       np.float32)
+    x = np.resize(special, shape).astype(np.float32)
+    cfg = tf.ConfigProto(intra_op_parallelism_threads=2)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        y = tf.nn.relu(tf.constant(x))
+        with tf.Session(config=cfg) as s:
+            got = s.run(y)
+    want = np.maximum(x, np.float32(0))  # NumPy's own rules for NaN and signed zeros
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.asarray(got).view(np.int32), want.view(np.int32))
+
+
 def test_softplus_is_stable_for_large_inputs():
     got = run(tf.nn.softplus(tf.constant([-1000.0, 0.0, 1000.0], tf.float64)))
     np.testing.assert_allclose(got, [0.0, math.log(2), 1000.0])
