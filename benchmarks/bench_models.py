@@ -21,13 +21,22 @@ Models (float32):
   of 128 centre words, each with one context word and 16 fed negative words; sigmoid
   cross-entropy; SGD(1.0) on sparse (IndexedSlices) gradients of two embedding tables.
 
-Usage: ``python benchmarks/bench_models.py [--quick] [--json PATH] [--models cnn,lstm]``;
-``scripts/bench-models`` makes an environment with TensorFlow and PyTorch and runs this.
+With ``--alone`` each framework's step of each model is instead timed in a fresh process of
+its own, the others not even imported: no other framework's threads, caches or memory beside it.
+The interleaved run pauses before each sample so that the previous framework's spinning workers
+go idle, but on a machine with few cores it still drifts (TensorFlow's CNN step: 37.5 ms alone,
+41-54 ms interleaved); the two are reported separately.
+
+Usage: ``python benchmarks/bench_models.py [--quick] [--alone] [--json PATH] [--models
+cnn,lstm]``; ``scripts/bench-models`` makes an environment with TensorFlow and PyTorch and
+runs this.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 from collections.abc import Callable
 
@@ -356,20 +365,32 @@ def _parse_args() -> argparse.Namespace:
                    help=f"comma-separated subset of {', '.join(MODELS)}")
     p.add_argument("--threads", type=int, default=THREADS,
                    help=f"intra-op / BLAS threads of every framework (default {THREADS})")
+    p.add_argument("--alone", action="store_true",
+                   help="time each framework in a fresh process of its own")
+    p.add_argument("--only", help=argparse.SUPPRESS)  # one framework: a child of --alone
     return p.parse_args()
 
 
+LABELS = ("dflab", "tensorflow 1.x", "pytorch eager", "numpy by hand")
+
+
+def _build(name: str, label: str, args, tf1, torch) -> Model | None:
+    """``label``'s step of model ``name`` on the data ``args``, or None where that framework
+    is not installed or the model has no hand-written NumPy step."""
+    _, _, build_tf, build_torch, build_numpy = MODELS[name]
+    if label == "dflab":
+        return build_tf(dflab, *args)
+    if label == "tensorflow 1.x":
+        return None if tf1 is None else build_tf(tf1, *args)
+    if label == "pytorch eager":
+        return None if torch is None else build_torch(torch, *args)
+    return None if build_numpy is None else _with_blas_threads(build_numpy(*args))
+
+
 def _candidates(name, tf1, torch) -> dict[str, Model]:
-    _, data, build_tf, build_torch, build_numpy = MODELS[name]
-    args = data(np.random.default_rng(0))
-    models = {"dflab": build_tf(dflab, *args)}
-    if tf1 is not None:
-        models["tensorflow 1.x"] = build_tf(tf1, *args)
-    if torch is not None:
-        models["pytorch eager"] = build_torch(torch, *args)
-    if build_numpy is not None:
-        models["numpy by hand"] = _with_blas_threads(build_numpy(*args))
-    return models
+    args = MODELS[name][1](np.random.default_rng(0))
+    models = {label: _build(name, label, args, tf1, torch) for label in LABELS}
+    return {label: m for label, m in models.items() if m is not None}
 
 
 def _with_blas_threads(model: Model) -> Model:
@@ -388,31 +409,73 @@ def _with_blas_threads(model: Model) -> Model:
     return Model(blas_step, model.first_loss)
 
 
-def _check_same_loss(name: str, models: dict[str, Model]) -> None:
-    ref = models["dflab"].first_loss
-    for label, model in models.items():
-        if np.isfinite(model.first_loss) and not np.isclose(model.first_loss, ref, rtol=2e-3):
-            sys.exit(f"{name}: first loss differs: dflab {ref} vs {label} {model.first_loss}")
+def _check_same_loss(name: str, first_losses: dict[str, float]) -> None:
+    ref = first_losses["dflab"]
+    for label, loss in first_losses.items():
+        if np.isfinite(loss) and not np.isclose(loss, ref, rtol=2e-3):
+            sys.exit(f"{name}: first loss differs: dflab {ref} vs {label} {loss}")
 
 
-def main() -> h.Result:
+def _times_interleaved(name: str, args, tf1, torch) -> dict[str, float]:
+    """Seconds per step of every installed framework, sampled interleaved in this process."""
+    models = _candidates(name, tf1, torch)
+    _check_same_loss(name, {label: m.first_loss for label, m in models.items()})
+    return h.compare({k: m.step for k, m in models.items()}, repeat=h.repeats(args, 9),
+                     sample_s=0.5, warmup=3, settle_s=SETTLE_S)
+
+
+def _times_alone(name: str, args) -> dict[str, float]:
+    """Seconds per step of every installed framework, each timed in a fresh process."""
+    times, losses = {}, {}
+    for label in LABELS:
+        cmd = [sys.executable, __file__, "--models", name, "--only", label,
+               "--threads", str(THREADS)] + (["--quick"] if args.quick else [])
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True,
+                             timeout=1800).stdout
+        got = json.loads(out.strip().splitlines()[-1])
+        if got is not None:
+            times[label], losses[label] = got["seconds"], got["first_loss"]
+    _check_same_loss(name, losses)
+    return times
+
+
+def _time_one(args) -> None:
+    """The child of ``--alone``: time one framework's step of one model; print it as JSON
+    (null when that framework is not installed)."""
+    name, label = args.models, args.only
+    tf1 = h.optional_tf1() if label == "tensorflow 1.x" else None
+    torch = h.optional_torch() if label == "pytorch eager" else None
+    if torch is not None:
+        torch.set_num_threads(THREADS)
+    with threadpool_limits(THREADS):
+        model = _build(name, label, MODELS[name][1](np.random.default_rng(0)), tf1, torch)
+        if model is None:
+            print("null")
+            return
+        seconds = h.compare({label: model.step}, repeat=h.repeats(args, 9), sample_s=0.5,
+                            warmup=3)[label]
+    print(json.dumps({"seconds": seconds, "first_loss": model.first_loss}))
+
+
+def main() -> h.Result | None:
     global THREADS
     args = _parse_args()
     THREADS = args.threads
+    if args.only:
+        return _time_one(args)
+    how = "each alone in its own process" if args.alone else "interleaved"
     result = h.Result("models", f"15. Model training steps, dflab vs TF 1.x and PyTorch "
-                                f"({THREADS} threads)")
-    tf1 = h.optional_tf1()
-    torch = h.optional_torch()
-    if torch is not None:
-        torch.set_num_threads(THREADS)
+                                f"({THREADS} threads, {how})")
+    tf1 = torch = None
+    if not args.alone:
+        tf1, torch = h.optional_tf1(), h.optional_torch()
+        if torch is not None:
+            torch.set_num_threads(THREADS)
     worst = None
     with threadpool_limits(THREADS):
         for name in args.models.split(","):
-            models = _candidates(name, tf1, torch)
-            _check_same_loss(name, models)
-            times = h.compare({k: m.step for k, m in models.items()},
-                              repeat=h.repeats(args, 9), sample_s=0.5, warmup=3,
-                              settle_s=SETTLE_S)
+            times = (_times_alone(name, args) if args.alone
+                     else _times_interleaved(name, args, tf1, torch))
             _add_rows(result, name, times)
             if "tensorflow 1.x" in times:
                 ratio = times["dflab"] / times["tensorflow 1.x"]
@@ -429,7 +492,7 @@ def main() -> h.Result:
 
 def _add_rows(result: h.Result, name: str, times: dict[str, float]) -> None:
     tf_s, np_s = times.get("tensorflow 1.x"), times.get("numpy by hand")
-    for label in ("dflab", "tensorflow 1.x", "pytorch eager", "numpy by hand"):
+    for label in LABELS:
         seconds = times.get(label)
         if seconds is None:
             if label != "numpy by hand":
