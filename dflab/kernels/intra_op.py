@@ -176,7 +176,7 @@ def elementwise(fn: Callable) -> Callable:
     def split_fn(*args):
         # The common case, a small op, returns after one cheap look at each argument.
         if _threads > 1:
-            least = MIN_WORK // PASS_WORK
+            least = MIN_WORK // (PASS_WORK * _passes(args))
             for a in args:
                 if getattr(a, "size", 0) >= least:
                     return split(args)
@@ -187,7 +187,7 @@ def elementwise(fn: Callable) -> Callable:
         if not shape or shape[0] < 2:
             return fn(*args)
         size = math.prod(shape)
-        bounds = chunks(np, shape[0], float(size) * PASS_WORK)
+        bounds = chunks(np, shape[0], float(size) * PASS_WORK * _passes(args))
         if len(bounds) == 1:
             return fn(*args)
         cut = [isinstance(a, np.ndarray) and a.ndim == len(shape) and a.shape[0] == shape[0]
@@ -205,6 +205,12 @@ def elementwise(fn: Callable) -> Callable:
 
     split_fn.__name__ = getattr(fn, "__name__", "elementwise")
     return split_fn
+
+
+def _passes(args) -> int:
+    """Passes over the output an elementwise op of ``args`` makes: one per input after the
+    first (an AddN of 20 terms makes 19), at least one."""
+    return max(len(args) - 1, 1)
 
 
 def _broadcast_shape(args) -> tuple | None:

@@ -234,3 +234,29 @@ def test_elementwise_split_leaves_what_it_cannot_split_to_the_kernel():
         assert add(big, 2).dtype == np.float32
     finally:
         intra_op.set_threads(*previous)
+
+
+def test_add_n_of_many_terms_splits_where_two_terms_of_the_same_size_would_not(monkeypatch):
+    rng = np.random.default_rng(6)
+    terms = [rng.standard_normal((64, 40)).astype(np.float32) for _ in range(12)]
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/cpu:0"):
+        many = tf.add_n([tf.constant(t) for t in terms])
+        two = tf.add_n([tf.constant(t) for t in terms[:2]])
+    want = terms[0] + terms[1]
+    for t in terms[2:]:
+        want = want + t  # left to right, as AddN adds
+    calls = []
+    real_run_chunks = intra_op.run_chunks
+    monkeypatch.setattr(intra_op, "run_chunks",
+                        lambda fn, bounds: calls.append(len(bounds)) or real_run_chunks(fn, bounds))
+    # 64x40 elements are one pass's work below the threshold, eleven passes' above it.
+    monkeypatch.setattr(intra_op, "MIN_WORK", 64 * 40 * intra_op.PASS_WORK * 4)
+    config = tf.ConfigProto(intra_op_parallelism_threads=2)
+    with tf.Session(graph=graph, config=config) as sess:
+        got_two = sess.run(two)
+        assert calls == []
+        got_many = sess.run(many)
+    assert calls == [2]
+    np.testing.assert_array_equal(got_many, want)
+    np.testing.assert_array_equal(got_two, terms[0] + terms[1])
