@@ -116,6 +116,21 @@ def test_sigmoid_extremes_are_finite_and_quiet():
     assert got.dtype == np.float32
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_sigmoid_is_the_exact_formula_of_each_sign(dtype):
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((40, 30)) * 20).astype(dtype)
+    x.flat[:7] = [0.0, -0.0, np.inf, -np.inf, np.nan, -1e-30, 1e-30]
+    got = run(tf.sigmoid(tf.constant(x)))
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        want = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(dtype)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)  # NaN where NaN, equal elsewhere
+    positive, negative = x > 0, x < 0
+    assert np.all(got[positive] >= 0.5) and np.all(got[negative] <= 0.5)
+
+
 def test_abs_of_complex_is_real():
     c = tf.constant(np.array([3 + 4j, -1j], np.complex64))
     y = tf.abs(c)
