@@ -87,7 +87,9 @@ class _Worker:
                 self._outcome = (fn(lo, hi), None)
             except BaseException as e:  # noqa: BLE001 - handed to the waiting caller
                 self._outcome = (None, e)
-            self._task = None
+            # Let the chunk's closure go before waiting for the next: it holds the op's arrays,
+            # which would otherwise stay alive (and look held to an in-place update) until then.
+            fn = self._task = None
             self._done.release()
 
     def start(self, fn, lo: int, hi: int) -> None:

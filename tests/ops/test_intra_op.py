@@ -2,6 +2,7 @@
 ``intra_op_parallelism_threads`` turns the splitting on while it is open."""
 
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -260,3 +261,18 @@ def test_add_n_of_many_terms_splits_where_two_terms_of_the_same_size_would_not(m
     assert calls == [2]
     np.testing.assert_array_equal(got_many, want)
     np.testing.assert_array_equal(got_two, terms[0] + terms[1])
+
+
+def test_pool_threads_let_go_of_a_finished_chunks_arrays():
+    # A pool thread that kept its last chunk's closure would keep the op's arrays alive (and
+    # make a variable's array look held to the in-place optimizer update).
+    previous = intra_op.set_threads(2)
+    try:
+        a = np.ones(1000)
+        alive = weakref.ref(a)
+        # the chunk holds the array itself (a default, not a cell ``del`` would empty)
+        intra_op.run_chunks(lambda lo, hi, a=a: float(a[lo:hi].sum()), [(0, 500), (500, 1000)])
+        del a
+        assert alive() is None
+    finally:
+        intra_op.set_threads(*previous)
