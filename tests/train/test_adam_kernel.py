@@ -1,6 +1,7 @@
 """The host's blocked dense optimizer updates: the same bits as the whole-array update for every
-dense rule, recycled output buffers only when nobody holds them, and values read or fetched
-before an update (resource and ref variables) unchanged by it, as in TF."""
+dense rule, in place or into another buffer, in place or into recycled output buffers only when
+nobody else holds them, and values read or fetched before an update (resource and ref variables)
+unchanged by it, as in TF."""
 
 import numpy as np
 import pytest
@@ -38,11 +39,12 @@ class _Ref:
         self.value = value
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("nesterov", [False, True])
 @pytest.mark.parametrize("size", [2 * 64, 2 * 64 + 37, 1000])
 @pytest.mark.parametrize("op_type", sorted(RULES))
 def test_blocked_update_matches_the_whole_array_update_bit_for_bit(monkeypatch, op_type, size,
-                                                                   nesterov):
+                                                                   nesterov, in_place):
     monkeypatch.setattr(tk, "_UPDATE_BLOCK", 64)  # several blocks and a partial last one
     rule, n_slots = RULES[op_type]
     rng = np.random.default_rng(size)
@@ -56,9 +58,15 @@ def test_blocked_update_matches_the_whole_array_update_bit_for_bit(monkeypatch, 
     attrs = {"use_nesterov": nesterov}
     plain = rule(np, attrs, arrays, scalars, g)
     refs = [_Ref(a) for a in arrays]
-    tk._host_dense_update(rule, attrs, refs, arrays, scalars, g, tk._Spares(n_slots))
-    for r, p, old in zip(refs, plain, arrays):
-        assert r.value is not old and r.value.dtype == np.float32
+    for a in arrays:
+        a.flags.writeable = False  # as installed
+    del a  # the loop's name would be one more holder of the last array
+    ids = [id(a) for a in arrays]
+    tk._host_dense_update(rule, attrs, refs, arrays, scalars, g, tk._Spares(n_slots), in_place)
+    for r, p, old in zip(refs, plain, ids):
+        # held only by its stand-in variable and the list: written in place when allowed
+        assert (id(r.value) == old) == in_place and r.value.dtype == np.float32
+        assert not r.value.flags.writeable
         np.testing.assert_array_equal(r.value, np.asarray(p, np.float32))
 
 
@@ -78,7 +86,7 @@ def test_blocks_shared_among_intra_op_threads_give_the_same_bits(monkeypatch, op
     try:
         split = intra_op.chunks(np, 8, 8 * 64 * n_slots * tk._PASSES * intra_op.PASS_WORK)
         assert len(split) == 3  # the blocks really are shared
-        tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots))
+        tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots), True)
     finally:
         intra_op.set_threads(*previous)
     for r, p in zip(refs, plain):
@@ -97,9 +105,49 @@ def test_a_gradient_of_another_dtype_takes_the_rule_path(monkeypatch, op_type):
     scalars = [np.float32(x) for x in SCALARS[op_type]]
     plain = rule(np, {}, arrays, scalars, g)
     refs = [_Ref(a) for a in arrays]
-    tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots))
+    tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots), True)
     for r, p in zip(refs, plain):
         np.testing.assert_array_equal(r.value, np.asarray(p, np.float32))
+
+
+def test_an_update_writes_in_place_only_what_nobody_else_holds():
+    rule, n_slots = RULES["ApplyAdam"]
+    rng = np.random.default_rng(9)
+    arrays = [np.abs(rng.standard_normal(300)).astype(np.float32) + 0.5 for _ in range(3)]
+    g = rng.standard_normal(300).astype(np.float32)
+    scalars = [np.float32(x) for x in SCALARS["ApplyAdam"]]
+    held = arrays[1]  # a reader still holds the first slot's value
+    held_copy = held.copy()
+    refs = [_Ref(a) for a in arrays]
+    tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots), True)
+    np.testing.assert_array_equal(held, held_copy)  # nothing was written in place
+    assert refs[1].value is not held
+    view = refs[0].value[:10]  # a view of the variable is a holder too
+    view_copy = view.copy()
+    arrays = [r.value for r in refs]
+    tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots), True)
+    np.testing.assert_array_equal(view, view_copy)
+    del view
+    arrays = [r.value for r in refs]
+    before = [id(a) for a in arrays]
+    tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots), True)
+    assert [id(r.value) for r in refs] == before  # nobody else: in place
+
+
+def test_a_training_loop_updates_its_resource_variables_in_place(monkeypatch):
+    graph, read, train, init = _adam_program(tf, True)
+    writes = []
+    real = tk._update_blocks
+    monkeypatch.setattr(tk, "_update_blocks", lambda update, attrs, arrays, outs, *rest:
+                        writes.append(outs is arrays) or real(update, attrs, arrays, outs, *rest))
+    with tf.Session(graph=graph) as sess:
+        sess.run(init)
+        before = sess.run(read)
+        for _ in range(3):
+            sess.run(train)
+        after = sess.run(read)
+    assert writes[-1] is True  # the last steps' updates wrote into the variable's arrays
+    assert not np.array_equal(before, after)
 
 
 def test_adam_rule_is_tf_adam():
