@@ -285,6 +285,11 @@ def _reduction(fn_name, keep_dtype, identity=None):
 
         def reduce(x, axes):
             ax = _norm_axes(axes, np.ndim(x))
+            if not ax and isinstance(x, xp.ndarray) and x.dtype == dt:
+                # Nothing to reduce: the input itself, as TF forwards it. A gradient of a
+                # same-shape add reduces over no axes; NumPy would copy it (1.5 ms for a
+                # 64x28x28x32 activation).
+                return x
             merged = _coalesce(x, ax) if isinstance(x, xp.ndarray) else None
             if merged is None and ax == (0,) and isinstance(x, xp.ndarray) and x.ndim == 2:
                 merged = x, ax
