@@ -299,7 +299,8 @@ def _resource_form(factory, n_refs: int, writes_rows: bool):
     """The kernel of ``Resource<Op>``: the same update on the states the handles name; it
     outputs nothing. Sparse updates write rows in place, and a GPU's dense updates whole
     buffers, so there a buffer a reader still holds is copied first (a resource read promises
-    a value); a host's dense update installs other buffers and needs no copy."""
+    a value); a host's dense update writes in place only a buffer nobody else holds, and
+    installs another otherwise, so it needs no copy."""
 
     def resource_factory(node, ctx):
         run = factory(node, ctx)
