@@ -48,9 +48,9 @@ def _writing(var):
             var.flags.writeable = False
 
 
-# References to an array that only its variable holds: the VarState's slot, the local name in
-# ``unshare`` and getrefcount's own argument.
-_SOLE_OWNER_REFS = 3
+# References to an array that only its variable holds: the VarState's slot, the one name (or
+# list slot) the caller reads it through, and getrefcount's own argument.
+SOLE_OWNER_REFS = 3
 
 
 def unshare(state, xp) -> None:
@@ -64,7 +64,7 @@ def unshare(state, xp) -> None:
             # shares the buffer, and it must stay the variable's (a captured step's replays
             # write into it; references the capture keeps would look like readers).
             return
-        if sys.getrefcount(value) > _SOLE_OWNER_REFS:
+        if sys.getrefcount(value) > SOLE_OWNER_REFS:
             state.set(xp.array(value, copy=True))
 
 
@@ -242,8 +242,8 @@ def _sum_repeats(ufunc, var, flat, rows, new) -> None:
     keys = ordered[repeated]
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
     sizes = np.diff(np.append(starts, keys.size))
-    values = ufunc(var[keys[starts]], _group_sums(rows, where, starts, sizes),
-                   casting="unsafe").astype(var.dtype, copy=False)
+    values = ufunc(var[keys[starts]], _group_sums(rows, where, starts, sizes))
+    values = values.astype(var.dtype, copy=False)
     new[where] = np.repeat(values, sizes, axis=0)
 
 

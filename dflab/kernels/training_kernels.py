@@ -33,7 +33,7 @@ import numpy as np
 from dflab.framework import errors
 from dflab.kernels import intra_op
 from dflab.kernels.registry import kernel
-from dflab.kernels.state_kernels import unshare, write_variable
+from dflab.kernels.state_kernels import SOLE_OWNER_REFS, unshare, write_variable
 from dflab.ops.training_ops import signature
 
 
@@ -250,18 +250,13 @@ def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spar
 def _held_by_variables_only(arrays) -> bool:
     """Whether each of ``arrays`` (distinct, C-contiguous arrays owning their memory, so their
     flat views write into them) is referenced only by its variable and by ``arrays``."""
-    if len({id(a) for a in arrays}) != len(arrays):
+    if len({id(a) for a in arrays}) != len(arrays) or not all(
+            isinstance(a, np.ndarray) and a.flags.owndata and a.flags.c_contiguous
+            for a in arrays):
         return False
-    for i in range(len(arrays)):
-        a = arrays[i]
-        if not (isinstance(a, np.ndarray) and a.flags.owndata and a.flags.c_contiguous):
-            return False
-        del a
-        # References: the list's slot, the variable's state and getrefcount's argument. A
-        # reader's value, a view of it or a held fetch is another.
-        if sys.getrefcount(arrays[i]) > 3:
-            return False
-    return True
+    # Read through the list's slots only (a local name would be one more reference); a
+    # reader's value, a view of it or a held fetch is a reference beyond the sole owner's.
+    return all(sys.getrefcount(arrays[i]) <= SOLE_OWNER_REFS for i in range(len(arrays)))
 
 
 def _update_blocks(update, attrs, arrays, outs, scalars, grad) -> None:
