@@ -9,7 +9,7 @@ __all__ = ["clear_network", "describe_cluster", "launch", "simulate_network"]
 
 def launch(main, cluster, **kwargs):
     """Start ``cluster``'s tasks as Ray actors and run ``main(task)`` on every worker task
-    (``dflab.distributed.ray_transport.launch``; needs ``pip install dflab[ray]``)."""
-    from dflab.distributed import ray_transport  # Ray is imported only when used
+    (``dflab.distributed.ray.launcher.launch``; needs ``pip install dflab[ray]``)."""
+    from dflab.distributed.ray import launcher  # Ray is imported only when used
 
-    return ray_transport.launch(main, cluster, **kwargs)
+    return launcher.launch(main, cluster, **kwargs)

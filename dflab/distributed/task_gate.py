@@ -19,15 +19,16 @@ that task, whichever client runs them.
   save and restore ops run while it holds them.
 
 Writers have priority: a task with a save waiting admits no new step. The gate lives with the
-task's state (its ``Worker`` in-process, its actor on Ray), so a restarted task starts open.
+task's state (its ``Task``, in-process or inside its Ray actor), so a restarted task starts
+open. Clients reach it through their task stubs (``ClusterWorker.admit``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 
+from dflab.distributed.names import task_or
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.registry import get_op_def
@@ -143,14 +144,6 @@ class TaskGate:
 
 
 # --- which tasks a partition changes ---------------------------------------------------------
-def task_of(device: str, default: str) -> str:
-    """The task (``/job:J/replica:R/task:T``) of a device name; ``default`` when unplaced."""
-    if not device:
-        return default
-    d = DeviceSpec.from_string(device)
-    return f"/job:{d.job}/replica:0/task:{d.task}"
-
-
 def _writes(op_type: str) -> bool:
     try:
         return get_op_def(op_type).writes_variables
@@ -160,7 +153,7 @@ def _writes(op_type: str) -> bool:
 
 def writing_tasks(spec, default: str = "") -> frozenset:
     """The tasks on which a partition (``PartitionSpec``) changes a variable."""
-    return frozenset(task_of(n.device or spec.device, default)
+    return frozenset(task_or(n.device or spec.device, default)
                      for n in spec.graph_def.node if _writes(n.op))
 
 
@@ -170,47 +163,42 @@ def tasks_of_devices(devices, default: str, device_set=None) -> list[str]:
     tasks = set()
     for name in devices:
         spec = DeviceSpec.from_string(name) if name else None
-        if spec is None:
+        if spec is None or not spec.job:
             tasks.add(default)
         elif spec.task is not None or device_set is None:
-            tasks.add(task_of(name, default) if spec.job else default)
+            tasks.add(task_or(name, default))
         else:
-            tasks.update(task_of(d.name, default) for d in device_set
+            tasks.update(task_or(d.name, default) for d in device_set
                          if spec_matches(spec, d.spec))
     return sorted(tasks)
 
 
-# --- in-process: one gate per task worker ----------------------------------------------------
-_gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_gates_lock = threading.Lock()
-
-
-def gate_of(worker, task: str) -> TaskGate:
-    """The gate of the in-process task ``task`` (its ``Worker``), made on first use."""
-    with _gates_lock:
-        gate = _gates.get(worker)
-        if gate is None:
-            gate = _gates[worker] = TaskGate(task)
-        return gate
-
-
-def admit_local(gates: list, holder: str, timeout: float | None) -> list:
-    """Admit a step on every gate of ``gates`` (see the module docstring); returns the gates
-    that counted it, to ``exit`` when the step ends."""
+def admit(stubs: list, holder: str, timeout: float | None) -> list:
+    """Admit a step on the gate of every task of ``stubs`` (task stubs, or anything with their
+    ``gate_try_enter`` / ``gate_exit`` / ``gate_wait_open``): each is asked at once, and if one
+    refuses (a save holds or waits for its gate) the others are let go again and the step
+    waits for that one to open, so a step never waits for a gate while holding another.
+    Returns the stubs whose gates counted it, to count it out when the step ends."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        counted, refused = [], None
-        for gate in gates:
-            got = gate.try_enter(holder)
-            if got is False:
-                refused = gate
-                break
-            if got:
-                counted.append(gate)
-        if refused is None:
+        pendings = [s.gate_try_enter(holder) for s in stubs]
+        answers, failure = [], None
+        for pending in pendings:
+            try:
+                answers.append(pending.result())
+            except errors.OpError as e:
+                answers.append(None)
+                failure = failure or e
+        counted = [s for s, a in zip(stubs, answers) if a]
+        refused = next((s for s, a in zip(stubs, answers) if a is False), None)
+        if failure is None and refused is None:
             return counted
-        for gate in counted:
-            gate.exit()
+        for s in counted:
+            s.gate_exit()
+        if failure is not None:
+            raise failure
         left = None if deadline is None else deadline - time.monotonic()
-        if (left is not None and left <= 0) or not refused.wait_open(left):
-            raise refused._timed_out("a step waited for a checkpoint", timeout)
+        if (left is not None and left <= 0) or not refused.gate_wait_open(left):
+            raise errors.DeadlineExceededError(
+                None, None, f"On task {refused.task}, a step waited for a checkpoint longer "
+                f"than its timeout of {timeout * 1000:.0f} ms")

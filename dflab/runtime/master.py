@@ -45,7 +45,7 @@ class Plan:
     """
 
     def __init__(self, placement: dict, ops, specs, parts, fetch_map, main: int = 0,
-                 partitioning=None, unpartitioned_reason: str | None = None):
+                 partitioning=None, unpartitioned_reason: str | None = None, nodes=None):
         self.placement = placement
         self.ops = ops
         self.specs = list(specs)
@@ -54,12 +54,14 @@ class Plan:
         self.main_partition = main
         self.partitioning = partitioning
         self.unpartitioned_reason = unpartitioned_reason
+        self._nodes = nodes  # a plan on one device: its nodes (fused ones included)
         self._changes_variables = None
         self.partitioned = len(self.parts) > 1  # fixed: a plan never changes once built
 
     @property
     def executor_plan(self):
-        """The executor plan of a plan that runs as one partition (None when partitioned)."""
+        """The executor plan of a plan that runs as one partition in this process (None when
+        partitioned)."""
         return None if self.partitioned else self.parts[0].executor_plan
 
     @property
@@ -68,16 +70,17 @@ class Plan:
 
     @property
     def partitions(self) -> dict:
-        """Each device the plan runs on -> the nodes it runs there (for an unpartitioned plan
-        over several devices: each device -> the user's ops placed there)."""
-        if (len(self.parts) == 1 and not self.specs[0].device) or \
-                any(p.executor_plan is None for p in self.parts):
-            # Run unpartitioned, or partitions living in other processes: the user's ops.
-            out: dict = {}
-            for op in self.ops:
-                out.setdefault(self.placement[op].device, []).append(op)
-            return out
-        return {p.device: p.executor_plan.ops for p in self.parts}
+        """Each device the plan runs on -> the nodes it runs there, ``_Send``/``_Recv`` and
+        fused nodes included (for a plan run unpartitioned: each device -> the user's ops
+        placed there). Read from the master's partitioning, wherever the partitions run."""
+        if self.partitioning is not None:
+            return {d: list(part.nodes) for d, part in self.partitioning.partitions.items()}
+        if self._nodes is not None:
+            return {self.specs[0].device: list(self._nodes)}
+        out: dict = {}
+        for op in self.ops:
+            out.setdefault(self.placement[op].device, []).append(op)
+        return out
 
     @property
     def changes_variables(self) -> bool:
@@ -87,11 +90,10 @@ class Plan:
             self._changes_variables = any(op._op_def.writes_variables for op in self.ops)
         return self._changes_variables
 
-    def fetched_values(self, executions, feed_values) -> list:
-        """The step's fetched values, in fetch order, from its finished executions (one per
-        partition) and its feeds (a fetched fed tensor is answered from the feed)."""
-        parts = [p.fetch_values(ex) for p, ex in zip(self.parts, executions)]
-        return [to_client_value(feed_values[k]) if src < 0 else parts[src][k]
+    def fetched_values(self, part_values, feed_values) -> list:
+        """The step's fetched values, in fetch order, from each partition's fetched values
+        and the feeds (a fetched fed tensor is answered from the feed)."""
+        return [to_client_value(feed_values[k]) if src < 0 else part_values[src][k]
                 for src, k in self.fetch_map]
 
     def partition_graph_defs(self) -> list:
@@ -162,14 +164,15 @@ class Master:
         if device and self.fuses_on(device):
             nodes = self._fused(nodes, device, list(fetch_tensors) + list(feed_tensors))
         in_plan = {id(op) for op in ordered}
-        defs = [_node_def(n, placement[n].device if not isinstance(n, Node) else "", in_plan)
-                for n in nodes]
-        spec = PartitionSpec(device, GraphDef(defs), [t.name for t in feed_tensors],
-                             list(range(len(feed_tensors))), [t.name for t in fetch_tensors])
+        nodes = [_plan_node(n, placement[n].device if not isinstance(n, Node) else "", in_plan)
+                 for n in nodes]
+        spec = PartitionSpec(device, GraphDef([n.to_node_def() for n in nodes]),
+                             [t.name for t in feed_tensors], list(range(len(feed_tensors))),
+                             [t.name for t in fetch_tensors])
         part = self._register(spec, ordered)
         fetch_map = [(0, k) for k in range(len(fetch_tensors))]
         return Plan(placement, ordered, [spec], [part], fetch_map,
-                    unpartitioned_reason=reason)
+                    unpartitioned_reason=reason, nodes=nodes if device else None)
 
     def fuses_on(self, device: str) -> bool:
         """Whether elementwise fusion runs on ``device``'s part of a plan (``RewriterConfig``:
@@ -221,8 +224,8 @@ class Master:
             raise
 
 
-def _node_def(node, device: str, in_plan: set | None = None):
-    """The typed node def of a plan node: a ``Node``, or a user op on ``device``.
+def _plan_node(node, device: str, in_plan: set | None = None) -> Node:
+    """A plan node: a ``Node`` as it is, or the ``Node`` of a user op on ``device``.
 
     ``in_plan`` (ids of the plan's ops) drops control inputs the plan left out, as the
     partitioner does: a fed placeholder's control edges are satisfied by its feed."""
@@ -231,4 +234,9 @@ def _node_def(node, device: str, in_plan: set | None = None):
     if in_plan is not None:
         node._control_inputs = [c for c in node._control_inputs
                                 if isinstance(c, Node) or id(c) in in_plan]
-    return node.to_node_def()
+    return node
+
+
+def _node_def(node, device: str):
+    """The typed node def of a plan node (see ``_plan_node``)."""
+    return _plan_node(node, device).to_node_def()

@@ -38,7 +38,7 @@ from dflab.runtime.devices import DeviceSet
 from dflab.runtime.executor import Execution, to_client_value
 from dflab.runtime.master import Master, Plan
 from dflab.runtime.partition import user_op
-from dflab.runtime.worker import Worker, next_step_id
+from dflab.runtime.worker import Worker, WorkerInterface, next_step_id
 
 get_default_session = _ops.get_default_session
 
@@ -76,14 +76,14 @@ _TARGET_RESETS: dict = {}
 
 
 def register_session_target(prefix: str, factory, reset=None) -> None:
-    """``factory(target, config, session) -> Worker``; ``reset(target, containers)`` clears
+    """``factory(target, config, session) -> WorkerInterface``; ``reset(target, containers)`` clears
     the resource containers of the target's tasks (``Session.reset``)."""
     _TARGET_FACTORIES[prefix] = factory
     if reset is not None:
         _TARGET_RESETS[prefix] = reset
 
 
-def _worker_for(target: str, config, session) -> Worker:
+def _worker_for(target: str, config, session) -> WorkerInterface:
     if not target:
         return Worker(config, owner=session)
     for prefix, factory in _TARGET_FACTORIES.items():
@@ -141,7 +141,7 @@ class BaseSession:
         return self._worker.devices
 
     @property
-    def worker(self) -> Worker:
+    def worker(self) -> WorkerInterface:
         return self._worker
 
     @property
@@ -320,14 +320,7 @@ class BaseSession:
     def start_step(self, plan: Plan, feed_values, observer=None) -> list:
         """The executions of one step of ``plan``, wired to a fresh rendezvous but not started
         (the stepper drives them one node at a time)."""
-        step_id = next_step_id()
-        if plan.partitioned:
-            return self._worker.start_step(plan.parts, feed_values, step_id, observer)[1]
-        part = plan.parts[0]
-        ex = Execution(part.executor_plan, part.feeds(feed_values), step_id)
-        ex.device = part.device
-        ex.observer = observer
-        return [ex]
+        return self._worker.start_step(plan.parts, feed_values, next_step_id(), observer)
 
     def _run_plan(self, plan: Plan, feed_values, options, run_metadata):
         gate = self._step_gate
@@ -352,15 +345,8 @@ class BaseSession:
             timeout = self._step_timeout(options)
             tracer = _tracer_for(plan, options, run_metadata)
         try:
-            part = plan.parts[0]
-            replay = getattr(part, "replay", None)  # (a remote partition has none)
-            if replay is not None and tracer is None and timeout is None:
-                # Opted-in whole-step replay on a GPU; None: this step cannot be replayed.
-                values = replay.run(feed_values)
-                if values is not None:
-                    return values
-            ex = self._worker.run_partition(part, feed_values, next_step_id(), timeout, tracer)
-            values = part.fetch_values(ex)
+            values = self._worker.run_partition(plan.parts[0], feed_values, next_step_id(),
+                                                timeout, tracer)
         except errors.OpError as e:
             raise _user_error(e) from None
         if tracer is not None:
@@ -386,31 +372,15 @@ class BaseSession:
 
     def _run_partitioned(self, plan: Plan, feed_values, options, run_metadata):
         """One execution per partition, all started at once, sharing the step's rendezvous."""
-        from dflab.runtime.partition import short_device_name
-
         tracer = _tracer_for(plan, options, run_metadata)
         timeout = self._step_timeout(options)
-        group, execs = self._worker.run_step(plan.parts, feed_values, next_step_id(), timeout,
-                                             tracer, plan.main_partition)
-        error = group.error
-        if error is not None:
-            if isinstance(error, errors.DeadlineExceededError) and error.op is None \
-                    and timeout is not None and all(isinstance(ex, Execution) for ex in execs):
-                # The executor timed out one partition: report the step's timeout and where
-                # every partition stood.
-                where = "; ".join(f"{short_device_name(spec.device)}: {ex.executed} of "
-                                  f"{len(spec.graph_def.node)} nodes run"
-                                  for spec, ex in zip(plan.specs, execs))
-                error = errors.DeadlineExceededError(
-                    None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step "
-                    f"to finish ({where}).")
-            raise _user_error(error)
+        result = self._worker.run_step(plan.parts, feed_values, next_step_id(), timeout,
+                                       tracer, plan.main_partition)
+        if result.error is not None:
+            raise _user_error(result.error)
         if tracer is not None:
             self._fill_trace(tracer, plan, options, run_metadata)
-        try:
-            return plan.fetched_values(execs, feed_values)
-        except errors.OpError as e:
-            raise _user_error(e) from None
+        return plan.fetched_values(result.values, feed_values)
 
     # --- partial runs ----------------------------------------------------------------------
     def partial_run_setup(self, fetches, feeds=None):

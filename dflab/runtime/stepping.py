@@ -297,7 +297,8 @@ class StepRun:
             raise errors.FailedPreconditionError(
                 None, None, f"The step has not finished: {len(self.history)} nodes run, "
                 f"ready: {', '.join(r.key for r in self.ready) or 'none'}.")
-        return self._mapper.build(self.plan.fetched_values(self._executions, self._feed_values))
+        values = [p.fetch_values(ex) for p, ex in zip(self.plan.parts, self._executions)]
+        return self._mapper.build(self.plan.fetched_values(values, self._feed_values))
 
     # --- driving ------------------------------------------------------------------------------
     def step(self, node=None) -> StepEvent:

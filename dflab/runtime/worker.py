@@ -15,17 +15,24 @@ Nothing here needs the user's graph: a worker in another process registers the s
 (their JSON form) and runs them the same way. A local worker is also given ``origins`` (op
 names to the user's ops), so that errors, traces and the stepper name the user's ops.
 
+A session talks to its worker through one interface (``WorkerInterface``, TF's worker
+interface): this class for a session of its own, and ``dflab.distributed.cluster_worker.
+ClusterWorker`` for a session on a cluster, which reaches each task through a task stub. Nothing
+above the interface knows which it has.
+
 Invariant: registering never changes a registered partition, and running a step never changes
 what is registered; everything a step writes lives in its executions and its rendezvous.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from dflab.framework import errors
 from dflab.framework.graph_io import GraphDef, graph_def_from_json
@@ -35,10 +42,43 @@ from dflab.runtime.devices import HOST_MEMORY, LOCAL_TASK, DeviceSet, Stream
 from dflab.runtime.executor import Execution, to_client_value
 from dflab.runtime.executor_plan import ExecutorPlan
 from dflab.runtime.node import nodes_from_node_defs, split_input
+from dflab.runtime.partition import short_device_name
 from dflab.runtime.rendezvous import LocalRendezvous
 from dflab.runtime.resources import Forgotten
 
 _step_ids = itertools.count(1)
+
+
+class WorkerInterface(Protocol):
+    """What a session's master and client ask of the worker they run on."""
+
+    devices: DeviceSet  # where the master places ops
+
+    def register_partition(self, spec: PartitionSpec, origins=None):
+        """Register a partition; returns what ``run_*`` take (``.device``, ``.feed_index``,
+        ``.executor_plan`` where it runs in this process, ``.fetch_values(execution)``)."""
+
+    def run_partition(self, part, feed_values, step_id: int, timeout=None,
+                      observer=None) -> list:
+        """Run one partition alone; its fetched values in host memory, or raise its error."""
+
+    def run_step(self, parts, feed_values, step_id: int, timeout=None, observer=None,
+                 main: int = 0) -> StepResult:
+        """Run the partitions of one step concurrently."""
+
+    def start_step(self, parts, feed_values, step_id: int, observer=None) -> list:
+        """The executions of one step, not started (stepping), or UnimplementedError."""
+
+    def abort_step(self, step_id: int, error: BaseException) -> bool: ...
+
+    def consistent_snapshot(self, devices, timeout: float | None = None):
+        """A context in which no step changes variables on ``devices`` (checkpoints)."""
+
+    def forget_resources(self, op_names) -> Forgotten: ...
+
+    def record_memory(self, summary: dict) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def next_step_id() -> int:
@@ -162,16 +202,19 @@ class StepGroup:
     """The executions of one step on a worker: the first error aborts the rendezvous and
     cancels every other execution, and is the step's error unless it is a cancellation and
     a root cause arrives after it (another task's failure can reach this one first as the
-    cancellation of a receive; TF's status groups prefer the root cause in the same way)."""
+    cancellation of a receive; TF's status groups prefer the root cause in the same way).
+    ``on_error``, when set, hears the first error (a cluster step cancels its other tasks)."""
 
-    __slots__ = ("rendezvous", "executions", "error", "_lock", "step_id")
+    __slots__ = ("rendezvous", "executions", "parts", "error", "_lock", "step_id", "on_error")
 
     def __init__(self, rendezvous, step_id):
         self.rendezvous = rendezvous
         self.executions: list = []
+        self.parts: list = []
         self.error = None
         self._lock = threading.Lock()
         self.step_id = step_id
+        self.on_error = None
 
     def failed(self, error) -> None:
         with self._lock:
@@ -186,6 +229,33 @@ class StepGroup:
         for ex in self.executions:
             if ex.error is None:
                 ex.cancel(errors.CancelledError(None, None, why))
+        if self.on_error is not None:
+            self.on_error(error)
+
+
+@dataclass
+class StepResult:
+    """One step's outcome on a worker: ``values``, the fetched values of each partition in
+    host memory (None when the step failed), ``error``, its error, and ``progress``, per
+    partition how far it got (for timeout messages)."""
+
+    values: list | None
+    error: BaseException | None = None
+    progress: list = field(default_factory=list)
+
+
+def _is_step_timeout(error) -> bool:
+    """A deadline the executor met waiting for a step (not one a kernel raised)."""
+    return isinstance(error, errors.DeadlineExceededError) and error.op is None
+
+
+def step_timeout_error(timeout: float, progress) -> errors.DeadlineExceededError:
+    """The error of a step that ran past ``timeout`` seconds, saying where each partition
+    stood (``progress``)."""
+    where = f" ({'; '.join(progress)})" if progress else ""
+    return errors.DeadlineExceededError(
+        None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step to finish"
+        f"{where}.")
 
 
 def _first_line(error) -> str:
@@ -316,8 +386,14 @@ class Worker:
     # --- steps -----------------------------------------------------------------------------
     def create_rendezvous(self, step_id: int, traced: bool = False) -> LocalRendezvous:
         """The rendezvous of one step among this worker's devices (``traced``: the step is
-        traced, so a rendezvous that moves tensors between tasks records them)."""
-        return LocalRendezvous(step_id, self._copy)
+        traced)."""
+        return LocalRendezvous(step_id, self.device_copy)
+
+    @property
+    def device_copy(self):
+        """What a rendezvous applies to a value crossing between two of this worker's devices
+        (``copy(key, value)``), or None where all of them share one memory space."""
+        return self._copy
 
     def _copy_between_devices(self, key: str, value):
         parsed = parse_key(key)
@@ -336,9 +412,15 @@ class Worker:
         return self._pool
 
     def run_partition(self, part: RegisteredPartition, feed_values, step_id: int,
-                      timeout: float | None = None, observer=None) -> Execution:
+                      timeout: float | None = None, observer=None) -> list:
         """Run one partition that needs no rendezvous (a whole plan on this worker) to its end;
-        returns its finished execution (``fetch_values()`` for the results)."""
+        returns its fetched values in host memory. A partition set up for whole-step replay
+        (``gpu_step_replay``) replays its captured step when the step is neither traced nor
+        timed."""
+        if part.replay is not None and observer is None and timeout is None:
+            values = part.replay.run(feed_values)
+            if values is not None:  # None: this step cannot be replayed
+                return values
         eplan = part.executor_plan
         if not (part._feeds_as_given and len(feed_values) == len(part.feed_index)):
             feed_values = part.feeds(feed_values)
@@ -353,44 +435,58 @@ class Worker:
             ex.run_inline(part.stream)
         else:
             ex.run_dataflow(self.inter_op_pool(), timeout, part.stream)
-        return ex
+        return part.fetch_values(ex)
 
-    def start_step(self, parts, feed_values, step_id: int, observer=None):
-        """The executions of one step of ``parts``, sharing a fresh rendezvous, not started:
-        ``(group, executions)``. The group records the step's first error."""
-        group = StepGroup(self.create_rendezvous(step_id, observer is not None), step_id)
+    def start_step(self, parts, feed_values, step_id: int, observer=None,
+                   rendezvous=None) -> list:
+        """The executions of one step of ``parts``, sharing a rendezvous (a fresh one unless
+        given), not started: what the stepper drives one node at a time."""
+        return self._new_group(parts, feed_values, step_id, observer, rendezvous).executions
+
+    def _new_group(self, parts, feed_values, step_id, observer, rendezvous) -> StepGroup:
+        if rendezvous is None:
+            rendezvous = self.create_rendezvous(step_id, observer is not None)
+        group = StepGroup(rendezvous, step_id)
         execs = []
         for part in parts:
             ex = Execution(part.executor_plan, part.feeds(feed_values), step_id)
-            ex.rendezvous = group.rendezvous
+            ex.rendezvous = rendezvous
             ex.device = part.device
             ex.error_callback = group.failed
             ex.observer = observer
             execs.append(ex)
         group.executions = execs
-        return group, execs
+        group.parts = list(parts)
+        return group
 
-    def run_step(self, parts, feed_values, step_id: int, timeout: float | None = None,
-                 observer=None, main: int = 0):
-        """Run ``parts`` concurrently for one step; returns ``(group, executions)`` once every
-        execution has ended (``group.error`` is the step's first error, if any).
-
-        The partition ``main`` (the biggest) runs on the calling thread, as do partitions whose
-        start is cheap; the others start on the pool at once."""
-        group, execs = self.start_step(parts, feed_values, step_id, observer)
+    def begin_step(self, parts, feed_values, step_id: int, observer=None, main: int | None = 0,
+                   rendezvous=None, on_error=None) -> StepGroup:
+        """Start one step of ``parts``, concurrently: partitions with work to do at once go to
+        the pool; those whose start is cheap, and ``main`` (the biggest; None: none) last, run
+        on the calling thread until they finish or wait. ``on_error(error)`` is called once,
+        with the step's first error, from whichever thread meets it. ``finish_step`` waits."""
+        group = self._new_group(parts, feed_values, step_id, observer, rendezvous)
+        group.on_error = on_error
         with self._steps_lock:
             self._steps[step_id] = group
+        pool = self.inter_op_pool()
+        execs = group.executions
+        for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
+            if i != main and not parts[i].cheap_start:
+                ex.start(pool, parts[i].stream)
+        for i, ex in enumerate(execs):  # the others, and the main one last, here
+            if i != main and parts[i].cheap_start:
+                ex.start(pool, parts[i].stream, inline=True)
+        if main is not None:
+            execs[main].start(pool, parts[main].stream, inline=True)
+        return group
+
+    def finish_step(self, group: StepGroup, timeout: float | None = None) -> StepResult:
+        """Wait for a step ``begin_step`` started (``timeout`` seconds at most: then it is
+        cancelled); its fetched values per partition in host memory, or its error."""
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
-            pool = self.inter_op_pool()
-            for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
-                if i != main and not parts[i].cheap_start:
-                    ex.start(pool, parts[i].stream)
-            for i, ex in enumerate(execs):  # the others, and the main one last, here
-                if i != main and parts[i].cheap_start:
-                    ex.start(pool, parts[i].stream, inline=True)
-            execs[main].start(pool, parts[main].stream, inline=True)
-            for ex in execs:
+            for ex in group.executions:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
                 try:
                     ex.wait(left)
@@ -398,8 +494,28 @@ class Worker:
                     pass
         finally:
             with self._steps_lock:
-                self._steps.pop(step_id, None)
-        return group, execs
+                if self._steps.get(group.step_id) is group:
+                    del self._steps[group.step_id]
+        progress = [f"{short_device_name(p.device) if p.device else 'all devices'}: "
+                    f"{ex.executed} of {len(p.executor_plan.nodes)} nodes run"
+                    for p, ex in zip(group.parts, group.executions)]
+        error = group.error
+        if error is not None:
+            if timeout is not None and _is_step_timeout(error):
+                error = step_timeout_error(timeout, progress)
+            return StepResult(None, error, progress)
+        try:
+            values = [p.fetch_values(ex) for p, ex in zip(group.parts, group.executions)]
+        except errors.OpError as e:
+            return StepResult(None, e, progress)
+        return StepResult(values, None, progress)
+
+    def run_step(self, parts, feed_values, step_id: int, timeout: float | None = None,
+                 observer=None, main: int = 0) -> StepResult:
+        """Run ``parts`` concurrently for one step, sharing a fresh rendezvous; returns their
+        fetched values, or the step's first error, once every execution has ended."""
+        group = self.begin_step(parts, feed_values, step_id, observer, main)
+        return self.finish_step(group, timeout)
 
     def abort_step(self, step_id: int, error: BaseException) -> bool:
         """Cancel a running step (its rendezvous and executions); False if none is running."""
@@ -409,6 +525,11 @@ class Worker:
             return False
         group.failed(error)
         return True
+
+    def consistent_snapshot(self, devices, timeout: float | None = None):
+        """Held around a save or restore of variables on ``devices``: a worker of one client
+        has nothing to exclude beyond the session's own step gate (clusters do)."""
+        return contextlib.nullcontext()
 
     # --- state ---------------------------------------------------------------------------------
     def record_memory(self, summary: dict) -> None:

@@ -20,7 +20,8 @@ from cluster_test_util import (
 )
 
 import dflab as tf
-from dflab.distributed import ray_transport
+from dflab.distributed.ray import client as ray_client
+from dflab.distributed.ray import launcher as ray_launcher
 from dflab.distributed.server import describe_cluster
 
 CLUSTER = {"ps": ["ps0:2222"], "worker": ["w0:2222", "w1:2222"]}
@@ -186,6 +187,22 @@ def test_errors_name_the_users_op_and_abort_the_step_on_every_task(cluster):
         assert s.run(out, {q: np.ones(4, np.float32)}) == 4.0  # the tasks still serve
 
 
+def test_stepping_a_step_of_ray_tasks_is_refused_by_the_cluster_worker(cluster):
+    from dflab.runtime.stepping import StepRun
+
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/job:ps/task:0"):
+            a = tf.fill([4], 2.0)
+        with tf.device("/job:worker/task:0"):
+            b = tf.reduce_sum(a * 3.0)
+    with tf.Session(cluster["worker", 0].target, graph=g) as s:
+        with pytest.raises(tf.errors.UnimplementedError, match="protocol='ray'") as info:
+            StepRun(s, b)
+        assert "/job:ps/replica:0/task:0" in str(info.value)
+        assert s.run(b) == 24.0  # the refusal left the tasks serving
+
+
 def test_a_step_past_its_timeout_fails_within_it(cluster):
     g = tf.Graph()
     with g.as_default():
@@ -236,14 +253,14 @@ def test_a_restarted_task_aborts_the_step_and_a_killed_one_fails_it_naming_it(ra
 
     namespace = f"test-{uuid.uuid4().hex[:8]}"
     spec = tf.train.ClusterSpec({"ps": ["ps0:1"], "worker": ["w0:1"]})
-    ps_actor = ray_transport.start_task(spec, "ps", 0, namespace, max_restarts=1)
+    ps_actor = ray_launcher.start_task(spec, "ps", 0, namespace, max_restarts=1)
     worker = tf.train.Server(spec, job_name="worker", task_index=0, protocol="ray",
                              config=_config(namespace))
 
     def incarnation():
         try:
             return ray.get(ps_actor.ping.remote(), timeout=30)
-        except ray_transport.TASK_GONE:
+        except ray_client.TASK_GONE:
             return None
 
     try:
@@ -262,7 +279,7 @@ def test_a_restarted_task_aborts_the_step_and_a_killed_one_fails_it_naming_it(ra
                                match="/job:ps/replica:0/task:0 restarted"):
                 s.run(out)
             ray.kill(ps_actor, no_restart=True)
-            _wait_for(lambda: not ray_transport.alive(ps_actor))
+            _wait_for(lambda: not ray_launcher.alive(ps_actor))
             start = time.monotonic()
             with pytest.raises(tf.errors.UnavailableError,
                                match="/job:ps/replica:0/task:0 is unavailable"):
@@ -300,7 +317,7 @@ def _client(task):
 
 
 def test_launch_runs_a_client_per_worker_task_sharing_the_ps(ray_instance):
-    results = ray_transport.launch(_client, {"ps": 1, "worker": 2}, timeout=240)
+    results = ray_launcher.launch(_client, {"ps": 1, "worker": 2}, timeout=240)
     assert [r[0] for r in results] == ["/job:worker/replica:0/task:0",
                                       "/job:worker/replica:0/task:1"]
     assert [r[2] for r in results] == [15.0, 15.0]  # 5 * 1 + 5 * 2, seen by both clients
@@ -319,7 +336,7 @@ def test_launch_reraises_a_clients_error(ray_instance):
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"(?s)client of /job:worker/replica:0/task:0.*Reshape "
                              r"\(defined at .*test_ray.py:\d+"):
-        ray_transport.launch(_failing_client, {"worker": 1})
+        ray_launcher.launch(_failing_client, {"worker": 1})
 
 
 def test_one_os_process_per_task_against_a_running_ray_cluster(ray_instance):
@@ -398,7 +415,7 @@ def _sync_replica(task):
 
 def test_synchronous_training_with_a_backup_worker_and_a_sharded_embedding_on_ray(
         ray_instance):
-    results = ray_transport.launch(_sync_replica, {"ps": 2, "worker": 3}, timeout=300)
+    results = ray_launcher.launch(_sync_replica, {"ps": 2, "worker": 3}, timeout=300)
     updates = max(r[1] for r in results)
     assert updates >= 4
     table = next(r[2] for r in results if r[1] == updates)

@@ -12,7 +12,9 @@ import pytest
 from cluster_test_util import recovery_model
 
 import dflab as tf
-from dflab.distributed import ray_transport
+from dflab.distributed.ray import client as ray_client
+from dflab.distributed.ray import launcher as ray_launcher
+from dflab.distributed.ray.targets import target_of
 
 LAST_STEP = 12
 KILL_AT = 8  # the latest checkpoint then holds step 5: steps 6 to 8 are trained again
@@ -23,7 +25,7 @@ def _incarnation(actor):
 
     try:
         return ray.get(actor.ping.remote(), timeout=30)
-    except ray_transport.TASK_GONE:
+    except ray_client.TASK_GONE:
         return None
 
 
@@ -41,9 +43,9 @@ def test_training_survives_a_killed_ray_task(tmp_path, ray_instance, victim, cap
     namespace = f"rec-{uuid.uuid4().hex[:8]}"
     spec = tf.train.ClusterSpec({"ps": ["ps0:1"], "worker": ["w0:1"]})
     # Both tasks may be restarted once by Ray (empty: a new process).
-    actors = {job: ray_transport.start_task(spec, job, 0, namespace, max_restarts=1)
+    actors = {job: ray_launcher.start_task(spec, job, 0, namespace, max_restarts=1)
               for job in ("ps", "worker")}
-    target = ray_transport.target_of(namespace, "worker", 0)
+    target = target_of(namespace, "worker", 0)
     try:
         train, step_now, w_now = recovery_model(spec)
         seen, killed = [], []
@@ -83,14 +85,14 @@ def test_a_step_on_a_killed_ps_fails_naming_it_within_the_timeout(ray_instance):
 
     namespace = f"rec-{uuid.uuid4().hex[:8]}"
     spec = tf.train.ClusterSpec({"ps": ["ps0:1"], "worker": ["w0:1"]})
-    actors = {job: ray_transport.start_task(spec, job, 0, namespace) for job in ("ps", "worker")}
+    actors = {job: ray_launcher.start_task(spec, job, 0, namespace) for job in ("ps", "worker")}
     try:
         with tf.device("/job:ps/task:0"):
             v = tf.Variable(1.0)
         with tf.device("/job:worker/task:0"):
             inc = v.assign_add(1.0)
         config = tf.ConfigProto(operation_timeout_in_ms=30000)
-        with tf.Session(ray_transport.target_of(namespace, "worker", 0), config=config) as s:
+        with tf.Session(target_of(namespace, "worker", 0), config=config) as s:
             s.run(v.initializer)
             assert s.run(inc) == 2.0
             ray.kill(actors["ps"], no_restart=True)

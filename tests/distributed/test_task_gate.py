@@ -7,10 +7,27 @@ import time
 import pytest
 
 import dflab as tf
-from dflab.distributed.task_gate import TaskGate, admit_local, tasks_of_devices
+from dflab.distributed.stub import Done
+from dflab.distributed.task_gate import TaskGate, admit, tasks_of_devices
 from dflab.framework.device_spec import DeviceSpec
 
 PS0 = "/job:ps/replica:0/task:0"
+
+
+class _Stub:
+    """The gate calls of a task stub, made on a gate of this process."""
+
+    def __init__(self, gate):
+        self.gate, self.task = gate, gate.task
+
+    def gate_try_enter(self, holder):
+        return Done(self.gate.try_enter(holder))
+
+    def gate_exit(self):
+        self.gate.exit()
+
+    def gate_wait_open(self, timeout):
+        return self.gate.wait_open(timeout)
 
 
 def test_a_close_waits_for_admitted_steps_and_refuses_new_ones_until_opened():
@@ -55,14 +72,15 @@ def test_timeouts_name_the_task():
     with pytest.raises(tf.errors.DeadlineExceededError, match="/job:ps/replica:0/task:0"):
         gate.enter("client", 0.05)
     with pytest.raises(tf.errors.DeadlineExceededError, match="waited for a checkpoint"):
-        admit_local([TaskGate("/job:ps/replica:0/task:1"), gate], "client", 0.05)
+        admit([_Stub(TaskGate("/job:ps/replica:0/task:1")), _Stub(gate)], "client", 0.05)
 
 
 def test_a_step_refused_by_one_task_lets_the_others_go_and_is_admitted_once_it_opens():
     first, second = TaskGate("a"), TaskGate("b")
     second.close("saver", 1)
     got = []
-    stepper = threading.Thread(target=lambda: got.append(admit_local([first, second], "c", 10)))
+    stubs = [_Stub(first), _Stub(second)]
+    stepper = threading.Thread(target=lambda: got.append(admit(stubs, "c", 10)))
     stepper.start()
     time.sleep(0.05)
     assert first.steps_in_flight == 0  # not held while waiting: a save of `first` can close
@@ -70,7 +88,7 @@ def test_a_step_refused_by_one_task_lets_the_others_go_and_is_admitted_once_it_o
     first.open("saver2")
     second.open("saver")
     stepper.join(10)
-    assert got == [[first, second]]
+    assert got == [stubs]
     assert first.steps_in_flight == second.steps_in_flight == 1
 
 

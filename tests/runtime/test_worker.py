@@ -73,12 +73,12 @@ worker = Worker(tf.ConfigProto(device_count={"CPU": 2}))
 parts = [worker.register_partition_json(spec) for spec in job["specs"]]
 parts = [worker.partition(h) for h in parts]
 feeds = [np.asarray(f, np.float32) for f in job["feeds"]]
-group, execs = worker.run_step(parts, feeds, next_step_id(), timeout=30)
-if group.error is not None:
-    raise group.error
-out = [[np.asarray(v).tolist() for v in p.fetch_values(ex)] for p, ex in zip(parts, execs)]
+result = worker.run_step(parts, feeds, next_step_id(), timeout=30)
+if result.error is not None:
+    raise result.error
+out = [[np.asarray(v).tolist() for v in values] for values in result.values]
 json.dump({"values": out, "fetch_map": job["fetch_map"], "bits": [
-    [np.asarray(v).tobytes().hex() for v in p.fetch_values(ex)] for p, ex in zip(parts, execs)]},
+    [np.asarray(v).tobytes().hex() for v in values] for values in result.values]},
     sys.stdout)
 """
 
@@ -229,9 +229,9 @@ def test_a_fused_reduction_rebuilds_from_its_node_def_alone():
     worker = Worker(tf.ConfigProto())
     part = worker.partition(worker.register_partition_json(json.loads(json.dumps(
         spec.to_json()))))
-    group, execs = worker.run_step([part], [feed], next_step_id(), timeout=30)
-    assert group.error is None
-    [got] = part.fetch_values(execs[0])
+    result = worker.run_step([part], [feed], next_step_id(), timeout=30)
+    assert result.error is None
+    [[got]] = result.values
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got, np.maximum(feed * 2 - 1, 0).sum(1, keepdims=True),
                                rtol=1e-6)

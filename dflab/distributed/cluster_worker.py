@@ -1,0 +1,397 @@
+"""``ClusterWorker``: a client session's worker over the tasks of a cluster, through task stubs.
+
+The master (``dflab.runtime.master``) registers each partition with the worker of its device's
+task and asks for steps; on a cluster, that worker is this one, and it reaches every task
+through a ``TaskStub`` (``dflab.distributed.stub``) — in-process or Ray, it never knows which.
+Everything the two transports share is here, once:
+
+* the device set: every running task's devices (the target task's first: unplaced ops go there,
+  as they go to the master's task in TF), narrowed by ``ConfigProto.device_filters``;
+* which task owns a partition (``dflab.distributed.names``), and failing a step that needs a
+  task that is gone;
+* step admission through the task gates of the tasks whose variables a step changes, and
+  consistent snapshots across tasks for checkpoints (``dflab.distributed.task_gate``);
+* a step: each task's share started at once (the biggest partition's task last, its partition
+  on the calling thread where the transport allows), the first error cancelling every other
+  task's share, a root cause preferred to the cancellations it caused, a timeout reported as
+  the task that did not answer or the step that ran late;
+* stepping through a cluster step, or its refusal, in one place.
+
+A plan that runs unpartitioned over devices of several tasks (a while loop whose body spans
+devices, a partial run) can only run where those devices are objects of this process: it runs
+on a worker of this process over them, admitted through the same gates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+import uuid
+import weakref
+
+from dflab.distributed.names import task_of_device
+from dflab.distributed.stub import (
+    GATE_ADMITTED,
+    GATE_ENTER,
+    GATE_NONE,
+    PendingTimeoutError,
+    StepRequest,
+    TaskOutcome,
+)
+from dflab.distributed.task_gate import admit, tasks_of_devices, writing_tasks
+from dflab.distributed.wire import RemoteDevice, unavailable
+from dflab.framework import errors
+from dflab.framework.device_spec import DeviceSpec
+from dflab.runtime.devices import DeviceSet, spec_matches
+from dflab.runtime.resources import Forgotten
+from dflab.runtime.worker import StepResult, Worker, step_timeout_error
+
+# The high bits of this process's step ids on a cluster (TF draws distributed step ids at random
+# for the same reason: many clients, in many processes, run steps on one task).
+STEP_ID_BASE = (secrets.randbits(30) + 1) << 32
+
+
+class ClusterPartition:
+    """A partition registered with one task (or, spanning tasks, with a worker here)."""
+
+    __slots__ = ("task", "handle", "device", "feed_index", "writes", "local", "nodes")
+
+    def __init__(self, task: str | None, handle, spec, writes: frozenset, local=None):
+        self.task = task
+        self.handle = handle
+        self.device = spec.device
+        self.feed_index = tuple(spec.feed_index)
+        self.writes = writes  # the tasks whose variables it changes
+        self.local = local  # the registered partition, where it is an object of this process
+        self.nodes = len(spec.graph_def.node)
+
+    @property
+    def executor_plan(self):
+        """Its executor plan, where it runs in this process (None elsewhere)."""
+        return None if self.local is None else self.local.executor_plan
+
+    def fetch_values(self, execution) -> list:
+        """A stepped execution's fetched values (stepping runs in this process)."""
+        return self.local.fetch_values(execution)
+
+    def __repr__(self):
+        return f"<ClusterPartition {self.handle} on {self.task}: {self.device}>"
+
+
+class ClusterWorker:
+    """A client session's worker over a cluster's tasks (see the module docstring)."""
+
+    def __init__(self, config, owner, stubs: list, target_task: str):
+        self._config = config
+        self._owner = owner
+        self._stubs = {s.task: s for s in stubs}  # the target task's first
+        self.target_task = target_task
+        self.devices = DeviceSet(_filtered([d for s in stubs for d in s.devices()],
+                                           config.device_filters))
+        self._origins: dict = {}
+        self._spanning: Worker | None = None  # for plans spanning tasks unpartitioned
+        self._token = uuid.uuid4().hex  # names this session as a holder of task gates
+        self._steps: dict = {}  # step id -> its _ClusterStep, while it runs
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def stubs(self) -> list:
+        return list(self._stubs.values())
+
+    def _stub(self, task: str):
+        stub = self._stubs.get(task)
+        if stub is None:
+            raise unavailable(task, "no server serves it (start its tf.train.Server)")
+        return stub
+
+    # --- registering ---------------------------------------------------------------------------
+    def register_partition(self, spec, origins=None) -> ClusterPartition:
+        writes = writing_tasks(spec, self.target_task)
+        if origins:
+            self._origins.update(origins)
+        if not spec.device:
+            return ClusterPartition(None, None, spec, writes,
+                                    self._spanning_worker().register_partition(spec, origins))
+        stub = self._stub(task_of_device(spec.device))
+        handle, local = stub.register_partition(spec, origins)
+        return ClusterPartition(stub.task, handle, spec, writes, local)
+
+    def _spanning_worker(self) -> Worker:
+        if any(isinstance(d, RemoteDevice) for d in self.devices):
+            raise errors.UnimplementedError(
+                None, None, "This plan runs unpartitioned over several devices (a while "
+                "loop whose body spans devices, or a partial run); with tasks in other "
+                "processes each loop must stay on one task's device, fed from the others")
+        if self._spanning is None:
+            self._spanning = Worker(self._config, self._owner, devices=self.devices)
+        return self._spanning
+
+    # --- steps ---------------------------------------------------------------------------------
+    def run_partition(self, part: ClusterPartition, feed_values, step_id, timeout=None,
+                      observer=None) -> list:
+        result = self.run_step([part], feed_values, step_id, timeout, observer)
+        if result.error is not None:
+            raise result.error
+        return result.values[0]
+
+    def run_step(self, parts, feed_values, step_id, timeout=None, observer=None,
+                 main=0) -> StepResult:
+        """Run each task's share of one step at once; the step's values per partition, or its
+        first error (see the module docstring)."""
+        step_id = STEP_ID_BASE | step_id
+        self._check(parts)
+        holder = self._holder()
+        writing = sorted({t for p in parts for t in p.writes})
+        if any(p.task is None for p in parts):  # spanning tasks: run here, admitted there
+            return self._run_spanning(parts, feed_values, step_id, timeout, observer, writing,
+                                      holder)
+        if len(writing) > 1:
+            gates = self.admit(writing, holder, timeout)
+        else:  # one task decides alone: admitted there, with the step
+            gates = dict.fromkeys(writing, GATE_ENTER)
+        by_task: dict = {}
+        for i, part in enumerate(parts):
+            by_task.setdefault(part.task, []).append(i)
+        step = _ClusterStep(step_id, parts, {t: self._stubs[t] for t in by_task})
+        main_task = parts[main].task
+        order = [t for t in by_task if t != main_task] + [main_task]
+        with self._running(step):
+            for task in order:
+                indices = by_task[task]
+                request = StepRequest(
+                    step_id, [parts[i].handle for i in indices],
+                    {k: feed_values[k] for i in indices for k in parts[i].feed_index},
+                    indices.index(main) if task == main_task else None, timeout,
+                    observer is not None, gates.get(task, GATE_NONE), holder)
+                step.started(task, self._stubs[task].run_step(
+                    request, observer, lambda e, t=task: step.failed(t, e)), indices)
+            step.collect(timeout, observer)
+        return step.result(timeout)
+
+    @contextlib.contextmanager
+    def _running(self, step):
+        self._steps[step.step_id] = step
+        try:
+            yield
+        finally:
+            del self._steps[step.step_id]
+            for stub in step.stubs.values():
+                stub.step_done(step.step_id)
+
+    def _run_spanning(self, parts, feed_values, step_id, timeout, observer, writing,
+                      holder) -> StepResult:
+        [part] = parts
+        admitted = self.admit(writing, holder, timeout) if writing else {}
+        try:
+            values = self._spanning.run_partition(part.local, feed_values, step_id, timeout,
+                                                  observer)
+        except errors.OpError as e:
+            return StepResult(None, e)
+        finally:
+            for task in admitted:
+                self._stubs[task].gate_exit()
+        return StepResult([values])
+
+    def start_step(self, parts, feed_values, step_id, observer=None) -> list:
+        """The executions of one step of ``parts``, not started (the stepper drives them);
+        refused where a task cannot be stepped from here."""
+        step_id = STEP_ID_BASE | step_id
+        self._check(parts)
+        if any(p.task is None for p in parts):
+            return self._spanning.start_step([p.local for p in parts], feed_values, step_id,
+                                             observer)
+        by_task: dict = {}
+        for i, part in enumerate(parts):
+            by_task.setdefault(part.task, []).append(i)
+        refused = [t for t in by_task if not self._stubs[t].supports_stepping]
+        if refused:
+            raise errors.UnimplementedError(
+                None, None, f"Stepping through a step of tasks {', '.join(refused)} is not "
+                "supported: their transport cannot hand their executions to this process "
+                "(step it on an in-process cluster: tf.train.Server without protocol='ray')")
+        execs = [None] * len(parts)
+        for task, indices in by_task.items():
+            request = StepRequest(step_id, [parts[i].handle for i in indices],
+                                  {k: feed_values[k] for i in indices
+                                   for k in parts[i].feed_index})
+            for i, ex in zip(indices, self._stubs[task].start_step(request, observer)):
+                execs[i] = ex
+        # The tasks keep the step's rendezvous until the stepped executions are gone.
+        stubs = [self._stubs[t] for t in by_task]
+        weakref.finalize(execs[0], _steps_done, stubs, step_id)
+        return execs
+
+    def abort_step(self, step_id: int, error: BaseException) -> bool:
+        step = self._steps.get(STEP_ID_BASE | step_id)
+        if step is None:
+            return False
+        step.failed(None, error)
+        return True
+
+    def _check(self, parts) -> None:
+        """A step may run only while every task it uses serves."""
+        for task in {p.task for p in parts if p.task is not None}:
+            self._stubs[task].check()
+
+    # --- gates: admission and consistent snapshots ---------------------------------------------
+    def _holder(self) -> str:
+        return f"{self._token}/{threading.get_ident()}"
+
+    def admit(self, tasks: list, holder: str, timeout: float | None) -> dict:
+        """Admit a step on the gates of ``tasks`` (``task_gate.admit``); returns task ->
+        ``GATE_ADMITTED`` for the gates that counted it."""
+        counted = admit([self._stub(t) for t in tasks], holder, timeout)
+        return {s.task: GATE_ADMITTED for s in counted}
+
+    @contextlib.contextmanager
+    def consistent_snapshot(self, devices, timeout: float | None = None):
+        """Held around a save or restore of variables on ``devices``: the gates of their tasks
+        closed, in task order, once every step admitted there has finished."""
+        holder, closed = self._holder(), []
+        try:
+            for task in tasks_of_devices(devices, self.target_task, self.devices):
+                stub = self._stub(task)
+                stub.gate_close(holder, timeout)
+                closed.append(stub)
+            yield
+        finally:
+            for stub in reversed(closed):
+                with contextlib.suppress(errors.OpError):
+                    stub.gate_open(holder)
+
+    # --- state ---------------------------------------------------------------------------------
+    def forget_resources(self, op_names) -> Forgotten:
+        record = Forgotten()
+        for stub in self._stubs.values():
+            record.extend(stub.forget(op_names))
+        return record
+
+    def record_memory(self, summary: dict) -> None:
+        for stub in self._stubs.values():
+            stub.record_memory(summary)
+
+    def close(self) -> None:
+        """Deregister this session's partitions; the tasks' state belongs to their servers."""
+        if self._closed:
+            return
+        self._closed = True
+        for stub in self._stubs.values():
+            stub.close()
+        if self._spanning is not None:
+            self._spanning.close()
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).split("\n", 1)[0] or type(error).__name__
+
+
+def _steps_done(stubs, step_id) -> None:
+    for stub in stubs:
+        with contextlib.suppress(Exception):
+            stub.step_done(step_id)
+
+
+def _filtered(devices: list, device_filters) -> list:
+    """``devices`` narrowed by ``ConfigProto.device_filters`` (all of them without filters)."""
+    filters = [DeviceSpec.from_string(f) for f in device_filters or ()]
+    kept = [d for d in devices if not filters or any(spec_matches(f, d.spec) for f in filters)]
+    if not kept:
+        raise errors.InvalidArgumentError(
+            None, None, f"No device of the cluster matches device_filters {device_filters}")
+    return kept
+
+
+class _ClusterStep:
+    """One step across tasks while it runs: each task's pending share, the first error (which
+    cancels every other share), and the outcomes."""
+
+    def __init__(self, step_id: int, parts, stubs: dict):
+        self.step_id = step_id
+        self.parts = parts
+        self.stubs = stubs  # task -> stub, of every task with a share of the step
+        self._pending: dict = {}  # task -> (pending, partition indices)
+        self.outcomes: dict = {}
+        self.errors: list = []
+        self._lock = threading.Lock()
+        self._aborted = False
+
+    def started(self, task: str, pending, indices) -> None:
+        self._pending[task] = (pending, indices)
+
+    def failed(self, task: str | None, error: BaseException) -> None:
+        """A share failed (or the step was aborted from outside): cancel every other share."""
+        with self._lock:
+            self.errors.append(error)
+            if self._aborted:
+                return
+            self._aborted = True
+        cancel = errors.CancelledError(
+            None, None, f"Step {self.step_id} was cancelled: {_first_line(error)}")
+        for other, stub in self.stubs.items():
+            if other != task:
+                with contextlib.suppress(errors.OpError):
+                    stub.abort_step(self.step_id, cancel)
+
+    def collect(self, timeout: float | None, observer) -> None:
+        """Wait for every share (until ``timeout`` seconds from now at most)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for task in list(self._pending):
+            pending, _ = self._pending[task]
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                outcome = pending.result(left)
+            except PendingTimeoutError:
+                self._timed_out(timeout)
+                return
+            except errors.OpError as e:
+                outcome = TaskOutcome(None, e)
+            self.outcomes[task] = outcome
+            if outcome.error is not None:
+                self.failed(task, outcome.error)
+            if observer is not None:
+                if outcome.stats:
+                    observer.add_device_stats(outcome.stats)
+                if outcome.transfers and hasattr(observer, "add_transfers"):
+                    observer.add_transfers(outcome.transfers)
+
+    def _timed_out(self, timeout: float) -> None:
+        """No answer from some tasks in time: those that do not answer at all are
+        unavailable; otherwise the step ran past its deadline."""
+        silent = [t for t in self._pending if t not in self.outcomes]
+        dead = [t for t in silent if not self.stubs[t].responsive()]
+        if dead:
+            error = unavailable(", ".join(dead), "it did not answer within the step's timeout "
+                                f"of {timeout * 1000:.0f} ms")
+        else:
+            error = errors.DeadlineExceededError(
+                None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step "
+                f"to finish on {', '.join(silent)}")
+        self.failed(None, error)
+        self.errors.insert(0, error)
+
+    def result(self, timeout: float | None) -> StepResult:
+        if self.errors:
+            return StepResult(None, self._error(timeout))
+        values = [None] * len(self.parts)
+        for task, (_, indices) in self._pending.items():
+            for i, vals in zip(indices, self.outcomes[task].values):
+                values[i] = vals
+        return StepResult(values)
+
+    def _error(self, timeout: float | None) -> BaseException:
+        """The step's error: a root cause before the cancellations it caused; a step timeout
+        says where every partition stood."""
+        error = next((e for e in self.errors if not isinstance(e, errors.CancelledError)),
+                     self.errors[0])
+        if timeout is not None and isinstance(error, errors.DeadlineExceededError) \
+                and error.op is None and self.outcomes:
+            progress = [p for o in self.outcomes.values() for p in o.progress]
+            if progress:
+                return step_timeout_error(timeout, progress)
+        return error

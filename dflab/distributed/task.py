@@ -1,0 +1,219 @@
+"""``Task``: one task of a cluster as it runs, whatever the transport.
+
+A task owns a ``Worker`` (its devices, the state on them, the partitions clients registered),
+its step gate (``dflab.distributed.task_gate``), and the rendezvous of the steps running on it.
+The in-process transport (``dflab.distributed.local``) calls a ``Task`` directly; the Ray
+transport's actor (``dflab.distributed.ray.actor``) wraps one. What differs between them is the
+one hook a task is built with, TF's ``RecvFromRemoteAsync``: ``pull(src_task, step_id, key,
+done)`` — receive ``key`` of step ``step_id`` from the task that sent it, and call
+``done(value, error, sent_ns)`` with the value on the receiving device (``sent_ns``: when it
+left the sender, for traces; None when unknown).
+
+A step's rendezvous on a task (``TaskRendezvous``) is made by whichever comes first, the task's
+share of the step or a peer's pull (every task starts at once), and kept until the client says
+the step is done (``drop_rendezvous``), so a value sent for a slower receiver waits for its
+pull. Sends always stay local: a receiver on another task pulls.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+
+from dflab.distributed.names import task_name, task_of_device
+from dflab.distributed.stub import GATE_ADMITTED, GATE_ENTER, StepRequest, TaskOutcome
+from dflab.distributed.task_gate import TaskGate
+from dflab.framework import errors
+from dflab.framework.rendezvous import parse_key
+from dflab.runtime.devices import HOST_MEMORY
+from dflab.runtime.rendezvous import LocalRendezvous
+from dflab.runtime.worker import Worker
+
+
+class TaskRendezvous(LocalRendezvous):
+    """One step's rendezvous on one task: local sends and receives as ``LocalRendezvous``; a
+    receive of a tensor another task sent goes through the task's pull hook. Pulls are recorded
+    in ``transfers`` (key, bytes, start ns, end ns)."""
+
+    __slots__ = ("_task", "transfers")
+
+    def __init__(self, step_id: int, task: Task):
+        super().__init__(step_id, task.worker.device_copy)
+        self._task = task
+        self.transfers: list = []
+
+    def recv_async(self, key: str, callback) -> None:
+        src = self._task.source_of(key)
+        if src is None:
+            return super().recv_async(key, callback)
+        with self._lock:
+            error = self._error
+            if error is None:
+                self._waiters[key] = callback  # so that an abort wakes it
+        if error is not None:
+            callback(None, error)
+            return
+        asked = time.time_ns()
+        self._task.pull(src, self.step_id, key,
+                        lambda value, error, sent=None: self._pulled(key, value, error,
+                                                                     sent or asked))
+
+    def _pulled(self, key: str, value, error, sent: int) -> None:
+        with self._lock:
+            callback = self._waiters.pop(key, None)
+            if callback is not None and error is None:
+                nbytes = int(getattr(value, "nbytes", 0) or 0)
+                self.transfers.append((key, nbytes, sent, time.time_ns()))
+        if callback is not None:  # None: the step was aborted meanwhile
+            callback(value, error)
+
+
+class Task:
+    """One task of a cluster (see the module docstring)."""
+
+    def __init__(self, job: str, index: int, config, pull):
+        self.name = task_name(job, index)
+        self.job, self.index = job, index
+        # Drawn at every (re)start: a client that registered with an earlier incarnation
+        # learns that the task's partitions and state are gone.
+        self.incarnation = secrets.randbits(63) or 1
+        self.config = config
+        self.worker = Worker(config, task=self.name)
+        self.gate = TaskGate(self.name)
+        self.pull = pull
+        self._rendezvous: dict[int, TaskRendezvous] = {}
+        self._rendezvous_lock = threading.Lock()
+        self._sources: dict[str, str | None] = {}  # sending device -> its task (None: ours)
+
+    @property
+    def closed(self) -> bool:
+        return self.worker.closed
+
+    # --- the rendezvous of steps ---------------------------------------------------------------
+    def source_of(self, key: str) -> str | None:
+        """The task that sends ``key``, or None when it is this one."""
+        device = key.split(";", 2)[1]
+        found = self._sources.get(device, False)
+        if found is False:
+            task = task_of_device(device)
+            found = self._sources[device] = None if task == self.name else task
+        return found
+
+    def rendezvous(self, step_id: int) -> TaskRendezvous:
+        """Step ``step_id``'s rendezvous here, made on first use."""
+        with self._rendezvous_lock:
+            rdv = self._rendezvous.get(step_id)
+            if rdv is None:
+                rdv = self._rendezvous[step_id] = TaskRendezvous(step_id, self)
+            return rdv
+
+    def drop_rendezvous(self, step_id: int) -> None:
+        with self._rendezvous_lock:
+            self._rendezvous.pop(step_id, None)
+
+    def serve_pull(self, step_id: int, key: str, done) -> None:
+        """A peer's pull of ``key``, which this task sent (or will send) in ``step_id``:
+        ``done(value, error)`` once it is here, on the sending thread."""
+        self.rendezvous(step_id).recv_async(key, done)
+
+    def to_receiver(self, key: str, value):
+        """A pulled value (in host memory) moved onto the device that receives it here."""
+        device = self.worker.devices[parse_key(key).dst_device]
+        if device.memory_space == HOST_MEMORY:
+            return value
+        return device.from_host(value)
+
+    # --- steps ---------------------------------------------------------------------------------
+    def begin_step(self, request: StepRequest, observer=None, on_error=None):
+        """Start this task's share of a step (``request.main`` runs on the calling thread);
+        ``finish_step`` waits for it. Returns the worker's step group, or an outcome when the
+        share could not start."""
+        try:
+            parts = [self.worker.partition(h) for h in request.handles]
+        except errors.OpError as e:
+            return TaskOutcome(None, e)
+        counted = request.gate == GATE_ADMITTED
+        if request.gate == GATE_ENTER:
+            try:
+                counted = self.gate.enter(request.holder, request.timeout)
+            except errors.OpError as e:
+                return TaskOutcome(None, e)
+        feeds = request.feeds
+        feed_values = [feeds.get(k) for k in range(max(feeds) + 1 if feeds else 0)]
+        try:
+            group = self.worker.begin_step(parts, feed_values, request.step_id, observer,
+                                           request.main, self.rendezvous(request.step_id),
+                                           on_error)
+        except BaseException:
+            if counted:
+                self.gate.exit()
+            raise
+        return _Share(group, counted)
+
+    def finish_step(self, started, timeout: float | None) -> TaskOutcome:
+        """Wait for a share ``begin_step`` started (cancelled after ``timeout`` seconds)."""
+        if isinstance(started, TaskOutcome):
+            return started
+        try:
+            result = self.worker.finish_step(started.group, timeout)
+        finally:
+            if started.counted:
+                self.gate.exit()
+        return TaskOutcome(result.values, result.error, result.progress,
+                           list(started.group.rendezvous.transfers))
+
+    def run_step(self, request: StepRequest, observer=None) -> TaskOutcome:
+        """This task's share of a step, run to its end (the biggest partition on this
+        thread)."""
+        if request.main is None and request.handles:
+            request.main = self._biggest(request.handles)
+        return self.finish_step(self.begin_step(request, observer), request.timeout)
+
+    def _biggest(self, handles) -> int:
+        sizes = []
+        for h in handles:
+            try:
+                sizes.append(len(self.worker.partition(h).executor_plan.nodes))
+            except errors.OpError:
+                sizes.append(0)
+        return max(range(len(sizes)), key=sizes.__getitem__)
+
+    def start_step(self, request: StepRequest, observer=None) -> list:
+        """The executions of this task's share of a step, not started (stepping)."""
+        parts = [self.worker.partition(h) for h in request.handles]
+        feeds = request.feeds
+        feed_values = [feeds.get(k) for k in range(max(feeds) + 1 if feeds else 0)]
+        return self.worker.start_step(parts, feed_values, request.step_id, observer,
+                                      self.rendezvous(request.step_id))
+
+    def abort_step(self, step_id: int, error: BaseException) -> None:
+        """Cancel this task's share of a step, and every later receive or send of it here."""
+        self.worker.abort_step(step_id, error)
+        self.rendezvous(step_id).abort(error)
+
+    def check_incarnation(self, incarnation: int) -> None:
+        """A client that registered with an earlier incarnation of this task gets AbortedError."""
+        if incarnation and incarnation != self.incarnation:
+            raise errors.AbortedError(
+                None, None, f"Task {self.name} restarted: the partitions and state the "
+                "session relied on are gone; create a new session")
+
+    def close(self) -> None:
+        with self._rendezvous_lock:
+            steps = list(self._rendezvous.values())
+            self._rendezvous.clear()
+        for rdv in steps:
+            rdv.abort(errors.CancelledError(None, None, f"Task {self.name} stopped"))
+        self.worker.close()
+
+
+class _Share:
+    """A task's share of a step in flight: its step group, and whether the task's gate
+    counted it (to count it out when it ends)."""
+
+    __slots__ = ("group", "counted")
+
+    def __init__(self, group, counted: bool):
+        self.group = group
+        self.counted = counted
