@@ -48,6 +48,8 @@ from dflab.runtime.devices import DeviceSet, spec_matches
 from dflab.runtime.resources import Forgotten
 from dflab.runtime.worker import StepResult, Worker, step_timeout_error
 
+_EARLY_ABORTS_KEPT = 256
+
 # The high bits of this process's step ids on a cluster (TF draws distributed step ids at random
 # for the same reason: many clients, in many processes, run steps on one task).
 STEP_ID_BASE = (secrets.randbits(30) + 1) << 32
@@ -94,6 +96,9 @@ class ClusterWorker:
         self._spanning: Worker | None = None  # for plans spanning tasks unpartitioned
         self._token = uuid.uuid4().hex  # names this session as a holder of task gates
         self._steps: dict = {}  # step id -> its _ClusterStep, while it runs
+        self._steps_lock = threading.Lock()
+        # Steps aborted before they started (bounded, as a worker's): they fail as they start.
+        self._early_aborts: dict = {}
         self._closed = False
 
     @property
@@ -176,11 +181,16 @@ class ClusterWorker:
 
     @contextlib.contextmanager
     def _running(self, step):
-        self._steps[step.step_id] = step
+        with self._steps_lock:
+            self._steps[step.step_id] = step
+            early = self._early_aborts.pop(step.step_id, None) if self._early_aborts else None
+        if early is not None:
+            step.failed(None, early)
         try:
             yield
         finally:
-            del self._steps[step.step_id]
+            with self._steps_lock:
+                del self._steps[step.step_id]
             for stub in step.stubs.values():
                 stub.step_done(step.step_id)
 
@@ -228,11 +238,30 @@ class ClusterWorker:
         return execs
 
     def abort_step(self, step_id: int, error: BaseException) -> bool:
-        step = self._steps.get(STEP_ID_BASE | step_id)
-        if step is None:
-            return False
-        step.failed(None, error)
-        return True
+        """Cancel a step on every task; False if it is not running, in which case it fails as
+        soon as it starts, should it start later."""
+        step_id = STEP_ID_BASE | step_id
+        with self._steps_lock:
+            step = self._steps.get(step_id)
+            if step is None:
+                self._early_aborts[step_id] = error
+                if len(self._early_aborts) > _EARLY_ABORTS_KEPT:
+                    del self._early_aborts[next(iter(self._early_aborts))]
+        if step is not None:
+            step.failed(None, error)
+            return True
+        if self._spanning is not None:
+            return self._spanning.abort_step(step_id, error)
+        return False
+
+    def cancel_steps(self, error: BaseException) -> None:
+        """Cancel every step of this session running on the cluster."""
+        with self._steps_lock:
+            running = list(self._steps.values())
+        for step in running:
+            step.failed(None, error)
+        if self._spanning is not None:
+            self._spanning.cancel_steps(error)
 
     def _check(self, parts) -> None:
         """A step may run only while every task it uses serves."""
@@ -281,6 +310,7 @@ class ClusterWorker:
         if self._closed:
             return
         self._closed = True
+        self.cancel_steps(errors.CancelledError(None, None, "The session was closed"))
         for stub in self._stubs.values():
             stub.close()
         if self._spanning is not None:

@@ -21,10 +21,11 @@ re-run notebook cell replaced), ``prepare_step``/``start_step`` (the stepper), a
 
 from __future__ import annotations
 
+import threading
 import warnings
 import weakref
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -65,6 +66,58 @@ class StepListener:
             self.session._step_listeners.remove(self)
         except ValueError:
             pass  # already removed
+
+
+# The step canceller active on each thread (see ``StepCanceller``).
+_thread_steps = threading.local()
+
+
+class StepCanceller:
+    """Cancels the steps of the threads it is active on (TF's cancellation manager, for the
+    steps a group of threads runs): ``with canceller.active():`` makes the calling thread's
+    ``Session.run`` calls (of any session) cancellable; ``cancel(error)`` fails the running
+    ones on every task they run on, and every later one at its start. A ``QueueRunner``
+    cancels its threads' enqueue steps this way when its coordinator stops, so a thread parked
+    in an enqueue, a dequeue or an accumulator's take ends at once."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running: dict = {}  # step id -> the session running it
+        self._error: BaseException | None = None
+
+    @contextmanager
+    def active(self):
+        before = getattr(_thread_steps, "canceller", None)
+        _thread_steps.canceller = self
+        try:
+            yield self
+        finally:
+            _thread_steps.canceller = before
+
+    @property
+    def cancelled(self) -> bool:
+        return self._error is not None
+
+    def cancel(self, error: BaseException | None = None) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error or errors.CancelledError(None, None, "Step was cancelled")
+            error = self._error
+            running = list(self._running.items())
+        for step_id, session in running:
+            session._worker.abort_step(step_id, error)
+
+    def run(self, session, plan, feed_values, options, run_metadata):
+        step_id = next_step_id()
+        with self._lock:
+            if self._error is not None:
+                raise type(self._error)(None, None, self._error.message)
+            self._running[step_id] = session
+        try:
+            return session._run_plan(plan, feed_values, options, run_metadata, step_id)
+        finally:
+            with self._lock:
+                self._running.pop(step_id, None)
 
 
 # Session targets other than the in-process one (""): a prefix such as "grpc://" -> a
@@ -274,14 +327,15 @@ class BaseSession:
         self._step_listeners.append(handle)
         return handle
 
-    def _run_plan_observed(self, plan: Plan, feed_values, options, run_metadata):
+    def _run_plan_observed(self, plan: Plan, feed_values, options, run_metadata,
+                           step_id=None):
         if options is None or not options.trace_level or run_metadata is None:
             options = RunOptions(
                 trace_level=RunOptions.FULL_TRACE,
                 timeout_in_ms=options.timeout_in_ms if options is not None else 0,
                 output_partition_graphs=bool(options and options.output_partition_graphs))
             run_metadata = RunMetadata()
-        values = self._run_plan_now(plan, feed_values, options, run_metadata)
+        values = self._run_plan_now(plan, feed_values, options, run_metadata, step_id)
         for handle in list(self._step_listeners):
             try:
                 handle.fn(run_metadata)
@@ -322,31 +376,38 @@ class BaseSession:
         (the stepper drives them one node at a time)."""
         return self._worker.start_step(plan.parts, feed_values, next_step_id(), observer)
 
-    def _run_plan(self, plan: Plan, feed_values, options, run_metadata):
+    def _run_plan(self, plan: Plan, feed_values, options, run_metadata, step_id=None):
+        if step_id is None:
+            canceller = getattr(_thread_steps, "canceller", None)
+            if canceller is not None:  # this thread's steps are cancellable (a queue runner)
+                return canceller.run(self, plan, feed_values, options, run_metadata)
         gate = self._step_gate
         if gate is not None and plan.changes_variables:
             with gate.step():
-                return self._run_plan_ungated(plan, feed_values, options, run_metadata)
+                return self._run_plan_ungated(plan, feed_values, options, run_metadata,
+                                              step_id)
         if self._step_listeners:  # _run_plan_ungated, inlined: the common path stays short
-            return self._run_plan_observed(plan, feed_values, options, run_metadata)
-        return self._run_plan_now(plan, feed_values, options, run_metadata)
+            return self._run_plan_observed(plan, feed_values, options, run_metadata, step_id)
+        return self._run_plan_now(plan, feed_values, options, run_metadata, step_id)
 
-    def _run_plan_ungated(self, plan: Plan, feed_values, options, run_metadata):
+    def _run_plan_ungated(self, plan: Plan, feed_values, options, run_metadata, step_id):
         if self._step_listeners:
-            return self._run_plan_observed(plan, feed_values, options, run_metadata)
-        return self._run_plan_now(plan, feed_values, options, run_metadata)
+            return self._run_plan_observed(plan, feed_values, options, run_metadata, step_id)
+        return self._run_plan_now(plan, feed_values, options, run_metadata, step_id)
 
-    def _run_plan_now(self, plan: Plan, feed_values, options, run_metadata):
+    def _run_plan_now(self, plan: Plan, feed_values, options, run_metadata, step_id=None):
+        if step_id is None:
+            step_id = next_step_id()
         if plan.partitioned:
-            return self._run_partitioned(plan, feed_values, options, run_metadata)
+            return self._run_partitioned(plan, feed_values, options, run_metadata, step_id)
         if options is None:  # the common case, kept short: Session.run costs microseconds
             timeout, tracer = self._operation_timeout, None
         else:
             timeout = self._step_timeout(options)
             tracer = _tracer_for(plan, options, run_metadata)
         try:
-            values = self._worker.run_partition(plan.parts[0], feed_values, next_step_id(),
-                                                timeout, tracer)
+            values = self._worker.run_partition(plan.parts[0], feed_values, step_id, timeout,
+                                                tracer)
         except errors.OpError as e:
             raise _user_error(e) from None
         if tracer is not None:
@@ -370,11 +431,11 @@ class BaseSession:
         """Per device: memory figures over the session's traced steps (``DeviceMemory``)."""
         return self.devices.memory_stats()
 
-    def _run_partitioned(self, plan: Plan, feed_values, options, run_metadata):
+    def _run_partitioned(self, plan: Plan, feed_values, options, run_metadata, step_id):
         """One execution per partition, all started at once, sharing the step's rendezvous."""
         tracer = _tracer_for(plan, options, run_metadata)
         timeout = self._step_timeout(options)
-        result = self._worker.run_step(plan.parts, feed_values, next_step_id(), timeout,
+        result = self._worker.run_step(plan.parts, feed_values, step_id, timeout,
                                        tracer, plan.main_partition)
         if result.error is not None:
             raise _user_error(result.error)

@@ -258,6 +258,21 @@ def step_timeout_error(timeout: float, progress) -> errors.DeadlineExceededError
         f"{where}.")
 
 
+class _Single:
+    """A running step of one execution, as ``abort_step`` sees it."""
+
+    __slots__ = ("execution",)
+
+    def __init__(self, execution):
+        self.execution = execution
+
+    def failed(self, error) -> None:
+        self.execution.cancel(error)
+
+
+_EARLY_ABORTS_KEPT = 256
+
+
 def _first_line(error) -> str:
     return str(error).split("\n", 1)[0] or type(error).__name__
 
@@ -277,6 +292,9 @@ class Worker:
         self._handles = itertools.count(1)
         self._steps: dict[int, StepGroup] = {}
         self._steps_lock = threading.Lock()
+        # Steps aborted before they started here (a cancelled client's step racing its start):
+        # they fail as they start. Bounded: an abort that misses a finished step is forgotten.
+        self._early_aborts: dict[int, BaseException] = {}
         self._pool = None
         self._pool_lock = threading.Lock()
         self._closed = False
@@ -434,8 +452,23 @@ class Worker:
             # this thread the dataflow bookkeeping between kernels is saved.
             ex.run_inline(part.stream)
         else:
-            ex.run_dataflow(self.inter_op_pool(), timeout, part.stream)
+            # A plan that may wait (a queue, an accumulator) can be cancelled while it runs.
+            self._track(step_id, _Single(ex))
+            try:
+                ex.run_dataflow(self.inter_op_pool(), timeout, part.stream)
+            finally:
+                with self._steps_lock:
+                    self._steps.pop(step_id, None)
         return part.fetch_values(ex)
+
+    def _track(self, step_id: int, running) -> None:
+        """Keep a running step cancellable by ``abort_step`` (and ``close``); a step aborted
+        before it got here is cancelled at once."""
+        with self._steps_lock:
+            self._steps[step_id] = running
+            early = self._early_aborts.pop(step_id, None) if self._early_aborts else None
+        if early is not None:
+            running.failed(early)
 
     def start_step(self, parts, feed_values, step_id: int, observer=None,
                    rendezvous=None) -> list:
@@ -467,8 +500,7 @@ class Worker:
         with the step's first error, from whichever thread meets it. ``finish_step`` waits."""
         group = self._new_group(parts, feed_values, step_id, observer, rendezvous)
         group.on_error = on_error
-        with self._steps_lock:
-            self._steps[step_id] = group
+        self._track(step_id, group)
         pool = self.inter_op_pool()
         execs = group.executions
         for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
@@ -518,13 +550,25 @@ class Worker:
         return self.finish_step(group, timeout)
 
     def abort_step(self, step_id: int, error: BaseException) -> bool:
-        """Cancel a running step (its rendezvous and executions); False if none is running."""
+        """Cancel a step (its rendezvous and executions); False if it is not running, in which
+        case it fails as soon as it starts, should it start later."""
         with self._steps_lock:
             group = self._steps.get(step_id)
+            if group is None:
+                self._early_aborts[step_id] = error
+                if len(self._early_aborts) > _EARLY_ABORTS_KEPT:
+                    del self._early_aborts[next(iter(self._early_aborts))]
         if group is None:
             return False
         group.failed(error)
         return True
+
+    def cancel_steps(self, error: BaseException) -> None:
+        """Cancel every step running here (a session closing: TF's cancellation manager)."""
+        with self._steps_lock:
+            running = list(self._steps.values())
+        for group in running:
+            group.failed(error)
 
     def consistent_snapshot(self, devices, timeout: float | None = None):
         """Held around a save or restore of variables on ``devices``: a worker of one client
@@ -571,6 +615,7 @@ class Worker:
         if self._closed:
             return
         self._closed = True
+        self.cancel_steps(errors.CancelledError(None, None, "The session was closed"))
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         if self._blas_limits is not None:

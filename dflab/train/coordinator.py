@@ -14,6 +14,7 @@ import threading
 import time
 
 from dflab.framework import errors
+from dflab.platform import tf_logging
 
 
 class Coordinator:
@@ -93,9 +94,11 @@ class Coordinator:
             exc_info = self._exc_info_to_raise
         if exc_info is not None:
             raise exc_info[1].with_traceback(exc_info[2])
-        if stragglers and not ignore_live_threads:
-            raise RuntimeError(f"Coordinator stopped with threads still running: "
-                               f"{' '.join(stragglers)}")
+        if stragglers:
+            message = f"Coordinator stopped with threads still running: {' '.join(stragglers)}"
+            if not ignore_live_threads:
+                raise RuntimeError(message)
+            tf_logging.warning(message)
 
     @property
     def joined(self) -> bool:

@@ -4,8 +4,12 @@ Each enqueue op gets one thread that runs it in a loop until the queue is closed
 (``OutOfRangeError``/``CancelledError``) or the coordinator asks to stop. When the last thread of
 a runner ends, the runner closes the queue so that consumers drain it and then see
 ``OutOfRangeError``. When the coordinator stops, the runner runs its ``cancel_op`` (close with
-``cancel_pending_enqueues=True``) so threads parked on a full queue end at once. Other errors are
-reported to the coordinator (or kept in ``exceptions_raised``).
+``cancel_pending_enqueues=True``) so threads parked on a full queue end at once, and cancels the
+steps its threads are running (``StepCanceller``), so that a thread waiting anywhere else — a
+dequeue of another queue, an accumulator's take that no replica will feed any more — ends too
+instead of holding ``Coordinator.join`` for its grace period; a thread treats the
+``CancelledError`` as its end. Other errors are reported to the coordinator (or kept in
+``exceptions_raised``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import threading
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
+from dflab.runtime.session import StepCanceller
 from dflab.train import meta_graph
 
 _STOP_ERRORS = (errors.OutOfRangeError, errors.CancelledError)
@@ -91,12 +96,16 @@ class QueueRunner:
         return list(self._exceptions_raised)
 
     # --- threads --------------------------------------------------------------------------------
-    def _run(self, sess, enqueue_op, coord):
+    def _run(self, sess, enqueue_op, coord, canceller=None):
         decremented = False
         try:
             while coord is None or not coord.should_stop():
                 try:
-                    sess.run(enqueue_op)
+                    if canceller is None:
+                        sess.run(enqueue_op)
+                    else:
+                        with canceller.active():
+                            sess.run(enqueue_op)
                 except (self._queue_closed_exception_types + _STOP_ERRORS):
                     break
             with self._lock:
@@ -126,9 +135,11 @@ class QueueRunner:
         except (errors.OpError, RuntimeError):
             pass  # the session or queue is already gone: nothing to close
 
-    def _close_on_stop(self, sess, cancel_op, coord):
+    def _close_on_stop(self, sess, cancel_op, coord, canceller):
         coord.wait_for_stop()
         self._close(sess, cancel_op)
+        canceller.cancel(errors.CancelledError(
+            None, None, f"QueueRunner {self.name}: its coordinator stopped"))
 
     def create_threads(self, sess, coord=None, daemon=False, start=False) -> list:
         """One thread per enqueue op (plus one that cancels on ``coord`` stop)."""
@@ -137,13 +148,14 @@ class QueueRunner:
                 return []  # already running for this session
             self._runs_per_session[sess] = len(self._enqueue_ops)
             self._exceptions_raised = []
-        threads = [threading.Thread(target=self._run, args=(sess, op, coord), daemon=daemon,
-                                    name=f"QueueRunner-{self.name}-{k}")
+        canceller = StepCanceller() if coord is not None else None
+        threads = [threading.Thread(target=self._run, args=(sess, op, coord, canceller),
+                                    daemon=daemon, name=f"QueueRunner-{self.name}-{k}")
                    for k, op in enumerate(self._enqueue_ops)]
         if coord is not None:
             threads.append(threading.Thread(target=self._close_on_stop,
-                                            args=(sess, self._cancel_op, coord), daemon=True,
-                                            name=f"QueueRunnerCancel-{self.name}"))
+                                            args=(sess, self._cancel_op, coord, canceller),
+                                            daemon=True, name=f"QueueRunnerCancel-{self.name}"))
         for t in threads:
             if coord is not None:
                 coord.register_thread(t)
