@@ -4,12 +4,13 @@ A graph is plain data: operations in creation order, each with typed inputs, con
 attributes, a *requested* device and the user's file:line where it was created, plus
 collections and the per-thread name, control-dependency, device and colocation scopes that
 ``_create_op`` applies to each new op. Nothing here executes; the runtime reads a graph and builds
-plans from it. Ops are never removed except by ``Graph._remove_ops`` (used by the notebook layer
-to replace a cell's ops), which bumps ``Graph.version`` and the plan epoch so cached plans are
-dropped. Ops left in the graph that read a removed op are *stale* (``StaleMark``): they stay (so
-they can be shown) but ``check_not_stale`` refuses to run them, and no new op may read a removed
-one. ``_snapshot``/``_restore`` undo a failed cell's edits. Re-exported by
-``dflab.framework.ops``, which also holds the default graph and TF's module-level functions.
+plans from it. Ops are never removed except through a ``GraphTransaction``
+(``dflab.framework.graph_transaction``: a notebook cell replacing what it built, or undoing a
+failed run), which bumps ``Graph.version`` and the plan epoch so cached plans are dropped. Ops
+left in the graph that read a removed op are *stale* (``stale_marks``): they stay (so they can be
+shown) but ``check_not_stale`` refuses to run them, and no new op may read a removed one.
+Re-exported by ``dflab.framework.ops``, which also holds the default graph and TF's module-level
+functions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
@@ -28,6 +30,9 @@ from dflab.framework.display import RichDisplay
 from dflab.framework.operation import Operation
 from dflab.framework.tensor import Tensor
 from dflab.framework.tensor_shape import as_shape
+
+if TYPE_CHECKING:
+    from dflab.framework.graph_transaction import StaleMark
 
 _DFLAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
@@ -74,9 +79,9 @@ class Graph(RichDisplay):
         self._unfetchable: set[int] = set()
         self._stacks = threading.local()
         self._building_function = False
-        # Observers called with each new op (the notebook layer records which cell built what).
+        # Called with each new op (``add_op_observer``: a graph transaction records its ops).
         self._op_observers: list[Callable[[Operation], None]] = []
-        # Ops that read an op removed by ``_remove_ops``: kept for display, refused at run time.
+        # Ops that read an op a transaction removed: kept for display, refused at run time.
         self._stale: dict[Operation, StaleMark] = {}
         # Why each removed op went (weak: a removed op lives only while something refers to it).
         self._removed: weakref.WeakKeyDictionary[Operation, str] = weakref.WeakKeyDictionary()
@@ -416,43 +421,16 @@ class Graph(RichDisplay):
             obs(op)
         return op
 
-    def _remove_ops(self, ops, reason: str = "") -> list[StaleMark]:
-        """Remove ops (and edges to them); used to replace what a notebook cell built.
-
-        Ops that stay but read a removed op become stale (``reason`` says why the input went);
-        the new marks are returned. Collections forget values built on removed ops.
-        """
-        doomed = set(ops)
+    def add_op_observer(self, observer: Callable[[Operation], None]) -> None:
+        """Call ``observer(op)`` with each op created from now on (a graph transaction records
+        what a notebook cell built this way)."""
         with self._lock:
-            for op in doomed:
-                for t in op._inputs:
-                    if op in t._consumers:
-                        t._consumers.remove(op)
-                for c in op._control_inputs:
-                    if op in c._control_outputs:
-                        c._control_outputs.remove(op)
-                self._ops_by_name.pop(op.name, None)
-                self._stale.pop(op, None)
-                self._removed[op] = reason
-            self._ops = [o for o in self._ops if o not in doomed]
-            for key, coll in self._collections.items():
-                self._collections[key] = [v for v in coll if not _collection_ops(v) & doomed]
-            marks = self._mark_readers_stale(doomed, reason)
-            self._version += 1
-            self._plan_epoch += 1
-        return marks
+            self._op_observers.append(observer)
 
-    def _mark_readers_stale(self, doomed: set, reason: str) -> list[StaleMark]:
-        marks = []
-        for op in sorted(doomed, key=lambda o: o._id):
-            readers = [(c, t.name) for t in op._outputs for c in t._consumers]
-            readers += [(c, "^" + op.name) for c in op._control_outputs]
-            for c, what in readers:
-                if c in doomed or c in self._stale or self._ops_by_name.get(c.name) is not c:
-                    continue
-                mark = self._stale[c] = StaleMark(c, what, reason)
-                marks.append(mark)
-        return marks
+    def remove_op_observer(self, observer: Callable[[Operation], None]) -> None:
+        with self._lock:
+            if observer in self._op_observers:
+                self._op_observers.remove(observer)
 
     def _refuse_removed_inputs(self, name, op_type, inputs, control) -> None:
         for x in [t.op for t in inputs] + list(control):
@@ -464,63 +442,10 @@ class Graph(RichDisplay):
                     "(re-run the cell that refers to the old one)."
                 )
 
-    def _stale_marks(self) -> list[StaleMark]:
-        """The stale ops' marks, in creation order."""
+    def stale_marks(self) -> list[StaleMark]:
+        """The marks of the stale ops (readers of removed ops), in creation order."""
         with self._lock:
             return sorted(self._stale.values(), key=lambda m: m.op._id)
-
-    def _snapshot(self) -> _GraphSnapshot:
-        """What ``_restore`` needs to undo later removals and additions (a failed cell)."""
-        with self._lock:
-            return _GraphSnapshot(
-                list(self._ops), dict(self._names_in_use),
-                {k: list(v) for k, v in self._collections.items()}, dict(self._stale),
-            )
-
-    def _restore(self, snap: _GraphSnapshot, reason: str = "") -> None:
-        """Return to ``snap``: ops added since are removed (``reason`` says why), ops removed
-        since come back, and names, collections and stale marks are as they were."""
-        with self._lock:
-            before = set(snap.ops)
-            added = [op for op in self._ops if op not in before]
-            now = set(self._ops)
-            self._remove_ops(added, reason)
-            for op in snap.ops:
-                if op in now:
-                    continue
-                for t in op._inputs:
-                    t._consumers.append(op)
-                for c in op._control_inputs:
-                    c._control_outputs.append(op)
-                self._removed.pop(op, None)
-            self._ops = list(snap.ops)
-            self._ops_by_name = {op.name: op for op in snap.ops}
-            self._names_in_use = dict(snap.names_in_use)
-            self._collections = {k: list(v) for k, v in snap.collections.items()}
-            self._stale = dict(snap.stale)
-            self._version += 1
-            self._plan_epoch += 1
-
-    def _release_names(self, added, bumped=()) -> None:
-        """Free the names (``_names_in_use`` keys) that removed ops held, so a re-run notebook
-        cell gets ``Variable`` again rather than ``Variable_1``.
-
-        ``added``: keys the removed ops' code created; they are dropped unless an op left in
-        the graph has exactly that name. Other ops merely inside such a scope (TF names slot
-        variables ``w/Adam`` after their variable) do not hold it: names stay unique because
-        every op name keeps its own key. ``bumped``: keys that code found taken and counted up
-        (it got ``Variable_1``); they stay taken with their count back at 1, so ``unique_name``
-        walks the suffixes from ``_1`` and reuses the first free one instead of leaving gaps.
-        """
-        with self._lock:
-            op_names = {name.lower() for name in self._ops_by_name}
-            names = self._names_in_use
-            for key in added:
-                if key in names and key not in op_names:
-                    del names[key]
-            for key in set(bumped) | (set(added) & op_names):
-                if key in names:
-                    names[key] = 1
 
     # --- feeds / fetches -----------------------------------------------------------------
     def prevent_feeding(self, tensor: Tensor) -> None:
@@ -574,58 +499,6 @@ class Graph(RichDisplay):
 
     def __repr__(self):
         return f"<dflab.Graph with {len(self._ops)} ops>"
-
-
-def _collection_ops(value) -> set:
-    """The ops a collection value is built on (a variable's op, a queue runner's ops …)."""
-    if isinstance(value, Operation):
-        return {value}
-    found = set()
-    for attr in ("op", "_variable", "close_op", "enqueue_ops"):
-        v = getattr(value, attr, None)
-        for x in v if isinstance(v, (list, tuple)) else [v]:
-            if isinstance(x, Tensor):
-                found.add(x.op)
-            elif isinstance(x, Operation):
-                found.add(x)
-    return found
-
-
-class _GraphSnapshot:
-    __slots__ = ("ops", "names_in_use", "collections", "stale")
-
-    def __init__(self, ops, names_in_use, collections, stale):
-        self.ops = ops
-        self.names_in_use = names_in_use
-        self.collections = collections
-        self.stale = stale
-
-
-class StaleMark:
-    """Why a graph op cannot run: it reads ``replaced`` (a tensor name, or ``^op`` for a control
-    input), which was removed from the graph. ``origin`` may say which notebook cell built it."""
-
-    __slots__ = ("op", "replaced", "reason", "origin")
-
-    def __init__(self, op: Operation, replaced: str, reason: str = "", origin: str = ""):
-        self.op = op
-        self.replaced = replaced
-        self.reason = reason
-        self.origin = origin
-
-    def message(self) -> str:
-        built = f" (built in {self.origin})" if self.origin else ""
-        why = f" when {self.reason}" if self.reason else ""
-        kind, name = ("control input", self.replaced[1:]) if self.replaced.startswith("^") \
-            else ("input", self.replaced)
-        return (
-            f"Operation '{self.op.name}'{built} is stale: its {kind} '{name}' was "
-            f"replaced{why}. Re-run the code that built '{self.op.name}' so that it uses the "
-            "new op."
-        )
-
-    def __repr__(self):
-        return f"<StaleMark {self.op.name} reads replaced {self.replaced}>"
 
 
 def _about_the_graph(error: errors.OpError) -> errors.OpError:

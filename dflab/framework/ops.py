@@ -2,11 +2,12 @@
 
 The IR itself is defined beside this module and re-exported here, where the rest of dflab (and
 users) import it from: ``Tensor`` (``dflab.framework.tensor``), ``Operation``
-(``dflab.framework.operation``) and ``Graph`` with its scopes, collections, removal and staleness
-marks (``dflab.framework.graph``). This module adds what TF 1.x keeps at module level: the default
-graph (``get_default_graph``, ``reset_default_graph``), the ``tf.*`` scope and collection functions
-that act on it, ``GraphKeys``, conversion of Python values to tensors (``convert_to_tensor``) and
-``apply_op``, the builders' one entry point. Invariant: the modules it re-exports never import it
+(``dflab.framework.operation``) and ``Graph`` with its scopes, collections and staleness marks
+(``dflab.framework.graph``; ops leave a graph through ``dflab.framework.graph_transaction``).
+This module adds what TF 1.x keeps at module level: the default graph (``get_default_graph``,
+``reset_default_graph``), the ``tf.*`` scope and collection functions that act on it,
+``GraphKeys``, conversion of Python values to tensors (``convert_to_tensor``) and ``apply_op``,
+the builders' one entry point. Invariant: the modules it re-exports never import it
 at module level (``Tensor.eval``/``Operation.run`` reach ``_run_with_default_session`` here at
 call time), so the framework's import graph stays acyclic.
 """
@@ -25,7 +26,6 @@ from dflab.framework import errors
 # Defined beside this module, re-exported here: the rest of dflab reads them as ``ops.X``.
 from dflab.framework.graph import (  # noqa: F401
     Graph,
-    _collection_ops,
     _default_graph_stack,
     _user_site,
     check_not_stale,

@@ -1,213 +1,30 @@
 """IPython magics: ``%%dflab`` builds the default graph cell by cell, ``%dflab`` inspects it.
 
-A ``%%dflab`` cell runs in the user namespace while an op observer records the ops it creates.
-Each record is keyed by the cell's identity — its ``--name``, else the front-end's cell id, else
-its first line (see ``CellBook.fallback_key``) — so re-running a cell, edited or not, first
-removes what its last run built: the names it took are released (``Variable`` stays
-``Variable``), collections and ``get_variable``'s store forget the old variables, open sessions
-forget the replaced ops' state, and ops of other cells that read a replaced op become *stale*:
-they stay in the graph, are reported, and sessions refuse to run them until their cell is re-run.
+A thin adapter: the cell model (``dflab.notebook.cells``) decides what a cell owns and what
+re-running it replaces; this module parses the magics' arguments, finds the cell's identity
+(its ``--name``, the front-end's cell id from IPython's ``pre_run_cell`` event, else its
+source), runs the body with IPython's ``run_cell`` so tracebacks show the user's lines, prints
+the model's reports and draws the graph. ``%dflab`` commands resolve names in the notebook and
+return widgets or reports.
 
-A cell that fails is rolled back as a whole: its new ops go, the ops of its previous run come
-back (with their names, collections and session state), and notebook names that were bound to
-the removed new ops get their old values back. The graph is as if the failed run never happened.
-
-Invariant: after every ``%%dflab`` cell, every record's ops are in the graph and no op belongs
-to two records. Records follow the default graph: a new default graph starts a new book.
+Invariant: every ``%%dflab`` cell runs through ``CellBook.run`` of the default graph's book;
+records follow the default graph, and a new default graph starts a new book.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
 import shlex
 import weakref
-from dataclasses import dataclass, field
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from dflab.framework import errors
 from dflab.framework import ops as _ops
-from dflab.ops import variable_scope as _vs
-from dflab.ops.variables import Variable
+from dflab.framework.graph_transaction import readers_of
+from dflab.notebook.cells import CellBook
 from dflab.visualize.text import readable_site
-
-# How alike two sources must be (difflib ratio) for a cell without a cell id to count as an
-# edit of an earlier cell with the same first line rather than a different cell.
-SAME_CELL_RATIO = 0.6
-_PREVIEW = 6  # op names listed per cell in reports
-
-
-# --------------------------------------------------------------------------------------------
-# Cell records
-# --------------------------------------------------------------------------------------------
-@dataclass
-class CellRecord:
-    """What one ``%%dflab`` cell built in its last successful run."""
-
-    key: str  # "name:…", "id:…" or "line:…": how the cell is found again
-    label: str  # what users read: "In[5]", or "'model'" for a named cell
-    source: str
-    ops: list = field(default_factory=list)
-    names_added: set = field(default_factory=set)  # Graph._names_in_use keys it created
-    names_bumped: set = field(default_factory=set)  # keys it found taken and counted up
-    scope_opens: dict = field(default_factory=dict)  # variable scope name -> times opened
-
-    @property
-    def first_line(self) -> str:
-        return _first_line(self.source)
-
-
-def _first_line(source: str) -> str:
-    return next((ln.strip() for ln in source.splitlines() if ln.strip()), "")
-
-
-class CellBook:
-    """The records of the cells that built the current default graph, in run order."""
-
-    def __init__(self, graph: _ops.Graph):
-        self.graph = graph
-        self.records: dict[str, CellRecord] = {}
-        self._owner: dict[_ops.Operation, CellRecord] = {}
-
-    def cell_of(self, op) -> CellRecord | None:
-        return self._owner.get(op)
-
-    def fallback_key(self, source: str) -> str:
-        """The key of a cell the front-end gave no id: the earlier cell with the same first line
-        whose source resembles this one most (an edit of it), else a fresh key."""
-        first = _first_line(source)
-        same = [r for r in self.records.values()
-                if r.key.startswith("line:") and r.first_line == first]
-        if same:
-            best = max(same, key=lambda r: _likeness(r.source, source))
-            if _likeness(best.source, source) >= SAME_CELL_RATIO:
-                return best.key
-        key, n = f"line:{first}", 1
-        while key in self.records:
-            n += 1
-            key = f"line:{first}#{n}"
-        return key
-
-    def add(self, record: CellRecord) -> None:
-        old = self.records.pop(record.key, None)  # re-inserted: records stay in run order
-        if old is not None:
-            for op in old.ops:
-                self._owner.pop(op, None)
-        self.records[record.key] = record
-        self._owner.update(dict.fromkeys(record.ops, record))
-
-
-def _likeness(a: str, b: str) -> float:
-    return 1.0 if a == b else difflib.SequenceMatcher(None, a, b).ratio()
-
-
-# --------------------------------------------------------------------------------------------
-# Replacing a cell's ops, and undoing that when the new run fails
-# --------------------------------------------------------------------------------------------
-def _variable_stores(graph):
-    """``get_variable``'s store and the variable-scope store of ``graph`` (None if absent)."""
-    var_store = graph.get_collection(_vs._VARSTORE_KEY)
-    scope_store = graph.get_collection(_vs._VARSCOPESTORE_KEY)
-    return (var_store[0] if var_store else None), (scope_store[0] if scope_store else None)
-
-
-def _scope_counts(graph) -> dict:
-    _, scopes = _variable_stores(graph)
-    return dict(scopes.variable_scopes_count) if scopes is not None else {}
-
-
-class _ForgottenState:
-    """Session state of replaced stateful ops (variables, random streams, queues), dropped so
-    the new ops of the same names start afresh, and put back if the new run fails."""
-
-    def __init__(self, graph, ops):
-        from dflab.runtime.session import sessions_on
-
-        names = {op.name for op in ops if op.op_def.stateful}
-        self.records = [sess.forget_state(names) for sess in sessions_on(graph)] if names else []
-
-    @property
-    def variables(self) -> list[str]:
-        return sorted({v for record in self.records for v in record.variables})
-
-    def undo(self) -> None:
-        for record in self.records:
-            record.undo()
-
-
-class _Replacement:
-    """Everything needed to put the graph (and the notebook's names) back as they were before a
-    cell run: taken before the cell's previous ops are removed."""
-
-    def __init__(self, graph, user_ns):
-        self.graph = graph
-        self.snapshot = graph._snapshot()
-        var_store, scope_store = _variable_stores(graph)
-        self.var_store = (var_store, dict(var_store._vars)) if var_store is not None else None
-        self.scope_store = ((scope_store, dict(scope_store.variable_scopes_count))
-                            if scope_store is not None else None)
-        self.user_ns = user_ns
-        self.ns_before = dict(user_ns)
-        self.forgotten: _ForgottenState | None = None
-
-    def remove(self, record: CellRecord, reason: str) -> list:
-        """Remove ``record``'s ops and release what they held; returns the new stale marks."""
-        graph = self.graph
-        ops = [op for op in record.ops if graph._ops_by_name.get(op.name) is op]
-        self.forgotten = _ForgottenState(graph, ops)
-        marks = graph._remove_ops(ops, reason)
-        graph._release_names(record.names_added, record.names_bumped)
-        _, scope_store = _variable_stores(graph)
-        if scope_store is not None:
-            counts = scope_store.variable_scopes_count
-            for name, n in record.scope_opens.items():
-                counts[name] = max(counts.get(name, 0) - n, 0)
-        return marks
-
-    def roll_back(self, new_ops) -> None:
-        """Undo a failed run: remove ``new_ops``, bring back what ``remove`` removed."""
-        # The failed run may have run its new ops in a session: drop that state first, then
-        # give the previous ops of the same names their state back.
-        _ForgottenState(self.graph, new_ops)
-        self.graph._restore(self.snapshot, "its cell failed and was rolled back")
-        if self.var_store is not None:
-            store, saved = self.var_store
-            store._vars.clear()
-            store._vars.update(saved)
-        if self.scope_store is not None:
-            store, saved = self.scope_store
-            store.variable_scopes_count.clear()
-            store.variable_scopes_count.update(saved)
-        if self.forgotten is not None:
-            self.forgotten.undo()
-        self._restore_names(set(new_ops))
-
-    def _restore_names(self, new_set) -> None:
-        for name, value in list(self.user_ns.items()):
-            if name.startswith("_"):  # IPython's output history (_, _5 …) is its own business
-                continue
-            if _is_graph_value(value) and _ops._collection_ops(value) & new_set:
-                if name in self.ns_before:
-                    self.user_ns[name] = self.ns_before[name]
-                else:
-                    del self.user_ns[name]
-
-
-def _is_graph_value(value) -> bool:
-    return isinstance(value, (_ops.Tensor, _ops.Operation, Variable))
-
-
-def _names_taken(before: dict, after: dict) -> tuple[set, set]:
-    """(keys created, keys counted up) between two states of ``Graph._names_in_use``."""
-    added = {k for k in after if k not in before}
-    bumped = {k for k, v in after.items() if k in before and before[k] != v}
-    return added, bumped
-
-
-def _scope_opens(before: dict, after: dict) -> dict:
-    return {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
 
 
 class CellFailedError(Exception):
@@ -367,122 +184,36 @@ class DflabMagics(Magics):
             raise UsageError("%%dflab: the default graph is finalized; it cannot be changed.")
         # IPython counts the cell before running it: its prompt number is one less.
         label = f"'{args.name}'" if args.name else f"In[{self.shell.execution_count - 1}]"
-        key = self._key(book, args.name, cell)
-        previous = book.records.get(key)
-        txn = _Replacement(graph, self.shell.user_ns)
-        marks = txn.remove(previous, f"cell {label} was re-run") if previous else []
-        names_before, scopes_before = dict(graph._names_in_use), _scope_counts(graph)
-        ok, new_ops = self._execute(graph, line, cell)
-        if not ok:
-            return self._fail(txn, new_ops, label, previous)
-        if _ops.get_default_graph() is not graph:
+        key = book.key(args.name, self._cell_id(cell), cell)
+        run = book.run(key, label, cell, lambda: self._execute(line, cell), self.shell.user_ns)
+        if run.failed:
+            raise CellFailedError(run.failure())
+        if run.new_graph:
             print("%%dflab: the cell made a new default graph; cells are recorded afresh.")
             return None
-        record = CellRecord(key, label, cell, new_ops,
-                            *_names_taken(names_before, graph._names_in_use),
-                            _scope_opens(scopes_before, _scope_counts(graph)))
-        book.add(record)
-        self._report(book, record, previous, marks, txn)
+        print("\n".join(book.report(run)))
         if not args.no_show and graph.get_operations():
-            drawing = _draw(graph, highlight=record.ops, color_by=args.color_by)
+            drawing = _draw(graph, highlight=run.record.ops, color_by=args.color_by)
             if drawing is not None:
                 _display(drawing)
         return None
 
-    def _key(self, book: CellBook, name, body: str) -> str:
-        if name:
-            return f"name:{name}"
-        cell_id = self._cell_id(body)
-        if cell_id:
-            return f"id:{cell_id}"
-        return book.fallback_key(body)
-
-    def _execute(self, graph, line: str, body: str):
+    def _execute(self, line: str, body: str) -> bool:
         """Run ``body`` as a cell of its own (tracebacks show the user's lines); returns
-        (whether it succeeded, the ops it built)."""
+        whether it succeeded."""
         # The magic's line, as a comment, keeps the body on the cell's own line numbers.
         source = body if body.lstrip().startswith("%%") else f"#%%dflab {line}\n{body}"
-        built = []
-        graph._op_observers.append(built.append)
         self._nested += 1
         try:
-            result = self.shell.run_cell(source, store_history=False)
+            return self.shell.run_cell(source, store_history=False).success
         finally:
             self._nested -= 1
-            graph._op_observers.remove(built.append)
-        return result.success, built
-
-    def _fail(self, txn: _Replacement, new_ops, label, previous):
-        txn.roll_back(new_ops)
-        kept = f"; the {len(previous.ops)} ops of its previous run are back" if previous else ""
-        raise CellFailedError(
-            f"%%dflab: cell {label} failed and was rolled back: {len(new_ops)} new ops "
-            f"removed{kept}. The graph is as it was before this run.")
-
-    # --- reports -----------------------------------------------------------------------------
-    def _report(self, book, record, previous, marks, txn: _Replacement) -> None:
-        replaced = f", replacing {len(previous.ops)} from its last run" if previous else ""
-        print(f"%%dflab {record.label}: built {len(record.ops)} ops{replaced}.")
-        if txn.forgotten is not None and txn.forgotten.variables:
-            names = ", ".join(txn.forgotten.variables)
-            print(f"  open sessions forgot the old values of {names}: run the initializer again.")
-        for mark in marks:
-            mark.origin = self._origin(book, mark.op)
-        for line in self._stale_lines(book, book.graph._stale_marks()):
-            print(line)
-        dangling = self._dangling_names(previous)
-        if dangling:
-            print(f"  no longer built by this cell, still bound to removed ops: {dangling}")
-
-    def _stale_lines(self, book, marks) -> list[str]:
-        by_cell: dict[str, list] = {}
-        for mark in marks:
-            rec = book.cell_of(mark.op)
-            where = f"cell {rec.label}" if rec else readable_site(mark.op.creation_site)
-            by_cell.setdefault(where, []).append(mark)
-        lines = []
-        for where, ms in by_cell.items():
-            ops = _preview([m.op.name for m in ms])
-            inputs = ", ".join(dict.fromkeys(m.replaced.lstrip("^").split(":")[0] for m in ms))
-            lines.append(f"stale: {ops} ({where}) uses replaced {inputs}; re-run that cell")
-        downstream = self._downstream(book, [m.op for m in marks])
-        if downstream:
-            lines.append(f"  then re-run the cells that depend on them: {', '.join(downstream)}")
-        return lines
-
-    def _downstream(self, book, stale_ops) -> list[str]:
-        """Labels of recorded cells that (transitively) read the stale ops, beyond their own."""
-        own = {id(book.cell_of(op)) for op in stale_ops}
-        seen = _dependents(stale_ops)
-        cells = []
-        for rec in book.records.values():
-            if id(rec) not in own and any(op in seen for op in rec.ops):
-                cells.append(rec.label)
-        return cells
-
-    def _dangling_names(self, previous) -> str:
-        if previous is None:
-            return ""
-        old = set(previous.ops)
-        names = [k for k, v in self.shell.user_ns.items()
-                 if not k.startswith("_") and _is_graph_value(v) and _ops._collection_ops(v) & old]
-        return ", ".join(sorted(names))
-
-    def _origin(self, book, op) -> str:
-        """Where ``op`` was built, as one cell: a ``%%dflab`` cell by its label and the line in
-        it (IPython names the magic's body after another prompt number), other code by
-        IPython's own cell naming."""
-        rec = book.cell_of(op)
-        if rec is None:
-            return readable_site(op.creation_site)
-        line = op.creation_site.rpartition(":")[2] if op.creation_site else ""
-        return f"cell {rec.label}, line {line}" if line.isdigit() else f"cell {rec.label}"
 
     def site_of(self, op) -> str | None:
         """``errors``' site formatter while these magics are loaded: cells, not temp files."""
         if self._book is None or op.graph is not self._book.graph:
             return readable_site(op.creation_site)
-        return self._origin(self._book, op)
+        return self._book.origin(op)
 
     # --- %dflab --------------------------------------------------------------------------------
     @line_magic("dflab")
@@ -557,14 +288,14 @@ class DflabMagics(Magics):
             targets = [f for f in fetches if isinstance(f, _ops.Operation)]
             _ops.check_not_stale(graph, prune(tensors, targets, ()))
         else:  # the whole graph, less what cannot run until a stale cell is re-run
-            blocked = _dependents([m.op for m in graph._stale_marks()])
+            blocked = readers_of([m.op for m in graph.stale_marks()])
             fetches = [op for op in graph.get_operations() if op not in blocked]
             if len(blocked):
                 print(f"%dflab placement: {len(blocked)} stale ops and their dependents left out.")
         if not fetches:
             raise UsageError("%dflab placement: nothing to place.")
         sess = self._session(args.session, create=False)
-        config = getattr(sess, "_config", None) if sess is not None else None
+        config = sess.master.config if sess is not None else None
         # Requests this session cannot satisfy are rows with the reason, not a traceback.
         return explain_placement(fetches, config=config, graph=graph, report_unsatisfiable=True)
 
@@ -578,18 +309,7 @@ class DflabMagics(Magics):
         return ClusterView(sess)
 
     def _cmd_cells(self, args):
-        book = self.book
-        if not book.records:
-            print("No %%dflab cells recorded for the default graph.")
-            return
-        stale = {m.op: m for m in book.graph._stale_marks()}
-        for rec in book.records.values():
-            kind = rec.key.split(":", 1)[0]
-            print(f"{rec.label} [{kind} key] {len(rec.ops)} ops: "
-                  f"{_preview([op.name for op in rec.ops]) or '-'}")
-            marked = [op.name for op in rec.ops if op in stale]
-            if marked:
-                print(f"    stale: {_preview(marked)}")
+        print("\n".join(self.book.listing()))
 
     # --- names, sessions, feeds ------------------------------------------------------------
     def _resolve(self, token: str):
@@ -678,23 +398,6 @@ class DflabMagics(Magics):
         print("%dflab: no session open on the default graph; using a new tf.Session() "
               "(its variables start uninitialized).")
         return Session(graph=graph)
-
-
-def _dependents(ops) -> set:
-    """``ops`` and every op that reads them, directly or not (data and control edges)."""
-    seen, stack = set(ops), list(ops)
-    while stack:
-        op = stack.pop()
-        for c in [c for t in op.outputs for c in t.consumers()] + op._control_outputs:
-            if c not in seen:
-                seen.add(c)
-                stack.append(c)
-    return seen
-
-
-def _preview(names: list[str]) -> str:
-    more = f" (+{len(names) - _PREVIEW} more)" if len(names) > _PREVIEW else ""
-    return ", ".join(names[:_PREVIEW]) + more
 
 
 # --------------------------------------------------------------------------------------------

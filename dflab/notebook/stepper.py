@@ -301,11 +301,11 @@ class Stepper(GraphWidget):
             self.status = self._status_text(ready)
             self.lanes = self._lanes(history[:k])
             self.frames = self._frame_lines(history[:k])
-            self._show_variables()
+            self.refresh_variables()
 
-    def _show_variables(self) -> None:
-        """Send the variables' values, marking those that changed since they were last shown
-        (a step's write, a restored value after ``back``, another stepper's write)."""
+    def refresh_variables(self) -> None:
+        """Show the variables' current values, marking those that changed since they were last
+        shown (a step's write, a restored value after ``back``, another stepper's write)."""
         rows = self._variable_texts()
         shown = self._shown_variables
         self.changed_variables = [n for n, text in rows if n in shown and shown[n] != text]
@@ -463,7 +463,7 @@ def _refresh_peers(stepper: Stepper) -> None:
     """Variables are shared by every run of a session: show their new values everywhere."""
     for other in list(_live_steppers):
         if other is not stepper and other.session is stepper.session:
-            other._show_variables()
+            other.refresh_variables()
 
 
 def _event_text(e: StepEvent) -> str:

@@ -192,6 +192,18 @@ class _VariableStore:
                 _ops.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
         return v
 
+    def saved_state(self) -> tuple[dict, dict]:
+        """What the store knows (its variables and partitioned variables, by name), for
+        ``restore_state``: a notebook cell that fails is undone with the graph."""
+        return dict(self._vars), dict(self._partitioned)
+
+    def restore_state(self, state: tuple[dict, dict]) -> None:
+        variables, partitioned = state
+        self._vars.clear()
+        self._vars.update(variables)
+        self._partitioned.clear()
+        self._partitioned.update(partitioned)
+
 
 def _bind_initializer(initializer, dims, dtype):
     """A no-argument callable the Variable calls inside its ``Initializer`` name scope."""
@@ -412,6 +424,14 @@ def get_variable_scope_store() -> _VariableScopeStore:
         store = _VariableScopeStore()
         g.add_to_collection(_VARSCOPESTORE_KEY, store)
         return store
+
+
+def variable_stores(graph) -> tuple[_VariableStore | None, _VariableScopeStore | None]:
+    """``get_variable``'s store and the variable-scope store of ``graph``, None where the graph
+    has none yet (none is created here)."""
+    var_store = graph.get_collection(_VARSTORE_KEY)
+    scope_store = graph.get_collection(_VARSCOPESTORE_KEY)
+    return (var_store[0] if var_store else None), (scope_store[0] if scope_store else None)
 
 
 def get_variable_scope() -> VariableScope:

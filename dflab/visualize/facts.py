@@ -158,5 +158,6 @@ def gather(graph, *, placement=None, run_metadata=None, fetches=None, feeds=None
         emphasize = [emphasize]
     facts.emphasized = _tensor_names(emphasize)
     # Stale ops cannot run until their code is re-run: drawn so, whatever the colouring.
-    facts.stale = {op.name for op in getattr(graph, "_stale", None) or ()}
+    stale_marks = getattr(graph, "stale_marks", None)  # graphs have them; partitions do not
+    facts.stale = {m.op.name for m in stale_marks()} if stale_marks is not None else set()
     return facts

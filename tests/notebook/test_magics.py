@@ -204,7 +204,7 @@ def test_readers_of_replaced_ops_are_stale_and_cannot_run(shell):
     # init, built outside %%dflab cells, runs w's old initializer: stale too, named by its line.
     assert "stale: init (Cell In[" in ran.stdout and "uses replaced w/Assign" in ran.stdout
     stale_op = tf.get_default_graph().get_operation_by_name("mul")  # kept, but marked
-    assert [m.op for m in tf.get_default_graph()._stale_marks()] == [stale_op, init]
+    assert [m.op for m in tf.get_default_graph().stale_marks()] == [stale_op, init]
 
     ran = run(shell, "sess.run(z)", ok=False)
     err = ran.error
@@ -220,7 +220,7 @@ def test_readers_of_replaced_ops_are_stale_and_cannot_run(shell):
     run(shell, STALE_SETUP[1][1], "y")
     out = run(shell, STALE_SETUP[2][1], "z").stdout
     assert "stale: mul" not in out and "stale: init" in out
-    assert [m.op for m in tf.get_default_graph()._stale_marks()] == [init]
+    assert [m.op for m in tf.get_default_graph().stale_marks()] == [init]
     err = run(shell, "sess.run(init)", ok=False).error
     assert isinstance(err, errors.FailedPreconditionError)
     assert "its control input 'w/Assign' was replaced" in str(err)
@@ -404,7 +404,7 @@ def test_failed_rerun_rolls_back_to_the_previous_run(shell):
     assert "----> 4 boom = undefined_name" in ran.stdout
     assert op_names() == before
     assert shell.user_ns["w"] is old_w and "extra" not in shell.user_ns
-    assert tf.get_default_graph()._stale_marks() == []
+    assert tf.get_default_graph().stale_marks() == []
     assert tf.global_variables() == [old_w]
     # Session state of the restored variable survived, and everything still runs.
     np.testing.assert_array_equal(shell.user_ns["sess"].run(shell.user_ns["y"]), [2.0])

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import dflab as tf
+from dflab.framework import graph_transaction
 
 
 def _run(fetches):
@@ -409,6 +410,7 @@ def test_removed_variable_ops_are_forgotten_by_the_store():
     g = tf.get_default_graph()
     before = set(g.get_operations())
     tf.get_variable("v", [1])
-    g._remove_ops([op for op in g.get_operations() if op not in before])
+    with graph_transaction.begin(g) as txn:
+        txn.remove([op for op in g.get_operations() if op not in before])
     v = tf.get_variable("v", [2])
     assert v.shape.as_list() == [2]
