@@ -3,6 +3,9 @@ same model in one process, and the recovery tests' training model."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
 import dflab as tf
@@ -88,3 +91,51 @@ def recovery_model(spec):
         w = tf.Variable(10.0, name="w")
         train = tf.train.GradientDescentOptimizer(0.5).minimize(w * 1.0, global_step=step)
         return train, tf.identity(step), tf.identity(w)
+
+
+def sync_replicas_client(cluster, target: str, index: int, is_chief: bool,
+                         last_step: int = 30) -> tuple[int, int]:
+    """One worker of synchronous replication (one gradient per update, two replicas) trained
+    to ``last_step`` in a ``MonitoredTrainingSession``: ``(its steps, the last global step it
+    fetched)``. The chief runs the sync queue runner, which after the last update waits in the
+    accumulator's take for a gradient nobody will push: closing must end it."""
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(tf.train.replica_device_setter(
+                worker_device=f"/job:worker/task:{index}", cluster=cluster)):
+            gs = tf.train.get_or_create_global_step()
+            w = tf.Variable(0.0, name="w")
+            loss = tf.square(w - 3.0)
+            opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1),
+                                                 replicas_to_aggregate=1, total_num_replicas=2)
+            train = opt.minimize(loss, global_step=gs)
+        hooks = [opt.make_session_run_hook(is_chief), tf.train.StopAtStepHook(last_step=last_step)]
+        steps, fetched = 0, -1
+        with tf.train.MonitoredTrainingSession(master=target, is_chief=is_chief,
+                                               hooks=hooks) as sess:
+            while not sess.should_stop():
+                fetched, _ = sess.run([gs, train])
+                steps += 1
+    return steps, int(fetched)
+
+
+def run_sync_replicas(cluster, targets, worker_after_chief=False, timeout=60) -> dict:
+    """``sync_replicas_client`` on two worker threads (``targets``: the two workers' session
+    targets), at once or the second after the chief has finished; task index -> its result.
+    A thread still running after ``timeout`` seconds is reported as ``"hung"``."""
+    results: dict = {}
+
+    def client(i):
+        results[i] = sync_replicas_client(cluster, targets[i], i, is_chief=i == 0)
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(2)]
+    threads[0].start()
+    if worker_after_chief:
+        threads[0].join(timeout)
+    threads[1].start()
+    deadline = time.monotonic() + timeout
+    for i, t in enumerate(threads):
+        t.join(max(deadline - time.monotonic(), 0))
+        if t.is_alive():
+            results[i] = "hung"
+    return results

@@ -55,8 +55,10 @@ def _infer(op):
     return [(dt, unknown_shape()) for dt in op._attrs["Tout"]]
 
 
-register_op("PyFunc", _infer, stateful=True, expensive=True)
-register_op("PyFuncStateless", _infer, expensive=True)
+# Blocking: the Python function may wait on anything (a queue, a lock); run on a thread of the
+# pool, the step can be cancelled (its session closed, its timeout met) while it waits.
+register_op("PyFunc", _infer, stateful=True, expensive=True, blocking=True)
+register_op("PyFuncStateless", _infer, expensive=True, blocking=True)
 NotDifferentiable("PyFunc")
 NotDifferentiable("PyFuncStateless")
 

@@ -9,12 +9,14 @@ default: an input pipeline running dry is the normal end of training, as in TF).
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
 
 from dflab.framework import errors
-from dflab.platform import tf_logging
+
+logger = logging.getLogger("dflab.train")
 
 
 class Coordinator:
@@ -98,7 +100,7 @@ class Coordinator:
             message = f"Coordinator stopped with threads still running: {' '.join(stragglers)}"
             if not ignore_live_threads:
                 raise RuntimeError(message)
-            tf_logging.warning(message)
+            logger.warning(message)
 
     @property
     def joined(self) -> bool:
