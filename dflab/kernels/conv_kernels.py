@@ -271,7 +271,7 @@ def _conv2d(node, ctx):
     return conv2d
 
 
-@kernel("Conv2DBackpropInput")
+@kernel("Conv2DBackpropInput", host_memory_inputs=(0,))
 def _conv2d_backprop_input(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
@@ -297,7 +297,7 @@ def _conv2d_backprop_input(node, ctx):
     return backprop_input
 
 
-@kernel("Conv2DBackpropFilter")
+@kernel("Conv2DBackpropFilter", host_memory_inputs=(1,))
 def _conv2d_backprop_filter(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
