@@ -392,15 +392,15 @@ class DeviceSet:
     def from_config(cls, config, owner=None, task: str = LOCAL_TASK) -> DeviceSet:
         """The devices ``config`` asks for, named under ``task`` (``/job:ps/replica:0/task:1``
         for a task of a cluster)."""
-        opts = getattr(config, "dflab", {}) or {}
+        opts = config.dflab
         counts = {k.upper(): int(v) for k, v in (config.device_count or {}).items()}
-        forced = {k.upper(): int(v) for k, v in (opts.get("simulated_devices") or {}).items()}
+        forced = {k.upper(): v for k, v in opts.simulated_devices.items()}
         for k, v in list(counts.items()) + list(forced.items()):
             if v < 0:
                 raise ValueError(f"device count for {k} must be >= 0, got {v}")
         if counts.get("CPU", 1) < 1 or forced.get("CPU", 1) < 1:
             raise ValueError("device_count['CPU'] must be at least 1")
-        params = opts.get("device_params") or {}
+        params = opts.device_params
         devices = []
         for dtype in dict.fromkeys(["CPU", *_BACKENDS, *counts, *forced]):
             backend = _BACKENDS.get(dtype)

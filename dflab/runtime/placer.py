@@ -44,13 +44,13 @@ from dflab.framework import ops as _ops
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.display import RichDisplay
 from dflab.kernels.registry import has_kernel, is_host_only, kernel_device_types
-from dflab.runtime.config import ConfigProto
+from dflab.runtime.config import PLACEMENT_POLICIES, ConfigProto
 from dflab.runtime.devices import DeviceSet, spec_matches
 from dflab.runtime.fetches import mapper_for
 from dflab.runtime.subgraph import prune, topological_order
 
 METADATA_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
-POLICIES = ("tf", "cost_model")
+POLICIES = PLACEMENT_POLICIES
 
 # Rules a Placement can name.
 EXPLICIT, COLOCATION, KERNEL, SOFT, DEFAULT, METADATA, GENERATOR, COST_MODEL, STATEFUL = (
@@ -439,10 +439,7 @@ def _apply_heuristics(ops, groups, group_of, in_set, policy) -> None:
 # --- entry point ----------------------------------------------------------------------------------
 
 def _policy(config) -> str:
-    policy = (getattr(config, "dflab", None) or {}).get("placement", "tf")
-    if policy not in POLICIES:
-        raise ValueError(f"Unknown placement policy {policy!r}; expected one of {POLICIES}")
-    return policy
+    return config.dflab.placement  # one of POLICIES: ConfigProto checks it
 
 
 def place(ops, devices, config, pinned=None) -> dict:
@@ -493,8 +490,7 @@ def _preferred_type(capable: list) -> list:
 def _apply_cost_model(ops, devs, groups, group_of, config) -> None:
     from dflab.runtime import cost_model
 
-    opts = (getattr(config, "dflab", None) or {}).get("cost_model", {}) or {}
-    unknown = int(opts.get("unknown_dim_size", cost_model.UNKNOWN_DIM_SIZE))
+    unknown = config.dflab.cost_model.get("unknown_dim_size", cost_model.UNKNOWN_DIM_SIZE)
     movable = {g.key for g in groups if g.rule in (DEFAULT, KERNEL)}
     fixed = {id(op): g.device for g in groups if g.key not in movable for op in g.members}
     floating = {id(g.members[0]): g.capable for g in groups

@@ -214,7 +214,7 @@ class Worker:
         self._intra_op_before = None
         if config.intra_op_parallelism_threads:
             self._set_intra_op(config.intra_op_parallelism_threads,
-                               bool(config.dflab.get("intra_op_split_products", True)))
+                               config.dflab.intra_op_split_products)
         # Values cross between devices as they are unless two memory spaces meet here.
         spaces = {d.memory_space for d in self.devices}
         self._copy = self._copy_between_devices if len(spaces) > 1 else None
@@ -252,7 +252,7 @@ class Worker:
             memory = None
         part = RegisteredPartition(next(self._handles), spec.device, eplan, spec.feed_index,
                                    stream, memory)
-        if getattr(self._config, "dflab", {}).get("gpu_step_replay"):
+        if self._config.dflab.gpu_step_replay:
             self._set_up_replay(part)
         self._partitions[part.handle] = part
         return part
