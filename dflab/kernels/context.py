@@ -9,25 +9,31 @@ worker whose ``closed`` flag blocking kernels watch), and ``bind_kernel``: the d
 hook on a kernel it runs, ``bind_kernel(kernel_def, node_def, fn) -> fn``, called once per
 plan with the kernel a factory returned (``Device.bind_kernel``: the identity on host devices;
 a GPU wraps the kernel so that it runs on that device's own stream, with the inputs the kernel
-does not declare host memory moved to the device).
+does not declare host memory moved to the device), and ``intra_op``: the intra-op pool of the
+worker running the device's kernels (``dflab.kernels.intra_op.IntraOpPool``), which a host
+kernel splits its big work with; ``SERIAL`` (no splitting) unless the worker's config asks for
+threads.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from dflab.kernels.intra_op import SERIAL, IntraOpPool
+
 
 class KernelContext:
-    __slots__ = ("device", "device_type", "xp", "resources", "owner", "bind_kernel")
+    __slots__ = ("device", "device_type", "xp", "resources", "owner", "bind_kernel", "intra_op")
 
     def __init__(self, device: str, device_type: str, xp, resources, owner=None,
-                 bind_kernel=None):
+                 bind_kernel=None, intra_op: IntraOpPool = SERIAL):
         self.device = device
         self.device_type = device_type
         self.xp = xp
         self.resources = resources
         self.owner = owner
         self.bind_kernel = bind_kernel or _as_is
+        self.intra_op = intra_op
 
     @property
     def owner_closed(self) -> bool:

@@ -15,7 +15,6 @@ import inspect
 
 import numpy as np
 
-from dflab.kernels import intra_op
 from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.sequence_ops import range_size
@@ -156,7 +155,7 @@ def _cast(node, ctx):
 def _matmul(node, ctx):
     ta, tb = node.attr["transpose_a"], node.attr["transpose_b"]
     # On the host, a product big enough is split among the intra-op threads (see intra_op).
-    matmul = intra_op.matmul if ctx.xp is np else ctx.xp.matmul
+    matmul = ctx.intra_op.matmul if ctx.xp is np else ctx.xp.matmul
     if not ta and not tb:
         return matmul
     return lambda a, b: matmul(a.T if ta else a, b.T if tb else b)

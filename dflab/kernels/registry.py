@@ -41,7 +41,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels import intra_op
 from dflab.kernels.context import HOST
 
 # Where a kernel's host-memory inputs or outputs are: positions (negative ones count from the
@@ -101,7 +100,7 @@ def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None 
     forms and the host-memory declarations). ``quiet_fp``: the op may legitimately produce
     inf/NaN (see ``quiet``). ``elementwise`` (with ``xp=``): the function is elementwise and
     takes ``out=``, so that on the host a big one is split among the intra-op threads
-    (``intra_op.elementwise``)."""
+    (``ctx.intra_op.elementwise``)."""
     if sum(f is not None for f in (fn, xp, factory)) != 1:
         raise TypeError("register_kernel needs exactly one of fn=, xp= or factory=")
     if elementwise and xp is None:
@@ -164,10 +163,11 @@ def _xp_factory(xp_fn: str | Callable, quiet_fp: bool, elementwise: bool) -> Cal
         if quiet_fp:
             fn = quiet(fn)
         # Each split part runs fn (quiet included: NumPy's error state is per thread). A plan
-        # built with one intra-op thread (the session sets the count before it builds plans)
-        # calls fn bare: the split's check costs a small op about a fifth of its time.
-        if elementwise and namespace is np and intra_op.threads() > 1:
-            return intra_op.elementwise(fn)
+        # bound with one intra-op thread (its worker's pool) calls fn bare: the split's check
+        # costs a small op about a fifth of its time.
+        pool = ctx.intra_op
+        if elementwise and namespace is np and pool.threads > 1:
+            return pool.elementwise(fn)
         return fn
 
     return factory
