@@ -98,3 +98,41 @@ def test_a_gpu_binds_each_kernel_once_per_plan_not_per_step(strict_gpu, monkeypa
     assert bound == after_first
     # Each step still ran on the device: its feed went in and its result came out.
     assert strict_cupy.transfers == {"host_to_device": 3, "device_to_host": 3}
+
+
+def test_declared_host_memory_outputs_are_host_values_on_a_gpu(strict_gpu, monkeypatch):
+    # Every GPU kernel in this plan that declares host-memory outputs gives host values there
+    # (and device arrays at its other outputs): the declarations say what the kernels do.
+    produced = []  # (op type, output position, declared host, the value)
+    original = GPUDevice.bind_kernel
+
+    def recording(self, kernel_def, node_def, fn):
+        bound = original(self, kernel_def, node_def, fn)
+        declared = kernel_def.host_outputs(node_def)
+
+        def run(*args):
+            out = bound(*args)
+            outs = out if isinstance(out, tuple) else (out,)
+            produced.extend((node_def.op, i, i in declared, v) for i, v in enumerate(outs))
+            return out
+
+        return run
+
+    monkeypatch.setattr(GPUDevice, "bind_kernel", recording)
+    z = tf.placeholder(tf.float32)  # of unknown rank: tf.rank is an op, not a constant
+    with tf.device("/gpu:0"):
+        z2 = z * 2.0
+        shapes = tf.shape_n([z2, z2 + 1.0])
+        outs = [tf.shape(z2), tf.size(z2), tf.rank(z2), shapes[0], shapes[1],
+                tf.constant([1, 2], tf.int32), tf.constant([1.5]), z2]
+    with tf.Session(config=_unfused()) as s:
+        got = s.run(outs, {z: np.ones((4, 3), np.float32)})
+    assert [list(np.ravel(g)) for g in got[:6]] == [[4, 3], [12], [2], [4, 3], [4, 3], [1, 2]]
+    by_op = {}
+    for op_type, i, declared, value in produced:
+        by_op.setdefault(op_type, set()).add((i, declared, isinstance(value, strict_gpu.ndarray)))
+    assert by_op["Shape"] == by_op["Size"] == by_op["Rank"] == {(0, True, False)}
+    assert by_op["ShapeN"] == {(0, True, False), (1, True, False)}
+    # Const: its int32 value is declared host memory, its float one is on the device.
+    assert by_op["Const"] == {(0, True, False), (0, False, True)}
+    assert by_op["Mul"] == {(0, False, True)}
