@@ -18,6 +18,7 @@ Timing: CUDA events around calls that end with a device synchronisation, medians
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import statistics
 import sys
@@ -137,7 +138,7 @@ def _mlp_step_time(x_np, y_np, widths, replay=False):
         step = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
         init = tf.global_variables_initializer()
     config = _config()
-    config.dflab["gpu_step_replay"] = replay
+    config.dflab = dataclasses.replace(config.dflab, gpu_step_replay=replay)
     with tf.Session(graph=g, config=config) as sess:
         sess.run(init)
         t = timeit(lambda: sess.run(step), sess.devices["GPU:0"].sync, repeat=7)

@@ -4,7 +4,7 @@ Usage: ``python benchmarks/gemm_floor.py [--threads T]``. dflab's CPU convolutio
 plus one BLAS product (NumPy's OpenBLAS), so a CNN step can be no faster than its products:
 this times exactly those products (on prebuilt, contiguous operands: no im2col, no
 elementwise ops, no executor) with BLAS at ``T`` threads, and split in ``T`` row or column
-chunks on ``T`` Python threads by dflab's own ``intra_op.matmul``, interleaved with
+chunks on ``T`` Python threads by dflab's own ``IntraOpPool.matmul``, interleaved with
 TensorFlow 1.x's complete training step when TensorFlow is installed. What is left of 1.5x
 TensorFlow's step after the products is what all the rest of a dflab step may take to meet
 the 1.5x goal.
@@ -48,7 +48,7 @@ def main() -> h.Result:
     args = p.parse_args()
     ops = _operands(np.random.default_rng(0))
     fc2 = 3  # the fc2 products are tiny; counted three times (forward and two gradients)
-    intra_op.set_threads(args.threads, split_products=True)  # for the split candidate
+    pool = intra_op.IntraOpPool(args.threads, split_products=True)  # the split candidate's
 
     def products(split):
         def run():
@@ -57,7 +57,7 @@ def main() -> h.Result:
                 for name, (a, b) in ops.items():
                     for _ in range(fc2 if name.startswith("fc2") else 1):
                         if split:
-                            intra_op.matmul(a, b)  # dflab's row or column chunks
+                            pool.matmul(a, b)  # dflab's row or column chunks
                         else:
                             np.matmul(a, b)
         return run

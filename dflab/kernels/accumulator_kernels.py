@@ -184,11 +184,11 @@ def _accumulator_factory(sparse: bool):
     return factory
 
 
-register_kernel("ConditionalAccumulator", factory=_accumulator_factory(False))
-register_kernel("SparseConditionalAccumulator", factory=_accumulator_factory(True))
+register_kernel("ConditionalAccumulator", host_only=True, factory=_accumulator_factory(False))
+register_kernel("SparseConditionalAccumulator", host_only=True, factory=_accumulator_factory(True))
 
 
-@kernel("AccumulatorApplyGradient")
+@kernel("AccumulatorApplyGradient", host_only=True)
 def _apply(node, ctx):
     def apply(acc, local_step, grad):
         acc.apply(int(local_step), grad)
@@ -196,7 +196,7 @@ def _apply(node, ctx):
     return apply
 
 
-@kernel("SparseAccumulatorApplyGradient")
+@kernel("SparseAccumulatorApplyGradient", host_only=True)
 def _apply_sparse(node, ctx):
     def apply(acc, local_step, indices, values, shape=None):
         acc.apply(int(local_step), values, indices, shape)
@@ -211,16 +211,18 @@ def _take_factory(node, ctx):
     return take
 
 
-register_kernel("AccumulatorTakeGradient", factory=_take_factory, is_async=True)
-register_kernel("SparseAccumulatorTakeGradient", factory=_take_factory, is_async=True)
+register_kernel("AccumulatorTakeGradient", host_only=True, factory=_take_factory,
+                is_async=True)
+register_kernel("SparseAccumulatorTakeGradient", host_only=True, factory=_take_factory,
+                is_async=True)
 
 
-@kernel("AccumulatorNumAccumulated")
+@kernel("AccumulatorNumAccumulated", host_only=True)
 def _num(node, ctx):
     return lambda acc: np.int32(acc.num_accumulated())
 
 
-@kernel("AccumulatorSetGlobalStep")
+@kernel("AccumulatorSetGlobalStep", host_only=True)
 def _set_step(node, ctx):
     def set_step(acc, step):
         acc.set_global_step(int(step))

@@ -101,20 +101,24 @@ register_kernel("NoOp", fn=_no_op)
 # --- shapes -----------------------------------------------------------------------------------
 # Shape, ShapeN, Size and Rank answer in host memory on every device (TF's HostMemory outputs
 # on GPUs): their consumers (Reshape's shape, Slice's begin...) read them on the host, and a
-# GPU kernel that needs one in device memory gets it copied there (``GPUDevice.launch``).
-@kernel("Shape")
+# GPU kernel that needs one in device memory gets it copied there (``GPUDevice.bind_kernel``).
+@kernel("Shape", host_memory_outputs=(0,))
 def _shape(node, ctx):
     dt = node.attr["out_type"]._np
     return lambda x: np.array(x.shape, dtype=dt)
 
 
-@kernel("ShapeN")
+def _every_output(node_def) -> range:
+    return range(len(node_def.output_types))
+
+
+@kernel("ShapeN", host_memory_outputs=_every_output)
 def _shape_n(node, ctx):
     dt = node.attr["out_type"]._np
     return lambda *xs: tuple(np.array(x.shape, dtype=dt) for x in xs)
 
 
-@kernel("Size")
+@kernel("Size", host_memory_outputs=(0,))
 def _size(node, ctx):
     dt = node.attr["out_type"]._np
     return lambda x: np.array(x.size, dtype=dt)
@@ -124,10 +128,10 @@ def _rank(x):
     return np.array(np.ndim(x), dtype=np.int32)
 
 
-register_kernel("Rank", fn=_rank)
+register_kernel("Rank", fn=_rank, host_memory_outputs=(0,))
 
 
-@kernel("Reshape")
+@kernel("Reshape", host_memory_inputs=(1,))
 def _reshape(node, ctx):
     xp = ctx.xp
 
@@ -151,7 +155,7 @@ def _reshape(node, ctx):
     return reshape
 
 
-@kernel("ExpandDims")
+@kernel("ExpandDims", host_memory_inputs=(1,))
 def _expand_dims(node, ctx):
     xp = ctx.xp
 
@@ -207,7 +211,7 @@ register_kernel("ZerosLike", xp="zeros_like")
 register_kernel("OnesLike", xp="ones_like")
 
 
-@kernel("Fill")
+@kernel("Fill", host_memory_inputs=(0,))
 def _fill(node, ctx):
     xp = ctx.xp
     dt = node.output_types[0]._np
@@ -259,7 +263,7 @@ def _check_perm(node, perm, ndim):
         raise _bad(node, f"{perm} is not a valid permutation of {ndim} dimensions")
 
 
-@kernel("Transpose")
+@kernel("Transpose", host_memory_inputs=(1,))
 def _transpose(node, ctx):
     xp = ctx.xp
 
@@ -272,7 +276,7 @@ def _transpose(node, ctx):
     return transpose
 
 
-@kernel("ConjugateTranspose")
+@kernel("ConjugateTranspose", host_memory_inputs=(1,))
 def _conjugate_transpose(node, ctx):
     xp = ctx.xp
 
@@ -300,7 +304,7 @@ def _invert_permutation(node, ctx):
     return invert_permutation
 
 
-@kernel("ConcatV2")
+@kernel("ConcatV2", host_memory_inputs=(-1,))
 def _concat(node, ctx):
     xp = ctx.xp
 
@@ -320,7 +324,7 @@ def _concat(node, ctx):
     return concat
 
 
-@kernel("Split")
+@kernel("Split", host_memory_inputs=(0,))
 def _split(node, ctx):
     n = node.attr["num_split"]
     xp = ctx.xp
@@ -336,7 +340,7 @@ def _split(node, ctx):
     return split
 
 
-@kernel("SplitV")
+@kernel("SplitV", host_memory_inputs=(1, 2))
 def _split_v(node, ctx):
     n = node.attr["num_split"]
     xp = ctx.xp
@@ -361,7 +365,7 @@ def _split_v(node, ctx):
 
 
 # --- slicing ----------------------------------------------------------------------------------
-@kernel("Slice")
+@kernel("Slice", host_memory_inputs=(1, 2))
 def _slice(node, ctx):
     xp = ctx.xp
 
@@ -414,7 +418,7 @@ def _numpy_index(node, shape, begin, end, strides):
     return tuple(index)
 
 
-@kernel("StridedSlice")
+@kernel("StridedSlice", host_memory_inputs=(1, 2, 3))
 def _strided_slice(node, ctx):
     xp = ctx.xp
 
@@ -425,7 +429,7 @@ def _strided_slice(node, ctx):
     return strided_slice
 
 
-@kernel("StridedSliceGrad")
+@kernel("StridedSliceGrad", host_memory_inputs=(0, 1, 2, 3))
 def _strided_slice_grad(node, ctx):
     xp = ctx.xp
 
@@ -444,7 +448,7 @@ def _strided_slice_grad(node, ctx):
 
 
 # --- gathering and scattering -----------------------------------------------------------------
-@kernel("GatherV2")
+@kernel("GatherV2", host_memory_inputs=(2,))
 def _gather(node, ctx):
     xp = ctx.xp
 
@@ -488,7 +492,7 @@ def _gather_nd(node, ctx):
     return gather_nd
 
 
-@kernel("ScatterNd")
+@kernel("ScatterNd", host_memory_inputs=(2,))
 def _scatter_nd(node, ctx):
     xp = ctx.xp
 
@@ -518,7 +522,7 @@ def _scatter_nd(node, ctx):
 
 
 # --- tiling, broadcasting, reversing, padding -------------------------------------------------
-@kernel("Tile")
+@kernel("Tile", host_memory_inputs=(1,))
 def _tile(node, ctx):
     xp = ctx.xp
 
@@ -535,7 +539,7 @@ def _tile(node, ctx):
     return tile
 
 
-@kernel("BroadcastTo")
+@kernel("BroadcastTo", host_memory_inputs=(1,))
 def _broadcast_to(node, ctx):
     xp = ctx.xp
 
@@ -554,7 +558,7 @@ def _broadcast_to(node, ctx):
     return broadcast_to
 
 
-@kernel("ReverseV2")
+@kernel("ReverseV2", host_memory_inputs=(1,))
 def _reverse(node, ctx):
     xp = ctx.xp
 
@@ -584,7 +588,7 @@ def _paddings(node, x, paddings, limit_offset=None):
     return [(int(a), int(b)) for a, b in p.tolist()]
 
 
-@kernel("Pad")
+@kernel("Pad", host_memory_inputs=(1,))
 def _pad(node, ctx):
     xp = ctx.xp
 
@@ -595,7 +599,7 @@ def _pad(node, ctx):
     return pad
 
 
-@kernel("PadV2")
+@kernel("PadV2", host_memory_inputs=(1,))
 def _pad_v2(node, ctx):
     xp = ctx.xp
 
@@ -610,7 +614,7 @@ def _pad_v2(node, ctx):
 _MIRROR_OFFSET = {"REFLECT": 1, "SYMMETRIC": 0}  # REFLECT does not repeat the edge element
 
 
-@kernel("MirrorPad")
+@kernel("MirrorPad", host_memory_inputs=(1,))
 def _mirror_pad(node, ctx):
     mode = node.attr["mode"]
     offset = _MIRROR_OFFSET[mode]
@@ -630,7 +634,7 @@ def _mirror_sources(n, before, after, offset):
     return np.where(j >= n, 2 * n - j - 1 - offset, src)
 
 
-@kernel("MirrorPadGrad")
+@kernel("MirrorPadGrad", host_memory_inputs=(1,))
 def _mirror_pad_grad(node, ctx):
     offset = _MIRROR_OFFSET[node.attr["mode"]]
     xp = ctx.xp
@@ -657,7 +661,7 @@ def _mirror_pad_grad(node, ctx):
 
 
 # --- one-hot, selection, masks ----------------------------------------------------------------
-@kernel("OneHot")
+@kernel("OneHot", host_memory_inputs=(1,))
 def _one_hot(node, ctx):
     axis = node.attr["axis"]
     dt = node.output_types[0]._np
@@ -717,7 +721,7 @@ def _where(xp, x):
 register_kernel("Where", xp=_where)
 
 
-@kernel("SequenceMask")
+@kernel("SequenceMask", host_memory_inputs=(1,))
 def _sequence_mask(node, ctx):
     dt = node.attr["dtype"]._np
     xp = ctx.xp

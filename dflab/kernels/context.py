@@ -5,31 +5,45 @@ from a live ``Operation``: a partition's kernels can be rebuilt in another proce
 serialized graph. The context names the device and its kernel type, gives the device's array
 namespace ``xp`` (NumPy on CPUs, CuPy on GPUs, anything NumPy-like on a plugged-in device),
 its resource manager (variables, queues, tensor arrays), its ``owner`` (the session or
-worker whose ``closed`` flag blocking kernels watch), and ``launch``: None on host devices, and
-on a GPU a function wrapping each bound kernel so that it runs on that device's own stream (a
-CUDA device's work is ordered by the stream it is issued to, whichever thread issues it).
+worker whose ``closed`` flag blocking kernels watch), and ``bind_kernel``: the device's one
+hook on a kernel it runs, ``bind_kernel(kernel_def, node_def, fn) -> fn``, called once per
+plan with the kernel a factory returned (``Device.bind_kernel``: the identity on host devices;
+a GPU wraps the kernel so that it runs on that device's own stream, with the inputs the kernel
+does not declare host memory moved to the device), and ``intra_op``: the intra-op pool of the
+worker running the device's kernels (``dflab.kernels.intra_op.IntraOpPool``), which a host
+kernel splits its big work with; ``SERIAL`` (no splitting) unless the worker's config asks for
+threads.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from dflab.kernels.intra_op import SERIAL, IntraOpPool
+
 
 class KernelContext:
-    __slots__ = ("device", "device_type", "xp", "resources", "owner", "launch")
+    __slots__ = ("device", "device_type", "xp", "resources", "owner", "bind_kernel", "intra_op")
 
-    def __init__(self, device: str, device_type: str, xp, resources, owner=None, launch=None):
+    def __init__(self, device: str, device_type: str, xp, resources, owner=None,
+                 bind_kernel=None, intra_op: IntraOpPool = SERIAL):
         self.device = device
         self.device_type = device_type
         self.xp = xp
         self.resources = resources
         self.owner = owner
-        self.launch = launch
+        self.bind_kernel = bind_kernel or _as_is
+        self.intra_op = intra_op
 
     @property
     def owner_closed(self) -> bool:
         """Whether the session or worker running this device's kernels was closed."""
         return bool(getattr(self.owner, "closed", False))
+
+
+def _as_is(kernel_def, node_def, fn):
+    """A host device runs a kernel as its factory returned it."""
+    return fn
 
 
 # The host's context without a device: kernels bound outside a plan (the fused kernels' NumPy

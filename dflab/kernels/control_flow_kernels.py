@@ -81,7 +81,7 @@ register_kernel("Merge", ANY_DEVICE, fn=_merge)
 register_kernel("RefMerge", ANY_DEVICE, fn=_merge)
 
 
-@kernel("Assert")
+@kernel("Assert", host_only=True)
 def _assert(node, ctx):
     summarize = node.attr.get("summarize", 3)
 

@@ -41,12 +41,16 @@ from dflab.ops.conv_ops import conv_output_size
 # --- window geometry ------------------------------------------------------------------------
 class _Window:
     """Spatial geometry of one conv/pool op for a given input size (all NHWC), and the window
-    steps built on it, computed with the device's namespace ``xp``."""
+    steps built on it, computed with the device's namespace ``xp`` (on the host, big ones
+    split among the intra-op ``pool``'s threads)."""
 
-    __slots__ = ("xp", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "pt", "pb", "pl", "pr")
+    __slots__ = ("xp", "pool", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "pt", "pb", "pl",
+                 "pr")
 
-    def __init__(self, xp, h, w, kh, kw, sh, sw, dh, dw, padding):
+    def __init__(self, xp, h, w, kh, kw, sh, sw, dh, dw, padding,
+                 pool: intra_op.IntraOpPool = intra_op.SERIAL):
         self.xp = xp
+        self.pool = pool  # the intra-op threads a host op of this window splits among
         self.kh, self.kw, self.sh, self.sw, self.dh, self.dw = kh, kw, sh, sw, dh, dw
         self.oh, self.pt, self.pb = conv_output_size(h, kh, sh, dh, padding)
         self.ow, self.pl, self.pr = conv_output_size(w, kw, sw, dw, padding)
@@ -112,10 +116,10 @@ def _conv_params(node):
     return fmt, _hw(a["strides"], fmt), _hw(a["dilations"], fmt), a["padding"]
 
 
-def _window(node, xp, h, w, kh, kw):
+def _window(node, ctx, h, w, kh, kw):
     fmt, (sh, sw), (dh, dw), padding = _conv_params(node)
     try:
-        return _Window(xp, h, w, kh, kw, sh, sw, dh, dw, padding)
+        return _Window(ctx.xp, h, w, kh, kw, sh, sw, dh, dw, padding, ctx.intra_op)
     except ValueError as e:
         raise errors.InvalidArgumentError(None, node, str(e)) from None
 
@@ -177,7 +181,7 @@ def _correlate(win, x, f2d, co):
         for s, e, patches in _patch_blocks(win, x, lo, hi):
             y[s:e] = (patches @ f2d).reshape(e - s, win.oh, win.ow, co)
 
-    intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
+    win.pool.run_chunks(chunk, _batch_chunks(win, x, co))
     return y
 
 
@@ -195,7 +199,7 @@ def _filter_grad(win, x, dy, co):
                 total += part
         return total
 
-    parts = intra_op.run_chunks(chunk, _batch_chunks(win, x, co))
+    parts = win.pool.run_chunks(chunk, _batch_chunks(win, x, co))
     df = parts[0]
     for p in parts[1:]:
         df += p
@@ -205,7 +209,7 @@ def _filter_grad(win, x, dy, co):
 def _batch_chunks(win, x, co):
     """How to split a convolution of ``x`` over the batch (see ``intra_op``)."""
     work = float(x.size) * win.kh * win.kw * co
-    return intra_op.chunks(win.xp, x.shape[0], work, products=True)
+    return win.pool.chunks(win.xp, x.shape[0], work, products=True)
 
 
 def _pad_or_crop(xp, a, top, bottom, left, right):
@@ -227,7 +231,7 @@ def _input_grad_stride1(win, dy, f, h, w):
     top, left = eh - win.pt, ew - win.pl
     z = _pad_or_crop(xp, dy, top, h + eh - win.oh - top, left, w + ew - win.ow - left)
     flipped = xp.ascontiguousarray(f[::-1, ::-1].transpose(0, 1, 3, 2))
-    full = _Window(xp, z.shape[1], z.shape[2], kh, kw, 1, 1, win.dh, win.dw, "VALID")
+    full = _Window(xp, z.shape[1], z.shape[2], kh, kw, 1, 1, win.dh, win.dw, "VALID", win.pool)
     return _correlate(full, z, flipped.reshape(kh * kw * co, ci), ci)
 
 
@@ -245,7 +249,7 @@ def _input_grad_col2im(win, dy, f, shape):
         for i, j in win.taps():
             win.tap(part, i, j)[...] += cols[:, :, :, i, j, :]
 
-    intra_op.run_chunks(chunk, intra_op.chunks(xp, n, float(dy.size) * kh * kw * ci,
+    win.pool.run_chunks(chunk, win.pool.chunks(xp, n, float(dy.size) * kh * kw * ci,
                                                products=True))
     return win.crop(out, h, w)
 
@@ -264,14 +268,14 @@ def _conv2d(node, ctx):
         if c != ci:
             raise errors.InvalidArgumentError(
                 None, node, f"input depth must equal filter depth: {c} vs {ci}")
-        win = _window(node, xp, h, w, kh, kw)
+        win = _window(node, ctx, h, w, kh, kw)
         y = _correlate(win, x, xp.reshape(f, (kh * kw * ci, co)), co)
         return _from_nhwc(y, fmt)
 
     return conv2d
 
 
-@kernel("Conv2DBackpropInput")
+@kernel("Conv2DBackpropInput", host_memory_inputs=(0,))
 def _conv2d_backprop_input(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
@@ -281,7 +285,7 @@ def _conv2d_backprop_input(node, ctx):
         n, h, w, c = _nhwc_shape(sizes, fmt)
         dy = _to_nhwc(xp.asarray(dy), fmt)
         kh, kw, ci, co = f.shape
-        win = _window(node, xp, h, w, kh, kw)
+        win = _window(node, ctx, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropInput: shapes do not agree: input {[n, h, w, c]}, "
@@ -297,7 +301,7 @@ def _conv2d_backprop_input(node, ctx):
     return backprop_input
 
 
-@kernel("Conv2DBackpropFilter")
+@kernel("Conv2DBackpropFilter", host_memory_inputs=(1,))
 def _conv2d_backprop_filter(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
@@ -308,7 +312,7 @@ def _conv2d_backprop_filter(node, ctx):
         x = _to_nhwc(xp.asarray(x), fmt)
         dy = _to_nhwc(xp.asarray(dy), fmt)
         n, h, w, c = x.shape
-        win = _window(node, xp, h, w, kh, kw)
+        win = _window(node, ctx, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
@@ -321,12 +325,12 @@ def _conv2d_backprop_filter(node, ctx):
 
 
 # --- pooling --------------------------------------------------------------------------------
-def _pool_window(node, xp, h, w):
+def _pool_window(node, ctx, h, w):
     a = node.attr
     fmt = a["data_format"]
     (kh, kw), (sh, sw) = _hw(a["ksize"], fmt), _hw(a["strides"], fmt)
     try:
-        return _Window(xp, h, w, kh, kw, sh, sw, 1, 1, a["padding"])
+        return _Window(ctx.xp, h, w, kh, kw, sh, sw, 1, 1, a["padding"], ctx.intra_op)
     except ValueError as e:
         raise errors.InvalidArgumentError(None, node, str(e)) from None
 
@@ -367,8 +371,8 @@ def _host_reduce_taps(win, padded, ufunc):
     n, c = padded.shape[0], padded.shape[3]
     out = np.empty((n, win.oh, win.ow, c), padded.dtype)
     work = float(out.size) * win.kh * win.kw * intra_op.PASS_WORK
-    intra_op.run_chunks(lambda lo, hi: _reduce_taps(win, padded[lo:hi], ufunc, out[lo:hi]),
-                        intra_op.chunks(np, n, work))
+    win.pool.run_chunks(lambda lo, hi: _reduce_taps(win, padded[lo:hi], ufunc, out[lo:hi]),
+                        win.pool.chunks(np, n, work))
     return out
 
 
@@ -385,7 +389,7 @@ def _max_pool(node, ctx):
     def max_pool(x):
         _check_rank4(xp, node, input=x)
         x = _to_nhwc(xp.asarray(x), fmt)
-        win = _pool_window(node, xp, x.shape[1], x.shape[2])
+        win = _pool_window(node, ctx, x.shape[1], x.shape[2])
         if win.empty_output or x.size == 0:
             return _empty_pool(xp, win, x, fmt)
         padded = win.pad(x, _lowest(x.dtype))
@@ -405,7 +409,7 @@ def _avg_pool(node, ctx):
         _check_rank4(xp, node, value=x)
         x = _to_nhwc(xp.asarray(x), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(node, xp, h, w)
+        win = _pool_window(node, ctx, h, w)
         if win.empty_output or x.size == 0:
             return _empty_pool(xp, win, x, fmt)
         s = _reduce_taps(win, win.pad(x), xp.add)
@@ -531,7 +535,7 @@ def _max_pool_grad_2x2(win, x, g):
             e = min(s + step, hi)
             _route_2x2(xs[s:e], g[s:e], dxs[s:e], exact)
 
-    intra_op.run_chunks(chunk, intra_op.chunks(np, n, float(x.size) * 4 * intra_op.PASS_WORK))
+    win.pool.run_chunks(chunk, win.pool.chunks(np, n, float(x.size) * 4 * intra_op.PASS_WORK))
     return dxp if whole else np.ascontiguousarray(win.crop(dxp, h, w))
 
 
@@ -545,7 +549,7 @@ def _max_pool_grad(node, ctx):
         # depend on the forward output passed in.
         x, g = _to_nhwc(xp.asarray(x), fmt), _to_nhwc(xp.asarray(g), fmt)
         n, h, w, c = x.shape
-        win = _pool_window(node, xp, h, w)
+        win = _pool_window(node, ctx, h, w)
         _check_pool_grad(node, win, g, n, c)
         if g.size == 0:
             return _from_nhwc(xp.zeros_like(x), fmt)
@@ -563,7 +567,7 @@ def _max_pool_grad(node, ctx):
                 dx[s:e] = _route_to_max(win, x[s:e], g[s:e])
 
         work = float(x.size) * win.kh * win.kw * 8  # a dozen cheap passes per tap
-        intra_op.run_chunks(chunk, intra_op.chunks(np, n, work))
+        win.pool.run_chunks(chunk, win.pool.chunks(np, n, work))
         return _from_nhwc(dx, fmt)
 
     return max_pool_grad
@@ -577,7 +581,7 @@ def _avg_pool_grad(node, ctx):
     def avg_pool_grad(sizes, g):
         n, h, w, c = _nhwc_shape(sizes, fmt)
         g = _to_nhwc(xp.asarray(g), fmt)
-        win = _pool_window(node, xp, h, w)
+        win = _pool_window(node, ctx, h, w)
         _check_pool_grad(node, win, g, n, c)
         if g.size == 0:
             return _from_nhwc(xp.zeros((n, h, w, c), g.dtype), fmt)

@@ -349,9 +349,9 @@ def _queue_factory(kind: str):
     return factory
 
 
-register_kernel("FIFOQueueV2", factory=_queue_factory("fifo"))
-register_kernel("RandomShuffleQueueV2", factory=_queue_factory("random_shuffle"))
-register_kernel("PaddingFIFOQueueV2", factory=_queue_factory("padding_fifo"))
+register_kernel("FIFOQueueV2", host_only=True, factory=_queue_factory("fifo"))
+register_kernel("RandomShuffleQueueV2", host_only=True, factory=_queue_factory("random_shuffle"))
+register_kernel("PaddingFIFOQueueV2", host_only=True, factory=_queue_factory("padding_fifo"))
 
 
 def _check_component(q: QueueState, c: int, value, batched: bool) -> np.ndarray:
@@ -392,8 +392,8 @@ def _enqueue_factory(batched: bool):
     return factory
 
 
-register_kernel("QueueEnqueueV2", factory=_enqueue_factory(False), is_async=True)
-register_kernel("QueueEnqueueManyV2", factory=_enqueue_factory(True), is_async=True)
+register_kernel("QueueEnqueueV2", host_only=True, factory=_enqueue_factory(False), is_async=True)
+register_kernel("QueueEnqueueManyV2", host_only=True, factory=_enqueue_factory(True), is_async=True)
 
 
 def _check_n(n) -> int:
@@ -403,7 +403,7 @@ def _check_n(n) -> int:
     return n
 
 
-@kernel("QueueDequeueV2", is_async=True)
+@kernel("QueueDequeueV2", host_only=True, is_async=True)
 def _dequeue(node, ctx):
 
     def dequeue(execution, done, queue):
@@ -428,11 +428,13 @@ def _dequeue_many_factory(allow_smaller: bool):
     return factory
 
 
-register_kernel("QueueDequeueManyV2", factory=_dequeue_many_factory(False), is_async=True)
-register_kernel("QueueDequeueUpToV2", factory=_dequeue_many_factory(True), is_async=True)
+register_kernel("QueueDequeueManyV2", host_only=True, factory=_dequeue_many_factory(False),
+                is_async=True)
+register_kernel("QueueDequeueUpToV2", host_only=True, factory=_dequeue_many_factory(True),
+                is_async=True)
 
 
-@kernel("QueueCloseV2")
+@kernel("QueueCloseV2", host_only=True)
 def _close(node, ctx):
     cancel = bool(node.attr.get("cancel_pending_enqueues", False))
 
@@ -442,11 +444,11 @@ def _close(node, ctx):
     return close
 
 
-@kernel("QueueSizeV2")
+@kernel("QueueSizeV2", host_only=True)
 def _size(node, ctx):
     return lambda queue: np.int32(queue.size())
 
 
-@kernel("QueueIsClosedV2")
+@kernel("QueueIsClosedV2", host_only=True)
 def _is_closed(node, ctx):
     return lambda queue: np.bool_(queue.closed)

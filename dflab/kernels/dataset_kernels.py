@@ -360,26 +360,26 @@ class _TextLines(DatasetValue):
 
 
 # --- dataset kernels ------------------------------------------------------------------------------
-register_kernel("TensorDataset", fn=lambda *components: _Tensors(components))
+register_kernel("TensorDataset", host_only=True, fn=lambda *components: _Tensors(components))
 
 
-@kernel("TensorSliceDataset")
+@kernel("TensorSliceDataset", host_only=True)
 def _tensor_slices(node, ctx):
     return lambda *components: _TensorSlices(components, node.name)
 
 
-register_kernel("RangeDataset", fn=_Range)
-register_kernel("PrefetchDataset", fn=lambda source, buffer_size: source)
-register_kernel("RepeatDataset", fn=_Repeat)
-register_kernel("TakeDataset", fn=_Take)
-register_kernel("SkipDataset", fn=_Skip)
-register_kernel("ZipDataset", fn=lambda *sources: _Zip(sources))
-register_kernel("ConcatenateDataset", fn=_Concatenate)
-register_kernel("TextLineDataset", fn=lambda files, compression, buffer_size:
+register_kernel("RangeDataset", host_only=True, fn=_Range)
+register_kernel("PrefetchDataset", host_only=True, fn=lambda source, buffer_size: source)
+register_kernel("RepeatDataset", host_only=True, fn=_Repeat)
+register_kernel("TakeDataset", host_only=True, fn=_Take)
+register_kernel("SkipDataset", host_only=True, fn=_Skip)
+register_kernel("ZipDataset", host_only=True, fn=lambda *sources: _Zip(sources))
+register_kernel("ConcatenateDataset", host_only=True, fn=_Concatenate)
+register_kernel("TextLineDataset", host_only=True, fn=lambda files, compression, buffer_size:
                 _TextLines(files, compression))
 
 
-@kernel("GeneratorDataset")
+@kernel("GeneratorDataset", host_only=True)
 def _generator(node, ctx):
     token = node.attr["token"]
 
@@ -402,16 +402,16 @@ def _function_factory(cls):
     return factory
 
 
-register_kernel("MapDataset", factory=_function_factory(_Map))
-register_kernel("FilterDataset", factory=_function_factory(_Filter))
+register_kernel("MapDataset", host_only=True, factory=_function_factory(_Map))
+register_kernel("FilterDataset", host_only=True, factory=_function_factory(_Filter))
 
 
-@kernel("BatchDatasetV2")
+@kernel("BatchDatasetV2", host_only=True)
 def _batch(node, ctx):
     return lambda source, batch_size, drop: _Batch(source, batch_size, drop)
 
 
-@kernel("PaddedBatchDatasetV2")
+@kernel("PaddedBatchDatasetV2", host_only=True)
 def _padded_batch(node, ctx):
     n = len(node.attr["output_types"])
 
@@ -423,7 +423,7 @@ def _padded_batch(node, ctx):
     return padded_batch
 
 
-@kernel("ShuffleDataset")
+@kernel("ShuffleDataset", host_only=True)
 def _shuffle(node, ctx):
     reshuffle = node.attr.get("reshuffle_each_iteration", True)
     return lambda source, size, seed, seed2: _Shuffle(source, size, seed, seed2, reshuffle)
@@ -504,11 +504,11 @@ def _iterator_factory(one_shot: bool):
     return factory
 
 
-register_kernel("IteratorV2", factory=_iterator_factory(False))
-register_kernel("OneShotIterator", factory=_iterator_factory(True))
+register_kernel("IteratorV2", host_only=True, factory=_iterator_factory(False))
+register_kernel("OneShotIterator", host_only=True, factory=_iterator_factory(True))
 
 
-@kernel("MakeIterator")
+@kernel("MakeIterator", host_only=True)
 def _make_iterator(node, ctx):
     def make_iterator(dataset, iterator):
         iterator.reset(dataset)
@@ -516,7 +516,7 @@ def _make_iterator(node, ctx):
     return make_iterator
 
 
-@kernel("IteratorGetNext")
+@kernel("IteratorGetNext", host_only=True)
 def _get_next(node, ctx):
     single = len(node.attr["output_types"]) == 1
 

@@ -252,7 +252,14 @@ def numpy_evaluator(expr: FusedExpression, reduce=None):
     return evaluate
 
 
-@kernel("_FusedElementwise")
+def _reduction_axes(node_def) -> tuple[int, ...]:
+    """A group ending in a reduction reads the reduction's axes, its last input, in host
+    memory (TF keeps reduction indices there); a plain group reads nothing on the host."""
+    expr = FusedExpression.from_attr(node_def.attr["_fused_expression"])
+    return (expr.n_inputs,) if expr.reduction is not None else ()
+
+
+@kernel("_FusedElementwise", host_memory_inputs=_reduction_axes)
 def _fused_cpu(node, ctx):
     expr = FusedExpression.from_attr(node.attr["_fused_expression"])
     members = fused_members(node.attr)
@@ -321,7 +328,7 @@ def cupy_kernel(expr: FusedExpression, cupy):
     return k
 
 
-@kernel("_FusedElementwise", device_types=("GPU",))
+@kernel("_FusedElementwise", device_types=("GPU",), host_memory_inputs=_reduction_axes)
 def _fused_gpu(node, ctx):
     expr = FusedExpression.from_attr(node.attr["_fused_expression"])
     k = cupy_kernel(expr, ctx.xp)

@@ -1,11 +1,12 @@
 """Intra-op parallelism on the host: with ``ConfigProto.intra_op_parallelism_threads`` above
 one, a kernel's big work runs on that many threads.
 
-One pool does all of it, as TensorFlow's CPU runtime runs everything on one Eigen pool:
+One pool per worker does all of it, as TensorFlow's CPU runtime runs everything on one Eigen
+pool:
 
 * **Matrix products** (MatMul, and the GEMM of each convolution and its backprops) split into
   row or column chunks (convolutions over the batch), one per thread, with BLAS pinned to one
-  thread per call (``matmul``, ``chunks(..., products=True)``).
+  thread per call (``IntraOpPool.matmul``, ``chunks(..., products=True)``).
 * **Everything else that is big** splits the same way: elementwise ops over their first axis
   (``elementwise``), pooling and its gradient over the batch, dense optimizer updates over
   blocks (``chunks``/``run_chunks``). A waiting thread blocks.
@@ -20,9 +21,15 @@ almost only of matrix products. Whole training steps, each configuration in its 
 an idle 2-core machine (``benchmarks/RESULTS.md``, "Measured fairly"): the CNN took 87-95 ms
 split against 115-137 ms on BLAS's threads; the MLP and the LSTM were 5-10% faster on BLAS's.
 
-The setting is process-wide, as BLAS's own thread count is: a session sets it while it is open
-(``set_threads``). With the default (0) nothing is split and BLAS keeps its own threads. Only
-NumPy work is split: a GPU's kernels run on its stream.
+Each worker owns its pool (``IntraOpPool``), made from its session's config, with its own
+threads and its own split-products setting; kernels reach it through their context
+(``ctx.intra_op``, read once when a plan binds them), so two sessions with different settings
+never see each other's. With the default (0 threads) a worker has none: kernels see ``SERIAL``,
+which never splits, and BLAS keeps its own threads. BLAS's thread count is the one
+process-wide part: a pool that ``hold_blas``-es sets it while it is open (one thread per call
+when it splits products), the most recently opened pool's wish winning, and the process's own
+setting comes back when the last such pool closes. Only NumPy work is split: a GPU's kernels
+run on its stream.
 """
 
 from __future__ import annotations
@@ -33,12 +40,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-_lock = threading.Lock()
-_threads = 1
-_split_products = True  # matrix products in Python chunks (True) or on BLAS's threads
-_workers: list = []  # every pool thread made so far (``_Worker``)
-_idle: list = []  # those not running a chunk now
-
 # Below this many multiply-adds a split costs more than it saves: handing a chunk to another
 # thread and waiting for it costs about 12 us on an idle machine, and more on a loaded one.
 MIN_WORK = 1 << 24
@@ -47,22 +48,6 @@ MIN_WORK = 1 << 24
 MIN_PRODUCT_WORK = 1 << 22
 # Fewest rows per chunk of a product split by rows (see ``matmul``).
 _MIN_CHUNK_ROWS = 64
-
-
-def set_threads(n: int, split_products: bool = True) -> tuple[int, bool]:
-    """Use ``n`` threads per splittable host op from now on, splitting matrix products too
-    when ``split_products``; returns the previous setting (``set_threads(*previous)``
-    restores it)."""
-    global _threads, _split_products
-    n = max(int(n), 1)
-    with _lock:
-        previous = _threads, _split_products
-        _threads, _split_products = n, bool(split_products)
-        while len(_workers) < n - 1:
-            worker = _Worker()
-            _workers.append(worker)
-            _idle.append(worker)
-    return previous
 
 
 class _Worker:
@@ -77,11 +62,14 @@ class _Worker:
         self._done.acquire()
         self._task = None
         self._outcome = None
-        threading.Thread(target=self._loop, name="dflab-intra-op", daemon=True).start()
+        self.thread = threading.Thread(target=self._loop, name="dflab-intra-op", daemon=True)
+        self.thread.start()
 
     def _loop(self) -> None:
         while True:
             self._go.acquire()
+            if self._task is None:  # ``stop``: the pool closed
+                return
             fn, lo, hi = self._task
             try:
                 self._outcome = (fn(lo, hi), None)
@@ -102,60 +90,217 @@ class _Worker:
         outcome, self._outcome = self._outcome, None
         return outcome
 
-
-def threads() -> int:
-    return _threads
-
-
-def splits_products() -> bool:
-    """Whether matrix products are split in Python chunks (else BLAS threads them)."""
-    return _split_products and _threads > 1
+    def stop(self) -> None:
+        """End the thread (it is idle: no chunk started and not waited for)."""
+        self._task = None
+        self._go.release()
 
 
-def chunks(xp, n: int, work: float, products: bool = False) -> list[tuple[int, int]]:
-    """Contiguous ``[lo, hi)`` bounds splitting ``range(n)`` among the configured threads, or
-    one chunk when there is one thread, ``xp`` is not NumPy or ``work`` is too small. Work
-    that is mostly matrix products (``products``) is one chunk unless products are split:
-    BLAS threads it."""
-    k = min(_threads, n)
-    if k <= 1 or xp is not np or work < (MIN_PRODUCT_WORK if products else MIN_WORK) or (
-            products and not _split_products):
-        return [(0, n)]
-    step, extra = divmod(n, k)
-    bounds, lo = [], 0
-    for i in range(k):
-        hi = lo + step + (i < extra)
-        bounds.append((lo, hi))
-        lo = hi
-    return bounds
+
+class IntraOpPool:
+    """The intra-op threads of one worker: ``threads`` per splittable host op (the caller and
+    ``threads - 1`` pool threads, started on first use), splitting matrix products too when
+    ``split_products``. Kernels get it as ``ctx.intra_op``; ``close`` ends its threads."""
+
+    def __init__(self, threads: int = 1, split_products: bool = True):
+        self.threads = max(int(threads), 1)
+        self.split_products = bool(split_products)
+        self._lock = threading.Lock()
+        self._workers: list[_Worker] = []  # every pool thread started
+        self._idle: list[_Worker] = []  # those not running a chunk now
+        self._closed = False
+
+    def __repr__(self):
+        how = "products split" if self.splits_products else "products on BLAS's threads"
+        return f"<IntraOpPool {self.threads} threads, {how}>"
+
+    @property
+    def splits_products(self) -> bool:
+        """Whether matrix products are split in Python chunks (else BLAS threads them)."""
+        return self.split_products and self.threads > 1
+
+    @property
+    def blas_threads(self) -> int:
+        """BLAS's threads per call under this pool: one where products are split into chunks
+        (each chunk a single-threaded call), else the pool's thread count."""
+        return 1 if self.splits_products else self.threads
+
+    # --- BLAS's process-wide thread count ---------------------------------------------------
+    def hold_blas(self) -> None:
+        """Set BLAS's threads to ``blas_threads`` while this pool is open (``close``)."""
+        with _blas_lock:
+            _blas_holders.append(self)
+            _apply_blas()
+
+    def close(self) -> None:
+        """End the pool's threads (a chunk running finishes first) and let go of BLAS."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+        with _blas_lock:
+            if self in _blas_holders:
+                _blas_holders.remove(self)
+                _apply_blas()
+
+    # --- splitting ----------------------------------------------------------------------------
+    def chunks(self, xp, n: int, work: float, products: bool = False) -> list[tuple[int, int]]:
+        """Contiguous ``[lo, hi)`` bounds splitting ``range(n)`` among the pool's threads, or
+        one chunk when there is one thread, ``xp`` is not NumPy or ``work`` is too small.
+        Work that is mostly matrix products (``products``) is one chunk unless products are
+        split: BLAS threads it."""
+        k = min(self.threads, n)
+        if k <= 1 or xp is not np or work < (MIN_PRODUCT_WORK if products else MIN_WORK) or (
+                products and not self.split_products):
+            return [(0, n)]
+        step, extra = divmod(n, k)
+        bounds, lo = [], 0
+        for i in range(k):
+            hi = lo + step + (i < extra)
+            bounds.append((lo, hi))
+            lo = hi
+        return bounds
+
+    def run_chunks(self, fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) -> list:
+        """``[fn(lo, hi) for (lo, hi) in bounds]``, the first chunk on the calling thread and
+        the others on idle pool threads at the same time; a chunk no idle thread is left for
+        (several ops splitting at once, on inter-op threads) runs on the caller after its own.
+        The first error is raised after all chunks have finished."""
+        if len(bounds) == 1:
+            return [fn(*bounds[0])]
+        helpers = self._take_helpers(len(bounds) - 1)
+        k = len(helpers)
+        for worker, (lo, hi) in zip(helpers, bounds[1:]):
+            worker.start(fn, lo, hi)
+        own = []  # the first chunk, then those no helper was free for
+        for lo, hi in [bounds[0]] + bounds[1 + k:]:
+            try:
+                own.append((fn(lo, hi), None))
+            except BaseException as e:  # noqa: BLE001 - raised below, after the others finish
+                own.append((None, e))
+        helped = [worker.wait() for worker in helpers]
+        self._give_back(helpers)
+        outcomes = own[:1] + helped + own[1:]  # in the order of ``bounds``
+        error = next((e for _, e in outcomes if e is not None), None)
+        if error is not None:
+            raise error
+        return [r for r, _ in outcomes]
+
+    def _take_helpers(self, wanted: int) -> list[_Worker]:
+        with self._lock:
+            if self._closed:
+                return []
+            while len(self._workers) < self.threads - 1:  # started on first use
+                worker = _Worker()
+                self._workers.append(worker)
+                self._idle.append(worker)
+            k = min(len(self._idle), wanted)
+            return [self._idle.pop() for _ in range(k)]
+
+    def _give_back(self, helpers: list[_Worker]) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.extend(helpers)
+                return
+        for worker in helpers:  # the pool closed while they ran
+            worker.stop()
+
+    def elementwise(self, fn: Callable) -> Callable:
+        """``fn``, an elementwise host kernel that takes ``out=`` (a ufunc, or a function of
+        ufuncs: output element i depends on its inputs' elements i only, with NumPy
+        broadcasting), split among the pool's threads over its output's first axis when the
+        output is big, each thread writing its rows of one output buffer. TF's CPU kernels do
+        the same with Eigen's thread pool: such an op is bound by memory bandwidth, which one
+        core does not draw in full (a bias add over 1.6M float32: 1.9 ms on one thread, 0.7 ms
+        on two). The same elements go through the same NumPy calls, so the results are the
+        same bits; small ops, and anything not made of arrays of one broadcast shape, call
+        ``fn`` as it is."""
+        threads = self.threads
+
+        def split_fn(*args):
+            # The common case, a small op, returns after one cheap look at each argument.
+            if threads > 1:
+                least = MIN_WORK // (PASS_WORK * _passes(args))
+                for a in args:
+                    if getattr(a, "size", 0) >= least:
+                        return split(args)
+            return fn(*args)
+
+        def split(args):
+            shape = _broadcast_shape(args)
+            if not shape or shape[0] < 2:
+                return fn(*args)
+            size = math.prod(shape)
+            bounds = self.chunks(np, shape[0], float(size) * PASS_WORK * _passes(args))
+            if len(bounds) == 1:
+                return fn(*args)
+            cut = [isinstance(a, np.ndarray) and a.ndim == len(shape) and a.shape[0] == shape[0]
+                   for a in args]
+
+            def rows(lo, hi):
+                return [a[lo:hi] if c else a for a, c in zip(args, cut)]
+
+            trial = fn(*rows(0, 1))  # the result's dtype, and that fn maps rows to rows
+            if not isinstance(trial, np.ndarray) or trial.shape != (1,) + shape[1:]:
+                return fn(*args)
+            out = np.empty(shape, trial.dtype)
+            self.run_chunks(lambda lo, hi: fn(*rows(lo, hi), out=out[lo:hi]), bounds)
+            return out
+
+        split_fn.__name__ = getattr(fn, "__name__", "elementwise")
+        return split_fn
+
+    def matmul(self, a, b):
+        """``a @ b`` for 2-d NumPy arrays, split among the threads by rows of the output, or
+        by columns when the row chunks would be under 64 rows and the output has more columns
+        than rows: a chunk of a few rows against all of ``b`` is a slow GEMM (a dense layer's
+        product at batch 64: 5.6 ms by rows, 3.8 ms by columns), while a column chunk writes a
+        strided block, slow when the inner dimension is short (a 400x20x800 weight gradient:
+        148 us by rows, 219 us by columns). Each chunk writes its block of one output buffer.
+        Unless products are split, one call on BLAS's threads."""
+        if not self.splits_products or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+            return np.matmul(a, b)  # nothing to split, or NumPy's own error for bad shapes
+        (m, k), n = a.shape, b.shape[1]
+        by_rows = m >= n or m >= _MIN_CHUNK_ROWS * self.threads
+        bounds = self.chunks(np, m if by_rows else n, float(m) * k * n, products=True)
+        if len(bounds) == 1:
+            return np.matmul(a, b)
+        out = np.empty((m, n), dtype=np.result_type(a, b))
+
+        def rows(lo, hi):
+            np.matmul(a[lo:hi], b, out=out[lo:hi])
+
+        def columns(lo, hi):
+            np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+
+        self.run_chunks(rows if by_rows else columns, bounds)
+        return out
 
 
-def run_chunks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) -> list:
-    """``[fn(lo, hi) for (lo, hi) in bounds]``, the first chunk on the calling thread and the
-    others on idle pool threads at the same time; a chunk no idle thread is left for (several
-    ops splitting at once, on inter-op threads) runs on the caller after its own. The first
-    error is raised after all chunks have finished."""
-    if len(bounds) == 1:
-        return [fn(*bounds[0])]
-    with _lock:
-        k = min(len(_idle), len(bounds) - 1)
-        helpers = [_idle.pop() for _ in range(k)]
-    for worker, (lo, hi) in zip(helpers, bounds[1:]):
-        worker.start(fn, lo, hi)
-    own = []  # the first chunk, then those no helper was free for
-    for lo, hi in [bounds[0]] + bounds[1 + k:]:
-        try:
-            own.append((fn(lo, hi), None))
-        except BaseException as e:  # noqa: BLE001 - raised below, after the others finish
-            own.append((None, e))
-    helped = [worker.wait() for worker in helpers]
-    with _lock:
-        _idle.extend(helpers)
-    outcomes = own[:1] + helped + own[1:]  # in the order of ``bounds``
-    error = next((e for _, e in outcomes if e is not None), None)
-    if error is not None:
-        raise error
-    return [r for r, _ in outcomes]
+# Kernels bound without a worker's pool (the default of 0 threads, the host context of fused
+# kernels' steps, tests) run on their caller alone.
+SERIAL = IntraOpPool(1)
+
+# BLAS's thread count is process-wide: the pools holding it (``hold_blas``), oldest first; the
+# newest one's wish is in force, and the limits from before the first come back after the last.
+_blas_lock = threading.Lock()
+_blas_holders: list[IntraOpPool] = []
+_blas_before = None  # threadpoolctl's record of the limits before the first holder
+
+
+def _apply_blas() -> None:
+    """Put BLAS's threads where the holders say (called with ``_blas_lock`` held)."""
+    global _blas_before
+    from threadpoolctl import threadpool_limits
+
+    if _blas_holders:
+        if _blas_before is None:
+            _blas_before = threadpool_limits(limits=None)  # records, changes nothing
+        threadpool_limits(_blas_holders[-1].blas_threads)
+    elif _blas_before is not None:
+        _blas_before.restore_original_limits()
+        _blas_before = None
 
 
 # Work (in multiply-adds, as MIN_WORK) of one element of one memory-bound elementwise pass:
@@ -163,50 +308,6 @@ def run_chunks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) 
 # An elementwise op starts to gain from a split at about 512K elements (measured: a 256K-element
 # add took 0.11 ms whole, 0.15 ms split; at 512K both 0.22 ms; at 1.6M 1.7 against 1.0 ms).
 PASS_WORK = 32
-
-
-def elementwise(fn: Callable) -> Callable:
-    """``fn``, an elementwise host kernel that takes ``out=`` (a ufunc, or a function of
-    ufuncs: output element i depends on its inputs' elements i only, with NumPy broadcasting),
-    split among the intra-op threads over its output's first axis when the output is big,
-    each thread writing its rows of one output buffer. TF's CPU kernels do the same with
-    Eigen's thread pool: such an op is bound by memory bandwidth, which one core does not
-    draw in full (a bias add over 1.6M float32: 1.9 ms on one thread, 0.7 ms on two). The
-    same elements go through the same NumPy calls, so the results are the same bits; small
-    ops, and anything not made of arrays of one broadcast shape, call ``fn`` as it is."""
-
-    def split_fn(*args):
-        # The common case, a small op, returns after one cheap look at each argument.
-        if _threads > 1:
-            least = MIN_WORK // (PASS_WORK * _passes(args))
-            for a in args:
-                if getattr(a, "size", 0) >= least:
-                    return split(args)
-        return fn(*args)
-
-    def split(args):
-        shape = _broadcast_shape(args)
-        if not shape or shape[0] < 2:
-            return fn(*args)
-        size = math.prod(shape)
-        bounds = chunks(np, shape[0], float(size) * PASS_WORK * _passes(args))
-        if len(bounds) == 1:
-            return fn(*args)
-        cut = [isinstance(a, np.ndarray) and a.ndim == len(shape) and a.shape[0] == shape[0]
-               for a in args]
-
-        def rows(lo, hi):
-            return [a[lo:hi] if c else a for a, c in zip(args, cut)]
-
-        trial = fn(*rows(0, 1))  # the result's dtype, and that fn maps rows to rows
-        if not isinstance(trial, np.ndarray) or trial.shape != (1,) + shape[1:]:
-            return fn(*args)
-        out = np.empty(shape, trial.dtype)
-        run_chunks(lambda lo, hi: fn(*rows(lo, hi), out=out[lo:hi]), bounds)
-        return out
-
-    split_fn.__name__ = getattr(fn, "__name__", "elementwise")
-    return split_fn
 
 
 def _passes(args) -> int:
@@ -224,30 +325,3 @@ def _broadcast_shape(args) -> tuple | None:
         return np.broadcast_shapes(*(np.shape(a) for a in args))
     except ValueError:
         return None
-
-
-def matmul(a, b):
-    """``a @ b`` for 2-d NumPy arrays, split among the threads by rows of the output, or by
-    columns when the row chunks would be under 64 rows and the output has more columns than
-    rows: a chunk of a few rows against all of ``b`` is a slow GEMM (a dense layer's product
-    at batch 64: 5.6 ms by rows, 3.8 ms by columns), while a column chunk writes a strided
-    block, slow when the inner dimension is short (a 400x20x800 weight gradient: 148 us by
-    rows, 219 us by columns). Each chunk writes its block of one output buffer. Unless
-    products are split, one call on BLAS's threads."""
-    if not splits_products() or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        return np.matmul(a, b)  # nothing to split, or NumPy's own error for bad shapes
-    (m, k), n = a.shape, b.shape[1]
-    by_rows = m >= n or m >= _MIN_CHUNK_ROWS * _threads
-    bounds = chunks(np, m if by_rows else n, float(m) * k * n, products=True)
-    if len(bounds) == 1:
-        return np.matmul(a, b)
-    out = np.empty((m, n), dtype=np.result_type(a, b))
-
-    def rows(lo, hi):
-        np.matmul(a[lo:hi], b, out=out[lo:hi])
-
-    def columns(lo, hi):
-        np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
-
-    run_chunks(rows if by_rows else columns, bounds)
-    return out

@@ -551,7 +551,7 @@ def _check_slices(slices, op_type):
                                         "variables are not supported; shape_and_slices must be ''")
 
 
-@kernel("SaveV2")
+@kernel("SaveV2", host_only=True)
 def _save_v2(node, ctx):
     def save(prefix, tensor_names, shape_and_slices, *tensors):
         prefix = as_str(prefix)
@@ -567,7 +567,7 @@ def _save_v2(node, ctx):
     return save
 
 
-@kernel("RestoreV2")
+@kernel("RestoreV2", host_only=True)
 def _restore_v2(node, ctx):
     dtypes = node.attr["dtypes"]
     shapes = node.attr.get("shapes") or [None] * len(dtypes)
@@ -601,7 +601,7 @@ def _restore_one(reader: CheckpointReader, name, dtype, shape):
     return reader.get_tensor(name)
 
 
-@kernel("MergeV2Checkpoints")
+@kernel("MergeV2Checkpoints", host_only=True)
 def _merge_v2(node, ctx):
     delete_old_dirs = node.attr.get("delete_old_dirs", True)
 
@@ -633,7 +633,7 @@ def _remove_part(part: str, delete_dir: bool) -> None:
         shutil.rmtree(os.path.dirname(part), ignore_errors=True)
 
 
-@kernel("ShardedFilename")
+@kernel("ShardedFilename", host_only=True)
 def _sharded_filename(node, ctx):
     def sharded(basename, shard, num_shards):
         name = f"{as_str(basename)}-{int(shard):05d}-of-{int(num_shards):05d}"

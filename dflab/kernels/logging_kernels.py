@@ -62,7 +62,7 @@ def _first_n(first_n: int):
     return lambda: next(calls) < first_n
 
 
-@kernel("Print")
+@kernel("Print", host_only=True)
 def _print(node, ctx):
     message = node.attr.get("message", "")
     summarize = node.attr.get("summarize", 3)
@@ -77,7 +77,7 @@ def _print(node, ctx):
     return print_and_pass
 
 
-@kernel("PrintV2")
+@kernel("PrintV2", host_only=True)
 def _print_v2(node, ctx):
     parts = node.attr["parts"]  # literal text, or None where the next input goes
     stream = node.attr.get("output_stream", "stderr")

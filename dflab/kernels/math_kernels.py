@@ -15,7 +15,6 @@ import inspect
 
 import numpy as np
 
-from dflab.kernels import intra_op
 from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.sequence_ops import range_size
@@ -156,7 +155,7 @@ def _cast(node, ctx):
 def _matmul(node, ctx):
     ta, tb = node.attr["transpose_a"], node.attr["transpose_b"]
     # On the host, a product big enough is split among the intra-op threads (see intra_op).
-    matmul = intra_op.matmul if ctx.xp is np else ctx.xp.matmul
+    matmul = ctx.intra_op.matmul if ctx.xp is np else ctx.xp.matmul
     if not ta and not tb:
         return matmul
     return lambda a, b: matmul(a.T if ta else a, b.T if tb else b)
@@ -196,7 +195,7 @@ def _bga(sx, sy):
     return np.array(rx, dtype=np.int32), np.array(ry, dtype=np.int32)
 
 
-register_kernel("BroadcastGradientArgs", fn=_bga)
+register_kernel("BroadcastGradientArgs", host_memory_inputs=(0, 1), fn=_bga)
 
 
 # --- reductions -----------------------------------------------------------------------------------
@@ -324,15 +323,17 @@ def _highest(dt):
     return np.inf if dt.kind == "f" else np.iinfo(dt).max
 
 
-register_kernel("Sum", factory=_reduction("sum", keep_dtype=True))
-register_kernel("Prod", factory=_reduction("prod", keep_dtype=True))
-register_kernel("Max", factory=_reduction("max", keep_dtype=False, identity=_lowest))
-register_kernel("Min", factory=_reduction("min", keep_dtype=False, identity=_highest))
-register_kernel("Any", factory=_reduction("any", keep_dtype=False))
-register_kernel("All", factory=_reduction("all", keep_dtype=False))
+register_kernel("Sum", host_memory_inputs=(1,), factory=_reduction("sum", keep_dtype=True))
+register_kernel("Prod", host_memory_inputs=(1,), factory=_reduction("prod", keep_dtype=True))
+register_kernel("Max", host_memory_inputs=(1,),
+                factory=_reduction("max", keep_dtype=False, identity=_lowest))
+register_kernel("Min", host_memory_inputs=(1,),
+                factory=_reduction("min", keep_dtype=False, identity=_highest))
+register_kernel("Any", host_memory_inputs=(1,), factory=_reduction("any", keep_dtype=False))
+register_kernel("All", host_memory_inputs=(1,), factory=_reduction("all", keep_dtype=False))
 
 
-@kernel("Mean")
+@kernel("Mean", host_memory_inputs=(1,))
 def _mean(node, ctx):
     keep = node.attr["keep_dims"]
     dt = node.input_types[0]._np
@@ -360,7 +361,7 @@ def _reduced_shape(shape, axes):
     return out
 
 
-register_kernel("ReducedShape", fn=_reduced_shape)
+register_kernel("ReducedShape", host_memory_inputs=(0, 1), fn=_reduced_shape)
 
 
 def _arg_kernel(fn_name):
@@ -383,8 +384,8 @@ def _arg_kernel(fn_name):
     return factory
 
 
-register_kernel("ArgMax", factory=_arg_kernel("argmax"))
-register_kernel("ArgMin", factory=_arg_kernel("argmin"))
+register_kernel("ArgMax", host_memory_inputs=(1,), factory=_arg_kernel("argmax"))
+register_kernel("ArgMin", host_memory_inputs=(1,), factory=_arg_kernel("argmin"))
 
 
 # --- scans ----------------------------------------------------------------------------------------
@@ -419,8 +420,8 @@ def _scan_kernel(ufunc_name, fn_name, identity):
     return factory
 
 
-register_kernel("Cumsum", factory=_scan_kernel("add", "cumsum", 0))
-register_kernel("Cumprod", factory=_scan_kernel("multiply", "cumprod", 1))
+register_kernel("Cumsum", host_memory_inputs=(1,), factory=_scan_kernel("add", "cumsum", 0))
+register_kernel("Cumprod", host_memory_inputs=(1,), factory=_scan_kernel("multiply", "cumprod", 1))
 
 
 # --- sequences ------------------------------------------------------------------------------------
@@ -452,14 +453,14 @@ def _host_linspace(start, stop, num, dt):
     return out
 
 
-@kernel("Range")
+@kernel("Range", host_memory_inputs=(0, 1, 2))
 def _range(node, ctx):
     dt = node.output_types[0]._np
     to_device = ctx.xp.asarray
     return lambda start, limit, delta: to_device(_host_range(start, limit, delta, dt))
 
 
-@kernel("LinSpace")
+@kernel("LinSpace", host_memory_inputs=(0, 1, 2))
 def _linspace(node, ctx):
     dt = node.input_types[0]._np
     to_device = ctx.xp.asarray
@@ -504,5 +505,5 @@ def _segment_sum(xp, data, ids):
     return _segment_scatter(xp, data, ids, n)
 
 
-register_kernel("UnsortedSegmentSum", xp=_unsorted_segment_sum)
+register_kernel("UnsortedSegmentSum", host_memory_inputs=(2,), xp=_unsorted_segment_sum)
 register_kernel("SegmentSum", xp=_segment_sum)

@@ -157,7 +157,7 @@ def _xent(node, ctx):
 
 @kernel("SparseSoftmaxCrossEntropyWithLogits")
 def _sparse_xent(node, ctx):
-    xp = ctx.xp
+    xp, pool = ctx.xp, ctx.intra_op
 
     def sparse_xent(logits, labels):
         logits, labels = xp.asarray(logits), xp.asarray(labels)
@@ -174,7 +174,7 @@ def _sparse_xent(node, ctx):
                 None, node, f"Received a label value of {v} which is outside the valid range "
                 f"of [0, {k}).  Label values: {' '.join(map(str, np.ravel(host(labels))))}")
         if xp is np and logits.ndim >= 1 and logits.size and logits.dtype.kind == "f":
-            return _host_sparse_xent(logits, labels)
+            return _host_sparse_xent(logits, labels, pool)
         idx = labels[..., None].astype(np.intp)
         with np.errstate(all="ignore"):
             log_p = _log_softmax(xp, logits, -1)
@@ -186,12 +186,12 @@ def _sparse_xent(node, ctx):
     return sparse_xent
 
 
-def _host_sparse_xent(logits, labels):
+def _host_sparse_xent(logits, labels, pool: intra_op.IntraOpPool):
     """Sparse softmax cross-entropy on the host, row by row as TF's kernel: with ``s`` the
     sum of ``exp(x - max)``, the loss is ``log(s) - (x[label] - max)`` and the gradient
     ``exp(x - max) / s - onehot``, each written into its output buffer in five passes over the
     logits (a language model's 400x10000 logits made a dozen, with four temporaries as big),
-    the rows split among the intra-op threads."""
+    the rows split among ``pool``'s threads."""
     k = logits.shape[-1]
     x = logits.reshape(-1, k)
     flat_labels = labels.reshape(-1).astype(np.intp)
@@ -210,7 +210,7 @@ def _host_sparse_xent(logits, labels):
             e[at_label] -= 1
 
     work = float(x.size) * 5 * intra_op.PASS_WORK
-    intra_op.run_chunks(rows, intra_op.chunks(np, x.shape[0], work))
+    pool.run_chunks(rows, pool.chunks(np, x.shape[0], work))
     return loss.reshape(labels.shape), backprop.reshape(logits.shape)
 
 

@@ -25,9 +25,10 @@ from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, register_kernel
 
 
-def _random_kernel(op_type: str):
-    """Register the decorated factory for ``op_type``; its results (host arrays drawn by the
-    generator) go to the device's memory through ``xp.asarray``."""
+def _random_kernel(op_type: str, **declared):
+    """Register the decorated factory for ``op_type`` (``declared``: ``register_kernel``'s
+    host-memory arguments); its results (host arrays drawn by the generator) go to the
+    device's memory through ``xp.asarray``."""
 
     def deco(factory):
         def on_device(node, ctx):
@@ -37,7 +38,7 @@ def _random_kernel(op_type: str):
             to_device = ctx.xp.asarray
             return lambda *args: to_device(draw(*args))
 
-        register_kernel(op_type, factory=on_device)
+        register_kernel(op_type, factory=on_device, **declared)
         return factory
 
     return deco
@@ -78,7 +79,7 @@ def _work_dtype(np_dt):
     return np.float64 if np_dt == np.float64 else np.float32
 
 
-@_random_kernel("RandomStandardNormal")
+@_random_kernel("RandomStandardNormal", host_memory_inputs=(0,))
 def _standard_normal(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 
@@ -89,7 +90,7 @@ def _standard_normal(node, ctx):
     return standard_normal
 
 
-@_random_kernel("TruncatedNormal")
+@_random_kernel("TruncatedNormal", host_memory_inputs=(0,))
 def _truncated_normal(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
     work = _work_dtype(dt)
@@ -106,7 +107,7 @@ def _truncated_normal(node, ctx):
     return truncated_normal
 
 
-@_random_kernel("RandomUniform")
+@_random_kernel("RandomUniform", host_memory_inputs=(0,))
 def _uniform(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
 
@@ -125,7 +126,7 @@ def _uniform(node, ctx):
     return uniform
 
 
-@_random_kernel("RandomUniformInt")
+@_random_kernel("RandomUniformInt", host_memory_inputs=(0, 1, 2))
 def _uniform_int(node, ctx):
     gen = _generator(node, ctx)
 
@@ -140,7 +141,7 @@ def _uniform_int(node, ctx):
     return uniform_int
 
 
-@kernel("RandomShuffle")
+@kernel("RandomShuffle", host_only=True)
 def _shuffle(node, ctx):
     gen, xp = _generator(node, ctx), ctx.xp
 
@@ -188,7 +189,7 @@ def _multinomial(node, ctx):
     return multinomial
 
 
-@_random_kernel("RandomGamma")
+@_random_kernel("RandomGamma", host_only=True)
 def _gamma(node, ctx):
     gen, host = _generator(node, ctx), _host_reader(ctx.xp)
 
@@ -203,7 +204,7 @@ def _gamma(node, ctx):
     return gamma
 
 
-@_random_kernel("RandomPoissonV2")
+@_random_kernel("RandomPoissonV2", host_only=True)
 def _poisson(node, ctx):
     gen, dt = _generator(node, ctx), node.attr["dtype"]._np
     host = _host_reader(ctx.xp)

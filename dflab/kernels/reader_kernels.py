@@ -95,11 +95,11 @@ def _reader_factory(kind: str):
     return factory
 
 
-kernel("TextLineReaderV2")(_reader_factory("text_line"))
-kernel("WholeFileReaderV2")(_reader_factory("whole_file"))
+kernel("TextLineReaderV2", host_only=True)(_reader_factory("text_line"))
+kernel("WholeFileReaderV2", host_only=True)(_reader_factory("whole_file"))
 
 
-@kernel("ReaderReadV2", is_async=True)
+@kernel("ReaderReadV2", host_only=True, is_async=True)
 def _read(node, ctx):
     def read(execution, done, reader, queue):
         empty_files = [0]
@@ -132,12 +132,12 @@ def _read(node, ctx):
     return read
 
 
-@kernel("ReaderNumRecordsProducedV2")
+@kernel("ReaderNumRecordsProducedV2", host_only=True)
 def _num_records(node, ctx):
     return lambda reader: np.int64(reader.produced)
 
 
-@kernel("ReaderResetV2")
+@kernel("ReaderResetV2", host_only=True)
 def _reset(node, ctx):
     def reset(reader):
         reader.reset()
@@ -145,7 +145,7 @@ def _reset(node, ctx):
     return reset
 
 
-@kernel("ReadFile")
+@kernel("ReadFile", host_only=True)
 def _read_file(node, ctx):
     return lambda filename: np.array(read_whole(_name(filename), "ReadFile"), dtype=object)
 
@@ -243,7 +243,7 @@ def _convert(field: bytes, dtype, default, col: int, index: int, na_value: bytes
             f"{field.decode('utf-8', 'replace')}") from None
 
 
-@kernel("DecodeCSV")
+@kernel("DecodeCSV", host_only=True)
 def _decode_csv(node, ctx):
     a = node.attr
     types = list(a["OUT_TYPE"])

@@ -111,4 +111,4 @@ def _gather(node, ctx):
     return gather
 
 
-kernel("ResourceCountUpTo")(_count_up_to)
+kernel("ResourceCountUpTo", host_only=True)(_count_up_to)

@@ -105,5 +105,5 @@ def _py_func(node, ctx):
     return call
 
 
-kernel("PyFunc")(_py_func)
-kernel("PyFuncStateless")(_py_func)
+kernel("PyFunc", host_only=True)(_py_func)
+kernel("PyFuncStateless", host_only=True)(_py_func)

@@ -287,7 +287,7 @@ for _op, _ufunc in (("ScatterUpdate", None), ("ScatterAdd", "add"), ("ScatterSub
     kernel("Resource" + _op)(_resource_scatter(_scatter(_ufunc)))
 
 
-@kernel("CountUpTo")
+@kernel("CountUpTo", host_only=True)
 def _count_up_to(node, ctx):
     limit = node.attr["limit"]
     xp = ctx.xp

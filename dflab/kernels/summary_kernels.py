@@ -1,6 +1,6 @@
 """Kernels of the summary ops: each returns a serialized TensorBoard ``Summary`` (bytes).
 
-They run on the host only (``HOST_ONLY_OPS``): their output is a string and their work is
+They run on the host only (``host_only=True``): their output is a string and their work is
 protobuf encoding. What they compute matches TF 1.x, so TensorBoard draws the same pictures:
 
 - ``HistogramSummary`` uses TF's fixed bucket edges (0, and +-1e-12 growing by 10% up to 1e20,
@@ -99,7 +99,7 @@ def _tag(value) -> str:
     return _bytes(value).decode("utf-8", "replace")
 
 
-@kernel("HistogramSummary")
+@kernel("HistogramSummary", host_only=True)
 def _histogram_summary(node, ctx):
     summary_pb2, histogram_pb2 = tb_proto("summary_pb2"), tb_proto("histogram_pb2")
 
@@ -121,7 +121,7 @@ def _histogram_summary(node, ctx):
 
 # --- scalar ---------------------------------------------------------------------------------
 
-@kernel("ScalarSummary")
+@kernel("ScalarSummary", host_only=True)
 def _scalar_summary(node, ctx):
     summary_pb2 = tb_proto("summary_pb2")
 
@@ -176,7 +176,7 @@ def float_image_to_uint8(img: np.ndarray, bad_color: np.ndarray) -> np.ndarray:
     return out
 
 
-@kernel("ImageSummary")
+@kernel("ImageSummary", host_only=True)
 def _image_summary(node, ctx):
     summary_pb2 = tb_proto("summary_pb2")
     max_images = int(node.attr.get("max_images", 3))
@@ -221,7 +221,7 @@ def tensor_proto(value: np.ndarray, dtype):
     return proto
 
 
-@kernel("TensorSummaryV2")
+@kernel("TensorSummaryV2", host_only=True)
 def _tensor_summary(node, ctx):
     summary_pb2 = tb_proto("summary_pb2")
     dtype = node.input_types[1]
@@ -243,7 +243,7 @@ def _tensor_summary(node, ctx):
 
 # --- merge ----------------------------------------------------------------------------------
 
-@kernel("MergeSummary")
+@kernel("MergeSummary", host_only=True)
 def _merge_summary(node, ctx):
     summary_pb2 = tb_proto("summary_pb2")
 

@@ -207,7 +207,7 @@ def _in_memory_of(xp, value):
     return xp.asarray(value)
 
 
-@kernel("TensorArrayV3")
+@kernel("TensorArrayV3", host_memory_inputs=(0,))
 def _tensor_array(node, ctx):
     a = node.attr
     dtype = a["dtype"].as_numpy_dtype
@@ -238,7 +238,7 @@ def _tensor_array_grad(node, ctx):
     return grad
 
 
-@kernel("TensorArrayWriteV3")
+@kernel("TensorArrayWriteV3", host_memory_inputs=(1,))
 def _write(node, ctx):
     def write(handle, index, value, flow):
         with handle.lock:
@@ -248,7 +248,7 @@ def _write(node, ctx):
     return write
 
 
-@kernel("TensorArrayReadV3")
+@kernel("TensorArrayReadV3", host_memory_inputs=(1,))
 def _read(node, ctx):
     xp = ctx.xp
 
@@ -259,7 +259,7 @@ def _read(node, ctx):
     return read
 
 
-@kernel("TensorArrayGatherV3")
+@kernel("TensorArrayGatherV3", host_memory_inputs=(1,))
 def _gather(node, ctx):
     element_shape = _shape_attr(node, "element_shape")
     dtype = node.attr["dtype"].as_numpy_dtype
@@ -278,7 +278,7 @@ def _gather(node, ctx):
     return gather
 
 
-@kernel("TensorArrayScatterV3")
+@kernel("TensorArrayScatterV3", host_memory_inputs=(1,))
 def _scatter(node, ctx):
     def scatter(handle, indices, value, flow):
         idx = host(indices).reshape(-1)
@@ -297,7 +297,7 @@ def _scatter(node, ctx):
     return scatter
 
 
-@kernel("TensorArraySizeV3")
+@kernel("TensorArraySizeV3", host_memory_outputs=(0,))
 def _size(node, ctx):
     def size(handle, flow):
         with handle.lock:
@@ -306,7 +306,7 @@ def _size(node, ctx):
     return size
 
 
-@kernel("TensorArrayConcatV3")
+@kernel("TensorArrayConcatV3", host_memory_outputs=(1,))
 def _concat(node, ctx):
     except0 = _shape_attr(node, "element_shape_except0")
     dtype = node.attr["dtype"].as_numpy_dtype
@@ -335,7 +335,7 @@ def _concat(node, ctx):
     return concat
 
 
-@kernel("TensorArraySplitV3")
+@kernel("TensorArraySplitV3", host_memory_inputs=(2,))
 def _split(node, ctx):
     def split(handle, value, lengths, flow):
         value = _in_memory_of(handle.xp, value)

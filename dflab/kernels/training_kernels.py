@@ -147,7 +147,7 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
                     _check_dense(op_type, ref_names, arrays, grad)
                     if xp is np and arrays[0].size >= _UPDATE_BLOCK:
                         _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares,
-                                           in_place)
+                                           in_place, ctx.intra_op)
                         return refs[0]
                     new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
                     for r, a in zip(refs, new):
@@ -217,7 +217,7 @@ _PASSES = 4
 
 
 def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spares,
-                       in_place: bool) -> None:
+                       in_place: bool, pool: intra_op.IntraOpPool = intra_op.SERIAL) -> None:
     """``update`` applied block by block, into the variable's and its slots' own arrays when
     ``in_place`` is allowed and nothing else holds them, else into recycled buffers, which are
     then installed. The rules are elementwise, so the blocks give the whole-array update's
@@ -236,7 +236,7 @@ def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spar
     else:
         outs = [spares.take(i, var.shape, var.dtype) for i in range(len(arrays))]
     try:
-        _update_blocks(update, attrs, arrays, outs, scalars, grad)
+        _update_blocks(update, attrs, arrays, outs, scalars, grad, pool)
     finally:
         if in_place:
             for a in arrays:
@@ -259,7 +259,7 @@ def _held_by_variables_only(arrays) -> bool:
     return all(sys.getrefcount(arrays[i]) <= SOLE_OWNER_REFS for i in range(len(arrays)))
 
 
-def _update_blocks(update, attrs, arrays, outs, scalars, grad) -> None:
+def _update_blocks(update, attrs, arrays, outs, scalars, grad, pool) -> None:
     """The blocked update of ``arrays`` into ``outs``, which may be ``arrays`` themselves:
     each block is read whole before any of it is written."""
     var = arrays[0]
@@ -287,7 +287,7 @@ def _update_blocks(update, attrs, arrays, outs, scalars, grad) -> None:
 
     n_blocks = -(-size // _UPDATE_BLOCK)
     work = float(size) * len(arrays) * _PASSES * intra_op.PASS_WORK
-    intra_op.run_chunks(blocks, intra_op.chunks(np, n_blocks, work))
+    pool.run_chunks(blocks, pool.chunks(np, n_blocks, work))
 
 
 def _resource_form(factory, n_refs: int, writes_rows: bool):

@@ -1,14 +1,155 @@
-"""``ConfigProto``, ``RunOptions``, ``RunMetadata``: TF1's session configuration records.
+"""``ConfigProto``, ``RunOptions``, ``RunMetadata``: TF1's session configuration records, and
+``DflabOptions``: dflab's own options.
 
-Plain attribute containers with TF's field names, so TF1 code that builds them by keyword or sets
-fields afterwards works unchanged.
+TF's records are plain attribute containers with TF's field names, so TF1 code that builds them
+by keyword or sets fields afterwards works unchanged. dflab's own options (simulated devices,
+placement policy, step replay…) are one frozen, typed record, ``ConfigProto.dflab``, given as
+``ConfigProto(dflab={...})``: every option is declared, typed and documented once, below; an
+unknown name or a value of the wrong type is an error when the config is made, never a setting
+silently ignored, and the runtime reads the options as attributes (``config.dflab.placement``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from dflab.framework.display import RichDisplay
+
+PLACEMENT_POLICIES = ("tf", "cost_model")
+COST_MODEL_OPTIONS = ("unknown_dim_size",)
+
+
+def _doc(text: str) -> dict:
+    return {"doc": text}
+
+
+@dataclass(frozen=True)
+class DflabOptions:
+    """dflab's session options (``ConfigProto(dflab={...})``); see each field's ``doc``
+    (``DflabOptions.describe()`` lists them). Frozen: change one with
+    ``config.dflab = dataclasses.replace(config.dflab, gpu_step_replay=True)``."""
+
+    simulated_devices: Mapping = field(default_factory=dict, metadata=_doc(
+        "{device type: n}: exactly n simulated devices of that type, whatever the hardware "
+        "(for 'CPU', the same as device_count)"))
+    device_params: Mapping = field(default_factory=dict, metadata=_doc(
+        "{'GPU' or 'GPU:1': {parameter: value}}: cost-model parameters of a device type or of "
+        "one device (runtime.devices.PARAM_NAMES)"))
+    placement: str = field(default="tf", metadata=_doc(
+        f"placement policy, one of {PLACEMENT_POLICIES}: TF's rules, or the cost model for "
+        "groups no rule pins"))
+    cost_model: Mapping = field(default_factory=dict, metadata=_doc(
+        f"options of the cost-model placer, among {COST_MODEL_OPTIONS}: the size assumed for "
+        "an unknown dimension"))
+    gpu_step_replay: bool = field(default=False, metadata=_doc(
+        "capture a step that runs wholly on one GPU as a CUDA graph and replay it"))
+    intra_op_split_products: bool = field(default=True, metadata=_doc(
+        "with intra_op_parallelism_threads above one, split matrix products among the "
+        "intra-op threads (BLAS on one thread per call) rather than on BLAS's own threads"))
+    ray_namespace: str | None = field(default=None, metadata=_doc(
+        "the Ray namespace of a server's task actors (else $DFLAB_RAY_NAMESPACE, else "
+        "'dflab')"))
+
+    def __post_init__(self):
+        _check_counts("simulated_devices", self.simulated_devices)
+        _check_mapping("device_params", self.device_params, Mapping)
+        for name, params in self.device_params.items():
+            _check_mapping(f"device_params[{name!r}]", params, (int, float))
+        _check_choice("placement", self.placement, PLACEMENT_POLICIES,
+                      "Unknown placement policy")
+        _check_mapping("cost_model", self.cost_model, int)
+        for key in self.cost_model:
+            _check_choice("cost_model", key, COST_MODEL_OPTIONS, "Unknown cost_model option")
+        _check_type("gpu_step_replay", self.gpu_step_replay, bool)
+        _check_type("intra_op_split_products", self.intra_op_split_products, bool)
+        if self.ray_namespace is not None:
+            _check_type("ray_namespace", self.ray_namespace, str)
+        # Copies: a caller's dict changed later changes nothing here.
+        object.__setattr__(self, "simulated_devices", dict(self.simulated_devices))
+        object.__setattr__(self, "device_params",
+                           {k: dict(v) for k, v in self.device_params.items()})
+        object.__setattr__(self, "cost_model", dict(self.cost_model))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def describe(cls) -> str:
+        """Every option with its default and what it does, one per line."""
+        lines = []
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            lines.append(f"{f.name} (default {default!r}): {f.metadata['doc']}")
+        return "\n".join(lines)
+
+    @classmethod
+    def from_value(cls, value) -> DflabOptions:
+        """``value`` (None, a ``DflabOptions`` or a mapping of option names to values) as
+        options; an unknown name is a ``TypeError`` naming the valid ones."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"ConfigProto(dflab=...) takes a dict of dflab options, not "
+                            f"{type(value).__name__}")
+        unknown = [k for k in value if k not in cls.names()]
+        if unknown:
+            raise TypeError(_unknown_message(unknown[0], cls.names()))
+        return cls(**value)
+
+    def get(self, name: str, default=None):
+        """The option ``name`` (what reading the old ``dflab`` dict with ``.get`` gave, for
+        code written against it); an unknown name is a ``TypeError`` as in ``from_value``.
+        Every option has a value, so ``default`` is never returned."""
+        if name not in self.names():
+            raise TypeError(_unknown_message(name, self.names()))
+        return getattr(self, name)
+
+
+def _unknown_message(name, valid) -> str:
+    close = difflib.get_close_matches(str(name), valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"Unknown dflab option {name!r}{hint}; the options are: {', '.join(valid)}"
+
+
+def _type_name(t) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(_type_name(x) for x in t)
+    return {Mapping: "dict"}.get(t, t.__name__)
+
+
+def _check_type(name: str, value, expected) -> None:
+    # A bool is an int to Python; an option that takes a number does not take True.
+    ok = isinstance(value, expected) and (expected is bool or not isinstance(value, bool))
+    if not ok:
+        raise TypeError(f"dflab option {name} must be {_type_name(expected)}, not "
+                        f"{type(value).__name__} ({value!r})")
+
+
+def _check_mapping(name: str, value, value_type) -> None:
+    _check_type(name, value, Mapping)
+    for k, v in value.items():
+        _check_type(f"{name} key", k, str)
+        _check_type(f"{name}[{k!r}]", v, value_type)
+
+
+def _check_counts(name: str, value) -> None:
+    _check_mapping(name, value, int)
+    for k, v in value.items():
+        if v < 0:
+            raise ValueError(f"dflab option {name}[{k!r}] must be >= 0, got {v}")
+
+
+def _check_choice(name: str, value, choices, what: str) -> None:
+    _check_type(name, value, str)
+    if value not in choices:
+        raise ValueError(f"{what} {value!r}; expected one of {choices}")
 
 
 class GPUOptions:
@@ -82,10 +223,18 @@ class ConfigProto:
         # A session on a cluster sees only the devices matching one of these ("/job:ps",
         # "/job:worker/task:1"…); none: every device of the cluster.
         self.device_filters = list(device_filters or [])
-        # dflab extensions (documented in the README): placement policy, simulated devices…
-        self.dflab = dict(extra.pop("dflab", {}) or {})
+        # dflab's own options, typed and checked (``DflabOptions``).
+        self.dflab = extra.pop("dflab", None)
         if extra:
             raise TypeError(f"ConfigProto got unexpected fields: {sorted(extra)}")
+
+    @property
+    def dflab(self) -> DflabOptions:
+        return self._dflab
+
+    @dflab.setter
+    def dflab(self, value) -> None:
+        self._dflab = DflabOptions.from_value(value)
 
     def inter_op_threads(self) -> int:
         return self.inter_op_parallelism_threads or (os.cpu_count() or 1)

@@ -248,7 +248,7 @@ class Device:
         self.streams = {"compute": Stream(f"{self.short_name}/compute")}
         # The executor looks kernels up under ctx.device_type: give it the lookup type.
         self.context = KernelContext(self.name, self.kernel_device_type, xp, self.resources,
-                                     owner)
+                                     owner, self.bind_kernel)
 
     @property
     def short_name(self) -> str:
@@ -262,6 +262,13 @@ class Device:
     def compute_stream(self) -> Stream | None:
         """The stream a serial device runs its kernels on; None where ops run in parallel."""
         return self.streams["compute"] if self.type.serial else None
+
+    def bind_kernel(self, kernel_def, node_def, fn):
+        """``fn``, the kernel ``kernel_def``'s factory built for ``node_def``, as this device
+        runs it: called once per plan, when the kernel is bound. A host device runs it as it
+        is; an accelerator wraps it (its stream, its inputs' memory: see ``GPUDevice``), reading
+        what the kernel declared at registration (``KernelDef.host_inputs``...)."""
+        return fn
 
     @property
     def fuses_by_default(self) -> bool:
@@ -385,15 +392,15 @@ class DeviceSet:
     def from_config(cls, config, owner=None, task: str = LOCAL_TASK) -> DeviceSet:
         """The devices ``config`` asks for, named under ``task`` (``/job:ps/replica:0/task:1``
         for a task of a cluster)."""
-        opts = getattr(config, "dflab", {}) or {}
+        opts = config.dflab
         counts = {k.upper(): int(v) for k, v in (config.device_count or {}).items()}
-        forced = {k.upper(): int(v) for k, v in (opts.get("simulated_devices") or {}).items()}
+        forced = {k.upper(): v for k, v in opts.simulated_devices.items()}
         for k, v in list(counts.items()) + list(forced.items()):
             if v < 0:
                 raise ValueError(f"device count for {k} must be >= 0, got {v}")
         if counts.get("CPU", 1) < 1 or forced.get("CPU", 1) < 1:
             raise ValueError("device_count['CPU'] must be at least 1")
-        params = opts.get("device_params") or {}
+        params = opts.device_params
         devices = []
         for dtype in dict.fromkeys(["CPU", *_BACKENDS, *counts, *forced]):
             backend = _BACKENDS.get(dtype)

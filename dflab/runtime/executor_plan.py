@@ -19,9 +19,7 @@ deadness) lives in its ``Execution``, so one plan serves every step that runs it
 from __future__ import annotations
 
 from dflab.framework import errors
-from dflab.kernels.context import HOST
-from dflab.kernels.gpu_kernels import host_memory_inputs
-from dflab.kernels.registry import get_kernel_def, has_kernel
+from dflab.kernels.registry import get_kernel_def
 from dflab.runtime.fused_loops import fuse_frame
 from dflab.runtime.plan_node import (
     CONTROL_FLOW_OPS,
@@ -68,18 +66,6 @@ class _DerefMerge:
 
     def __call__(self, value, index):
         return self.fn(value.read() if index in self.refs else value, index)
-
-
-def _host_twin(op, node_def):
-    """A function building ``op``'s host (CPU) kernel, for a GPU to run it on host values
-    (shape arithmetic): None for a stateful op or one without a CPU kernel."""
-    if op._op_def.stateful or op._op_def.ref_inputs or not has_kernel(op.type, "CPU"):
-        return None
-
-    def build():
-        return get_kernel_def(node_def, "CPU").factory(node_def, HOST)
-
-    return build
 
 
 def _is_ref(t) -> bool:
@@ -301,12 +287,7 @@ class ExecutorPlan:
         elif deref and not getattr(fn, "accepts_refs", False):
             lead = 2 if kd.is_async else 1 if kd.takes_step else 0  # (step[, done], *inputs)
             fn = _Deref(fn, [i + lead for i in deref])
-        if ctx.launch is not None and not kd.is_async:
-            # A GPU: the kernel runs on the device's own stream, and host values reaching
-            # inputs it does not read on the host are copied to the device.
-            lead = 1 if kd.takes_step else 0
-            fn = ctx.launch(fn, host_memory_inputs(op.type, len(op._inputs), node_def.attr),
-                            lead, _host_twin(op, node_def))
+        fn = ctx.bind_kernel(kd, node_def, fn)  # the device's hook (a GPU's stream, memory)
         node.fn = fn
         node.takes_step = kd.takes_step
         node.is_async = kd.is_async

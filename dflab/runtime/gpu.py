@@ -3,9 +3,9 @@
 A GPU device computes with ``xp = cupy``: its kernels are the CPU's kernels bound to CuPy
 (``dflab.kernels.gpu_kernels``). What it adds to a ``Device``:
 
-* **Streams.** Its own CUDA streams: ``compute`` (every kernel of the device runs there: the
-  kernel context's ``launch`` wraps each bound kernel so that it is issued with this device and
-  stream current, whichever executor thread calls it), ``host_to_device`` and
+* **Streams.** Its own CUDA streams: ``compute`` (every kernel of the device runs there:
+  ``bind_kernel`` wraps each kernel when a plan binds it so that it is issued with this device
+  and stream current, whichever executor thread calls it), ``host_to_device`` and
   ``device_to_host`` for transfers, so copies overlap compute. The streams are *blocking*
   streams (not ``non_blocking``): work a user issues on CuPy's legacy default stream stays
   ordered with dflab's.
@@ -31,8 +31,9 @@ has no real GPUs (simulated ones still work). Tests pass a strict NumPy-backed s
 the module (``tests/gpu/strict_cupy.py``) to run this very code without a GPU.
 
 **Host memory.** As TF's ``HostMemory`` kernels, shapes, sizes, int32 constants and the shape
-arithmetic on them stay NumPy values (``dflab.kernels.gpu_kernels``); ``launch`` moves one to
-the device only where a kernel needs it there.
+arithmetic on them stay NumPy values: each kernel declares at registration which of its inputs
+it reads on the host (``register_kernel(..., host_memory_inputs=...)``), and ``bind_kernel``
+moves a host value to the device only where it reaches any other input.
 
 Invariant: a value of this device is a CuPy array on its CUDA device, produced on its compute
 stream, or a host-memory value (a NumPy array or scalar); every value that leaves the device
@@ -46,6 +47,9 @@ import threading
 
 import numpy as np
 
+from dflab.framework.registry import get_op_def
+from dflab.kernels.context import HOST
+from dflab.kernels.registry import get_kernel_def, has_kernel
 from dflab.runtime.devices import (
     LOCAL_TASK,
     Device,
@@ -131,7 +135,6 @@ class GPUDevice(Device):
                          description=name, memory_limit=limit)
         self.memory = PoolMemory(self.pool, limit)
         self.streams = {k: CudaStream(f"{self.short_name}/{k}", s) for k, s in streams.items()}
-        self.context.launch = self.launch
         # Host buffers of copies still in flight, with the event that ends each.
         self._in_flight: list = []
         self._in_flight_lock = threading.Lock()
@@ -161,6 +164,17 @@ class GPUDevice(Device):
                 yield blocks
             finally:
                 self._retained = None
+
+    def bind_kernel(self, kernel_def, node_def, fn):
+        """``fn`` as this GPU runs it (``launch``), with the inputs ``kernel_def`` declares host
+        memory left on the host and its host kernel as the twin for integer shape arithmetic.
+        An asynchronous kernel (a ``_Recv``) is left as it is: it computes nothing, and its
+        wait must hold no stream."""
+        if kernel_def.is_async:
+            return fn
+        lead = 1 if kernel_def.takes_step else 0  # fn(step, *inputs)
+        return self.launch(fn, kernel_def.host_inputs(node_def), lead,
+                           _host_twin(node_def))
 
     def launch(self, fn, host_inputs: frozenset | None = None, lead: int = 0,
                host_twin=None):
@@ -309,6 +323,19 @@ class GPUDevice(Device):
     def sync(self) -> None:
         for stream in self.streams.values():
             stream.synchronize()
+
+
+def _host_twin(node_def):
+    """A function building ``node_def``'s host (CPU) kernel, for a GPU to run it on host values
+    (shape arithmetic): None for a stateful op or one without a CPU kernel."""
+    op_def = get_op_def(node_def.op)
+    if op_def.stateful or op_def.ref_inputs or not has_kernel(node_def.op, "CPU"):
+        return None
+
+    def build():
+        return get_kernel_def(node_def, "CPU").factory(node_def, HOST)
+
+    return build
 
 
 def _all_host_integers(args, lead: int) -> bool:

@@ -15,7 +15,8 @@ TF 1.x's rules (``placer.cc``), in order:
    under ``allow_soft_placement``; conflicting jobs or tasks are always an error.
 3. **Kernel availability.** A device can run an op when the kernel registry has a kernel for
    the device's ``kernel_device_type`` and the device does not exclude it: simulated GPUs mirror
-   TF, which has no GPU kernels for string tensors or for the ops in ``CPU_ONLY_OPS``.
+   TF, which has no GPU kernels for string tensors or for ops whose kernel is registered
+   ``host_only`` (``registry.is_host_only``).
 4. The group goes to the first device, in TF's preference order (GPU before CPU, then by
    index), that matches the request and can run every member. Without one, the request is an
    ``InvalidArgumentError`` naming op and device; with ``allow_soft_placement`` the request is
@@ -42,17 +43,14 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.display import RichDisplay
-from dflab.kernels.gpu_kernels import HOST_ONLY_OPS
-from dflab.kernels.registry import has_kernel, kernel_device_types
-from dflab.runtime.config import ConfigProto
+from dflab.kernels.registry import has_kernel, is_host_only, kernel_device_types
+from dflab.runtime.config import PLACEMENT_POLICIES, ConfigProto
 from dflab.runtime.devices import DeviceSet, spec_matches
 from dflab.runtime.fetches import mapper_for
 from dflab.runtime.subgraph import prune, topological_order
 
-# Ops TF registers only for CPU, so never placed on a GPU (even a simulated one).
-CPU_ONLY_OPS = HOST_ONLY_OPS
 METADATA_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
-POLICIES = ("tf", "cost_model")
+POLICIES = PLACEMENT_POLICIES
 
 # Rules a Placement can name.
 EXPLICIT, COLOCATION, KERNEL, SOFT, DEFAULT, METADATA, GENERATOR, COST_MODEL, STATEFUL = (
@@ -88,7 +86,7 @@ def unsupported_reason(op, device) -> str | None:
     if not has_kernel(op.type, ktype):
         return f"no {ktype} kernel for {op.type}"
     if device.type.accelerator:  # TF has no accelerator kernels for these (nor do we)
-        if op.type in CPU_ONLY_OPS:
+        if is_host_only(op.type):
             return f"TensorFlow has no {device.device_type} kernel for {op.type}"
         if _has_string(op):
             return f"TensorFlow keeps string tensors off {device.device_type} devices"
@@ -441,10 +439,7 @@ def _apply_heuristics(ops, groups, group_of, in_set, policy) -> None:
 # --- entry point ----------------------------------------------------------------------------------
 
 def _policy(config) -> str:
-    policy = (getattr(config, "dflab", None) or {}).get("placement", "tf")
-    if policy not in POLICIES:
-        raise ValueError(f"Unknown placement policy {policy!r}; expected one of {POLICIES}")
-    return policy
+    return config.dflab.placement  # one of POLICIES: ConfigProto checks it
 
 
 def place(ops, devices, config, pinned=None) -> dict:
@@ -495,8 +490,7 @@ def _preferred_type(capable: list) -> list:
 def _apply_cost_model(ops, devs, groups, group_of, config) -> None:
     from dflab.runtime import cost_model
 
-    opts = (getattr(config, "dflab", None) or {}).get("cost_model", {}) or {}
-    unknown = int(opts.get("unknown_dim_size", cost_model.UNKNOWN_DIM_SIZE))
+    unknown = config.dflab.cost_model.get("unknown_dim_size", cost_model.UNKNOWN_DIM_SIZE)
     movable = {g.key for g in groups if g.rule in (DEFAULT, KERNEL)}
     fixed = {id(op): g.device for g in groups if g.key not in movable for op in g.members}
     floating = {id(g.members[0]): g.capable for g in groups

@@ -298,23 +298,24 @@ class Worker:
         self._pool = None
         self._pool_lock = threading.Lock()
         self._closed = False
-        self._blas_limits = None
-        self._intra_op_before = None
+        self._intra_op = None
         if config.intra_op_parallelism_threads:
             self._set_intra_op(config.intra_op_parallelism_threads,
-                               bool(config.dflab.get("intra_op_split_products", True)))
+                               config.dflab.intra_op_split_products)
         # Values cross between devices as they are unless two memory spaces meet here.
         spaces = {d.memory_space for d in self.devices}
         self._copy = self._copy_between_devices if len(spaces) > 1 else None
 
     def _set_intra_op(self, n: int, split_products: bool) -> None:
-        """Host kernels run on ``n`` threads: big work in chunks on threads of their own,
-        matrix products too with ``split_products`` (BLAS then on one thread per call), else
-        on BLAS's ``n`` threads (see ``dflab.kernels.intra_op`` for when each pays)."""
-        from threadpoolctl import threadpool_limits
-
-        self._blas_limits = threadpool_limits(1 if n > 1 and split_products else n)
-        self._intra_op_before = intra_op.set_threads(n, split_products)
+        """Host kernels of this worker's devices run on ``n`` threads of a pool of its own:
+        big work in chunks, matrix products too with ``split_products`` (BLAS then on one
+        thread per call), else on BLAS's ``n`` threads (see ``dflab.kernels.intra_op`` for
+        when each pays). Devices owned elsewhere (a cluster's servers) keep their owner's."""
+        self._intra_op = intra_op.IntraOpPool(n, split_products)
+        self._intra_op.hold_blas()
+        if self._owns_devices:
+            for device in self.devices:
+                device.context.intra_op = self._intra_op
 
     @property
     def closed(self) -> bool:
@@ -340,7 +341,7 @@ class Worker:
             memory = None
         part = RegisteredPartition(next(self._handles), spec.device, eplan, spec.feed_index,
                                    stream, memory)
-        if getattr(self._config, "dflab", {}).get("gpu_step_replay"):
+        if self._config.dflab.gpu_step_replay:
             self._set_up_replay(part)
         self._partitions[part.handle] = part
         return part
@@ -618,10 +619,8 @@ class Worker:
         self.cancel_steps(errors.CancelledError(None, None, "The session was closed"))
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._blas_limits is not None:
-            self._blas_limits.restore_original_limits()
-        if self._intra_op_before is not None:
-            intra_op.set_threads(*self._intra_op_before)
+        if self._intra_op is not None:
+            self._intra_op.close()
         if self._owns_devices:
             self.devices.close()
 

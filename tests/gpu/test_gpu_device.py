@@ -315,7 +315,7 @@ def test_integer_shape_arithmetic_on_a_gpu_stays_on_the_host(strict_gpu):
 
 
 def test_a_fused_reduction_reads_its_axes_in_host_memory(strict_gpu):
-    from dflab.kernels.gpu_kernels import host_memory_inputs
+    from dflab.kernels.registry import get_kernel_def
 
     x = tf.placeholder(tf.float32, [8, 4])
     with tf.device("/gpu:0"):
@@ -326,6 +326,6 @@ def test_a_fused_reduction_reads_its_axes_in_host_memory(strict_gpu):
                                 s.master.get_plan([plain], [], ()))
                  for part in p.parts for n in part.executor_plan.nodes
                  if n.op.type == "_FusedElementwise"]
-    got = [host_memory_inputs(op.type, len(op.inputs), op.node_def.attr) for op in fused]
+    got = [get_kernel_def(op.node_def, "GPU").host_inputs(op.node_def) for op in fused]
     # The reduction's axes (its last input) stay on the host; a plain group has none.
     assert got == [frozenset({len(fused[0].inputs) - 1}), frozenset()]

@@ -1,5 +1,6 @@
 """Intra-op parallelism: split host kernels give the unsplit results, and a session's
-``intra_op_parallelism_threads`` turns the splitting on while it is open."""
+``intra_op_parallelism_threads`` gives its kernels a pool of their own, which another session's
+setting never changes."""
 
 import threading
 import weakref
@@ -14,19 +15,27 @@ from dflab.kernels import conv_kernels, intra_op
 
 @pytest.fixture
 def three_threads(monkeypatch):
-    monkeypatch.setattr(intra_op, "MIN_WORK", 1000)  # small test arrays are split too
+    """A pool of three threads, splitting products, that splits small test arrays too."""
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1000)
     monkeypatch.setattr(intra_op, "MIN_PRODUCT_WORK", 1000)
-    before = intra_op.set_threads(3, split_products=True)
-    yield
-    intra_op.set_threads(*before)
+    pool = intra_op.IntraOpPool(3, split_products=True)
+    yield pool
+    pool.close()
+
+
+def _pool_of(sess):
+    """The intra-op pool a session's host kernels were bound with."""
+    return sess.devices["CPU:0"].context.intra_op
 
 
 def test_chunks_cover_the_range_once(three_threads):
-    bounds = intra_op.chunks(np, 10, intra_op.MIN_WORK)
+    pool = three_threads
+    bounds = pool.chunks(np, 10, intra_op.MIN_WORK)
     assert bounds == [(0, 4), (4, 7), (7, 10)]
-    assert intra_op.chunks(np, 2, intra_op.MIN_WORK) == [(0, 1), (1, 2)]
-    assert intra_op.chunks(np, 10, intra_op.MIN_WORK - 1) == [(0, 10)]  # too little work
-    assert intra_op.chunks(object(), 10, intra_op.MIN_WORK) == [(0, 10)]  # not NumPy
+    assert pool.chunks(np, 2, intra_op.MIN_WORK) == [(0, 1), (1, 2)]
+    assert pool.chunks(np, 10, intra_op.MIN_WORK - 1) == [(0, 10)]  # too little work
+    assert pool.chunks(object(), 10, intra_op.MIN_WORK) == [(0, 10)]  # not NumPy
+    assert intra_op.SERIAL.chunks(np, 10, intra_op.MIN_WORK) == [(0, 10)]  # one thread
 
 
 def test_run_chunks_raises_the_error_after_every_chunk_ran(three_threads):
@@ -39,18 +48,19 @@ def test_run_chunks_raises_the_error_after_every_chunk_ran(three_threads):
         return lo
 
     with pytest.raises(ValueError, match="chunk 4"):
-        intra_op.run_chunks(fn, [(0, 4), (4, 7), (7, 10)])
+        three_threads.run_chunks(fn, [(0, 4), (4, 7), (7, 10)])
     assert sorted(ran) == [0, 4, 7]
-    assert intra_op.run_chunks(lambda lo, hi: hi - lo, [(0, 4), (4, 7)]) == [4, 3]
+    assert three_threads.run_chunks(lambda lo, hi: hi - lo, [(0, 4), (4, 7)]) == [4, 3]
 
 
 def test_run_chunks_from_many_threads_at_once_gives_each_its_own_results(three_threads):
     # Eight callers share two pool threads: a chunk no idle thread is left for runs on its
     # caller, and every caller gets its chunks' results in order.
+    pool = three_threads
+
     def call(i):
         bounds = [(k, k + 1) for k in range(5)]
-        return intra_op.run_chunks(lambda lo, hi: (i, lo, threading.current_thread().name),
-                                   bounds)
+        return pool.run_chunks(lambda lo, hi: (i, lo, threading.current_thread().name), bounds)
 
     with ThreadPoolExecutor(8) as callers:
         results = list(callers.map(call, range(64)))
@@ -59,7 +69,8 @@ def test_run_chunks_from_many_threads_at_once_gives_each_its_own_results(three_t
     names = [name for got in results for _, _, name in got]
     assert "dflab-intra-op" in names  # the pool's threads ran chunks
     assert any(name != "dflab-intra-op" for name in names)  # and callers ran the rest
-    assert sorted(intra_op._idle, key=id) == sorted(intra_op._workers, key=id)  # all back
+    assert len(pool._workers) == 2  # the caller and two threads of its own
+    assert sorted(pool._idle, key=id) == sorted(pool._workers, key=id)  # all back
 
 
 @pytest.mark.parametrize("shape, by_rows", [((20, 400, 800), False), ((400, 20, 800), True),
@@ -69,22 +80,23 @@ def test_split_matmul_takes_rows_unless_the_output_has_few(three_threads, monkey
                                                           by_rows):
     # three threads: rows when each chunk gets at least 64 of them, or m >= n
     m, k, n = shape
-    seen = []
-    real_chunks = intra_op.chunks
-    monkeypatch.setattr(intra_op, "chunks", lambda xp, size, work, products=False:
+    pool, seen = three_threads, []
+    real_chunks = pool.chunks
+    monkeypatch.setattr(pool, "chunks", lambda xp, size, work, products=False:
                         seen.append(size) or real_chunks(xp, size, work, products))
     a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
-    np.testing.assert_array_equal(intra_op.matmul(a, b), np.full((m, n), k, np.float32))
+    np.testing.assert_array_equal(pool.matmul(a, b), np.full((m, n), k, np.float32))
     assert seen == [m if by_rows else n]
 
 
 def test_split_matmul_equals_numpy(three_threads):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((301, 200)), rng.standard_normal((200, 70))
-    np.testing.assert_allclose(intra_op.matmul(a, b), a @ b, rtol=1e-12)
-    np.testing.assert_allclose(intra_op.matmul(a.T.copy().T, b), a @ b, rtol=1e-12)
+    pool = three_threads
+    np.testing.assert_allclose(pool.matmul(a, b), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(pool.matmul(a.T.copy().T, b), a @ b, rtol=1e-12)
     with pytest.raises(ValueError):
-        intra_op.matmul(a, a)
+        pool.matmul(a, a)
 
 
 @pytest.mark.parametrize("shape", [(7, 50, 301), (301, 50, 7), (20, 30, 20)])
@@ -100,7 +112,7 @@ def test_split_matmul_by_rows_or_columns_equals_the_product(three_threads, shape
         a = a.T.copy().T
     elif order == "transposed_b":
         b = b.T.copy().T
-    got = intra_op.matmul(a, b)
+    got = three_threads.matmul(a, b)
     assert got.shape == (m, n) and got.flags.c_contiguous
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
@@ -123,6 +135,15 @@ def _conv_net_values():
     return graph, fetches
 
 
+def _count_splits(monkeypatch) -> list:
+    """The number of chunks of every split (``run_chunks``) any pool makes from now on."""
+    calls = []
+    real_run_chunks = intra_op.IntraOpPool.run_chunks
+    monkeypatch.setattr(intra_op.IntraOpPool, "run_chunks", lambda pool, fn, bounds:
+                        calls.append(len(bounds)) or real_run_chunks(pool, fn, bounds))
+    return calls
+
+
 def _blas_threads():
     from threadpoolctl import threadpool_info
     return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
@@ -137,23 +158,24 @@ def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch, spl
         want = sess.run(fetches)
     config = tf.ConfigProto(intra_op_parallelism_threads=3,
                             dflab={"intra_op_split_products": split_products})
-    before = intra_op.threads(), intra_op.splits_products()
+    blas_before = _blas_threads()
     split = {True: [], False: []}  # bounds per call, products or not
-    real_chunks = intra_op.chunks
+    real_chunks = intra_op.IntraOpPool.chunks
 
-    def chunks(xp, n, work, products=False):
-        bounds = real_chunks(xp, n, work, products)
+    def chunks(pool, xp, n, work, products=False):
+        bounds = real_chunks(pool, xp, n, work, products)
         split[products].append(len(bounds))
         return bounds
 
-    monkeypatch.setattr(intra_op, "chunks", chunks)
+    monkeypatch.setattr(intra_op.IntraOpPool, "chunks", chunks)
     with tf.Session(graph=graph, config=config) as sess:
-        assert intra_op.threads() == 3
-        assert intra_op.splits_products() is split_products
+        pool = _pool_of(sess)
+        assert pool.threads == 3
+        assert pool.splits_products is split_products
         # Products on BLAS's three threads, or split in Python with BLAS on one per call.
         assert _blas_threads() == ({1} if split_products else {3})
         got = sess.run(fetches)
-    assert (intra_op.threads(), intra_op.splits_products()) == before
+    assert _blas_threads() == blas_before
     # The convolutions (products) are chunked only when products are split; the elementwise
     # ops (y * y, sin) always are.
     assert (max(split[True]) > 1) is split_products
@@ -188,12 +210,9 @@ def test_max_pool_grad_in_blocks_and_chunks_is_unchanged(monkeypatch, threads):
         want = sess.run(grads)
     monkeypatch.setattr(conv_kernels, "_POOL_BLOCK_BYTES", 1)  # one image per block
     monkeypatch.setattr(intra_op, "MIN_WORK", 1)
-    before = intra_op.set_threads(threads)
-    try:
-        with tf.Session(graph=graph) as sess:
-            got = sess.run(grads)
-    finally:
-        intra_op.set_threads(*before)
+    with tf.Session(graph=graph,
+                    config=tf.ConfigProto(intra_op_parallelism_threads=threads)) as sess:
+        got = sess.run(grads)
     np.testing.assert_array_equal(got[0], want[0])
 
 
@@ -208,10 +227,7 @@ def test_big_elementwise_ops_split_among_threads_give_the_same_bits(monkeypatch)
         fetches = [y, tf.gradients(tf.reduce_sum(tf.nn.relu(x * b)), [x])[0], tf.equal(x, b)]
     with tf.Session(graph=graph) as sess:
         want = sess.run(fetches)
-    calls = []
-    real_run_chunks = intra_op.run_chunks
-    monkeypatch.setattr(intra_op, "run_chunks",
-                        lambda fn, bounds: calls.append(len(bounds)) or real_run_chunks(fn, bounds))
+    calls = _count_splits(monkeypatch)
     monkeypatch.setattr(intra_op, "MIN_WORK", 1 << 10)
     config = tf.ConfigProto(intra_op_parallelism_threads=2)
     with tf.Session(graph=graph, config=config) as sess:
@@ -223,9 +239,9 @@ def test_big_elementwise_ops_split_among_threads_give_the_same_bits(monkeypatch)
 
 
 def test_elementwise_split_leaves_what_it_cannot_split_to_the_kernel():
-    previous = intra_op.set_threads(2)
+    pool = intra_op.IntraOpPool(2)
     try:
-        add = intra_op.elementwise(np.add)
+        add = pool.elementwise(np.add)
         big = np.ones((4, 1 << 20), np.float32)
         with pytest.raises(ValueError, match="broadcast"):  # NumPy's own error, unchanged
             add(big, np.ones((3, 1 << 20), np.float32))
@@ -234,7 +250,7 @@ def test_elementwise_split_leaves_what_it_cannot_split_to_the_kernel():
         np.testing.assert_array_equal(add(big, 2), big + 2)
         assert add(big, 2).dtype == np.float32
     finally:
-        intra_op.set_threads(*previous)
+        pool.close()
 
 
 def test_add_n_of_many_terms_splits_where_two_terms_of_the_same_size_would_not(monkeypatch):
@@ -247,10 +263,7 @@ def test_add_n_of_many_terms_splits_where_two_terms_of_the_same_size_would_not(m
     want = terms[0] + terms[1]
     for t in terms[2:]:
         want = want + t  # left to right, as AddN adds
-    calls = []
-    real_run_chunks = intra_op.run_chunks
-    monkeypatch.setattr(intra_op, "run_chunks",
-                        lambda fn, bounds: calls.append(len(bounds)) or real_run_chunks(fn, bounds))
+    calls = _count_splits(monkeypatch)
     # 64x40 elements are one pass's work below the threshold, eleven passes' above it.
     monkeypatch.setattr(intra_op, "MIN_WORK", 64 * 40 * intra_op.PASS_WORK * 4)
     config = tf.ConfigProto(intra_op_parallelism_threads=2)
@@ -266,13 +279,86 @@ def test_add_n_of_many_terms_splits_where_two_terms_of_the_same_size_would_not(m
 def test_pool_threads_let_go_of_a_finished_chunks_arrays():
     # A pool thread that kept its last chunk's closure would keep the op's arrays alive (and
     # make a variable's array look held to the in-place optimizer update).
-    previous = intra_op.set_threads(2)
+    pool = intra_op.IntraOpPool(2)
     try:
         a = np.ones(1000)
         alive = weakref.ref(a)
         # the chunk holds the array itself (a default, not a cell ``del`` would empty)
-        intra_op.run_chunks(lambda lo, hi, a=a: float(a[lo:hi].sum()), [(0, 500), (500, 1000)])
+        pool.run_chunks(lambda lo, hi, a=a: float(a[lo:hi].sum()), [(0, 500), (500, 1000)])
         del a
         assert alive() is None
     finally:
-        intra_op.set_threads(*previous)
+        pool.close()
+
+
+def test_sessions_with_different_intra_op_threads_split_each_by_its_own(monkeypatch):
+    monkeypatch.setattr(intra_op, "MIN_WORK", 1 << 10)  # split even these small ops
+    monkeypatch.setattr(intra_op, "MIN_PRODUCT_WORK", 1 << 10)
+    rng = np.random.default_rng(7)
+    x_val = rng.standard_normal((64, 300)).astype(np.float32)
+    b_val = rng.standard_normal(300).astype(np.float32)
+    w_val = rng.standard_normal((300, 200)).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/cpu:0"):
+        x, b, w = tf.constant(x_val), tf.constant(b_val), tf.constant(w_val)
+        y = tf.nn.relu(x + b)  # elementwise
+        m = tf.matmul(x, w)  # a product
+    want = {y: np.maximum(x_val + b_val, 0), m: x_val @ w_val}
+    splits = _count_splits(monkeypatch)
+    one = tf.Session(graph=graph, config=tf.ConfigProto(intra_op_parallelism_threads=1))
+    two = tf.Session(graph=graph, config=tf.ConfigProto(intra_op_parallelism_threads=2))
+    try:
+        # Plans of each session built and run between the other's: the one-thread session's
+        # first plan is built after the two-thread session opened, its second after the
+        # two-thread session's steps ran.
+        for sess, fetches in [(one, [y, m]), (two, [y, m]), (one, [y, m]), (two, [m]),
+                              (one, [y]), (two, [y]), (one, [m])]:
+            splits.clear()
+            got = sess.run(fetches)
+            for t, g in zip(fetches, got):
+                np.testing.assert_allclose(g, want[t], rtol=1e-5, atol=1e-4)
+            if sess is one:
+                assert splits == [], "the one-thread session's kernels split"
+            else:
+                assert splits and set(splits) == {2}  # every big op, in two chunks
+    finally:
+        one.close()
+        two.close()
+    assert (_pool_of(one).threads, _pool_of(two).threads) == (1, 2)
+
+
+def test_blas_threads_follow_the_newest_open_session_and_come_back():
+    before = _blas_threads()
+    on_blas = tf.Session(config=tf.ConfigProto(
+        intra_op_parallelism_threads=3, dflab={"intra_op_split_products": False}))
+    assert _blas_threads() == {3}
+    split = tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=2))
+    assert _blas_threads() == {1}  # products split: BLAS on one thread per call
+    on_blas.close()  # the other session is still open: its setting stays
+    assert _blas_threads() == {1}
+    split.close()
+    assert _blas_threads() == before
+
+
+def test_a_closed_pool_ends_its_threads_and_still_runs_chunks_on_its_caller():
+    pool = intra_op.IntraOpPool(3)
+    names = pool.run_chunks(lambda lo, hi: threading.current_thread().name,
+                            [(0, 1), (1, 2), (2, 3)])
+    assert names.count("dflab-intra-op") == 2
+    workers = list(pool._workers)
+    pool.close()
+    for worker in workers:
+        worker.thread.join(5)
+        assert not worker.thread.is_alive()
+    assert pool.run_chunks(lambda lo, hi: (lo, threading.current_thread().name),
+                           [(0, 1), (1, 2)]) == [(0, threading.current_thread().name),
+                                                 (1, threading.current_thread().name)]
+
+
+def test_closing_a_session_closes_its_pool():
+    with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=2)) as sess:
+        pool = _pool_of(sess)
+        pool.run_chunks(lambda lo, hi: None, [(0, 1), (1, 2)])  # starts its thread
+        (worker,) = pool._workers
+    worker.thread.join(5)
+    assert not worker.thread.is_alive()

@@ -105,15 +105,15 @@ def test_nan_windows_and_infinite_gradients():
 def test_fast_path_agrees_with_the_tap_by_tap_path(monkeypatch, threads):
     x = np.maximum(RNG.standard_normal((7, 9, 10, 3)), 0).astype(np.float32)  # zero windows
     g = RNG.standard_normal((7, 5, 5, 3)).astype(np.float32)
-    win = conv_kernels._Window(np, 9, 10, 2, 2, 2, 2, 1, 1, "SAME")
+    pool = intra_op.IntraOpPool(threads)
+    win = conv_kernels._Window(np, 9, 10, 2, 2, 2, 2, 1, 1, "SAME", pool)
     general = conv_kernels._route_to_max(win, x, g)
     monkeypatch.setattr(conv_kernels, "_POOL_BLOCK_BYTES", 1)  # one image per block
     monkeypatch.setattr(intra_op, "MIN_WORK", 1)
-    before = intra_op.set_threads(threads)
     try:
         fast = conv_kernels._max_pool_grad_2x2(win, x, g)
     finally:
-        intra_op.set_threads(*before)
+        pool.close()
     np.testing.assert_array_equal(fast, general)
 
 

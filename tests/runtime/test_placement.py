@@ -7,11 +7,10 @@ import pytest
 
 import dflab as tf
 from dflab.framework.registry import register_op
-from dflab.kernels.registry import has_kernel, kernel
+from dflab.kernels.registry import has_kernel, kernel, kernel_defs
 from dflab.runtime import cost_model as cm
 from dflab.runtime.devices import DeviceSet
 from dflab.runtime.placer import (
-    CPU_ONLY_OPS,
     Placement,
     PlacementReport,
     explain_placement,
@@ -139,7 +138,7 @@ def test_group_with_a_cpu_only_member_goes_to_cpu():
 
 # --- kernel availability and soft placement -------------------------------------------------------
 
-@pytest.mark.parametrize("op_type", sorted(CPU_ONLY_OPS))
+@pytest.mark.parametrize("op_type", sorted(kd.op_type for kd in kernel_defs() if kd.host_only))
 def test_simulated_gpus_refuse_cpu_only_ops(op_type):
     ds = DeviceSet.from_config(_cfg(**GPUS))
 

@@ -82,13 +82,14 @@ def test_blocks_shared_among_intra_op_threads_give_the_same_bits(monkeypatch, op
     scalars = [np.float32(x) for x in SCALARS[op_type]]
     plain = rule(np, {}, arrays, scalars, g)
     refs = [_Ref(a) for a in arrays]
-    previous = intra_op.set_threads(3)
+    pool = intra_op.IntraOpPool(3)
     try:
-        split = intra_op.chunks(np, 8, 8 * 64 * n_slots * tk._PASSES * intra_op.PASS_WORK)
+        split = pool.chunks(np, 8, 8 * 64 * n_slots * tk._PASSES * intra_op.PASS_WORK)
         assert len(split) == 3  # the blocks really are shared
-        tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots), True)
+        tk._host_dense_update(rule, {}, refs, arrays, scalars, g, tk._Spares(n_slots), True,
+                              pool)
     finally:
-        intra_op.set_threads(*previous)
+        pool.close()
     for r, p in zip(refs, plain):
         np.testing.assert_array_equal(r.value, np.asarray(p, np.float32))
 
