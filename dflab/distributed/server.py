@@ -63,7 +63,7 @@ class Server:
         self._address = cluster.task_address(job_name, task_index)
         self._config = config if config is not None else ConfigProto()
         self._protocol = protocol or "grpc"
-        self._namespace = (self._config.dflab.get("ray_namespace")
+        self._namespace = (self._config.dflab.ray_namespace
                            or os.environ.get("DFLAB_RAY_NAMESPACE") or "dflab")
         self._task = None  # the running Task (in-process)
         self._actor = None  # the task's Ray actor (protocol "ray")

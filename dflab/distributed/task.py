@@ -43,6 +43,20 @@ class TaskRendezvous(LocalRendezvous):
         self._task = task
         self.transfers: list = []
 
+    def send(self, key: str, value) -> None:
+        if self._copy is not None and self._task.owner_of(key.split(";", 4)[3]) is not None:
+            # For another task: it leaves as it is; the receiving task moves it to its device.
+            with self._lock:
+                if self._error is not None:
+                    raise self._error
+                waiter = self._waiters.pop(key, None)
+                if waiter is None:
+                    self._values[key] = value
+                    return
+            waiter(value, None)
+            return
+        super().send(key, value)
+
     def recv_async(self, key: str, callback) -> None:
         src = self._task.source_of(key)
         if src is None:
@@ -84,7 +98,7 @@ class Task:
         self.pull = pull
         self._rendezvous: dict[int, TaskRendezvous] = {}
         self._rendezvous_lock = threading.Lock()
-        self._sources: dict[str, str | None] = {}  # sending device -> its task (None: ours)
+        self._owners: dict[str, str | None] = {}  # device -> its task (None: this one)
 
     @property
     def closed(self) -> bool:
@@ -93,11 +107,14 @@ class Task:
     # --- the rendezvous of steps ---------------------------------------------------------------
     def source_of(self, key: str) -> str | None:
         """The task that sends ``key``, or None when it is this one."""
-        device = key.split(";", 2)[1]
-        found = self._sources.get(device, False)
+        return self.owner_of(key.split(";", 2)[1])
+
+    def owner_of(self, device: str) -> str | None:
+        """The task owning ``device``, or None when it is this one (cached: steps ask)."""
+        found = self._owners.get(device, False)
         if found is False:
             task = task_of_device(device)
-            found = self._sources[device] = None if task == self.name else task
+            found = self._owners[device] = None if task == self.name else task
         return found
 
     def rendezvous(self, step_id: int) -> TaskRendezvous:

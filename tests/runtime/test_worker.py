@@ -242,16 +242,39 @@ def test_a_fused_reduction_rebuilds_from_its_node_def_alone():
         Worker(tf.ConfigProto()).register_partition_json(bad)
 
 
+_PROBES: dict = {}
+
+
+def _probe_op(x, probe):
+    """``x`` through an expensive, non-blocking test op that calls ``probe()`` when it runs
+    (a py_func would not do: it is blocking, so its plan never runs inline)."""
+    from dflab.framework import registry
+    from dflab.kernels.registry import register_kernel
+
+    if "TestCallbackProbe" not in registry.registered_ops():
+        registry.register_op("TestCallbackProbe",
+                             lambda op: [(op.inputs[0].dtype, op.inputs[0].shape)],
+                             expensive=True, stateful=True)
+
+        def factory(node, ctx):
+            fn = _PROBES[node.attr["key"]]
+            return lambda v: (fn(), v)[1]
+
+        register_kernel("TestCallbackProbe", factory=factory)
+    key = str(len(_PROBES))
+    _PROBES[key] = probe
+    return tf.get_default_graph().create_op("TestCallbackProbe", [x], attrs={"key": key}).outputs[0]
+
+
 def _matmul_chain_with_a_probe(probe):
-    """Several expensive nodes (matmuls, and a py_func calling ``probe``) and no control
+    """Several expensive nodes (matmuls, and a test op calling ``probe``) and no control
     flow: nothing a second inter-op thread could run in parallel."""
     rng = np.random.default_rng(3)
     a_val = rng.standard_normal((8, 8)).astype(np.float32)
     a = tf.constant(a_val)
     b = tf.matmul(a, a)
     c = tf.matmul(b, a) + tf.matmul(a, b)
-    probed = tf.py_func(lambda v: (probe(), v)[1], [c], tf.float32)
-    return tf.matmul(probed, a), a_val
+    return tf.matmul(_probe_op(c, probe), a), a_val
 
 
 def _record_calls(monkeypatch, name):
