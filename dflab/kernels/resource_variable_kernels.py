@@ -6,6 +6,10 @@ a new array (a value read earlier keeps its snapshot); on a GPU they write into 
 buffer and a read is a copy of it, so the buffer stays the variable's alone (what a captured
 step's replays need). The scatter and optimizer kernels of the resource
 forms live beside their reference forms (``state_kernels``, ``training_kernels``).
+
+Every kernel here holds the variable's lock while it reads or writes the value, as TF's
+resource kernels hold the variable's mutex: updates of a resource variable never interleave,
+and a read (a gather too) never sees a scatter's write half done.
 """
 
 from __future__ import annotations
@@ -104,9 +108,11 @@ def _gather(node, ctx):
     xp = ctx.xp
 
     def gather(state, indices):
-        var = state.read()
-        idx = _check_indices(xp, indices, var.shape[0], node.op)
-        return xp.take(var, idx, axis=0)
+        # Under the lock: scatters write rows into the variable's buffer in place.
+        with state.lock:
+            var = state.read()
+            idx = _check_indices(xp, indices, var.shape[0], node.op)
+            return xp.take(var, idx, axis=0)
 
     return gather
 

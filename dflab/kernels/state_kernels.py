@@ -6,12 +6,16 @@ shape and dtype match, as TF1's dense updates do: no allocation per step, and th
 captured step (``dflab.runtime.gpu_replay``) reads and writes stays the variable's
 (``write_variable``). Scatter updates write in place everywhere, as TF1 does, so a sparse
 update costs O(rows), not O(var).
-``use_locking`` holds the variable's lock across the read-modify-write.
-``CountUpTo`` (``tf.train.limit_epochs``' counter) always holds it.
+
+Locking (``VarState``): a reference variable's update holds the variable's lock across the
+read-modify-write when built with ``use_locking``; a resource variable's scatter always holds
+it, as TF's resource kernels hold the variable's mutex, and copies a buffer a resource read
+still holds (``unshare_locked``) under the same lock, so no reader gets a buffer between the
+copy and the write. ``CountUpTo`` (``tf.train.limit_epochs``' counter) always holds it.
 
 The arithmetic goes through the device's array namespace (``ctx.xp``), so a variable lives in
 its device's memory. NumPy arrays are frozen (read-only) while a variable holds them; a scatter
-unfreezes the variable's own buffer for the length of its write.
+unfreezes the variable's own buffer for the length of its write (``VarState.unfrozen``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,37 +40,25 @@ def _owned(xp, value):
     return xp.array(v, copy=True)
 
 
-@contextlib.contextmanager
-def _writing(var):
-    """Let a scatter write into the variable's own (frozen) NumPy buffer, then freeze it."""
-    frozen = isinstance(var, np.ndarray)
-    if frozen:
-        var.flags.writeable = True
-    try:
-        yield
-    finally:
-        if frozen:
-            var.flags.writeable = False
-
-
 # References to an array that only its variable holds: the VarState's slot, the one name (or
 # list slot) the caller reads it through, and getrefcount's own argument.
 SOLE_OWNER_REFS = 3
 
 
-def unshare(state, xp) -> None:
-    """Before an in-place write: give ``state`` a buffer of its own if a value read earlier
-    (a resource variable's read, still held by a consumer) shares it — TF's copy-on-write of a
-    variable's buffer while its reference count is above one."""
-    with state.lock:
-        value = state.read()
-        if _device_buffer(xp, value):
-            # A GPU's resource reads are copies (``resource_variable_kernels``): no value
-            # shares the buffer, and it must stay the variable's (a captured step's replays
-            # write into it; references the capture keeps would look like readers).
-            return
-        if sys.getrefcount(value) > SOLE_OWNER_REFS:
-            state.set(xp.array(value, copy=True))
+def unshare_locked(state, xp) -> None:
+    """Before an in-place write, with ``state.lock`` held (the lock resource reads take, so no
+    reader can get the buffer between this check and the write): give ``state`` a buffer of
+    its own if a value read earlier (a resource variable's read, still held by a consumer)
+    shares it — TF's copy-on-write of a variable's buffer while its reference count is above
+    one. The caller holds no reference to the value of its own."""
+    value = state.read()
+    if _device_buffer(xp, value):
+        # A GPU's resource reads are copies (``resource_variable_kernels``): no value
+        # shares the buffer, and it must stay the variable's (a captured step's replays
+        # write into it; references the capture keeps would look like readers).
+        return
+    if sys.getrefcount(value) > SOLE_OWNER_REFS:
+        state.set(xp.array(value, copy=True))
 
 
 def _device_buffer(xp, value) -> bool:
@@ -178,26 +171,38 @@ def _check_indices(xp, indices, n, op_name):
     return idx
 
 
+def _scatter_rows(ufunc_name, xp, op_name) -> Callable:
+    """``write(state, indices, updates)``: the scatter into the variable's own buffer,
+    applying ``xp.<ufunc_name>.at`` (repeated indices accumulate), or assigning rows when
+    ``ufunc_name`` is None (ScatterUpdate: the last write wins). The caller holds the lock it
+    needs; the buffer is referenced only while ``write`` runs."""
+    if ufunc_name is None:
+        apply = _scatter_update
+    elif ufunc_name in ("add", "subtract") and xp is np:
+        apply = functools.partial(_scatter_summed, getattr(np, ufunc_name))
+    else:
+        apply = getattr(xp, ufunc_name).at
+
+    def write(state, indices, updates) -> None:
+        var = state.read()
+        idx = _check_indices(xp, indices, var.shape[0], op_name)
+        with state.unfrozen(var):  # the variable owns this buffer (see _owned)
+            apply(var, idx, xp.broadcast_to(updates, idx.shape + var.shape[1:]))
+
+    return write
+
+
 def _scatter(ufunc_name):
-    """A scatter kernel applying ``xp.<ufunc_name>.at`` (repeated indices accumulate), or
-    assigning rows when ``ufunc_name`` is None (ScatterUpdate: the last write wins)."""
+    """A reference variable's ``Scatter<Op>``: under the variable's lock with ``use_locking``;
+    outputs the reference."""
 
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
-        xp = ctx.xp
-        if ufunc_name is None:
-            apply = _scatter_update
-        elif ufunc_name in ("add", "subtract") and xp is np:
-            apply = functools.partial(_scatter_summed, getattr(np, ufunc_name))
-        else:
-            apply = getattr(xp, ufunc_name).at
+        write = _scatter_rows(ufunc_name, ctx.xp, node.op)
 
         def scatter(ref, indices, updates):
             with _lock(ref, use_locking):
-                var = ref.read()
-                idx = _check_indices(xp, indices, var.shape[0], node.op)
-                with _writing(var):  # the variable owns this buffer (see _owned)
-                    apply(var, idx, xp.broadcast_to(updates, idx.shape + var.shape[1:]))
+                write(ref, indices, updates)
             return ref
 
         return scatter
@@ -263,16 +268,19 @@ def _group_sums(rows, where, starts, sizes):
     return totals
 
 
-def _resource_scatter(ref_factory):
-    """``ResourceScatter<Op>``: the reference kernel on an unshared buffer; no output."""
+def _resource_scatter(ufunc_name):
+    """``ResourceScatter<Op>``: always under the variable's lock, as TF's resource scatters hold
+    the variable's mutex, on a buffer no read holds (copied first under the same lock, so the
+    copy and the write are one step to readers); no output."""
 
     def factory(node, ctx):
-        scatter = ref_factory(node, ctx)
         xp = ctx.xp
+        write = _scatter_rows(ufunc_name, xp, node.op)
 
         def resource_scatter(state, indices, updates):
-            unshare(state, xp)
-            scatter(state, indices, updates)
+            with state.lock:
+                unshare_locked(state, xp)
+                write(state, indices, updates)
 
         return resource_scatter
 
@@ -284,7 +292,7 @@ for _op, _ufunc in (("ScatterUpdate", None), ("ScatterAdd", "add"), ("ScatterSub
                     ("ScatterMin", "minimum"), ("ScatterMax", "maximum")):
     if _op not in ("ScatterMin", "ScatterMax"):  # TF has no reference Scatter{Min,Max}
         kernel(_op)(_scatter(_ufunc))
-    kernel("Resource" + _op)(_resource_scatter(_scatter(_ufunc)))
+    kernel("Resource" + _op)(_resource_scatter(_ufunc))
 
 
 @kernel("CountUpTo", host_only=True)

@@ -1,11 +1,12 @@
 """Kernels for the fused optimizer updates of ``dflab.ops.training_ops``.
 
-Each kernel receives the variable and its slots as ``VarState`` references. With
-``use_locking`` it holds all of their locks, taken in one fixed order (by object id) so two
-updates sharing variables can never deadlock. Dense updates compute new arrays and store them
-with ``write_variable``: installed on host devices (readers keep consistent snapshots), written
-into the variables' own buffers on a GPU (so a training step can be captured and replayed);
-sparse updates sum repeated indices, then write the touched
+Each kernel receives the variable and its slots as ``VarState`` references. The reference
+forms with ``use_locking``, and the resource forms always (as TF's resource kernels hold the
+variables' mutexes), hold all of their locks across the whole update, taken in one fixed order
+(by object id) so two updates sharing variables can never deadlock. Dense updates compute new
+arrays and store them with ``write_variable``: installed on host devices (readers keep
+consistent snapshots), written into the variables' own buffers on a GPU (so a training step
+can be captured and replayed); sparse updates sum repeated indices, then write the touched
 rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
 
 On the host a big dense update runs block by block (each block's temporaries stay in cache:
@@ -16,8 +17,8 @@ update a buffer nobody else references. Otherwise it writes into output buffers 
 the arrays the kernel's previous update displaced (``_Spares``), once nothing else holds them
 (a fresh multi-megabyte array is faulted in page by page on every step), and installs them: a
 value a reader still holds is never written to. With intra-op threads the blocks are shared
-among them. The resource forms copy a shared buffer (``unshare``) before the other writes
-into the variable's own buffer (sparse rows, a GPU's dense update).
+among them. The resource forms copy a shared buffer (``unshare_locked``, under the same locks)
+before the other writes into the variable's own buffer (sparse rows, a GPU's dense update).
 The formulas follow TF's ``training_ops`` kernels term by term, computed with the device's
 array namespace (``ctx.xp``), so slots live where their variable does.
 """
@@ -33,7 +34,7 @@ import numpy as np
 from dflab.framework import errors
 from dflab.kernels import intra_op
 from dflab.kernels.registry import kernel
-from dflab.kernels.state_kernels import SOLE_OWNER_REFS, unshare, write_variable
+from dflab.kernels.state_kernels import SOLE_OWNER_REFS, unshare_locked, write_variable
 from dflab.ops.training_ops import signature
 
 
@@ -99,19 +100,12 @@ def _write_rows(xp, state, rows, values) -> None:
     if not buf.flags.owndata:
         buf = xp.array(buf, copy=True)
         state.set(buf)
-    # Only NumPy-like buffers have a read-only flag (CuPy's have none: nothing to unfreeze).
-    frozen = not getattr(buf.flags, "writeable", True)
-    if frozen:
-        buf.flags.writeable = True
-    try:
+    with state.unfrozen(buf):
         buf[rows] = values
-    finally:
-        if frozen:
-            buf.flags.writeable = False
 
 
 def _training_kernel(op_type, update, sparse=False, dense_rows=False):
-    """Register the kernel of ``op_type``.
+    """Register the kernels of ``op_type`` and ``Resource<op_type>``.
 
     ``update(xp, attrs, slots, scalars, grad) -> new slots`` works on whole arrays (dense ops) or
     on the gathered rows (sparse ops); ``slots`` and the result list the var first. With
@@ -124,58 +118,71 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
     scalar_pos = [value_names.index(n) for n in scalar_names]
     grad_pos = value_names.index("delta" if "delta" in value_names else "grad")
     idx_pos = value_names.index("indices") if sparse else None
+    writes_rows = sparse and not dense_rows
 
-    def factory(node, ctx):
-        use_locking = node.attr.get("use_locking", False)
+    def factory(node, ctx, resource=False):
         attrs = node.attr
         xp = ctx.xp
-        # A resource variable's host update may write in place (see the module docstring):
-        # it holds the locks that resource reads take. A ref variable's readers take none.
-        in_place = xp is np and not sparse and node.op.startswith("Resource")
-        locking = use_locking or in_place
-
+        # TF's resource kernels always hold their variables' locks; a reference variable's
+        # update holds them with ``use_locking``.
+        locking = resource or node.attr.get("use_locking", False)
+        # A resource variable's host update may write in place (see the module docstring),
+        # under the locks resource reads take too. A ref variable's readers take none.
+        in_place = resource and xp is np and not sparse
+        # Sparse rows, and a GPU's dense update, write into the variable's own buffers: a
+        # buffer a resource read still holds is copied first (a resource read promises a
+        # value); a host's dense update installs another buffer instead.
+        unshares = resource and (writes_rows or xp is not np)
         spares = _Spares(n_refs)
+
+        def apply(refs, values, scalars, grad) -> None:
+            """The update, with the locks it needs held. Its arrays die when it returns, before
+            the locks are released, so the next update finds the buffers held by their
+            variables only."""
+            if unshares:
+                for state in refs:
+                    unshare_locked(state, xp)
+            arrays = [xp.asarray(r.read()) for r in refs]
+            if not sparse:
+                _check_dense(op_type, ref_names, arrays, grad)
+                if xp is np and arrays[0].size >= _UPDATE_BLOCK:
+                    _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares,
+                                       in_place, ctx.intra_op)
+                    return
+                new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
+                for r, a in zip(refs, new):
+                    write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
+                return
+            _check_dense(op_type, ref_names, arrays, arrays[0])
+            if arrays[0].ndim == 0:
+                raise _invalid("var must be at least 1 dimensional")
+            grad = xp.asarray(grad)
+            if grad.shape[1:] != arrays[0].shape[1:]:
+                raise _invalid(f"var and grad must match in dimension 1 and up: "
+                               f"{list(arrays[0].shape)} vs {list(grad.shape)}")
+            rows, g = _dedup(xp, values[idx_pos], grad, arrays[0].shape[0], op_type)
+            if dense_rows:
+                new = update(xp, attrs, arrays, scalars, rows, g)
+                for r, a in zip(refs, new):
+                    write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
+                return
+            new = update(xp, attrs, [a[rows] for a in arrays], scalars, g)
+            del arrays  # _write_rows reads each buffer afresh
+            for r, a in zip(refs, new):
+                _write_rows(xp, r, rows, a)
 
         def run(*args):
             refs, values = args[:n_refs], args[n_refs:]
             scalars = [values[p] for p in scalar_pos]
             _check_scalars(scalar_names, scalars)
-            grad = values[grad_pos]
             with _locked(refs, locking), np.errstate(all="ignore"):
-                arrays = [xp.asarray(r.read()) for r in refs]
-                if not sparse:
-                    _check_dense(op_type, ref_names, arrays, grad)
-                    if xp is np and arrays[0].size >= _UPDATE_BLOCK:
-                        _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares,
-                                           in_place, ctx.intra_op)
-                        return refs[0]
-                    new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
-                    for r, a in zip(refs, new):
-                        write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
-                    return refs[0]
-                _check_dense(op_type, ref_names, arrays, arrays[0])
-                if arrays[0].ndim == 0:
-                    raise _invalid("var must be at least 1 dimensional")
-                grad = xp.asarray(grad)
-                if grad.shape[1:] != arrays[0].shape[1:]:
-                    raise _invalid(f"var and grad must match in dimension 1 and up: "
-                                   f"{list(arrays[0].shape)} vs {list(grad.shape)}")
-                rows, g = _dedup(xp, values[idx_pos], grad, arrays[0].shape[0], op_type)
-                if dense_rows:
-                    new = update(xp, attrs, arrays, scalars, rows, g)
-                    for r, a in zip(refs, new):
-                        write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
-                    return refs[0]
-                new = update(xp, attrs, [a[rows] for a in arrays], scalars, g)
-                for r, a in zip(refs, new):
-                    _write_rows(xp, r, rows, a)
+                apply(refs, values, scalars, values[grad_pos])
             return refs[0]
 
         return run
 
     kernel(op_type)(factory)
-    writes_rows = sparse and not dense_rows
-    kernel("Resource" + op_type)(_resource_form(factory, n_refs, writes_rows))
+    kernel("Resource" + op_type)(_resource_form(factory))
     return factory
 
 
@@ -290,22 +297,14 @@ def _update_blocks(update, attrs, arrays, outs, scalars, grad, pool) -> None:
     pool.run_chunks(blocks, pool.chunks(np, n_blocks, work))
 
 
-def _resource_form(factory, n_refs: int, writes_rows: bool):
-    """The kernel of ``Resource<Op>``: the same update on the states the handles name; it
-    outputs nothing. Sparse updates write rows in place, and a GPU's dense updates whole
-    buffers, so there a buffer a reader still holds is copied first (a resource read promises
-    a value); a host's dense update writes in place only a buffer nobody else holds, and
-    installs another otherwise, so it needs no copy."""
+def _resource_form(factory):
+    """The kernel of ``Resource<Op>``: the same update on the states the handles name, always
+    under their locks; it outputs nothing."""
 
     def resource_factory(node, ctx):
-        run = factory(node, ctx)
-        xp = ctx.xp
-        in_place = writes_rows or xp is not np
+        run = factory(node, ctx, resource=True)
 
         def resource_run(*args):
-            if in_place:
-                for state in args[:n_refs]:
-                    unshare(state, xp)
             run(*args)
 
         return resource_run

@@ -3,11 +3,20 @@
 A ``VarState`` is what a ref-typed tensor carries at run time: the variable's current value and
 its lock. Values are immutable by convention (stored read-only; updates install a new array), so
 a reader that got the old array keeps a consistent snapshot, and fetched values can never alias
-mutable state.
+mutable state. The updates that write into the variable's own buffer instead (scatters, sparse
+optimizer rows, a resource variable's unshared dense update) unfreeze it only for the length of
+their write (``unfrozen``).
+
+The locking rule: an update of a reference variable built with ``use_locking=True``, and every
+update of a resource variable, holds ``lock`` across its whole read-modify-write, as TF's
+kernels hold the variable's mutex; resource reads take it too. Reference variables' reads and
+their updates without ``use_locking`` take none: they may interleave (TF promises nothing about
+their totals), but never fail or change the variable's shape.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -16,13 +25,15 @@ from dflab.framework import errors
 
 
 class VarState:
-    __slots__ = ("name", "value", "lock", "device")
+    __slots__ = ("name", "value", "lock", "device", "_writers", "_writers_lock")
 
     def __init__(self, name: str, device: str = ""):
         self.name = name
         self.value = None
         self.lock = threading.Lock()
         self.device = device
+        self._writers: dict[int, int] = {}  # id of an unfrozen buffer -> writers in it
+        self._writers_lock = threading.Lock()
 
     @property
     def initialized(self) -> bool:
@@ -41,6 +52,29 @@ class VarState:
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
         self.value = value
+
+    @contextlib.contextmanager
+    def unfrozen(self, buffer):
+        """Let an update write into ``buffer`` (an array this variable holds; NumPy ones are
+        frozen while held) and freeze it again when the last update writing into it is done:
+        updates without ``use_locking`` hold no lock and may overlap, and the first one done
+        must not freeze the buffer under the others. Device buffers have no read-only flag."""
+        if not isinstance(buffer, np.ndarray):
+            yield
+            return
+        key = id(buffer)  # ``buffer`` is alive while any writer holds it: the key is its own
+        with self._writers_lock:
+            self._writers[key] = self._writers.get(key, 0) + 1
+            buffer.flags.writeable = True
+        try:
+            yield
+        finally:
+            with self._writers_lock:
+                left = self._writers.pop(key) - 1
+                if left:
+                    self._writers[key] = left
+                else:
+                    buffer.flags.writeable = False
 
     def __repr__(self):
         state = "uninitialized" if self.value is None else f"shape={np.shape(self.value)}"
