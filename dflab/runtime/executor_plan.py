@@ -19,12 +19,12 @@ deadness) lives in its ``Execution``, so one plan serves every step that runs it
 from __future__ import annotations
 
 from dflab.framework import errors
+from dflab.framework.op_kinds import BACK_EDGE_OPS, CONTROL_FLOW_OPS
 from dflab.kernels.context import HOST
 from dflab.kernels.gpu_kernels import host_memory_inputs
 from dflab.kernels.registry import get_kernel_def, has_kernel
 from dflab.runtime.fused_loops import fuse_frame
 from dflab.runtime.plan_node import (
-    CONTROL_FLOW_OPS,
     ENTER,
     EXIT,
     FUSED,
@@ -73,7 +73,7 @@ class _DerefMerge:
 def _host_twin(op, node_def):
     """A function building ``op``'s host (CPU) kernel, for a GPU to run it on host values
     (shape arithmetic): None for a stateful op or one without a CPU kernel."""
-    if op._op_def.stateful or op._op_def.ref_inputs or not has_kernel(op.type, "CPU"):
+    if op.op_def.stateful or op.op_def.ref_inputs or not has_kernel(op.type, "CPU"):
         return None
 
     def build():
@@ -99,7 +99,7 @@ class ExecutorPlan:
         for i, op in enumerate(self.ops):
             # A fused node produces the outputs of the op it replaced (dflab.runtime.fusion):
             # consumers find it through their input tensors' op.
-            for t in op._outputs:
+            for t in op.outputs:
                 index_of.setdefault(id(t.op), i)
         fed = {id(t): k for k, t in enumerate(self.feeds)}
         nodes = []
@@ -108,11 +108,11 @@ class ExecutorPlan:
             node.op = op
             node.index = i
             node.kind = KINDS.get(op.type, PLAIN)
-            node.n_out = len(op._outputs)
+            node.n_out = len(op.outputs)
             node.releases = ()
-            node.is_constant = bool(op._attrs.get("is_constant", False))
+            node.is_constant = bool(op.attrs.get("is_constant", False))
             # Runs even on dead inputs (a loop-gradient accumulator records "dead" too).
-            node.accepts_dead = bool(op._op_def.extra.get("accepts_dead", False))
+            node.accepts_dead = bool(op.op_def.extra.get("accepts_dead", False))
             nodes.append(node)
         self.nodes = nodes
         self.frames = [FrameInfo(ROOT, "", None, 1)]
@@ -158,12 +158,11 @@ class ExecutorPlan:
             if not self.cf:
                 node.in_frame = node.out_frame = ROOT
                 continue
-            producers = [t.op for t in op._inputs if id(t) not in fed]
+            producers = [t.op for t in op.inputs if id(t) not in fed]
             if node.kind == MERGE:  # a loop Merge's back edge comes from a later node
-                producers = [p for p in producers if p.type not in ("NextIteration",
-                                                                    "RefNextIteration")]
+                producers = [p for p in producers if p.type not in BACK_EDGE_OPS]
             if not producers:
-                producers = [c for c in op._control_inputs if id(c) in index_of]
+                producers = [c for c in op.control_inputs if id(c) in index_of]
             found = {nodes[index_of[id(p)]].out_frame for p in producers}
             if len(found) > 1:
                 names = ", ".join(sorted(self.frames[f].name or "(root)" for f in found))
@@ -173,12 +172,12 @@ class ExecutorPlan:
                     "tf.while_loop).")
             node.in_frame = found.pop() if found else ROOT
             if node.kind == ENTER:
-                key = (node.in_frame, op._attrs.get("frame_name", ""))
+                key = (node.in_frame, op.attrs.get("frame_name", ""))
                 if key not in child_of:
                     child_of[key] = len(self.frames)
                     self.frames.append(FrameInfo(len(self.frames), key[1], node.in_frame,
-                                                 op._attrs.get("parallel_iterations", 10)))
-                    self.frames[-1].site = getattr(op, "_site", "") or ""
+                                                 op.attrs.get("parallel_iterations", 10)))
+                    self.frames[-1].site = op.creation_site or ""
                 node.out_frame = child_of[key]
                 self.frames[node.out_frame].n_enters += 1
             elif node.kind == EXIT:
@@ -205,7 +204,7 @@ class ExecutorPlan:
             fin.nodes.append(node.index)
             fout = self.frames[node.out_frame]
             node.out_base = fout.n_slots
-            for t in node.op._outputs:
+            for t in node.op.outputs:
                 if id(t) not in fed:
                     slot_of[id(t)] = fout.n_slots
                 fout.n_slots += 1
@@ -222,7 +221,7 @@ class ExecutorPlan:
             pending = 0
             node.n_forward = node.n_back = 0
             ins = []
-            for pos, t in enumerate(op._inputs):
+            for pos, t in enumerate(op.inputs):
                 s = slot_of[id(t)]
                 ins.append(s)
                 if id(t) in fed:
@@ -242,7 +241,7 @@ class ExecutorPlan:
                         node.n_forward += 1
                 else:
                     pending += 1
-            for c in op._control_inputs:
+            for c in op.control_inputs:
                 j = index_of.get(id(c))
                 if j is not None:
                     self._check_same_frame(nodes[j], node)
@@ -294,8 +293,8 @@ class ExecutorPlan:
             raise node_error(e, op) from None
         except (ValueError, TypeError, NotImplementedError) as e:
             raise errors.InvalidArgumentError(None, op, str(e)) from None
-        ref_inputs = op._op_def.ref_inputs
-        deref = [i for i, t in enumerate(op._inputs) if _is_ref(t) and i not in ref_inputs]
+        ref_inputs = op.op_def.ref_inputs
+        deref = [i for i, t in enumerate(op.inputs) if _is_ref(t) and i not in ref_inputs]
         if deref and op.type == "Merge":
             fn = _DerefMerge(fn, frozenset(deref))
         elif deref and not getattr(fn, "accepts_refs", False):
@@ -305,16 +304,16 @@ class ExecutorPlan:
             # A GPU: the kernel runs on the device's own stream, and host values reaching
             # inputs it does not read on the host are copied to the device.
             lead = 1 if kd.takes_step else 0
-            fn = ctx.launch(fn, host_memory_inputs(op.type, len(op._inputs), node_def.attr),
+            fn = ctx.launch(fn, host_memory_inputs(op.type, len(op.inputs), node_def.attr),
                             lead, _host_twin(op, node_def))
         node.fn = fn
         node.takes_step = kd.takes_step
         node.is_async = kd.is_async
         # A _Send/_Recv inside a loop frame (partitioned loops): the kernel is told the frame
         # and iteration, which make its rendezvous key unique per iteration.
-        node.frame_tagged = bool(op._attrs.get("_frame_tagged", False))
-        node.expensive = op._op_def.expensive or op._op_def.blocking
-        node.blocking = op._op_def.blocking
+        node.frame_tagged = bool(op.attrs.get("_frame_tagged", False))
+        node.expensive = op.op_def.expensive or op.op_def.blocking
+        node.blocking = op.op_def.blocking
 
     def _compute_releases(self) -> None:
         """For the straight-line schedule: the slots whose last reader is each node."""
