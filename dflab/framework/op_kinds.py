@@ -68,5 +68,6 @@ TRANSFER_OPS = SEND_OPS | RECV_OPS
 # Ops whose value the client feeds (a fed placeholder stands for its feed, control edges too).
 PLACEHOLDER_OPS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 
-# Ops that own a variable's state: reference variables and resource variables' handles.
-VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
+# Ops that own a variable's state: reference variables, and resource variables' handles.
+REF_VARIABLE_OPS = frozenset({"VariableV2", "Variable"})
+VARIABLE_OPS = REF_VARIABLE_OPS | {"VarHandleOp"}
