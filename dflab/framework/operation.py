@@ -123,11 +123,13 @@ class Operation(RichDisplay):
         return self._site
 
     def get_attr(self, name: str):
+        """The value of attribute ``name`` (``_class``: the colocation groups, as TF)."""
         if name == "_class":
             return [c.encode() for c in self._colocation]
-        if name not in self._attrs:
-            raise ValueError(f"Operation {self._name!r} has no attr named {name!r}.")
-        return self._attrs[name]
+        try:  # shape functions call this for every op built: one lookup
+            return self._attrs[name]
+        except KeyError:
+            raise ValueError(f"Operation {self._name!r} has no attr named {name!r}.") from None
 
     @property
     def attrs(self) -> MappingProxyType:
