@@ -13,6 +13,7 @@ an exception that no longer matches any import fails too, so the list cannot rot
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -289,3 +290,67 @@ def test_cycle_finder_finds_a_cycle():
         assert frozenset({"dflab.runtime.a", "dflab.runtime.b"}) in _import_cycles()
     finally:
         ALL_IMPORTS[:] = saved
+
+
+# --- private members of the graph IR -------------------------------------------------------------
+# Outside dflab/framework/, code reads and edits Operation, Tensor and Graph only through public
+# members: the node interface (dflab.framework.node_protocol) and the documented edits and graph
+# members the builders use (add_control_input, update_input, control_flow_context, create_op…).
+# Named like private members, public by IPython's convention (its display protocol).
+_DISPLAY_PROTOCOL = re.compile(r"^_(repr_\w+|ipython_\w+)_$")
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _ir_private_names() -> frozenset[str]:
+    """Single-underscore members of Operation, Tensor and Graph: methods, slots and the
+    instance attributes of a fresh Graph."""
+    from dflab.framework.graph import Graph
+    from dflab.framework.operation import Operation
+    from dflab.framework.tensor import Tensor
+
+    names = {n for cls in (Operation, Tensor, Graph) for n in dir(cls) if _is_private(n)}
+    names |= {n for n in vars(Graph()) if _is_private(n)}
+    return frozenset(n for n in names if not _DISPLAY_PROTOCOL.match(n))
+
+
+def _private_accesses(source: str, where: str, names: frozenset) -> list[str]:
+    """``where:line: X._name`` for each attribute access of a private IR member on anything
+    but ``self``/``cls``."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=where)):
+        if not isinstance(node, ast.Attribute) or node.attr not in names:
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        found.append((node.lineno, node.col_offset, f"{where}:{node.lineno}: {ast.unparse(node)}"))
+    return [text for _, _, text in sorted(found)]
+
+
+def test_only_the_framework_touches_private_members_of_the_ir():
+    names = _ir_private_names()
+    offences = []
+    for path in sorted(PKG_ROOT.rglob("*.py")):
+        where = path.relative_to(PKG_ROOT.parent).as_posix()
+        if where.startswith("dflab/framework/"):
+            continue
+        offences += _private_accesses(path.read_text(encoding="utf-8"), where, names)
+    assert not offences, (
+        "use the public node interface (dflab/framework/node_protocol.py) or a public member "
+        "of Operation, Tensor or Graph instead of:\n  " + "\n  ".join(offences)
+    )
+
+
+def test_private_member_scan_names_file_and_line_of_each_offence():
+    names = _ir_private_names()
+    assert {"_inputs", "_control_inputs", "_attrs", "_op_def", "_site", "_outputs",
+            "_create_op", "_lock", "_plan_epoch", "_ops_by_name", "_consumers"} <= names
+    assert not any(_DISPLAY_PROTOCOL.match(n) for n in names)
+    source = ("def f(op, g):\n"
+              "    return op.inputs, self._attrs\n"
+              "def h(op):\n"
+              "    return op._attrs['x'], op.graph._ops_by_name, op._private_of_another_class\n")
+    assert _private_accesses(source, "dflab/ops/x.py", names) == [
+        "dflab/ops/x.py:4: op._attrs", "dflab/ops/x.py:4: op.graph._ops_by_name"]

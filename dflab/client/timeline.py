@@ -25,8 +25,7 @@ import copy
 import json
 import re
 
-SEND_OPS = ("_Send", "_HostSend")
-RECV_OPS = ("_Recv", "_HostRecv")
+from dflab.framework.op_kinds import RECV_OPS, SEND_OPS
 
 AllocationMaximum = collections.namedtuple(
     "AllocationMaximum", ("timestamp", "num_bytes", "tensors"))

@@ -98,10 +98,15 @@ class Graph(RichDisplay):
             st.cf_context = None  # the cond branch / while body being built
         return st
 
-    def _get_control_flow_context(self):
+    @property
+    def control_flow_context(self):
+        """The cond branch or while loop body (a ``ControlFlowContext``) being built on this
+        thread, or None: every op created meanwhile passes through it. Set by the builders of
+        ``dflab.ops.control_flow_ops``."""
         return self._st().cf_context
 
-    def _set_control_flow_context(self, ctx) -> None:
+    @control_flow_context.setter
+    def control_flow_context(self, ctx) -> None:
         self._st().cf_context = ctx
 
     @property
@@ -115,6 +120,12 @@ class Graph(RichDisplay):
     @property
     def version(self) -> int:
         return self._version
+
+    @property
+    def plan_epoch(self) -> int:
+        """Changes only with edits that can change an existing plan (new control edges,
+        rewired inputs, removed ops): sessions key their cached plans on it."""
+        return self._plan_epoch
 
     @property
     def finalized(self) -> bool:
@@ -154,6 +165,10 @@ class Graph(RichDisplay):
                 raise ValueError(f"Name {name!r} appears to refer to a Tensor, not an Operation.")
             raise KeyError(f"The name {name!r} refers to an Operation not in the graph.")
         return op
+
+    def find_operation(self, name: str) -> Operation | None:
+        """The op named ``name``, or None (``get_operation_by_name`` raises instead)."""
+        return self._ops_by_name.get(name)
 
     def get_tensor_by_name(self, name: str) -> Tensor:
         if not isinstance(name, str):
@@ -272,8 +287,10 @@ class Graph(RichDisplay):
             st.cf_context = old_cf
 
     @contextlib.contextmanager
-    def _no_control_dependencies(self):
-        """Clear the control dependencies only (control-flow builders stay in their context)."""
+    def no_control_dependencies(self):
+        """A block whose new ops get no control inputs from enclosing ``control_dependencies``
+        blocks, while staying in the cond branch or loop body being built (which
+        ``control_dependencies(None)`` leaves): for control-flow builders."""
         st = self._st()
         old = st.control
         st.control = []
@@ -462,6 +479,13 @@ class Graph(RichDisplay):
         return id(op) not in self._unfetchable
 
     # --- collections ---------------------------------------------------------------------
+    @property
+    def lock(self) -> contextlib.AbstractContextManager:
+        """The graph's re-entrant lock, held while ops are created or removed and while
+        collections change: hold it to make a look-up-then-add sequence atomic (one variable
+        store per graph, say)."""
+        return self._lock
+
     def add_to_collection(self, name, value) -> None:
         self._check_not_finalized()
         with self._lock:

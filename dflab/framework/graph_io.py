@@ -27,6 +27,7 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors, ops
+from dflab.framework.op_kinds import BACK_EDGE_OPS, MERGE_OPS
 from dflab.framework.registry import registered_ops
 from dflab.framework.tensor_shape import TensorShape
 
@@ -290,10 +291,11 @@ def encode_tensor(arr: np.ndarray) -> dict:
 
 # --- graph -> def ------------------------------------------------------------------------------
 def node_def_of(op) -> NodeDef:
+    """The (untyped) node def of a node: an ``Operation`` or a runtime ``Node``."""
     inputs = [t.op.name if t.value_index == 0 else t.name for t in op.inputs]
     inputs += ["^" + c.name for c in op.control_inputs]
-    attr = dict(op._attrs)
-    if op._colocation:
+    attr = dict(op.attrs)
+    if isinstance(op, ops.Operation) and op._colocation:
         attr["_class"] = list(op._colocation)
     return NodeDef(op.name, op.type, inputs, op.device, attr, op.creation_site)
 
@@ -372,10 +374,6 @@ def _parse_input(s: str):
     if sep and idx.isdigit():
         return name, int(idx)
     return s, 0
-
-
-# A while loop's back edges (NextIteration -> Merge): they never order nodes.
-BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
 
 
 def _import_error(source: str, node: str, message: str) -> GraphDefImportError:
@@ -543,14 +541,14 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
                     inputs.append(input_map[key])
                     used_map.add(key)
                     continue
-                if src not in created and n.op in ("Merge", "RefMerge") and inputs:
+                if src not in created and n.op in MERGE_OPS and inputs:
                     back_edges.append((n.name, len(inputs), s))  # wired once src exists
                     inputs.append(inputs[0])
                     continue
                 inputs.append(_output_of(created, n.name, s, source))
             created[n.name] = _build_node(g, n, inputs, controls, prefix, source)
         for name_, pos, s in back_edges:
-            created[name_]._update_input(pos, _output_of(created, name_, s, source))
+            created[name_].update_input(pos, _output_of(created, name_, s, source))
     missing = set(input_map) - used_map
     if missing:
         raise ValueError(f"Attempted to map inputs that were not found in graph_def: {missing}")

@@ -2,14 +2,20 @@
 
 An operation is an op type applied to input tensors, with attributes, control inputs, a
 *requested* device (the placer decides the real one) and the user's file:line where it was
-created. Nothing here executes. Invariant: operations are created only by ``Graph._create_op``;
-the edits that rewire one after creation (control inputs, a loop Merge's back edge) keep both
-ends of each edge in step and bump the graph's version and plan epoch, so cached plans are
-dropped. Re-exported by ``dflab.framework.ops``, the module the rest of dflab imports it from.
+created. Nothing here executes. It satisfies ``NodeLike`` (``dflab.framework.node_protocol``),
+the read interface it shares with the runtime's ``Node``: ``inputs`` and ``control_inputs`` are
+its own tuples, ``outputs`` its own list, ``attrs`` a read-only view, none of them copied.
+
+Invariant: operations are created only by ``Graph._create_op``; the public edits that rewire
+one after creation (``add_control_input``, ``remove_control_input``, ``update_input``: control
+dependencies, a loop Merge's back edge) keep both ends of each edge in step and bump the graph's
+version and plan epoch, so cached plans are dropped. Re-exported by ``dflab.framework.ops``, the
+module the rest of dflab imports it from.
 """
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from dflab.framework.device_spec import DeviceSpec
@@ -36,7 +42,8 @@ class Operation(RichDisplay):
         self._type = op_type
         self._inputs = tuple(inputs)
         self._outputs: list[Tensor] = []
-        self._control_inputs: list[Operation] = list(control_inputs)
+        # A tuple, handed out as is: edits (rare) build a new one.
+        self._control_inputs: tuple[Operation, ...] = tuple(control_inputs)
         self._control_outputs: list[Operation] = []
         self._attrs = dict(attrs or {})
         self._device = device
@@ -67,14 +74,27 @@ class Operation(RichDisplay):
 
     @property
     def outputs(self) -> list[Tensor]:
-        return list(self._outputs)
+        """The output tensors: the op's own list, as TF returns it (never modify it)."""
+        return self._outputs
 
     def values(self) -> tuple:
         return tuple(self._outputs)
 
     @property
-    def control_inputs(self) -> list[Operation]:
-        return list(self._control_inputs)
+    def control_inputs(self) -> tuple[Operation, ...]:
+        """The ops that must run before this one (the op's own tuple; TF returns a list)."""
+        return self._control_inputs
+
+    @property
+    def control_outputs(self) -> tuple[Operation, ...]:
+        """The ops that have this op as a control input."""
+        return tuple(self._control_outputs)
+
+    @property
+    def creation_index(self) -> int:
+        """This op's position in its graph's creation order (deterministic orders break ties
+        by it)."""
+        return self._id
 
     @property
     def device(self) -> str:
@@ -103,15 +123,19 @@ class Operation(RichDisplay):
         return self._site
 
     def get_attr(self, name: str):
+        """The value of attribute ``name`` (``_class``: the colocation groups, as TF)."""
         if name == "_class":
             return [c.encode() for c in self._colocation]
-        if name not in self._attrs:
-            raise ValueError(f"Operation {self._name!r} has no attr named {name!r}.")
-        return self._attrs[name]
+        try:  # shape functions call this for every op built: one lookup
+            return self._attrs[name]
+        except KeyError:
+            raise ValueError(f"Operation {self._name!r} has no attr named {name!r}.") from None
 
     @property
-    def attrs(self) -> dict:
-        return dict(self._attrs)
+    def attrs(self) -> MappingProxyType:
+        """The attributes by name: a read-only view, not a copy (``_class`` aside, see
+        ``get_attr``)."""
+        return MappingProxyType(self._attrs)
 
     def colocation_groups(self) -> list[bytes]:
         if self._colocation:
@@ -124,26 +148,30 @@ class Operation(RichDisplay):
 
         _run_with_default_session(self, feed_dict, session)
 
-    def _add_control_input(self, op: Operation) -> None:
+    # --- edits (graph builders: control dependencies, control flow, graph import) ------------
+    def add_control_input(self, op: Operation) -> None:
+        """Make ``op`` run before this op (no-op if it already does)."""
         if op not in self._control_inputs:
-            self._control_inputs.append(op)
+            self._control_inputs += (op,)
             op._control_outputs.append(self)
             self._graph._version += 1
             self._graph._plan_epoch += 1
 
-    def _add_control_inputs(self, ops) -> None:
+    def add_control_inputs(self, ops) -> None:
         for op in ops:
-            self._add_control_input(op)
+            self.add_control_input(op)
 
-    def _remove_control_input(self, op: Operation) -> None:
+    def remove_control_input(self, op: Operation) -> None:
+        """Drop the control edge from ``op`` (no-op if there is none)."""
         if op in self._control_inputs:
-            self._control_inputs.remove(op)
+            self._control_inputs = tuple(c for c in self._control_inputs if c is not op)
             op._control_outputs.remove(self)
             self._graph._version += 1
             self._graph._plan_epoch += 1
 
-    def _update_input(self, index: int, tensor: Tensor) -> None:
-        """Rewire input ``index`` (a while loop's Merge gets its back edge this way)."""
+    def update_input(self, index: int, tensor: Tensor) -> None:
+        """Rewire input ``index`` to ``tensor`` of the same dtype (a while loop's Merge gets its
+        back edge this way, once the loop body that computes it exists)."""
         old = self._inputs[index]
         if tensor.dtype.base_dtype != old.dtype.base_dtype:
             raise TypeError(f"Cannot update input {index} of {self._name} from {old.dtype} to "
@@ -156,11 +184,26 @@ class Operation(RichDisplay):
         self._graph._version += 1
         self._graph._plan_epoch += 1
 
-    def _get_control_flow_context(self):
+    # --- control flow (set by the builders of dflab.ops.control_flow_ops) --------------------
+    @property
+    def control_flow_context(self):
+        """The cond branch or while loop body (a ``ControlFlowContext``) this op was built in,
+        or None outside any."""
         return self._control_flow_context
 
-    def _set_control_flow_context(self, ctx) -> None:
+    @control_flow_context.setter
+    def control_flow_context(self, ctx) -> None:
         self._control_flow_context = ctx
+
+    @property
+    def control_flow_info(self):
+        """What a control-flow builder recorded on this op for its gradient: a ``cond``
+        Merge's predicate, a ``while_loop`` Exit's ``WhileContext``; None otherwise."""
+        return self._cf_info
+
+    @control_flow_info.setter
+    def control_flow_info(self, info) -> None:
+        self._cf_info = info
 
     def __repr__(self):
         return f"<tf.Operation '{self._name}' type={self._type}>"

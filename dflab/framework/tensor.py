@@ -1,10 +1,13 @@
 """``Tensor``: a symbolic handle to one output of an ``Operation`` in a graph.
 
 A tensor is plain data: its op, output index, dtype and (possibly partial) static shape, plus the
-ops that consume it. It holds no value; ``eval()`` runs it in a session. Invariant: a tensor is
-created only by ``Graph._create_op`` with its op's outputs, and ``_consumers`` has one entry per
-input position of each op that reads it (kept so by the graph's edits). Re-exported by
-``dflab.framework.ops``, the module the rest of dflab imports it from.
+ops that consume it. It holds no value; ``eval()`` runs it in a session. It satisfies
+``OutputLike`` (``dflab.framework.node_protocol``), as the runtime's ``NodeOutput`` does.
+Invariant: a tensor is created only by ``Graph._create_op`` with its op's outputs, and
+``_consumers`` has one entry per input position of each op that reads it (kept so by the graph's
+edits). Two functions here serve the op builders: ``override_operator`` (``math_ops`` gives
+tensors their Python operators) and ``relax_shape`` (a loop variable takes its shape invariant).
+Re-exported by ``dflab.framework.ops``, the module the rest of dflab imports it from.
 """
 
 from __future__ import annotations
@@ -107,4 +110,22 @@ class Tensor(RichDisplay):
 
     @classmethod
     def _override_operator(cls, operator: str, func: Callable) -> None:
-        setattr(cls, operator, func)
+        # TF's name, kept for code written against TF; dflab's builders use the function.
+        override_operator(operator, func)
+
+
+def override_operator(operator: str, func: Callable) -> None:
+    """Make ``func`` the ``Tensor`` method ``operator`` (``"__add__"``…): how ``math_ops``
+    gives tensors their Python operators without the IR importing the op builders."""
+    setattr(Tensor, operator, func)
+
+
+def relax_shape(t: Tensor, shape) -> None:
+    """Give ``t`` the static ``shape``, which may be *less* specific than the shape its op
+    inferred (``Tensor.set_shape`` only refines). For control-flow builders: a loop
+    variable's ``Enter`` takes the loop's shape invariant. ``shape`` must be compatible with
+    the inferred shape."""
+    shape = as_shape(shape)
+    if not shape.is_compatible_with(t._shape):
+        raise ValueError(f"Tensor {t.name}: shape {shape} is not compatible with {t._shape}")
+    t._shape = shape

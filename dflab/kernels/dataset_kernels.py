@@ -29,6 +29,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.framework.graph_io import FORMAT, VERSION, graph_def_from_json
+from dflab.framework.op_kinds import MERGE_OPS
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
 from dflab.kernels.control_flow_kernels import DEAD
@@ -61,7 +62,7 @@ class DatasetFunction:
             i for i, t in enumerate(nd.input_types) if t.is_ref_dtype and i not in ref_inputs]
         inputs = [s if ":" in s else s + ":0" for s in nd.input if not s.startswith("^")]
         controls = [s[1:] for s in nd.input if s.startswith("^")]
-        merge = nd.op in ("Merge", "RefMerge")
+        merge = nd.op in MERGE_OPS
         return nd.name, fn, inputs, controls, deref, len(nd.output_types), merge
 
     def __call__(self, args, captured) -> list:

@@ -24,9 +24,9 @@ _DENSE, _SPARSE = "ConditionalAccumulator", "SparseConditionalAccumulator"
 
 
 def _accumulator_infer(op):
-    if op._attrs["reduction_type"] not in ("MEAN", "SUM"):
+    if op.get_attr("reduction_type") not in ("MEAN", "SUM"):
         raise ValueError(f"reduction_type must be 'MEAN' or 'SUM', got "
-                         f"{op._attrs['reduction_type']!r}")
+                         f"{op.get_attr('reduction_type')!r}")
     return [(_dt.resource, TensorShape([]))]
 
 
@@ -49,11 +49,11 @@ def _apply_infer(op):
     # (handle, local_step, gradient) and (handle, local_step, indices, values[, shape])
     grad = op.inputs[2] if op.type == "AccumulatorApplyGradient" else op.inputs[3]
     if src is not None:
-        dtype = src._attrs["dtype"]
+        dtype = src.get_attr("dtype")
         if grad.dtype.base_dtype is not dtype:
             raise TypeError(f"{op.type}: the accumulator holds {dtype.name}, the gradient is "
                             f"{grad.dtype.base_dtype.name}")
-        shape = as_shape(src._attrs["shape"])
+        shape = as_shape(src.get_attr("shape"))
         if op.type == "AccumulatorApplyGradient" and not shape.is_compatible_with(grad.shape):
             raise ValueError(f"Shape mismatch: the accumulator expects {shape}, the gradient "
                              f"has {grad.shape}")
@@ -65,8 +65,8 @@ def _take_infer(op):
     n = op.inputs[1]
     if n.dtype.base_dtype is not _dt.int32:
         raise TypeError(f"{op.type}: num_required must be int32, got {n.dtype.name}")
-    dtype = src._attrs["dtype"] if src is not None else op._attrs["dtype"]
-    shape = as_shape(src._attrs["shape"]) if src is not None else unknown_shape()
+    dtype = src.get_attr("dtype") if src is not None else op.get_attr("dtype")
+    shape = as_shape(src.get_attr("shape")) if src is not None else unknown_shape()
     if op.type == "AccumulatorTakeGradient":
         return [(dtype, shape)]
     rows = shape[1:] if shape.ndims else unknown_shape()

@@ -117,7 +117,7 @@ def _normalize_axis(axis, rank, what="axis"):
 
 # --- Placeholder -------------------------------------------------------------------------------
 def _placeholder_infer(op):
-    return [(op._attrs["dtype"], op._attrs["shape"])]
+    return [(op.get_attr("dtype"), op.get_attr("shape"))]
 
 
 register_op("Placeholder", _placeholder_infer)
@@ -127,13 +127,12 @@ NotDifferentiable("Placeholder")
 def placeholder(dtype, shape=None, name=None) -> _ops.Tensor:
     """A tensor that must be fed; ``shape=None`` accepts any shape."""
     attrs = {"dtype": _dt.as_dtype(dtype).base_dtype, "shape": as_shape(shape)}
-    return _ops.get_default_graph()._create_op(
-        "Placeholder", [], attrs, name, site=_ops._user_site()).outputs[0]
+    return _ops.apply_op("Placeholder", [], attrs, name).outputs[0]
 
 
 def _pwd_infer(op):
     t = op.inputs[0]
-    shape = op._attrs["shape"]
+    shape = op.get_attr("shape")
     if not shape.is_compatible_with(t.shape):
         raise ValueError(f"default value shape {t.shape} is not compatible with {shape}")
     return [(t.dtype.base_dtype, shape)]
@@ -176,7 +175,7 @@ def stop_gradient(input, name=None):  # noqa: A002
 # --- Shape / ShapeN / Size / Rank --------------------------------------------------------------
 # TF1's builders return a constant when the answer is known statically (``optimize=True``).
 def _check_out_type(op):
-    dt = op._attrs["out_type"]
+    dt = op.get_attr("out_type")
     if dt not in (_dt.int32, _dt.int64):
         raise TypeError(f"out_type must be int32 or int64, got {dt.name}")
     return dt
@@ -352,7 +351,7 @@ def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002
 
 def _squeeze_infer(op):
     x = op.inputs[0]
-    axes = op._attrs["squeeze_dims"]
+    axes = op.get_attr("squeeze_dims")
     dt = x.dtype.base_dtype
     rank = x.shape.ndims
     if rank is None:
@@ -402,7 +401,7 @@ def _pack_infer(op):
         except ValueError:
             raise ValueError(f"Shapes of all inputs must match: {op.inputs[0].shape} != "
                              f"{t.shape}") from None
-    axis = op._attrs["axis"]
+    axis = op.get_attr("axis")
     if shape.ndims is None:
         return [(dt, TensorShape(None))]
     rank = shape.ndims + 1
@@ -418,7 +417,7 @@ register_op("Pack", _pack_infer)
 
 @RegisterGradient("Pack")
 def _pack_grad(op, grad):
-    return unstack(_dense(grad), num=len(op.inputs), axis=op._attrs["axis"])
+    return unstack(_dense(grad), num=len(op.inputs), axis=op.get_attr("axis"))
 
 
 def stack(values, axis=0, name="stack"):
@@ -466,7 +465,7 @@ _ops._autopack_builder = _autopack
 
 def _unpack_infer(op):
     x = op.inputs[0]
-    axis, num = op._attrs["axis"], op._attrs["num"]
+    axis, num = op.get_attr("axis"), op.get_attr("num")
     if x.shape.ndims is None:
         return [(x.dtype.base_dtype, TensorShape(None))] * num
     dims = x.shape.as_list()
@@ -483,7 +482,7 @@ register_op("Unpack", _unpack_infer)
 @RegisterGradient("Unpack")
 def _unpack_grad(op, *grads):
     grads = [_dense(g) if g is not None else zeros_like(t) for g, t in zip(grads, op.outputs)]
-    return [stack(grads, axis=op._attrs["axis"])]
+    return [stack(grads, axis=op.get_attr("axis"))]
 
 
 def unstack(value, num=None, axis=0, name="unstack"):

@@ -29,7 +29,7 @@ def _send_infer(op):
 
 def _recv_infer(op):
     dtype = _dt.as_dtype(op.get_attr("tensor_type"))
-    shape = op._attrs.get("shape")
+    shape = op.attrs.get("shape")
     return [(dtype, TensorShape(shape) if shape is not None else unknown_shape())]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
+from dflab.framework.op_kinds import EXIT_OPS
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import array_ops, math_ops
@@ -45,7 +46,7 @@ register_op("_LoopAccumulator", lambda op: [(_dt.resource, TensorShape([]))], st
 _push_def = register_op("_LoopAccumulatorPush", lambda op: [(_dt.int32, TensorShape([]))],
                         stateful=True)
 _push_def.extra["accepts_dead"] = True
-register_op("_LoopAccumulatorGet", lambda op: [(op._attrs["dtype"], op._attrs["shape"])],
+register_op("_LoopAccumulatorGet", lambda op: [(op.get_attr("dtype"), op.get_attr("shape"))],
             stateful=True)
 for _t in ("_LoopAccumulator", "_LoopAccumulatorPush", "_LoopAccumulatorGet"):
     NotDifferentiable(_t)
@@ -68,16 +69,16 @@ def _ensure_counter(fwd: WhileContext) -> None:
     if fwd.counter is not None:
         return
     g = _ops.get_default_graph()
-    with _ContextSwitch(g, fwd.outer_context), g._no_control_dependencies():
+    with _ContextSwitch(g, fwd.outer_context), g.no_control_dependencies():
         start = constant(0, _dt.int32, name=fwd.name + "iteration_count_init")
         enter = _enter(start, fwd.frame_name, False, fwd.parallel_iterations).outputs[0]
-    enter.op._control_flow_context = fwd
-    with _ContextSwitch(g, fwd), g._no_control_dependencies(), _ops.name_scope(fwd.name):
+    enter.op.control_flow_context = fwd
+    with _ContextSwitch(g, fwd), g.no_control_dependencies(), _ops.name_scope(fwd.name):
         m = merge([enter, enter], name="iteration_count")[0]
         sw = switch(m, fwd.loop_cond)
         fwd.counter = array_ops.identity(sw[1], name="iteration")
         fwd.counter_increment = math_ops.add(fwd.counter, 1)
-        m.op._update_input(1, _next_iteration(fwd.counter_increment).outputs[0])
+        m.op.update_input(1, _next_iteration(fwd.counter_increment).outputs[0])
         fwd.iterations = exit(sw[0]).outputs[0]
 
 
@@ -91,21 +92,21 @@ def _accumulator_for(fwd: WhileContext, t):
     loops = _enclosing_loops(fwd)
     for w in loops:
         _ensure_counter(w)
-    with _ContextSwitch(g, None), g._no_control_dependencies():
+    with _ContextSwitch(g, None), g.no_control_dependencies():
         handle = _ops.apply_op("_LoopAccumulator", [], {"tensor_name": t.name},
                                "loop_accumulator").outputs[0]
-    with _ContextSwitch(g, fwd), g._no_control_dependencies():
+    with _ContextSwitch(g, fwd), g.no_control_dependencies():
         push = _ops.apply_op("_LoopAccumulatorPush", [handle, t] + [w.counter for w in loops],
                              None, "push")
-    fwd.counter_increment.op._add_control_input(push)
+    fwd.counter_increment.op.add_control_input(push)
     cache[id(t)] = (t, handle)
     return handle
 
 
 def _frame_of(t):
     """The while context whose frame holds ``t`` (None: outside every loop)."""
-    ctx = t.op._control_flow_context
-    if t.op.type in ("Exit", "RefExit") and isinstance(ctx, WhileContext):
+    ctx = t.op.control_flow_context
+    if t.op.type in EXIT_OPS and isinstance(ctx, WhileContext):
         ctx = ctx.outer_context  # an Exit's value lives in the enclosing frame
     while ctx is not None and not isinstance(ctx, WhileContext):
         ctx = ctx.outer_context
@@ -127,10 +128,10 @@ class GradWhileContext(WhileContext):
         known = self._external.get(id(t))
         if known is not None:
             return known[1]
-        if t.op.type == "Enter" and t.op._attrs.get("is_constant"):
+        if t.op.type == "Enter" and t.op.attrs.get("is_constant"):
             inner = self.AddValue(t.op.inputs[0])  # loop invariant: bring the outside value
         elif t.op.type == "Const":
-            inner = constant(t.op._attrs["value"], t.dtype.base_dtype)
+            inner = constant(t.op.get_attr("value"), t.dtype.base_dtype)
         else:
             inner = self._saved_value(t)
         self._external[id(t)] = (t, inner)
@@ -142,7 +143,7 @@ class GradWhileContext(WhileContext):
         for w in _enclosing_loops(self.forward):
             back = self._backward_of(w)
             index.append(back.index if back is not None else w.counter)
-        with _ops.get_default_graph()._no_control_dependencies():
+        with _ops.get_default_graph().no_control_dependencies():
             return _ops.apply_op("_LoopAccumulatorGet", [handle] + index,
                                  {"dtype": t.dtype.base_dtype, "shape": t.shape},
                                  "saved").outputs[0]

@@ -28,7 +28,9 @@ import builtins
 from dflab.framework import dtypes as _dt
 from dflab.framework import nest
 from dflab.framework import ops as _ops
+from dflab.framework.op_kinds import ENTER_OPS
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
+from dflab.framework.tensor import relax_shape
 from dflab.framework.tensor_shape import TensorShape, unknown_shape
 from dflab.ops import array_ops
 
@@ -37,7 +39,7 @@ NotDifferentiable("NoOp")
 
 
 def no_op(name=None):
-    return _ops.get_default_graph()._create_op("NoOp", [], {}, name, site=_ops._user_site())
+    return _ops.apply_op("NoOp", [], None, name)
 
 
 def _as_op(x):
@@ -180,7 +182,7 @@ class ControlFlowContext:
 
     def __init__(self):
         self._graph = _ops.get_default_graph()
-        self.outer_context = self._graph._get_control_flow_context()
+        self.outer_context = self._graph.control_flow_context
         # id(outside tensor) -> (outside tensor, the tensor standing for it inside)
         self._external: dict[int, builtins.tuple] = {}
 
@@ -193,14 +195,14 @@ class ControlFlowContext:
         return False
 
     def _is_inside(self, t) -> bool:
-        return self.contains(t.op._control_flow_context)
+        return self.contains(t.op.control_flow_context)
 
     def Enter(self):  # noqa: N802 - TF's name
-        self._saved = self._graph._get_control_flow_context()
-        self._graph._set_control_flow_context(self)
+        self._saved = self._graph.control_flow_context
+        self._graph.control_flow_context = self
 
     def Exit(self):  # noqa: N802 - TF's name
-        self._graph._set_control_flow_context(self._saved)
+        self._graph.control_flow_context = self._saved
 
     def __enter__(self):
         self.Enter()
@@ -220,7 +222,7 @@ class ControlFlowContext:
             return known[1]
         with self._in_outer():
             inner = self._bring_in(t)
-        inner.op._control_flow_context = self
+        inner.op.control_flow_context = self
         self._external[id(t)] = (t, inner)
         return inner
 
@@ -229,8 +231,8 @@ class ControlFlowContext:
         return list(self._external.values())
 
     def AddOp(self, op):  # noqa: N802 - TF's name
-        if not op._inputs and self.pivot is not None and op is not self.pivot.op:
-            op._add_control_input(self.pivot.op)
+        if not op.inputs and self.pivot is not None and op is not self.pivot.op:
+            op.add_control_input(self.pivot.op)
 
 
 class _ContextSwitch:
@@ -238,11 +240,11 @@ class _ContextSwitch:
         self._graph, self._ctx = graph, ctx
 
     def __enter__(self):
-        self._saved = self._graph._get_control_flow_context()
-        self._graph._set_control_flow_context(self._ctx)
+        self._saved = self._graph.control_flow_context
+        self._graph.control_flow_context = self._ctx
 
     def __exit__(self, *exc):
-        self._graph._set_control_flow_context(self._saved)
+        self._graph.control_flow_context = self._saved
 
 
 class CondContext(ControlFlowContext):
@@ -255,7 +257,7 @@ class CondContext(ControlFlowContext):
         self.branch = branch
 
     def _bring_in(self, t):
-        with _ops.get_default_graph()._no_control_dependencies():
+        with _ops.get_default_graph().no_control_dependencies():
             return switch(t, self.pred)[self.branch]
 
 
@@ -283,28 +285,28 @@ class WhileContext(ControlFlowContext):
         self._control_enters: dict = {}
 
     def _bring_in(self, t):
-        with _ops.get_default_graph()._no_control_dependencies():
+        with _ops.get_default_graph().no_control_dependencies():
             return _enter(t, self.frame_name, is_constant=True,
                           parallel_iterations=self.parallel_iterations).outputs[0]
 
     def AddOp(self, op):  # noqa: N802 - TF's name
-        outside = [c for c in op._control_inputs if not self.contains(c._control_flow_context)]
+        outside = [c for c in op.control_inputs if not self.contains(c.control_flow_context)]
         for c in outside:
-            op._remove_control_input(c)
-            op._add_control_input(self._control_enter(c))
+            op.remove_control_input(c)
+            op.add_control_input(self._control_enter(c))
         super().AddOp(op)
-        if op._inputs and self.pivot is not None and all(map(self._is_invariant, op._inputs)):
+        if op.inputs and self.pivot is not None and all(map(self._is_invariant, op.inputs)):
             # Loop invariants reach every iteration, the one that exits included: an op fed by
             # nothing else would run once more than the body (a cond's Switch on an outside
             # predicate would let its branch write a variable an extra time), so TF ties it to
             # the pivot as it does input-less ops.
-            op._add_control_input(self.pivot.op)
+            op.add_control_input(self.pivot.op)
 
     def _is_invariant(self, t) -> bool:
         """``t`` is one of this loop's loop-invariant ``Enter`` outputs."""
         op = t.op
-        return (op.type in ("Enter", "RefEnter") and op._control_flow_context is self
-                and bool(op._attrs.get("is_constant")))
+        return (op.type in ENTER_OPS and op.control_flow_context is self
+                and bool(op.attrs.get("is_constant")))
 
     def _control_enter(self, c):
         """An Enter that carries control from ``c`` (outside the loop) into every iteration."""
@@ -312,10 +314,10 @@ class WhileContext(ControlFlowContext):
         if e is None:
             with self._in_outer(), _ops.control_dependencies([c]):
                 token = array_ops.constant(0, name="control_token")
-            with self._in_outer(), _ops.get_default_graph()._no_control_dependencies():
+            with self._in_outer(), _ops.get_default_graph().no_control_dependencies():
                 e = _enter(token, self.frame_name, is_constant=True,
                            parallel_iterations=self.parallel_iterations)
-            e._control_flow_context = self
+            e.control_flow_context = self
             self._control_enters[c] = e
         return e
 
@@ -377,7 +379,7 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         merges = []
         for f, t in zip(flat_f, flat_t):
             m = merge([f, t])[0]
-            m.op._cf_info = pred_id
+            m.op.control_flow_info = pred_id
             merges.append(m)
         structure = res_t
         if not strict and isinstance(structure, (list, builtins.tuple)) and len(structure) == 1 \
@@ -422,7 +424,7 @@ def _switch_grad(op, g_false, g_true):
     """A cond's Switch: merge the branch gradients. The untaken branch's gradient is dead, and
     so is the zeros stand-in for a branch that does not use the value (it is computed from the
     Switch's own dead port), so exactly one Merge input is live."""
-    if not isinstance(op._control_flow_context, CondContext):
+    if not isinstance(op.control_flow_context, CondContext):
         return [None, None]
     from dflab.ops.gradients import as_dense
 
@@ -431,7 +433,7 @@ def _switch_grad(op, g_false, g_true):
 
 @RegisterGradient("Merge")
 def _merge_grad(op, grad, _):
-    pred = op._cf_info
+    pred = op.control_flow_info
     if pred is None:
         raise LookupError(f"No gradient for {op.name}: a Merge that is not the output of a cond "
                           "(while loops are differentiated as a whole).")
@@ -558,13 +560,12 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
         enters = [_enter(t, ctx.frame_name, False, ctx.parallel_iterations).outputs[0]
                   for t in tensors]
     for e, s in zip(enters, shapes):
-        e.op._control_flow_context = ctx
-        e._shape = s
+        e.op.control_flow_context = ctx
+        relax_shape(e, s)  # the loop variable's shape invariant
     ctx.Enter()
     try:
+        # A Merge of two shape-s inputs, its Switch and the Exit are of shape s too.
         merges = [merge([e, e])[0] for e in enters]
-        for m, s in zip(merges, shapes):
-            m._shape = s
         ctx.pivot = merges[0]
         packed = nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, merges))
         c = _ops.convert_to_tensor(cond(*packed))
@@ -604,13 +605,12 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
             outs.append(ctx.AddValue(r))
         nexts = [_next_iteration(r).outputs[0] for r in outs]
         for m, n in zip(merges, nexts):
-            m.op._update_input(1, n)
+            m.op.update_input(1, n)
         exits = [exit(s[0]).outputs[0] for s in switches]
     finally:
         ctx.Exit()
-    for x, s in zip(exits, shapes):
-        x._shape = s
-        x.op._cf_info = ctx
+    for x in exits:
+        x.op.control_flow_info = ctx
     ctx.enters, ctx.merges, ctx.switches = enters, merges, switches
     ctx.body_inputs, ctx.next_iterations, ctx.exits = body_inputs, nexts, exits
     return nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, exits))

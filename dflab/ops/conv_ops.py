@@ -107,8 +107,8 @@ def _get_sequence(value, name, fmt, default=1):
 
 
 def _check_window_attr(op, name):
-    vals = op._attrs[name]
-    fmt = op._attrs["data_format"]
+    vals = op.get_attr(name)
+    fmt = op.get_attr("data_format")
     if len(vals) != 4:
         raise ValueError(f"{name} must have 4 elements, got {len(vals)}")
     if vals[0] != 1 or vals[_channel_axis(fmt)] != 1:
@@ -132,8 +132,8 @@ def _from_nhwc(n, h, w, c, fmt):
 
 def _conv_geometry(op, in_shape, filt_shape):
     """Static (N, OH, OW, O) of a conv given (partial) input and filter shapes."""
-    fmt = op._attrs["data_format"]
-    padding = op._attrs["padding"]
+    fmt = op.get_attr("data_format")
+    padding = op.get_attr("padding")
     sh, sw = _check_window_attr(op, "strides")
     dh, dw = _check_window_attr(op, "dilations")
     n, h, w, c = _nhwc_dims(in_shape, fmt)
@@ -153,8 +153,8 @@ def _conv_geometry(op, in_shape, filt_shape):
 # Conv2D and its backprops
 # ==============================================================================================
 def _conv_attrs(op):
-    _check_data_format(op._attrs["data_format"])
-    _check_padding(op._attrs["padding"])
+    _check_data_format(op.get_attr("data_format"))
+    _check_padding(op.get_attr("padding"))
 
 
 def _conv2d_infer(op):
@@ -167,7 +167,7 @@ def _conv2d_infer(op):
     except ValueError:
         raise ValueError(f"input must be rank 4, got shape {x.shape}") from None
     n, oh, ow, co = _conv_geometry(op, x.shape, f.shape)
-    return [(dt, _from_nhwc(n, oh, ow, co, op._attrs["data_format"]))]
+    return [(dt, _from_nhwc(n, oh, ow, co, op.get_attr("data_format")))]
 
 
 def _conv2d_backprop_input_infer(op):
@@ -187,7 +187,7 @@ def _conv2d_backprop_input_infer(op):
     except ValueError as e:
         raise ValueError(f"input_sizes and out_backprop must be rank 4: {e}") from None
     n, oh, ow, co = _conv_geometry(op, in_shape, f.shape)
-    fmt = op._attrs["data_format"]
+    fmt = op.get_attr("data_format")
     expect = _from_nhwc(n, oh, ow, co, fmt)
     if not expect.is_compatible_with(dy.shape):
         raise ValueError(f"out_backprop shape {dy.shape} does not match the convolution's "
@@ -213,7 +213,7 @@ def _conv2d_backprop_filter_infer(op):
     except ValueError as e:
         raise ValueError(f"input, filter_sizes and out_backprop must be rank 4: {e}") from None
     n, oh, ow, co = _conv_geometry(op, x.shape, f_shape)
-    expect = _from_nhwc(n, oh, ow, co, op._attrs["data_format"])
+    expect = _from_nhwc(n, oh, ow, co, op.get_attr("data_format"))
     if not expect.is_compatible_with(dy.shape):
         raise ValueError(f"out_backprop shape {dy.shape} does not match the convolution's "
                          f"output shape {expect}")
@@ -226,7 +226,7 @@ register_op("Conv2DBackpropFilter", _conv2d_backprop_filter_infer, expensive=Tru
 
 
 def _conv_attr_kwargs(op):
-    a = op._attrs
+    a = op.attrs
     return {"strides": a["strides"], "padding": a["padding"], "data_format": a["data_format"],
             "dilations": a["dilations"]}
 
@@ -334,8 +334,8 @@ def conv2d_transpose(value=None, filter=None, output_shape=None, strides=None,  
 # Pooling
 # ==============================================================================================
 def _pool_geometry(op, in_shape):
-    fmt = _check_data_format(op._attrs["data_format"])
-    padding = _check_padding(op._attrs["padding"])
+    fmt = _check_data_format(op.get_attr("data_format"))
+    padding = _check_padding(op.get_attr("padding"))
     kh, kw = _check_window_attr(op, "ksize")
     sh, sw = _check_window_attr(op, "strides")
     try:
@@ -392,25 +392,25 @@ NotDifferentiable("MaxPoolGrad")  # TF's MaxPoolGradGrad is not implemented here
 
 
 def _pool_attr_kwargs(op):
-    a = op._attrs
+    a = op.attrs
     return {"ksize": a["ksize"], "strides": a["strides"], "padding": a["padding"],
             "data_format": a["data_format"]}
 
 
 @RegisterGradient("MaxPool")
 def _max_pool_grad(op, grad):
-    return [_apply("MaxPoolGrad", [op.inputs[0], op.outputs[0], grad], op._attrs)]
+    return [_apply("MaxPoolGrad", [op.inputs[0], op.outputs[0], grad], op.attrs)]
 
 
 @RegisterGradient("AvgPool")
 def _avg_pool_grad(op, grad):
-    return [_apply("AvgPoolGrad", [_shape_of(op.inputs[0]), grad], op._attrs)]
+    return [_apply("AvgPoolGrad", [_shape_of(op.inputs[0]), grad], op.attrs)]
 
 
 @RegisterGradient("AvgPoolGrad")
 def _avg_pool_grad_grad(op, grad):
     # AvgPoolGrad is the adjoint of the (linear) AvgPool, so its adjoint is AvgPool again.
-    return [None, _apply("AvgPool", [grad], op._attrs)]
+    return [None, _apply("AvgPool", [grad], op.attrs)]
 
 
 def _pool_builder_attrs(ksize, strides, padding, data_format):

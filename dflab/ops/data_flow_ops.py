@@ -23,8 +23,8 @@ _QUEUE_TYPES = ("FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2")
 
 # --- schemas --------------------------------------------------------------------------------------
 def _queue_infer(op):
-    types = op._attrs["component_types"]
-    shapes = op._attrs.get("shapes") or []
+    types = op.get_attr("component_types")
+    shapes = op.attrs.get("shapes") or []
     if not types:
         raise ValueError("A queue needs at least one component type")
     if shapes and len(shapes) != len(types):
@@ -32,8 +32,8 @@ def _queue_infer(op):
     if op.type == "PaddingFIFOQueueV2" and (not shapes or any(as_shape(s).ndims is None
                                                                for s in shapes)):
         raise ValueError("PaddingFIFOQueue needs a shape of known rank for every component")
-    if op.type == "RandomShuffleQueueV2" and op._attrs.get("min_after_dequeue", 0) >= \
-            max(op._attrs.get("capacity", 1), 1) and op._attrs.get("capacity", -1) > 0:
+    if op.type == "RandomShuffleQueueV2" and op.attrs.get("min_after_dequeue", 0) >= \
+            max(op.attrs.get("capacity", 1), 1) and op.attrs.get("capacity", -1) > 0:
         raise ValueError("min_after_dequeue must be smaller than capacity")
     return [(_dt.resource, TensorShape([]))]
 
@@ -51,8 +51,8 @@ def _queue_signature(op):
     src = _handle(op).op
     if src.type not in _QUEUE_TYPES:
         return None, None
-    types = src._attrs["component_types"]
-    shapes = src._attrs.get("shapes") or [unknown_shape()] * len(types)
+    types = src.get_attr("component_types")
+    shapes = src.attrs.get("shapes") or [unknown_shape()] * len(types)
     return types, [as_shape(s) for s in shapes]
 
 
@@ -77,7 +77,7 @@ def _enqueue_infer(op):
 def _dequeue_infer(op):
     types, shapes = _queue_signature(op)
     if types is None:
-        types = op._attrs["component_types"]
+        types = op.get_attr("component_types")
         shapes = [unknown_shape()] * len(types)
     if op.type == "QueueDequeueV2":
         return [(dt, sh) for dt, sh in zip(types, shapes)]

@@ -25,6 +25,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.graph import Graph
 from dflab.framework.graph_io import NodeDef
+from dflab.framework.op_kinds import LOOP_OPS, REF_VARIABLE_OPS
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops.script_ops import adopt_functions
@@ -40,8 +41,8 @@ ITERATOR_OPS = ("IteratorV2", "OneShotIterator", "MakeIterator", "IteratorGetNex
 
 # --- schemas --------------------------------------------------------------------------------------
 def _dataset_infer(op):
-    types = op._attrs.get("output_types")
-    shapes = op._attrs.get("output_shapes")
+    types = op.attrs.get("output_types")
+    shapes = op.attrs.get("output_shapes")
     if types is None or shapes is None or len(types) != len(shapes):
         raise ValueError(f"{op.type} needs output_types and output_shapes of the same length")
     return [(_dt.variant, TensorShape([]))]
@@ -60,7 +61,7 @@ def _make_iterator_infer(op):
 
 def _get_next_infer(op):
     return [(_dt.as_dtype(t), as_shape(s))
-            for t, s in zip(op._attrs["output_types"], op._attrs["output_shapes"])]
+            for t, s in zip(op.get_attr("output_types"), op.get_attr("output_shapes"))]
 
 
 for _t in DATASET_OPS:
@@ -103,10 +104,10 @@ class FunctionGraph(Graph):
     def _bring_in(self, t):
         src = t.op
         if src.type == "Const":
-            return self._create_op("Const", [], dict(src._attrs), "captured_const").outputs[0]
-        if src.type in ("VariableV2", "Variable"):
+            return self._create_op("Const", [], dict(src.attrs), "captured_const").outputs[0]
+        if src.type in REF_VARIABLE_OPS:
             return self._redeclare(src).outputs[0]
-        if src.type == "Identity" and src.inputs[0].op.type in ("VariableV2", "Variable"):
+        if src.type == "Identity" and src.inputs[0].op.type in REF_VARIABLE_OPS:
             var = self._redeclare(src.inputs[0].op)
             return self._create_op("Identity", [var.outputs[0]], {}, "read").outputs[0]
         arg = self._create_op("Placeholder", [], {"dtype": t.dtype.base_dtype,
@@ -116,13 +117,13 @@ class FunctionGraph(Graph):
 
     def _redeclare(self, var_op):
         """The variable under its own name: the kernel finds the same state by that name."""
-        existing = self._ops_by_name.get(var_op.name)
+        existing = self.find_operation(var_op.name)
         if existing is not None:
             if existing.type != var_op.type:
                 raise ValueError(f"A dataset function uses variable {var_op.name!r} and also "
                                  "builds an op of that name")
             return existing
-        return self._create_op(var_op.type, [], dict(var_op._attrs), var_op.name + "/")
+        return self._create_op(var_op.type, [], dict(var_op.attrs), var_op.name + "/")
 
 
 class TracedFunction:
@@ -140,7 +141,7 @@ class TracedFunction:
 def _typed_node_def(op) -> dict:
     inputs = [t.op.name if t.value_index == 0 else t.name for t in op.inputs]
     inputs += ["^" + c.name for c in op.control_inputs]
-    nd = NodeDef(op.name, op.type, inputs, "", dict(op._attrs), op.creation_site,
+    nd = NodeDef(op.name, op.type, inputs, "", dict(op.attrs), op.creation_site,
                  input_types=[t.dtype for t in op.inputs],
                  output_types=[t.dtype for t in op.outputs],
                  output_shapes=[t.shape for t in op.outputs])
@@ -156,18 +157,19 @@ def trace_function(fn, arg_types, arg_shapes, call, name: str) -> TracedFunction
     # op's generator) is never shared between the function and the outer graph.
     scope = outer.unique_name(name.split(".")[-1] + "_fn")
     with graph.as_default(), graph.name_scope(scope):
-        args = [graph._create_op("Placeholder", [], {"dtype": _dt.as_dtype(t).base_dtype,
-                                                     "shape": as_shape(s)}, f"arg{i}").outputs[0]
+        args = [graph.create_op("Placeholder", [], name=f"arg{i}",
+                                attrs={"dtype": _dt.as_dtype(t).base_dtype,
+                                       "shape": as_shape(s)}).outputs[0]
                 for i, (t, s) in enumerate(zip(arg_types, arg_shapes))]
         structure, flat = call(fn, args)
         rets = []
         for r in flat:
             r = _ops.convert_to_tensor(r)
             if r.graph is not graph or r.op.type == "Placeholder" or r.dtype.is_ref_dtype:
-                r = graph._create_op("Identity", [r], {}, "ret").outputs[0]
+                r = graph.create_op("Identity", [r], name="ret").outputs[0]
             rets.append(r)
     adopt_functions(graph, outer)
-    if any(op.type in _CONTROL_FLOW for op in graph.get_operations()):
+    if any(op.type in LOOP_OPS for op in graph.get_operations()):
         raise NotImplementedError(f"{name}: dataset functions cannot contain loops "
                                   "(tf.while_loop) yet")
     attr = {"node": [_typed_node_def(op) for op in graph.get_operations()],
@@ -176,11 +178,6 @@ def trace_function(fn, arg_types, arg_shapes, call, name: str) -> TracedFunction
             "rets": [r.name for r in rets]}
     return TracedFunction(attr, [t for t, _ in graph.captured],
                           [r.dtype.base_dtype for r in rets], [r.shape for r in rets], structure)
-
-
-# tf.cond (Switch/Merge) runs in a function; loops need the executor's frames.
-_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
-                           "RefNextIteration", "LoopCond"})
 
 
 # --- iterator builders ----------------------------------------------------------------------------

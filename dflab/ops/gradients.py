@@ -136,7 +136,7 @@ class _WalkNodes:
         self._loops: dict[int, _LoopNode] = {}
 
     def __call__(self, op):
-        ctx = op._cf_info
+        ctx = op.control_flow_info
         if op.type == "Exit" and ctx is not None and hasattr(ctx, "exits"):
             node = self._loops.get(id(ctx))
             if node is None:
@@ -155,7 +155,7 @@ def _between_ops(ys, xs, stop_ops, node_of):
             continue
         reach_from_x.add(id(op))
         for t in op.outputs:
-            stack.extend(t._consumers)
+            stack.extend(t.consumers())
     between = {}
     stack = [y.op for y in ys]
     while stack:

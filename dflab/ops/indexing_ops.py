@@ -45,7 +45,7 @@ def _gather_infer(op):
     params, indices, axis_t = op.inputs
     _check_index_dtype(indices, "indices")
     _check_index_dtype(axis_t, "axis")
-    if op._attrs.get("batch_dims", 0):
+    if op.attrs.get("batch_dims", 0):
         raise ValueError("batch_dims other than 0 is not supported")
     dt = params.dtype.base_dtype
     pr, ir = params.shape.ndims, indices.shape.ndims
@@ -224,7 +224,7 @@ def _one_hot_infer(op):
     d = scalar_int(depth)
     if d is not None and d < 0:
         raise ValueError(f"depth must be non-negative, got {d}")
-    axis = op._attrs["axis"]
+    axis = op.get_attr("axis")
     if indices.shape.ndims is None:
         return [(dt, TensorShape(None))]
     dims = indices.shape.as_list()
@@ -451,7 +451,7 @@ def _sequence_mask_infer(op):
         if m.shape.ndims not in (None, 0):
             raise ValueError(f"maxlen must be scalar for sequence_mask, got shape {m.shape}")
         maxlen = scalar_int(m)
-    return [(op._attrs["dtype"], lengths.shape.concatenate([maxlen]))]
+    return [(op.get_attr("dtype"), lengths.shape.concatenate([maxlen]))]
 
 
 register_op("SequenceMask", _sequence_mask_infer)
@@ -478,7 +478,7 @@ def _unique_infer(op):
         x.shape.with_rank(1)
     except ValueError:
         raise ValueError(f"unique expects a 1-D vector, got shape {x.shape}") from None
-    out_idx = op._attrs["out_idx"]
+    out_idx = op.get_attr("out_idx")
     if out_idx not in (_dt.int32, _dt.int64):
         raise TypeError(f"out_idx must be int32 or int64, got {out_idx.name}")
     return [(x.dtype.base_dtype, TensorShape([None])), (out_idx, x.shape.with_rank(1))]
@@ -500,7 +500,7 @@ def unique(x, out_idx=_dt.int32, name=None):
 # --- DynamicPartition / DynamicStitch -----------------------------------------------------------
 def _dynamic_partition_infer(op):
     data, partitions = op.inputs
-    n = op._attrs["num_partitions"]
+    n = op.get_attr("num_partitions")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"num_partitions must be a positive integer, got {n!r}")
     if partitions.dtype.base_dtype is not _dt.int32:
@@ -527,7 +527,7 @@ def _dynamic_partition_grad(op, *grads):
     data, partitions = op.inputs
     prefix = _shape_of(partitions)
     original = reshape(math_ops.range(math_ops.reduce_prod(prefix)), prefix)
-    taken = dynamic_partition(original, partitions, op._attrs["num_partitions"])
+    taken = dynamic_partition(original, partitions, op.get_attr("num_partitions"))
     grads = [_dense(g) if g is not None else
              _apply("Fill", [concat([[0], _slice_helper(_shape_of(data),
                                                          _py_slice(partitions.shape.ndims or 1,
@@ -539,7 +539,7 @@ def _dynamic_partition_grad(op, *grads):
 
 
 def _dynamic_stitch_infer(op):
-    n = op._attrs["N"]
+    n = op.get_attr("N")
     indices, data = op.inputs[:n], op.inputs[n:]
     if len(data) != n or n < 1:
         raise ValueError(f"dynamic_stitch needs as many data as indices tensors, got "
@@ -571,7 +571,7 @@ def _dynamic_stitch_grad(op, grad):
     from dflab.ops import math_ops
     from dflab.ops.gradients import IndexedSlices
 
-    n = op._attrs["N"]
+    n = op.get_attr("N")
     if isinstance(grad, IndexedSlices):
         rows = _slice_helper(_shape_of(op.outputs[0]), 0)
         grad = math_ops.unsorted_segment_sum(grad.values, grad.indices, rows)

@@ -45,10 +45,10 @@ def _save_infer(op):
 
 def _restore_infer(op):
     prefix, names, slices = op.inputs
-    dtypes = op._attrs["dtypes"]
+    dtypes = op.get_attr("dtypes")
     _check_string(prefix, "prefix", op.type, 0)
     _check_names(op, names, slices, len(dtypes))
-    shapes = op._attrs.get("shapes") or [unknown_shape()] * len(dtypes)
+    shapes = op.attrs.get("shapes") or [unknown_shape()] * len(dtypes)
     if len(shapes) != len(dtypes):
         raise ValueError(f"RestoreV2: {len(shapes)} shapes for {len(dtypes)} dtypes")
     return [(_dt.as_dtype(d).base_dtype, as_shape(s)) for d, s in zip(dtypes, shapes)]

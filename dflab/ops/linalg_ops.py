@@ -74,7 +74,7 @@ def _parse_einsum(equation, ranks):
 def _einsum_infer(op):
     dt = check_same_dtype(op)
     _check_dtype(op, dt, _is_numeric)
-    ins, out = _parse_einsum(op._attrs["equation"], [t.shape.ndims for t in op.inputs])
+    ins, out = _parse_einsum(op.get_attr("equation"), [t.shape.ndims for t in op.inputs])
     sizes = {}
     for s, t in zip(ins, op.inputs):
         if t.shape.ndims is None:
@@ -97,7 +97,7 @@ register_op("Einsum", _einsum_infer, expensive=True)
 
 @RegisterGradient("Einsum")
 def _einsum_grad(op, grad):
-    ins, out = _parse_einsum(op._attrs["equation"], [t.shape.ndims for t in op.inputs])
+    ins, out = _parse_einsum(op.get_attr("equation"), [t.shape.ndims for t in op.inputs])
     used = set("".join(ins) + out)
     fresh = iter(c for c in _string.ascii_letters if c not in used)
     grads = []

@@ -27,6 +27,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
+from dflab.framework.tensor import override_operator
 from dflab.framework.tensor_shape import TensorShape, broadcast_shapes
 from dflab.ops import array_ops
 from dflab.ops.op_util import check_same_dtype
@@ -581,7 +582,7 @@ def _sigmoid_grad(op, grad):
 
 # --- Cast -----------------------------------------------------------------------------------------
 def _cast_infer(op):
-    return [(op._attrs["DstT"], op.inputs[0].shape)]
+    return [(op.get_attr("DstT"), op.inputs[0].shape)]
 
 
 register_op("Cast", _cast_infer)
@@ -591,7 +592,7 @@ register_op("Cast", _cast_infer)
 def _cast_grad(op, grad):
     src = op.inputs[0].dtype.base_dtype
     if src.is_floating or src.is_complex:
-        if not (op._attrs["DstT"].is_floating or op._attrs["DstT"].is_complex):
+        if not (op.get_attr("DstT").is_floating or op.get_attr("DstT").is_complex):
             return [None]
         return [cast(grad, src)]
     return [None]
@@ -627,7 +628,7 @@ def _matmul_infer(op):
     dt = check_same_dtype(op, ["a", "b"])
     _check_dtype(op, dt, _is_numeric)
     a, b = op.inputs
-    ta, tb = op._attrs["transpose_a"], op._attrs["transpose_b"]
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
     sa, sb = a.shape.with_rank(2), b.shape.with_rank(2)
     m, k1 = (sa[1], sa[0]) if ta else (sa[0], sa[1])
     k2, n = (sb[1], sb[0]) if tb else (sb[0], sb[1])
@@ -642,7 +643,7 @@ register_op("MatMul", _matmul_infer, expensive=True)
 @RegisterGradient("MatMul")
 def _matmul_grad(op, grad):
     a, b = op.inputs
-    ta, tb = op._attrs["transpose_a"], op._attrs["transpose_b"]
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
     if not ta and not tb:
         return [matmul(grad, b, transpose_b=True), matmul(a, grad, transpose_a=True)]
     if not ta and tb:
@@ -662,7 +663,7 @@ def _batch_matmul_infer(op):
     sa, sb = a.shape.as_list(), b.shape.as_list()
     if len(sa) < 2 or len(sb) < 2:
         raise ValueError("batched matmul needs tensors of rank >= 2")
-    adj_a, adj_b = op._attrs["adj_x"], op._attrs["adj_y"]
+    adj_a, adj_b = op.get_attr("adj_x"), op.get_attr("adj_y")
     m, k1 = (sa[-1], sa[-2]) if adj_a else (sa[-2], sa[-1])
     k2, n = (sb[-1], sb[-2]) if adj_b else (sb[-2], sb[-1])
     if k1 is not None and k2 is not None and k1 != k2:
@@ -677,7 +678,7 @@ register_op("BatchMatMulV2", _batch_matmul_infer, expensive=True)
 @RegisterGradient("BatchMatMulV2")
 def _batch_matmul_grad(op, grad):
     a, b = op.inputs
-    adj_a, adj_b = op._attrs["adj_x"], op._attrs["adj_y"]
+    adj_a, adj_b = op.get_attr("adj_x"), op.get_attr("adj_y")
     if not adj_a and not adj_b:
         ga, gb = matmul(grad, b, adjoint_b=True), matmul(a, grad, adjoint_a=True)
     elif not adj_a and adj_b:
@@ -718,7 +719,7 @@ def _overload(dunder, builder_name, op_name, reverse=False):
         return fn(a, b, name=op_name)
 
     binary.__name__ = dunder
-    _ops.Tensor._override_operator(dunder, binary)
+    override_operator(dunder, binary)
 
 
 def _install_operators():
@@ -736,10 +737,10 @@ def _install_operators():
     for stem, builder in {"lt": "less", "le": "less_equal", "gt": "greater",
                           "ge": "greater_equal"}.items():
         _overload(f"__{stem}__", builder, None)
-    _ops.Tensor._override_operator("__neg__", lambda a: negative(a))
-    _ops.Tensor._override_operator("__abs__", lambda a: globals()["abs"](a))
-    _ops.Tensor._override_operator("__invert__", lambda a: globals()["logical_not"](a))
-    _ops.Tensor._override_operator(
+    override_operator("__neg__", lambda a: negative(a))
+    override_operator("__abs__", lambda a: globals()["abs"](a))
+    override_operator("__invert__", lambda a: globals()["logical_not"](a))
+    override_operator(
         "__getitem__", lambda a, key: array_ops._slice_helper(a, key))
 
 

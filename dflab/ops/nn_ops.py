@@ -78,7 +78,7 @@ def _register_activation(op_type, infer, grad_from_output):
     @RegisterGradient(op_type)
     def _grad(op, grad):
         src = op.outputs[0] if grad_from_output else op.inputs[0]
-        return [_apply(grad_type, [grad, src], op._attrs)]
+        return [_apply(grad_type, [grad, src], op.attrs)]
 
     return _grad
 
@@ -95,7 +95,7 @@ _register_activation("Softsign", _float_unary_infer, grad_from_output=False)
 # Second derivatives. ReluGrad and friends are piecewise linear in their first input and
 # piecewise constant in the second, so the backward op is the same grad op again.
 def _piecewise_grad_grad(op, grad):
-    return [_apply(op.type, [grad, op.inputs[1]], op._attrs),
+    return [_apply(op.type, [grad, op.inputs[1]], op.attrs),
             array_ops.zeros_like(op.inputs[1])]
 
 
@@ -168,7 +168,7 @@ def _softmax_infer(op):
     rank = t.shape.ndims
     if rank == 0:
         raise ValueError("logits must have rank at least 1")
-    _norm_axis(op._attrs["axis"], rank)
+    _norm_axis(op.get_attr("axis"), rank)
     return [(t.dtype.base_dtype, t.shape)]
 
 
@@ -181,7 +181,7 @@ register_op("LogSoftmax", _softmax_infer)
 @RegisterGradient("Softmax")
 def _softmax_grad(op, grad):
     # dx = (g - sum(g * y, axis)) * y
-    y, axis = op.outputs[0], op._attrs["axis"]
+    y, axis = op.outputs[0], op.get_attr("axis")
     inner = math_ops.reduce_sum(math_ops.multiply(grad, y), axis, keepdims=True)
     return [math_ops.multiply(math_ops.subtract(grad, inner), y)]
 
@@ -189,7 +189,7 @@ def _softmax_grad(op, grad):
 @RegisterGradient("LogSoftmax")
 def _log_softmax_grad(op, grad):
     # dx = g - sum(g, axis) * softmax(x)
-    axis = op._attrs["axis"]
+    axis = op.get_attr("axis")
     sm = math_ops.exp(op.outputs[0])
     return [math_ops.subtract(grad, math_ops.multiply(
         math_ops.reduce_sum(grad, axis, keepdims=True), sm))]
@@ -229,7 +229,7 @@ def _xent_infer(op):
         raise ValueError("logits and labels must have rank at least 1")
     if shape.ndims is None:
         return [(dt, TensorShape(None)), (dt, shape)]
-    axis = _norm_axis(op._attrs["axis"], shape.ndims, "dim")
+    axis = _norm_axis(op.get_attr("axis"), shape.ndims, "dim")
     dims = shape.as_list()
     return [(dt, TensorShape(dims[:axis] + dims[axis + 1:])), (dt, shape)]
 
@@ -266,7 +266,7 @@ def _xent_logits_grad(op, grad_loss, grad_grad, axis):
 
 @RegisterGradient("SoftmaxCrossEntropyWithLogits")
 def _xent_grad(op, grad_loss, grad_grad):
-    axis = op._attrs["axis"]
+    axis = op.get_attr("axis")
     logits = op.inputs[0]
     grad_logits = _xent_logits_grad(op, grad_loss, grad_grad, axis)
     grad_labels = _broadcast_mul(grad_loss, math_ops.negative(log_softmax(logits, axis)), axis)
@@ -374,7 +374,7 @@ def _bias_add_infer(op):
     bs = bias.shape.with_rank(1)
     if vs.ndims is None:
         return [(dt, vs)]
-    c = bias_channel_axis(vs.ndims, op._attrs["data_format"])
+    c = bias_channel_axis(vs.ndims, op.get_attr("data_format"))
     dims = vs.as_list()
     if dims[c] is not None and bs[0].value is not None and dims[c] != bs[0].value:
         raise ValueError(f"Dimensions must be equal, but are {dims[c]} and {bs[0].value}: "
@@ -388,7 +388,7 @@ def _bias_add_grad_infer(op):
     g = op.inputs[0]
     gs = g.shape.with_rank_at_least(2)
     c = None if gs.ndims is None else gs.as_list()[
-        bias_channel_axis(gs.ndims, op._attrs["data_format"])]
+        bias_channel_axis(gs.ndims, op.get_attr("data_format"))]
     return [(g.dtype.base_dtype, TensorShape([c]))]
 
 
@@ -398,7 +398,7 @@ register_op("BiasAddGrad", _bias_add_grad_infer)
 
 @RegisterGradient("BiasAdd")
 def _bias_add_grad(op, grad):
-    fmt = op._attrs["data_format"]
+    fmt = op.get_attr("data_format")
     return [grad, _apply("BiasAddGrad", [grad], {"data_format": fmt})]
 
 
@@ -407,7 +407,7 @@ def _bias_add_grad_grad(op, grad):
     # BiasAddGrad sums over every axis but the channel axis: its adjoint broadcasts back.
     x = op.inputs[0]
     rank = x.shape.ndims
-    fmt = op._attrs["data_format"]
+    fmt = op.get_attr("data_format")
     if rank is not None and bias_channel_axis(rank, fmt) != rank - 1:
         grad = array_ops.reshape(grad, [-1] + [1] * (rank - 1 - bias_channel_axis(rank, fmt)))
     return [math_ops.add(array_ops.zeros_like(x), grad)]

@@ -6,10 +6,13 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework.constant_op import constant_value
+from dflab.framework.op_kinds import BACK_EDGE_OPS, ENTER_OPS, EXIT_OPS, MERGE_OPS, SWITCH_OPS
 from dflab.framework.tensor_shape import TensorShape
 
-# Ops a resource handle passes through unchanged (loops, conds, identities).
-_HANDLE_PASS_THROUGH = ("Identity", "Enter", "Switch", "Merge", "Exit", "NextIteration")
+# Ops a resource handle passes through unchanged (loops, conds, identities): the control-flow
+# primitives that forward their first input (LoopCond forwards a predicate).
+_HANDLE_PASS_THROUGH = (SWITCH_OPS | MERGE_OPS | ENTER_OPS | EXIT_OPS | BACK_EDGE_OPS
+                        | {"Identity"})
 
 
 def handle_source(t):
@@ -30,7 +33,7 @@ def variable_dtype_shape(handle):
     src = handle_source(handle)
     if src is None:
         return None, TensorShape(None)
-    return src._attrs["dtype"], src._attrs["shape"]
+    return src.get_attr("dtype"), src.get_attr("shape")
 
 
 def check_same_dtype(op, names=None) -> _dt.DType:

@@ -58,7 +58,7 @@ def _float_only(dtype, what):
 
 # --- standard samples of a given shape ----------------------------------------------------------
 def _sample_infer(op):
-    return [(op._attrs["dtype"], _shape_arg_shape(op, op.inputs[0]))]
+    return [(op.get_attr("dtype"), _shape_arg_shape(op, op.inputs[0]))]
 
 
 for _t in ("RandomStandardNormal", "RandomUniform", "TruncatedNormal"):
@@ -163,7 +163,7 @@ def _multinomial_infer(op):
     if n is not None and int(n) < 0:
         raise ValueError(f"num_samples should be nonnegative, got {int(n)}")
     batch = logits.shape[0] if logits.shape.ndims == 2 else None
-    return [(op._attrs["output_dtype"], TensorShape([batch, None if n is None else int(n)]))]
+    return [(op.get_attr("output_dtype"), TensorShape([batch, None if n is None else int(n)]))]
 
 
 register_op("Multinomial", _multinomial_infer, stateful=True)
@@ -212,7 +212,7 @@ def _poisson_infer(op):
     shape, rate = op.inputs
     if not rate.dtype.base_dtype.is_numeric:
         raise TypeError(f"lam must be numeric, got {rate.dtype.name}")
-    return [(op._attrs["dtype"], _shape_arg_shape(op, shape).concatenate(rate.shape))]
+    return [(op.get_attr("dtype"), _shape_arg_shape(op, shape).concatenate(rate.shape))]
 
 
 register_op("RandomPoissonV2", _poisson_infer, stateful=True)

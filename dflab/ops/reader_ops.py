@@ -51,7 +51,7 @@ def _decode_csv_infer(op):
     records = op.inputs[0]
     if records.dtype.base_dtype is not _dt.string:
         raise TypeError(f"DecodeCSV: records must be strings, got {records.dtype.name}")
-    out_types = op._attrs["OUT_TYPE"]
+    out_types = op.get_attr("OUT_TYPE")
     for k, d in enumerate(op.inputs[1:]):
         if d.dtype.base_dtype is not out_types[k]:
             raise TypeError(f"DecodeCSV: record_defaults[{k}] has dtype {d.dtype.name}, "

@@ -77,7 +77,7 @@ def add_n(inputs, name=None):
 # --- reductions -----------------------------------------------------------------------------------
 def _reduction_infer(op):
     x, axes = op.inputs
-    keep = op._attrs["keep_dims"]
+    keep = op.get_attr("keep_dims")
     dt = x.dtype.base_dtype
     _check_dtype(op, dt, _is_bool if op.type in ("Any", "All") else _is_numeric)
     if axes.dtype.base_dtype not in (_dt.int32, _dt.int64):
@@ -229,7 +229,7 @@ NotDifferentiable("ReducedShape")
 
 def _keepdims_view(op, t):
     """``t`` (shaped like the op's output) reshaped as if the reduction had kept its dims."""
-    if op._attrs["keep_dims"]:
+    if op.get_attr("keep_dims"):
         return t
     return array_ops.reshape(t, _reduced_shape_keepdims(op))
 
@@ -311,7 +311,7 @@ def _prod_grad(op, grad):
 def _arg_infer(op):
     x, axis = op.inputs
     _check_dtype(op, x.dtype.base_dtype, _is_real)
-    out = op._attrs["output_type"]
+    out = op.get_attr("output_type")
     if axis.shape.ndims not in (None, 0):
         raise ValueError(f"dimension must be a scalar, got shape {axis.shape}")
     av = constant_value(axis)
@@ -405,16 +405,16 @@ def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
 
 @RegisterGradient("Cumsum")
 def _cumsum_grad(op, grad):
-    return [cumsum(grad, op.inputs[1], exclusive=op._attrs["exclusive"],
-                   reverse=not op._attrs["reverse"]), None]
+    return [cumsum(grad, op.inputs[1], exclusive=op.get_attr("exclusive"),
+                   reverse=not op.get_attr("reverse")), None]
 
 
 @RegisterGradient("Cumprod")
 def _cumprod_grad(op, grad):
     # TF's formula: exact wherever x != 0.
     x, axis = op.inputs
-    out = cumsum(multiply(op.outputs[0], grad), axis, exclusive=op._attrs["exclusive"],
-                 reverse=not op._attrs["reverse"])
+    out = cumsum(multiply(op.outputs[0], grad), axis, exclusive=op.get_attr("exclusive"),
+                 reverse=not op.get_attr("reverse"))
     return [realdiv(out, x), None]
 
 

@@ -63,7 +63,7 @@ def _check_handle(op):
         raise TypeError(f"'{op.type}' Op requires that input 'resource' be a resource handle "
                         f"(a resource variable), got {h.dtype.name}")
     dtype, shape = variable_dtype_shape(h)
-    want = op._attrs.get("dtype")
+    want = op.attrs.get("dtype")
     if dtype is not None and want is not None and want is not dtype:
         raise TypeError(f"'{op.type}' Op reads {want.name} from a {dtype.name} variable")
     return dtype or want, shape
@@ -75,15 +75,15 @@ def _handle_infer(op):
 
 def _read_infer(op):
     _, shape = _check_handle(op)
-    return [(op._attrs["dtype"], shape)]
+    return [(op.get_attr("dtype"), shape)]
 
 
 def _assign_infer(op):
     _, shape = _check_handle(op)
     value = op.inputs[1]
-    if value.dtype.base_dtype is not op._attrs["dtype"]:
+    if value.dtype.base_dtype is not op.get_attr("dtype"):
         raise TypeError(f"Input 'value' of '{op.type}' Op has type {value.dtype.name} that does "
-                        f"not match type {op._attrs['dtype'].name} of the variable.")
+                        f"not match type {op.get_attr('dtype').name} of the variable.")
     if not shape.is_compatible_with(value.shape):
         raise ValueError(f"Shapes {shape} and {value.shape} are incompatible in {op.type} "
                          f"'{op.name}'")
@@ -102,8 +102,8 @@ def _gather_infer(op):
         raise TypeError(f"indices of '{op.type}' must be int32 or int64, got "
                         f"{indices.dtype.name}")
     if shape.ndims is None or indices.shape.ndims is None:
-        return [(op._attrs["dtype"], TensorShape(None))]
-    return [(op._attrs["dtype"], indices.shape.concatenate(shape[1:]))]
+        return [(op.get_attr("dtype"), TensorShape(None))]
+    return [(op.get_attr("dtype"), indices.shape.concatenate(shape[1:]))]
 
 
 def _scatter_infer(op):
@@ -129,7 +129,7 @@ def _count_up_to_infer(op):
     if shape.ndims not in (None, 0):
         raise ValueError(f"ResourceCountUpTo '{op.name}' needs a scalar variable: shape must "
                          f"be rank 0 but is rank {shape.ndims}")
-    return [(op._attrs["T"], TensorShape([]))]
+    return [(op.get_attr("T"), TensorShape([]))]
 
 
 register_op("VarHandleOp", _handle_infer, stateful=True)
@@ -168,7 +168,7 @@ def _gather_grad(op, grad):
     if shape.is_fully_defined():
         dense_shape = _ops.convert_to_tensor(shape.as_list(), dtype=_dt.int32)
     else:
-        dense_shape = array_ops.shape(read_variable_op(handle, op._attrs["dtype"]))
+        dense_shape = array_ops.shape(read_variable_op(handle, op.get_attr("dtype")))
     size = array_ops.expand_dims(array_ops.size(indices), 0)
     values_shape = array_ops.concat([size, dense_shape[1:]], 0)
     values = array_ops.reshape(grad, values_shape)
@@ -178,8 +178,7 @@ def _gather_grad(op, grad):
 def var_handle_op(dtype, shape, name="Variable", shared_name=""):
     attrs = {"dtype": _dt.as_dtype(dtype).base_dtype, "shape": as_shape(shape),
              "container": "", "shared_name": shared_name}
-    return _ops.get_default_graph()._create_op("VarHandleOp", [], attrs, name,
-                                                site=_ops._user_site()).outputs[0]
+    return _ops.apply_op("VarHandleOp", [], attrs, name).outputs[0]
 
 
 def read_variable_op(handle, dtype, name=None):
@@ -243,7 +242,7 @@ class ResourceVariable(Variable):
     def _init_from_existing(self, d):
         g = _ops.get_default_graph()
         self._handle = self._variable = g.get_tensor_by_name(d["variable_name"])
-        self._dtype = self._handle.op._attrs["dtype"]
+        self._dtype = self._handle.op.get_attr("dtype")
         self._initializer_op = g.get_operation_by_name(d["initializer_name"])
         self._graph_element = g.get_tensor_by_name(d["snapshot_name"])
         self._initial_value = g.get_tensor_by_name(d["initial_value_name"]) \
@@ -271,7 +270,7 @@ class ResourceVariable(Variable):
 
     @property
     def shape(self):
-        return self._handle.op._attrs["shape"]
+        return self._handle.op.get_attr("shape")
 
     def get_shape(self):
         return self.shape

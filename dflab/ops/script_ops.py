@@ -52,7 +52,7 @@ def adopt_functions(source, graph) -> None:
 
 
 def _infer(op):
-    return [(dt, unknown_shape()) for dt in op._attrs["Tout"]]
+    return [(dt, unknown_shape()) for dt in op.get_attr("Tout")]
 
 
 # Blocking: the Python function may wait on anything (a queue, a lock); run on a thread of the

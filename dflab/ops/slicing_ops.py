@@ -189,7 +189,7 @@ def _strided_slice_items(op, begin, end, strides):
     b, e, s = _partial_ints(begin), _partial_ints(end), _partial_ints(strides)
     if b is None or e is None or s is None:
         return None
-    return strided_slice_spec(op._attrs, b, e, s)
+    return strided_slice_spec(op.attrs, b, e, s)
 
 
 def _strided_slice_infer(op):
@@ -204,7 +204,7 @@ register_op("StridedSlice", _strided_slice_infer)
 
 
 def _masks_of(op):
-    return {k: op._attrs[k] for k in _MASKS}
+    return {k: op.get_attr(k) for k in _MASKS}
 
 
 @RegisterGradient("StridedSlice")
@@ -329,7 +329,7 @@ def _slice_helper(tensor, slice_spec, var=None):
 def _split_infer(op):
     axis_t, x = op.inputs
     _check_index_dtype(axis_t, "axis")
-    n = op._attrs["num_split"]
+    n = op.get_attr("num_split")
     dt = x.dtype.base_dtype
     if n <= 0:
         raise ValueError(f"num_split must be positive, got {n}")
@@ -361,7 +361,7 @@ def _split_v_infer(op):
     x, sizes_t, axis_t = op.inputs
     _check_index_dtype(sizes_t, "size_splits")
     _check_index_dtype(axis_t, "axis")
-    n = op._attrs["num_split"]
+    n = op.get_attr("num_split")
     dt = x.dtype.base_dtype
     sizes = _partial_ints(sizes_t)
     if sizes is not None and len(sizes) != n:
@@ -458,7 +458,7 @@ def _pad_infer(op):
     pv = np.asarray(pv).reshape(rank_x, 2)
     if (pv < 0).any():
         raise ValueError(f"paddings must be non-negative, got {pv.tolist()}")
-    mode = op._attrs.get("mode")
+    mode = op.attrs.get("mode")
     out = []
     for i, (d, (a, b)) in enumerate(zip(dims, pv.tolist())):
         if d is not None and mode is not None:
@@ -500,7 +500,7 @@ def _pad_v2_grad(op, grad):
 @RegisterGradient("MirrorPad")
 def _mirror_pad_grad(op, grad):
     x, paddings = op.inputs
-    g = _apply("MirrorPadGrad", [_dense(grad), paddings], {"mode": op._attrs["mode"]})
+    g = _apply("MirrorPadGrad", [_dense(grad), paddings], {"mode": op.get_attr("mode")})
     return [g, None]
 
 
@@ -524,7 +524,7 @@ register_op("MirrorPadGrad", _mirror_pad_grad_infer)
 
 @RegisterGradient("MirrorPadGrad")
 def _mirror_pad_grad_grad(op, grad):
-    return [_apply("MirrorPad", [_dense(grad), op.inputs[1]], {"mode": op._attrs["mode"]}),
+    return [_apply("MirrorPad", [_dense(grad), op.inputs[1]], {"mode": op.get_attr("mode")}),
             None]
 
 

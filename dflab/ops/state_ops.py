@@ -15,7 +15,7 @@ from dflab.framework.tensor_shape import TensorShape, as_shape
 
 
 def _variable_infer(op):
-    return [(op._attrs["dtype"]._as_ref(), op._attrs["shape"])]
+    return [(op.get_attr("dtype")._as_ref(), op.get_attr("shape"))]
 
 
 register_op("VariableV2", _variable_infer, stateful=True)
@@ -25,8 +25,7 @@ NotDifferentiable("VariableV2")
 def variable_op_v2(shape, dtype, name="Variable", container="", shared_name=""):
     attrs = {"shape": as_shape(shape), "dtype": _dt.as_dtype(dtype).base_dtype,
              "container": container, "shared_name": shared_name}
-    return _ops.get_default_graph()._create_op("VariableV2", [], attrs, name,
-                                                site=_ops._user_site()).outputs[0]
+    return _ops.apply_op("VariableV2", [], attrs, name).outputs[0]
 
 
 def _check_ref(op):
@@ -44,7 +43,7 @@ def _assign_infer(op):
         raise TypeError(f"Input 'value' of '{op.type}' Op has type {value.dtype.name} that does "
                         f"not match type {ref.dtype.base_dtype.name} of argument 'ref'.")
     shape = ref.shape
-    if op._attrs.get("validate_shape", True):
+    if op.attrs.get("validate_shape", True):
         if not ref.shape.is_compatible_with(value.shape):
             raise ValueError(f"Shapes {ref.shape} and {value.shape} are incompatible")
         shape = ref.shape.merge_with(value.shape)

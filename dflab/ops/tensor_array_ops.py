@@ -80,7 +80,7 @@ def _read_infer(op):
     _check_int(op.inputs[1], "TensorArray read index")
     _check_scalar(op.inputs[1], "TensorArray read index")
     _check_flow(op.inputs[2])
-    return [(op._attrs["dtype"], unknown_shape())]
+    return [(op.get_attr("dtype"), unknown_shape())]
 
 
 def _gather_infer(op):
@@ -92,9 +92,9 @@ def _gather_infer(op):
                          f"{indices.shape}")
     _check_flow(op.inputs[2])
     n = indices.shape.as_list()[0] if indices.shape.ndims == 1 else None
-    elem = op._attrs.get("element_shape") or unknown_shape()
+    elem = op.attrs.get("element_shape") or unknown_shape()
     shape = TensorShape([n]).concatenate(elem) if elem.ndims is not None else unknown_shape()
-    return [(op._attrs["dtype"], shape)]
+    return [(op.get_attr("dtype"), shape)]
 
 
 def _scatter_infer(op):
@@ -123,10 +123,10 @@ def _size_infer(op):
 def _concat_infer(op):
     _check_handle(op)
     _check_flow(op.inputs[1])
-    except0 = op._attrs.get("element_shape_except0") or unknown_shape()
+    except0 = op.attrs.get("element_shape_except0") or unknown_shape()
     shape = TensorShape([None]).concatenate(except0) if except0.ndims is not None \
         else unknown_shape()
-    return [(op._attrs["dtype"], shape), (_dt.int64, TensorShape([None]))]
+    return [(op.get_attr("dtype"), shape), (_dt.int64, TensorShape([None]))]
 
 
 def _split_infer(op):
@@ -412,7 +412,7 @@ def _grad_source():
 
 
 def _grad_array(op, flow):
-    dtype = op._attrs.get("dtype") or op._attrs.get("T")
+    dtype = op.attrs.get("dtype") or op.attrs.get("T")
     ta = TensorArray(dtype, handle=op.inputs[0], flow=flow,
                      colocate_with_first_write_call=False)
     return ta.grad(_grad_source(), flow=flow)

@@ -146,7 +146,7 @@ def _apply(op_type, refs, values, attrs, name):
                 raise TypeError(f"'{op_type}' updates resource variables only: {r!r} is not "
                                 f"a resource variable (as var is)")
         refs = [r.handle for r in refs]
-    dt = (refs[0].op._attrs["dtype"] if op_type.startswith("Resource")
+    dt = (refs[0].op.get_attr("dtype") if op_type.startswith("Resource")
           else refs[0].dtype.base_dtype)
     names = _SIGNATURES[op_type.removeprefix("Resource")][1]
     converted = []

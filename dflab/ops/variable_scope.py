@@ -54,7 +54,7 @@ class _VariableStore:
         v = self._vars.get(name)
         if v is not None:
             g = v.op.graph
-            if g._ops_by_name.get(v.op.name) is not v.op:
+            if g.find_operation(v.op.name) is not v.op:
                 del self._vars[name]
                 return None
         return v
@@ -241,7 +241,7 @@ def _default_initializer(name, dtype):
 
 def _get_default_variable_store() -> _VariableStore:
     g = _ops.get_default_graph()
-    with g._lock:
+    with g.lock:
         store = g.get_collection(_VARSTORE_KEY)
         if store:
             return store[0]
@@ -417,7 +417,7 @@ class _VariableScopeStore:
 
 def get_variable_scope_store() -> _VariableScopeStore:
     g = _ops.get_default_graph()
-    with g._lock:
+    with g.lock:
         store = g.get_collection(_VARSCOPESTORE_KEY)
         if store:
             return store[0]

@@ -19,7 +19,7 @@ def _check_new_variable(initial_value, trainable, collections, name):
     if initial_value is None:
         raise ValueError("initial_value must be specified.")
     if isinstance(initial_value, _ops.Tensor) and \
-            initial_value.op._control_flow_context is not None:
+            initial_value.op.control_flow_context is not None:
         raise ValueError(
             f"Initializer for variable {name or 'Variable'} is from inside a control-flow "
             "construct, such as a loop or conditional. When creating a variable inside a "

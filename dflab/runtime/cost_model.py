@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from dflab.framework import dtypes as _dt
-from dflab.framework.graph_io import BACK_EDGE_OPS
+from dflab.framework.op_kinds import BACK_EDGE_OPS, CONTROL_FLOW_OPS
 
 UNKNOWN_DIM_SIZE = 32
 _OPAQUE_ELEMENT_BYTES = 64  # strings, resources: a guess per element
@@ -38,9 +38,8 @@ _OPAQUE_ELEMENT_BYTES = 64  # strings, resources: a guess per element
 FREE_OPS = frozenset({
     "Const", "Placeholder", "PlaceholderWithDefault", "VariableV2", "Identity", "NoOp",
     "StopGradient", "Shape", "ShapeN", "Size", "Rank", "Reshape", "ExpandDims", "Squeeze",
-    "Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
-    "NextIteration", "RefNextIteration", "LoopCond", "IsVariableInitialized",
-})
+    "IsVariableInitialized",
+}) | CONTROL_FLOW_OPS
 # Elementwise ops: one FLOP per output element; transcendental ones count as several.
 ELEMENTWISE_OPS = frozenset({
     "Abs", "AddV2", "Add", "Sub", "Mul", "RealDiv", "Div", "FloorDiv", "FloorMod", "Maximum",
@@ -114,11 +113,11 @@ def op_cost(op, unknown: int = UNKNOWN_DIM_SIZE) -> OpCost:
     t = op.type
     if t == "MatMul":
         a = _dims(op.inputs[0].shape, unknown) or [unknown, unknown]
-        k = a[0] if op._attrs.get("transpose_a") else a[-1]
+        k = a[0] if op.attrs.get("transpose_a") else a[-1]
         flops = 2.0 * out * k
     elif t == "BatchMatMulV2":
         a = _dims(op.inputs[0].shape, unknown) or [unknown, unknown]
-        k = a[-2] if op._attrs.get("adj_x") else a[-1]
+        k = a[-2] if op.attrs.get("adj_x") else a[-1]
         flops = 2.0 * out * k
     elif t in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"):
         # Every variant does the forward conv's multiply-adds: 2 * |forward output| * kh*kw*ci.

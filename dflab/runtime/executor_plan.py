@@ -19,10 +19,10 @@ deadness) lives in its ``Execution``, so one plan serves every step that runs it
 from __future__ import annotations
 
 from dflab.framework import errors
+from dflab.framework.op_kinds import BACK_EDGE_OPS, CONTROL_FLOW_OPS
 from dflab.kernels.registry import get_kernel_def
 from dflab.runtime.fused_loops import fuse_frame
 from dflab.runtime.plan_node import (
-    CONTROL_FLOW_OPS,
     ENTER,
     EXIT,
     FUSED,
@@ -85,7 +85,7 @@ class ExecutorPlan:
         for i, op in enumerate(self.ops):
             # A fused node produces the outputs of the op it replaced (dflab.runtime.fusion):
             # consumers find it through their input tensors' op.
-            for t in op._outputs:
+            for t in op.outputs:
                 index_of.setdefault(id(t.op), i)
         fed = {id(t): k for k, t in enumerate(self.feeds)}
         nodes = []
@@ -94,11 +94,11 @@ class ExecutorPlan:
             node.op = op
             node.index = i
             node.kind = KINDS.get(op.type, PLAIN)
-            node.n_out = len(op._outputs)
+            node.n_out = len(op.outputs)
             node.releases = ()
-            node.is_constant = bool(op._attrs.get("is_constant", False))
+            node.is_constant = bool(op.attrs.get("is_constant", False))
             # Runs even on dead inputs (a loop-gradient accumulator records "dead" too).
-            node.accepts_dead = bool(op._op_def.extra.get("accepts_dead", False))
+            node.accepts_dead = bool(op.op_def.extra.get("accepts_dead", False))
             nodes.append(node)
         self.nodes = nodes
         self.frames = [FrameInfo(ROOT, "", None, 1)]
@@ -144,12 +144,11 @@ class ExecutorPlan:
             if not self.cf:
                 node.in_frame = node.out_frame = ROOT
                 continue
-            producers = [t.op for t in op._inputs if id(t) not in fed]
+            producers = [t.op for t in op.inputs if id(t) not in fed]
             if node.kind == MERGE:  # a loop Merge's back edge comes from a later node
-                producers = [p for p in producers if p.type not in ("NextIteration",
-                                                                    "RefNextIteration")]
+                producers = [p for p in producers if p.type not in BACK_EDGE_OPS]
             if not producers:
-                producers = [c for c in op._control_inputs if id(c) in index_of]
+                producers = [c for c in op.control_inputs if id(c) in index_of]
             found = {nodes[index_of[id(p)]].out_frame for p in producers}
             if len(found) > 1:
                 names = ", ".join(sorted(self.frames[f].name or "(root)" for f in found))
@@ -159,12 +158,12 @@ class ExecutorPlan:
                     "tf.while_loop).")
             node.in_frame = found.pop() if found else ROOT
             if node.kind == ENTER:
-                key = (node.in_frame, op._attrs.get("frame_name", ""))
+                key = (node.in_frame, op.attrs.get("frame_name", ""))
                 if key not in child_of:
                     child_of[key] = len(self.frames)
                     self.frames.append(FrameInfo(len(self.frames), key[1], node.in_frame,
-                                                 op._attrs.get("parallel_iterations", 10)))
-                    self.frames[-1].site = getattr(op, "_site", "") or ""
+                                                 op.attrs.get("parallel_iterations", 10)))
+                    self.frames[-1].site = op.creation_site or ""
                 node.out_frame = child_of[key]
                 self.frames[node.out_frame].n_enters += 1
             elif node.kind == EXIT:
@@ -191,7 +190,7 @@ class ExecutorPlan:
             fin.nodes.append(node.index)
             fout = self.frames[node.out_frame]
             node.out_base = fout.n_slots
-            for t in node.op._outputs:
+            for t in node.op.outputs:
                 if id(t) not in fed:
                     slot_of[id(t)] = fout.n_slots
                 fout.n_slots += 1
@@ -208,7 +207,7 @@ class ExecutorPlan:
             pending = 0
             node.n_forward = node.n_back = 0
             ins = []
-            for pos, t in enumerate(op._inputs):
+            for pos, t in enumerate(op.inputs):
                 s = slot_of[id(t)]
                 ins.append(s)
                 if id(t) in fed:
@@ -228,7 +227,7 @@ class ExecutorPlan:
                         node.n_forward += 1
                 else:
                     pending += 1
-            for c in op._control_inputs:
+            for c in op.control_inputs:
                 j = index_of.get(id(c))
                 if j is not None:
                     self._check_same_frame(nodes[j], node)
@@ -280,8 +279,8 @@ class ExecutorPlan:
             raise node_error(e, op) from None
         except (ValueError, TypeError, NotImplementedError) as e:
             raise errors.InvalidArgumentError(None, op, str(e)) from None
-        ref_inputs = op._op_def.ref_inputs
-        deref = [i for i, t in enumerate(op._inputs) if _is_ref(t) and i not in ref_inputs]
+        ref_inputs = op.op_def.ref_inputs
+        deref = [i for i, t in enumerate(op.inputs) if _is_ref(t) and i not in ref_inputs]
         if deref and op.type == "Merge":
             fn = _DerefMerge(fn, frozenset(deref))
         elif deref and not getattr(fn, "accepts_refs", False):
@@ -293,9 +292,9 @@ class ExecutorPlan:
         node.is_async = kd.is_async
         # A _Send/_Recv inside a loop frame (partitioned loops): the kernel is told the frame
         # and iteration, which make its rendezvous key unique per iteration.
-        node.frame_tagged = bool(op._attrs.get("_frame_tagged", False))
-        node.expensive = op._op_def.expensive or op._op_def.blocking
-        node.blocking = op._op_def.blocking
+        node.frame_tagged = bool(op.attrs.get("_frame_tagged", False))
+        node.expensive = op.op_def.expensive or op.op_def.blocking
+        node.blocking = op.op_def.blocking
 
     def _compute_releases(self) -> None:
         """For the straight-line schedule: the slots whose last reader is each node."""

@@ -47,8 +47,7 @@ def fused_node(members, inputs, control_inputs, expression: FusedExpression,
         "_fused_sites": [getattr(m, "creation_site", "") or "" for m in members],
     }
     node = Node(FUSED, sink.name, device, attrs, sink.creation_site, sink.graph, inputs,
-                control_inputs)
-    node._outputs = list(sink._outputs)
+                control_inputs, outputs=sink.outputs)
     node.fused_ops = list(members)
     node.expression = expression
     return node
@@ -62,8 +61,8 @@ def _dtype(t) -> str:
 def _bias_add_is_trailing_add(node) -> bool:
     """BiasAdd is a broadcasting add only when the channel is the last axis and the bias
     matches it; otherwise its kernel's channel check (and NCHW layout) must run unfused."""
-    x, b = node._inputs
-    if node._attrs.get("data_format", "NHWC") != "NHWC" and x.shape.ndims != 2:
+    x, b = node.inputs
+    if node.attrs.get("data_format", "NHWC") != "NHWC" and x.shape.ndims != 2:
         return False
     xs, bs = x.shape, b.shape
     return (xs.ndims is not None and xs.ndims >= 1 and bs.ndims == 1
@@ -72,10 +71,10 @@ def _bias_add_is_trailing_add(node) -> bool:
 
 def _elementwise_dtype(node) -> str | None:
     """The floating dtype of a fusible elementwise node, or None."""
-    if node.type not in ELEMENTWISE or len(node._outputs) != 1:
+    if node.type not in ELEMENTWISE or len(node.outputs) != 1:
         return None
-    dt = _dtype(node._outputs[0])
-    if dt not in FUSIBLE_DTYPES or any(_dtype(t) != dt for t in node._inputs):
+    dt = _dtype(node.outputs[0])
+    if dt not in FUSIBLE_DTYPES or any(_dtype(t) != dt for t in node.inputs):
         return None
     if node.type == "BiasAdd" and not _bias_add_is_trailing_add(node):
         return None
@@ -83,10 +82,10 @@ def _elementwise_dtype(node) -> str | None:
 
 
 def _reduction_dtype(node) -> str | None:
-    if node.type not in REDUCTIONS or len(node._inputs) != 2:
+    if node.type not in REDUCTIONS or len(node.inputs) != 2:
         return None
-    dt = _dtype(node._inputs[0])
-    return dt if dt in FUSIBLE_DTYPES and _dtype(node._outputs[0]) == dt else None
+    dt = _dtype(node.inputs[0])
+    return dt if dt in FUSIBLE_DTYPES and _dtype(node.outputs[0]) == dt else None
 
 
 # --- the pass ----------------------------------------------------------------------------------
@@ -98,9 +97,9 @@ class _Graph:
         self.consumers: dict[int, set] = {}
         self.controls: set[int] = set()
         for n in nodes:
-            for t in n._inputs:
+            for t in n.inputs:
                 self.consumers.setdefault(id(t), set()).add(id(n))
-            for c in n._control_inputs:
+            for c in n.control_inputs:
                 self.controls.add(id(c))
         self.keep = keep
 
@@ -114,12 +113,12 @@ class _Graph:
 def _grow(g: _Graph, sink, dtype, taken: set) -> list:
     """The sink and every producer that can join it, in node order."""
     members = {id(sink): sink}
-    start = sink._inputs[:1] if sink.type in REDUCTIONS else sink._inputs  # not the axes
+    start = sink.inputs[:1] if sink.type in REDUCTIONS else sink.inputs  # not the axes
     changed = True
     while changed:
         changed = False
         for m in list(members.values()):
-            ins = start if m is sink else m._inputs
+            ins = start if m is sink else m.inputs
             for t in ins:
                 if id(t.op) in taken:
                     continue
@@ -146,14 +145,14 @@ def _expression(members, dtype) -> tuple[FusedExpression, list]:
             inputs.append(t)
         return ("in", input_index[id(t)])
 
-    raw = [(m.type, [ref(t) for t in m._inputs]) for m in steps_of]
+    raw = [(m.type, [ref(t) for t in m.inputs]) for m in steps_of]
     n = len(inputs)
     steps = tuple((op_type, tuple(k if kind == "in" else n + k for kind, k in args))
                   for op_type, args in raw)
     red = None
     if reduction is not None:
-        inputs.append(reduction._inputs[1])
-        red = (reduction.type, bool(reduction._attrs.get("keep_dims", False)))
+        inputs.append(reduction.inputs[1])
+        red = (reduction.type, bool(reduction.attrs.get("keep_dims", False)))
     return FusedExpression(n, steps, dtype, red), inputs
 
 
@@ -161,7 +160,7 @@ def _fused_node(members, dtype, device) -> Node:
     expr, inputs = _expression(members, dtype)
     controls, seen = [], set()
     for m in members:
-        for c in m._control_inputs:
+        for c in m.control_inputs:
             if id(c) not in seen:
                 seen.add(id(c))
                 controls.append(c)

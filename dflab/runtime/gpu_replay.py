@@ -36,6 +36,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from dflab.framework.op_kinds import CONTROL_FLOW_OPS, TRANSFER_OPS
+
 # Ops whose output shapes depend on input values: a captured graph could not size them.
 DATA_DEPENDENT_SHAPES = frozenset({
     "Where", "Unique", "UniqueV2", "DynamicPartition", "BooleanMask", "SparseToDense",
@@ -46,18 +48,16 @@ HOST_WORK_EACH_STEP = frozenset({
     "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
     "Multinomial", "Print", "PrintV2",
 })
-CONTROL_FLOW = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond",
-                          "RefSwitch", "RefMerge", "RefEnter", "RefExit"})
 
 
 def ineligible_reason(op_types: Sequence[str], has_blocking: bool = False) -> str | None:
     """Why a step of these op types cannot be captured, or None when it can."""
-    if any(op_type in ("_Send", "_Recv") for op_type in op_types):
+    if any(op_type in TRANSFER_OPS for op_type in op_types):
         return "the step exchanges tensors with another device"
     if has_blocking:
         return "the step waits on blocking or asynchronous kernels (queues, transfers)"
     for op_type in op_types:
-        if op_type in CONTROL_FLOW:
+        if op_type in CONTROL_FLOW_OPS:
             return f"the step has control flow ({op_type})"
         if op_type in DATA_DEPENDENT_SHAPES:
             return f"{op_type}'s output shape depends on its input values"

@@ -87,7 +87,7 @@ class Plan:
         """Whether the step may change a variable (it has an op with a ref input: ``Assign*``,
         ``Scatter*``, the optimizers' ``Apply*``): such steps pass the step gate."""
         if self._changes_variables is None:
-            self._changes_variables = any(op._op_def.writes_variables for op in self.ops)
+            self._changes_variables = any(op.op_def.writes_variables for op in self.ops)
         return self._changes_variables
 
     def fetched_values(self, part_values, feed_values) -> list:
@@ -121,7 +121,7 @@ class Master:
 
     def get_plan(self, fetch_tensors, targets, feed_tensors) -> Plan:
         key = (tuple(map(id, fetch_tensors)), tuple(map(id, targets)),
-               tuple(map(id, feed_tensors)), self.graph._plan_epoch)
+               tuple(map(id, feed_tensors)), self.graph.plan_epoch)
         plan = self._plans.get(key)
         if plan is None:
             with self._plans_lock:
@@ -142,7 +142,7 @@ class Master:
         ordered = topological_order(ops, feed_tensors)
         placement = place(ordered, self.devices, self.config, self._stateful_placements)
         for op, p in placement.items():
-            if op._op_def is not None and op._op_def.stateful:
+            if op.op_def is not None and op.op_def.stateful:
                 self._stateful_placements.setdefault(op, p.device)
         used = {placement[op].device for op in ordered}
         reason = None
@@ -232,8 +232,8 @@ def _plan_node(node, device: str, in_plan: set | None = None) -> Node:
     if not isinstance(node, Node):
         node = Node.of_op(node, device)
     if in_plan is not None:
-        node._control_inputs = [c for c in node._control_inputs
-                                if isinstance(c, Node) or id(c) in in_plan]
+        node.set_inputs(control_inputs=[c for c in node.control_inputs
+                                        if isinstance(c, Node) or id(c) in in_plan])
     return node
 
 

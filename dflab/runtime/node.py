@@ -13,15 +13,23 @@ to name the user's op in errors, traces and the stepper; ``fused_ops``, the ops 
 replaced (user ops where known, else their node defs); and ``expression``, a fused node's
 ``FusedExpression``.
 
-A node's outputs are ``NodeOutput`` objects; consumers hold them as inputs, so ``t.op`` is the
-producing node. Invariant: a node's type, name, device and outputs never change once built; the
-partitioner and the fusion pass only (re)wire inputs of nodes they are still building.
+A node satisfies ``NodeLike`` (``dflab.framework.node_protocol``), the read interface it shares
+with the user's ``Operation``, with plain public attributes: ``name``, ``type``, ``device`` (the
+device it runs on), ``graph``, ``inputs`` and ``control_inputs`` (tuples), ``outputs`` (a list of
+``NodeOutput``), ``attrs`` (the mapping it was built with, never copied nor edited), ``op_def``
+and ``creation_site``. Its outputs are ``NodeOutput`` objects (``OutputLike``); consumers hold
+them as inputs, so ``t.op`` is the producing node.
+
+Invariant: a node's type, name, device, attributes and outputs never change once built; the
+partitioner, the fusion pass and the rebuild from node defs (re)wire only the inputs of nodes
+they are still building, with ``set_inputs``/``set_input``.
 """
 
 from __future__ import annotations
 
 from dflab.framework import errors
 from dflab.framework.graph_io import NodeDef
+from dflab.framework.op_kinds import TRANSFER_OPS
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import unknown_shape
 from dflab.kernels.fused_kernels import FusedExpression, fused_members
@@ -45,12 +53,8 @@ class NodeOutput:
         return f"{self.op.name}:{self.value_index}"
 
     @property
-    def _value_index(self) -> int:
-        return self.value_index
-
-    @property
     def device(self) -> str:
-        return self.op.assigned_device
+        return self.op.device
 
     @property
     def graph(self):
@@ -60,7 +64,7 @@ class NodeOutput:
     def original(self):
         """The user's tensor this output stands for, where the node stands for a user op."""
         op = self.op.original
-        return op._outputs[self.value_index] if op is not None else None
+        return op.outputs[self.value_index] if op is not None else None
 
     def get_shape(self):
         return self.shape
@@ -72,25 +76,29 @@ class NodeOutput:
 class Node:
     """One node of a plan (see the module docstring)."""
 
-    __slots__ = ("name", "type", "assigned_device", "_attrs", "_site", "_graph", "_op_def",
-                 "_inputs", "_control_inputs", "_outputs", "original", "fused_ops",
-                 "expression", "_node_def", "__weakref__")
+    __slots__ = ("name", "type", "device", "attrs", "creation_site", "graph", "op_def",
+                 "inputs", "control_inputs", "outputs", "original", "fused_ops", "expression",
+                 "_node_def", "__weakref__")
 
-    def __init__(self, op_type: str, name: str, device: str, attrs: dict, site: str = "",
+    def __init__(self, op_type: str, name: str, device: str, attrs, site: str = "",
                  graph=None, inputs=(), control_inputs=(), output_types=(),
-                 output_shapes=None, original=None):
+                 output_shapes=None, original=None, outputs=None):
+        """``outputs``: existing outputs the node produces instead of new ones of
+        ``output_types`` and ``output_shapes`` (a fused node produces its sink's)."""
         self.type = op_type
         self.name = name
-        self.assigned_device = device
-        self._attrs = attrs
-        self._site = site or ""
-        self._graph = graph
-        self._op_def = get_op_def(op_type)
-        self._inputs = tuple(inputs)
-        self._control_inputs = list(control_inputs)
-        shapes = output_shapes if output_shapes is not None else [None] * len(output_types)
-        self._outputs = [NodeOutput(self, i, dt, s if s is not None else unknown_shape())
-                         for i, (dt, s) in enumerate(zip(output_types, shapes))]
+        self.device = device
+        self.attrs = attrs
+        self.creation_site = site or ""
+        self.graph = graph
+        self.op_def = get_op_def(op_type)
+        self.inputs = tuple(inputs)
+        self.control_inputs = tuple(control_inputs)
+        if outputs is None:
+            shapes = output_shapes if output_shapes is not None else [None] * len(output_types)
+            outputs = [NodeOutput(self, i, dt, s if s is not None else unknown_shape())
+                       for i, (dt, s) in enumerate(zip(output_types, shapes))]
+        self.outputs = list(outputs)
         self.original = original
         self.fused_ops = ()
         self.expression = None
@@ -100,33 +108,48 @@ class Node:
     def of_op(cls, op, device: str) -> Node:
         """A node standing for the user's ``op`` on ``device``; its inputs are wired by the
         caller (the partitioner), or left as the op's own tensors for an unpartitioned plan."""
-        return cls(op.type, op.name, device, op._attrs, op._site, op.graph, op._inputs,
-                   op._control_inputs, [t.dtype for t in op._outputs],
-                   [t.shape for t in op._outputs], original=op)
+        outputs = op.outputs
+        return cls(op.type, op.name, device, op.attrs, op.creation_site, op.graph, op.inputs,
+                   op.control_inputs, [t.dtype for t in outputs], [t.shape for t in outputs],
+                   original=op)
 
-    # --- the Operation-like read interface (errors, traces, drawings read these) -------------
-    graph = property(lambda self: self._graph)
-    inputs = property(lambda self: self._inputs)
-    outputs = property(lambda self: list(self._outputs))
-    control_inputs = property(lambda self: list(self._control_inputs))
-    device = property(lambda self: self.assigned_device)
-    creation_site = property(lambda self: self._site)
-    traceback = creation_site
-    op_def = property(lambda self: self._op_def)
-    attrs = property(lambda self: dict(self._attrs))
+    def set_inputs(self, inputs=None, control_inputs=None) -> None:
+        """Wire a node that is still being built: its data inputs and/or its control inputs
+        (None leaves them as they are)."""
+        if inputs is not None:
+            self.inputs = tuple(inputs)
+        if control_inputs is not None:
+            self.control_inputs = tuple(control_inputs)
+
+    def set_input(self, index: int, t) -> None:
+        """Wire data input ``index`` of a node still being built to ``t`` (a loop Merge's
+        back edge, once the NextIteration that feeds it exists)."""
+        inputs = list(self.inputs)
+        inputs[index] = t
+        self.inputs = tuple(inputs)
+
+    # --- the rest of the read interface ---------------------------------------------------------
+    @property
+    def assigned_device(self) -> str:
+        """The device the node runs on (``device``), by the name TF's placer gives it."""
+        return self.device
+
+    @property
+    def traceback(self) -> str:
+        return self.creation_site
 
     def values(self) -> tuple:
-        return tuple(self._outputs)
+        return tuple(self.outputs)
 
     def get_attr(self, name):
-        if name not in self._attrs:
+        if name not in self.attrs:
             raise ValueError(f"Operation {self.name!r} has no attr named {name!r}.")
-        return self._attrs[name]
+        return self.attrs[name]
 
     @property
     def tensor_name(self) -> str:
         """What a ``_Send``/``_Recv`` carries (the sent tensor's name)."""
-        return self._attrs["tensor_name"]
+        return self.attrs["tensor_name"]
 
     # --- plain data ----------------------------------------------------------------------------
     @property
@@ -138,20 +161,20 @@ class Node:
 
     def to_node_def(self) -> NodeDef:
         """This node as a typed ``NodeDef`` on its device."""
-        inputs = [_input_name(t) for t in self._inputs]
-        inputs += ["^" + c.name for c in self._control_inputs]
-        return NodeDef(self.name, self.type, inputs, self.assigned_device, self._attrs, self._site,
-                       input_types=tuple(t.dtype for t in self._inputs),
-                       output_types=tuple(t.dtype for t in self._outputs),
-                       output_shapes=tuple(t.shape for t in self._outputs))
+        inputs = [_input_name(t) for t in self.inputs]
+        inputs += ["^" + c.name for c in self.control_inputs]
+        return NodeDef(self.name, self.type, inputs, self.device, self.attrs,
+                       self.creation_site, input_types=tuple(t.dtype for t in self.inputs),
+                       output_types=tuple(t.dtype for t in self.outputs),
+                       output_shapes=tuple(t.shape for t in self.outputs))
 
     def __repr__(self):
-        if self.type in ("_Send", "_Recv"):
-            a = self._attrs
+        if self.type in TRANSFER_OPS:
+            a = self.attrs
             return f"<{self.type} {a['tensor_name']} {a['send_device']} -> {a['recv_device']}>"
         if self.fused_ops:
-            return f"<Node {self.name}: {' -> '.join(self._attrs.get('fused_types', ()))}>"
-        return f"<Node {self.name} ({self.type}) on {self.assigned_device}>"
+            return f"<Node {self.name}: {' -> '.join(self.attrs.get('fused_types', ()))}>"
+        return f"<Node {self.name} ({self.type}) on {self.device}>"
 
 
 def _input_name(t) -> str:
@@ -212,14 +235,13 @@ def nodes_from_node_defs(node_defs, feeds=(), origins=None, graph=None):
                 out.dtype = nd.input_types[i]
             if out is None:
                 src = by_name.get(key[0])
-                if src is None or key[1] >= len(src._outputs):
+                if src is None or key[1] >= len(src.outputs):
                     raise errors.InvalidArgumentError(
                         None, nd, f"Node {nd.name}: input {i} ({name}) is not produced in the "
                         "partition nor fed to it")
-                out = src._outputs[key[1]]
+                out = src.outputs[key[1]]
             inputs.append(out)
-        node._inputs = tuple(inputs)
-        node._control_inputs = controls
+        node.set_inputs(inputs, controls)
         try:
             _restore_fused(node, origins)
         except ValueError as e:
@@ -229,10 +251,10 @@ def nodes_from_node_defs(node_defs, feeds=(), origins=None, graph=None):
 
 def _restore_fused(node: Node, origins) -> None:
     """A rebuilt fused node's members (the user's ops where known) and expression."""
-    if not node._attrs.get("fused_ops"):
+    if not node.attrs.get("fused_ops"):
         return
-    node.fused_ops = [origins.get(m.name) or m for m in fused_members(node._attrs)]
-    data = node._attrs.get("_fused_expression")
+    node.fused_ops = [origins.get(m.name) or m for m in fused_members(node.attrs)]
+    data = node.attrs.get("_fused_expression")
     if data is not None:
         # from_attr validates every step: a malformed definition fails here, not later.
         node.expression = FusedExpression.from_attr(data)

@@ -20,7 +20,7 @@ The user's ``Graph`` is never touched. Partitions are built from ``Node`` object
 (``dflab.runtime.node``): one per original op on its device (the op's type, attributes, name and
 site, with its inputs rewired to the partition's own tensors; ``original`` is the op), and
 nodes the partitioner makes for ``_Send``/``_Recv`` and control loops. Each node knows its
-``assigned_device``. ``Partition.spec()`` is a partition as plain data (typed node defs, feed
+``device``. ``Partition.spec()`` is a partition as plain data (typed node defs, feed
 and fetch names) for a worker to register. ``verify`` checks the invariants of a partitioning
 (used by the tests after every partitioning).
 """
@@ -34,6 +34,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.op_kinds import BACK_EDGE_OPS, ENTER_OPS, EXIT_OPS, MERGE_OPS
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import comm_ops as _comm_ops  # noqa: F401 - registers _Send/_Recv
 from dflab.runtime.node import Node
@@ -111,12 +112,6 @@ def short_device_name(device: str) -> str:
     return f"{spec.job}_{spec.task}_{base}"
 
 
-_ENTER = ("Enter", "RefEnter")
-_EXIT = ("Exit", "RefExit")
-_NEXT = ("NextIteration", "RefNextIteration")
-_MERGE = ("Merge", "RefMerge")
-
-
 class LoopNotPartitionableError(Exception):
     """A while loop whose back edge (``NextIteration`` -> ``Merge``) crosses devices."""
 
@@ -135,19 +130,19 @@ def _static_frames(ordered, fed) -> tuple[dict, dict]:
     tuple of frame names from the root (``()``) in. Mirrors the executor's frame assignment."""
     in_frame, out_frame, frames = {}, {}, {(): _FrameInfo(())}
     for op in ordered:
-        producers = [t.op for t in op._inputs if id(t) not in fed and id(t.op) in out_frame]
-        if op.type in _MERGE:
-            producers = [p for p in producers if p.type not in _NEXT]
+        producers = [t.op for t in op.inputs if id(t) not in fed and id(t.op) in out_frame]
+        if op.type in MERGE_OPS:
+            producers = [p for p in producers if p.type not in BACK_EDGE_OPS]
         if not producers:
-            producers = [c for c in op._control_inputs if id(c) in out_frame]
+            producers = [c for c in op.control_inputs if id(c) in out_frame]
         f = out_frame[id(producers[0])] if producers else ()
         in_frame[id(op)] = f
-        if op.type in _ENTER:
-            child = f + (op._attrs.get("frame_name", ""),)
+        if op.type in ENTER_OPS:
+            child = f + (op.attrs.get("frame_name", ""),)
             if child not in frames:
-                frames[child] = _FrameInfo(child, int(op._attrs.get("parallel_iterations", 10)))
+                frames[child] = _FrameInfo(child, int(op.attrs.get("parallel_iterations", 10)))
             out_frame[id(op)] = child
-        elif op.type in _EXIT:
+        elif op.type in EXIT_OPS:
             out_frame[id(op)] = f[:-1]
         else:
             out_frame[id(op)] = f
@@ -223,18 +218,19 @@ class _Partitioner:
         if recv is None:
             src = self.device_of(t.op)
             producer = self.views[id(t.op)]
-            sent = producer._outputs[t.value_index]
+            sent = producer.outputs[t.value_index]
             op_name, idx = t.op.name, t.value_index
             dst_s, src_s = short_device_name(dst), short_device_name(src)
             frame = self.out_frame[id(t.op)]
-            self.add_send(src, dst, t.name, f"_send/{op_name}/{idx}/to/{dst_s}", t.op._site,
+            site = t.op.creation_site
+            self.add_send(src, dst, t.name, f"_send/{op_name}/{idx}/to/{dst_s}", site,
                           t.op.graph, data=sent, frame=frame)
             # A reference (variable) crosses as its value, read when the _Send runs (the
             # executor reads it: _Send takes no reference inputs), as in TF.
             recv = self.add_recv(src, dst, t.name, f"_recv/{op_name}/{idx}/from/{src_s}",
-                                 t.op._site, t.op.graph, t.dtype.base_dtype, t.shape, frame)
+                                 site, t.op.graph, t.dtype.base_dtype, t.shape, frame)
             self.recv_of[key] = recv
-        return recv._outputs[0]
+        return recv.outputs[0]
 
     def control_received(self, u, dst):
         """The node that stands for "``u`` has run" on ``dst``."""
@@ -242,7 +238,7 @@ class _Partitioner:
         recv = self.recv_of.get(key)
         if recv is not None:
             return recv
-        for t in u._outputs:  # an output of u already received proves that u ran
+        for t in u.outputs:  # an output of u already received proves that u ran
             recv = self.recv_of.get((id(t), dst))
             if recv is not None:
                 return recv
@@ -250,10 +246,10 @@ class _Partitioner:
         dst_s, src_s = short_device_name(dst), short_device_name(src)
         tensor_name = f"^{u.name}"
         frame = self.out_frame[id(u)]
-        self.add_send(src, dst, tensor_name, f"_send/{u.name}/control/to/{dst_s}", u._site,
-                      u.graph, after=self.views[id(u)], frame=frame)
+        self.add_send(src, dst, tensor_name, f"_send/{u.name}/control/to/{dst_s}",
+                      u.creation_site, u.graph, after=self.views[id(u)], frame=frame)
         recv = self.add_recv(src, dst, tensor_name, f"_recv/{u.name}/control/from/{src_s}",
-                             u._site, u.graph, _dt.float32, TensorShape([0]), frame)
+                             u.creation_site, u.graph, _dt.float32, TensorShape([0]), frame)
         self.recv_of[key] = recv
         return recv
 
@@ -261,8 +257,8 @@ class _Partitioner:
         device = self.device_of(op)
         view = Node.of_op(op, device)
         inputs = []
-        for t in op._inputs:
-            if op.type in _MERGE and t.op.type in _NEXT and id(t) not in self.fed:
+        for t in op.inputs:
+            if op.type in MERGE_OPS and t.op.type in BACK_EDGE_OPS and id(t) not in self.fed:
                 if self.device_of(t.op) != device:  # a back edge: wired in finish()
                     raise LoopNotPartitionableError(
                         f"{t.op.name} and {op.name} (a while loop's back edge) are on "
@@ -270,7 +266,7 @@ class _Partitioner:
                 self.back_edges.append((view, len(inputs), t))
                 inputs.append(None)
                 continue
-            if len(inputs) in op._op_def.ref_inputs and id(t) not in self.fed \
+            if len(inputs) in op.op_def.ref_inputs and id(t) not in self.fed \
                     and self.device_of(t.op) != device:
                 raise errors.InvalidArgumentError(
                     None, op, f"{op.name} on {device} takes {t.name} by reference, but "
@@ -288,19 +284,18 @@ class _Partitioner:
                     "the variable).")
             inputs.append(self.tensor_on(t, device))
         control = []
-        for c in op._control_inputs:
+        for c in op.control_inputs:
             if id(c) not in self.views:
                 continue  # not part of this plan (the executor ignores it too)
             if self.device_of(c) == device:
                 node = self.views[id(c)]
-            elif c.type in _ENTER:
+            elif c.type in ENTER_OPS:
                 node = self.entered(c, device)
             else:
                 node = self.control_received(c, device)
             if node not in control:
                 control.append(node)
-        view._inputs = tuple(inputs)
-        view._control_inputs = control
+        view.set_inputs(inputs, control)
         self.views[id(op)] = view
         self.part(device).nodes.append(view)
 
@@ -315,9 +310,9 @@ class _Partitioner:
                 part.feeds.append(t)
             return t
         if self.device_of(t.op) == device:
-            return self.views[id(t.op)]._outputs[t.value_index]
-        if t.op.type in _ENTER:
-            return self.entered(t.op, device)._outputs[0]
+            return self.views[id(t.op)].outputs[t.value_index]
+        if t.op.type in ENTER_OPS:
+            return self.entered(t.op, device).outputs[0]
         return self.received(t, device)
 
     def entered(self, enter, device):
@@ -331,7 +326,7 @@ class _Partitioner:
         copy = self.entered_of.get(key)
         if copy is None:
             copy = Node.of_op(enter, device)
-            copy._inputs = (self.tensor_on(enter._inputs[0], device),)
+            copy.set_inputs((self.tensor_on(enter.inputs[0], device),))
             self.part(device).nodes.append(copy)
             self.entered_of[key] = copy
         return copy
@@ -355,7 +350,7 @@ class _Partitioner:
         info = self.frames[frame]
         graph = info.loop_cond.graph if info.loop_cond is not None else None
         name = f"_control/{short_device_name(device)}/{frame[-1]}"
-        site = info.loop_cond._site if info.loop_cond is not None else ""
+        site = info.loop_cond.creation_site if info.loop_cond is not None else ""
 
         def node(op_type, suffix, attrs=None, dtypes=(_dt.bool,)):
             n = _control_node(op_type, f"{name}/{suffix}", device, attrs or {}, site, graph,
@@ -381,9 +376,7 @@ class _Partitioner:
                 if "pivot" not in self.loops[key]:  # a nested loop may have wired it already
                     self._wire_control_loop(*key)
         for view, pos, t in self.back_edges:
-            inputs = list(view._inputs)
-            inputs[pos] = self.views[id(t.op)]._outputs[t.value_index]
-            view._inputs = tuple(inputs)
+            view.set_input(pos, self.views[id(t.op)].outputs[t.value_index])
 
     def _wire_control_loop(self, frame, device) -> None:
         loop = self.loops[(frame, device)]
@@ -393,28 +386,28 @@ class _Partitioner:
         enter, merge = loop["enter"], loop["merge"]
         if len(frame) == 1:
             start = _control_node("Const", f"{enter.name[:-len('Enter')]}start", device,
-                                  {"value": np.True_, "dtype": _dt.bool}, enter._site,
-                                  enter._graph)
+                                  {"value": np.True_, "dtype": _dt.bool}, enter.creation_site,
+                                  enter.graph)
             self.part(device).nodes.append(start)
-            enter._inputs = (start._outputs[0],)
+            enter.set_inputs((start.outputs[0],))
         else:  # nested: enter once per iteration of the enclosing loop's copy on this device
-            enter._inputs = (self._pivot(frame[:-1], device),)
+            enter.set_inputs((self._pivot(frame[:-1], device),))
         cond = info.loop_cond
         if self.device_of(cond) == device:
-            pred = self.views[id(cond)]._outputs[0]
+            pred = self.views[id(cond)].outputs[0]
         else:
-            pred = self.received(cond._outputs[0], device)
+            pred = self.received(cond.outputs[0], device)
         part = self.part(device)
-        switch = _control_node("Switch", f"{merge.name[:-len('Merge')]}Switch", device,
-                               {"T": _dt.bool}, merge._site, merge._graph, (_dt.bool, _dt.bool))
-        switch._inputs = (merge._outputs[0], pred)
-        pivot = _control_node("Identity", f"{merge.name[:-len('Merge')]}pivot", device,
-                              {"T": _dt.bool}, merge._site, merge._graph)
-        pivot._inputs = (switch._outputs[1],)
-        nxt = _control_node("NextIteration", f"{merge.name[:-len('Merge')]}NextIteration",
-                            device, {"T": _dt.bool}, merge._site, merge._graph)
-        nxt._inputs = (pivot._outputs[0],)
-        merge._inputs = (enter._outputs[0], nxt._outputs[0])
+        prefix, site, graph = merge.name[:-len("Merge")], merge.creation_site, merge.graph
+        switch = _control_node("Switch", f"{prefix}Switch", device, {"T": _dt.bool}, site,
+                               graph, (_dt.bool, _dt.bool))
+        switch.set_inputs((merge.outputs[0], pred))
+        pivot = _control_node("Identity", f"{prefix}pivot", device, {"T": _dt.bool}, site, graph)
+        pivot.set_inputs((switch.outputs[1],))
+        nxt = _control_node("NextIteration", f"{prefix}NextIteration", device, {"T": _dt.bool},
+                            site, graph)
+        nxt.set_inputs((pivot.outputs[0],))
+        merge.set_inputs((enter.outputs[0], nxt.outputs[0]))
         part.nodes.extend([switch, pivot, nxt])
         loop["pivot"] = pivot
 
@@ -422,7 +415,7 @@ class _Partitioner:
         loop = self.control_loop(frame, device)
         if "pivot" not in loop:
             self._wire_control_loop(frame, device)
-        return loop["pivot"]._outputs[0]
+        return loop["pivot"].outputs[0]
 
 
 def _control_node(op_type, name, device, attrs, site, graph, dtypes=(_dt.bool,)) -> Node:
@@ -467,7 +460,7 @@ def partition(ops_in_order, placement, feeds, fetches, incarnation=None,
         if where is None:
             device = pt.device_of(t.op)
             part = pt.parts[device]
-            part.fetches.append(pt.views[id(t.op)]._outputs[t.value_index])
+            part.fetches.append(pt.views[id(t.op)].outputs[t.value_index])
             where = local[id(t)] = (device, len(part.fetches) - 1)
         fetch_map.append(where)
     rank = {d: i for i, d in enumerate(device_order or ())}
@@ -484,8 +477,8 @@ def _topological(nodes) -> list:
     succ: dict[int, list] = {}
     indeg = {}
     for n in nodes:
-        preds = [t.op for t in n._inputs if t.op.type not in _NEXT and id(t.op) in rank]
-        preds += [c for c in n._control_inputs if id(c) in rank]
+        preds = [t.op for t in n.inputs if t.op.type not in BACK_EDGE_OPS and id(t.op) in rank]
+        preds += [c for c in n.control_inputs if id(c) in rank]
         indeg[id(n)] = len(preds)
         for p in preds:
             succ.setdefault(id(p), []).append(n)
@@ -526,20 +519,20 @@ def verify(partitioning: Partitioning) -> None:
             if node.name in names:  # a partition travels as node defs that name each other
                 fail(f"two nodes named {node.name} on {device}")
             names.add(node.name)
-            if node.assigned_device != device:
-                fail(f"{node.name} is assigned to {node.assigned_device}, not {device}")
-            for t in node._inputs:
-                if node.type in _MERGE and t.op.type in _NEXT:
+            if node.device != device:
+                fail(f"{node.name} is assigned to {node.device}, not {device}")
+            for t in node.inputs:
+                if node.type in MERGE_OPS and t.op.type in BACK_EDGE_OPS:
                     continue  # a loop's back edge
                 if id(t) not in fed and id(t.op) not in seen:
                     fail(f"{node.name} on {device} reads {t.name} before it is produced there")
-            for c in node._control_inputs:
+            for c in node.control_inputs:
                 if id(c) not in seen:
                     fail(f"{node.name} on {device} has a control input {c.name} from elsewhere")
             seen.add(id(node))
-            seen.update(id(t.op) for t in node._outputs)  # a fused node makes its sink's outputs
+            seen.update(id(t.op) for t in node.outputs)  # a fused node makes its sink's outputs
             if node.type in (SEND, RECV):
-                a = node._attrs
+                a = node.attrs
                 key = (a["tensor_name"], a["send_device"], a["recv_device"])
                 table, side = (sends, "send_device") if node.type == SEND else (recvs,
                                                                                  "recv_device")

@@ -119,7 +119,9 @@ class _UnionFind:
 
 
 def _colocation_targets(op) -> list[str]:
-    return [c[5:] if c.startswith("loc:@") else c for c in (op._colocation or [])]
+    """The names of the ops ``op`` asked to be colocated with (TF's ``_class`` attr)."""
+    groups = (c.decode() for c in op.get_attr("_class"))
+    return [c[5:] if c.startswith("loc:@") else c for c in groups]
 
 
 class _Group:
@@ -166,7 +168,7 @@ def _ref_edge(consumer, i: int, t) -> bool:
         return True
     if not t.dtype.is_ref_dtype:
         return False
-    ref_in = consumer._op_def.ref_inputs if consumer._op_def is not None else ()
+    ref_in = consumer.op_def.ref_inputs if consumer.op_def is not None else ()
     return i in ref_in or any(o.dtype.is_ref_dtype for o in consumer.outputs)
 
 
@@ -183,7 +185,7 @@ def _neighbours(op, colocated_with: dict) -> list:
     """The ops that TF's rules put on ``op``'s device, in the whole graph."""
     out = []
     for target in _colocation_targets(op):
-        other = op.graph._ops_by_name.get(target)
+        other = op.graph.find_operation(target)
         if other is not None:
             out.append(other)
     out += colocated_with.get(op.name, ())
@@ -226,7 +228,7 @@ def _build_groups(ops) -> tuple[list[_Group], dict]:
         names = {m.name for m in ms}
         targets = [t for m in ms for t in _colocation_targets(m) if t in names]
         g = _Group(targets[0] if targets else ms[0].name, ms)
-        g.partners = sorted(outside.get(root, ()), key=lambda o: o._id)
+        g.partners = sorted(outside.get(root, ()), key=lambda o: o.creation_index)
         groups.append(g)
         for m in ms:
             group_of[id(m)] = g
@@ -408,7 +410,7 @@ def _is_generator(op) -> bool:
 
 def _consumers(op, in_set) -> list:
     out = [c for t in op.outputs for c in t.consumers() if id(c) in in_set]
-    out += [c for c in op._control_outputs if id(c) in in_set]
+    out += [c for c in op.control_outputs if id(c) in in_set]
     return out
 
 

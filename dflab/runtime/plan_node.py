@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from dflab.framework import errors
 from dflab.framework.graph_io import NodeDef
+from dflab.framework.op_kinds import CONTROL_FLOW_OPS, ControlFlowKind, control_flow_kind
 
 # Node kinds: how the executor routes a node's outputs.
 PLAIN, SWITCH, MERGE, ENTER, EXIT, NEXT, FUSED = range(7)  # FUSED: a whole fused loop
-KINDS = {
-    "Switch": SWITCH, "RefSwitch": SWITCH, "Merge": MERGE, "RefMerge": MERGE,
-    "Enter": ENTER, "RefEnter": ENTER, "Exit": EXIT, "RefExit": EXIT,
-    "NextIteration": NEXT, "RefNextIteration": NEXT,
-}
-CONTROL_FLOW_OPS = frozenset(KINDS) | {"LoopCond"}
+_ROUTING = {ControlFlowKind.SWITCH: SWITCH, ControlFlowKind.MERGE: MERGE,
+            ControlFlowKind.ENTER: ENTER, ControlFlowKind.EXIT: EXIT,
+            ControlFlowKind.NEXT_ITERATION: NEXT}  # LoopCond routes as a plain node
+# Op type -> node kind, for every op type that is not PLAIN.
+KINDS = {t: _ROUTING[k] for t in CONTROL_FLOW_OPS if (k := control_flow_kind(t)) in _ROUTING}
 ROOT = 0
 
 

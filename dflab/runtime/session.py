@@ -533,8 +533,8 @@ def _needed_nodes(eplan, tensor_names, target_names) -> set:
             continue
         needed.add(i)
         op = eplan.nodes[i].op
-        stack.extend(t.op.name for t in op._inputs if t.name not in fed)
-        stack.extend(c.name for c in op._control_inputs)
+        stack.extend(t.op.name for t in op.inputs if t.name not in fed)
+        stack.extend(c.name for c in op.control_inputs)
     return needed
 
 

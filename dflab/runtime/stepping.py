@@ -185,7 +185,7 @@ class StepRun:
         self._executions = self._create_executions()
         # Every op of the step by the user's name (fixed for the run).
         self._fused_into = {m: _user_name(n.op) for ex in self._executions
-                            for n in ex.plan.nodes for m in n.op._attrs.get("fused_ops", ())}
+                            for n in ex.plan.nodes for m in n.op.attrs.get("fused_ops", ())}
         self._all_names = frozenset(_user_name(n.op) for ex in self._executions
                                     for n in ex.plan.nodes)
         self.history: list[StepEvent] = []
@@ -326,12 +326,12 @@ class StepRun:
         name = _user_name(op)
         frame, it = item[1], item[2]
         event = reuse or StepEvent(self.position, name, op.type, ex.device, frame.name, it.n)
-        if op._op_def.stateful:
+        if op.op_def.stateful:
             args = [it.slots[s] for s in ex.plan.nodes[item[0]].inputs]
             event.record = undo_log.before_node(op, args, self._resources)
         before = self._states
         self._current = event
-        if op._op_def.writes_variables:
+        if op.op_def.writes_variables:
             self._gate_hold.acquire(self.session.step_gate)
         try:
             ex.step(item)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 
 from dflab.framework import errors
-from dflab.framework.graph_io import BACK_EDGE_OPS
+from dflab.framework.op_kinds import BACK_EDGE_OPS, PLACEHOLDER_OPS
 
 
 def prune(fetch_tensors, targets, feed_tensors) -> list:
@@ -23,10 +23,10 @@ def prune(fetch_tensors, targets, feed_tensors) -> list:
         if id(op) in seen:
             continue
         seen[id(op)] = op
-        for t in op._inputs:
+        for t in op.inputs:
             if id(t) not in fed:
                 stack.append(t.op)
-        stack.extend(c for c in op._control_inputs if not _fed_placeholder(c, fed))
+        stack.extend(c for c in op.control_inputs if not _fed_placeholder(c, fed))
     return list(seen.values())
 
 
@@ -35,10 +35,7 @@ def _fed_placeholder(op, fed: set) -> bool:
 
     TF rewires a fed placeholder's control edges to the feed, so ``control_dependencies([x])``
     on a fed ``x`` orders nothing and must not ask for ``x`` to run."""
-    return op.type in _PLACEHOLDERS and id(op._outputs[0]) in fed
-
-
-_PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
+    return op.type in PLACEHOLDER_OPS and id(op.outputs[0]) in fed
 
 
 def topological_order(ops, feed_tensors) -> list:
@@ -52,16 +49,16 @@ def topological_order(ops, feed_tensors) -> list:
     succ = {}
     for op in ops:
         n = 0
-        for t in op._inputs:
+        for t in op.inputs:
             if id(t) not in fed and id(t.op) in ids and t.op.type not in BACK_EDGE_OPS:
                 n += 1
                 succ.setdefault(id(t.op), []).append(op)
-        for c in op._control_inputs:
+        for c in op.control_inputs:
             if id(c) in ids:
                 n += 1
                 succ.setdefault(id(c), []).append(op)
         indeg[id(op)] = n
-    heap = [(op._id, id(op), op) for op in ops if indeg[id(op)] == 0]
+    heap = [(op.creation_index, id(op), op) for op in ops if indeg[id(op)] == 0]
     heapq.heapify(heap)
     order = []
     while heap:
@@ -70,9 +67,9 @@ def topological_order(ops, feed_tensors) -> list:
         for s in succ.get(id(op), ()):
             indeg[id(s)] -= 1
             if indeg[id(s)] == 0:
-                heapq.heappush(heap, (s._id, id(s), s))
+                heapq.heappush(heap, (s.creation_index, id(s), s))
     if len(order) != len(ops):
-        stuck = sorted((op for op in ops if indeg[id(op)] > 0), key=lambda o: o._id)
+        stuck = sorted((op for op in ops if indeg[id(op)] > 0), key=lambda o: o.creation_index)
         names = ", ".join(o.name for o in stuck[:5])
         raise errors.InvalidArgumentError(
             None, stuck[0], f"Graph is invalid, contains a cycle with {len(stuck)} nodes, "

@@ -36,6 +36,7 @@ import weakref
 
 import numpy as np
 
+from dflab.framework.op_kinds import RECV_OPS, SEND_OPS
 from dflab.framework.rendezvous import parse_key
 from dflab.runtime.config import (
     AllocationDescription,
@@ -54,8 +55,6 @@ from dflab.runtime.partition import user_op
 
 # Ops whose outputs are graph-owned buffers created once, not per step.
 _PERSISTENT_OPS = frozenset({"Const", "HostConst"})
-SEND_OPS = ("_Send", "_HostSend")
-RECV_OPS = ("_Recv", "_HostRecv")
 _ROOT_PATH = (("", 0),)
 
 
@@ -198,7 +197,7 @@ class StepTracer:
         assigned = getattr(op, "assigned_device", None)
         if assigned:
             return assigned
-        attrs = getattr(op, "_attrs", None) or {}
+        attrs = getattr(op, "attrs", None) or {}
         if op.type in SEND_OPS and attrs.get("send_device"):
             return attrs["send_device"]
         if op.type in RECV_OPS and attrs.get("recv_device"):
@@ -417,7 +416,7 @@ def timeline_label(op, path=_ROOT_PATH) -> str:
     ``name = _Recv(tensor_name @send_device)`` (with the closing parenthesis TF leaves out),
     which lets a timeline pair each Send with its Recv from the step stats alone.
     """
-    attrs = getattr(op, "_attrs", {})
+    attrs = getattr(op, "attrs", {})
     inside = None
     if op.type in SEND_OPS and attrs.get("tensor_name") and attrs.get("recv_device"):
         inside = f"{attrs['tensor_name']} @{attrs['recv_device']}"
@@ -479,7 +478,7 @@ def _node_stats(r: _Record, memory: _MemoryModel) -> NodeExecStats:
         memory_stats=MemoryStats(persistent_memory_size=persistent_bytes),
         all_start_nanos=r.start, op_start_rel_nanos=0, op_end_rel_nanos=rel_ns,
         all_end_rel_nanos=rel_ns, scheduled_nanos=r.start,
-        fused_ops=r.node.op._attrs.get("fused_ops"),
+        fused_ops=r.node.op.attrs.get("fused_ops"),
     )
 
 

@@ -90,7 +90,7 @@ def before_node(op, args, resources) -> NodeRecord:
     if reason:
         record.irreversible = reason
         return record
-    writes = op._op_def.writes_variables
+    writes = op.op_def.writes_variables
     for arg in args:
         if isinstance(arg, VarState):
             if writes:

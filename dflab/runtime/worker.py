@@ -377,10 +377,10 @@ class Worker:
             if t.op.name == op_name and t.value_index == index:
                 return t
         node = by_name.get(op_name)
-        if node is None or index >= len(node._outputs):
+        if node is None or index >= len(node.outputs):
             raise errors.InvalidArgumentError(
                 None, None, f"Fetch {name} is not produced by the partition")
-        return node._outputs[index]
+        return node.outputs[index]
 
     def _stream_of_partition(self, device: str, nodes) -> Stream | None:
         """The stream a partition's expensive kernels run on, one at a time: its device's

@@ -168,19 +168,19 @@ class FileWriterCache:
     _cache: dict[str, FileWriter] = {}
     _lock = threading.Lock()
 
-    @staticmethod
-    def get(logdir: str) -> FileWriter:
-        with FileWriterCache._lock:
-            writer = FileWriterCache._cache.get(str(logdir))
+    @classmethod
+    def get(cls, logdir: str) -> FileWriter:
+        with cls._lock:
+            writer = cls._cache.get(str(logdir))
             if writer is None:
-                writer = FileWriterCache._cache[str(logdir)] = FileWriter(
+                writer = cls._cache[str(logdir)] = FileWriter(
                     logdir, graph=_ops.get_default_graph())
             return writer
 
-    @staticmethod
-    def clear() -> None:
+    @classmethod
+    def clear(cls) -> None:
         """Close and forget every cached writer."""
-        with FileWriterCache._lock:
-            for writer in FileWriterCache._cache.values():
+        with cls._lock:
+            for writer in cls._cache.values():
                 writer.close()
-            FileWriterCache._cache.clear()
+            cls._cache.clear()

@@ -38,7 +38,7 @@ class _RoundRobinStrategy:
 def byte_size_load_fn(op) -> int:
     """The bytes a variable op's value takes (its static shape must be fully defined)."""
     # Device functions run while the op is made: its attrs are there, its outputs may not be.
-    attrs = getattr(op, "_attrs", None) or {}
+    attrs = getattr(op, "attrs", None) or {}
     shape, dtype = attrs.get("shape"), attrs.get("dtype")
     if (shape is None or dtype is None) and op.outputs:
         shape, dtype = op.outputs[0].shape, op.outputs[0].dtype

@@ -22,6 +22,7 @@ import os
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.graph_io import graph_def_from_json, import_graph_def, load_json
+from dflab.framework.op_kinds import VARIABLE_OPS
 from dflab.kernels.io_kernels import atomic_write
 from dflab.ops.variables import Variable
 
@@ -105,7 +106,6 @@ def _scoped(name: str, prefix: str) -> str:
     return prefix + name if name else name
 
 
-_VARIABLE_OPS = ("VariableV2", "Variable", "VarHandleOp")
 _VARIABLE_FIELDS = {"variable_name": str, "initializer_name": str, "snapshot_name": str,
                     "initial_value_name": str, "trainable": bool, "is_resource": bool}
 
@@ -137,7 +137,7 @@ def _decode_variable(value, graph, prefix: str, where: str):
     d = {k: _scoped(v, prefix) if k.endswith("_name") else v for k, v in value.items()
          if k in _VARIABLE_FIELDS}
     var = lookup(graph, d["variable_name"], where)
-    if var.op.type not in _VARIABLE_OPS:
+    if var.op.type not in VARIABLE_OPS:
         raise errors.InvalidArgumentError(None, None, f"{where}: {d['variable_name']!r} is a "
                                           f"{var.op.type}, not a variable")
     # The kind follows the op the def names (a handle is a resource variable), whatever the

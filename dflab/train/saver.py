@@ -43,6 +43,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
 from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.op_kinds import VARIABLE_OPS
 from dflab.framework.tensor_shape import TensorShape
 from dflab.kernels import io_kernels
 from dflab.ops import array_ops, control_flow_ops, io_ops, state_ops
@@ -110,7 +111,7 @@ class SaverDef:
 
 def _var_name(v) -> str:
     op = v.op if hasattr(v, "op") else None
-    if op is None or op.type not in ("VariableV2", "Variable", "VarHandleOp"):
+    if op is None or op.type not in VARIABLE_OPS:
         raise TypeError(f"Variable to save is not a Variable: {v!r}")
     return op.name
 

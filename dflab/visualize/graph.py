@@ -101,7 +101,7 @@ def _source(graph_or_ops):
         if id(op) not in seen:
             seen.add(id(op))
             ops.append(op)
-    ops.sort(key=lambda op: op._id)
+    ops.sort(key=lambda op: op.creation_index)
     return (ops[0].graph if ops else None), ops
 
 

@@ -33,7 +33,7 @@ def neighbourhood(op) -> list:
     ops = [op] + [t.op for t in op.inputs] + list(op.control_inputs)
     for t in op.outputs:
         ops += t.consumers()
-    ops += list(getattr(op, "_control_outputs", ()))
+    ops += list(getattr(op, "control_outputs", ()))
     return ops
 
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dflab.client.timeline import RECV_OPS as RECV_TYPES
-from dflab.client.timeline import SEND_OPS as SEND_TYPES
+from dflab.framework.op_kinds import BACK_EDGE_OPS, ENTER_OPS
+from dflab.framework.op_kinds import RECV_OPS as RECV_TYPES
+from dflab.framework.op_kinds import SEND_OPS as SEND_TYPES
 from dflab.runtime.node import FUSED as FUSED_TYPE
-from dflab.visualize import style as _style
 from dflab.visualize import text as _text
 
 _COMM_PREFIXES = ("_send/", "_recv/")
@@ -85,7 +85,7 @@ def _names_attr(value) -> list[str]:
 
 
 def _frame_of(op) -> str:
-    ctx = getattr(op, "_control_flow_context", None)
+    ctx = getattr(op, "control_flow_context", None)  # a runtime Node has none
     while ctx is not None and not hasattr(ctx, "frame_name"):
         ctx = getattr(ctx, "outer_context", None)
     return getattr(ctx, "frame_name", "") or ""
@@ -95,7 +95,7 @@ def record_of_op(op) -> OpRecord:
     return OpRecord(
         name=op.name, type=op.type, device=op.device or "",
         site=_text.readable_site(op.creation_site or ""),
-        attrs=dict(op._attrs),
+        attrs=dict(op.attrs),
         outputs=[(_text.dtype_text(t.dtype), _text.shape_text(t.shape)) for t in op.outputs],
         inputs=[(t.op.name, t.value_index) for t in op.inputs],
         control_inputs=[c.name for c in op.control_inputs],
@@ -325,7 +325,7 @@ class _Builder:
         self.partitioned = partitioned
         self.scope_names = _all_scope_names(records)
         self.frames = {r.frame for r in records if r.frame} | {
-            r.attrs.get("frame_name") for r in records if r.type in ("Enter", "RefEnter")}
+            r.attrs.get("frame_name") for r in records if r.type in ENTER_OPS}
         self.ids = 0
         self.units: dict = {}
         self.clusters: dict = {}
@@ -474,7 +474,7 @@ def _edges(records, unit_of) -> list[Edge]:
                 continue
             desc = p.outputs[slot] if slot < len(p.outputs) else ("", "")
             tensor = f"{src}:{slot}"
-            back = p.type in _style.BACK_EDGE_OPS
+            back = p.type in BACK_EDGE_OPS
             add(src, r.name, "data", tensor, _joined(desc), back)
         for src in r.control_inputs:
             if src in by_name:

@@ -14,6 +14,14 @@ import functools
 import math
 import os
 
+from dflab.framework.op_kinds import (
+    CONTROL_FLOW_OPS,
+    PLACEHOLDER_OPS,
+    TRANSFER_OPS,
+    VARIABLE_OPS,
+    ControlFlowKind,
+    control_flow_kind,
+)
 from dflab.framework.registry import registered_ops
 
 FONT = "Helvetica,Arial,sans-serif"
@@ -55,24 +63,23 @@ _MODULE_FAMILY = {
     "slicing_ops": "array", "indexing_ops": "array", "manip_ops": "array",
     "reduction_ops": "math", "sequence_ops": "math", "linalg_ops": "math",
 }
-_TYPE_FAMILY = {"Placeholder": "input", "PlaceholderWithDefault": "input",
+_TYPE_FAMILY = {**{t: "input" for t in PLACEHOLDER_OPS},
                 "_HostSend": "transfer", "_HostRecv": "transfer"}
 
 # Distinct shapes: dynamic control flow, transfers, inputs and state. Everything else is a box.
+_CONTROL_FLOW_SHAPES = {
+    ControlFlowKind.SWITCH: "invtrapezium", ControlFlowKind.MERGE: "trapezium",
+    ControlFlowKind.ENTER: "rarrow", ControlFlowKind.EXIT: "larrow",
+    ControlFlowKind.NEXT_ITERATION: "octagon", ControlFlowKind.LOOP_COND: "diamond",
+}
 SHAPES = {
-    "Switch": "invtrapezium", "RefSwitch": "invtrapezium",
-    "Merge": "trapezium", "RefMerge": "trapezium",
-    "Enter": "rarrow", "RefEnter": "rarrow",
-    "Exit": "larrow", "RefExit": "larrow",
-    "NextIteration": "octagon", "RefNextIteration": "octagon",
-    "LoopCond": "diamond",
-    "_Send": "cds", "_Recv": "cds", "_HostSend": "cds", "_HostRecv": "cds",
-    "Placeholder": "invhouse", "PlaceholderWithDefault": "invhouse",
-    "VariableV2": "cylinder", "Variable": "cylinder", "VarHandleOp": "cylinder",
+    **{t: _CONTROL_FLOW_SHAPES[control_flow_kind(t)] for t in CONTROL_FLOW_OPS},
+    **{t: "cds" for t in TRANSFER_OPS},
+    **{t: "invhouse" for t in PLACEHOLDER_OPS},
+    **{t: "cylinder" for t in VARIABLE_OPS},
 }
 # Graphviz sizes these arrow shapes from the label's width only: give two-line labels room.
 SHAPE_MARGINS = {"cds": "0.18,0.1", "rarrow": "0.18,0.1", "larrow": "0.18,0.1"}
-BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 # Tol "light", then a few calm extras for more than eight devices.
 DEVICE_COLORS = ("#77aadd", "#ee8866", "#eedd88", "#ffaabb", "#99ddff", "#44bb99",

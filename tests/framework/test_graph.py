@@ -59,9 +59,9 @@ def test_control_dependencies_nest_and_reset():
             d = tf.constant(4, name="d")
         with tf.control_dependencies(None):
             e = tf.constant(5, name="e")
-    assert c.op.control_inputs == [a.op]
+    assert c.op.control_inputs == (a.op,)
     assert set(d.op.control_inputs) == {a.op, b.op}
-    assert e.op.control_inputs == []
+    assert e.op.control_inputs == ()
     nd = d.op.node_def
     assert "^a" in nd.input and "^b" in nd.input
 

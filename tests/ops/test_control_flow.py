@@ -325,7 +325,7 @@ def test_variables_created_in_a_loop_body_live_outside_it():
 
     out = tf.while_loop(lambda i, a: i < 3, body, [tf.constant(0), tf.constant(1.0)])[1]
     w = tf.get_default_graph().get_operation_by_name("w_in_loop")
-    assert w._control_flow_context is None
+    assert w.control_flow_context is None
     with tf.Session() as s:
         s.run(tf.global_variables_initializer())
         assert s.run(out) == ((1 * 2 + 3) * 2 + 3) * 2 + 3

@@ -171,29 +171,29 @@ def test_partition_structure_one_pair_per_tensor_per_destination():
         assert list(plan.partitions) == [CPU + "0", CPU + "1", CPU + "2"]
         verify(plan.partitioning)
         sends, recvs = _comm(plan, "_Send"), _comm(plan, "_Recv")
-        pairs = sorted((n._attrs["tensor_name"], n._attrs["send_device"][-1],
-                        n._attrs["recv_device"][-1]) for n in sends)
+        pairs = sorted((n.attrs["tensor_name"], n.attrs["send_device"][-1],
+                        n.attrs["recv_device"][-1]) for n in sends)
         # a:0 goes once to CPU:1 (b, c and e's control edge share it) and once to CPU:2 (d);
         # b, c… are computed where they are needed, or travel once: b:0 and e:0 to CPU:2.
         assert pairs == [("^u", "0", "2"), ("a:0", "0", "1"), ("a:0", "0", "2"),
                          ("b:0", "1", "2"), ("e:0", "1", "2")]
-        assert sorted((n._attrs["tensor_name"], n._attrs["send_device"][-1],
-                       n._attrs["recv_device"][-1]) for n in recvs) == pairs
+        assert sorted((n.attrs["tensor_name"], n.attrs["send_device"][-1],
+                       n.attrs["recv_device"][-1]) for n in recvs) == pairs
         for n in sends + recvs:
-            assert n._attrs["client_terminated"] is False
-            assert isinstance(n._attrs["send_device_incarnation"], int)
-            assert n.assigned_device == n._attrs["send_device" if n.type == "_Send"
+            assert n.attrs["client_terminated"] is False
+            assert isinstance(n.attrs["send_device_incarnation"], int)
+            assert n.device == n.attrs["send_device" if n.type == "_Send"
                                                  else "recv_device"]
         # Views of the user's ops read the Recv outputs; control crossings arrive as Recvs.
         views = {n.name: n for nodes in plan.partitions.values() for n in nodes
                  if n.original is not None}
-        recv_a1 = next(r for r in recvs if r._attrs["tensor_name"] == "a:0"
-                       and r.assigned_device == CPU + "1")
+        recv_a1 = next(r for r in recvs if r.attrs["tensor_name"] == "a:0"
+                       and r.device == CPU + "1")
         assert views["b"].inputs[0].op is recv_a1 and views["c"].inputs[0].op is recv_a1
-        assert views["e"].control_inputs == [recv_a1]
+        assert views["e"].control_inputs == (recv_a1,)
         ctrl = views["f"].control_inputs
         assert len(ctrl) == 1 and ctrl[0].original is None
-        assert ctrl[0].type == "_Recv" and ctrl[0]._attrs["tensor_name"] == "^u"
+        assert ctrl[0].type == "_Recv" and ctrl[0].attrs["tensor_name"] == "^u"
         assert views["f"].original is f.op and views["f"].attrs == f.op.attrs
         np.testing.assert_array_equal(s.run(g), (np.arange(4) * 2 + np.arange(4) - 1) +
                                       (np.arange(4) + 1))
@@ -321,7 +321,7 @@ def test_feed_consumed_on_several_devices_goes_to_each_partition():
         plan = _plan(s, [total, outs, x], [x])
         for part in plan.partitioning.partitions.values():
             assert part.feeds == [x]
-        assert not any(n._attrs["tensor_name"] == "x:0" for n in _comm(plan, "_Send"))
+        assert not any(n.attrs["tensor_name"] == "x:0" for n in _comm(plan, "_Send"))
 
 
 def test_feeding_an_intermediate_tensor_cuts_the_send():
@@ -337,7 +337,7 @@ def test_feeding_an_intermediate_tensor_cuts_the_send():
         np.testing.assert_array_equal(s.run(d, {b: [1.0, 2.0]}), [2.0, 6.0])
         plan = _plan(s, d, [b])
         assert CPU + "0" not in plan.partitions  # nothing left to compute there
-        assert [n._attrs["tensor_name"] for n in _comm(plan, "_Send")] == [c.name]
+        assert [n.attrs["tensor_name"] for n in _comm(plan, "_Send")] == [c.name]
 
 
 def test_fetches_from_several_devices_keep_their_structure():

@@ -87,15 +87,15 @@ def test_each_partition_with_loop_values_gets_a_control_loop():
     for device, nodes in plan.partitions.items():
         control = [n for n in nodes if _is_control_loop_node(n)]
         types[device] = sorted(n.type for n in control)
-        recvs = [n for n in nodes if n.type == "_Recv" and n._attrs.get("_frame_tagged")]
+        recvs = [n for n in nodes if n.type == "_Recv" and n.attrs.get("_frame_tagged")]
         for r in recvs:  # every in-loop receive hangs off its partition's control Merge
             assert [c.type for c in r.control_inputs] == ["Merge"]
     for device, found in types.items():
         assert found == ["Const", "Enter", "Identity", "Merge", "NextIteration", "Switch"], device
     # The LoopCond's value crosses once per iteration to the partition without it.
     loop_cond_sends = [n for nodes in plan.partitions.values() for n in nodes
-                       if n.type == "_Send" and "LoopCond" in n._attrs["tensor_name"]]
-    assert len(loop_cond_sends) == 1 and loop_cond_sends[0]._attrs["_frame_tagged"]
+                       if n.type == "_Send" and "LoopCond" in n.attrs["tensor_name"]]
+    assert len(loop_cond_sends) == 1 and loop_cond_sends[0].attrs["_frame_tagged"]
 
 
 def test_nested_loops_across_devices():

@@ -154,7 +154,7 @@ def test_runtime_error_names_node_and_site():
 def test_cycle_is_rejected():
     a = tf.identity(tf.constant(1.0), name="a")
     b = tf.identity(a, name="b")
-    a.op._add_control_input(b.op)
+    a.op.add_control_input(b.op)
     with tf.Session() as s:
         with pytest.raises(tf.errors.InvalidArgumentError, match="cycle"):
             s.run(b)
@@ -171,7 +171,7 @@ def test_plan_cache_reused_and_invalidated():
         s.run(y, {x: 2.0})
         assert len(s._master._plans) == 1
         c = tf.no_op()
-        y.op._add_control_input(c)
+        y.op.add_control_input(c)
         s.run(y, {x: 2.0})
         assert len(s._master._plans) == 2
 

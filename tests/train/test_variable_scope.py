@@ -345,8 +345,8 @@ def test_variables_ignore_enclosing_control_dependencies():
     c = tf.constant(1.0)
     with tf.control_dependencies([c]):
         v = tf.get_variable("v", [1])
-    assert v.op.control_inputs == []
-    assert v.initializer.control_inputs == []
+    assert v.op.control_inputs == ()
+    assert v.initializer.control_inputs == ()
 
 
 # --- regularizers --------------------------------------------------------------------------------
