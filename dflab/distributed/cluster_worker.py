@@ -46,9 +46,7 @@ from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.runtime.devices import DeviceSet, spec_matches
 from dflab.runtime.resources import Forgotten
-from dflab.runtime.worker import StepResult, Worker, step_timeout_error
-
-_EARLY_ABORTS_KEPT = 256
+from dflab.runtime.worker import RunningSteps, StepResult, Worker, step_timeout_error
 
 # The high bits of this process's step ids on a cluster (TF draws distributed step ids at random
 # for the same reason: many clients, in many processes, run steps on one task).
@@ -95,10 +93,7 @@ class ClusterWorker:
         self._origins: dict = {}
         self._spanning: Worker | None = None  # for plans spanning tasks unpartitioned
         self._token = uuid.uuid4().hex  # names this session as a holder of task gates
-        self._steps: dict = {}  # step id -> its _ClusterStep, while it runs
-        self._steps_lock = threading.Lock()
-        # Steps aborted before they started (bounded, as a worker's): they fail as they start.
-        self._early_aborts: dict = {}
+        self.steps = RunningSteps()  # step id -> its _ClusterStep, while it runs
         self._closed = False
 
     @property
@@ -175,22 +170,17 @@ class ClusterWorker:
                     indices.index(main) if task == main_task else None, timeout,
                     observer is not None, gates.get(task, GATE_NONE), holder)
                 step.started(task, self._stubs[task].run_step(
-                    request, observer, lambda e, t=task: step.failed(t, e)), indices)
+                    request, observer, lambda e, t=task: step.share_failed(t, e)), indices)
             step.collect(timeout, observer)
         return step.result(timeout)
 
     @contextlib.contextmanager
     def _running(self, step):
-        with self._steps_lock:
-            self._steps[step.step_id] = step
-            early = self._early_aborts.pop(step.step_id, None) if self._early_aborts else None
-        if early is not None:
-            step.failed(None, early)
+        self.steps.track(step.step_id, step)
         try:
             yield
         finally:
-            with self._steps_lock:
-                del self._steps[step.step_id]
+            self.steps.untrack(step.step_id, step)
             for stub in step.stubs.values():
                 stub.step_done(step.step_id)
 
@@ -241,25 +231,13 @@ class ClusterWorker:
         """Cancel a step on every task; False if it is not running, in which case it fails as
         soon as it starts, should it start later."""
         step_id = STEP_ID_BASE | step_id
-        with self._steps_lock:
-            step = self._steps.get(step_id)
-            if step is None:
-                self._early_aborts[step_id] = error
-                if len(self._early_aborts) > _EARLY_ABORTS_KEPT:
-                    del self._early_aborts[next(iter(self._early_aborts))]
-        if step is not None:
-            step.failed(None, error)
+        if self.steps.abort(step_id, error):
             return True
-        if self._spanning is not None:
-            return self._spanning.abort_step(step_id, error)
-        return False
+        return self._spanning is not None and self._spanning.abort_step(step_id, error)
 
     def cancel_steps(self, error: BaseException) -> None:
         """Cancel every step of this session running on the cluster."""
-        with self._steps_lock:
-            running = list(self._steps.values())
-        for step in running:
-            step.failed(None, error)
+        self.steps.cancel_all(error)
         if self._spanning is not None:
             self._spanning.cancel_steps(error)
 
@@ -354,8 +332,13 @@ class _ClusterStep:
     def started(self, task: str, pending, indices) -> None:
         self._pending[task] = (pending, indices)
 
-    def failed(self, task: str | None, error: BaseException) -> None:
-        """A share failed (or the step was aborted from outside): cancel every other share."""
+    def failed(self, error: BaseException) -> None:
+        """The step is aborted from outside (a session closing, a canceller): cancel every
+        share."""
+        self.share_failed(None, error)
+
+    def share_failed(self, task: str | None, error: BaseException) -> None:
+        """``task``'s share failed with ``error``: cancel every other share."""
         with self._lock:
             self.errors.append(error)
             if self._aborted:
@@ -383,7 +366,7 @@ class _ClusterStep:
                 outcome = TaskOutcome(None, e)
             self.outcomes[task] = outcome
             if outcome.error is not None:
-                self.failed(task, outcome.error)
+                self.share_failed(task, outcome.error)
             if observer is not None:
                 if outcome.stats:
                     observer.add_device_stats(outcome.stats)
@@ -394,7 +377,7 @@ class _ClusterStep:
         """No answer from some tasks in time: those that do not answer at all are
         unavailable; otherwise the step ran past its deadline."""
         silent = [t for t in self._pending if t not in self.outcomes]
-        dead = [t for t in silent if not self.stubs[t].responsive()]
+        dead = [self.stubs[t].where for t in silent if not self.stubs[t].responsive()]
         if dead:
             error = unavailable(", ".join(dead), "it did not answer within the step's timeout "
                                 f"of {timeout * 1000:.0f} ms")
@@ -402,7 +385,7 @@ class _ClusterStep:
             error = errors.DeadlineExceededError(
                 None, None, f"Timed out after {timeout * 1000:.0f} ms waiting for the step "
                 f"to finish on {', '.join(silent)}")
-        self.failed(None, error)
+        self.share_failed(None, error)
         self.errors.insert(0, error)
 
     def result(self, timeout: float | None) -> StepResult:

@@ -138,6 +138,7 @@ class InProcessStub:
 
     def __init__(self, task: Task):
         self.task = task.name
+        self.where = task.name  # how errors name it
         self._task = task
         self._handles: list = []
 
@@ -241,7 +242,7 @@ def describe(cluster: ClusterSpec) -> list[dict]:
     for job, index, addr in cluster.tasks():
         name = task_name(job, index)
         entry = {"task": name, "job": job, "index": index, "address": addr,
-                 "transport": "in-process", "running": name in running,
+                 "transport": "in-process", "running": name in running, "node": "", "gpu_ids": [],
                  "devices": [], "variables": []}
         if name in running:
             entry.update(running[name].worker.state_summary())

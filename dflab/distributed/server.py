@@ -195,8 +195,10 @@ def describe_cluster(where) -> list[dict]:
     ``%dflab cluster`` draw). ``where``: a ``Server``, a session on a cluster, or a target.
 
     One dict per task of the ``ClusterSpec``, in job then index order: ``task``, ``job``,
-    ``index``, ``address``, ``transport``, ``running``, and for a running task its ``devices``
-    (name, device_type, description) and ``variables`` (name, device, shape, dtype, bytes).
+    ``index``, ``address``, ``transport``, ``running``, ``node`` (the Ray node a task runs on;
+    "" in-process) and ``gpu_ids`` (the GPUs Ray gave it), and for a running task its
+    ``devices`` (name, device_type, description) and ``variables`` (name, device, shape, dtype,
+    bytes).
     """
     if isinstance(where, Server):
         if where.protocol != RAY_PROTOCOL:

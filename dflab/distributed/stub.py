@@ -83,6 +83,7 @@ class TaskStub(Protocol):
     """One task as a client sees it (see the module docstring)."""
 
     task: str  # the task's name, /job:<job>/replica:0/task:<index>
+    where: str  # how errors name it: the task, and its host where that says more
     transport: str  # "in-process" or "ray": for descriptions only, never for decisions
     supports_stepping: bool  # steps can be driven node by node through ``start_step``
 

@@ -21,6 +21,8 @@ from dflab.framework.display import RichDisplay
 
 PLACEMENT_POLICIES = ("tf", "cost_model")
 COST_MODEL_OPTIONS = ("unknown_dim_size",)
+# What a task's Ray actor may ask for: resources, and a node (its id or name) or labels.
+RAY_TASK_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "node", "labels")
 
 
 def _doc(text: str) -> dict:
@@ -53,6 +55,10 @@ class DflabOptions:
     ray_namespace: str | None = field(default=None, metadata=_doc(
         "the Ray namespace of a server's task actors (else $DFLAB_RAY_NAMESPACE, else "
         "'dflab')"))
+    ray_task: Mapping = field(default_factory=dict, metadata=_doc(
+        f"what a server's task actor asks of Ray, among {RAY_TASK_OPTIONS}: num_cpus, "
+        "num_gpus, memory (bytes) and custom resources ({name: amount}); node (a Ray node's "
+        "id or name) or labels ({label: value}) to pin it"))
 
     def __post_init__(self):
         _check_counts("simulated_devices", self.simulated_devices)
@@ -68,11 +74,15 @@ class DflabOptions:
         _check_type("intra_op_split_products", self.intra_op_split_products, bool)
         if self.ray_namespace is not None:
             _check_type("ray_namespace", self.ray_namespace, str)
+        _check_mapping("ray_task", self.ray_task, object)
+        for key in self.ray_task:
+            _check_choice("ray_task", key, RAY_TASK_OPTIONS, "Unknown ray_task option")
         # Copies: a caller's dict changed later changes nothing here.
         object.__setattr__(self, "simulated_devices", dict(self.simulated_devices))
         object.__setattr__(self, "device_params",
                            {k: dict(v) for k, v in self.device_params.items()})
         object.__setattr__(self, "cost_model", dict(self.cost_model))
+        object.__setattr__(self, "ray_task", dict(self.ray_task))
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -258,6 +258,53 @@ def step_timeout_error(timeout: float, progress) -> errors.DeadlineExceededError
         f"{where}.")
 
 
+class RunningSteps:
+    """The steps running on a worker, by step id, each with a ``failed(error)`` that cancels
+    it: what ``abort_step`` and a closing session reach. A step aborted before it started (a
+    cancelled client racing its start) fails as it starts; bounded, so an abort that missed a
+    finished step is forgotten in time."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running: dict = {}
+        self._early: dict = {}
+
+    def track(self, step_id: int, running) -> None:
+        with self._lock:
+            self._running[step_id] = running
+            early = self._early.pop(step_id, None) if self._early else None
+        if early is not None:
+            running.failed(early)
+
+    def untrack(self, step_id: int, running) -> None:
+        with self._lock:
+            if self._running.get(step_id) is running:
+                del self._running[step_id]
+
+    def ids(self) -> list:
+        with self._lock:
+            return list(self._running)
+
+    def abort(self, step_id: int, error: BaseException) -> bool:
+        """Cancel ``step_id``; False if it is not running (it then fails should it start)."""
+        with self._lock:
+            running = self._running.get(step_id)
+            if running is None:
+                self._early[step_id] = error
+                if len(self._early) > _EARLY_ABORTS_KEPT:
+                    del self._early[next(iter(self._early))]
+        if running is None:
+            return False
+        running.failed(error)
+        return True
+
+    def cancel_all(self, error: BaseException) -> None:
+        with self._lock:
+            running = list(self._running.values())
+        for r in running:
+            r.failed(error)
+
+
 class _Single:
     """A running step of one execution, as ``abort_step`` sees it."""
 
@@ -290,11 +337,7 @@ class Worker:
         self.devices = devices
         self._partitions: dict[int, RegisteredPartition] = {}
         self._handles = itertools.count(1)
-        self._steps: dict[int, StepGroup] = {}
-        self._steps_lock = threading.Lock()
-        # Steps aborted before they started here (a cancelled client's step racing its start):
-        # they fail as they start. Bounded: an abort that misses a finished step is forgotten.
-        self._early_aborts: dict[int, BaseException] = {}
+        self.steps = RunningSteps()
         self._pool = None
         self._pool_lock = threading.Lock()
         self._closed = False
@@ -454,22 +497,13 @@ class Worker:
             ex.run_inline(part.stream)
         else:
             # A plan that may wait (a queue, an accumulator) can be cancelled while it runs.
-            self._track(step_id, _Single(ex))
+            running = _Single(ex)
+            self.steps.track(step_id, running)
             try:
                 ex.run_dataflow(self.inter_op_pool(), timeout, part.stream)
             finally:
-                with self._steps_lock:
-                    self._steps.pop(step_id, None)
+                self.steps.untrack(step_id, running)
         return part.fetch_values(ex)
-
-    def _track(self, step_id: int, running) -> None:
-        """Keep a running step cancellable by ``abort_step`` (and ``close``); a step aborted
-        before it got here is cancelled at once."""
-        with self._steps_lock:
-            self._steps[step_id] = running
-            early = self._early_aborts.pop(step_id, None) if self._early_aborts else None
-        if early is not None:
-            running.failed(early)
 
     def start_step(self, parts, feed_values, step_id: int, observer=None,
                    rendezvous=None) -> list:
@@ -501,7 +535,7 @@ class Worker:
         with the step's first error, from whichever thread meets it. ``finish_step`` waits."""
         group = self._new_group(parts, feed_values, step_id, observer, rendezvous)
         group.on_error = on_error
-        self._track(step_id, group)
+        self.steps.track(step_id, group)
         pool = self.inter_op_pool()
         execs = group.executions
         for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
@@ -526,9 +560,7 @@ class Worker:
                 except Exception:  # noqa: BLE001 - group.error holds the step's first error
                     pass
         finally:
-            with self._steps_lock:
-                if self._steps.get(group.step_id) is group:
-                    del self._steps[group.step_id]
+            self.steps.untrack(group.step_id, group)
         progress = [f"{short_device_name(p.device) if p.device else 'all devices'}: "
                     f"{ex.executed} of {len(p.executor_plan.nodes)} nodes run"
                     for p, ex in zip(group.parts, group.executions)]
@@ -553,23 +585,11 @@ class Worker:
     def abort_step(self, step_id: int, error: BaseException) -> bool:
         """Cancel a step (its rendezvous and executions); False if it is not running, in which
         case it fails as soon as it starts, should it start later."""
-        with self._steps_lock:
-            group = self._steps.get(step_id)
-            if group is None:
-                self._early_aborts[step_id] = error
-                if len(self._early_aborts) > _EARLY_ABORTS_KEPT:
-                    del self._early_aborts[next(iter(self._early_aborts))]
-        if group is None:
-            return False
-        group.failed(error)
-        return True
+        return self.steps.abort(step_id, error)
 
     def cancel_steps(self, error: BaseException) -> None:
         """Cancel every step running here (a session closing: TF's cancellation manager)."""
-        with self._steps_lock:
-            running = list(self._steps.values())
-        for group in running:
-            group.failed(error)
+        self.steps.cancel_all(error)
 
     def consistent_snapshot(self, devices, timeout: float | None = None):
         """Held around a save or restore of variables on ``devices``: a worker of one client

@@ -6,12 +6,16 @@ import pytest
 START_ATTEMPTS = 3
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_instance():
-    """One local Ray instance for the whole test run: CPU only, no dashboard, a small object
-    store (CI runs on two cores)."""
+    """A local Ray instance, started by the first module that needs one and kept for the
+    others: CPU only, no dashboard, a small object store (CI runs on two cores). A module that
+    runs its own multi-node cluster shuts it down; the next module starts it again."""
     import ray
 
+    if ray.is_initialized():
+        yield ray
+        return
     for attempt in range(START_ATTEMPTS):
         try:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -22,4 +26,3 @@ def ray_instance():
             if "timed out during startup" not in str(e) or attempt + 1 == START_ATTEMPTS:
                 raise
     yield ray
-    ray.shutdown()

@@ -28,14 +28,21 @@ def cluster():
         s.stop()
 
 
-def test_a_distributed_step_places_across_tasks_and_matches_one_process(cluster):
-    feed = np.arange(6, dtype=np.float32).reshape(3, 2) / 4
+def _model_session(cluster):
+    """``cluster_model`` in a session on worker 0, initialized: ``(session, x, fetches)``."""
     g = tf.Graph()
     with g.as_default():
         x, _, fetches = cluster_model()
         init = tf.global_variables_initializer()
-    with tf.Session(cluster["worker", 0].target, graph=g) as s:
-        s.run(init)
+    s = tf.Session(cluster["worker", 0].target, graph=g)
+    s.run(init)
+    return s, x, fetches
+
+
+def test_a_distributed_step_places_across_tasks_and_matches_one_process(cluster):
+    feed = np.arange(6, dtype=np.float32).reshape(3, 2) / 4
+    s, x, fetches = _model_session(cluster)
+    with s:
         got = s.run(fetches, {x: feed})
         plan = max(s.master._plans.values(), key=lambda p: len(p.parts))
         tasks = {p.device.split("/device:")[0] for p in plan.parts}
@@ -271,12 +278,8 @@ def test_a_step_across_tasks_can_be_stepped_node_by_node_through_the_task_stubs(
     from dflab.runtime.stepping import StepRun
 
     feed = np.arange(6, dtype=np.float32).reshape(3, 2) / 4
-    g = tf.Graph()
-    with g.as_default():
-        x, _, fetches = cluster_model()
-        init = tf.global_variables_initializer()
-    with tf.Session(cluster["worker", 0].target, graph=g) as s:
-        s.run(init)
+    s, x, fetches = _model_session(cluster)
+    with s:
         want = s.run(fetches, {x: feed})
         run = StepRun(s, fetches, {x: feed})
         run.resume()

@@ -141,8 +141,7 @@ def test_abort_step_cancels_a_running_step():
         t.start()
         step_id = None
         for _ in range(200):
-            with s.worker._steps_lock:
-                step_id = next(iter(s.worker._steps), None)
+            step_id = next(iter(s.worker.steps.ids()), None)
             if step_id is not None:
                 break
             t.join(0.01)

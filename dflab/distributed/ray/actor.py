@@ -10,6 +10,9 @@ hold no thread. Arguments and answers are plain data (``dflab.distributed.wire``
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ import ray
 
 from dflab.distributed.cluster import ClusterSpec
 from dflab.distributed.names import task_name
+from dflab.distributed.ray.placement import host_of
 from dflab.distributed.ray.targets import actor_name
 from dflab.distributed.stub import StepRequest
 from dflab.distributed.task import Task
@@ -29,6 +33,7 @@ from dflab.framework.rendezvous import parse_key
 # Threads of one task's actor for steps and other work that computes or waits (pulls need
 # none): steps of several clients run at once on one task.
 ACTOR_THREADS = 64
+PEER_INFO_TIMEOUT_S = 30.0
 
 
 class TaskActor:
@@ -40,10 +45,12 @@ class TaskActor:
 
         self.cluster = ClusterSpec(cluster_def)
         self.namespace = namespace
-        self.task = Task(job, index, config if config is not None else ConfigProto(),
-                         self._pull)
+        self.gpu_ids = [str(g) for g in ray.get_gpu_ids()]
+        config = _with_ray_gpus(config if config is not None else ConfigProto(), self.gpu_ids)
+        self.task = Task(job, index, config, self._pull)
         self._threads = ThreadPoolExecutor(ACTOR_THREADS, thread_name_prefix="dflab-task")
         self._peers: dict = {}
+        self._peer_where: dict = {}  # peer task -> how errors name it (with its node)
         self._dead = DEAD
         self._finished: set = set()
 
@@ -52,9 +59,13 @@ class TaskActor:
 
     # --- what clients ask ----------------------------------------------------------------------
     async def info(self) -> dict:
+        node = ray.get_runtime_context().get_node_id()
+        here = next((n for n in ray.nodes() if n["NodeID"] == node), {})
         return {"task": self.task.name, "incarnation": self.task.incarnation,
-                "cluster": self.cluster.as_dict(), "pid": os.getpid(),
-                "node": ray.get_runtime_context().get_node_id(),
+                "cluster": self.cluster.as_dict(), "pid": os.getpid(), "node": node,
+                "node_name": here.get("NodeName", ""),
+                "node_address": here.get("NodeManagerAddress", ""),
+                "gpu_ids": self.gpu_ids,
                 "devices": [device_info(d) for d in self.task.worker.devices]}
 
     async def ping(self) -> int:
@@ -161,6 +172,9 @@ class TaskActor:
         """The launcher's client function for this task, run here (between-graph
         replication: each worker task runs its own client): ``(result, error info)``, as a TF
         error holds ops of this process's graph."""
+        info = await self.info()
+        task_info = {**task_info, "node": info["node_name"] or info["node"]}
+
         def run():
             try:
                 return fn(TaskContext(**task_info)), None
@@ -177,14 +191,14 @@ class TaskActor:
             peer = self._peer(src_task)
             ref = peer.recv_tensor.remote(step_id, key, self._pull_timeout())
         except Exception as e:  # noqa: BLE001 - the peer's actor is gone or unknown
-            done(None, unavailable(src_task, why(e)))
+            done(None, unavailable(self._peer_where.get(src_task, src_task), why(e)))
             return
 
         def finished(future):
             try:
                 value, dead, info = future.result()
             except Exception as e:  # noqa: BLE001 - the peer died during the pull
-                done(None, unavailable(src_task, why(e)))
+                done(None, unavailable(self._peer_where.get(src_task, src_task), why(e)))
                 return
             if info is not None:
                 done(None, error_from_info(info))
@@ -203,9 +217,33 @@ class TaskActor:
         actor = self._peers.get(task)
         if actor is None:
             job, index = _job_and_index(task)
-            actor = self._peers[task] = ray.get_actor(actor_name(job, index),
-                                                      namespace=self.namespace)
+            actor = ray.get_actor(actor_name(job, index), namespace=self.namespace)
+            # Where it runs, once, so that an error of a peer whose node went away names it.
+            with contextlib.suppress(Exception):
+                info = ray.get(actor.info.remote(), timeout=PEER_INFO_TIMEOUT_S)
+                self._peer_where[task] = f"{task} (on {host_of(info)})"
+            self._peers[task] = actor
         return actor
+
+
+def _with_ray_gpus(config, gpu_ids: list):
+    """The task's config, seeing the GPUs Ray gave its actor: CUDA sees only those (Ray sets
+    ``CUDA_VISIBLE_DEVICES``), as ``/gpu:0``, ``/gpu:1``…; where no CUDA GPU is usable (Ray's
+    logical GPUs on a machine without one), as many simulated GPUs, labelled so."""
+    if not gpu_ids or "GPU" in config.dflab.simulated_devices:
+        return config
+    from dflab.runtime.gpu import cupy_gpu_count
+
+    try:
+        usable = cupy_gpu_count()
+    except Exception:  # noqa: BLE001 - CuPy without a working CUDA: no usable GPU
+        usable = 0
+    if usable >= len(gpu_ids):
+        return config
+    config = copy.copy(config)
+    config.dflab = dataclasses.replace(
+        config.dflab, simulated_devices={**config.dflab.simulated_devices, "GPU": len(gpu_ids)})
+    return config
 
 
 def _settle(future, value) -> None:
@@ -246,6 +284,7 @@ class TaskContext:
     target: str
     cluster: dict
     namespace: str
+    node: str = ""  # the name (else the id) of the Ray node the task runs on
 
     @property
     def cluster_spec(self) -> ClusterSpec:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
@@ -19,6 +20,7 @@ from dflab.distributed.cluster import ClusterSpec
 from dflab.distributed.cluster_worker import ClusterWorker
 from dflab.distributed.names import task_name
 from dflab.distributed.ray.actor import why
+from dflab.distributed.ray.placement import host_of
 from dflab.distributed.ray.targets import actor_name, parse_target
 from dflab.distributed.stub import PendingTimeoutError, StepRequest, TaskOutcome
 from dflab.distributed.wire import RemoteDevice, error_from_info, error_info, unavailable
@@ -32,6 +34,7 @@ PING_TIMEOUT_S = 5.0
 # How long a session waits for a task's actor that is still starting (a new process importing
 # dflab) before calling the task unavailable.
 START_TIMEOUT_S = 120.0
+RESTART_POLL_S = 0.5
 
 
 class RayTaskStub:
@@ -44,6 +47,8 @@ class RayTaskStub:
         self.task = task
         self.actor = actor
         self.incarnation = info["incarnation"]
+        # How errors name the task: with its host, where a node went away with it.
+        self.where = f"{task} (on {host_of(info)})" if host_of(info) else task
         self._devices = [RemoteDevice(task, d) for d in info["devices"]]
         self._origins: dict = {}  # the client's op names -> ops, to name them in errors
         self._handles: list = []
@@ -62,7 +67,7 @@ class RayTaskStub:
         except RayTaskError as e:
             raise self._task_error(e) from None
         except TASK_GONE as e:
-            raise unavailable(self.task, why(e)) from None
+            raise unavailable(self.where, why(e)) from None
 
     def _task_error(self, e: RayTaskError) -> errors.OpError:
         cause = getattr(e, "cause", None)
@@ -162,7 +167,7 @@ class _RemoteCall:
         except RayTaskError as e:
             raise self._stub._task_error(e) from None
         except TASK_GONE as e:
-            raise unavailable(self._stub.task, why(e)) from None
+            raise unavailable(self._stub.where, why(e)) from None
 
 
 class _RemoteShare(_RemoteCall):
@@ -193,12 +198,19 @@ def ensure_ray() -> None:
 
 
 def _connect(namespace: str, job: str, index: int):
-    """The actor of a task and its ``info``, or None when none answers."""
-    try:
-        actor = ray.get_actor(actor_name(job, index), namespace=namespace)
-        return actor, ray.get(actor.info.remote(), timeout=START_TIMEOUT_S)
-    except (ValueError, GetTimeoutError, *TASK_GONE):
-        return None
+    """The actor of a task and its ``info``, or None when none answers; an actor Ray is
+    restarting (its node went away, say) is waited for, within ``START_TIMEOUT_S``."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            actor = ray.get_actor(actor_name(job, index), namespace=namespace)
+            return actor, ray.get(actor.info.remote(), timeout=START_TIMEOUT_S)
+        except ActorUnavailableError:
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(RESTART_POLL_S)
+        except (ValueError, GetTimeoutError, RayActorError):
+            return None
 
 
 def session_worker(target: str, config, session) -> ClusterWorker:
@@ -253,12 +265,14 @@ def describe(target: str) -> list[dict]:
     out = []
     for j, i, address in cluster.tasks():
         entry = {"task": task_name(j, i), "job": j, "index": i, "address": address,
-                 "transport": "ray", "running": False, "devices": [], "variables": []}
+                 "transport": "ray", "running": False, "node": "", "gpu_ids": [],
+                 "devices": [], "variables": []}
         actor = _running_actor(namespace, j, i)
         if actor is not None:
             try:
                 entry.update(ray.get(actor.state_summary.remote(), timeout=START_TIMEOUT_S))
-                entry["running"] = True
+                info = ray.get(actor.info.remote(), timeout=START_TIMEOUT_S)
+                entry.update(running=True, node=host_of(info), gpu_ids=info["gpu_ids"])
             except (GetTimeoutError, *TASK_GONE):
                 pass
         out.append(entry)

@@ -13,12 +13,12 @@ import uuid
 
 import ray
 from ray.exceptions import GetTimeoutError, RayTaskError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from dflab.distributed.cluster import ClusterSpec
 from dflab.distributed.names import task_name
 from dflab.distributed.ray.actor import TaskActor
 from dflab.distributed.ray.client import TASK_GONE, ensure_ray
+from dflab.distributed.ray.placement import Placement, TaskPlacements, server_options
 from dflab.distributed.ray.targets import actor_name, target_of
 from dflab.distributed.wire import error_from_info
 from dflab.framework import errors
@@ -54,7 +54,10 @@ def kill(actor) -> None:
 def start_task(cluster: ClusterSpec, job: str, index: int, namespace: str, config=None,
                max_restarts: int = 0, actor_options: dict | None = None):
     """Start the actor of one task (its process starts in the background: the first call to
-    it waits for it); UnknownError if a live actor already serves the task."""
+    it waits for it); UnknownError if a live actor already serves the task. Where it runs and
+    what it asks for: ``actor_options`` (``launch``'s placement), else the config's
+    ``ray_task`` option, else the node its address names, else this process's node
+    (``dflab.distributed.ray.placement``)."""
     ensure_ray()
     name = actor_name(job, index)
     try:
@@ -65,18 +68,19 @@ def start_task(cluster: ClusterSpec, job: str, index: int, namespace: str, confi
         raise errors.UnknownError(
             None, None, f"Could not start server for {task_name(job, index)}: Ray actor "
             f"{name!r} in namespace {namespace!r} is already running (stop it first)")
+    if actor_options is None:
+        task_options = config.dflab.ray_task if config is not None else {}
+        actor_options = server_options(cluster.task_address(job, index), task_options,
+                                       restartable=max_restarts != 0)
     options = {"name": name, "namespace": namespace, "max_restarts": max_restarts,
-               "max_task_retries": 0, "num_cpus": 0,
-               # On the node of the process that starts it, as a TF server runs in its process.
-               "scheduling_strategy": NodeAffinitySchedulingStrategy(
-                   ray.get_runtime_context().get_node_id(), soft=True)}
-    options.update(actor_options or {})
+               "max_task_retries": 0, **actor_options}
     return _actor_class().options(**options).remote(cluster.as_dict(), job, index, namespace,
                                                     config)
 
 
 def launch(main, cluster: dict, *, namespace: str | None = None, config=None,
-           max_restarts: int = 0, actor_options: dict | None = None,
+           max_restarts: int = 0, placement: Placement | str | None = None,
+           resources: dict | None = None, pins: dict | None = None,
            timeout: float | None = None, client_job: str = "worker") -> list:
     """Start a cluster's tasks as Ray actors and run ``main(task)`` on every task of
     ``client_job`` (each its own client, as between-graph replication has it); returns their
@@ -84,8 +88,13 @@ def launch(main, cluster: dict, *, namespace: str | None = None, config=None,
 
     ``cluster``: job -> number of tasks (``{"ps": 1, "worker": 2}``), or any form
     ``ClusterSpec`` takes. ``task`` is a ``TaskContext``: ``job_name``, ``task_index``,
-    ``target`` (for ``tf.Session``), ``cluster_spec``. ``namespace``: the Ray namespace of the
-    tasks' actors (a fresh one by default, so that launches never meet)."""
+    ``target`` (for ``tf.Session``), ``cluster_spec``, ``node`` (where it runs). ``namespace``:
+    the Ray namespace of the tasks' actors (a fresh one by default, so that launches never
+    meet). Where tasks run (``dflab.distributed.ray.placement``): ``placement`` (a policy —
+    "spread", the default, "strict_spread", "pack", "strict_pack", "here" — or a
+    ``Placement``), ``pins`` (task or job -> node id, node name or labels) and ``resources``
+    (job -> num_cpus, num_gpus, memory, custom resources); a task whose ClusterSpec address
+    names a Ray node runs there."""
     spec = _cluster_of_counts(cluster)
     if client_job not in spec.jobs:
         raise ValueError(f"The cluster has no {client_job!r} job to run clients on: jobs are "
@@ -93,12 +102,15 @@ def launch(main, cluster: dict, *, namespace: str | None = None, config=None,
     namespace = namespace or f"dflab-{uuid.uuid4().hex[:8]}"
     ensure_ray()
     _ship_by_value(main)
+    if not isinstance(placement, Placement):
+        placement = Placement(placement or "spread", dict(pins or {}), dict(resources or {}))
+    places = TaskPlacements(spec, placement, restartable=max_restarts != 0)
     actors = {}
     try:
         for job in spec.jobs:
             for index in spec.task_indices(job):
                 actors[(job, index)] = start_task(spec, job, index, namespace, config,
-                                                  max_restarts, actor_options)
+                                                  max_restarts, places.options[(job, index)])
         ray.get([a.ping.remote() for a in actors.values()])  # every task up before a client
         refs = [actors[(client_job, i)].run_client.remote(
                     main, {"job_name": client_job, "task_index": i,
@@ -120,6 +132,7 @@ def launch(main, cluster: dict, *, namespace: str | None = None, config=None,
     finally:
         for actor in actors.values():
             ray.kill(actor)
+        places.release()
 
 
 def _ship_by_value(fn) -> None:
