@@ -94,6 +94,7 @@ class ClusterWorker:
         self._spanning: Worker | None = None  # for plans spanning tasks unpartitioned
         self._token = uuid.uuid4().hex  # names this session as a holder of task gates
         self.steps = RunningSteps()  # step id -> its _ClusterStep, while it runs
+        self._layouts: dict = {}  # (id of a plan's partition list, main) -> its _Layout
         self._closed = False
 
     @property
@@ -145,44 +146,40 @@ class ClusterWorker:
         """Run each task's share of one step at once; the step's values per partition, or its
         first error (see the module docstring)."""
         step_id = STEP_ID_BASE | step_id
-        self._check(parts)
-        holder = self._holder()
-        writing = sorted({t for p in parts for t in p.writes})
-        if any(p.task is None for p in parts):  # spanning tasks: run here, admitted there
-            return self._run_spanning(parts, feed_values, step_id, timeout, observer, writing,
-                                      holder)
-        if len(writing) > 1:
-            gates = self.admit(writing, holder, timeout)
+        layout = self._layout(parts, main)
+        for stub in layout.stubs.values():
+            stub.check()
+        holder = self._holder() if layout.writing else ""
+        if layout.spanning:  # spanning tasks: run here, admitted there
+            return self._run_spanning(parts, feed_values, step_id, timeout, observer,
+                                      layout.writing, holder)
+        if len(layout.writing) > 1:
+            gates = self.admit(layout.writing, holder, timeout)
         else:  # one task decides alone: admitted there, with the step
-            gates = dict.fromkeys(writing, GATE_ENTER)
-        by_task: dict = {}
-        for i, part in enumerate(parts):
-            by_task.setdefault(part.task, []).append(i)
-        step = _ClusterStep(step_id, parts, {t: self._stubs[t] for t in by_task})
-        main_task = parts[main].task
-        order = [t for t in by_task if t != main_task] + [main_task]
-        with self._running(step):
-            for task in order:
-                indices = by_task[task]
-                request = StepRequest(
-                    step_id, [parts[i].handle for i in indices],
-                    {k: feed_values[k] for i in indices for k in parts[i].feed_index},
-                    indices.index(main) if task == main_task else None, timeout,
-                    observer is not None, gates.get(task, GATE_NONE), holder)
-                step.started(task, self._stubs[task].run_step(
+            gates = dict.fromkeys(layout.writing, GATE_ENTER)
+        step = _ClusterStep(step_id, parts, layout.stubs)
+        self.steps.track(step_id, step)
+        try:
+            for task, indices, handles, feed_keys, task_main in layout.shares:
+                request = StepRequest(step_id, handles, {k: feed_values[k] for k in feed_keys},
+                                      task_main, timeout, observer is not None,
+                                      gates.get(task, GATE_NONE), holder)
+                step.started(task, layout.stubs[task].run_step(
                     request, observer, lambda e, t=task: step.share_failed(t, e)), indices)
             step.collect(timeout, observer)
+        finally:
+            self.steps.untrack(step_id, step)
+            for stub in layout.stubs.values():
+                stub.step_done(step_id)
         return step.result(timeout)
 
-    @contextlib.contextmanager
-    def _running(self, step):
-        self.steps.track(step.step_id, step)
-        try:
-            yield
-        finally:
-            self.steps.untrack(step.step_id, step)
-            for stub in step.stubs.values():
-                stub.step_done(step.step_id)
+    def _layout(self, parts, main: int) -> _Layout:
+        """How a plan's partitions split among tasks: fixed per plan, so kept."""
+        key = (id(parts), main)
+        layout = self._layouts.get(key)
+        if layout is None or layout.parts is not parts:
+            layout = self._layouts[key] = _Layout(parts, main, self._stubs)
+        return layout
 
     def _run_spanning(self, parts, feed_values, step_id, timeout, observer, writing,
                       holder) -> StepResult:
@@ -295,6 +292,30 @@ class ClusterWorker:
             self._spanning.close()
 
 
+class _Layout:
+    """A plan's partitions by task, as every step of the plan runs them: per task (the main
+    partition's last, so that its share runs on the calling thread once the others started)
+    the positions of its partitions, their handles, the feeds they take and the position of
+    the main partition; the tasks whose variables the step changes."""
+
+    __slots__ = ("parts", "stubs", "shares", "writing", "spanning")
+
+    def __init__(self, parts, main: int, stubs: dict):
+        self.parts = parts
+        self.writing = sorted({t for p in parts for t in p.writes})
+        self.spanning = any(p.task is None for p in parts)
+        by_task: dict = {}
+        for i, part in enumerate(parts):
+            by_task.setdefault(part.task, []).append(i)
+        main_task = parts[main].task
+        order = [t for t in by_task if t != main_task] + [main_task]
+        self.stubs = {} if self.spanning else {t: stubs[t] for t in order}
+        self.shares = [(t, by_task[t], [parts[i].handle for i in by_task[t]],
+                        [k for i in by_task[t] for k in parts[i].feed_index],
+                        by_task[t].index(main) if t == main_task else None)
+                       for t in order]
+
+
 def _first_line(error: BaseException) -> str:
     return str(error).split("\n", 1)[0] or type(error).__name__
 
@@ -318,6 +339,9 @@ def _filtered(devices: list, device_filters) -> list:
 class _ClusterStep:
     """One step across tasks while it runs: each task's pending share, the first error (which
     cancels every other share), and the outcomes."""
+
+    __slots__ = ("step_id", "parts", "stubs", "_pending", "outcomes", "errors", "_lock",
+                 "_aborted")
 
     def __init__(self, step_id: int, parts, stubs: dict):
         self.step_id = step_id

@@ -98,6 +98,7 @@ class _Puller:
         self._cluster = cluster
         self._network_key = network_key(cluster)
         self._peers: dict[str, Task] = {}
+        self._moves: dict = {}  # a key without its step id -> how its value moves, or None
 
     def __call__(self, src_task: str, step_id: int, key: str, done) -> None:
         peer = self._peers.get(src_task)
@@ -107,26 +108,41 @@ class _Puller:
                 done(None, unavailable(src_task, "its server stopped"))
                 return
             self._peers[src_task] = peer
-        parsed = parse_key(key)
+        move = self._move(peer, key)
 
         def arrived(value, error):
             if error is not None:
                 done(None, error)
                 return
-            sent = time.time_ns()
-            value = peer.worker.devices[parsed.src_device].copy_to(
-                value, self._task.worker.devices[parsed.dst_device])
+            if move is not None:
+                value = move(value)
             network = network_at(self._network_key)
-            if network is not None:
-                now = time.monotonic()
-                arrival = network.schedule(src_task, self._task.name,
-                                           int(getattr(value, "nbytes", 0) or 0), now)
-                if arrival is not None and arrival > now:
-                    delay_line.call_at(arrival, done, value, None, sent)
-                    return
-            done(value, None, sent)
+            if network is None:
+                done(value, None)
+                return
+            sent, now = time.time_ns(), time.monotonic()
+            arrival = network.schedule(src_task, self._task.name,
+                                       int(getattr(value, "nbytes", 0) or 0), now)
+            if arrival is not None and arrival > now:
+                delay_line.call_at(arrival, done, value, None, sent)
+            else:
+                done(value, None, sent)
 
         peer.serve_pull(step_id, key, arrived)
+
+    def _move(self, peer: Task, key: str):
+        """How a value of ``key`` moves from ``peer``'s device onto ours: None where the two
+        share a memory space (found once per pair of devices: keys repeat every step)."""
+        route = key.split(";", 1)[1]
+        found = self._moves.get(route, False)
+        if found is False:
+            parsed = parse_key(key)
+            src = peer.worker.devices[parsed.src_device]
+            dst = self._task.worker.devices[parsed.dst_device]
+            found = None if src.memory_space == dst.memory_space else \
+                (lambda value: src.copy_to(value, dst))
+            self._moves[route] = found
+        return found
 
 
 # --- the client side ---------------------------------------------------------------------------

@@ -36,12 +36,13 @@ class TaskRendezvous(LocalRendezvous):
     receive of a tensor another task sent goes through the task's pull hook. Pulls are recorded
     in ``transfers`` (key, bytes, start ns, end ns)."""
 
-    __slots__ = ("_task", "transfers")
+    __slots__ = ("_task", "transfers", "traced")
 
     def __init__(self, step_id: int, task: Task):
         super().__init__(step_id, task.worker.device_copy)
         self._task = task
         self.transfers: list = []
+        self.traced = False  # pulls are recorded for a traced step only
 
     def send(self, key: str, value) -> None:
         if self._copy is not None and self._task.owner_of(key.split(";", 4)[3]) is not None:
@@ -68,7 +69,7 @@ class TaskRendezvous(LocalRendezvous):
         if error is not None:
             callback(None, error)
             return
-        asked = time.time_ns()
+        asked = time.time_ns() if self.traced else 0
         self._task.pull(src, self.step_id, key,
                         lambda value, error, sent=None: self._pulled(key, value, error,
                                                                      sent or asked))
@@ -76,7 +77,7 @@ class TaskRendezvous(LocalRendezvous):
     def _pulled(self, key: str, value, error, sent: int) -> None:
         with self._lock:
             callback = self._waiters.pop(key, None)
-            if callback is not None and error is None:
+            if callback is not None and error is None and self.traced:
                 nbytes = int(getattr(value, "nbytes", 0) or 0)
                 self.transfers.append((key, nbytes, sent, time.time_ns()))
         if callback is not None:  # None: the step was aborted meanwhile
@@ -156,12 +157,12 @@ class Task:
                 counted = self.gate.enter(request.holder, request.timeout)
             except errors.OpError as e:
                 return TaskOutcome(None, e)
-        feeds = request.feeds
-        feed_values = [feeds.get(k) for k in range(max(feeds) + 1 if feeds else 0)]
+        rendezvous = self.rendezvous(request.step_id)
+        if request.trace:
+            rendezvous.traced = True
         try:
-            group = self.worker.begin_step(parts, feed_values, request.step_id, observer,
-                                           request.main, self.rendezvous(request.step_id),
-                                           on_error)
+            group = self.worker.begin_step(parts, _feed_list(request.feeds), request.step_id,
+                                           observer, request.main, rendezvous, on_error)
         except BaseException:
             if counted:
                 self.gate.exit()
@@ -199,10 +200,8 @@ class Task:
     def start_step(self, request: StepRequest, observer=None) -> list:
         """The executions of this task's share of a step, not started (stepping)."""
         parts = [self.worker.partition(h) for h in request.handles]
-        feeds = request.feeds
-        feed_values = [feeds.get(k) for k in range(max(feeds) + 1 if feeds else 0)]
-        return self.worker.start_step(parts, feed_values, request.step_id, observer,
-                                      self.rendezvous(request.step_id))
+        return self.worker.start_step(parts, _feed_list(request.feeds), request.step_id,
+                                      observer, self.rendezvous(request.step_id))
 
     def abort_step(self, step_id: int, error: BaseException) -> None:
         """Cancel this task's share of a step, and every later receive or send of it here."""
@@ -223,6 +222,13 @@ class Task:
         for rdv in steps:
             rdv.abort(errors.CancelledError(None, None, f"Task {self.name} stopped"))
         self.worker.close()
+
+
+def _feed_list(feeds: dict) -> list:
+    """A step's fed values by position (``feeds``: the positions a task's share takes)."""
+    if not feeds:
+        return []
+    return [feeds.get(k) for k in range(max(feeds) + 1)]
 
 
 class _Share:

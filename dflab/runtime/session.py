@@ -68,8 +68,11 @@ class StepListener:
             pass  # already removed
 
 
-# The step canceller active on each thread (see ``StepCanceller``).
+# The step canceller active on each thread (see ``StepCanceller``), and how many are active
+# on any thread (a step of a thread without one pays for no thread-local lookup).
 _thread_steps = threading.local()
+_cancellers_active = 0
+_cancellers_lock = threading.Lock()
 
 
 class StepCanceller:
@@ -87,11 +90,16 @@ class StepCanceller:
 
     @contextmanager
     def active(self):
+        global _cancellers_active
         before = getattr(_thread_steps, "canceller", None)
         _thread_steps.canceller = self
+        with _cancellers_lock:
+            _cancellers_active += 1
         try:
             yield self
         finally:
+            with _cancellers_lock:
+                _cancellers_active -= 1
             _thread_steps.canceller = before
 
     @property
@@ -377,7 +385,7 @@ class BaseSession:
         return self._worker.start_step(plan.parts, feed_values, next_step_id(), observer)
 
     def _run_plan(self, plan: Plan, feed_values, options, run_metadata, step_id=None):
-        if step_id is None:
+        if step_id is None and _cancellers_active:
             canceller = getattr(_thread_steps, "canceller", None)
             if canceller is not None:  # this thread's steps are cancellable (a queue runner)
                 return canceller.run(self, plan, feed_values, options, run_metadata)

@@ -244,6 +244,13 @@ class StepResult:
     progress: list = field(default_factory=list)
 
 
+def _progress(group: StepGroup) -> list:
+    """How far each partition of a failed step got (for its error message)."""
+    return [f"{short_device_name(p.device) if p.device else 'all devices'}: "
+            f"{ex.executed} of {len(p.executor_plan.nodes)} nodes run"
+            for p, ex in zip(group.parts, group.executions)]
+
+
 def _is_step_timeout(error) -> bool:
     """A deadline the executor met waiting for a step (not one a kernel raised)."""
     return isinstance(error, errors.DeadlineExceededError) and error.op is None
@@ -561,19 +568,17 @@ class Worker:
                     pass
         finally:
             self.steps.untrack(group.step_id, group)
-        progress = [f"{short_device_name(p.device) if p.device else 'all devices'}: "
-                    f"{ex.executed} of {len(p.executor_plan.nodes)} nodes run"
-                    for p, ex in zip(group.parts, group.executions)]
         error = group.error
-        if error is not None:
-            if timeout is not None and _is_step_timeout(error):
-                error = step_timeout_error(timeout, progress)
-            return StepResult(None, error, progress)
-        try:
-            values = [p.fetch_values(ex) for p, ex in zip(group.parts, group.executions)]
-        except errors.OpError as e:
-            return StepResult(None, e, progress)
-        return StepResult(values, None, progress)
+        if error is None:
+            try:
+                return StepResult([p.fetch_values(ex)
+                                   for p, ex in zip(group.parts, group.executions)])
+            except errors.OpError as e:
+                error = e
+        progress = _progress(group)
+        if timeout is not None and _is_step_timeout(error):
+            error = step_timeout_error(timeout, progress)
+        return StepResult(None, error, progress)
 
     def run_step(self, parts, feed_values, step_id: int, timeout: float | None = None,
                  observer=None, main: int = 0) -> StepResult:
