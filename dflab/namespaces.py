@@ -82,7 +82,10 @@ _RENAMED = {
                "set_diag": "matrix_set_diag", "solve": "matrix_solve",
                "triangular_solve": "matrix_triangular_solve", "tensor_diag": "diag",
                "tensor_diag_part": "diag_part", "lstsq": "matrix_solve_ls"},
-    "io": {"gfile": None, "TFRecordWriter": "TFRecordWriter"},
+    "io": {"gfile": None, "TFRecordWriter": "python_io.TFRecordWriter",
+           "TFRecordOptions": "python_io.TFRecordOptions",
+           "TFRecordCompressionType": "python_io.TFRecordCompressionType",
+           "tf_record_iterator": "python_io.tf_record_iterator"},
 }
 
 
