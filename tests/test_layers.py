@@ -2,7 +2,8 @@
 
 Layers, lowest first: framework (graph IR) <- lib (TF's file formats) <- ops (schemas,
 gradients, builders) <- kernels, runtime <- train, client, distributed <- notebook. A module
-may import its own layer and the layers below it, nothing above; nobody imports the notebook layer (it observes the runtime).
+may import its own layer and the layers below it, nothing above; nobody imports the notebook
+layer (it observes the runtime).
 Kernels sit above ops so that a kernel can share a pure helper with its op's shape function
 (one definition of, say, strided-slice or convolution geometry); ops never import kernels, so
 schemas, shapes and gradients stay usable without any implementation.
