@@ -19,6 +19,7 @@ which owns the crash-safety protocol); the index is the last file written.
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
@@ -263,8 +264,10 @@ class BundleReader:
         path = data_filename(self.prefix, entry.shard_id, self.num_shards)
         try:
             with open(path, "rb") as f:
+                # Never ask for more than the file holds: a damaged size must not allocate.
+                available = max(0, os.fstat(f.fileno()).st_size - entry.offset)
                 f.seek(entry.offset)
-                blob = f.read(entry.size)
+                blob = f.read(min(entry.size, available))
         except FileNotFoundError:
             raise errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
                                        f"(index {index_filename(self.prefix)})") from None
