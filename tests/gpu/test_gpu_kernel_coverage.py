@@ -36,8 +36,8 @@ TF_HOST_ONLY = frozenset({
     "TensorDataset", "TensorSliceDataset", "RangeDataset", "GeneratorDataset", "MapDataset",
     "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
-    "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "IteratorV2", "OneShotIterator", "MakeIterator",
-    "IteratorGetNext",
+    "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "IteratorV2",
+    "OneShotIterator", "MakeIterator", "IteratorGetNext",
     # File readers and parsers read host files and strings.
     "TextLineReaderV2", "WholeFileReaderV2", "ReaderReadV2", "ReaderNumRecordsProducedV2",
     "ReaderResetV2", "ReadFile", "DecodeCSV", "TFRecordReaderV2",
