@@ -91,3 +91,19 @@ def test_tf_reads_the_meta_graph_event(tmp_path):
     """)
     want = sorted([op.name, op.type] for op in tf.get_default_graph().get_operations())
     assert json.loads(out) == want
+
+
+def test_summary_iterator_reads_the_events_back(tmp_path):
+    model()
+    with tf.summary.FileWriter(str(tmp_path), graph=tf.get_default_graph()) as writer:
+        value = tf.summary.Summary.Value(tag="loss", simple_value=0.5)
+        writer.add_summary(tf.summary.Summary(value=[value]), global_step=4)
+    (path,) = glob.glob(f"{tmp_path}/events.out.tfevents.*")
+    read = list(tf.train.summary_iterator(path))
+    assert read == events(tmp_path)
+    assert [e.WhichOneof("what") for e in read] == ["file_version", "graph_def",
+                                                    "meta_graph_def", "summary"]
+    assert read[-1].step == 4 and read[-1].summary.value[0].simple_value == 0.5
+    missing = tf.train.summary_iterator(str(tmp_path / "nope"))  # opened on the first next
+    with pytest.raises(tf.errors.NotFoundError):
+        next(missing)
