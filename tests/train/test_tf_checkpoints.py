@@ -191,3 +191,20 @@ def test_tf_restores_what_dflab_saves(tmp_path):
     """)
     assert out.split() == ["True", "True", "True", "[]"]
     np.testing.assert_array_equal(want_extra, np.arange(6).reshape(2, 3))
+
+
+def test_tf_partitioned_variables_read_whole_from_their_slices():
+    values = R.partitioned_values()
+    path = str(FIXTURES / "ckpt_partitioned")
+    # The slices' own keys (TF's ordered code, 1 to 3 bytes per bound here) are not listed.
+    assert tf.train.list_variables(path) == [("big", [20000, 1]), ("emb", [300, 2])]
+    for name, value in values.items():
+        _same(tf.train.load_variable(path, name), value, name)
+    # Restored into a dflab variable partitioned otherwise, and into a whole one.
+    emb = tf.get_variable("emb", shape=[300, 2], partitioner=tf.fixed_size_partitioner(4))
+    big = tf.get_variable("big", shape=[20000, 1], dtype=tf.int8,
+                          initializer=tf.zeros_initializer())
+    with tf.Session() as sess:
+        tf.train.Saver().restore(sess, tf.train.latest_checkpoint(path))
+        _same(np.concatenate(sess.run(list(emb))), values["emb"], "emb")
+        _same(sess.run(big), values["big"], "big")

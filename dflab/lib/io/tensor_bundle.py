@@ -210,8 +210,12 @@ class BundleReader:
                                        "bundle header")
         try:
             header = protos.BundleHeaderProto.FromString(rows[0][1])
+            # Keys of a partitioned variable's slices start with a zero byte (TF's ordered
+            # code); they are not tensors of their own.
             self.entries = {k.decode("utf-8"): protos.BundleEntryProto.FromString(v)
-                            for k, v in rows[1:]}
+                            for k, v in rows[1:] if not k.startswith(b"\0")}
+            self._slices = {k: protos.BundleEntryProto.FromString(v)
+                            for k, v in rows[1:] if k.startswith(b"\0")}
         except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, UnicodeDecodeError
             raise errors.DataLossError(None, None, f"{where}: corrupted checkpoint index: "
                                        f"{type(e).__name__}: {e}") from None
@@ -259,8 +263,8 @@ class BundleReader:
     def data_files(self) -> list[str]:
         return [data_filename(self.prefix, k, self.num_shards) for k in range(self.num_shards)]
 
-    def read_bytes(self, name: str) -> bytes:
-        entry = self.entries[name]
+    def read_bytes(self, name: str, entry=None) -> bytes:
+        entry = self.entries[name] if entry is None else entry
         path = data_filename(self.prefix, entry.shard_id, self.num_shards)
         try:
             with open(path, "rb") as f:
@@ -286,12 +290,12 @@ class BundleReader:
     def get_tensor(self, name: str) -> np.ndarray:
         entry = self.entries[name]
         if entry.slices:
-            raise errors.UnimplementedError(
-                None, None, f"Checkpoint {self.prefix}: tensor {name!r} was saved in slices "
-                "(a partitioned variable); reading slices is not supported")
-        blob = self.read_bytes(name)
+            return self._assemble(name, entry)
+        return self._decode(name, entry, self.dtype(name), self.shape(name))
+
+    def _decode(self, name: str, entry, dtype, shape: list[int]) -> np.ndarray:
+        blob = self.read_bytes(name, entry)
         path = data_filename(self.prefix, entry.shard_id, self.num_shards)
-        dtype, shape = self.dtype(name), self.shape(name)
         try:
             n = int(np.prod(shape, dtype=np.int64)) if shape else 1
             crc = _stored_crc(dtype, blob, n)
@@ -302,6 +306,69 @@ class BundleReader:
         except ValueError as e:
             raise errors.DataLossError(None, None, f"Checkpoint {path}: tensor {name!r} is "
                                        f"corrupted ({e})") from None
+
+    def _assemble(self, name: str, entry) -> np.ndarray:
+        """A partitioned variable's full value from its slices (TF saves each under a key
+        made of the name and the slice's extents)."""
+        dtype, shape = self.dtype(name), self.shape(name)
+        out = np.zeros(shape, dtype=object if dtype is _dt.string else dtype._np)
+        for piece in entry.slices:
+            if len(piece.extent) != len(shape):
+                raise errors.DataLossError(None, None, f"Checkpoint {self.prefix}: a slice of "
+                                           f"{name!r} has {len(piece.extent)} dimensions")
+            bounds = [(e.start, e.length if e.HasField("length") else -1)
+                      for e in piece.extent]
+            where = tuple(slice(start, dim if length < 0 else start + length)
+                          for (start, length), dim in zip(bounds, shape))
+            slice_entry = self._slices.get(slice_key(name, bounds))
+            if slice_entry is None:
+                raise errors.DataLossError(None, None, f"Checkpoint {self.prefix}: the slice "
+                                           f"{bounds} of {name!r} is missing")
+            value = self._decode(name, slice_entry, dtype,
+                                 [int(d.size) for d in slice_entry.shape.dim])
+            try:
+                out[where] = value
+            except ValueError:
+                raise errors.DataLossError(None, None, f"Checkpoint {self.prefix}: the slice "
+                                           f"{bounds} of {name!r} does not fit its shape "
+                                           f"{shape}") from None
+        return out
+
+
+# --- the keys of slices: TF's ordered code ------------------------------------------------------
+def _num_increasing(value: int) -> bytes:
+    body = value.to_bytes((value.bit_length() + 7) // 8, "big") if value else b""
+    return bytes([len(body)]) + body
+
+
+def _string_increasing(text: bytes) -> bytes:
+    return text.replace(b"\x00", b"\x00\xff").replace(b"\xff", b"\xff\x00") + b"\x00\x01"
+
+
+_SIGNED_HEADER = [(0, 0), (0x80, 0), (0xC0, 0), (0xE0, 0), (0xF0, 0), (0xF8, 0), (0xFC, 0),
+                  (0xFE, 0), (0xFF, 0), (0xFF, 0x80), (0xFF, 0xC0)]
+
+
+def _signed_increasing(value: int) -> bytes:
+    """TF's ``OrderedCode::WriteSignedNumIncreasing``."""
+    x = ~value if value < 0 else value
+    if x < 64:
+        return bytes([(0x80 ^ value) & 0xFF])
+    length = (x.bit_length() + 1 + 6) // 7  # one byte per 7 bits, the sign included
+    raw = bytearray(value.to_bytes(10, "big", signed=True)[10 - length:])
+    raw[0] ^= _SIGNED_HEADER[length][0]
+    raw[1] ^= _SIGNED_HEADER[length][1]
+    return bytes(raw)
+
+
+def slice_key(name: str, bounds) -> bytes:
+    """The index key of the slice ``bounds`` (``(start, length)`` per dimension, length -1
+    for a whole dimension) of the tensor ``name`` (TF's ``EncodeTensorNameSlice``)."""
+    key = _num_increasing(0) + _string_increasing(name.encode("utf-8"))
+    key += _num_increasing(len(bounds))
+    for start, length in bounds:
+        key += _signed_increasing(start) + _signed_increasing(length)
+    return key
 
 
 def read_index_file(prefix: str) -> bytes | None:
