@@ -2,6 +2,7 @@
 (tests/fixtures/tf) restore into dflab bit for bit, dflab writes the very same bytes for the
 same variables, TF restores what dflab writes, and dflab's earlier format stays readable."""
 
+import json
 import os
 import shutil
 
@@ -208,3 +209,20 @@ def test_tf_partitioned_variables_read_whole_from_their_slices():
         tf.train.Saver().restore(sess, tf.train.latest_checkpoint(path))
         _same(np.concatenate(sess.run(list(emb))), values["emb"], "emb")
         _same(sess.run(big), values["big"], "big")
+
+
+@requires_tf
+def test_tf_restores_a_partitioned_variable_dflab_saved_whole(tmp_path):
+    value = np.arange(12, dtype=np.float32).reshape(6, 2)
+    emb = tf.get_variable("emb", shape=[6, 2], partitioner=tf.fixed_size_partitioner(2))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run([tf.assign(p, value[3 * i:3 * i + 3]) for i, p in enumerate(emb)])
+        prefix = tf.train.Saver().save(sess, str(tmp_path / "model"), write_meta_graph=False)
+    out = run_tf(f"""
+        emb = tf.get_variable("emb", shape=[6, 2], partitioner=tf.fixed_size_partitioner(3))
+        with tf.Session() as s:
+            tf.train.Saver().restore(s, {prefix!r})
+            print(json.dumps(s.run(tf.concat(list(emb), 0)).tolist()))
+    """)
+    assert json.loads(out) == value.tolist()

@@ -8,20 +8,32 @@ checksum itself comes from ``google-crc32c`` (hardware-accelerated where the CPU
 
 from __future__ import annotations
 
-import google_crc32c
+import functools
 
 _MASK_DELTA = 0xA282EAD8
 _U32 = 0xFFFFFFFF
 
 
+@functools.cache
+def _library():
+    # Imported on first use, so that ``import dflab`` works in an environment installed
+    # before this dependency was added; a checksum then names what to install.
+    try:
+        import google_crc32c
+    except ImportError as e:
+        raise ImportError(f"dflab's TFRecord files and checkpoints need the google-crc32c "
+                          f"package (pip install 'google-crc32c>=1.5'): {e}") from e
+    return google_crc32c
+
+
 def value(data) -> int:
     """The CRC32C of ``data`` (bytes-like)."""
-    return google_crc32c.value(bytes(data) if not isinstance(data, bytes) else data)
+    return _library().value(bytes(data) if not isinstance(data, bytes) else data)
 
 
 def extend(crc: int, data) -> int:
     """The CRC32C of the bytes ``crc`` covered followed by ``data``."""
-    return google_crc32c.extend(crc, bytes(data) if not isinstance(data, bytes) else data)
+    return _library().extend(crc, bytes(data) if not isinstance(data, bytes) else data)
 
 
 def mask(crc: int) -> int:
