@@ -50,8 +50,10 @@ from dflab.runtime.config import (
 from dflab.runtime.session import InteractiveSession, Session, get_default_session
 
 from dflab import compat, data, layers, losses, nn, summary, train  # noqa: E402  isort: skip
+from dflab import python_io  # noqa: E402  isort: skip
 from dflab.distributed.cluster import ClusterSpec as _ClusterSpec  # noqa: E402  isort: skip
 from dflab.distributed.server import Server as _Server  # noqa: E402  isort: skip
+from dflab.summary.iterator import summary_iterator as _summary_iterator  # noqa: E402  isort: skip
 
 from dflab.compat import (  # noqa: E402  isort: skip
     control_flow_v2_enabled,
@@ -77,6 +79,7 @@ _namespaces.install(sys.modules[__name__])
 # tf.train's cluster names live in the distributed layer, above train: attached here.
 train.ClusterSpec = _ClusterSpec
 train.SummarySaverHook = summary.SummarySaverHook
+train.summary_iterator = _summary_iterator
 train.Server = _Server
 
 __version__ = "0.1.0"

@@ -47,7 +47,9 @@ _SAME = {
         tile""",
     "io": """FixedLenFeature PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue
         VarLenFeature decode_base64 decode_csv decode_raw encode_base64 matching_files
-        read_file serialize_tensor parse_tensor write_file write_graph""",
+        read_file serialize_tensor parse_tensor write_file write_graph
+        FixedLenSequenceFeature parse_example parse_single_example
+        parse_single_sequence_example""",
 }
 
 # Names that are spelled differently at the top level: namespace name -> top-level name.
@@ -82,7 +84,10 @@ _RENAMED = {
                "set_diag": "matrix_set_diag", "solve": "matrix_solve",
                "triangular_solve": "matrix_triangular_solve", "tensor_diag": "diag",
                "tensor_diag_part": "diag_part", "lstsq": "matrix_solve_ls"},
-    "io": {"gfile": None, "TFRecordWriter": "TFRecordWriter"},
+    "io": {"gfile": None, "TFRecordWriter": "python_io.TFRecordWriter",
+           "TFRecordOptions": "python_io.TFRecordOptions",
+           "TFRecordCompressionType": "python_io.TFRecordCompressionType",
+           "tf_record_iterator": "python_io.tf_record_iterator"},
 }
 
 

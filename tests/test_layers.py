@@ -1,8 +1,9 @@
 """The package's layering (docs/architecture.md), checked by reading every import in dflab/.
 
-Layers, lowest first: framework (graph IR) <- ops (schemas, gradients, builders) <- kernels,
-runtime <- train, client, distributed <- notebook. A module may import its own layer and the
-layers below it, nothing above; nobody imports the notebook layer (it observes the runtime).
+Layers, lowest first: framework (graph IR) <- lib (TF's file formats) <- ops (schemas,
+gradients, builders) <- kernels, runtime <- train, client, distributed <- notebook. A module
+may import its own layer and the layers below it, nothing above; nobody imports the notebook
+layer (it observes the runtime).
 Kernels sit above ops so that a kernel can share a pure helper with its op's shape function
 (one definition of, say, strided-slice or convolution geometry); ops never import kernels, so
 schemas, shapes and gradients stay usable without any implementation.
@@ -27,18 +28,20 @@ PKG_ROOT = Path(__file__).resolve().parents[1] / "dflab"
 # dflab/__init__.py and the top-level modules that mirror TF's namespaces (tf.nn, tf.layers…).
 ALLOWED = {
     "framework": {"framework"},
-    "ops": {"framework", "ops"},
-    "kernels": {"framework", "ops", "kernels"},
-    "runtime": {"framework", "ops", "kernels", "runtime"},
-    "train": {"framework", "ops", "kernels", "runtime", "train"},
+    # TF's file formats and protos (TFRecord, tables, tensor bundles): plain data, no graph.
+    "lib": {"framework", "lib"},
+    "ops": {"framework", "lib", "ops"},
+    "kernels": {"framework", "lib", "ops", "kernels"},
+    "runtime": {"framework", "lib", "ops", "kernels", "runtime"},
+    "train": {"framework", "lib", "ops", "kernels", "runtime", "train"},
     "client": {"framework", "runtime", "client"},
-    "distributed": {"framework", "ops", "kernels", "runtime", "train", "distributed"},
+    "distributed": {"framework", "lib", "ops", "kernels", "runtime", "train", "distributed"},
     # Drawing (DOT, Graphviz layout, SVG): what rich display and the widgets share.
     "visualize": {"framework", "ops", "runtime", "client", "visualize"},
-    "api": {"framework", "ops", "kernels", "runtime", "train", "client", "distributed",
+    "api": {"framework", "lib", "ops", "kernels", "runtime", "train", "client", "distributed",
             "visualize", "api"},
-    "notebook": {"framework", "ops", "kernels", "runtime", "train", "client", "distributed",
-                 "visualize", "api", "notebook"},
+    "notebook": {"framework", "lib", "ops", "kernels", "runtime", "train", "client",
+                 "distributed", "visualize", "api", "notebook"},
 }
 
 # (importing module, enclosing function qualname, imported module): why it is acceptable.

@@ -4,7 +4,7 @@ See docs/data.md for what is supported and how it differs from TensorFlow.
 """
 
 from dflab.data import experimental
-from dflab.data.dataset import AUTOTUNE, Dataset, TextLineDataset
+from dflab.data.dataset import AUTOTUNE, Dataset, TextLineDataset, TFRecordDataset
 from dflab.data.iterator import (
     Iterator,
     get_output_classes,
@@ -14,6 +14,7 @@ from dflab.data.iterator import (
     make_one_shot_iterator,
 )
 
-__all__ = ["AUTOTUNE", "Dataset", "Iterator", "TextLineDataset", "experimental",
+__all__ = ["AUTOTUNE", "Dataset", "Iterator", "TFRecordDataset", "TextLineDataset",
+           "experimental",
            "get_output_classes", "get_output_shapes", "get_output_types",
            "make_initializable_iterator", "make_one_shot_iterator"]

@@ -329,3 +329,31 @@ class TextLineDataset(Dataset):
             variant = _dso.dataset_op("TextLineDataset", inputs, {}, [_dt.string],
                                       [TensorShape([])])
         super().__init__(variant, _dt.string, [_dt.string], [TensorShape([])])
+
+
+class TFRecordDataset(Dataset):
+    """The records of TFRecord files as scalar strings (TF1's ``tf.data.TFRecordDataset``):
+    ``compression_type`` ``""``/``"ZLIB"``/``"GZIP"``; with ``num_parallel_reads`` above one,
+    that many files are read at once and their records interleaved one by one, in TF's
+    order (reading itself stays sequential). ``buffer_size`` is accepted and unused."""
+
+    def __init__(self, filenames, compression_type=None, buffer_size=None,
+                 num_parallel_reads=None):
+        cycle = 1 if num_parallel_reads is None else int(num_parallel_reads)
+        if cycle == AUTOTUNE:
+            cycle = 1
+        if cycle < 1:
+            raise ValueError(f"num_parallel_reads must be positive, got {num_parallel_reads}")
+        with _ops.name_scope(None, "TFRecordDataset"):
+            files = _ops.convert_to_tensor(filenames, dtype=_dt.string, name="filenames")
+            if files.shape.ndims not in (None, 0, 1):
+                raise TypeError("`filenames` must be a `tf.Tensor` of `tf.string` of rank 0 "
+                                "or 1")
+            inputs = [files,
+                      _ops.convert_to_tensor(compression_type or "", dtype=_dt.string,
+                                             name="compression_type"),
+                      _int64(buffer_size or 0, "buffer_size")]
+            variant = _dso.dataset_op("TFRecordDataset", inputs,
+                                      {"num_parallel_reads": cycle}, [_dt.string],
+                                      [TensorShape([])])
+        super().__init__(variant, _dt.string, [_dt.string], [TensorShape([])])

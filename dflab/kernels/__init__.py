@@ -16,6 +16,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     logging_kernels,
     math_kernels,
     nn_kernels,
+    parsing_kernels,
     random_kernels,
     reader_kernels,
     resource_variable_kernels,

@@ -34,6 +34,7 @@ from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
 from dflab.kernels.control_flow_kernels import DEAD
 from dflab.kernels.registry import get_kernel_def, kernel, register_kernel
+from dflab.lib.io.tf_record import read_records
 from dflab.ops.script_ops import registered_function
 
 
@@ -360,6 +361,41 @@ class _TextLines(DatasetValue):
                 yield (np.array(line, dtype=object),)
 
 
+class _TFRecords(_TextLines):
+    """The records of TFRecord files, checked as they are read; with ``cycle`` files above
+    one, read ``cycle`` files at a time, one record from each in turn, a finished file's
+    place taken by the next (TF's ``num_parallel_reads``: an interleave, block length 1)."""
+
+    def __init__(self, filenames, compression, cycle: int = 1):
+        super().__init__(filenames, compression)
+        self.cycle = max(1, int(cycle))
+
+    def _records(self, name: str):
+        for record in read_records(name, self.compression):
+            yield (np.array(record, dtype=object),)
+
+    def elements(self):
+        if self.cycle == 1:
+            for name in self.files:
+                yield from self._records(name)
+            return
+        pending = iter(self.files)
+        slots = [None] * self.cycle
+        position, files_left = 0, True
+        while files_left or any(s is not None for s in slots):
+            if slots[position] is None and files_left:
+                name = next(pending, None)
+                files_left = name is not None
+                slots[position] = self._records(name) if files_left else None
+            if slots[position] is not None:
+                element = next(slots[position], None)
+                if element is None:
+                    slots[position] = None
+                else:
+                    yield element
+            position = (position + 1) % self.cycle
+
+
 # --- dataset kernels ------------------------------------------------------------------------------
 register_kernel("TensorDataset", host_only=True, fn=lambda *components: _Tensors(components))
 
@@ -378,6 +414,12 @@ register_kernel("ZipDataset", host_only=True, fn=lambda *sources: _Zip(sources))
 register_kernel("ConcatenateDataset", host_only=True, fn=_Concatenate)
 register_kernel("TextLineDataset", host_only=True, fn=lambda files, compression, buffer_size:
                 _TextLines(files, compression))
+
+
+@kernel("TFRecordDataset", host_only=True)
+def _tf_record_dataset(node, ctx):
+    cycle = int(node.attr.get("num_parallel_reads", 1))
+    return lambda files, compression, buffer_size: _TFRecords(files, compression, cycle)
 
 
 @kernel("GeneratorDataset", host_only=True)

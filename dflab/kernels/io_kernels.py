@@ -1,22 +1,28 @@
-"""The checkpoint format, and the CPU kernels of ``SaveV2``, ``RestoreV2``,
+"""The checkpoint formats, and the CPU kernels of ``SaveV2``, ``RestoreV2``,
 ``MergeV2Checkpoints``, ``ShardedFilename`` and ``StringJoin``.
 
-A checkpoint ``prefix`` (TF's V2 layout and file names) is:
+A checkpoint ``prefix`` (TF's V2 layout and file names) is an index ``prefix.index`` and data
+files ``prefix.data-0000i-of-0000N``, in one of two formats, told apart by the index's bytes:
 
-* ``prefix.data-0000i-of-0000N``: safetensors files holding the tensors of shard i;
-* ``prefix.index``: a JSON index ``{"format", "version", "shards": [{"file", "size"}],
-  "tensors": {name: {"dtype", "shape", "shard", "sha256"}}}``.
+* **TF's tensor bundle** (``dflab.lib.io.tensor_bundle``; written by default): the index is a
+  table of ``BundleEntryProto``s, the data files the tensors' raw bytes. TensorFlow reads what
+  dflab writes and the other way round.
+* **dflab's earlier format** (``checkpoint_format="safetensors"``, and every checkpoint dflab
+  wrote before TF's format became the default): safetensors data files and a JSON index
+  ``{"format", "version", "shards": [{"file", "size"}], "tensors": {name: {"dtype", "shape",
+  "shard", "sha256"}}}``.
 
 Invariants: every file is written atomically (a temp file in the same directory, fsync, rename,
 fsync of the directory) and the index is written last, so an index that exists names complete
-data files; a crash at any moment leaves earlier checkpoints intact. Loading parses JSON and
-safetensors only (nothing is unpickled) and verifies each tensor's sha256 and each file's size,
-so corrupted or truncated data is a ``DataLossError`` naming the file and the tensor.
+data files; a crash at any moment leaves earlier checkpoints intact. Loading parses tables,
+protos, JSON and safetensors only (nothing is unpickled) and verifies each tensor's checksum
+(CRC32C or sha256) and size, so corrupted or truncated data is a ``DataLossError`` naming the
+file and the tensor.
 
-Tensors safetensors cannot hold are stored as byte views: a string tensor as its utf-8 bytes
-concatenated (uint8, key ``name``) plus their lengths (int64, key ``name:lengths``; ``:`` never
-occurs in an op name, so keys cannot collide); complex tensors as their real view with a trailing
-dimension of 2. The index keeps the true dtype and shape.
+In dflab's earlier format, tensors safetensors cannot hold are stored as byte views: a string
+tensor as its utf-8 bytes concatenated (uint8, key ``name``) plus their lengths (int64, key
+``name:lengths``; ``:`` never occurs in an op name, so keys cannot collide); complex tensors as
+their real view with a trailing dimension of 2. The index keeps the true dtype and shape.
 
 Temp files and their cleanup. A temp file is named ``<target>.tmp-<host>-<pid>-<random>`` and a
 sharded save's temp directory ``<prefix>_temp_<hex>`` (made by the Saver) holds, besides its
@@ -56,11 +62,27 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
+from dflab.kernels.checkpoint_reader import (
+    _LENGTHS,
+    CHECKPOINT_FORMATS,
+    FORMAT,
+    SAFETENSORS_FORMAT,
+    TF_FORMAT,
+    VERSION,
+    CheckpointReader,
+    _BundleReader,
+    _read_index_bytes,
+    _SafetensorsReader,
+    _sha256,
+)
 from dflab.kernels.registry import kernel
+from dflab.lib.io import tensor_bundle
 
-FORMAT = "dflab.checkpoint"
-VERSION = 1
-_LENGTHS = ":lengths"
+__all__ = ["CHECKPOINT_FORMATS", "FORMAT", "SAFETENSORS_FORMAT", "TF_FORMAT", "VERSION",
+           "CheckpointReader", "atomic_write", "checkpoint_exists", "checkpoint_files",
+           "data_filename", "delete_checkpoint_files", "index_filename",
+           "remove_stale_temp_files", "write_checkpoint"]
+
 
 
 # --- file names ---------------------------------------------------------------------------------
@@ -173,13 +195,6 @@ def atomic_write(path: str, data: bytes) -> None:
 
 
 # --- encoding -----------------------------------------------------------------------------------
-def _sha256(arrays) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()
-
-
 def _contiguous(arr: np.ndarray) -> np.ndarray:
     # np.ascontiguousarray would turn a 0-d array into a 1-d one.
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
@@ -200,30 +215,6 @@ def _to_stored(name: str, value) -> tuple[dict, dict]:
         stored = {name: _contiguous(arr)}
     entry = {"dtype": dt.name, "shape": list(arr.shape), "sha256": _sha256(stored.values())}
     return stored, entry
-
-
-def _from_stored(name: str, entry: dict, get) -> np.ndarray:
-    """Rebuild a tensor from its stored arrays (``get(key)``), checking its checksum."""
-    dt = _dt.as_dtype(entry["dtype"])
-    shape = tuple(int(s) for s in entry["shape"])
-    parts = [get(name)] + ([get(name + _LENGTHS)] if dt is _dt.string else [])
-    if _sha256(parts) != entry["sha256"]:
-        raise ValueError("checksum mismatch")
-    if dt is _dt.string:
-        data, lengths = parts[0].tobytes(), parts[1]
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        flat = [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
-        out = np.empty(len(flat), dtype=object)
-        out[:] = flat
-        return out.reshape(shape)
-    arr = parts[0]
-    if dt.is_complex:
-        arr = _contiguous(arr).view(dt._np).reshape(shape)
-    if arr.dtype != dt._np or arr.shape != shape:
-        raise ValueError(f"stored as {arr.dtype}{list(arr.shape)}, index says "
-                         f"{dt.name}{list(shape)}")
-    return arr
 
 
 def write_shard(prefix: str, names, values, shard: int = 0, num_shards: int = 1) -> dict:
@@ -255,160 +246,6 @@ def write_index(prefix: str, fragments: list[dict]) -> None:
     atomic_write(index_filename(prefix), json.dumps(index, sort_keys=True).encode())
 
 
-# --- reading ------------------------------------------------------------------------------------
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_plain_file_name(name) -> bool:
-    return isinstance(name, str) and name not in ("", ".", "..") and "\0" not in name \
-        and os.path.basename(name) == name
-
-
-def _check_index(index) -> None:
-    """Every field of a parsed index, so that readers can trust it; ``ValueError`` names the
-    shard or tensor entry at fault."""
-    if not isinstance(index, dict) or index.get("format") != FORMAT or \
-            index.get("version") != VERSION:
-        raise ValueError("not a dflab checkpoint index (format/version)")
-    shards, tensors = index.get("shards"), index.get("tensors")
-    if not isinstance(shards, list) or not isinstance(tensors, dict):
-        raise ValueError("'shards' must be a list and 'tensors' an object")
-    for k, info in enumerate(shards):
-        if not (isinstance(info, dict) and _is_plain_file_name(info.get("file"))
-                and _is_int(info.get("size")) and info["size"] >= 0):
-            raise ValueError(f"shard #{k} needs a 'file' name (in the index's directory) and "
-                             "a non-negative 'size'")
-    for name, entry in tensors.items():
-        _check_entry(name, entry, len(shards))
-
-
-def _check_entry(name: str, entry, num_shards: int) -> None:
-    where = f"tensor entry {name!r}"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where} is not an object")
-    dtype = entry.get("dtype")
-    try:
-        if not isinstance(dtype, str):
-            raise TypeError(dtype)
-        _dt.as_dtype(dtype)
-    except TypeError:
-        raise ValueError(f"{where} has no valid 'dtype' (got {dtype!r})") from None
-    shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-        raise ValueError(f"{where} needs a 'shape' of non-negative integers")
-    shard = entry.get("shard")
-    if not _is_int(shard) or not 0 <= shard < num_shards:
-        raise ValueError(f"{where} names shard {shard!r} of {num_shards}")
-    if not isinstance(entry.get("sha256"), str) or not _SHA256.match(entry["sha256"]):
-        raise ValueError(f"{where} has no valid 'sha256'")
-
-
-class CheckpointReader:
-    """Reads one checkpoint: the index eagerly, tensors on demand (checksummed)."""
-
-    def __init__(self, prefix: str):
-        self.prefix = prefix
-        self._index = self._read_index(index_filename(prefix))
-        self._shards: dict[int, dict] = {}
-
-    def _read_index(self, path: str) -> dict:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raise errors.NotFoundError(
-                None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any "
-                f"matching files for {self.prefix} (no {path})") from None
-        except PermissionError as e:
-            raise errors.PermissionDeniedError(None, None, f"Checkpoint index {path}: "
-                                               f"{e.strerror}") from None
-        except OSError as e:
-            raise errors.DataLossError(None, None, f"Checkpoint index {path} cannot be read: "
-                                       f"{e.strerror}") from None
-        try:
-            index = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise errors.DataLossError(
-                None, None, f"Checkpoint index {path} is corrupted: not JSON text "
-                f"({type(e).__name__})") from None
-        try:
-            _check_index(index)
-        except ValueError as e:
-            raise errors.DataLossError(
-                None, None, f"Checkpoint index {path} is corrupted: {e}") from None
-        return index
-
-    def tensor_entries(self) -> dict:
-        return dict(self._index["tensors"])
-
-    def has_tensor(self, name: str) -> bool:
-        return name in self._index["tensors"]
-
-    def get_variable_to_shape_map(self) -> dict:
-        return {n: list(e["shape"]) for n, e in self._index["tensors"].items()}
-
-    def get_variable_to_dtype_map(self) -> dict:
-        return {n: _dt.as_dtype(e["dtype"]) for n, e in self._index["tensors"].items()}
-
-    def _shard(self, k: int) -> dict:
-        """All arrays of shard ``k`` (read once per reader), with the file's size checked."""
-        if k in self._shards:
-            return self._shards[k]
-        from safetensors.numpy import load as st_load
-
-        try:
-            info = self._index["shards"][k]
-            path = os.path.join(os.path.dirname(self.prefix), os.path.basename(info["file"]))
-        except (IndexError, KeyError, TypeError):
-            raise errors.DataLossError(None, None, f"Checkpoint index {self.prefix}.index names "
-                                       f"no shard {k}") from None
-        try:
-            with open(path, "rb") as f:
-                blob = f.read()
-        except FileNotFoundError:
-            raise errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
-                                       f"(index {self.prefix}.index)") from None
-        except PermissionError as e:
-            raise errors.PermissionDeniedError(None, None, f"Checkpoint data file {path}: "
-                                               f"{e.strerror}") from None
-        except OSError as e:
-            raise errors.DataLossError(None, None, f"Checkpoint data file {path} cannot be "
-                                       f"read: {e.strerror}") from None
-        if len(blob) != info.get("size"):
-            raise errors.DataLossError(None, None, f"Checkpoint data file {path} is truncated or "
-                                       f"corrupted: {len(blob)} bytes, expected {info.get('size')}")
-        try:
-            arrays = st_load(blob)
-        except Exception as e:  # noqa: BLE001 - safetensors raises its own error class
-            raise errors.DataLossError(None, None, f"Checkpoint data file {path} is corrupted: "
-                                       f"{e}") from None
-        self._shards[k] = arrays
-        return arrays
-
-    def get_tensor(self, name: str) -> np.ndarray:
-        entry = self._index["tensors"].get(name)
-        if entry is None:
-            raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint "
-                                       f"{self.prefix}")
-        arrays = self._shard(int(entry["shard"]))
-        path = data_filename(self.prefix, int(entry["shard"]), len(self._index["shards"]))
-
-        def get(key):
-            if key not in arrays:
-                raise ValueError(f"key {key!r} missing from the data file")
-            return arrays[key]
-
-        try:
-            return _from_stored(name, entry, get)
-        except ValueError as e:
-            raise errors.DataLossError(None, None, f"Checkpoint {path}: tensor {name!r} is "
-                                       f"corrupted ({e})") from None
-
-
 def checkpoint_exists(prefix: str) -> bool:
     return os.path.isfile(index_filename(prefix))
 
@@ -417,15 +254,12 @@ def checkpoint_files(prefix: str) -> list[str]:
     """The files of the checkpoint at ``prefix``: its index first, then the data files the
     index names (none if the index is missing or unreadable)."""
     try:
-        with open(index_filename(prefix), "rb") as f:
-            index = json.loads(f.read().decode("utf-8"))
-        _check_index(index)
-        # _check_index admits plain file names only: a corrupt index never points elsewhere.
-        files = [s["file"] for s in index["shards"]]
-    except (OSError, ValueError, RecursionError):
+        # Either format names only files beside its index: a corrupt one never points
+        # elsewhere (plain file names in a JSON index; the prefix itself in a bundle's).
+        files = CheckpointReader(prefix).data_files()
+    except errors.OpError:
         files = []
-    directory = os.path.dirname(prefix)
-    return [index_filename(prefix)] + [os.path.join(directory, f) for f in files]
+    return [index_filename(prefix)] + files
 
 
 def delete_checkpoint_files(prefix: str, files: list[str] | None = None) -> None:
@@ -551,8 +385,23 @@ def _check_slices(slices, op_type):
                                         "variables are not supported; shape_and_slices must be ''")
 
 
+def write_checkpoint(prefix: str, names, values, checkpoint_format: str = TF_FORMAT) -> None:
+    """Write a one-shard checkpoint: the data file, then the index (the commit point)."""
+    if checkpoint_format == TF_FORMAT:
+        entries = tensor_bundle.write_data_file(prefix, names, values, atomic_write)
+        tensor_bundle.write_index(prefix, entries, 1, atomic_write)
+    elif checkpoint_format == SAFETENSORS_FORMAT:
+        write_index(prefix, [write_shard(prefix, names, values)])
+    else:
+        raise errors.InvalidArgumentError(None, None, f"Unknown checkpoint format "
+                                          f"{checkpoint_format!r}; expected one of "
+                                          f"{CHECKPOINT_FORMATS}")
+
+
 @kernel("SaveV2", host_only=True)
 def _save_v2(node, ctx):
+    checkpoint_format = node.attr.get("_checkpoint_format", TF_FORMAT)
+
     def save(prefix, tensor_names, shape_and_slices, *tensors):
         prefix = as_str(prefix)
         names = as_str_list(tensor_names)
@@ -561,7 +410,7 @@ def _save_v2(node, ctx):
         if directory:
             os.makedirs(directory, exist_ok=True)
             _mark_temp_dir_writer(directory)
-        write_index(prefix, [write_shard(prefix, names, tensors)])
+        write_checkpoint(prefix, names, tensors, checkpoint_format)
         return None
 
     return save
@@ -584,21 +433,51 @@ def _restore_v2(node, ctx):
 
 
 def _restore_one(reader: CheckpointReader, name, dtype, shape):
-    entries = reader.tensor_entries()
-    if name not in entries:
-        raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint "
-                                   f"{reader.prefix}")
-    stored = entries[name]
-    if _dt.as_dtype(stored["dtype"]) is not dtype.base_dtype:
+    if not reader.has_tensor(name):
+        raise reader._missing(name)
+    stored_dtype, stored_shape = reader.dtype_of(name), reader.shape_of(name)
+    if stored_dtype is not dtype.base_dtype:
+        stored = getattr(stored_dtype, "name", "unsupported by dflab")
         raise errors.InvalidArgumentError(
             None, None, f"tensor_name = {name}; expected dtype {dtype.base_dtype.name} does not "
-            f"equal original dtype {stored['dtype']} in checkpoint {reader.prefix}")
+            f"equal original dtype {stored} in checkpoint {reader.prefix}")
     if shape is not None and shape.ndims is not None and \
-            not shape.is_compatible_with(stored["shape"]):
+            not shape.is_compatible_with(stored_shape):
         raise errors.InvalidArgumentError(
             None, None, f"tensor_name = {name}; shape in checkpoint {reader.prefix} is "
-            f"{stored['shape']} but the variable has shape {shape.as_list()}")
+            f"{stored_shape} but the variable has shape {shape.as_list()}")
     return reader.get_tensor(name)
+
+
+def _merge_bundles(parts: list[str], dest: str) -> None:
+    """TF's merge: each part's one data file becomes shard i of ``dest``, its entries point
+    there, and one index lists them all (written last)."""
+    entries = {}
+    for i, part in enumerate(parts):
+        reader = CheckpointReader(part)
+        if not isinstance(reader, _BundleReader) or reader._bundle.num_shards != 1:
+            raise errors.InvalidArgumentError(None, None, f"MergeV2Checkpoints: {part} is not "
+                                              "a one-shard checkpoint in TF's format")
+        os.replace(tensor_bundle.data_filename(part), data_filename(dest, i, len(parts)))
+        for name, entry in reader.entries().items():
+            if name in entries:
+                raise errors.InvalidArgumentError(None, None, f"Duplicate tensor name "
+                                                  f"{name!r} in checkpoint {dest}")
+            entry.shard_id = i
+            entries[name] = entry
+    tensor_bundle.write_index(dest, entries, len(parts), atomic_write)
+
+
+def _merge_safetensors(parts: list[str], dest: str) -> None:
+    fragments = []
+    for i, part in enumerate(parts):
+        index = _SafetensorsReader(part)._index
+        src = os.path.join(os.path.dirname(part), index["shards"][0]["file"])
+        target = data_filename(dest, i, len(parts))
+        os.replace(src, target)  # same file system: the part's bytes, renamed atomically
+        fragments.append({"shard": dict(index["shards"][0], file=os.path.basename(target)),
+                          "tensors": index["tensors"]})
+    write_index(dest, fragments)
 
 
 @kernel("MergeV2Checkpoints", host_only=True)
@@ -608,15 +487,8 @@ def _merge_v2(node, ctx):
     def merge(checkpoint_prefixes, destination_prefix):
         parts = as_str_list(checkpoint_prefixes)
         dest = as_str(destination_prefix)
-        fragments = []
-        for i, part in enumerate(parts):
-            index = CheckpointReader(part)._index
-            src = os.path.join(os.path.dirname(part), index["shards"][0]["file"])
-            target = data_filename(dest, i, len(parts))
-            os.replace(src, target)  # same file system: the part's bytes, renamed atomically
-            fragments.append({"shard": dict(index["shards"][0], file=os.path.basename(target)),
-                              "tensors": index["tensors"]})
-        write_index(dest, fragments)
+        bundles = parts and tensor_bundle.is_bundle_index(_read_index_bytes(parts[0]))
+        (_merge_bundles if bundles else _merge_safetensors)(parts, dest)
         for part in parts:
             _remove_part(part, delete_old_dirs)
         return None

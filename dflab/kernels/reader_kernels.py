@@ -1,5 +1,5 @@
 """Kernels of the file readers and parsers: ``TextLineReaderV2``, ``WholeFileReaderV2``,
-``ReaderReadV2`` (and its counters), ``DecodeCSV`` and ``ReadFile``.
+``TFRecordReaderV2``, ``ReaderReadV2`` (and its counters), ``DecodeCSV`` and ``ReadFile``.
 
 A reader is a ``ReaderState`` in its device's ``ResourceMgr``: a FIFO of records not yet read
 (filled one file at a time) and counters. ``ReaderReadV2`` is asynchronous: with records in hand
@@ -19,6 +19,7 @@ import numpy as np
 from dflab.framework import errors
 from dflab.kernels.dataset_kernels import split_lines
 from dflab.kernels.registry import kernel
+from dflab.lib.io.tf_record import RecordReader
 
 _MAX_EMPTY_FILES = 10_000  # files read in a row without a record before a read gives up
 
@@ -46,16 +47,40 @@ def read_whole(name: str, what: str) -> bytes:
 class ReaderState:
     """One reader: records pending from the current file, and how many were produced."""
 
-    def __init__(self, kind: str, skip_header_lines: int = 0):
-        self.kind = kind  # "text_line" or "whole_file"
+    def __init__(self, kind: str, skip_header_lines: int = 0, compression: str = ""):
+        self.kind = kind  # "text_line", "whole_file" or "tf_record"
         self.skip = skip_header_lines
+        self.compression = compression
         self._records: deque = deque()
         self._lock = threading.Lock()
         self.produced = 0
         self.files_done = 0
+        self._stream: RecordReader | None = None  # the TFRecord file being read
+        self._stream_name = ""
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def _pull_record(self) -> None:
+        """Move the next record of the TFRecord file being read into the FIFO, or close the
+        file at its end (a damaged record raises)."""
+        try:
+            record = self._stream.read()
+        except errors.OpError:
+            self._close_stream()
+            raise
+        if record is None:
+            self._close_stream()
+            return
+        offset, data = record
+        self._records.append((f"{self._stream_name}:{offset}".encode(), data))
 
     def next_record(self):
         with self._lock:
+            if not self._records and self._stream is not None:
+                self._pull_record()
             if not self._records:
                 return None
             self.produced += 1
@@ -63,6 +88,15 @@ class ReaderState:
         return np.array(key, dtype=object), np.array(value, dtype=object)
 
     def start_file(self, name: str) -> None:
+        if self.kind == "tf_record":
+            # Records are read (and checked) one at a time, as TF's reader does: a damaged
+            # record fails the read that reaches it, after the good ones before it.
+            stream = RecordReader(name, self.compression)
+            with self._lock:
+                self._close_stream()
+                self._stream, self._stream_name = stream, name
+                self.files_done += 1
+            return
         data = read_whole(name, "ReaderRead")
         if self.kind == "whole_file":
             records = [(name.encode(), data)]
@@ -76,6 +110,7 @@ class ReaderState:
 
     def reset(self) -> None:
         with self._lock:
+            self._close_stream()
             self._records.clear()
             self.produced = 0
             self.files_done = 0
@@ -85,10 +120,11 @@ def _reader_factory(kind: str):
     def factory(node, ctx):
         key = node.attr.get("shared_name") or node.name
         skip = int(node.attr.get("skip_header_lines", 0))
+        compression = node.attr.get("compression_type", "")
 
         def reader():
-            return ctx.resources.lookup_or_create("reader", key,
-                                                  lambda: ReaderState(kind, skip))
+            return ctx.resources.lookup_or_create(
+                "reader", key, lambda: ReaderState(kind, skip, compression))
 
         return reader
 
@@ -97,6 +133,7 @@ def _reader_factory(kind: str):
 
 kernel("TextLineReaderV2", host_only=True)(_reader_factory("text_line"))
 kernel("WholeFileReaderV2", host_only=True)(_reader_factory("whole_file"))
+kernel("TFRecordReaderV2", host_only=True)(_reader_factory("tf_record"))
 
 
 @kernel("ReaderReadV2", host_only=True, is_async=True)
@@ -105,7 +142,11 @@ def _read(node, ctx):
         empty_files = [0]
 
         def attempt():
-            record = reader.next_record()
+            try:
+                record = reader.next_record()
+            except errors.OpError as e:
+                done(error=e)
+                return
             if record is not None:
                 done(record)
                 return

@@ -93,12 +93,17 @@ def _strings(x, name):
     return _ops.convert_to_tensor(x, dtype=_dt.string, name=name)
 
 
-def save_v2(prefix, tensor_names, shape_and_slices, tensors, name=None):
-    """Write ``tensors`` under ``tensor_names`` to the checkpoint ``prefix``."""
+def save_v2(prefix, tensor_names, shape_and_slices, tensors, name=None,
+            checkpoint_format=None):
+    """Write ``tensors`` under ``tensor_names`` to the checkpoint ``prefix``, in TF's format
+    or, with ``checkpoint_format="safetensors"`` (a dflab extension, kept on the node as the
+    attr ``_checkpoint_format``), in dflab's earlier one."""
     tensors = list(tensors)
     inputs = [_strings(prefix, "prefix"), _strings(tensor_names, "tensor_names"),
               _strings(shape_and_slices, "shape_and_slices")] + tensors
     attrs = {"dtypes": [t.dtype.base_dtype for t in tensors]}
+    if checkpoint_format not in (None, "tf"):
+        attrs["_checkpoint_format"] = str(checkpoint_format)
     return _ops.apply_op("SaveV2", inputs, attrs, name)
 
 

@@ -1,12 +1,13 @@
 """File readers and parsers for queue-based input pipelines (TF 1.x): ``tf.TextLineReader``,
-``tf.WholeFileReader``, ``tf.decode_csv`` and ``tf.read_file``.
+``tf.WholeFileReader``, ``tf.TFRecordReader``, ``tf.decode_csv`` and ``tf.read_file``.
 
 A reader is a resource (``TextLineReaderV2``, ``WholeFileReaderV2``) whose state — the records
 of the file it is working on, and counters — lives on the host; ``ReaderReadV2`` takes the
 reader's handle and a queue of filenames (``tf.train.string_input_producer``) and outputs one
 ``(key, value)`` record, dequeuing the next filename when the current file is used up; after the
 queue is closed and drained it fails with ``OutOfRangeError`` like a dequeue. Keys are
-``b"<file>:<line>"`` (1-based) for lines and the file name for whole files.
+``b"<file>:<line>"`` (1-based) for lines, ``b"<file>:<offset>"`` (of the record in the
+uncompressed stream) for TFRecords, and the file name for whole files.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape
+from dflab.lib.io.tf_record import TFRecordOptions
 
-_READERS = ("TextLineReaderV2", "WholeFileReaderV2")
+_READERS = ("TextLineReaderV2", "WholeFileReaderV2", "TFRecordReaderV2")
 
 
 # --- schemas --------------------------------------------------------------------------------------
@@ -143,6 +145,18 @@ class WholeFileReader(ReaderBase):
         super().__init__(op.outputs[0])
 
 
+class TFRecordReader(ReaderBase):
+    """Reads the records of TFRecord files; ``options``: a ``TFRecordOptions`` or a
+    compression string (``""``, ``"ZLIB"``, ``"GZIP"``)."""
+
+    def __init__(self, name=None, options=None):
+        compression = TFRecordOptions.get_compression_type_string(options)
+        op = _ops.apply_op("TFRecordReaderV2", [], {"shared_name": "", "container": "",
+                                                    "compression_type": compression},
+                           name or "TFRecordReaderV2")
+        super().__init__(op.outputs[0])
+
+
 def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, name=None,
                na_value="", select_cols=None):
     """Parse CSV ``records`` into one tensor per column (the shape of ``records``).
@@ -183,4 +197,5 @@ def read_file(filename, name=None):
     return _ops.apply_op("ReadFile", [filename], {}, name or "ReadFile").outputs[0]
 
 
-__all__ = ["ReaderBase", "TextLineReader", "WholeFileReader", "decode_csv", "read_file"]
+__all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "WholeFileReader", "decode_csv",
+           "read_file"]

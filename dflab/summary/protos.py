@@ -6,6 +6,13 @@
 (dtypes, shapes, tensors, numbers, strings and lists of them), plus ``_output_shapes`` when
 shapes are known, as TF's writer adds them. Attributes with no proto form are left out.
 
+``meta_graph_def_proto`` gives TF's ``MetaGraphDef`` of a graph (what ``FileWriter`` writes
+after the graph, as TF's does) or of a dflab meta graph: the ``GraphDef`` above, the op names
+used (``stripped_op_list``: names only, dflab's op schemas have no ``OpDef`` form), the saver
+def, and the collections whose items TF's protos can hold (op and tensor names, variables as
+``VariableDef``s, savers, numbers and strings); queue runners have no proto here and are left
+out.
+
 ``run_metadata_proto`` copies a dflab ``RunMetadata`` (step stats, cost graph, partition
 graphs) field by field into TF's proto, walking the proto's own field list, so a field both
 sides share is never forgotten and dflab-only fields (``fused_ops``, ``transfers``) are simply
@@ -117,6 +124,64 @@ def graph_def_proto(graph_or_graph_def):
     for node in graph_def.node:
         proto.node.append(node_def_proto(node, shapes.get(node.name)))
     return proto
+
+
+# --- MetaGraphDef --------------------------------------------------------------------------
+
+
+def meta_graph_def_proto(source):
+    """TF's ``MetaGraphDef`` proto of a dflab ``Graph``, ``GraphDef`` or meta graph (what
+    ``tf.train.export_meta_graph`` returns)."""
+    from dflab.train.meta_graph import MetaGraphDef
+
+    meta_graph_pb2 = tb_proto("meta_graph_pb2")
+    proto = meta_graph_pb2.MetaGraphDef()
+    meta = source if isinstance(source, MetaGraphDef) else None
+    graph_def = graph_def_proto(meta.graph_def if meta is not None else source)
+    proto.graph_def.CopyFrom(graph_def)
+    for op_type in sorted({node.op for node in graph_def.node}):
+        proto.meta_info_def.stripped_op_list.op.add(name=op_type)
+    if meta is None:
+        return proto
+    if meta.saver_def:
+        proto.saver_def.CopyFrom(_saver_def_proto(meta.saver_def))
+    for key, items in sorted(meta.collection_def.items()):
+        _add_collection(proto.collection_def[key], items)
+        if not proto.collection_def[key].ListFields():
+            del proto.collection_def[key]  # nothing in it has a proto form
+    return proto
+
+
+def _saver_def_proto(saver_def: dict):
+    saver_pb2 = tb_proto("saver_pb2")
+    fields = {f.name for f in saver_pb2.SaverDef.DESCRIPTOR.fields}
+    return saver_pb2.SaverDef(**{k: v for k, v in saver_def.items()
+                                 if k in fields and v is not None})
+
+
+def _variable_def_proto(value: dict):
+    variable_pb2 = tb_proto("variable_pb2")
+    fields = {f.name for f in variable_pb2.VariableDef.DESCRIPTOR.fields}
+    return variable_pb2.VariableDef(**{k: v for k, v in value.items() if k in fields})
+
+
+def _add_collection(collection, items) -> None:
+    """Fill a ``CollectionDef`` from dflab's tagged items, all of one kind as TF's are: names
+    in ``node_list``, defs serialized in ``bytes_list``, numbers in ``int64``/``float`` lists."""
+    for item in items:
+        (kind, value), = item.items()
+        if kind in ("op", "tensor"):
+            collection.node_list.value.append(value)
+        elif kind == "variable":
+            collection.bytes_list.value.append(_variable_def_proto(value).SerializeToString())
+        elif kind == "saver":
+            collection.bytes_list.value.append(_saver_def_proto(value).SerializeToString())
+        elif kind == "value" and isinstance(value, bool | int):
+            collection.int64_list.value.append(int(value))
+        elif kind == "value" and isinstance(value, float):
+            collection.float_list.value.append(value)
+        elif kind == "value" and isinstance(value, str):
+            collection.bytes_list.value.append(value.encode())
 
 
 # --- RunMetadata ---------------------------------------------------------------------------

@@ -5,6 +5,9 @@ naming the file version, a background thread flushing every ``flush_secs``) are 
 ``tensorboard`` package's ``EventFileWriter``; this module turns what a TF1 program hands
 over (serialized summaries, dflab graphs, dflab ``RunMetadata``) into ``Event`` protos.
 
+Adding a graph writes two events, as TF's writer does: the ``GraphDef`` and a ``MetaGraphDef``
+holding it (``summary/protos.py`` says what of a dflab graph TF's protos can express).
+
 As TF's writer does, the plugin metadata of a summary value is written only the first time
 its tag is seen (TensorBoard reads it from there), and a ``tagged_run_metadata`` tag may be
 used once per writer. A writer that is dropped or still open when the interpreter exits is
@@ -19,7 +22,7 @@ import weakref
 
 from dflab.framework import ops as _ops
 from dflab.ops.summary_ops import INSTALL_HINT, tb_proto
-from dflab.summary.protos import graph_def_proto, run_metadata_proto
+from dflab.summary.protos import graph_def_proto, meta_graph_def_proto, run_metadata_proto
 
 
 def _event_file_writer_class():
@@ -94,6 +97,25 @@ class FileWriter:
             raise ValueError("add_graph needs a graph (or graph_def)")
         proto = source if isinstance(source, graph_pb2.GraphDef) else graph_def_proto(source)
         event = tb_proto("event_pb2").Event(graph_def=proto.SerializeToString())
+        self.add_event(event, global_step)
+        # TF's writer follows the graph with a meta graph holding it.
+        meta = tb_proto("meta_graph_pb2").MetaGraphDef()
+        meta.graph_def.CopyFrom(proto)
+        if not isinstance(source, graph_pb2.GraphDef):
+            meta.meta_info_def.CopyFrom(meta_graph_def_proto(source).meta_info_def)
+        self.add_meta_graph(meta, global_step)
+
+    def add_meta_graph(self, meta_graph_def, global_step: int | None = None) -> None:
+        """Add a ``MetaGraphDef``: TF's proto, or a dflab meta graph (from
+        ``tf.train.export_meta_graph``), written as TF's proto."""
+        from dflab.train.meta_graph import MetaGraphDef
+
+        if isinstance(meta_graph_def, MetaGraphDef):
+            meta_graph_def = meta_graph_def_proto(meta_graph_def)
+        elif not isinstance(meta_graph_def, tb_proto("meta_graph_pb2").MetaGraphDef):
+            raise TypeError(f"meta_graph_def must be type MetaGraphDef, saw type: "
+                            f"{type(meta_graph_def)}")
+        event = tb_proto("event_pb2").Event(meta_graph_def=meta_graph_def.SerializeToString())
         self.add_event(event, global_step)
 
     def add_run_metadata(self, run_metadata, tag: str, global_step: int | None = None) -> None:

@@ -2,6 +2,17 @@
 (checkpoints and queues come later)."""
 
 from dflab.framework.graph_io import write_graph  # noqa: F401
+from dflab.lib.protos import (  # noqa: F401 - tf.train.Example and its parts
+    BytesList,
+    Example,
+    Feature,
+    FeatureList,
+    FeatureLists,
+    Features,
+    FloatList,
+    Int64List,
+    SequenceExample,
+)
 from dflab.train import slot_creator  # noqa: F401
 from dflab.train.adagrad import AdagradOptimizer  # noqa: F401
 from dflab.train.adam import AdamOptimizer  # noqa: F401

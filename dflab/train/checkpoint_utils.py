@@ -1,6 +1,10 @@
 """Finding and reading checkpoints: the text ``checkpoint`` state file, ``latest_checkpoint``,
 ``get_checkpoint_state``, ``list_variables``, ``load_variable`` and ``NewCheckpointReader``.
 
+Every reader here takes a checkpoint in TF's format (written by TensorFlow or by dflab) or in
+dflab's earlier safetensors format, telling them apart by the index's bytes
+(``io_kernels.CheckpointReader``).
+
 The state file uses TF's text format::
 
     model_checkpoint_path: "model-20"
@@ -179,6 +183,9 @@ def _resolve(ckpt_dir_or_file) -> str:
 
 
 def NewCheckpointReader(filepattern) -> CheckpointReader:  # noqa: N802 - TF's public name
+    """A reader of the checkpoint at the prefix ``filepattern`` (``get_tensor``,
+    ``has_tensor``, ``get_variable_to_shape_map``, ``get_variable_to_dtype_map``,
+    ``debug_string``)."""
     return CheckpointReader(str(filepattern))
 
 

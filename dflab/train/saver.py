@@ -1,5 +1,10 @@
 """``tf.train.Saver``: checkpoints through ``SaveV2``/``RestoreV2`` graph ops.
 
+Checkpoints are written in TF's own format (the V2 tensor bundle, ``dflab.lib.io``), so TF
+restores them and dflab restores TF's; ``checkpoint_format="safetensors"`` (a dflab
+extension) writes dflab's earlier format instead, which every reader still reads
+(``io_kernels``).
+
 The Saver builds its ops once, under a ``save`` name scope (TF's names: ``save/Const`` is the
 filename, fed on every call; ``save/control_dependency`` the tensor a save fetches;
 ``save/restore_all`` the restore target). Save and restore ops sit on the CPU of the variables'
@@ -59,11 +64,12 @@ class SaverDef:
 
     V1, V2 = 1, 2
     _FIELDS = ("filename_tensor_name", "save_tensor_name", "restore_op_name", "max_to_keep",
-               "sharded", "keep_checkpoint_every_n_hours", "version", "consistent")
+               "sharded", "keep_checkpoint_every_n_hours", "version", "consistent",
+               "checkpoint_format")
 
     def __init__(self, filename_tensor_name="", save_tensor_name="", restore_op_name="",
                  max_to_keep=5, sharded=False, keep_checkpoint_every_n_hours=10000.0,
-                 version=2, consistent=False):
+                 version=2, consistent=False, checkpoint_format="tf"):
         self.filename_tensor_name = filename_tensor_name
         self.save_tensor_name = save_tensor_name
         self.restore_op_name = restore_op_name
@@ -72,6 +78,7 @@ class SaverDef:
         self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
         self.version = version
         self.consistent = consistent
+        self.checkpoint_format = checkpoint_format
 
     def to_json(self) -> dict:
         return {f: getattr(self, f) for f in self._FIELDS}
@@ -80,7 +87,7 @@ class SaverDef:
     _TYPES = {"filename_tensor_name": (str,), "save_tensor_name": (str,),
               "restore_op_name": (str,), "max_to_keep": (int, type(None)), "sharded": (bool,),
               "keep_checkpoint_every_n_hours": (int, float), "version": (int,),
-              "consistent": (bool,)}
+              "consistent": (bool,), "checkpoint_format": (str,)}
     _REQUIRED = ("filename_tensor_name", "save_tensor_name", "restore_op_name")
 
     @classmethod
@@ -99,6 +106,10 @@ class SaverDef:
                 names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
                 raise errors.InvalidArgumentError(None, None, f"saver_def field {f!r} must be "
                                                   f"{names}, got {v!r}")
+        if d.get("checkpoint_format", "tf") not in io_kernels.CHECKPOINT_FORMATS:
+            raise errors.InvalidArgumentError(
+                None, None, f"saver_def field 'checkpoint_format' must be one of "
+                f"{io_kernels.CHECKPOINT_FORMATS}, got {d['checkpoint_format']!r}")
         return cls(**{f: d[f] for f in cls._FIELDS if f in d})
 
     def scoped(self, prefix: str) -> SaverDef:
@@ -325,9 +336,13 @@ class Saver:
                  keep_checkpoint_every_n_hours=10000.0, name=None, restore_sequentially=False,
                  saver_def=None, builder=None, defer_build=False, allow_empty=False,
                  write_version=2, pad_step_number=False, save_relative_paths=False,
-                 filename=None, consistent=False):
+                 filename=None, consistent=False, checkpoint_format="tf"):
         if reshape:
             raise NotImplementedError("Saver(reshape=True) is not supported")
+        if checkpoint_format not in io_kernels.CHECKPOINT_FORMATS:
+            raise ValueError(f"checkpoint_format must be one of "
+                             f"{io_kernels.CHECKPOINT_FORMATS}, got {checkpoint_format!r}")
+        self._checkpoint_format = checkpoint_format
         self._var_list = var_list
         self._sharded = bool(sharded)
         self._max_to_keep = max_to_keep
@@ -347,6 +362,7 @@ class Saver:
         if self.saver_def is not None:
             # A Saver over an existing def keeps what the def says (as TF does).
             self._consistent = bool(self.saver_def.consistent)
+            self._checkpoint_format = self.saver_def.checkpoint_format
             self._max_to_keep = self.saver_def.max_to_keep
             self._sharded = bool(self.saver_def.sharded)
             self._keep_every_n_hours = self.saver_def.keep_checkpoint_every_n_hours
@@ -376,7 +392,7 @@ class Saver:
         del scope
         self.saver_def = SaverDef(filename.name, save_tensor.name, restore_op.name,
                                   self._max_to_keep, self._sharded, self._keep_every_n_hours,
-                                  2, self._consistent)
+                                  2, self._consistent, self._checkpoint_format)
 
     def _build_single(self, filename, names):
         items = sorted(names.items())
@@ -412,12 +428,11 @@ class Saver:
             save_tensor = array_ops.identity(filename, name="control_dependency")
         return save_tensor, control_flow_ops.group(*assigns, name="restore_all")
 
-    @staticmethod
-    def _save_op(prefix, items):
+    def _save_op(self, prefix, items):
         tensor_names = constant([n for n, _ in items], dtype=_dt.string, name="tensor_names")
         slices = constant([""] * len(items), dtype=_dt.string, name="shape_and_slices")
         return io_ops.save_v2(prefix, tensor_names, slices, [_value_of(v) for _, v in items],
-                              name="SaveV2")
+                              name="SaveV2", checkpoint_format=self._checkpoint_format)
 
     @staticmethod
     def _restore_ops(filename, items, device):
@@ -620,4 +635,4 @@ def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None
 def checkpoint_values(prefix: str) -> dict:
     """All tensors of a checkpoint as ``{name: ndarray}`` (a test and notebook helper)."""
     reader = io_kernels.CheckpointReader(prefix)
-    return {n: np.asarray(reader.get_tensor(n)) for n in reader.tensor_entries()}
+    return {n: np.asarray(reader.get_tensor(n)) for n in reader.tensor_names()}

@@ -36,11 +36,13 @@ TF_HOST_ONLY = frozenset({
     "TensorDataset", "TensorSliceDataset", "RangeDataset", "GeneratorDataset", "MapDataset",
     "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
-    "ConcatenateDataset", "TextLineDataset", "IteratorV2", "OneShotIterator", "MakeIterator",
-    "IteratorGetNext",
+    "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "IteratorV2",
+    "OneShotIterator", "MakeIterator", "IteratorGetNext",
     # File readers and parsers read host files and strings.
     "TextLineReaderV2", "WholeFileReaderV2", "ReaderReadV2", "ReaderNumRecordsProducedV2",
-    "ReaderResetV2", "ReadFile", "DecodeCSV",
+    "ReaderResetV2", "ReadFile", "DecodeCSV", "TFRecordReaderV2",
+    # Parsing tf.train.Example protos and raw bytes: host strings in, as TF's CPU kernels.
+    "ParseExampleV2", "ParseSingleSequenceExample", "DecodeRaw",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep

@@ -186,3 +186,47 @@ def test_csv_pipeline_with_queue_runners(tmp_path):
     ids = [int(i) for b in batches for i in b[0]]
     vals = [float(v) for b in batches for v in b[1]]
     assert ids == [a for a, _ in rows] and vals == [b for _, b in rows]
+
+
+# --- TFRecordReader -----------------------------------------------------------------------------
+def _records_file(path, records, compression=None) -> str:
+    with tf.python_io.TFRecordWriter(str(path), compression) as writer:
+        for record in records:
+            writer.write(record)
+    return str(path)
+
+
+def test_tf_record_reader_gives_tfs_keys_and_records(tmp_path):
+    a = _records_file(tmp_path / "a.tfrecord", [b"hello", b"", b"x" * 300])
+    b = _records_file(tmp_path / "b.tfrecord", [b"gz"], "GZIP")
+    queue = tf.train.string_input_producer([a], num_epochs=1, shuffle=False)
+    key, value = tf.TFRecordReader().read(queue)
+    got = run_with_runners(lambda sess: read_all(sess, key, value))
+    # TF 2.21's keys for the same file: the offset of each record.
+    assert got == [(f"{a}:0".encode(), b"hello"), (f"{a}:21".encode(), b""),
+                   (f"{a}:37".encode(), b"x" * 300)]
+    tf.reset_default_graph()
+    queue = tf.train.string_input_producer([b, b], num_epochs=1, shuffle=False)
+    reader = tf.TFRecordReader(options=tf.python_io.TFRecordOptions("GZIP"))
+    key, value = reader.read(queue)
+    produced = reader.num_records_produced()
+    got = run_with_runners(lambda sess: (read_all(sess, key, value), sess.run(produced)))
+    assert got == ([(f"{b}:0".encode(), b"gz")] * 2, 2)
+
+
+def test_tf_record_reader_fails_at_a_damaged_record_after_the_good_ones(tmp_path):
+    a = _records_file(tmp_path / "a.tfrecord", [b"one", b"two"])
+    data = bytearray(open(a, "rb").read())
+    data[-6] ^= 1  # inside the second record's data
+    open(a, "wb").write(bytes(data))
+    queue = tf.train.string_input_producer([a], num_epochs=1, shuffle=False)
+    key, value = tf.TFRecordReader().read(queue)
+
+    def fetch(sess):
+        first = sess.run(value)
+        with pytest.raises(tf.errors.DataLossError, match="corrupted record at 31"):
+            sess.run(value)
+        return first
+
+    assert run_with_runners(fetch) == b"one"
+    assert tf.TFRecordReader().reader_ref.op.type == "TFRecordReaderV2"

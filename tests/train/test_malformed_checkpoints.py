@@ -20,12 +20,13 @@ DataLoss, Invalid, NotFound = (tf.errors.DataLossError, tf.errors.InvalidArgumen
 @pytest.fixture
 def saved(tmp_path):
     """A checkpoint ``model-1`` (with its .meta) of a graph with a variable, a queue runner
-    and a saver; returns (prefix, meta JSON, index JSON)."""
+    and a saver, in dflab's earlier format (a JSON index, whose defects the tests below
+    make); returns (prefix, meta JSON, index JSON)."""
     v = tf.Variable([1.0, 2.0], name="v")
     q = tf.FIFOQueue(3, tf.float32, name="q")
     tf.train.add_queue_runner(tf.train.QueueRunner(q, [q.enqueue([tf.constant(1.0)])]))
     tf.add_to_collection("things", v.op)
-    saver = tf.train.Saver(max_to_keep=2)
+    saver = tf.train.Saver(max_to_keep=2, checkpoint_format="safetensors")
     with tf.Session() as sess:
         sess.run(v.initializer)
         prefix = saver.save(sess, str(tmp_path / "model"), global_step=1)

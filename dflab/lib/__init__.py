@@ -1,0 +1,9 @@
+"""File formats TensorFlow writes, read and written without TensorFlow: TFRecord files
+(``lib/io/tf_record.py``), the tables and tensor bundles of TF's checkpoints
+(``lib/io/table.py``, ``lib/io/tensor_bundle.py``) and the protocol buffers they carry
+(``lib/protos.py``).
+
+The layer sits just above ``framework`` (it raises TF's error classes) and below everything
+else, so kernels, the training layer and the public API share one implementation of each
+format. Nothing here builds graphs or runs ops.
+"""
