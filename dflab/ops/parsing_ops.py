@@ -62,7 +62,7 @@ def _dense_output_shape(batch: TensorShape, shape: TensorShape) -> TensorShape:
 
 
 def _parse_example_infer(op):
-    a = op._attrs
+    a = op.attrs
     serialized = op.inputs[0]
     _strings(serialized, "serialized", op.type, max_rank=1)
     batch = serialized.shape if serialized.shape.ndims is not None else unknown_shape()
@@ -79,7 +79,7 @@ def _parse_example_infer(op):
 
 
 def _parse_sequence_infer(op):
-    a = op._attrs
+    a = op.attrs
     _strings(op.inputs[0], "serialized", op.type, max_rank=0)
     n_ctx, n_seq = len(a["context_sparse_types"]), len(a["feature_list_sparse_types"])
     return ([(_dt.int64, TensorShape([None, 1]))] * n_ctx
@@ -97,7 +97,7 @@ def _decode_raw_infer(op):
     _strings(op.inputs[0], "input_bytes", "DecodeRaw")
     shape = op.inputs[0].shape
     out = unknown_shape() if shape.ndims is None else shape.concatenate([None])
-    return [(op._attrs["out_type"], out)]
+    return [(op.attrs["out_type"], out)]
 
 
 register_op("ParseExampleV2", _parse_example_infer)
