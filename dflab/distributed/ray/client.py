@@ -52,6 +52,7 @@ class RayTaskStub:
         self._devices = [RemoteDevice(task, d) for d in info["devices"]]
         self._origins: dict = {}  # the client's op names -> ops, to name them in errors
         self._handles: list = []
+        self._sizes: dict = {}  # handle -> its partition's node count
         self._finished: list = []  # step ids whose rendezvous the task may drop
 
     def devices(self) -> list:
@@ -80,6 +81,7 @@ class RayTaskStub:
             self._origins.update(origins)
         handle = self._call(self.actor.register_partition, spec.to_json(), self.incarnation)
         self._handles.append(handle)
+        self._sizes[handle] = len(spec.graph_def.node)
         return handle, None
 
     def deregister_partitions(self, handles) -> None:
@@ -87,6 +89,9 @@ class RayTaskStub:
             self.actor.deregister_partitions.remote(list(handles))
 
     def run_step(self, request: StepRequest, observer=None, on_error=None):
+        if request.main is None:  # the actor's thread runs the biggest partition itself
+            sizes = [self._sizes.get(h, 0) for h in request.handles]
+            request.main = sizes.index(max(sizes))
         finished, self._finished = self._finished, []
         ref = self.actor.run_step.remote(vars(request), self.incarnation, finished)
         share = _RemoteShare(self, ref)
