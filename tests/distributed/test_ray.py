@@ -282,7 +282,7 @@ def test_a_restarted_task_aborts_the_step_and_a_killed_one_fails_it_naming_it(ra
             _wait_for(lambda: not ray_launcher.alive(ps_actor))
             start = time.monotonic()
             with pytest.raises(tf.errors.UnavailableError,
-                               match="/job:ps/replica:0/task:0 is unavailable"):
+                               match=r"/job:ps/replica:0/task:0 \(on [^)]+\) is unavailable"):
                 s.run(out)
             assert time.monotonic() - start < 20
     finally:

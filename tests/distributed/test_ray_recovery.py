@@ -98,7 +98,7 @@ def test_a_step_on_a_killed_ps_fails_naming_it_within_the_timeout(ray_instance):
             ray.kill(actors["ps"], no_restart=True)
             start = time.monotonic()
             with pytest.raises(tf.errors.UnavailableError,
-                               match="/job:ps/replica:0/task:0 is unavailable"):
+                               match=r"/job:ps/replica:0/task:0 \(on [^)]+\) is unavailable"):
                 while time.monotonic() - start < 30:  # until the kill has landed
                     s.run(inc)
             assert time.monotonic() - start < 30
