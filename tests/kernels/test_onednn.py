@@ -339,3 +339,17 @@ def test_import_dflab_does_not_load_the_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_openmp_spins_briefly_unless_the_user_chose(monkeypatch):
+    """GNU OpenMP's idle threads would spin for milliseconds after each op, taking a core
+    from the intra-op pool's next chunks; the library loads with a short spin, the
+    environment left as it was, and a wait policy the user set is kept."""
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    with capi._short_spin():
+        assert os.environ["GOMP_SPINCOUNT"] == capi.SPIN_COUNT
+    assert "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    with capi._short_spin():
+        assert "GOMP_SPINCOUNT" not in os.environ
