@@ -353,3 +353,39 @@ def test_openmp_spins_briefly_unless_the_user_chose(monkeypatch):
     monkeypatch.setenv("OMP_WAIT_POLICY", "active")
     with capi._short_spin():
         assert "GOMP_SPINCOUNT" not in os.environ
+
+
+@needs_library
+def test_operands_onednn_cannot_describe_go_to_numpy():
+    """A broadcast operand (stride 0) or one oneDNN refuses is computed by NumPy's kernel;
+    a refusal is remembered for those shapes."""
+    from dflab.kernels.onednn import ops, plans
+
+    lib = onednn.library()
+    g = ops.Geometry(3, 3, 1, 1, 1, 1, 1, 1, 1, 1)
+    x = np.broadcast_to(np.float32(1), (2, 6, 6, 3))
+    f = np.ones((3, 3, 3, 4), np.float32)
+    with pytest.raises(plans.UnsupportedError, match="broadcast"):
+        ops.conv2d(lib, 1, x, f, "NHWC", g, (6, 6))
+    backend = onednn.Backend(lib, 1)
+    assert backend.conv2d(np.ones((2, 6, 6, 3), np.float64), f, "NHWC", _Win(g, 6, 6)) is None
+    calls = []
+
+    def refuse():
+        calls.append(1)
+        raise capi.OneDnnError("dnnl_convolution_forward_primitive_desc_create failed")
+
+    key = ("test refusal",)
+    for _ in range(2):
+        with pytest.raises(plans.UnsupportedError, match="failed"):
+            plans.cached(key, refuse)
+    assert calls == [1]
+
+
+class _Win:
+    """A window as the NumPy kernels' ``_Window`` gives it to the backend."""
+
+    def __init__(self, g, oh, ow):
+        for name, value in g._asdict().items():
+            setattr(self, name, value)
+        self.oh, self.ow = oh, ow

@@ -42,15 +42,16 @@ def dims(values: Sequence[int]) -> capi.Dims:
 def array_dims(a: np.ndarray, order: Sequence[int]) -> tuple[tuple, tuple]:
     """(dims, strides in elements) of ``a``'s axes taken in ``order``: oneDNN's logical
     dimensions (NCHW, OIHW) of a float32 NumPy array in any layout. ``UnsupportedError`` for
-    another dtype, or when a stride is negative or not a whole number of elements."""
+    another dtype, or a stride that is negative, not a whole number of elements, or 0 (a
+    broadcast)."""
     if a.dtype != np.float32:
         raise UnsupportedError(f"dtype {a.dtype}")
     item = a.itemsize
     strides = []
     for i in order:
         s = a.strides[i]
-        if s < 0 or s % item:
-            raise UnsupportedError("negative or unaligned strides")
+        if s < 0 or s % item or (s == 0 and a.shape[i] > 1):
+            raise UnsupportedError("negative, unaligned or broadcast strides")
         # A dimension of size 1 keeps NumPy's stride where it has one (what a contiguous
         # array's layout says it is: oneDNN recognises its fast layouts by the strides).
         strides.append(s // item if s or a.shape[i] > 1 else 1)
@@ -227,8 +228,9 @@ _cache_lock = threading.Lock()
 
 
 def cached(key: tuple, build: Callable[[], Plan]) -> Plan:
-    """The plan for ``key``, built by ``build`` the first time (``UnsupportedError`` is
-    remembered too: those shapes go to NumPy without asking oneDNN again)."""
+    """The plan for ``key``, built by ``build`` the first time. ``UnsupportedError`` when it
+    cannot be (oneDNN has no fast kernel, or refuses the shapes or strides), remembered too:
+    those shapes go to NumPy without asking oneDNN again."""
     plan = _cache.get(key)
     if plan is None:
         with _cache_lock:
@@ -238,6 +240,8 @@ def cached(key: tuple, build: Callable[[], Plan]) -> Plan:
                     plan = build()
                 except UnsupportedError as e:
                     plan = e
+                except capi.OneDnnError as e:  # oneDNN refused these descriptions
+                    plan = UnsupportedError(str(e))
                 _cache[key] = plan
                 while len(_cache) > CACHE_SIZE:
                     _cache.popitem(last=False)
