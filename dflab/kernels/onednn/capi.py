@@ -20,6 +20,7 @@ the next of the same op).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -193,17 +194,17 @@ class Library:
         return (out.value or b"").decode()
 
 
-class _short_spin:  # noqa: N801 - a context manager used like a function
+@contextlib.contextmanager
+def _short_spin():
     """Sets ``GOMP_SPINCOUNT`` while the library (and with it GNU OpenMP, which reads it as
     it loads) is loaded, unless the user set a wait policy; the environment is restored."""
-
-    def __enter__(self):
-        self._set = not ({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & os.environ.keys())
-        if self._set:
-            os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
-
-    def __exit__(self, *exc):
-        if self._set:
+    chosen = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & os.environ.keys()
+    if not chosen:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    try:
+        yield
+    finally:
+        if not chosen:
             os.environ.pop("GOMP_SPINCOUNT", None)
 
 
