@@ -24,8 +24,10 @@ split against 115-137 ms on BLAS's threads; the MLP and the LSTM were 5-10% fast
 Each worker owns its pool (``IntraOpPool``), made from its session's config, with its own
 threads and its own split-products setting; kernels reach it through their context
 (``ctx.intra_op``, read once when a plan binds them), so two sessions with different settings
-never see each other's. With the default (0 threads) a worker has none: kernels see ``SERIAL``,
-which never splits, and BLAS keeps its own threads. BLAS's thread count is the one
+never see each other's. With the default (0 threads) a worker's pool has one thread, which
+never splits, and BLAS keeps its own threads (as oneDNN's kernels do: ``library_threads``, every
+usable core). The pool also carries the session's ``onednn`` option to the kernels (see
+``dflab.kernels.onednn``). BLAS's thread count is the one
 process-wide part: a pool that ``hold_blas``-es sets it while it is open (one thread per call
 when it splits products), the most recently opened pool's wish winning, and the process's own
 setting comes back when the last such pool closes. Only NumPy work is split: a GPU's kernels
