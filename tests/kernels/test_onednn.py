@@ -389,3 +389,24 @@ class _Win:
         for name, value in g._asdict().items():
             setattr(self, name, value)
         self.oh, self.ow = oh, ow
+
+
+@needs_library
+def test_the_label_shows_through_the_executors_wrappers():
+    """A reference variable's filter reaches the kernel through the executor's dereferencing
+    wrapper; the trace still names the kernel that ran."""
+    tf.disable_resource_variables()
+    x_val = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, x_val.shape)
+        f = tf.Variable(RNG.standard_normal((3, 3, 3, 4)).astype(np.float32))
+        ref = f.op.outputs[0]  # the variable's reference itself, not its "read" snapshot
+        assert ref.dtype.is_ref_dtype
+        y = tf.nn.conv2d(x, ref, [1, 1, 1, 1], "SAME", name="conv")
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        md = tf.RunMetadata()
+        sess.run(y, {x: x_val}, options=tf.RunOptions(trace_level=3), run_metadata=md)
+    assert _kernel_types(md)["conv"] == "_MklConv2D"
