@@ -153,6 +153,16 @@ def _blas() -> str:
     return ", ".join(sorted(set(libs))) or "unknown"
 
 
+def _host_kernels() -> str:
+    """The library dflab's heavy host kernels run on (oneDNN, or NumPy's when it is absent);
+    older trees without the backend say so."""
+    try:
+        from dflab.kernels import onednn
+    except ImportError:
+        return "NumPy (no oneDNN backend in this tree)"
+    return onednn.status()
+
+
 def machine_info() -> dict:
     try:
         usable = len(os.sched_getaffinity(0))
@@ -165,6 +175,7 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "blas": _blas(),
+        "kernels": _host_kernels(),
         "os": f"{platform.system()} {platform.release()}",
         "dflab": _git_revision(),
     }

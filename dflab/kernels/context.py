@@ -11,8 +11,9 @@ plan with the kernel a factory returned (``Device.bind_kernel``: the identity on
 a GPU wraps the kernel so that it runs on that device's own stream, with the inputs the kernel
 does not declare host memory moved to the device), and ``intra_op``: the intra-op pool of the
 worker running the device's kernels (``dflab.kernels.intra_op.IntraOpPool``), which a host
-kernel splits its big work with; ``SERIAL`` (no splitting) unless the worker's config asks for
-threads.
+kernel splits its big work with (one thread, no splitting, unless the worker's config asks for
+threads; ``SERIAL`` for kernels bound outside a worker), and which says whether a host kernel
+may run on oneDNN and on how many threads.
 """
 
 from __future__ import annotations

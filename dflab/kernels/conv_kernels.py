@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels import intra_op
+from dflab.kernels import intra_op, onednn
 from dflab.kernels.context import host
 from dflab.kernels.registry import kernel
 from dflab.ops.conv_ops import conv_output_size
@@ -255,20 +255,43 @@ def _input_grad_col2im(win, dy, f, shape):
 
 
 # --- Conv2D ---------------------------------------------------------------------------------
+# --- oneDNN ---------------------------------------------------------------------------------
+# With oneDNN (``dflab.kernels.onednn``), float32 host kernels run on it and fall back to the
+# NumPy code below for what it does not take (empty tensors, shapes it has no fast
+# implementation for). ``fn.kernel_label`` names the library the last call ran on (traces
+# show ``_MklConv2D`` as TF's do), None for NumPy.
+def _library(node, ctx):
+    """(oneDNN backend or None, its label for ``node``'s op) for a kernel bound on ``ctx``."""
+    backend = onednn.for_kernel(ctx, node.output_types[0].as_numpy_dtype)
+    return backend, onednn.label(node.op)
+
+
+def _nonempty(*arrays) -> bool:
+    return all(a.size for a in arrays)
+
+
 @kernel("Conv2D")
 def _conv2d(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
+    dnn, label = _library(node, ctx)
 
     def conv2d(x, f):
         _check_rank4(xp, node, input=x, filter=f)
-        x = _to_nhwc(xp.asarray(x), fmt)
+        given = xp.asarray(x)
+        x = _to_nhwc(given, fmt)
         n, h, w, c = x.shape
         kh, kw, ci, co = f.shape
         if c != ci:
             raise errors.InvalidArgumentError(
                 None, node, f"input depth must equal filter depth: {c} vs {ci}")
         win = _window(node, ctx, h, w, kh, kw)
+        y = None
+        if dnn is not None and _nonempty(x, f) and not win.empty_output:
+            y = dnn.conv2d(given, f, fmt, win)
+        conv2d.kernel_label = label if y is not None else None
+        if y is not None:
+            return y
         y = _correlate(win, x, xp.reshape(f, (kh * kw * ci, co)), co)
         return _from_nhwc(y, fmt)
 
@@ -279,17 +302,26 @@ def _conv2d(node, ctx):
 def _conv2d_backprop_input(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
+    dnn, label = _library(node, ctx)
 
     def backprop_input(sizes, f, dy):
         _check_rank4(xp, node, filter=f, out_backprop=dy)
         n, h, w, c = _nhwc_shape(sizes, fmt)
-        dy = _to_nhwc(xp.asarray(dy), fmt)
+        given = xp.asarray(dy)
+        dy = _to_nhwc(given, fmt)
         kh, kw, ci, co = f.shape
         win = _window(node, ctx, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropInput: shapes do not agree: input {[n, h, w, c]}, "
                 f"filter {list(f.shape)}, out_backprop {list(dy.shape)} (NHWC)")
+        dx = None
+        if dnn is not None and _nonempty(f, dy) and n * h * w * c:
+            shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+            dx = dnn.conv2d_backprop_input(shape, f, given, fmt, win)
+        backprop_input.kernel_label = label if dx is not None else None
+        if dx is not None:
+            return dx
         # A stride-1 gradient is a convolution too, cheaper than col2im unless the input has
         # far fewer channels than the output (its GEMM would then be a thin matrix-vector).
         if win.sh == 1 and win.sw == 1 and 4 * ci >= co and dy.size and n * h * w:
@@ -305,18 +337,26 @@ def _conv2d_backprop_input(node, ctx):
 def _conv2d_backprop_filter(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
+    dnn, label = _library(node, ctx)
 
     def backprop_filter(x, sizes, dy):
         _check_rank4(xp, node, input=x, out_backprop=dy)
         kh, kw, ci, co = (int(d) for d in np.ravel(host(sizes)))  # host-side, as TF keeps it
-        x = _to_nhwc(xp.asarray(x), fmt)
-        dy = _to_nhwc(xp.asarray(dy), fmt)
+        given_x, given_dy = xp.asarray(x), xp.asarray(dy)
+        x = _to_nhwc(given_x, fmt)
+        dy = _to_nhwc(given_dy, fmt)
         n, h, w, c = x.shape
         win = _window(node, ctx, h, w, kh, kw)
         if dy.shape != (n, win.oh, win.ow, co) or ci != c:
             raise errors.InvalidArgumentError(
                 None, node, f"Conv2DBackpropFilter: shapes do not agree: input {list(x.shape)},"
                 f" filter {[kh, kw, ci, co]}, out_backprop {list(dy.shape)} (NHWC)")
+        df = None
+        if dnn is not None and _nonempty(x, dy) and kh * kw * ci * co:
+            df = dnn.conv2d_backprop_filter(given_x, (kh, kw, ci, co), given_dy, fmt, win)
+        backprop_filter.kernel_label = label if df is not None else None
+        if df is not None:
+            return df
         if n == 0:
             return xp.zeros((kh, kw, ci, co), dtype=xp.result_type(x, dy))
         return _filter_grad(win, x, dy, co).reshape(kh, kw, ci, co)
@@ -381,17 +421,33 @@ def _empty_pool(xp, win, x, fmt):
     return _from_nhwc(xp.zeros((n, win.oh, win.ow, c), x.dtype), fmt)
 
 
+def _above_lowest(x) -> bool:
+    """Whether every element of the float array ``x`` is a number above -inf: oneDNN's max
+    pooling never picks a NaN and starts from the lowest finite float, where NumPy's (and
+    TF's CPU kernels) take a NaN as its window's maximum and give an all -inf window -inf.
+    One pass over ``x`` (a min reduction, a NaN anywhere makes it NaN)."""
+    return bool(x.min() > -np.inf)
+
+
 @kernel("MaxPool")
 def _max_pool(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
+    dnn, label = _library(node, ctx)
 
     def max_pool(x):
         _check_rank4(xp, node, input=x)
-        x = _to_nhwc(xp.asarray(x), fmt)
+        given = xp.asarray(x)
+        x = _to_nhwc(given, fmt)
         win = _pool_window(node, ctx, x.shape[1], x.shape[2])
+        max_pool.kernel_label = None
         if win.empty_output or x.size == 0:
             return _empty_pool(xp, win, x, fmt)
+        if dnn is not None and _above_lowest(x):
+            y = dnn.pool("max", given, fmt, win)
+            if y is not None:
+                max_pool.kernel_label = label
+                return y
         padded = win.pad(x, _lowest(x.dtype))
         if xp is np:
             return _from_nhwc(_host_reduce_taps(win, padded, np.maximum), fmt)
@@ -404,14 +460,22 @@ def _max_pool(node, ctx):
 def _avg_pool(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
+    dnn, label = _library(node, ctx)
 
     def avg_pool(x):
         _check_rank4(xp, node, value=x)
-        x = _to_nhwc(xp.asarray(x), fmt)
+        given = xp.asarray(x)
+        x = _to_nhwc(given, fmt)
         n, h, w, c = x.shape
         win = _pool_window(node, ctx, h, w)
+        avg_pool.kernel_label = None
         if win.empty_output or x.size == 0:
             return _empty_pool(xp, win, x, fmt)
+        if dnn is not None:
+            y = dnn.pool("avg", given, fmt, win)
+            if y is not None:
+                avg_pool.kernel_label = label
+                return y
         s = _reduce_taps(win, win.pad(x), xp.add)
         counts = xp.asarray(_avg_counts(win, h, w))
         y = (s / counts[None, :, :, None]).astype(x.dtype)
@@ -543,16 +607,24 @@ def _max_pool_grad_2x2(win, x, g):
 def _max_pool_grad(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
+    dnn, label = _library(node, ctx)
 
     def max_pool_grad(x, y, g):
         # The maximum is recomputed from x (as TF's CPU kernel does), so the routing does not
         # depend on the forward output passed in.
-        x, g = _to_nhwc(xp.asarray(x), fmt), _to_nhwc(xp.asarray(g), fmt)
+        given_x, given_g = xp.asarray(x), xp.asarray(g)
+        x, g = _to_nhwc(given_x, fmt), _to_nhwc(given_g, fmt)
         n, h, w, c = x.shape
         win = _pool_window(node, ctx, h, w)
         _check_pool_grad(node, win, g, n, c)
+        max_pool_grad.kernel_label = None
         if g.size == 0:
             return _from_nhwc(xp.zeros_like(x), fmt)
+        if dnn is not None and _above_lowest(x):
+            dx = dnn.pool_grad("max", given_x.shape, given_x, given_g, fmt, win)
+            if dx is not None:
+                max_pool_grad.kernel_label = label
+                return dx
         if xp is not np:
             dx = _route_to_max(win, x, g).astype(x.dtype)
             return _from_nhwc(xp.ascontiguousarray(dx), fmt)
@@ -577,14 +649,23 @@ def _max_pool_grad(node, ctx):
 def _avg_pool_grad(node, ctx):
     fmt = node.attr["data_format"]
     xp = ctx.xp
+    dnn, label = _library(node, ctx)
 
     def avg_pool_grad(sizes, g):
         n, h, w, c = _nhwc_shape(sizes, fmt)
-        g = _to_nhwc(xp.asarray(g), fmt)
+        given = xp.asarray(g)
+        g = _to_nhwc(given, fmt)
         win = _pool_window(node, ctx, h, w)
         _check_pool_grad(node, win, g, n, c)
+        avg_pool_grad.kernel_label = None
         if g.size == 0:
             return _from_nhwc(xp.zeros((n, h, w, c), g.dtype), fmt)
+        if dnn is not None:
+            shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+            dx = dnn.pool_grad("avg", shape, None, given, fmt, win)
+            if dx is not None:
+                avg_pool_grad.kernel_label = label
+                return dx
         counts = xp.asarray(_avg_counts(win, h, w).astype(g.dtype))
         share = g / counts[None, :, :, None]
         dx = xp.zeros(win.padded_shape(n, h, w, c), dtype=share.dtype)

@@ -24,8 +24,10 @@ split against 115-137 ms on BLAS's threads; the MLP and the LSTM were 5-10% fast
 Each worker owns its pool (``IntraOpPool``), made from its session's config, with its own
 threads and its own split-products setting; kernels reach it through their context
 (``ctx.intra_op``, read once when a plan binds them), so two sessions with different settings
-never see each other's. With the default (0 threads) a worker has none: kernels see ``SERIAL``,
-which never splits, and BLAS keeps its own threads. BLAS's thread count is the one
+never see each other's. With the default (0 threads) a worker's pool has one thread, which
+never splits, and BLAS keeps its own threads (as oneDNN's kernels do: ``library_threads``, every
+usable core). The pool also carries the session's ``onednn`` option to the kernels (see
+``dflab.kernels.onednn``). BLAS's thread count is the one
 process-wide part: a pool that ``hold_blas``-es sets it while it is open (one thread per call
 when it splits products), the most recently opened pool's wish winning, and the process's own
 setting comes back when the last such pool closes. Only NumPy work is split: a GPU's kernels
@@ -35,6 +37,7 @@ run on its stream.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable
 
@@ -100,11 +103,20 @@ class _Worker:
 class IntraOpPool:
     """The intra-op threads of one worker: ``threads`` per splittable host op (the caller and
     ``threads - 1`` pool threads, started on first use), splitting matrix products too when
-    ``split_products``. Kernels get it as ``ctx.intra_op``; ``close`` ends its threads."""
+    ``split_products``. Kernels get it as ``ctx.intra_op``; ``close`` ends its threads.
 
-    def __init__(self, threads: int = 1, split_products: bool = True):
+    It also carries how the worker's host kernels may use a kernel library
+    (``dflab.kernels.onednn``): whether they may (``onednn``, the session's option of that
+    name) and on how many threads the library runs each op (``library_threads``: the
+    session's ``intra_op_parallelism_threads``, or with 0, TF's default, every core the
+    process may use)."""
+
+    def __init__(self, threads: int = 1, split_products: bool = True, *,
+                 library_threads: int | None = None, onednn: bool = True):
         self.threads = max(int(threads), 1)
         self.split_products = bool(split_products)
+        self._library_threads = self.threads if library_threads is None else library_threads
+        self.onednn = bool(onednn)
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []  # every pool thread started
         self._idle: list[_Worker] = []  # those not running a chunk now
@@ -118,6 +130,11 @@ class IntraOpPool:
     def splits_products(self) -> bool:
         """Whether matrix products are split in Python chunks (else BLAS threads them)."""
         return self.split_products and self.threads > 1
+
+    @property
+    def library_threads(self) -> int:
+        """Threads a library kernel (oneDNN) runs each op on."""
+        return self._library_threads or usable_cores()
 
     @property
     def blas_threads(self) -> int:
@@ -278,9 +295,17 @@ class IntraOpPool:
         return out
 
 
-# Kernels bound without a worker's pool (the default of 0 threads, the host context of fused
-# kernels' steps, tests) run on their caller alone.
-SERIAL = IntraOpPool(1)
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# Kernels bound without a worker's pool (the host context of fused kernels' steps, tests) run
+# on their caller alone; a library kernel runs on every core, as with the default config.
+SERIAL = IntraOpPool(1, library_threads=0)
 
 # BLAS's thread count is process-wide: the pools holding it (``hold_blas``), oldest first; the
 # newest one's wish is in force, and the limits from before the first come back after the last.

@@ -52,6 +52,11 @@ class DflabOptions:
     intra_op_split_products: bool = field(default=True, metadata=_doc(
         "with intra_op_parallelism_threads above one, split matrix products among the "
         "intra-op threads (BLAS on one thread per call) rather than on BLAS's own threads"))
+    onednn: bool = field(default=True, metadata=_doc(
+        "run the heavy host kernels (convolutions and pooling, and their gradients; "
+        "float32) through oneDNN when its library is installed "
+        "(the 'onednn' extra; dflab.kernels.onednn.status() says whether it is), as TF's CPU "
+        "build does; False: NumPy's kernels everywhere"))
     ray_namespace: str | None = field(default=None, metadata=_doc(
         "the Ray namespace of a server's task actors (else $DFLAB_RAY_NAMESPACE, else "
         "'dflab')"))
@@ -72,6 +77,7 @@ class DflabOptions:
             _check_choice("cost_model", key, COST_MODEL_OPTIONS, "Unknown cost_model option")
         _check_type("gpu_step_replay", self.gpu_step_replay, bool)
         _check_type("intra_op_split_products", self.intra_op_split_products, bool)
+        _check_type("onednn", self.onednn, bool)
         if self.ray_namespace is not None:
             _check_type("ray_namespace", self.ray_namespace, str)
         _check_mapping("ray_task", self.ray_task, object)

@@ -409,8 +409,25 @@ def _input_names(op) -> list:
     return names + ["^" + c.name for c in op.control_inputs]
 
 
-def timeline_label(op, path=_ROOT_PATH) -> str:
+def kernel_type(node) -> str | None:
+    """What the node's kernel calls the op it ran, where that is not the op's type: a kernel
+    on a library names itself as TF's do (``_MklConv2D``, see ``dflab.kernels.onednn``)
+    through its ``kernel_label``; None otherwise. Looks through the executor's wrappers
+    (``fn`` attributes)."""
+    fn = getattr(node, "fn", None)
+    for _ in range(4):  # a kernel is wrapped at most a few times
+        if fn is None:
+            return None
+        label = getattr(fn, "kernel_label", None)
+        if label:
+            return label
+        fn = getattr(fn, "fn", None)
+    return None
+
+
+def timeline_label(op, path=_ROOT_PATH, kernel: str | None = None) -> str:
     """TF's label ``name = Type(input, ...)``; a node inside a loop gets `` [frame:iteration]``.
+    ``kernel``: the kernel's own name for the op (``kernel_type``), in place of its type.
 
     Transfers use TF's own form, ``name = _Send(tensor_name @recv_device)`` and
     ``name = _Recv(tensor_name @send_device)`` (with the closing parenthesis TF leaves out),
@@ -424,7 +441,7 @@ def timeline_label(op, path=_ROOT_PATH) -> str:
         inside = f"{attrs['tensor_name']} @{attrs['send_device']}"
     if inside is None:
         inside = ", ".join(_input_names(op))
-    label = f"{op.name} = {op.type}({inside})"
+    label = f"{op.name} = {kernel or op.type}({inside})"
     if path[0][0]:
         label += f" [{path[0][0]}:{path[0][1]}]"
     return label
@@ -473,7 +490,8 @@ def _node_stats(r: _Record, memory: _MemoryModel) -> NodeExecStats:
     return NodeExecStats(
         node_name=r.node.op.name, all_start_micros=start_us, op_start_rel_micros=0,
         op_end_rel_micros=rel_us, all_end_rel_micros=rel_us, memory=mem, output=outputs,
-        timeline_label=timeline_label(r.node.op, r.path), scheduled_micros=start_us,
+        timeline_label=timeline_label(r.node.op, r.path, kernel_type(r.node)),
+        scheduled_micros=start_us,
         thread_id=r.thread, referenced_tensor=referenced,
         memory_stats=MemoryStats(persistent_memory_size=persistent_bytes),
         all_start_nanos=r.start, op_start_rel_nanos=0, op_end_rel_nanos=rel_ns,

@@ -349,20 +349,22 @@ class Worker:
         self._pool_lock = threading.Lock()
         self._closed = False
         self._intra_op = None
-        if config.intra_op_parallelism_threads:
-            self._set_intra_op(config.intra_op_parallelism_threads,
-                               config.dflab.intra_op_split_products)
+        self._set_intra_op(config.intra_op_parallelism_threads, config.dflab)
         # Values cross between devices as they are unless two memory spaces meet here.
         spaces = {d.memory_space for d in self.devices}
         self._copy = self._copy_between_devices if len(spaces) > 1 else None
 
-    def _set_intra_op(self, n: int, split_products: bool) -> None:
+    def _set_intra_op(self, n: int, options) -> None:
         """Host kernels of this worker's devices run on ``n`` threads of a pool of its own:
         big work in chunks, matrix products too with ``split_products`` (BLAS then on one
         thread per call), else on BLAS's ``n`` threads (see ``dflab.kernels.intra_op`` for
-        when each pays). Devices owned elsewhere (a cluster's servers) keep their owner's."""
-        self._intra_op = intra_op.IntraOpPool(n, split_products)
-        self._intra_op.hold_blas()
+        when each pays); with ``n`` 0 (the default) on one, BLAS and oneDNN on their own.
+        The pool also tells kernels whether they may run on oneDNN (``options.onednn``).
+        Devices owned elsewhere (a cluster's servers) keep their owner's."""
+        self._intra_op = intra_op.IntraOpPool(n or 1, options.intra_op_split_products,
+                                              library_threads=n, onednn=options.onednn)
+        if n:
+            self._intra_op.hold_blas()
         if self._owns_devices:
             for device in self.devices:
                 device.context.intra_op = self._intra_op

@@ -34,7 +34,9 @@ def first_max_grad(x, g, padding):
     return dx
 
 
-def pool_grad(x, g, padding, data_format="NHWC"):
+def pool_grad(x, g, padding, data_format="NHWC", onednn=False):
+    """MaxPoolGrad through a session: NumPy's kernel, or oneDNN's where it is installed and
+    ``onednn`` (the float32 host kernel on it: tests/kernels/test_onednn.py)."""
     xt, gt = tf.constant(x), tf.constant(g)
     if data_format == "NCHW":
         xt, gt = tf.transpose(xt, [0, 3, 1, 2]), tf.transpose(gt, [0, 3, 1, 2])
@@ -45,7 +47,7 @@ def pool_grad(x, g, padding, data_format="NHWC"):
     dx = tf.gradients(y, [xt], grad_ys=[gt])[0]
     if data_format == "NCHW":
         dx = tf.transpose(dx, [0, 2, 3, 1])
-    with tf.Session() as s:
+    with tf.Session(config=tf.ConfigProto(dflab={"onednn": onednn})) as s:
         return s.run(dx)
 
 
@@ -59,11 +61,12 @@ SHAPES = [(2, 4, 4, 3), (3, 7, 6, 2), (1, 5, 5, 1), (2, 9, 3, 4), (1, 3, 2, 2), 
 @pytest.mark.parametrize("padding", ["SAME", "VALID"])
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_ties_go_to_the_first_maximum(shape, padding, dtype):
+@pytest.mark.parametrize("onednn", [False, True])
+def test_ties_go_to_the_first_maximum(shape, padding, dtype, onednn):
     x = RNG.integers(0, 2, shape).astype(dtype)  # mostly ties
     n, h, w, c = shape
     g = RNG.uniform(0.5, 1.5, (n, pooled(h, padding), pooled(w, padding), c)).astype(dtype)
-    got = pool_grad(x, g, padding)
+    got = pool_grad(x, g, padding, onednn=onednn)
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, first_max_grad(x, g, padding))
 

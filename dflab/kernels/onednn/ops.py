@@ -1,0 +1,295 @@
+"""The kernels' computations on oneDNN: convolution and its two gradients, max and average
+pooling and their gradients, float32, on NumPy arrays.
+
+Each function takes its operands as the kernel received them (NHWC or NCHW, strided views
+included: oneDNN reads them through their strides, with no copy), allocates its result as a
+C-contiguous NumPy array in the layout TF gives it, runs the plan cached for these shapes
+(``plans.cached``) and returns the result. The geometry of a window (``Geometry``) is the
+one the NumPy kernels compute (``conv_kernels._Window``), so both paths agree on output
+sizes and on TF's SAME padding. ``plans.UnsupportedError`` means: compute this with NumPy.
+
+Filters are kept in TF's HWIO layout; a convolution reorders them into the blocked layout its
+fast implementation chose, once per call (a few tens of microseconds), as TF's own oneDNN
+kernels do for a filter that changes every step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from dflab.kernels.onednn import capi, plans
+from dflab.kernels.onednn.plans import Plan, array_dims, contiguous_strides
+
+# Array axis -> oneDNN's logical axis, per layout: oneDNN numbers a convolution's data
+# N, C, H, W and its filters O, I, H, W, whatever the layout in memory.
+_DATA_AXES = {"NHWC": (0, 3, 1, 2), "NCHW": (0, 1, 2, 3)}  # logical axis -> array axis
+_DATA_ORDER = {"NHWC": (0, 2, 3, 1), "NCHW": (0, 1, 2, 3)}  # array axis -> logical axis
+_FILTER_AXES = (3, 2, 0, 1)  # OIHW from HWIO
+_FILTER_ORDER = (2, 3, 1, 0)
+
+
+class Geometry(NamedTuple):
+    """A window's size, strides, dilations and padding (top, bottom, left, right)."""
+
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pb: int
+    pl: int
+    pr: int
+
+    def conv_args(self):
+        """oneDNN's (strides, dilations, padding_l, padding_r): dilation 0 is none."""
+        return (plans.dims((self.sh, self.sw)), plans.dims((self.dh - 1, self.dw - 1)),
+                plans.dims((self.pt, self.pl)), plans.dims((self.pb, self.pr)))
+
+
+def _data_desc(plan: Plan, a: np.ndarray, fmt: str):
+    return plan.desc(*array_dims(a, _DATA_AXES[fmt]))
+
+
+def _new_data_desc(plan: Plan, logical_shape, fmt: str):
+    """The desc of a C-contiguous array of ``logical_shape`` (N, C, H, W) in ``fmt``."""
+    return plan.desc(logical_shape, contiguous_strides(logical_shape, _DATA_ORDER[fmt]))
+
+
+def _to_layout(logical_shape, fmt: str) -> tuple:
+    """The array shape in ``fmt`` of data of ``logical_shape`` (N, C, H, W)."""
+    return tuple(logical_shape[i] for i in _DATA_ORDER[fmt])
+
+
+def _filter_desc(plan: Plan, f: np.ndarray):
+    return plan.desc(*array_dims(f, _FILTER_AXES))
+
+
+def _new_filter_desc(plan: Plan, hwio_shape):
+    kh, kw, ci, co = hwio_shape
+    logical = (co, ci, kh, kw)
+    return plan.desc(logical, contiguous_strides(logical, _FILTER_ORDER))
+
+
+def _key(*parts) -> tuple:
+    return parts
+
+
+def _layout(a: np.ndarray) -> tuple:
+    return a.shape, a.strides
+
+
+# --- convolution ----------------------------------------------------------------------------
+def _forward_hint(plan, lib, src_md, dst_md, weights_shape, g: Geometry):
+    """The forward primitive descriptor a backward one is made against."""
+    weights = plan.any_desc(weights_shape)
+    return plan.primitive_desc(
+        lambda out: lib.dnnl_convolution_forward_primitive_desc_create(
+            out, lib.engine, capi.FORWARD_TRAINING, capi.CONVOLUTION_DIRECT, src_md, weights,
+            None, dst_md, *g.conv_args(), plan.attr()),
+        "dnnl_convolution_forward_primitive_desc_create")
+
+
+def _use_weights(plan: Plan, pd, user_md, query: int, slot: str) -> str:
+    """The memory the primitive of ``pd`` reads its weights from: the user's array when its
+    layout is the one chosen, else a buffer they are reordered into first."""
+    chosen = plan.query(pd, query)
+    if plan.same(chosen, user_md):
+        return slot
+    plan.buffer("weights", chosen)
+    plan.reorder(slot, user_md, "weights", chosen)
+    return "weights"
+
+
+def conv2d(lib, threads: int, x: np.ndarray, f: np.ndarray, fmt: str, g: Geometry,
+           out_hw: tuple[int, int]) -> np.ndarray:
+    """Conv2D: ``x`` in ``fmt``, ``f`` HWIO; the output in ``fmt``."""
+    n, c = x.shape[0], x.shape[_DATA_AXES[fmt][1]]
+    co = f.shape[3]
+    logical_out = (n, co) + tuple(out_hw)
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        src, user_w = _data_desc(plan, x, fmt), _filter_desc(plan, f)
+        dst = _new_data_desc(plan, logical_out, fmt)
+        weights = plan.any_desc((co, c, g.kh, g.kw))
+        pd = plan.primitive_desc(
+            lambda out: lib.dnnl_convolution_forward_primitive_desc_create(
+                out, lib.engine, capi.FORWARD_INFERENCE, capi.CONVOLUTION_DIRECT, src,
+                weights, None, dst, *g.conv_args(), plan.attr()),
+            "dnnl_convolution_forward_primitive_desc_create")
+        plan.impl = lib.impl_info(pd)
+        for name, md in (("x", src), ("f", user_w), ("y", dst)):
+            plan.slot(name, md)
+        w = _use_weights(plan, pd, user_w, capi.QUERY_WEIGHTS_MD, "f")
+        plan.step(pd, [(capi.ARG_SRC, "x"), (capi.ARG_WEIGHTS, w), (capi.ARG_DST, "y")])
+        return plan
+
+    plan = plans.cached(_key("conv", fmt, g, threads, *_layout(x), *_layout(f), out_hw), build)
+    y = np.empty(_to_layout(logical_out, fmt), np.float32)
+    plan.run(x=x, f=f, y=y)
+    return y
+
+
+def conv2d_backprop_input(lib, threads: int, input_shape: tuple, f: np.ndarray,
+                          dy: np.ndarray, fmt: str, g: Geometry) -> np.ndarray:
+    """Conv2DBackpropInput: the gradient (in ``fmt``, of ``input_shape``) of the input."""
+    logical_in = tuple(input_shape[i] for i in _DATA_AXES[fmt])
+    kh, kw, ci, co = f.shape
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        diff_src = _new_data_desc(plan, logical_in, fmt)
+        diff_dst, user_w = _data_desc(plan, dy, fmt), _filter_desc(plan, f)
+        hint = _forward_hint(plan, lib, diff_src, diff_dst, (co, ci, kh, kw), g)
+        weights = plan.any_desc((co, ci, kh, kw))
+        pd = plan.primitive_desc(
+            lambda out: lib.dnnl_convolution_backward_data_primitive_desc_create(
+                out, lib.engine, capi.CONVOLUTION_DIRECT, diff_src, weights, diff_dst,
+                *g.conv_args(), hint, plan.attr()),
+            "dnnl_convolution_backward_data_primitive_desc_create")
+        plan.impl = lib.impl_info(pd)
+        for name, md in (("dx", diff_src), ("f", user_w), ("dy", diff_dst)):
+            plan.slot(name, md)
+        w = _use_weights(plan, pd, user_w, capi.QUERY_WEIGHTS_MD, "f")
+        plan.step(pd, [(capi.ARG_DIFF_SRC, "dx"), (capi.ARG_WEIGHTS, w),
+                       (capi.ARG_DIFF_DST, "dy")])
+        return plan
+
+    plan = plans.cached(_key("conv_bwd_data", fmt, g, threads, tuple(input_shape),
+                             *_layout(f), *_layout(dy)), build)
+    dx = np.empty(tuple(input_shape), np.float32)
+    plan.run(dx=dx, f=f, dy=dy)
+    return dx
+
+
+def conv2d_backprop_filter(lib, threads: int, x: np.ndarray, filter_shape: tuple,
+                           dy: np.ndarray, fmt: str, g: Geometry) -> np.ndarray:
+    """Conv2DBackpropFilter: the gradient of an HWIO filter of ``filter_shape``."""
+    kh, kw, ci, co = filter_shape
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        src, diff_dst = _data_desc(plan, x, fmt), _data_desc(plan, dy, fmt)
+        user_dw = _new_filter_desc(plan, filter_shape)
+        hint = _forward_hint(plan, lib, src, diff_dst, (co, ci, kh, kw), g)
+        diff_weights = plan.any_desc((co, ci, kh, kw))
+        pd = plan.primitive_desc(
+            lambda out: lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                out, lib.engine, capi.CONVOLUTION_DIRECT, src, diff_weights, None, diff_dst,
+                *g.conv_args(), hint, plan.attr()),
+            "dnnl_convolution_backward_weights_primitive_desc_create")
+        plan.impl = lib.impl_info(pd)
+        for name, md in (("x", src), ("dy", diff_dst), ("df", user_dw)):
+            plan.slot(name, md)
+        chosen = plan.query(pd, capi.QUERY_DIFF_WEIGHTS_MD)
+        direct = plan.same(chosen, user_dw)
+        if not direct:
+            plan.buffer("diff_weights", chosen)
+        target = "df" if direct else "diff_weights"
+        plan.step(pd, [(capi.ARG_SRC, "x"), (capi.ARG_DIFF_WEIGHTS, target),
+                       (capi.ARG_DIFF_DST, "dy")])
+        if not direct:
+            plan.reorder("diff_weights", chosen, "df", user_dw)
+        return plan
+
+    plan = plans.cached(_key("conv_bwd_filter", fmt, g, threads, tuple(filter_shape),
+                             *_layout(x), *_layout(dy)), build)
+    df = np.empty(tuple(filter_shape), np.float32)
+    plan.run(x=x, dy=dy, df=df)
+    return df
+
+
+# --- pooling --------------------------------------------------------------------------------
+def _pool_args(g: Geometry):
+    """oneDNN's (strides, kernel, dilation, padding_l, padding_r) of a pooling window."""
+    return (plans.dims((g.sh, g.sw)), plans.dims((g.kh, g.kw)), plans.dims((0, 0)),
+            plans.dims((g.pt, g.pl)), plans.dims((g.pb, g.pr)))
+
+
+def _pool_forward_desc(plan, lib, prop, alg, src, dst, g):
+    return plan.primitive_desc(
+        lambda out: lib.dnnl_pooling_forward_primitive_desc_create(
+            out, lib.engine, prop, alg, src, dst, *_pool_args(g), plan.attr()),
+        "dnnl_pooling_forward_primitive_desc_create")
+
+
+def _alg(kind: str) -> int:
+    return capi.POOLING_MAX if kind == "max" else capi.POOLING_AVG_EXCLUDE_PADDING
+
+
+def pool(lib, threads: int, kind: str, x: np.ndarray, fmt: str, g: Geometry,
+         out_hw: tuple[int, int]) -> np.ndarray:
+    """MaxPool (``kind`` "max") or AvgPool ("avg": SAME windows average the cells inside the
+    input, as TF's) of ``x`` in ``fmt``."""
+    logical_out = (x.shape[0], x.shape[_DATA_AXES[fmt][1]]) + tuple(out_hw)
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        src, dst = _data_desc(plan, x, fmt), _new_data_desc(plan, logical_out, fmt)
+        pd = _pool_forward_desc(plan, lib, capi.FORWARD_INFERENCE, _alg(kind), src, dst, g)
+        plan.impl = lib.impl_info(pd)
+        plan.slot("x", src)
+        plan.slot("y", dst)
+        plan.step(pd, [(capi.ARG_SRC, "x"), (capi.ARG_DST, "y")])
+        return plan
+
+    plan = plans.cached(_key("pool", kind, fmt, g, threads, *_layout(x), out_hw), build)
+    y = np.empty(_to_layout(logical_out, fmt), np.float32)
+    plan.run(x=x, y=y)
+    return y
+
+
+def pool_grad(lib, threads: int, kind: str, x_shape: tuple, x: np.ndarray | None,
+              g_out: np.ndarray, fmt: str, g: Geometry) -> np.ndarray:
+    """MaxPoolGrad (``kind`` "max": the pool of ``x`` is run again to find each window's
+    maximum, its first in row-major order as TF's CPU kernel picks, then its gradient routed
+    there) or AvgPoolGrad ("avg": ``x`` is not needed) of ``g_out``, for an input of
+    ``x_shape`` in ``fmt``."""
+    logical_in = tuple(x_shape[i] for i in _DATA_AXES[fmt])
+    logical_out = tuple(g_out.shape[i] for i in _DATA_AXES[fmt])
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        diff_src = _new_data_desc(plan, logical_in, fmt)
+        diff_dst = _data_desc(plan, g_out, fmt)
+        src = _data_desc(plan, x, fmt) if kind == "max" else diff_src
+        dst = _new_data_desc(plan, logical_out, fmt)
+        hint = _pool_forward_desc(plan, lib, capi.FORWARD_TRAINING, _alg(kind), src, dst, g)
+        pd = plan.primitive_desc(
+            lambda out: lib.dnnl_pooling_backward_primitive_desc_create(
+                out, lib.engine, _alg(kind), diff_src, diff_dst, *_pool_args(g), hint,
+                plan.attr()),
+            "dnnl_pooling_backward_primitive_desc_create")
+        plan.impl = lib.impl_info(pd)
+        plan.slot("dx", diff_src)
+        plan.slot("g", diff_dst)
+        backward = [(capi.ARG_DIFF_SRC, "dx"), (capi.ARG_DIFF_DST, "g")]
+        if kind == "max":
+            plan.slot("x", src)
+            plan.buffer("y", dst)
+            forward = [(capi.ARG_SRC, "x"), (capi.ARG_DST, "y")]
+            if plan.buffer("workspace", plan.query(hint, capi.QUERY_WORKSPACE_MD)):
+                forward.append((capi.ARG_WORKSPACE, "workspace"))
+                backward.append((capi.ARG_WORKSPACE, "workspace"))
+            plan.step(hint, forward)
+        plan.step(pd, backward)
+        return plan
+
+    x_layout = _layout(x) if kind == "max" else ()
+    plan = plans.cached(_key("pool_grad", kind, fmt, g, threads, tuple(x_shape), *x_layout,
+                             *_layout(g_out)), build)
+    dx = np.empty(tuple(x_shape), np.float32)
+    if kind == "max":
+        plan.run(x=x, g=g_out, dx=dx)
+    else:
+        plan.run(g=g_out, dx=dx)
+    return dx
