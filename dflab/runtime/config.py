@@ -47,6 +47,9 @@ class DflabOptions:
         "an unknown dimension"))
     gpu_step_replay: bool = field(default=False, metadata=_doc(
         "capture a step that runs wholly on one GPU as a CUDA graph and replay it"))
+    gpu_allow_tf32: bool = field(default=True, metadata=_doc(
+        "as TensorFlow: float32 matrix products and convolutions on a GPU may round their "
+        "inputs to TF32 on tensor cores (Ampere and later); False computes them in float32"))
     intra_op_split_products: bool = field(default=True, metadata=_doc(
         "with intra_op_parallelism_threads above one, split matrix products among the "
         "intra-op threads (BLAS on one thread per call) rather than on BLAS's own threads"))
@@ -65,6 +68,7 @@ class DflabOptions:
         for key in self.cost_model:
             _check_choice("cost_model", key, COST_MODEL_OPTIONS, "Unknown cost_model option")
         _check_type("gpu_step_replay", self.gpu_step_replay, bool)
+        _check_type("gpu_allow_tf32", self.gpu_allow_tf32, bool)
         _check_type("intra_op_split_products", self.intra_op_split_products, bool)
         if self.ray_namespace is not None:
             _check_type("ray_namespace", self.ray_namespace, str)

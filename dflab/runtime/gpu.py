@@ -49,6 +49,7 @@ import numpy as np
 
 from dflab.framework.registry import get_op_def
 from dflab.kernels.context import HOST
+from dflab.kernels.cuda.libraries import GPUKernelContext, GPULibraries, probe_libraries
 from dflab.kernels.registry import get_kernel_def, has_kernel
 from dflab.runtime.devices import (
     LOCAL_TASK,
@@ -118,7 +119,8 @@ class GPUDevice(Device):
     """One CUDA device (see the module docstring)."""
 
     def __init__(self, index: int, cupy, owner=None, params: dict | None = None,
-                 task: str = LOCAL_TASK, gpu_options=None):
+                 task: str = LOCAL_TASK, gpu_options=None, cublas=None, cudnn=None,
+                 allow_tf32: bool = True, missing: dict | None = None):
         cuda = cupy.cuda
         self.cupy = cupy
         self.cuda_device = cuda.Device(index)
@@ -142,6 +144,14 @@ class GPUDevice(Device):
         self._capture_lock = threading.Lock()
         if limit and reserves_up_front(gpu_options):
             self._reserve(limit)
+        # The libraries its kernels call (cuBLAS on a handle of its own, cuDNN), reached by
+        # kernels through their context.
+        with self.cuda_device:
+            self.libraries = GPULibraries(cupy, streams["compute"], self._allocate, cublas,
+                                          cudnn, allow_tf32, missing)
+        self.context = GPUKernelContext(self.name, self.kernel_device_type, cupy,
+                                        self.resources, owner, self.bind_kernel,
+                                        gpu=self.libraries)
 
     # --- where work runs ------------------------------------------------------------------------
     def _allocate(self, nbytes: int):
@@ -384,13 +394,34 @@ def cupy_gpu_count(cupy=None) -> int:
 
 
 def make_cupy_gpu(index: int, owner=None, params=None, task: str = LOCAL_TASK, config=None,
-                  cupy=None) -> GPUDevice:
-    """The backend's ``make``: a ``GPUDevice`` on the real ``cupy`` (or the one passed)."""
-    cupy = cupy or cupy_or_none()
+                  cupy=None, libraries=None, allow_tf32: bool | None = None) -> GPUDevice:
+    """The backend's ``make``: a ``GPUDevice`` on the real ``cupy`` with the cuBLAS bindings
+    and cuDNN frontend found installed, or on the ``cupy`` passed with the ``libraries``
+    passed (``(cublas, cudnn)``; None: none). TF32 as ``config`` says unless ``allow_tf32``
+    is given."""
     if cupy is None:
-        raise RuntimeError("CuPy with a CUDA device is needed for a real GPU device")
+        cupy = cupy_or_none()
+        if cupy is None:
+            raise RuntimeError("CuPy with a CUDA device is needed for a real GPU device")
+        cublas, cudnn, missing = _probed_libraries()
+    else:
+        (cublas, cudnn), missing = libraries or (None, None), None
+    if allow_tf32 is None:
+        allow_tf32 = getattr(getattr(config, "dflab", None), "gpu_allow_tf32", True)
     return GPUDevice(index, cupy, owner=owner, params=params, task=task,
-                     gpu_options=getattr(config, "gpu_options", None))
+                     gpu_options=getattr(config, "gpu_options", None), cublas=cublas,
+                     cudnn=cudnn, allow_tf32=allow_tf32, missing=missing)
+
+
+_libraries = None
+
+
+def _probed_libraries():
+    global _libraries
+    with _probe_lock:
+        if _libraries is None:
+            _libraries = probe_libraries()
+        return _libraries
 
 
 register_backend("GPU", cupy_gpu_count, make_cupy_gpu, takes_config=True)

@@ -16,7 +16,9 @@ from dflab.runtime.gpu import GPUDevice
 
 def _unfused(**kw):
     # The stand-in cannot run CUDA C, so the fused elementwise kernel stays off here (its
-    # source is compiled with NVRTC in test_cuda_sources.py).
+    # source is compiled with NVRTC in test_cuda_sources.py). TF32 off: numbers are checked
+    # as float32 (test_gpu_libraries.py checks TF32).
+    kw.setdefault("dflab", {"gpu_allow_tf32": False})
     return ConfigProto(graph_options=GraphOptions(rewrite_options=RewriterConfig(
         remapping=RewriterConfig.OFF)), **kw)
 

@@ -1,0 +1,15 @@
+"""GPU kernels of their own: what a GPU runs differently from the shared kernels bound to CuPy.
+
+* ``program``: CUDA C programs (one ``__global__`` function each, with a NumPy reference),
+  compiled with NVRTC through CuPy's ``RawKernel``;
+* ``libraries``: the device's own cuBLAS handle and cuDNN handle, and the GPU kernel context
+  that carries them;
+* ``blas``: ``MatMul`` and ``BatchMatMulV2`` on the owned cuBLAS handle;
+* ``dnn`` and ``conv``: convolutions through cuDNN graphs.
+
+Each module registers its kernels for "GPU" when imported; ``dflab.kernels`` imports this
+package before it mirrors the remaining CPU kernels onto GPUs, so an op with a kernel here
+keeps it.
+"""
+
+from dflab.kernels.cuda import blas, conv  # noqa: F401 - imported for their registrations
