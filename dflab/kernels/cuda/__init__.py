@@ -12,4 +12,9 @@ package before it mirrors the remaining CPU kernels onto GPUs, so an op with a k
 keeps it.
 """
 
-from dflab.kernels.cuda import blas, conv  # noqa: F401 - imported for their registrations
+from dflab.kernels.cuda import (  # noqa: F401 - imported for their registrations
+    blas,
+    conv,
+    nn,
+    optimizers,
+)

@@ -117,6 +117,8 @@ class CudaProgram:
 # power of two, at most 1024), warp shuffles first.
 _PRELUDE = r"""
 #define DFLAB_FULL_MASK 0xffffffffu
+#define DFLAB_INF __int_as_float(0x7f800000)
+#define DFLAB_NAN __int_as_float(0x7fffffff)
 template <typename A> __device__ __forceinline__ A dflab_warp_sum(A v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(DFLAB_FULL_MASK, v, o);
   return v;
