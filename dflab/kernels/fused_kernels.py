@@ -312,6 +312,14 @@ def cuda_kernel_args(expr: FusedExpression) -> dict:
 
 _CUPY_KERNELS: dict[tuple, object] = {}
 _CUPY_LOCK = threading.Lock()
+# Generated device functions and the expression each computes: what a stand-in for CuPy runs
+# in place of the CUDA C (``expression_for``).
+_EXPRESSIONS: dict[str, FusedExpression] = {}
+
+
+def expression_for(preamble: str) -> FusedExpression | None:
+    """The expression whose generated ``__device__`` function is ``preamble``."""
+    return _EXPRESSIONS.get(preamble)
 
 
 def cupy_kernel(expr: FusedExpression, cupy):
@@ -323,6 +331,7 @@ def cupy_kernel(expr: FusedExpression, cupy):
             k = _CUPY_KERNELS.get(key)
             if k is None:
                 args = cuda_kernel_args(expr)
+                _EXPRESSIONS[args["preamble"]] = expr
                 cls = cupy.ElementwiseKernel if expr.reduction is None else cupy.ReductionKernel
                 k = _CUPY_KERNELS[key] = cls(**args)
     return k

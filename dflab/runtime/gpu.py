@@ -142,6 +142,11 @@ class GPUDevice(Device):
         self._in_flight_lock = threading.Lock()
         self._retained: list | None = None  # blocks kept for a capture in progress
         self._capture_lock = threading.Lock()
+        # Held while work is issued to the device from Python (a kernel, a copy), and for the
+        # whole of a capture: a capture records everything issued to the compute stream, and
+        # CUDA refuses synchronous calls from any thread while one is in progress, so another
+        # thread's step waits for the capture to end instead of joining it.
+        self._issue = threading.RLock()
         if limit and reserves_up_front(gpu_options):
             self._reserve(limit)
         # The libraries its kernels call (cuBLAS on a handle of its own, cuDNN), reached by
@@ -168,7 +173,7 @@ class GPUDevice(Device):
         list): a captured CUDA graph writes into the blocks its kernels allocated on every
         replay, so none may go back to the pool while the graph lives. One capture at a time
         per device."""
-        with self._capture_lock:
+        with self._capture_lock, self._issue:
             self._retained = blocks = []
             try:
                 yield blocks
@@ -201,6 +206,7 @@ class GPUDevice(Device):
         device, stream = self.cuda_device, self.streams["compute"].cuda
         using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
         to_device = self._inputs_to_device
+        issue = self._issue
         twin = [None]
         copies: dict = {}  # input position -> (frozen host array, its device copy)
 
@@ -209,7 +215,7 @@ class GPUDevice(Device):
                 if twin[0] is None:
                     twin[0] = host_twin()
                 return twin[0](*args)
-            with device, stream, using_allocator(allocate):
+            with issue, device, stream, using_allocator(allocate):
                 if host_inputs is not None:
                     args = to_device(args, host_inputs, lead, copies)
                 return fn(*args)
@@ -278,7 +284,7 @@ class GPUDevice(Device):
         ends. No pinned staging copy: the copy reads the host array itself, which is kept
         alive until the copy's event has completed."""
         copy = self.streams["host_to_device"].cuda
-        with self.cuda_device, copy:
+        with self._issue, self.cuda_device, copy:
             out.set(host, stream=copy)
             done = copy.record()
         self.streams["compute"].cuda.wait_event(done)
@@ -290,7 +296,7 @@ class GPUDevice(Device):
         if not isinstance(value, self.cupy.ndarray):
             return value  # a host value this device holds as is (a NumPy scalar, a string)
         copy = self.streams["device_to_host"].cuda
-        with self.cuda_device:
+        with self._issue, self.cuda_device:
             copy.wait_event(self.streams["compute"].cuda.record())
             out = np.empty(value.shape, value.dtype)
             value.get(stream=copy, out=out)

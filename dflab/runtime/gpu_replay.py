@@ -179,6 +179,14 @@ def _no_retention():
 
 # --- Session.run's use of it -------------------------------------------------------------------
 
+def replay_applies(part, devices) -> bool:
+    """Whether whole-step replay concerns ``part`` at all: it runs on a CUDA GPU (a device
+    that can capture), or unpartitioned over devices among which there is one."""
+    names = [part.device] if part.device else {
+        getattr(n.op, "assigned_device", "") for n in part.executor_plan.nodes}
+    return any(hasattr(devices[d], "retaining_allocations") for d in names if d)
+
+
 def partition_ineligible_reason(part, device) -> str | None:
     """Why ``part`` (a ``RegisteredPartition``) cannot be replayed on ``device``, or None."""
     if not part.device:

@@ -425,6 +425,7 @@ class BaseSession:
 
         graphs = plan.partition_graph_defs() if options.output_partition_graphs else None
         tracer.fill(run_metadata, options, partition_graphs=graphs)
+        run_metadata.step_replay = self._worker.replay_status(plan.parts)
         self._worker.record_memory(memory_summary(run_metadata))
 
     def memory_stats(self) -> dict:

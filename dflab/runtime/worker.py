@@ -347,15 +347,31 @@ class Worker:
         return part
 
     def _set_up_replay(self, part: RegisteredPartition) -> None:
-        """Give ``part`` a ``PartitionReplay`` if its steps can be captured, else the reason."""
-        from dflab.runtime.gpu_replay import PartitionReplay, partition_ineligible_reason
+        """Give ``part`` a ``PartitionReplay`` if its steps can be captured, else the reason
+        (partitions without a CUDA GPU are left alone: replay does not apply to them)."""
+        from dflab.runtime.gpu_replay import (
+            PartitionReplay,
+            partition_ineligible_reason,
+            replay_applies,
+        )
 
+        if not replay_applies(part, self.devices):
+            return
         device = self.devices[part.device] if part.device else None
         reason = partition_ineligible_reason(part, device)
         if reason is None:
             part.replay = PartitionReplay(part, device)
         else:
             part._replay_reason = reason
+
+    @staticmethod
+    def replay_status(parts) -> dict[str, str]:
+        """Per partition where whole-step replay applies: "replayed", or why not."""
+        out = {}
+        for part in parts:
+            if part.replay is not None or part.replay_reason is not None:
+                out[part.device or "(unpartitioned)"] = part.replay_reason or "replayed"
+        return out
 
     def register_partition_json(self, data: dict) -> int:
         """``register_partition`` from the JSON form of a spec (another process's master)."""

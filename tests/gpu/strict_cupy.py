@@ -550,6 +550,7 @@ class Counts:
         self.graph_launches = 0
         self.graph_kernels = 0
         self.by_name: collections.Counter = collections.Counter()
+        self.bytes_by_name: collections.Counter = collections.Counter()
         self._off = 0
 
     def add(self, name: str, read: int, written: int, copy: bool) -> None:
@@ -558,6 +559,7 @@ class Counts:
         self.launches += 1
         self.bytes_moved += read + written
         self.by_name[name] += 1
+        self.bytes_by_name[name] += read + written
         if copy:
             self.copy_launches += 1
             self.copy_bytes += read + written
@@ -749,16 +751,39 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
         return mod
 
     class ElementwiseKernel:
-        """Records what it was built from (the tests compile the source with NVRTC); the
-        stand-in cannot run CUDA C."""
+        """Records what it was built from (the tests compile the source with NVRTC). A dflab
+        fused kernel runs as its expression's NumPy evaluator (one launch); other CUDA C
+        cannot run here."""
 
         def __init__(self, in_params, out_params, operation=None, name="kernel", **kw):
             self.args = dict(in_params=in_params, out_params=out_params, operation=operation,
                              name=name, **kw)
             compiled.append(self)
 
-        def __call__(self, *args, **kwargs):
-            raise NotImplementedError("the strict cupy stand-in cannot run CUDA C")
+        def __call__(self, *args, axis=None, keepdims=False, **kwargs):
+            from dflab.kernels.fused_kernels import REDUCTIONS, expression_for, numpy_evaluator
+
+            expr = expression_for(self.args.get("preamble", ""))
+            if expr is None:
+                raise NotImplementedError("the strict cupy stand-in cannot run CUDA C")
+            for a in args:
+                if isinstance(a, np.ndarray) and a.ndim:
+                    raise TypeError("a NumPy array passed to a CuPy kernel")
+            evaluate = numpy_evaluator(expr)
+            reduction = expr.reduction[0] if expr.reduction else None
+            np_reduce = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min,
+                         "Mean": np.mean}
+
+            def fused(*raw):
+                out = np.asarray(evaluate(*raw))
+                if reduction is not None:
+                    assert reduction in REDUCTIONS
+                    out = np.asarray(np_reduce[reduction](out, axis=axis, keepdims=keepdims),
+                                     dtype=out.dtype)
+                return out
+
+            fused.__name__ = "dflab_fused"
+            return _wrap_call(fused, args, {}, strict=True)
 
     def sliding_window_view(x, window_shape, axis=None, **kw):
         return _wrap_call(np.lib.stride_tricks.sliding_window_view, (x, window_shape),

@@ -13,7 +13,7 @@ RNG = np.random.default_rng(11)
 
 def _config():
     return ConfigProto(graph_options=GraphOptions(rewrite_options=RewriterConfig(
-        remapping=RewriterConfig.OFF)), dflab={"gpu_allow_tf32": False})
+        remapping=RewriterConfig.OFF)), dflab={"gpu_allow_tf32": False, "gpu_step_replay": False})
 
 
 def _on(device, build):
@@ -189,3 +189,10 @@ def test_each_dense_update_is_one_launch_per_variable(strict_gpu, counts, name, 
     np.testing.assert_allclose(w_gpu, w_cpu, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b_gpu, b_cpu, rtol=1e-5, atol=1e-6)
     assert launched[f"dflab_apply_{OP_OF[name]}_float32"] == 2  # one per variable
+
+
+def test_sigmoid_is_one_launch(strict_gpu, counts):
+    x = np.concatenate([RNG.normal(size=50) * 30, [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    x = x.astype(np.float32)
+    launched = _compare(lambda: [tf.sigmoid(tf.constant(x))], counts, rtol=1e-6)
+    assert launched["dflab_sigmoid_float32"] == 1 and len(launched) == 1

@@ -565,3 +565,40 @@ _pool_kernel("MaxPool", MAX_POOL, None)
 _pool_kernel("AvgPool", AVG_POOL, None)
 _pool_kernel("MaxPoolGrad", MAX_POOL_GRAD, "max")
 _pool_kernel("AvgPoolGrad", AVG_POOL_GRAD, "avg")
+
+
+# --- sigmoid (one launch; the shared kernel is half a dozen CuPy calls) -------------------------
+def _sigmoid_ref(x, y, n):
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        one = np.ones((), x.dtype)
+        y[...] = np.where(x >= 0, one / (one + e), e / (one + e))
+
+
+SIGMOID = P.family("dflab_sigmoid", "const T* x, T* y, int n", r"""
+  // exp of a non-positive number never overflows; NaN stays NaN.
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const T v = x[i];
+    const T e = exp(-fabs(v));
+    y[i] = v >= (T)0 ? (T)1 / ((T)1 + e) : e / ((T)1 + e);
+  }
+""", _sigmoid_ref)
+
+
+@kernel("Sigmoid", GPU)
+def _sigmoid_gpu(node, ctx):
+    shared, xp = _shared(node, ctx), ctx.xp
+    prog = SIGMOID.get(_dtype_of(node))
+    if prog is None:
+        return shared
+
+    def sigmoid(x):
+        if not P.fits_int32(x.size + P.MAX_BLOCKS * P.BLOCK) or x.dtype != prog_dtype:
+            return shared(x)
+        y = xp.empty(x.shape, x.dtype)
+        if x.size:
+            P.launch(xp, prog, P.grid_for(x.size), P.BLOCK, (_c(xp, x), y, np.int32(x.size)))
+        return y
+
+    prog_dtype = np.dtype(_dtype_of(node))
+    return sigmoid
