@@ -188,6 +188,10 @@ class GPUDevice(Device):
         if kernel_def.is_async:
             return fn
         lead = 1 if kernel_def.takes_step else 0  # fn(step, *inputs)
+        if _only_device_values(node_def):
+            # No input can be a host value (those are integers: shapes, sizes, int32
+            # constants): nothing to move and no shape arithmetic, decided once per plan.
+            return self.launch(fn)
         return self.launch(fn, kernel_def.host_inputs(node_def), lead,
                            _host_twin(node_def))
 
@@ -352,6 +356,18 @@ def _host_twin(node_def):
         return get_kernel_def(node_def, "CPU").factory(node_def, HOST)
 
     return build
+
+
+def _only_device_values(node_def) -> bool:
+    """Whether every input of ``node_def`` is known to be a floating-point (or complex)
+    tensor: host-memory values are integers, so such a kernel's inputs are all on the
+    device."""
+    types = node_def.input_types
+    n_inputs = sum(not name.startswith("^") for name in node_def.input)
+    if not types or len(types) != n_inputs:
+        return False
+    return all(not t.is_ref_dtype and t.as_numpy_dtype is not None
+               and np.dtype(t.as_numpy_dtype).kind in "fc" for t in types)
 
 
 def _all_host_integers(args, lead: int) -> bool:

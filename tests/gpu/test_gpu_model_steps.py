@@ -47,6 +47,7 @@ def _build(name, replay):
         bench_models._session = original
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BOUNDS))
 def test_an_uncaptured_step_stays_within_its_launch_and_copy_bounds(strict_gpu, name):
     model = _build(name, replay=False)
@@ -68,6 +69,7 @@ def test_an_uncaptured_step_stays_within_its_launch_and_copy_bounds(strict_gpu, 
 
 
 # The LSTM's and word2vec's steps are not captured yet: their gathers check indices on the host.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cnn", "mlp"])
 def test_a_replayed_step_is_one_graph_launch_and_gives_the_uncaptured_losses(strict_gpu,
                                                                             name):
