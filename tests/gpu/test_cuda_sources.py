@@ -71,3 +71,20 @@ def test_the_programs_cover_the_one_launch_kernels():
             "dflab_max_pool_grad", "dflab_avg_pool", "dflab_avg_pool_grad", "dflab_apply_sgd",
             "dflab_apply_momentum", "dflab_apply_adagrad", "dflab_apply_rms_prop",
             "dflab_apply_adam"} <= names
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op_type", sorted(ELEMENTWISE))
+def test_each_fused_program_compiles(nvrtc, op_type, dtype):
+    from dflab.kernels.cuda.fused import FULL, ROW, SCALAR, fused_program
+
+    arity = ELEMENTWISE[op_type].arity
+    expr = FusedExpression(3, ((op_type, tuple(range(arity))), ("Mul", (3, 2))), dtype)
+    if dtype == "float32":  # float math: no double function or literal
+        assert "double" not in cuda_kernel_args(expr)["preamble"]
+    layouts = [((FULL, ROW, SCALAR), 1), ((FULL, FULL, SCALAR), 1)]
+    if dtype == "float32":
+        layouts.append(((FULL, SCALAR, FULL), 4))  # float4 loads
+    for kinds, vec in layouts:
+        source = fused_program(expr, kinds, vec).source
+        assert compile_cuda(nvrtc, source)[:4] == b"\x7fELF"

@@ -5,7 +5,9 @@
 * ``libraries``: the device's own cuBLAS handle and cuDNN handle, and the GPU kernel context
   that carries them;
 * ``blas``: ``MatMul`` and ``BatchMatMulV2`` on the owned cuBLAS handle;
-* ``dnn`` and ``conv``: convolutions through cuDNN graphs.
+* ``dnn`` and ``conv``: convolutions through cuDNN graphs;
+* ``nn`` and ``optimizers``: one launch per op for nn ops, pooling and dense updates;
+* ``fused``: fused elementwise groups as programs of their own.
 
 Each module registers its kernels for "GPU" when imported; ``dflab.kernels`` imports this
 package before it mirrors the remaining CPU kernels onto GPUs, so an op with a kernel here
@@ -15,6 +17,7 @@ keeps it.
 from dflab.kernels.cuda import (  # noqa: F401 - imported for their registrations
     blas,
     conv,
+    fused,
     nn,
     optimizers,
 )

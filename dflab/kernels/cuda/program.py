@@ -191,13 +191,13 @@ def family(name: str, params: str, body: str, reference: Callable, preamble: str
     for dt in dtypes:
         ct = C_TYPE[dt]
         types = f"typedef {ct} T;\ntypedef {ct} ACC;\n"
-        ps = tuple(_parse(p.replace("T*", f"{ct}*").replace("T ", f"{ct} "))
+        ps = tuple(parse_param(p.replace("T*", f"{ct}*").replace("T ", f"{ct} "))
                    for p in params.split(","))
         out[dt] = CudaProgram(f"{name}_{dt}", ps, body, reference, types + preamble, kind)
     return out
 
 
-def _parse(text: str) -> Param:
+def parse_param(text: str) -> Param:
     text = " ".join(text.split())
     ctype, _, pname = text.rpartition(" ")
     if ctype.endswith("*") or "*" not in pname:
