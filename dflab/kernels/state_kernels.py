@@ -171,6 +171,17 @@ def _check_indices(xp, indices, n, op_name):
     return idx
 
 
+# Per scatter ufunc ("add", "subtract"), a device's own scatter (``register_device_scatter``).
+_DEVICE_SCATTERS: dict = {}
+
+
+def register_device_scatter(ufunc_name: str, fn) -> None:
+    """``fn(xp, var, indices, updates) -> bool``: a device's scatter of ``updates`` into the
+    rows ``indices`` of the variable's own buffer ``var`` (one launch, no host check: as TF's
+    GPU kernels, an index out of range is skipped); False where it does not apply."""
+    _DEVICE_SCATTERS[ufunc_name] = fn
+
+
 def _scatter_rows(ufunc_name, xp, op_name) -> Callable:
     """``write(state, indices, updates)``: the scatter into the variable's own buffer,
     applying ``xp.<ufunc_name>.at`` (repeated indices accumulate), or assigning rows when
@@ -182,9 +193,12 @@ def _scatter_rows(ufunc_name, xp, op_name) -> Callable:
         apply = functools.partial(_scatter_summed, getattr(np, ufunc_name))
     else:
         apply = getattr(xp, ufunc_name).at
+    device = None if xp is np else _DEVICE_SCATTERS.get(ufunc_name)
 
     def write(state, indices, updates) -> None:
         var = state.read()
+        if device is not None and device(xp, var, indices, updates):
+            return
         idx = _check_indices(xp, indices, var.shape[0], op_name)
         with state.unfrozen(var):  # the variable owns this buffer (see _owned)
             apply(var, idx, xp.broadcast_to(updates, idx.shape + var.shape[1:]))

@@ -179,6 +179,17 @@ def _no_retention():
 
 # --- Session.run's use of it -------------------------------------------------------------------
 
+def replay_status(parts) -> dict[str, str]:
+    """Per partition where whole-step replay applies (a registered partition with a
+    ``replay`` or a ``replay_reason``): "replayed", or why not."""
+    out = {}
+    for part in parts:
+        replay, reason = getattr(part, "replay", None), getattr(part, "replay_reason", None)
+        if replay is not None or reason is not None:
+            out[getattr(part, "device", "") or "(unpartitioned)"] = reason or "replayed"
+    return out
+
+
 def replay_applies(part, devices) -> bool:
     """Whether whole-step replay concerns ``part`` at all: it runs on a CUDA GPU (a device
     that can capture), or unpartitioned over devices among which there is one."""

@@ -364,15 +364,6 @@ class Worker:
         else:
             part._replay_reason = reason
 
-    @staticmethod
-    def replay_status(parts) -> dict[str, str]:
-        """Per partition where whole-step replay applies: "replayed", or why not."""
-        out = {}
-        for part in parts:
-            if part.replay is not None or part.replay_reason is not None:
-                out[part.device or "(unpartitioned)"] = part.replay_reason or "replayed"
-        return out
-
     def register_partition_json(self, data: dict) -> int:
         """``register_partition`` from the JSON form of a spec (another process's master)."""
         return self.register_partition(PartitionSpec.from_json(data)).handle

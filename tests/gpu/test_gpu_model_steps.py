@@ -68,9 +68,8 @@ def test_an_uncaptured_step_stays_within_its_launch_and_copy_bounds(strict_gpu, 
         model.session.close()
 
 
-# The LSTM's and word2vec's steps are not captured yet: their gathers check indices on the host.
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cnn", "mlp"])
+@pytest.mark.parametrize("name", sorted(BOUNDS))
 def test_a_replayed_step_is_one_graph_launch_and_gives_the_uncaptured_losses(strict_gpu,
                                                                             name):
     losses = {}
@@ -95,18 +94,33 @@ def test_a_replayed_step_is_one_graph_launch_and_gives_the_uncaptured_losses(str
 
 def _losses(model):
     graph = model.session.graph
-    return [op.outputs[0] for op in graph.get_operations() if op.type == "Mean"][-1:]
+    kinds = ("Mean", "RealDiv", "truediv")  # word2vec's loss is a sum divided by the batch
+    return [op.outputs[0] for op in graph.get_operations() if op.type in kinds][-1:]
 
 
-def test_a_step_that_cannot_be_captured_says_why_in_run_metadata(strict_gpu):
-    model = _build("word2vec", replay=True)
-    meta = tf.RunMetadata()
-    for _ in range(3):
-        model.step()
-    model.session.run(model.fetch, model.feed,
-                      options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
-                      run_metadata=meta)
-    (reason,) = meta.step_replay.values()
-    # Sparse updates find their unique rows on the host: not capturable (yet).
-    assert reason.startswith("capturing the step failed")
-    model.session.close()
+def test_run_metadata_says_whether_a_step_is_replayed_and_why_not(strict_gpu):
+    x = tf.placeholder(tf.float32, [4])
+    with tf.device("/gpu:0"):
+        w = tf.Variable(np.ones(4, np.float32))
+        plain = tf.assign_add(w, x * 2.0)
+        noisy = tf.assign_add(w, x + tf.random_normal([4], seed=1))
+    traced = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+    with tf.Session() as s:  # replay is on by default
+        s.run(w.initializer)
+        reports = []
+        for op in (plain, noisy):
+            for _ in range(3):
+                s.run(op, {x: np.ones(4, np.float32)})
+            meta = tf.RunMetadata()
+            s.run(op, {x: np.ones(4, np.float32)}, options=traced, run_metadata=meta)
+            reports.append(meta.step_replay)
+    ((device, status),) = reports[0].items()
+    assert device.endswith("GPU:0") and status == "replayed"
+    (status,) = reports[1].values()
+    assert "does host work on every step" in status
+    with tf.device("/cpu:0"):
+        y = tf.constant(1.0) + 1.0
+    with tf.Session() as s:
+        meta = tf.RunMetadata()
+        s.run(y, options=traced, run_metadata=meta)
+    assert meta.step_replay == {}  # no CUDA GPU in the step: nothing to say

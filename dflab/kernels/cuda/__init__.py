@@ -7,7 +7,8 @@
 * ``blas``: ``MatMul`` and ``BatchMatMulV2`` on the owned cuBLAS handle;
 * ``dnn`` and ``conv``: convolutions through cuDNN graphs;
 * ``nn`` and ``optimizers``: one launch per op for nn ops, pooling and dense updates;
-* ``fused``: fused elementwise groups as programs of their own.
+* ``fused``: fused elementwise groups as programs of their own;
+* ``gather``: gathers and row scatters without host checks (capturable).
 
 Each module registers its kernels for "GPU" when imported; ``dflab.kernels`` imports this
 package before it mirrors the remaining CPU kernels onto GPUs, so an op with a kernel here
@@ -18,6 +19,7 @@ from dflab.kernels.cuda import (  # noqa: F401 - imported for their registration
     blas,
     conv,
     fused,
+    gather,
     nn,
     optimizers,
 )
