@@ -88,3 +88,17 @@ def test_each_fused_program_compiles(nvrtc, op_type, dtype):
     for kinds, vec in layouts:
         source = fused_program(expr, kinds, vec).source
         assert compile_cuda(nvrtc, source)[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("apply_type", ["ResourceApplyAdagrad", "ResourceApplyAdam",
+                                        "ResourceApplyGradientDescent", "ResourceApplyMomentum",
+                                        "ResourceApplyRMSProp"])
+def test_each_multi_tensor_update_compiles(nvrtc, apply_type):
+    from dflab.kernels.cuda.multi_apply import GROUPS, layout, multi_program
+
+    family, _ = GROUPS[apply_type]
+    n_refs, _ = layout(apply_type)
+    for single in family.values():
+        source = multi_program(single, n_refs, 3).source
+        assert "blockIdx.y" in source
+        assert compile_cuda(nvrtc, source)[:4] == b"\x7fELF"

@@ -21,8 +21,9 @@ import dflab as tf
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_models  # noqa: E402
 
-# model -> (launches per uncaptured step at most, share of copied bytes at most)
-BOUNDS = {"cnn": (90, 0.12), "mlp": (40, 0.25), "lstm": (1300, 0.21), "word2vec": (40, 0.75)}
+# model -> (launches per uncaptured step at most, share of copied bytes at most). The CNN's
+# goal was 90 launches (PyTorch's eager step: 59); it makes 53 on the stand-in.
+BOUNDS = {"cnn": (60, 0.12), "mlp": (30, 0.25), "lstm": (1300, 0.21), "word2vec": (35, 0.75)}
 # The copies that remain: reading a resource variable on a GPU copies its buffer (so that the
 # buffer stays the variable's, which replays write), and filters move between HWIO and cuDNN's
 # KRSC; nothing else of the CNN's copies is left (im2col and pooling taps are gone).
@@ -64,7 +65,7 @@ def test_an_uncaptured_step_stays_within_its_launch_and_copy_bounds(strict_gpu, 
         assert c.copy_bytes - reads <= CNN_OTHER_COPIES * c.bytes_moved
         assert c.by_name["cudnn_conv_fprop"] == 2 and c.by_name["cudnn_conv_wgrad"] == 2
         assert c.by_name["cudnn_conv_dgrad"] == 1  # the first layer's input needs none
-        assert c.by_name["dflab_apply_adam_float32"] == 8
+        assert c.by_name["dflab_apply_adam_float32_x8"] == 1  # all eight variables at once
         model.session.close()
 
 

@@ -198,3 +198,40 @@ def test_sigmoid_is_one_launch(strict_gpu, counts):
     x = x.astype(np.float32)
     launched = _compare(lambda: [tf.sigmoid(tf.constant(x))], counts, rtol=1e-6)
     assert launched["dflab_sigmoid_float32"] == 1 and len(launched) == 1
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_an_optimizers_updates_are_one_launch_for_all_its_variables(strict_gpu, counts, name):
+    shapes = [(5, 3), (3,), (3, 4), (4,)]
+    inits = [RNG.normal(size=s).astype(np.float32) for s in shapes]
+    x = RNG.normal(size=(8, 5)).astype(np.float32)
+
+    def train(device, config):
+        g = tf.Graph()
+        with g.as_default(), tf.device(device):
+            w1, b1, w2, b2 = (tf.Variable(v, use_resource=True) for v in inits)
+            h = tf.tanh(tf.matmul(tf.constant(x), w1) + b1)
+            loss = tf.reduce_mean(tf.square(tf.matmul(h, w2) + b2))
+            step = OPTIMIZERS[name]().minimize(loss)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, config=config) as s:
+            s.run(init)
+            s.run(step)
+            counts.reset()
+            s.run(step)
+            launched = dict(counts.by_name)
+            plan = next(p for p in s._master._plans.values() if step in p.placement)
+            types = [n.op for n in plan.specs[0].graph_def.node] if plan.specs else []
+            for _ in range(3):
+                s.run(step)
+            return s.run([w1, b1, w2, b2]), launched, types
+
+    # The grouping pass runs where fusion does: a GPU's default.
+    got, launched, types = train("/gpu:0", tf.ConfigProto(dflab={
+        "gpu_allow_tf32": False, "gpu_step_replay": False}))
+    want, _, _ = train("/cpu:0", None)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+    assert launched[f"dflab_apply_{OP_OF[name]}_float32_x4"] == 1
+    assert types.count("_MultiApply") == 1
+    assert not any(t.startswith("ResourceApply") for t in types)

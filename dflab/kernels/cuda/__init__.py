@@ -8,7 +8,8 @@
 * ``dnn`` and ``conv``: convolutions through cuDNN graphs;
 * ``nn`` and ``optimizers``: one launch per op for nn ops, pooling and dense updates;
 * ``fused``: fused elementwise groups as programs of their own;
-* ``gather``: gathers and row scatters without host checks (capturable).
+* ``gather``: gathers and row scatters without host checks (capturable);
+* ``multi_apply``: all of one optimizer's dense resource updates in one launch.
 
 Each module registers its kernels for "GPU" when imported; ``dflab.kernels`` imports this
 package before it mirrors the remaining CPU kernels onto GPUs, so an op with a kernel here
@@ -20,6 +21,7 @@ from dflab.kernels.cuda import (  # noqa: F401 - imported for their registration
     conv,
     fused,
     gather,
+    multi_apply,
     nn,
     optimizers,
 )

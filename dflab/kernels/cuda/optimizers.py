@@ -117,7 +117,7 @@ ADAM = P.family(
 """, _adam_ref)
 
 
-def _scalar(xp, s, dtype):
+def device_scalar(xp, s, dtype):
     """A scalar operand as a 0-d device array of ``dtype`` (a host value by a fill kernel,
     which a capture can record)."""
     if isinstance(s, xp.ndarray) and s.ndim == 0:
@@ -138,7 +138,7 @@ def _device_update(programs, flags=lambda attrs: ()):
             return True
         if not grad.flags.c_contiguous:
             grad = xp.ascontiguousarray(grad)
-        args = (*arrays, grad, *(_scalar(xp, s, var.dtype) for s in scalars),
+        args = (*arrays, grad, *(device_scalar(xp, s, var.dtype) for s in scalars),
                 np.int32(var.size), *(np.int32(f) for f in flags(attrs)))
         P.launch(xp, prog, P.grid_for(var.size), P.BLOCK, args)
         return True
