@@ -180,6 +180,12 @@ class GPUDevice(Device):
             finally:
                 self._retained = None
 
+    def issuing(self):
+        """The lock held while work is issued to this device from Python (a kernel, a copy,
+        a graph launch): work issued under it is ordered on the compute stream as one whole,
+        as a real device's stream orders kernels (see ``__init__``)."""
+        return self._issue
+
     def bind_kernel(self, kernel_def, node_def, fn):
         """``fn`` as this GPU runs it (``launch``), with the inputs ``kernel_def`` declares host
         memory left on the host and its host kernel as the twin for integer shape arithmetic.

@@ -250,7 +250,9 @@ class PartitionReplay:
         if self.reason is not None:
             return None
         feeds = [np.asarray(feed_values[k], order="C") for k in self.part.feed_index]
-        with self._lock, self.device.cuda_device:  # the graph launches on this device
+        # The graph launches on this device, issued as a whole (as one kernel is): another
+        # thread's kernels come before or after it on the stream, never inside.
+        with self._lock, self.device.issuing(), self.device.cuda_device:
             try:
                 outputs = self.replay(*feeds)
             except CaptureFailedError as e:
