@@ -4,7 +4,7 @@ Needs a CUDA GPU with CuPy; prints a Markdown table (or writes it with ``--out``
 source tree: ``PYTHONPATH=. python benchmarks/bench_gpu.py``. Figures and targets:
 
 1. per-op launch overhead, a chain of 1,000 dependent adds on 1,000 float32: dflab per op
-   <= 1.2x a loop of raw ``cupy.add`` calls;
+   <= 1.2x a loop of raw ``cupy.add`` calls, executed op by op and replayed as a CUDA graph;
 2. an 8-op elementwise chain on 10^8 float32: fused >= 5x unfused, and >= 70% of the
    device's measured copy bandwidth (bytes read + written per second);
 3. an MLP training step (784-4096-4096-10, SGD), batch 512 and 8192: <= 1.1x PyTorch eager;
@@ -57,13 +57,20 @@ def timeit(fn, sync, repeat=11, number=None):
     return statistics.median(samples)
 
 
-def _config(fuse=True):
+def _config(fuse=True, replay=False):
+    # Replay off unless a benchmark asks for it: what is measured is the executed path.
     rw = tf.RewriterConfig(remapping=tf.RewriterConfig.DEFAULT if fuse else
                            tf.RewriterConfig.OFF)
-    return tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=rw))
+    return tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=rw),
+                          dflab={"gpu_step_replay": replay})
 
 
 def bench_launch(cp, rows):
+    for replay in (False, True):
+        _bench_launch(cp, rows, replay)
+
+
+def _bench_launch(cp, rows, replay):
     n, size = 1000, 1000
     g = tf.Graph()
     with g.as_default(), tf.device("/gpu:0"):
@@ -74,7 +81,9 @@ def bench_launch(cp, rows):
             y = tf.add(y, one)
         target = y.op
         init = tf.global_variables_initializer()
-    sess = tf.Session(graph=g, config=_config(fuse=False))
+    config = _config(fuse=False)
+    config.dflab = dataclasses.replace(config.dflab, gpu_step_replay=replay)
+    sess = tf.Session(graph=g, config=config)
     sess.run(init)
     gpu = sess.devices["GPU:0"]
     a, b = cp.ones(size, cp.float32), cp.ones(size, cp.float32)
@@ -86,7 +95,8 @@ def bench_launch(cp, rows):
 
     t_df = timeit(lambda: sess.run(target), gpu.sync) / n
     t_cp = timeit(raw, cp.cuda.Device().synchronize) / n
-    rows.append(("1,000-op chain, per op", f"{t_df * 1e6:.2f} us", f"{t_cp * 1e6:.2f} us",
+    label = "1,000-op chain, per op" + (", step replay" if replay else ", executed")
+    rows.append((label, f"{t_df * 1e6:.2f} us", f"{t_cp * 1e6:.2f} us",
                  "", "<= 1.2x CuPy", t_df / t_cp <= 1.2))
     sess.close()
 
@@ -190,7 +200,7 @@ def bench_matmul(cp, rows):
         a = tf.Variable(a_np)
         c = tf.matmul(a, a)
         init = tf.global_variables_initializer()
-    sess = tf.Session(graph=g)
+    sess = tf.Session(graph=g, config=_config())
     sess.run(init)
     t_df = timeit(lambda: sess.run(c.op), sess.devices["GPU:0"].sync, repeat=5)
     sess.close()

@@ -29,7 +29,7 @@ go idle, but on a machine with few cores it still drifts (TensorFlow's CNN step:
 
 Usage: ``python benchmarks/bench_models.py [--quick] [--alone] [--json PATH] [--models
 cnn,lstm]``; ``scripts/bench-models`` makes an environment with TensorFlow and PyTorch and
-runs this.
+runs this. ``--device gpu [--out PATH]`` runs the GPU suite instead (``bench_models_gpu.py``).
 """
 
 from __future__ import annotations
@@ -459,6 +459,11 @@ def _time_one(args) -> None:
 
 def main() -> h.Result | None:
     global THREADS
+    if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1:][:1] == ["gpu"]:
+        import bench_models_gpu  # the GPU suite: its own module and options
+
+        argv = [a for a in sys.argv[1:] if a not in ("--device", "gpu")]
+        sys.exit(bench_models_gpu.main(argv))
     args = _parse_args()
     THREADS = args.threads
     if args.only:

@@ -9,6 +9,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     comm_kernels,
     control_flow_kernels,
     conv_kernels,
+    cuda,  # noqa: F401, E402 - the GPU's own kernels, before mirroring
     data_flow_kernels,
     dataset_kernels,
     fused_kernels,

@@ -10,10 +10,12 @@ optionally a final reduction of the last step. From that one description this mo
   the unfused op's CPU kernel calls, so fused and unfused results are bit-identical; a step whose
   function is a ufunc writes into a temporary of an earlier step that dies there when shapes and
   dtypes allow, so a chain of n ops allocates about one array instead of n;
-* **CUDA C source** for a CuPy ``ElementwiseKernel`` (or a ``ReductionKernel`` when the group ends
-  in a reduction): the steps become a ``__device__`` function computing in ``float`` (``double``
-  for float64) that the kernel maps over the broadcast inputs. Kernels are compiled once per
-  structure and dtypes and cached (``kernel_cache_key``).
+* **CUDA C source**: the steps become a ``__device__`` function computing in ``float`` (with
+  ``expf`` and the other float math functions; ``double`` for float64), which the GPU's kernel
+  (``dflab.kernels.cuda.fused``) maps over the inputs in an NVRTC program of its own, or a CuPy
+  ``ElementwiseKernel`` (``ReductionKernel`` when the group ends in a reduction) where the
+  inputs broadcast in other ways. Kernels are compiled once per structure and dtypes and
+  cached (``kernel_cache_key``).
 
 Only floating-point groups are fused (every input and step of one dtype), which keeps C
 arithmetic and NumPy's type rules the same. The source is generated from the table below and
@@ -22,6 +24,7 @@ integer indices only: no name, attribute or string from a graph reaches the CUDA
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 
@@ -30,7 +33,6 @@ import numpy as np
 from dflab.framework import errors
 from dflab.framework.dtypes import as_dtype, int32
 from dflab.framework.graph_io import NodeDef
-from dflab.kernels.context import host
 from dflab.kernels.registry import get_kernel_def, kernel, registered_fn
 
 
@@ -252,14 +254,14 @@ def numpy_evaluator(expr: FusedExpression, reduce=None):
     return evaluate
 
 
-def _reduction_axes(node_def) -> tuple[int, ...]:
+def reduction_axes_input(node_def) -> tuple[int, ...]:
     """A group ending in a reduction reads the reduction's axes, its last input, in host
     memory (TF keeps reduction indices there); a plain group reads nothing on the host."""
     expr = FusedExpression.from_attr(node_def.attr["_fused_expression"])
     return (expr.n_inputs,) if expr.reduction is not None else ()
 
 
-@kernel("_FusedElementwise", host_memory_inputs=_reduction_axes)
+@kernel("_FusedElementwise", host_memory_inputs=reduction_axes_input)
 def _fused_cpu(node, ctx):
     expr = FusedExpression.from_attr(node.attr["_fused_expression"])
     members = fused_members(node.attr)
@@ -282,14 +284,28 @@ def _fused_cpu(node, ctx):
 
 
 # --- CUDA source and CuPy kernels ---------------------------------------------------------------
+# float versions of the math functions the table uses: float code never goes through double.
+_FLOAT_MATH = re.compile(r"\b(exp|expm1|log|log1p|tanh|sin|cos|sqrt|rsqrt|floor|ceil|rint|fabs|"
+                         r"fmax|fmin|pow)\(")
+
+
+def _float_math(text: str) -> str:
+    """``text`` with float math: ``expf`` for ``exp``, and integer literals are exact."""
+    return _FLOAT_MATH.sub(lambda m: f"{m.group(1)}f(", text)
+
+
 def cuda_function(expr: FusedExpression, name: str = "fused") -> str:
-    """The steps as one ``__device__`` function of the inputs, in the compute type."""
+    """The steps as one ``__device__`` function of the inputs, in the compute type (float for
+    float32 and float16 data, with the float math functions: ``expf``, ``tanhf``...)."""
     ct = _C_TYPE[expr.dtype]
     params = ", ".join(f"{ct} in{k}" for k in range(expr.n_inputs))
     body = []
     for j, (op_type, args) in enumerate(expr.steps):
         refs = [f"in{a}" if a < expr.n_inputs else f"t{a - expr.n_inputs}" for a in args]
-        body.append(f"  const {ct} t{j} = {ELEMENTWISE[op_type].cuda.format(*refs)};")
+        text = ELEMENTWISE[op_type].cuda.format(*refs)
+        if ct == "float":
+            text = _float_math(text)
+        body.append(f"  const {ct} t{j} = {text};")
     body.append(f"  return t{len(expr.steps) - 1};")
     return f"__device__ {ct} {name}({params}) {{\n" + "\n".join(body) + "\n}\n"
 
@@ -312,6 +328,14 @@ def cuda_kernel_args(expr: FusedExpression) -> dict:
 
 _CUPY_KERNELS: dict[tuple, object] = {}
 _CUPY_LOCK = threading.Lock()
+# Generated device functions and the expression each computes: what a stand-in for CuPy runs
+# in place of the CUDA C (``expression_for``).
+_EXPRESSIONS: dict[str, FusedExpression] = {}
+
+
+def expression_for(preamble: str) -> FusedExpression | None:
+    """The expression whose generated ``__device__`` function is ``preamble``."""
+    return _EXPRESSIONS.get(preamble)
 
 
 def cupy_kernel(expr: FusedExpression, cupy):
@@ -323,24 +347,7 @@ def cupy_kernel(expr: FusedExpression, cupy):
             k = _CUPY_KERNELS.get(key)
             if k is None:
                 args = cuda_kernel_args(expr)
+                _EXPRESSIONS[args["preamble"]] = expr
                 cls = cupy.ElementwiseKernel if expr.reduction is None else cupy.ReductionKernel
                 k = _CUPY_KERNELS[key] = cls(**args)
     return k
-
-
-@kernel("_FusedElementwise", device_types=("GPU",), host_memory_inputs=_reduction_axes)
-def _fused_gpu(node, ctx):
-    expr = FusedExpression.from_attr(node.attr["_fused_expression"])
-    k = cupy_kernel(expr, ctx.xp)
-    n = expr.n_inputs
-    if expr.reduction is None:
-        return lambda *inputs: k(*inputs)
-    keep = bool(expr.reduction[1])
-
-    def fused_reduce(*inputs):
-        # The axes are a small host-side value (TF keeps reduction indices in host memory).
-        axes = tuple(int(a) for a in np.ravel(host(inputs[n])))
-        return k(*inputs[:n], axis=axes, keepdims=keep)
-
-    return fused_reduce
-

@@ -171,20 +171,37 @@ def _check_indices(xp, indices, n, op_name):
     return idx
 
 
-def _scatter_rows(ufunc_name, xp, op_name) -> Callable:
+# Per (kernel device type, scatter ufunc "add" or "subtract"), a device's own scatter
+# (``register_device_scatter``). Keyed by device type, not by "xp is not NumPy": a plugged-in
+# device computing with another array namespace runs the shared code.
+_DEVICE_SCATTERS: dict = {}
+
+
+def register_device_scatter(device_type: str, ufunc_name: str, fn) -> None:
+    """``fn(xp, var, indices, updates) -> bool``: a ``device_type`` device's scatter of ``updates`` into the
+    rows ``indices`` of the variable's own buffer ``var`` (one launch, no host check: as TF's
+    GPU kernels, an index out of range is skipped); False where it does not apply."""
+    _DEVICE_SCATTERS[device_type, ufunc_name] = fn
+
+
+def _scatter_rows(ufunc_name, ctx, op_name) -> Callable:
     """``write(state, indices, updates)``: the scatter into the variable's own buffer,
     applying ``xp.<ufunc_name>.at`` (repeated indices accumulate), or assigning rows when
     ``ufunc_name`` is None (ScatterUpdate: the last write wins). The caller holds the lock it
     needs; the buffer is referenced only while ``write`` runs."""
+    xp = ctx.xp
     if ufunc_name is None:
         apply = _scatter_update
     elif ufunc_name in ("add", "subtract") and xp is np:
         apply = functools.partial(_scatter_summed, getattr(np, ufunc_name))
     else:
         apply = getattr(xp, ufunc_name).at
+    device = _DEVICE_SCATTERS.get((ctx.device_type, ufunc_name))
 
     def write(state, indices, updates) -> None:
         var = state.read()
+        if device is not None and device(xp, var, indices, updates):
+            return
         idx = _check_indices(xp, indices, var.shape[0], op_name)
         with state.unfrozen(var):  # the variable owns this buffer (see _owned)
             apply(var, idx, xp.broadcast_to(updates, idx.shape + var.shape[1:]))
@@ -198,7 +215,7 @@ def _scatter(ufunc_name):
 
     def factory(node, ctx):
         use_locking = node.attr.get("use_locking", False)
-        write = _scatter_rows(ufunc_name, ctx.xp, node.op)
+        write = _scatter_rows(ufunc_name, ctx, node.op)
 
         def scatter(ref, indices, updates):
             with _lock(ref, use_locking):
@@ -275,7 +292,7 @@ def _resource_scatter(ufunc_name):
 
     def factory(node, ctx):
         xp = ctx.xp
-        write = _scatter_rows(ufunc_name, xp, node.op)
+        write = _scatter_rows(ufunc_name, ctx, node.op)
 
         def resource_scatter(state, indices, updates):
             with state.lock:

@@ -104,6 +104,17 @@ def _write_rows(xp, state, rows, values) -> None:
         buf[rows] = values
 
 
+# Per (kernel device type, op type), a device's own dense update (``register_device_update``).
+_DEVICE_UPDATES: dict = {}
+
+
+def register_device_update(device_type: str, op_type: str, fn) -> None:
+    """``fn(xp, attrs, arrays, scalars, grad) -> bool``: ``op_type``'s dense update on a
+    ``device_type`` device, writing the variable's and its slots' own buffers ``arrays`` in
+    place (one GPU launch); False where it does not apply (the shared update runs)."""
+    _DEVICE_UPDATES[device_type, op_type] = fn
+
+
 def _training_kernel(op_type, update, sparse=False, dense_rows=False):
     """Register the kernels of ``op_type`` and ``Resource<op_type>``.
 
@@ -134,6 +145,7 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         # value); a host's dense update installs another buffer instead.
         unshares = resource and (writes_rows or xp is not np)
         spares = _Spares(n_refs)
+        device_update = None if sparse else _DEVICE_UPDATES.get((ctx.device_type, op_type))
 
         def apply(refs, values, scalars, grad) -> None:
             """The update, with the locks it needs held. Its arrays die when it returns, before
@@ -145,6 +157,9 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
             arrays = [xp.asarray(r.read()) for r in refs]
             if not sparse:
                 _check_dense(op_type, ref_names, arrays, grad)
+                if device_update is not None and device_update(xp, attrs, arrays, scalars,
+                                                               grad):
+                    return
                 if xp is np and arrays[0].size >= _UPDATE_BLOCK:
                     _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares,
                                        in_place, ctx.intra_op)

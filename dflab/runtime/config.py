@@ -47,8 +47,12 @@ class DflabOptions:
     cost_model: Mapping = field(default_factory=dict, metadata=_doc(
         f"options of the cost-model placer, among {COST_MODEL_OPTIONS}: the size assumed for "
         "an unknown dimension"))
-    gpu_step_replay: bool = field(default=False, metadata=_doc(
-        "capture a step that runs wholly on one GPU as a CUDA graph and replay it"))
+    gpu_step_replay: bool = field(default=True, metadata=_doc(
+        "capture a step that runs wholly on one CUDA GPU as a CUDA graph and replay it (a step "
+        "that cannot be captured runs as usual; RunMetadata.step_replay says why)"))
+    gpu_allow_tf32: bool = field(default=True, metadata=_doc(
+        "as TensorFlow: float32 matrix products and convolutions on a GPU may round their "
+        "inputs to TF32 on tensor cores (Ampere and later); False computes them in float32"))
     intra_op_split_products: bool = field(default=True, metadata=_doc(
         "with intra_op_parallelism_threads above one, split matrix products among the "
         "intra-op threads (BLAS on one thread per call) rather than on BLAS's own threads"))
@@ -76,6 +80,7 @@ class DflabOptions:
         for key in self.cost_model:
             _check_choice("cost_model", key, COST_MODEL_OPTIONS, "Unknown cost_model option")
         _check_type("gpu_step_replay", self.gpu_step_replay, bool)
+        _check_type("gpu_allow_tf32", self.gpu_allow_tf32, bool)
         _check_type("intra_op_split_products", self.intra_op_split_products, bool)
         _check_type("onednn", self.onednn, bool)
         if self.ray_namespace is not None:
@@ -516,17 +521,21 @@ class RunMetadata(_Message, RichDisplay):
     ``ParseFromString`` does), so one object can be reused across runs. ``transfers`` (a
     dflab addition): the tensors that crossed tasks of a cluster (``TransferStats``)."""
 
-    _fields = ("step_stats", "cost_graph", "partition_graphs", "transfers")
+    _fields = ("step_stats", "cost_graph", "partition_graphs", "transfers", "step_replay")
 
     def __init__(self, step_stats=None, cost_graph=None, partition_graphs=None,
-                 transfers=None):
+                 transfers=None, step_replay=None):
         self.step_stats = step_stats if step_stats is not None else StepStats()
         self.cost_graph = cost_graph if cost_graph is not None else CostGraphDef()
         self.partition_graphs: list = list(partition_graphs or [])
         self.transfers: list[TransferStats] = list(transfers or [])
+        # Per CUDA GPU partition of the plan (a dflab addition): "replayed" when its untraced
+        # steps are replayed as a captured CUDA graph, else why they are not.
+        self.step_replay: dict[str, str] = dict(step_replay or {})
 
     def Clear(self) -> None:  # noqa: N802 - TF name
         self.step_stats = StepStats()
         self.cost_graph = CostGraphDef()
         self.partition_graphs = []
         self.transfers = []
+        self.step_replay = {}

@@ -49,6 +49,7 @@ import numpy as np
 
 from dflab.framework.registry import get_op_def
 from dflab.kernels.context import HOST
+from dflab.kernels.cuda.libraries import GPUKernelContext, GPULibraries, probe_libraries
 from dflab.kernels.registry import get_kernel_def, has_kernel
 from dflab.runtime.devices import (
     LOCAL_TASK,
@@ -118,7 +119,8 @@ class GPUDevice(Device):
     """One CUDA device (see the module docstring)."""
 
     def __init__(self, index: int, cupy, owner=None, params: dict | None = None,
-                 task: str = LOCAL_TASK, gpu_options=None):
+                 task: str = LOCAL_TASK, gpu_options=None, cublas=None, cudnn=None,
+                 allow_tf32: bool = True, missing: dict | None = None):
         cuda = cupy.cuda
         self.cupy = cupy
         self.cuda_device = cuda.Device(index)
@@ -140,8 +142,21 @@ class GPUDevice(Device):
         self._in_flight_lock = threading.Lock()
         self._retained: list | None = None  # blocks kept for a capture in progress
         self._capture_lock = threading.Lock()
+        # Held while work is issued to the device from Python (a kernel, a copy), and for the
+        # whole of a capture: a capture records everything issued to the compute stream, and
+        # CUDA refuses synchronous calls from any thread while one is in progress, so another
+        # thread's step waits for the capture to end instead of joining it.
+        self._issue = threading.RLock()
         if limit and reserves_up_front(gpu_options):
             self._reserve(limit)
+        # The libraries its kernels call (cuBLAS on a handle of its own, cuDNN), reached by
+        # kernels through their context.
+        with self.cuda_device:
+            self.libraries = GPULibraries(cupy, streams["compute"], self._allocate, cublas,
+                                          cudnn, allow_tf32, missing)
+        self.context = GPUKernelContext(self.name, self.kernel_device_type, cupy,
+                                        self.resources, owner, self.bind_kernel,
+                                        gpu=self.libraries)
 
     # --- where work runs ------------------------------------------------------------------------
     def _allocate(self, nbytes: int):
@@ -158,12 +173,18 @@ class GPUDevice(Device):
         list): a captured CUDA graph writes into the blocks its kernels allocated on every
         replay, so none may go back to the pool while the graph lives. One capture at a time
         per device."""
-        with self._capture_lock:
+        with self._capture_lock, self._issue:
             self._retained = blocks = []
             try:
                 yield blocks
             finally:
                 self._retained = None
+
+    def issuing(self):
+        """The lock held while work is issued to this device from Python (a kernel, a copy,
+        a graph launch): work issued under it is ordered on the compute stream as one whole,
+        as a real device's stream orders kernels (see ``__init__``)."""
+        return self._issue
 
     def bind_kernel(self, kernel_def, node_def, fn):
         """``fn`` as this GPU runs it (``launch``), with the inputs ``kernel_def`` declares host
@@ -173,6 +194,10 @@ class GPUDevice(Device):
         if kernel_def.is_async:
             return fn
         lead = 1 if kernel_def.takes_step else 0  # fn(step, *inputs)
+        if _only_device_values(node_def):
+            # No input can be a host value (those are integers: shapes, sizes, int32
+            # constants): nothing to move and no shape arithmetic, decided once per plan.
+            return self.launch(fn)
         return self.launch(fn, kernel_def.host_inputs(node_def), lead,
                            _host_twin(node_def))
 
@@ -191,6 +216,7 @@ class GPUDevice(Device):
         device, stream = self.cuda_device, self.streams["compute"].cuda
         using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
         to_device = self._inputs_to_device
+        issue = self._issue
         twin = [None]
         copies: dict = {}  # input position -> (frozen host array, its device copy)
 
@@ -199,7 +225,7 @@ class GPUDevice(Device):
                 if twin[0] is None:
                     twin[0] = host_twin()
                 return twin[0](*args)
-            with device, stream, using_allocator(allocate):
+            with issue, device, stream, using_allocator(allocate):
                 if host_inputs is not None:
                     args = to_device(args, host_inputs, lead, copies)
                 return fn(*args)
@@ -268,7 +294,7 @@ class GPUDevice(Device):
         ends. No pinned staging copy: the copy reads the host array itself, which is kept
         alive until the copy's event has completed."""
         copy = self.streams["host_to_device"].cuda
-        with self.cuda_device, copy:
+        with self._issue, self.cuda_device, copy:
             out.set(host, stream=copy)
             done = copy.record()
         self.streams["compute"].cuda.wait_event(done)
@@ -280,7 +306,7 @@ class GPUDevice(Device):
         if not isinstance(value, self.cupy.ndarray):
             return value  # a host value this device holds as is (a NumPy scalar, a string)
         copy = self.streams["device_to_host"].cuda
-        with self.cuda_device:
+        with self._issue, self.cuda_device:
             copy.wait_event(self.streams["compute"].cuda.record())
             out = np.empty(value.shape, value.dtype)
             value.get(stream=copy, out=out)
@@ -338,6 +364,18 @@ def _host_twin(node_def):
     return build
 
 
+def _only_device_values(node_def) -> bool:
+    """Whether every input of ``node_def`` is known to be a floating-point (or complex)
+    tensor: host-memory values are integers, so such a kernel's inputs are all on the
+    device."""
+    types = node_def.input_types
+    n_inputs = sum(not name.startswith("^") for name in node_def.input)
+    if not types or len(types) != n_inputs:
+        return False
+    return all(not t.is_ref_dtype and t.as_numpy_dtype is not None
+               and np.dtype(t.as_numpy_dtype).kind in "fc" for t in types)
+
+
 def _all_host_integers(args, lead: int) -> bool:
     """Whether every input in ``args`` (after ``lead``) is an integer or boolean host value,
     and there is one at least."""
@@ -384,13 +422,34 @@ def cupy_gpu_count(cupy=None) -> int:
 
 
 def make_cupy_gpu(index: int, owner=None, params=None, task: str = LOCAL_TASK, config=None,
-                  cupy=None) -> GPUDevice:
-    """The backend's ``make``: a ``GPUDevice`` on the real ``cupy`` (or the one passed)."""
-    cupy = cupy or cupy_or_none()
+                  cupy=None, libraries=None, allow_tf32: bool | None = None) -> GPUDevice:
+    """The backend's ``make``: a ``GPUDevice`` on the real ``cupy`` with the cuBLAS bindings
+    and cuDNN frontend found installed, or on the ``cupy`` passed with the ``libraries``
+    passed (``(cublas, cudnn)``; None: none). TF32 as ``config`` says unless ``allow_tf32``
+    is given."""
     if cupy is None:
-        raise RuntimeError("CuPy with a CUDA device is needed for a real GPU device")
+        cupy = cupy_or_none()
+        if cupy is None:
+            raise RuntimeError("CuPy with a CUDA device is needed for a real GPU device")
+        cublas, cudnn, missing = _probed_libraries()
+    else:
+        (cublas, cudnn), missing = libraries or (None, None), None
+    if allow_tf32 is None:
+        allow_tf32 = getattr(getattr(config, "dflab", None), "gpu_allow_tf32", True)
     return GPUDevice(index, cupy, owner=owner, params=params, task=task,
-                     gpu_options=getattr(config, "gpu_options", None))
+                     gpu_options=getattr(config, "gpu_options", None), cublas=cublas,
+                     cudnn=cudnn, allow_tf32=allow_tf32, missing=missing)
+
+
+_libraries = None
+
+
+def _probed_libraries():
+    global _libraries
+    with _probe_lock:
+        if _libraries is None:
+            _libraries = probe_libraries()
+        return _libraries
 
 
 register_backend("GPU", cupy_gpu_count, make_cupy_gpu, takes_config=True)

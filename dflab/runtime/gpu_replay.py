@@ -179,6 +179,25 @@ def _no_retention():
 
 # --- Session.run's use of it -------------------------------------------------------------------
 
+def replay_status(parts) -> dict[str, str]:
+    """Per partition where whole-step replay applies (a registered partition with a
+    ``replay`` or a ``replay_reason``): "replayed", or why not."""
+    out = {}
+    for part in parts:
+        replay, reason = getattr(part, "replay", None), getattr(part, "replay_reason", None)
+        if replay is not None or reason is not None:
+            out[getattr(part, "device", "") or "(unpartitioned)"] = reason or "replayed"
+    return out
+
+
+def replay_applies(part, devices) -> bool:
+    """Whether whole-step replay concerns ``part`` at all: it runs on a CUDA GPU (a device
+    that can capture), or unpartitioned over devices among which there is one."""
+    names = [part.device] if part.device else {
+        getattr(n.op, "assigned_device", "") for n in part.executor_plan.nodes}
+    return any(hasattr(devices[d], "retaining_allocations") for d in names if d)
+
+
 def partition_ineligible_reason(part, device) -> str | None:
     """Why ``part`` (a ``RegisteredPartition``) cannot be replayed on ``device``, or None."""
     if not part.device:
@@ -231,7 +250,9 @@ class PartitionReplay:
         if self.reason is not None:
             return None
         feeds = [np.asarray(feed_values[k], order="C") for k in self.part.feed_index]
-        with self._lock, self.device.cuda_device:  # the graph launches on this device
+        # The graph launches on this device, issued as a whole (as one kernel is): another
+        # thread's kernels come before or after it on the stream, never inside.
+        with self._lock, self.device.issuing(), self.device.cuda_device:
             try:
                 outputs = self.replay(*feeds)
             except CaptureFailedError as e:

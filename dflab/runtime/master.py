@@ -22,6 +22,7 @@ import weakref
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.graph_io import GraphDef
+from dflab.kernels.registry import has_kernel
 from dflab.runtime.config import RewriterConfig
 from dflab.runtime.executor import to_client_value
 from dflab.runtime.fusion import fuse_elementwise
@@ -166,7 +167,9 @@ class Master:
         in_plan = {id(op) for op in ordered}
         nodes = [_plan_node(n, placement[n].device if not isinstance(n, Node) else "", in_plan)
                  for n in nodes]
-        spec = PartitionSpec(device, GraphDef([n.to_node_def() for n in nodes]),
+        keep = [t.op.name for t in list(fetch_tensors) + list(feed_tensors)]
+        spec = PartitionSpec(device, GraphDef(self._grouped([n.to_node_def() for n in nodes],
+                                                            device, keep)),
                              [t.name for t in feed_tensors], list(range(len(feed_tensors))),
                              [t.name for t in fetch_tensors])
         part = self._register(spec, ordered)
@@ -186,6 +189,16 @@ class Master:
     def _fused(nodes, device, keep) -> list:
         return fuse_elementwise(nodes, device, keep)[0]
 
+    def _grouped(self, node_defs, device: str, keep=()) -> list:
+        """``node_defs`` with each optimizer's updates grouped into one node, on a device that
+        has the grouped kernel and fuses (a real GPU: ``runtime/gpu_passes.py``)."""
+        if not device or not self.fuses_on(device) or \
+                not has_kernel("_MultiApply", self.devices[device].kernel_device_type):
+            return node_defs
+        from dflab.runtime.gpu_passes import group_updates
+
+        return group_updates(node_defs, keep)
+
     def _partitioned_plan(self, ordered, placement, feed_tensors, fetch_tensors,
                           control_flow=False) -> Plan:
         """``control_flow``: the plan has conds, so every partition tracks deadness (a dead
@@ -200,7 +213,9 @@ class Master:
             if self.fuses_on(device):
                 # What runs is what the partition graphs show: the fused nodes, not the groups.
                 nodes = part.nodes = self._fused(part.nodes, device, part.fetches + part.feeds)
-            spec = PartitionSpec(device, GraphDef([_node_def(n, device) for n in nodes]),
+            keep = [t.op.name for t in part.fetches + part.feeds]
+            spec = PartitionSpec(device, GraphDef(self._grouped(
+                [_node_def(n, device) for n in nodes], device, keep)),
                                  [t.name for t in part.feeds], list(part.feed_index),
                                  [t.name for t in part.fetches], control_flow)
             position[device] = len(parts)

@@ -429,10 +429,12 @@ class BaseSession:
         return ms / 1000.0 if ms else self._operation_timeout
 
     def _fill_trace(self, tracer, plan, options, run_metadata) -> None:
+        from dflab.runtime.gpu_replay import replay_status
         from dflab.runtime.tracing import memory_summary
 
         graphs = plan.partition_graph_defs() if options.output_partition_graphs else None
         tracer.fill(run_metadata, options, partition_graphs=graphs)
+        run_metadata.step_replay = replay_status(plan.parts)
         self._worker.record_memory(memory_summary(run_metadata))
 
     def memory_stats(self) -> dict:

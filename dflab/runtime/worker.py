@@ -399,9 +399,16 @@ class Worker:
         return part
 
     def _set_up_replay(self, part: RegisteredPartition) -> None:
-        """Give ``part`` a ``PartitionReplay`` if its steps can be captured, else the reason."""
-        from dflab.runtime.gpu_replay import PartitionReplay, partition_ineligible_reason
+        """Give ``part`` a ``PartitionReplay`` if its steps can be captured, else the reason
+        (partitions without a CUDA GPU are left alone: replay does not apply to them)."""
+        from dflab.runtime.gpu_replay import (
+            PartitionReplay,
+            partition_ineligible_reason,
+            replay_applies,
+        )
 
+        if not replay_applies(part, self.devices):
+            return
         device = self.devices[part.device] if part.device else None
         reason = partition_ineligible_reason(part, device)
         if reason is None:

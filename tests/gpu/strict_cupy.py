@@ -12,6 +12,14 @@ current one is thread-local; every array records the stream and device it was ma
 events, a memory pool per device whose allocations are freed when arrays die, pinned host
 memory, ``using_allocator``. Copies run at once; streams only record order. It is test code:
 dflab never imports it.
+
+It also counts what a GPU would do (``counts``, deterministic): every call that would launch a
+kernel (a call whose result is not a view of its inputs, an in-place write, a dflab CUDA
+program), the bytes each reads and writes, and which of them only move data (copies, casts,
+gathers, padding: CuPy's ``cupy_copy`` and friends); and the bytes crossing between host and
+device (``transfers`` counts the copies, ``transfer_bytes`` their bytes). A dflab CUDA program
+(``cupy.RawKernel`` with a source from ``dflab.kernels.cuda.program``) runs as its NumPy
+reference, after its arguments are checked as a CUDA launch would need them.
 """
 
 from __future__ import annotations
@@ -86,6 +94,8 @@ class Stream:
         self.device = current_device()
         self.waits: list[Event] = []
         self.synchronized = 0
+        self.ptr = next(_stream_ptrs)  # a cudaStream_t as libraries take it
+        _streams[self.ptr] = self
 
     def __enter__(self):
         _stack("streams").append(self)
@@ -137,9 +147,12 @@ class Graph:
 
     def launch(self, stream=None):
         self.launches += 1
-        for fn, args, kwargs, out, strict in self.calls:
-            _assign(out, fn(*(_unwrap(a, strict) for a in args),
-                            **{k: _unwrap(v, strict) for k, v in kwargs.items()}))
+        counts.graph_launches += 1
+        counts.graph_kernels += len(self.calls)
+        with _not_counted():
+            for fn, args, kwargs, out, strict in self.calls:
+                _assign(out, fn(*(_unwrap(a, strict) for a in args),
+                                **{k: _unwrap(v, strict) for k, v in kwargs.items()}))
 
 
 def _assign(out, value):
@@ -152,6 +165,8 @@ def _assign(out, value):
 
 # --- what a capture leaves behind -------------------------------------------------------------
 _capturing: set = set()  # streams capturing now
+_stream_ptrs = itertools.count(0x5000)
+_streams: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _live = weakref.WeakValueDictionary()  # serial -> every device array alive
 _serials = itertools.count()
 
@@ -200,6 +215,21 @@ def _refuse_while_capturing(what: str) -> None:
 Stream.null = Stream()
 
 
+def stream_of(ptr: int) -> Stream:
+    """The stream whose ``ptr`` is ``ptr`` (what a library handle was set to)."""
+    stream = _streams.get(ptr)
+    if stream is None:
+        raise ValueError(f"{ptr:#x} is not a live stream")
+    return stream
+
+
+def record_on(stream: Stream, fn, args) -> None:
+    """Record ``fn(*args)`` (a library call writing into device arrays in ``args``) into
+    ``stream``'s capture, if it is capturing: a graph launch calls it again."""
+    if getattr(stream, "recording", None) is not None:
+        stream.recording.append((fn, args, {}, None, False))
+
+
 def get_current_stream():
     s = _stack("streams")
     return s[-1] if s else Stream.null
@@ -214,6 +244,11 @@ class MemoryPointer:
     @property
     def mem(self):
         return self
+
+    @property
+    def ptr(self) -> int:
+        """The device address of the array's first element: here, its host buffer's."""
+        return int(self.host.__array_interface__["data"][0]) if self.host is not None else 0
 
     def free(self):
         if not self._freed:
@@ -291,6 +326,7 @@ pinned_allocations: list[int] = []
 # Copies between host and device memory, by direction ("host_to_device", "device_to_host"):
 # what the tests count to show which values cross and how often.
 transfers: collections.Counter = collections.Counter()
+transfer_bytes: collections.Counter = collections.Counter()
 
 
 def alloc_pinned_memory(nbytes):
@@ -338,6 +374,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     def get(self, stream=None, out=None):
         _refuse_while_capturing("a device-to-host copy")
         transfers["device_to_host"] += 1
+        transfer_bytes["device_to_host"] += self._a.nbytes
         if out is not None:
             out[...] = self._a
             return out
@@ -348,6 +385,7 @@ class ndarray:  # noqa: N801 - CuPy's name
             raise TypeError("set() takes a NumPy array")
         _refuse_while_capturing("a host-to-device copy")
         transfers["host_to_device"] += 1
+        transfer_bytes["host_to_device"] += self._a.nbytes
         self._a[...] = arr
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -427,6 +465,13 @@ def _getitem(a, key):
     return a[key]
 
 
+def _device_array(a, dtype=None, copy=True, ndmin=0):
+    return np.array(a, dtype=dtype, copy=True, ndmin=ndmin)
+
+
+_device_array.__name__ = "copy"
+
+
 def _setitem(a, key, value):
     a[key] = value
 
@@ -478,11 +523,118 @@ def _unwrap(value, strict: bool):
 def _wrap_call(fn, args, kwargs, strict: bool):
     raw_args = tuple(_unwrap(a, strict) for a in args)
     raw_kwargs = {k: _unwrap(v, strict) for k, v in kwargs.items()}
-    out = _wrap(fn(*raw_args, **raw_kwargs))
+    result = fn(*raw_args, **raw_kwargs)
+    out = _wrap(result)
     stream = get_current_stream()
     if getattr(stream, "recording", None) is not None:
         stream.recording.append((fn, args, kwargs, out, strict))
+    elif not _capturing:
+        _count_call(fn, raw_args, raw_kwargs, result)
     return out
+
+
+# --- what a GPU would launch ------------------------------------------------------------------
+class Counts:
+    """Kernel launches and bytes of one run of the stand-in (see the module docstring);
+    ``reset`` starts again. Graph launches count once each (``graph_launches``), the kernels
+    they replay apart (``graph_kernels``)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.launches = 0
+        self.copy_launches = 0
+        self.bytes_moved = 0
+        self.copy_bytes = 0
+        self.graph_launches = 0
+        self.graph_kernels = 0
+        self.by_name: collections.Counter = collections.Counter()
+        self.bytes_by_name: collections.Counter = collections.Counter()
+        self._off = 0
+
+    def add(self, name: str, read: int, written: int, copy: bool) -> None:
+        if self._off:
+            return
+        self.launches += 1
+        self.bytes_moved += read + written
+        self.by_name[name] += 1
+        self.bytes_by_name[name] += read + written
+        if copy:
+            self.copy_launches += 1
+            self.copy_bytes += read + written
+
+    def snapshot(self) -> dict:
+        return {k: getattr(self, k) for k in ("launches", "copy_launches", "bytes_moved",
+                                              "copy_bytes", "graph_launches", "graph_kernels")}
+
+
+counts = Counts()
+
+
+@contextlib.contextmanager
+def _not_counted():
+    counts._off += 1
+    try:
+        yield
+    finally:
+        counts._off -= 1
+
+
+# Calls that launch no kernel whatever they return (allocation without initialisation, shape
+# queries); calls that only move data (CuPy's copy kernels: casts, gathers, padding, stacking,
+# and any view-making call that had to copy).
+_NO_KERNEL = frozenset({"empty", "empty_like", "shape", "ndim", "size", "result_type",
+                        "may_share_memory", "shares_memory"})
+_COPIES = frozenset({
+    "copy", "astype", "ascontiguousarray", "asarray", "array", "copyto", "pad", "concatenate",
+    "stack", "hstack", "vstack", "tile", "repeat", "take", "take_along_axis", "put_along_axis",
+    "setitem", "getitem", "reshape", "ravel", "flatten", "transpose", "swapaxes", "moveaxis",
+    "broadcast_to", "flip", "roll", "squeeze", "expand_dims", "as_strided",
+    "sliding_window_view", "split", "array_split", "put", "diagonal", "atleast_1d",
+    "atleast_2d", "concat"})
+# Calls that write into an argument and may return None or that argument.
+_WRITES = frozenset({"copyto", "setitem", "at", "put_along_axis", "put", "fill"})
+
+
+def _arrays(value, out: list) -> list:
+    if isinstance(value, np.ndarray):
+        out.append(value)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _arrays(v, out)
+    return out
+
+
+def _count_call(fn, raw_args, raw_kwargs, result) -> None:
+    name = (getattr(fn, "__name__", "") or "").strip("_")  # __matmul__ is a matmul
+    if name in _NO_KERNEL or counts._off:
+        return
+    inputs = _arrays(list(raw_args) + [v for k, v in raw_kwargs.items() if k != "out"], [])
+    owner = getattr(fn, "__self__", None)  # an array method: the array is an input
+    if isinstance(owner, np.ndarray):
+        inputs.append(owner)
+    outputs = _arrays(raw_kwargs.get("out"), [])
+    if name in _WRITES and inputs:
+        target = inputs[0] if name != "setitem" else _setitem_target(raw_args)
+        outputs.append(target)
+        inputs = inputs[1:]
+    elif not outputs:
+        outputs = _arrays(result, [])
+        if not outputs or all(any(np.may_share_memory(o, i) for i in inputs)
+                              for o in outputs):
+            return  # a view (or a host value): no kernel
+    read = sum(a.nbytes for a in inputs)
+    written = sum(o.nbytes for o in outputs)
+    counts.add(name, read, written, name in _COPIES)
+
+
+def _setitem_target(raw_args):
+    a, key, _ = raw_args
+    try:
+        return a[key]
+    except Exception:  # noqa: BLE001 - the write itself raised already otherwise
+        return a
 
 
 # --- the module -------------------------------------------------------------------------------
@@ -511,6 +663,49 @@ class _Ufunc:
         return (lambda *a, **k: _wrap_call(attr, a, k, strict=True)) if callable(attr) else attr
 
 
+def _check_launch(name, grid, block, shared_mem) -> None:
+    if not (isinstance(grid, tuple) and isinstance(block, tuple) and 1 <= len(grid) <= 3
+            and 1 <= len(block) <= 3):
+        raise TypeError(f"{name}: grid and block are tuples of 1 to 3 ints")
+    threads = int(np.prod(block))
+    if not 1 <= threads <= 1024 or any(int(g) < 1 for g in grid) or int(grid[0]) > 2 ** 31 - 1:
+        raise ValueError(f"{name}: invalid launch configuration grid={grid} block={block}")
+    if not 0 <= int(shared_mem) <= 48 * 1024:
+        raise ValueError(f"{name}: {shared_mem} bytes of dynamic shared memory")
+
+
+def run_program(program, args) -> None:
+    """Run a dflab CUDA program's NumPy reference on device arrays, as a launch on the
+    current stream: recorded while the stream captures, counted otherwise."""
+    stream = get_current_stream()
+    if getattr(stream, "recording", None) is not None:
+        stream.recording.append((program.reference, tuple(args), {}, None, False))
+    elif not _capturing:
+        read = sum(a.nbytes for a, p in zip(args, program.params) if p.is_pointer and p.is_const)
+        written = sum(a.nbytes for a, p in zip(args, program.params)
+                      if p.is_pointer and not p.is_const)
+        counts.add(program.name, read, written, program.kind == "copy")
+    program.reference(*(_unwrap(a, False) for a in args))
+
+
+def array_at(ptr: int, shape, dtype, strides=None) -> np.ndarray:
+    """The device memory at address ``ptr`` as a NumPy array of ``shape`` (a library call's
+    operand): it must lie inside one live device array, as CUDA memory must be allocated."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    if strides is None:
+        strides = tuple(int(s) for s in np.empty(shape, dtype).strides)
+    extent = dtype.itemsize + sum((d - 1) * s for d, s in zip(shape, strides)) if \
+        all(shape) else 0
+    for arr in list(_live.values()):
+        root = _root(arr._a)
+        start = int(root.__array_interface__["data"][0])
+        if start <= ptr and ptr + extent <= start + root.nbytes:
+            return np.ndarray(shape, dtype, buffer=root.reshape(-1).view(np.uint8),
+                              offset=ptr - start, strides=strides)
+    raise ValueError(f"{ptr:#x}: {extent} bytes outside any live device allocation")
+
+
 def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.ModuleType:
     """A fresh stand-in ``cupy`` module with ``device_count`` devices."""
     mod = types.ModuleType("strict_cupy")
@@ -532,14 +727,19 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
             return value if dtype is None or value.dtype == dtype else value.astype(dtype)
         _refuse_while_capturing("a host-to-device copy")
         transfers["host_to_device"] += 1
-        return ndarray(np.array(value, dtype=dtype, copy=True))
+        host = np.array(value, dtype=dtype, copy=True)
+        transfer_bytes["host_to_device"] += host.nbytes
+        return ndarray(host)
 
     def array(value, dtype=None, copy=True, order="K", ndmin=0):
-        if isinstance(value, ndarray):
-            return ndarray(np.array(value._a, dtype=dtype, copy=copy, ndmin=ndmin))
+        if isinstance(value, ndarray):  # a device copy: a kernel (recorded while capturing)
+            return _wrap_call(_device_array, (value,),
+                              dict(dtype=dtype, copy=copy, ndmin=ndmin), strict=True)
         _refuse_while_capturing("a host-to-device copy")
         transfers["host_to_device"] += 1
-        return ndarray(np.array(value, dtype=dtype, copy=True, ndmin=ndmin))
+        host = np.array(value, dtype=dtype, copy=True, ndmin=ndmin)
+        transfer_bytes["host_to_device"] += host.nbytes
+        return ndarray(host)
 
     def asnumpy(value, stream=None):
         return value.get() if isinstance(value, ndarray) else np.asarray(value)
@@ -551,16 +751,39 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
         return mod
 
     class ElementwiseKernel:
-        """Records what it was built from (the tests compile the source with NVRTC); the
-        stand-in cannot run CUDA C."""
+        """Records what it was built from (the tests compile the source with NVRTC). A dflab
+        fused kernel runs as its expression's NumPy evaluator (one launch); other CUDA C
+        cannot run here."""
 
         def __init__(self, in_params, out_params, operation=None, name="kernel", **kw):
             self.args = dict(in_params=in_params, out_params=out_params, operation=operation,
                              name=name, **kw)
             compiled.append(self)
 
-        def __call__(self, *args, **kwargs):
-            raise NotImplementedError("the strict cupy stand-in cannot run CUDA C")
+        def __call__(self, *args, axis=None, keepdims=False, **kwargs):
+            from dflab.kernels.fused_kernels import REDUCTIONS, expression_for, numpy_evaluator
+
+            expr = expression_for(self.args.get("preamble", ""))
+            if expr is None:
+                raise NotImplementedError("the strict cupy stand-in cannot run CUDA C")
+            for a in args:
+                if isinstance(a, np.ndarray) and a.ndim:
+                    raise TypeError("a NumPy array passed to a CuPy kernel")
+            evaluate = numpy_evaluator(expr)
+            reduction = expr.reduction[0] if expr.reduction else None
+            np_reduce = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min,
+                         "Mean": np.mean}
+
+            def fused(*raw):
+                out = np.asarray(evaluate(*raw))
+                if reduction is not None:
+                    assert reduction in REDUCTIONS
+                    out = np.asarray(np_reduce[reduction](out, axis=axis, keepdims=keepdims),
+                                     dtype=out.dtype)
+                return out
+
+            fused.__name__ = "dflab_fused"
+            return _wrap_call(fused, args, {}, strict=True)
 
     def sliding_window_view(x, window_shape, axis=None, **kw):
         return _wrap_call(np.lib.stride_tricks.sliding_window_view, (x, window_shape),
@@ -570,11 +793,42 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
         return _wrap_call(np.lib.stride_tricks.as_strided, (x,),
                           dict(shape=shape, strides=strides, **kw), strict=True)
 
+    class RawKernel:
+        """A dflab CUDA program: checked and run as its NumPy reference (any other CUDA C
+        cannot run here)."""
+
+        def __init__(self, code, name, options=(), **kw):
+            from dflab.kernels.cuda.program import program_for
+
+            self.code, self.name, self.options = code, name, tuple(options)
+            self.program = program_for(code)
+            if self.program is None or self.program.name != name:
+                raise NotImplementedError(f"the strict cupy stand-in runs dflab's CUDA programs"
+                                          f" only, not {name}")
+            compiled.append(self)
+
+        def __call__(self, grid, block, args, shared_mem=0, **kw):
+            _check_launch(self.name, grid, block, shared_mem)
+            for a, p in zip(args, self.program.params):
+                if p.is_pointer and not isinstance(a, ndarray):
+                    raise TypeError(f"{self.name}: {p.name} must be a device array, got "
+                                    f"{type(a).__name__}")
+            self.program.check_args(args)
+            run_program(self.program, args)
+
+    mod.RawKernel = RawKernel
     mod.lib = types.SimpleNamespace(stride_tricks=types.SimpleNamespace(
         sliding_window_view=sliding_window_view, as_strided=as_strided))
     mod.ElementwiseKernel = ElementwiseKernel
     mod.ReductionKernel = ElementwiseKernel
-    mod.asarray, mod.array, mod.ascontiguousarray = asarray, array, asarray
+    def ascontiguousarray(value, dtype=None):
+        if isinstance(value, ndarray):
+            if value.flags.c_contiguous and (dtype is None or value.dtype == dtype):
+                return value
+            return _wrap_call(np.ascontiguousarray, (value,), {"dtype": dtype}, strict=True)
+        return asarray(value, dtype)
+
+    mod.asarray, mod.array, mod.ascontiguousarray = asarray, array, ascontiguousarray
     mod.asnumpy, mod.empty, mod.get_array_module = asnumpy, empty, get_array_module
 
     def module_getattr(name):

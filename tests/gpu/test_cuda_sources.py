@@ -1,10 +1,12 @@
 """Every CUDA source dflab generates compiles with NVRTC for sm_90 (Hopper), without a GPU:
-the fused elementwise kernels, for every fusible op, every reduction and both compute types.
+the fused elementwise kernels, for every fusible op, every reduction and both compute types,
+and every program of ``dflab.kernels.cuda`` (nn ops, pooling, optimizer updates).
 The NVRTC wheel (``nvidia-cuda-nvrtc-cu12``, in the ``dev`` extra) ships the compiler."""
 
 import pytest
 from nvrtc import CompileError, compile_cuda, elementwise_unit, load_nvrtc, reduction_unit
 
+from dflab.kernels.cuda import program
 from dflab.kernels.fused_kernels import ELEMENTWISE, REDUCTIONS, FusedExpression, cuda_kernel_args
 
 NVRTC = load_nvrtc()
@@ -51,3 +53,52 @@ def test_a_long_chain_of_every_op_compiles(nvrtc):
 def test_a_broken_source_is_reported_with_nvrtcs_log(nvrtc):
     with pytest.raises(CompileError, match="undefined"):
         compile_cuda(nvrtc, 'extern "C" __global__ void k(float* x) { x[0] = nope; }')
+
+
+# The package's own programs, made at import (generated ones are compiled where they are made).
+PROGRAMS = {p.name: p for p in program.catalogue()}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_each_gpu_program_compiles(nvrtc, name):
+    assert compile_cuda(nvrtc, PROGRAMS[name].source)[:4] == b"\x7fELF"
+
+
+def test_the_programs_cover_the_one_launch_kernels():
+    names = {n.rsplit("_float", 1)[0] for n in PROGRAMS}
+    assert {"dflab_relu_grad", "dflab_softmax", "dflab_softmax_xent", "dflab_sparse_xent_int32",
+            "dflab_sparse_xent_int64", "dflab_bias_add_grad", "dflab_max_pool",
+            "dflab_max_pool_grad", "dflab_avg_pool", "dflab_avg_pool_grad", "dflab_apply_sgd",
+            "dflab_apply_momentum", "dflab_apply_adagrad", "dflab_apply_rms_prop",
+            "dflab_apply_adam"} <= names
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op_type", sorted(ELEMENTWISE))
+def test_each_fused_program_compiles(nvrtc, op_type, dtype):
+    from dflab.kernels.cuda.fused import FULL, ROW, SCALAR, fused_program
+
+    arity = ELEMENTWISE[op_type].arity
+    expr = FusedExpression(3, ((op_type, tuple(range(arity))), ("Mul", (3, 2))), dtype)
+    if dtype == "float32":  # float math: no double function or literal
+        assert "double" not in cuda_kernel_args(expr)["preamble"]
+    layouts = [((FULL, ROW, SCALAR), 1), ((FULL, FULL, SCALAR), 1)]
+    if dtype == "float32":
+        layouts.append(((FULL, SCALAR, FULL), 4))  # float4 loads
+    for kinds, vec in layouts:
+        source = fused_program(expr, kinds, vec).source
+        assert compile_cuda(nvrtc, source)[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("apply_type", ["ResourceApplyAdagrad", "ResourceApplyAdam",
+                                        "ResourceApplyGradientDescent", "ResourceApplyMomentum",
+                                        "ResourceApplyRMSProp"])
+def test_each_multi_tensor_update_compiles(nvrtc, apply_type):
+    from dflab.kernels.cuda.multi_apply import GROUPS, layout, multi_program
+
+    family, _ = GROUPS[apply_type]
+    n_refs, _ = layout(apply_type)
+    for single in family.values():
+        source = multi_program(single, n_refs, 3).source
+        assert "blockIdx.y" in source
+        assert compile_cuda(nvrtc, source)[:4] == b"\x7fELF"

@@ -16,7 +16,9 @@ from dflab.runtime.gpu import GPUDevice
 
 def _unfused(**kw):
     # The stand-in cannot run CUDA C, so the fused elementwise kernel stays off here (its
-    # source is compiled with NVRTC in test_cuda_sources.py).
+    # source is compiled with NVRTC in test_cuda_sources.py). TF32 off: numbers are checked
+    # as float32 (test_gpu_libraries.py checks TF32).
+    kw.setdefault("dflab", {"gpu_allow_tf32": False})
     return ConfigProto(graph_options=GraphOptions(rewrite_options=RewriterConfig(
         remapping=RewriterConfig.OFF)), **kw)
 
@@ -185,11 +187,17 @@ def test_fusion_runs_by_default_on_gpu_partitions(strict_gpu):
     x = tf.placeholder(tf.float32, [8])
     with tf.device("/gpu:0"):
         y = tf.tanh(x * 2.0 + 1.0) * tf.exp(-x)
+    x_np = np.linspace(-2, 2, 8, dtype=np.float32)
     with tf.Session() as s:
         plan = s.master.get_plan([y], [], ())
+        got = s.run(y, {x: x_np})
     op_types = {n.op.type for part in plan.parts for n in part.executor_plan.nodes}
     assert "_FusedElementwise" in op_types and "Tanh" not in op_types
-    assert strict_gpu.compiled_kernels  # bound to a CuPy ElementwiseKernel
+    # One NVRTC program of its own (float4 loads: 8 aligned float32), run here as the NumPy
+    # evaluator it is specified by.
+    (k,) = strict_gpu.compiled_kernels
+    assert k.name.startswith("dflab_fused_") and "float4" in k.code and "expf(" in k.code
+    np.testing.assert_allclose(got, np.tanh(x_np * 2 + 1) * np.exp(-x_np), rtol=1e-6)
 
 
 def test_a_copy_between_gpus_stays_on_the_devices(two_strict_gpus):

@@ -17,6 +17,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 READS_DEVICE_VALUES = [
     "tests/ops/test_control_flow.py::test_iteration_state_is_freed_after_the_step",
 ]
+# Where TF's GPU kernels behave otherwise by design, checking no index or label on the host (a
+# captured step cannot): a sparse cross-entropy's label out of range is NaN, a gather's index
+# out of range gives zeros, a scatter's is skipped (test_gpu_nn_kernels.py and
+# test_gpu_gather.py check the GPU's behaviour).
+GPU_BEHAVES_OTHERWISE = [
+    "tests/ops/test_nn_ops.py::test_sparse_softmax_xent_out_of_range_label",
+    "tests/ops/test_array_ops.py::test_run_time_errors[gather_index]",
+    "tests/ops/test_array_ops.py::test_run_time_errors[gather_negative]",
+    "tests/ops/test_array_ops.py::test_gather_error_names_the_op",
+    "tests/ops/test_state_ops.py::test_scatter_out_of_range_is_invalid_argument",
+]
 
 
 @pytest.mark.slow
@@ -25,7 +36,7 @@ def test_the_op_suite_passes_with_every_op_on_the_strict_gpu():
         [str(ROOT / "tests" / "gpu"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "strict_gpu_plugin",
            "-p", "no:cacheprovider", "tests/ops"]
-    for t in READS_DEVICE_VALUES:
+    for t in READS_DEVICE_VALUES + GPU_BEHAVES_OTHERWISE:
         cmd += ["--deselect", t]
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

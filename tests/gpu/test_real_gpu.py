@@ -105,3 +105,68 @@ def test_a_replayed_training_step_matches_the_uncaptured_one():
     assert part.replay.captures == 2
     np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
     np.testing.assert_allclose(w, want_w, rtol=1e-5, atol=1e-6)
+
+
+# --- the GPU's own kernels and libraries on silicon ----------------------------------------------
+def _model_losses(name, device_config, steps=3):
+    """First losses of ``bench_models``' model ``name`` under ``device_config``."""
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+    import bench_models
+
+    _, data, build, _, _ = bench_models.MODELS[name]
+    args = data(np.random.default_rng(0))
+
+    def session(tf_, graph, init):
+        s = tf_.Session(graph=graph, config=device_config)
+        s.run(init)
+        return s
+
+    original = bench_models._session
+    bench_models._session = session
+    try:
+        model = build(tf, *args)
+    finally:
+        bench_models._session = original
+    loss = [op.outputs[0] for op in model.session.graph.get_operations()
+            if op.type in ("Mean", "RealDiv", "truediv")][-1]
+    losses = [model.session.run([loss, model.fetch], model.feed)[0] for _ in range(steps)]
+    part = next(p for p in model.session._master._plans.values()
+                if model.fetch in p.placement).parts[0]
+    model.session.close()
+    return np.array(losses), part
+
+
+@pytest.mark.parametrize("name", ["cnn", "mlp", "lstm", "word2vec"])
+def test_model_steps_on_the_gpu_match_the_cpu_and_replay(name):
+    """cuDNN convolutions, cuBLAS on the owned handle, the one-launch programs (pooling,
+    cross-entropy, optimizer updates, gathers, scatters, fused groups) and whole-step replay,
+    against the same steps on the CPU; TF32 off so that float32 is compared as such."""
+    cpu = tf.ConfigProto(device_count={"GPU": 0})
+    gpu = tf.ConfigProto(dflab={"gpu_allow_tf32": False})
+    want, _ = _model_losses(name, cpu, steps=4)
+    got, part = _model_losses(name, gpu, steps=4)
+    np.testing.assert_allclose(got, want, rtol=2e-4)
+    assert part.replay_reason is None, part.replay_reason
+    assert part.replay.replays >= 2
+
+
+def test_tf32_changes_float32_products_within_its_tolerance():
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(256, 512)).astype(np.float32)
+    b = rng.normal(size=(512, 64)).astype(np.float32)
+    with tf.device("/gpu:0"):
+        c = tf.matmul(tf.constant(a), tf.constant(b))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    with tf.Session(config=tf.ConfigProto(dflab={"gpu_allow_tf32": False})) as s:
+        np.testing.assert_allclose(s.run(c), exact, rtol=1e-4, atol=1e-3)
+    with tf.Session() as s:  # TF32 on: about 1e-3 relative
+        np.testing.assert_allclose(s.run(c), exact, rtol=1e-2, atol=5e-2)
+
+
+def test_the_libraries_were_found():
+    with tf.Session() as s:
+        libs = s.devices["GPU:0"].libraries
+    assert libs.blas is not None and libs.dnn is not None, libs.missing

@@ -45,7 +45,8 @@ def test_options_are_attributes_with_documented_defaults():
     opts = tf.ConfigProto().dflab
     assert opts == DflabOptions()
     assert (opts.placement, opts.gpu_step_replay, opts.intra_op_split_products,
-            opts.ray_namespace, opts.simulated_devices) == ("tf", False, True, None, {})
+            opts.ray_namespace, opts.simulated_devices) == ("tf", True, True, None, {})
+    assert opts.gpu_allow_tf32 is True  # as TF on Ampere and later
     described = DflabOptions.describe().splitlines()
     assert [line.split(" ", 1)[0] for line in described] == list(DflabOptions.names())
     assert all(": " in line and len(line.split(": ", 1)[1]) > 20 for line in described)
@@ -67,13 +68,13 @@ def test_the_dict_form_is_still_accepted_and_copied():
 def test_options_are_frozen_and_replaced_whole():
     config = tf.ConfigProto()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        config.dflab.gpu_step_replay = True
-    config.dflab = dataclasses.replace(config.dflab, gpu_step_replay=True)
-    assert config.dflab.gpu_step_replay is True
+        config.dflab.gpu_step_replay = False
+    config.dflab = dataclasses.replace(config.dflab, gpu_step_replay=False)
+    assert config.dflab.gpu_step_replay is False
     with pytest.raises(TypeError, match="must be bool"):
         dataclasses.replace(config.dflab, gpu_step_replay="yes")
     config.dflab = DflabOptions(ray_namespace="lesson")
-    assert config.dflab.ray_namespace == "lesson" and config.dflab.gpu_step_replay is False
+    assert config.dflab.ray_namespace == "lesson" and config.dflab.gpu_step_replay is True
 
 
 def test_a_config_travels_to_another_process_with_its_options():

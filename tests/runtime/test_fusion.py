@@ -423,7 +423,7 @@ def test_cupy_kernels_agree_with_the_numpy_evaluator(case, seed):
 @pytest.mark.gpu
 @pytest.mark.parametrize("red", sorted(REDUCTIONS))
 def test_cupy_reductions_agree_with_the_numpy_evaluator(red):
-    from dflab.kernels.fused_kernels import _fused_gpu, cupy_kernel  # noqa: F401
+    from dflab.kernels.fused_kernels import cupy_kernel
 
     cupy = _cupy()
     expr = FusedExpression(2, (("Mul", (0, 1)), ("Exp", (2,))), "float32", (red, True))

@@ -1,0 +1,183 @@
+"""The model suite on a GPU: ``python benchmarks/bench_models.py --device gpu``.
+
+The CNN, PTB-small LSTM, MLP and word2vec steps of ``bench_models`` at batch 64 and 512, each
+under dflab with whole-step replay (the default) and without, PyTorch eager and PyTorch with
+its step captured as a CUDA graph (``torch.cuda.graphs``), from the same weights; each
+framework's first loss is checked against dflab's. Timing: CUDA-synchronised medians. Writes a
+Markdown table (``--out``) naming the card; sized to fit ``scripts/gpu-check``'s 8 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_models as bm  # noqa: E402
+
+import dflab  # noqa: E402
+
+BATCHES = (64, 512)
+GOALS = {"cnn": {64: 1.5, 512: 1.2}, "mlp": {64: 1.1, 512: 1.1}, "lstm": {64: 1.5, 512: 1.5},
+         "word2vec": {64: 1.5, 512: 1.5}}
+
+
+def _time(step, sync, budget_s=1.0, repeat=5) -> float:
+    step()
+    sync()
+    t0 = time.perf_counter()
+    step()
+    sync()
+    n = max(1, int(budget_s / repeat / max(time.perf_counter() - t0, 1e-6)))
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        sync()
+        samples.append((time.perf_counter() - t0) / n)
+    return statistics.median(samples)
+
+
+def _with_batch(name, batch, rng):
+    """The model's data at ``batch`` (the CPU suite's weights, inputs resized)."""
+    weights, *inputs = bm.MODELS[name][1](rng)
+    out = []
+    for a in inputs:
+        reps = -(-batch // a.shape[0])
+        out.append(np.concatenate([a] * reps)[:batch])
+    return (weights, *out)
+
+
+def _dflab_model(name, data, replay):
+    build = bm.MODELS[name][2]
+
+    def session(tf_, graph, init):
+        sess = tf_.Session(graph=graph, config=tf_.ConfigProto(
+            dflab={"gpu_step_replay": replay}))
+        sess.run(init)
+        return sess
+
+    original = bm._session
+    bm._session = session
+    try:
+        return build(dflab, *data)
+    finally:
+        bm._session = original
+
+
+def _torch_models(torch, name, data):
+    """PyTorch eager and CUDA-graph steps on the GPU, built by the CPU suite's builders with
+    the default device set to the GPU (host arrays from ``from_numpy`` moved there)."""
+    original_from = torch.from_numpy
+    torch.set_default_device("cuda")
+    torch.from_numpy = lambda x: original_from(x).to("cuda")
+    try:
+        eager = bm.MODELS[name][3](torch, *data)
+    finally:
+        torch.from_numpy = original_from
+    graph_step = None
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                eager.step()
+        torch.cuda.current_stream().wait_stream(stream)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            eager.step()
+        graph_step = g.replay
+    except Exception as e:  # noqa: BLE001 - reported as not capturable
+        graph_step = str(e).splitlines()[0][:80]
+    return eager, graph_step
+
+
+def run(models, out_path=None) -> str:
+    from dflab.runtime.gpu import cupy_or_none
+
+    cp = cupy_or_none()
+    if cp is None:
+        return "No CUDA GPU with CuPy here: nothing measured.\n"
+    try:
+        import torch
+        have_torch = torch.cuda.is_available()
+    except ImportError:
+        torch, have_torch = None, False
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    card = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    sync = cp.cuda.Device().synchronize
+    rows = []
+    for name in models:
+        for batch in BATCHES:
+            data = _with_batch(name, batch, np.random.default_rng(0))
+            row = {"model": f"{name}, batch {batch}"}
+            firsts = {}
+            for label, replay in (("dflab", True), ("dflab, no replay", False)):
+                try:
+                    m = _dflab_model(name, data, replay)
+                    firsts[label] = m.first_loss
+                    row[label] = _time(m.step, sync)
+                    part = next(p for p in m.session._master._plans.values()
+                                if m.fetch in p.placement).parts[0]
+                    if replay:
+                        row["replay"] = part.replay_reason or "replayed"
+                    m.session.close()
+                except Exception as e:  # noqa: BLE001 - one failure does not end the suite
+                    row[label] = f"error: {type(e).__name__}: {e}"[:120]
+            if have_torch:
+                try:
+                    eager, graphed = _torch_models(torch, name, data)
+                    firsts["pytorch"] = eager.first_loss
+                    row["pytorch eager"] = _time(eager.step, torch.cuda.synchronize)
+                    row["pytorch graph"] = (_time(graphed, torch.cuda.synchronize)
+                                            if callable(graphed) else graphed)
+                except Exception as e:  # noqa: BLE001
+                    row["pytorch eager"] = f"error: {type(e).__name__}: {e}"[:120]
+            ref = firsts.get("dflab")
+            row["first losses"] = ("equal" if ref is not None and all(
+                np.isclose(v, ref, rtol=2e-3) for v in firsts.values() if np.isfinite(v))
+                else f"DIFFER {firsts}")
+            rows.append(row)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"GPU: {card}; CuPy {cp.__version__}; PyTorch "
+             f"{torch.__version__ if have_torch else 'not installed'}; {when}", "",
+             "| model | dflab | dflab, no replay | PyTorch eager | PyTorch CUDA graph | "
+             "dflab / eager (goal) | replay | first losses |", "|---|---|---|---|---|---|---|---|"]
+
+    def ms(v):
+        return f"{v * 1e3:.2f} ms" if isinstance(v, float) else str(v or "")
+
+    for r in rows:
+        name, batch = r["model"].split(", batch ")
+        ratio = ""
+        if isinstance(r.get("dflab"), float) and isinstance(r.get("pytorch eager"), float):
+            goal = GOALS[name][int(batch)]
+            x = r["dflab"] / r["pytorch eager"]
+            ratio = f"{x:.2f}x (<= {goal}x: {'met' if x <= goal else 'missed'})"
+        lines.append(f"| {r['model']} | {ms(r.get('dflab'))} | {ms(r.get('dflab, no replay'))} "
+                     f"| {ms(r.get('pytorch eager'))} | {ms(r.get('pytorch graph'))} | {ratio} "
+                     f"| {r.get('replay', '')} | {r['first losses']} |")
+    text = "\n".join(lines) + "\n"
+    if out_path:
+        Path(out_path).write_text(text)
+    return text
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default=",".join(bm.MODELS))
+    p.add_argument("--out")
+    args, _ = p.parse_known_args(argv)
+    print(run(args.models.split(","), args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

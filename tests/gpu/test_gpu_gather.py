@@ -1,0 +1,86 @@
+"""Gathers and row scatters on the GPU (``dflab.kernels.cuda.gather``), on the strict stand-in:
+one launch each, the CPU's numbers for indices in range, TF's GPU behaviour for the others
+(zeros from a gather, a scatter skipping the row), and no host read, so a step with embedding
+lookups and sparse updates can be captured."""
+
+import numpy as np
+import pytest
+
+import dflab as tf
+
+RNG = np.random.default_rng(9)
+
+
+def _config(replay=False):
+    return tf.ConfigProto(dflab={"gpu_step_replay": replay})
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_is_one_launch_and_gives_zeros_out_of_range(strict_gpu, counts, axis,
+                                                           index_dtype):
+    params = RNG.normal(size=(5, 4, 3)).astype(np.float32)
+    n = params.shape[axis]
+    idx = np.array([[0, n - 1], [n, -1]], index_dtype)  # the second row is out of range
+    with tf.device("/gpu:0"):
+        y = tf.gather(tf.constant(params), tf.constant(idx), axis=axis)
+    with tf.Session(config=_config()) as s:
+        s.run(y)
+        counts.reset()
+        got = s.run(y)
+    ok = (idx >= 0) & (idx < n)
+    a = axis % 3
+    want = np.moveaxis(np.take(params, np.where(ok, idx, 0), axis=a), (a, a + 1), (0, 1))
+    want[~ok] = 0  # TF's GPU gather: zeros for an index out of range
+    np.testing.assert_array_equal(got, np.moveaxis(want, (0, 1), (a, a + 1)))
+    assert counts.by_name[f"dflab_gather_{np.dtype(index_dtype).name}_float32"] == 1
+
+
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_scatter_sub_accumulates_repeats_and_skips_out_of_range(strict_gpu, counts,
+                                                                use_resource):
+    table = RNG.normal(size=(6, 3)).astype(np.float32)
+    idx = np.array([1, 4, 1, 9, 0], np.int64)
+    upd = RNG.normal(size=(5, 3)).astype(np.float32)
+    with tf.device("/gpu:0"):
+        v = tf.Variable(table, use_resource=use_resource)
+        op = tf.scatter_sub(v, tf.constant(idx), tf.constant(upd))
+    with tf.Session(config=_config()) as s:
+        s.run(v.initializer)
+        counts.reset()
+        s.run(op)
+        assert counts.by_name["dflab_scatter_add_int64_float32"] == 1
+        got = s.run(v)
+    want = table.copy()
+    for i, u in zip(idx, upd):
+        if i < 6:
+            want[i] -= u
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_word2vec_step_with_sparse_updates_is_captured(strict_gpu):
+    emb0 = RNG.normal(size=(50, 8)).astype(np.float32)
+
+    def train(replay):
+        g = tf.Graph()
+        with g.as_default():
+            ids = tf.placeholder(tf.int64, [6])
+            with tf.device("/gpu:0"):
+                emb = tf.Variable(emb0)
+                u = tf.nn.embedding_lookup(emb, ids)
+                loss = tf.reduce_sum(tf.square(u - 1.0))
+                step = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, config=_config(replay)) as s:
+            s.run(init)
+            feeds = [np.array([1, 2, 2, 7, 1, 3]), np.array([4, 4, 4, 5, 6, 1])] * 3
+            losses = [s.run([step, loss], {ids: f})[1] for f in feeds]
+            part = next(p for p in s._master._plans.values() if step in p.placement).parts[0]
+            return losses, s.run(emb), part
+
+    losses, emb, part = train(True)
+    want_losses, want_emb, _ = train(False)
+    assert part.replay_reason is None, part.replay_reason
+    assert part.replay.replays == 5
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-6)
+    np.testing.assert_allclose(emb, want_emb, rtol=1e-6)
