@@ -30,15 +30,19 @@ ALLOWED = {
     "ops": {"framework", "ops"},
     "kernels": {"framework", "ops", "kernels"},
     "runtime": {"framework", "ops", "kernels", "runtime"},
-    "train": {"framework", "ops", "kernels", "runtime", "train"},
+    # Eager execution, tapes and traced functions: ops run on a worker's devices at once.
+    "autograph": {"framework", "ops", "autograph"},
+    "eager": {"framework", "ops", "kernels", "runtime", "autograph", "eager"},
+    "train": {"framework", "ops", "kernels", "runtime", "eager", "train"},
     "client": {"framework", "runtime", "client"},
-    "distributed": {"framework", "ops", "kernels", "runtime", "train", "distributed"},
+    "distributed": {"framework", "ops", "kernels", "runtime", "eager", "train",
+                    "distributed"},
     # Drawing (DOT, Graphviz layout, SVG): what rich display and the widgets share.
     "visualize": {"framework", "ops", "runtime", "client", "visualize"},
-    "api": {"framework", "ops", "kernels", "runtime", "train", "client", "distributed",
-            "visualize", "api"},
-    "notebook": {"framework", "ops", "kernels", "runtime", "train", "client", "distributed",
-                 "visualize", "api", "notebook"},
+    "api": {"framework", "ops", "kernels", "runtime", "autograph", "eager", "train", "client",
+            "distributed", "visualize", "api"},
+    "notebook": {"framework", "ops", "kernels", "runtime", "autograph", "eager", "train",
+                 "client", "distributed", "visualize", "api", "notebook"},
 }
 
 # (importing module, enclosing function qualname, imported module): why it is acceptable.

@@ -74,6 +74,9 @@ def constant_value(tensor):
     """
     if not isinstance(tensor, ops.Tensor):
         return None
+    if tensor.is_eager:  # an eager tensor's value is known
+        return None if tensor.dtype.base_dtype.name == "resource" else \
+            np.asarray(tensor.numpy())
     op = tensor.op
     if op.type == "Const":
         return op._attrs["value"]
