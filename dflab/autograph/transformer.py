@@ -160,6 +160,25 @@ def _lambda(body):
                                          kw_defaults=[], kwarg=None, defaults=[]), body=body)
 
 
+# --- step 0: an early return folded into an if/else ---------------------------------------------
+def _fold_returns(stmts):
+    """``if c: ...; return a`` followed by ``...; return b`` becomes ``if c: ...; return a
+    else: ...; return b``, so that both branches return (``if_exp``)."""
+    for i, s in enumerate(stmts):
+        for field in ("body", "orelse"):
+            inner = getattr(s, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) and \
+                    not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                setattr(s, field, _fold_returns(inner))
+        rest = stmts[i + 1:]
+        # Always equivalent in Python; whether it then converts is decided by _Control.
+        if (isinstance(s, ast.If) and not s.orelse and s.body
+                and isinstance(s.body[-1], ast.Return) and rest):
+            s.orelse = _fold_returns(rest)
+            return stmts[:i + 1]
+    return stmts
+
+
 # --- step 1: break and continue into flags ----------------------------------------------------
 def _lower_jumps(stmts, kind, flag):
     """``stmts`` with each ``kind`` (Break/Continue) of this loop level replaced by
@@ -407,6 +426,7 @@ def convert(fn):
         return fn
     fdef.decorator_list = []
     fdef._ag_root = True
+    fdef.body = _fold_returns(fdef.body)
     tree = _Jumps().visit(tree)
     tree = _Control(filename, first_line - 1).visit(tree)
     ast.fix_missing_locations(tree)

@@ -24,6 +24,7 @@ from dflab.framework import nest
 from dflab.framework import ops as _ops
 from dflab.framework.registry import get_gradient_function
 from dflab.ops import array_ops, math_ops
+from dflab.ops import gradients as _gradients
 from dflab.ops import resource_variable_ops as _rv
 from dflab.ops.gradients import IndexedSlices
 
@@ -53,13 +54,13 @@ class GradientTape:
         self._recording = False
         self._released = False
         self._thread = None
+        self._graph = None
 
     # --- recording -------------------------------------------------------------------------
     def __enter__(self):
-        if not _ops.executing_eagerly():
-            raise RuntimeError("tf.GradientTape records ops run eagerly: enable eager "
-                               "execution (tf.enable_eager_execution) or use tf.gradients in "
-                               "a graph.")
+        # Building a graph (a traced function, or TF1 graph mode), the tape records nothing:
+        # ``gradient`` differentiates the graph symbolically, as ``tf.gradients`` does.
+        self._graph = None if _ops.executing_eagerly() else _ops.get_default_graph()
         self._push()
         return self
 
@@ -134,7 +135,7 @@ class GradientTape:
 
     def record(self, op) -> None:
         """Keep ``op`` if it reads a watched tensor (called by the eager context)."""
-        if self._thread != threading.get_ident():
+        if self._thread != threading.get_ident() or self._graph is not None:
             return
         watched = self._watched
         for t in op.inputs:
@@ -164,6 +165,10 @@ class GradientTape:
                 raise ValueError(f"Passed in object {s!r} of type {type(s).__name__!r}, not "
                                  "tf.Tensor or tf.Variable.")
         grads_out = None if output_gradients is None else nest.flatten(output_gradients)
+        if self._graph is not None:
+            return nest.pack_sequence_as(sources, _gradients.gradients(
+                targets, flat_sources, grad_ys=grads_out,
+                unconnected_gradients=unconnected_gradients))
         paused = self._recording
         if paused:
             self._pop()

@@ -307,9 +307,12 @@ class EagerContext(Graph):
             outputs = []
         else:
             outputs = [EagerTensor(v, dt, device) for v, dt in zip(out, entry.out_dtypes)]
-        op = EagerOp(op_type, name or op_type, tensors, attrs, self, device.name, outputs)
         if op_type in _UNCACHED:
+            op = EagerOp(op_type, name or op_type, tensors, entry.node_def.attr, self,
+                         device.name, outputs)
             _name_handle(op, outputs)
+        else:
+            op = EagerOp(op_type, name or op_type, tensors, attrs, self, device.name, outputs)
         if _TAPES:
             _record(op)
         return op
@@ -457,7 +460,13 @@ def _kernel_error(e, op_type, name, tensors, attrs, ctx, device):
     op = EagerOp(op_type, (name or op_type).rstrip("/"), tensors, attrs, ctx, device.name,
                  site=_user_site())
     if isinstance(e, errors.OpError):
-        return type(e)(None, op, f"{e.message} [Op:{op_type}]")
+        inner = getattr(e, "op", None)
+        where = ""
+        if inner is not None and inner is not op:
+            site = getattr(inner, "creation_site", "") or ""
+            where = f"\n\t [[function node {inner.name}" + (
+                f" (defined at {site})]]" if site else "]]")
+        return type(e)(None, op, f"{e.message} [Op:{op_type}]{where}")
     shapes = ", ".join(str(list(np.shape(t._value))) for t in tensors
                        if t.dtype is not _dt.resource)
     return errors.InvalidArgumentError(

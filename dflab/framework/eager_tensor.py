@@ -68,6 +68,11 @@ class EagerTensor(Tensor):
         return self._device_obj.name if self._device_obj is not None else ""
 
     @property
+    def device_object(self):
+        """The runtime device holding the value."""
+        return self._device_obj
+
+    @property
     def backing_device(self) -> str:
         return self.device
 

@@ -400,7 +400,13 @@ class ResourceVariable(Variable):
         if not self._handle.is_eager:
             raise NotImplementedError("numpy() is only available when eager execution is "
                                       "enabled.")
-        return self.read_value().numpy()
+        import numpy as np
+
+        state = self._handle.value_in_memory()
+        with state.lock:
+            value = self._handle.device_object.to_host(state.read())
+        value = np.array(value)
+        return value[()] if value.ndim == 0 else value
 
     def __array__(self, dtype=None, copy=None):
         import numpy as np
@@ -411,8 +417,10 @@ class ResourceVariable(Variable):
         if self._handle.is_eager:
             import numpy as np
 
+            value = self.numpy()
+            shown = repr(value) if isinstance(value, np.ndarray) else repr(value.item())
             return (f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}, "
-                    f"numpy={np.asarray(self.numpy())!r}>")
+                    f"numpy={shown}>")
         return (f"<tf.Variable '{self.name}' shape={self.shape} "
                 f"dtype={self.dtype.name}>")
 

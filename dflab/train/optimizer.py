@@ -90,9 +90,6 @@ class Optimizer:
         """[(gradient, variable)] for ``loss``; a gradient is None where loss does not depend
         on the variable, an ``IndexedSlices`` where only some rows are used (``tf.gather``)."""
         if callable(loss) and not isinstance(loss, _ops.Tensor):
-            if not _ops.executing_eagerly():
-                raise NotImplementedError("a callable loss needs eager execution; pass a "
-                                          "Tensor")
             return self._compute_gradients_eagerly(loss, var_list, grad_loss)
         if _ops.executing_eagerly():
             raise RuntimeError("`loss` passed to Optimizer.compute_gradients should be a "
@@ -126,8 +123,9 @@ class Optimizer:
         return grads_and_vars
 
     def _compute_gradients_eagerly(self, loss_fn, var_list, grad_loss):
-        """Eager execution: run ``loss_fn`` under a gradient tape (TF1's eager optimizers do
-        the same); without ``var_list``, the trainable variables the loss read."""
+        """A loss function: run it under a gradient tape (TF1's optimizers do the same; in a
+        graph the tape differentiates symbolically); without ``var_list``, the trainable
+        variables the loss read."""
         from dflab.eager.backprop import GradientTape
 
         with GradientTape() as tape:
@@ -286,6 +284,10 @@ class Optimizer:
         return v
 
     def _get_non_slot_variable(self, name, graph=None):
+        # A traced function's graph keeps no state: its variables live in the graph (or eager
+        # context) it was traced from, as TF's init_scope puts them.
+        while getattr(graph, "is_function_graph", False):
+            graph = graph.outer_graph
         return self._non_slot_dict.get((name, graph))
 
     def _non_slot_variables(self):
