@@ -30,9 +30,10 @@ from dflab.framework.op_kinds import CONTROL_FLOW_OPS
 from dflab.framework.registry import RegisterGradient, register_op
 from dflab.framework.tensor_shape import TensorShape, unknown_shape
 from dflab.kernels.registry import kernel
-from dflab.runtime.executor import Execution
-from dflab.runtime.executor_plan import ExecutorPlan
+from dflab.runtime.executor import Execution, to_client_value
+from dflab.runtime.executor_plan import SCHEDULE_FILE, ExecutorPlan
 from dflab.runtime.node import nodes_from_node_defs, split_input
+from dflab.runtime.plan_node import failed_node, node_error
 from dflab.runtime.worker import next_step_id
 
 CALL_OP = "PartitionedCall"
@@ -140,18 +141,42 @@ def _call_kernel(node, ctx):
     fdef = _fdef_of(node)
     eplan = body_plan(fdef, ctx)
     n_out = len(fdef.ret_names)
-    straight = eplan.straight_line
+    if eplan.straight_line:
+        return _straight_call(eplan, n_out)
 
     def call(step, *args):
         ex = Execution(eplan, list(args), getattr(step, "step_id", 0) or next_step_id())
-        if straight:
-            ex.run_inline()
-        else:
-            ex.run_dataflow(_body_pool())
+        ex.run_dataflow(_body_pool())
         values = ex.fetch_values()
         if n_out == 1:
             return values[0]
         return tuple(values)
+
+    return call
+
+
+def _straight_call(eplan, n_out):
+    """A body with no control flow and nothing that waits: its compiled straight-line
+    schedule called directly (no per-call execution state), as a session's inline step."""
+    run, line_to_node = eplan.compiled()
+    if run is None:  # too big to compile: one execution per call
+        def call_big(step, *args):
+            ex = Execution(eplan, list(args), next_step_id())
+            ex.run_inline()
+            values = ex.fetch_values()
+            return values[0] if n_out == 1 else tuple(values)
+
+        return call_big
+
+    def call(step, *args):
+        try:
+            out = run(args)
+        except Exception as e:  # noqa: BLE001 - named after the body's node, as a step's
+            failed = failed_node(e, line_to_node, SCHEDULE_FILE)
+            raise node_error(e, eplan.nodes[failed].op) from e
+        if n_out == 1:
+            return to_client_value(out[0]) if hasattr(out[0], "read") else out[0]
+        return tuple(out)
 
     return call
 

@@ -56,7 +56,7 @@ class EagerOp:
     type, name, inputs, outputs and attributes (no graph position)."""
 
     __slots__ = ("type", "name", "inputs", "outputs", "_outputs", "_attrs", "graph", "device",
-                 "creation_site", "control_flow_info", "control_flow_context", "op_def")
+                 "creation_site", "control_flow_info", "control_flow_context")
 
     def __init__(self, op_type, name, inputs, attrs, graph, device="", outputs=None, site=""):
         self.type = op_type
@@ -69,7 +69,10 @@ class EagerOp:
         self.creation_site = site
         self.control_flow_info = None
         self.control_flow_context = None
-        self.op_def = get_op_def(op_type)
+
+    @property
+    def op_def(self):
+        return get_op_def(self.type)
 
     @property
     def attrs(self):

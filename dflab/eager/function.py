@@ -40,6 +40,7 @@ from dflab.eager import context as _ctx
 from dflab.framework import dtypes as _dt
 from dflab.framework import nest
 from dflab.framework import ops as _ops
+from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.graph import Graph
 from dflab.framework.graph_io import GraphDef
 from dflab.framework.tensor_shape import TensorShape, as_shape
@@ -183,6 +184,8 @@ class ConcreteFunction:
         self.structured_outputs = structured_outputs
         flat = [t for t in nest.flatten(structured_outputs) if t is not None]
         self.outputs = flat
+        # A single tensor (the common case) comes back without repacking.
+        self._single = isinstance(structured_outputs, _ops.Tensor)
         self._python_call = python_call
         self.reason = reason
         self.signature = signature
@@ -241,12 +244,14 @@ class ConcreteFunction:
         if len(tensors) != len(self._args):
             raise TypeError(f"{self.name} takes {len(self._args)} tensor arguments, got "
                             f"{len(tensors)}")
-        inputs = list(tensors) + self._captured
+        inputs = [*tensors, *self._captured]
         g = _ops.get_default_graph()
         if g.executes_eagerly:
             op = g.apply_op(call_op.CALL_OP, inputs, self._eager_attrs, self.name)
         else:
             op = _ops.apply_op(call_op.CALL_OP, inputs, self._graph_call_attrs(), call_op.CALL_OP)
+        if self._single:
+            return op.outputs[0]
         outs = iter(op.outputs)
         return nest.pack_sequence_as(
             self.structured_outputs,
@@ -317,6 +322,8 @@ def _as_input(x):
 # --- the signature of a call --------------------------------------------------------------------
 def _key(value):
     """What a value contributes to the signature a trace is cached under (TF's rules)."""
+    if type(value) is EagerTensor:
+        return ("tensor", value.dtype, np.shape(value.value_in_memory()))
     if isinstance(value, _ops.Tensor):
         return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
     if isinstance(value, np.ndarray):
@@ -400,6 +407,13 @@ class Function:
             self._sig = inspect.signature(python_function)
         except (TypeError, ValueError):
             self._sig = None
+        # Positional parameters only, none with a default: a call with that many positional
+        # arguments binds them in order (the common case, kept cheap).
+        self._simple = None
+        if self._sig is not None and all(
+                p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is p.empty
+                for p in self._sig.parameters.values()):
+            self._simple = list(self._sig.parameters)
 
     @property
     def python_function(self):
@@ -428,6 +442,9 @@ class Function:
         return len(self.traces)
 
     def _canonical(self, args, kwargs):
+        simple = self._simple
+        if simple is not None and not kwargs and len(args) == len(simple):
+            return simple, args
         if self._sig is not None:
             try:
                 bound = self._sig.bind(*args, **kwargs)
@@ -463,6 +480,8 @@ class Function:
                 concrete = self._cache.get(key)
                 if concrete is None:
                     concrete = self._trace(names, values, key, pinned)
+        if all(isinstance(v, _ops.Tensor) for v in values):
+            return concrete.call_flat(values)
         return concrete.call_flat([_as_input(v) for v in nest.flatten(values)
                                    if _is_tensor_arg(v)])
 
