@@ -50,7 +50,7 @@ from dflab.runtime.config import (
 from dflab.runtime.session import InteractiveSession, Session, get_default_session
 
 from dflab import compat, data, layers, losses, nn, summary, train  # noqa: E402  isort: skip
-from dflab import contrib  # noqa: E402  isort: skip
+from dflab import autograph, contrib  # noqa: E402  isort: skip
 from dflab.distributed.cluster import ClusterSpec as _ClusterSpec  # noqa: E402  isort: skip
 from dflab.distributed.server import Server as _Server  # noqa: E402  isort: skip
 
