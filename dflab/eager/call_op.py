@@ -141,7 +141,9 @@ def _call_kernel(node, ctx):
     fdef = _fdef_of(node)
     eplan = body_plan(fdef, ctx)
     n_out = len(fdef.ret_names)
-    if eplan.straight_line:
+    if eplan.inline_capable:
+        # No loop and nothing that waits: the body runs in order on the calling thread (the
+        # hand-offs of the dataflow driver cost more than a small function's parallelism).
         return _straight_call(eplan, n_out)
 
     def call(step, *args):
@@ -156,8 +158,8 @@ def _call_kernel(node, ctx):
 
 
 def _straight_call(eplan, n_out):
-    """A body with no control flow and nothing that waits: its compiled straight-line
-    schedule called directly (no per-call execution state), as a session's inline step."""
+    """A body with no control flow and nothing that waits: its compiled schedule called
+    directly (no per-call execution state), as a session's inline step."""
     run, line_to_node = eplan.compiled()
     if run is None:  # too big to compile: one execution per call
         def call_big(step, *args):

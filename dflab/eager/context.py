@@ -225,6 +225,18 @@ class EagerContext(Graph):
         t = EagerTensor(value, attrs["dtype"], self.host)
         return EagerOp("Const", name or "Const", (), attrs, self, self.host.name, [t])
 
+    def from_numpy(self, array: np.ndarray):
+        """An eager tensor holding a copy of ``array`` (a NumPy array of a dtype dflab has)."""
+        try:
+            dtype = _dt.as_dtype(array.dtype)
+        except (TypeError, KeyError, ValueError):
+            dtype = None
+        if dtype is None or array.dtype.kind in "OUS":
+            return _ops.convert_to_tensor(array)
+        value = np.array(array)
+        value.flags.writeable = False
+        return EagerTensor(value, dtype, self.host)
+
     def scalar(self, value, dtype):
         """An eager tensor of the Python number ``value`` in ``dtype`` (cached: tensors are
         immutable, and ``x + 1`` in a loop should not rebuild its constant)."""

@@ -316,7 +316,12 @@ def _is_tensor_arg(x) -> bool:
 
 
 def _as_input(x):
-    return x if isinstance(x, _ops.Tensor) else _ops.convert_to_tensor(x)
+    if isinstance(x, _ops.Tensor):
+        return x
+    g = _ops.get_default_graph()
+    if isinstance(x, np.ndarray) and g.executes_eagerly:
+        return g.from_numpy(x)
+    return _ops.convert_to_tensor(x)
 
 
 # --- the signature of a call --------------------------------------------------------------------
@@ -387,7 +392,7 @@ class Function:
     """What ``tf.function`` returns (see the module docstring)."""
 
     def __init__(self, python_function, input_signature=None, autograph: bool = True,
-                 name: str | None = None, experimental_autograph_options=None):
+                 name: str | None = None):
         if not callable(python_function):
             raise TypeError(f"tf.function needs a callable, not {python_function!r}")
         self._python_function = python_function
@@ -395,6 +400,9 @@ class Function:
             [s if isinstance(s, TensorSpec) else TensorSpec(*s) for s in
              nest.flatten(input_signature)]
         self._signature_structure = input_signature
+        self._pinned_key = None if self._input_signature is None else tuple(
+            ("spec", s.dtype, s.shape.as_tuple()) for s in self._input_signature)
+        self._compatible: set = set()  # (spec, argument key) pairs checked already
         self._autograph = autograph
         self._name = name or getattr(python_function, "__name__", "function")
         self._cache: dict = {}
@@ -464,11 +472,14 @@ class Function:
                                  f"{len(self._input_signature)} tensors, the call passes "
                                  f"{len(flat)}")
             for spec, v in zip(self._input_signature, flat):
-                if not spec.is_compatible_with(v):
-                    raise ValueError(f"Python inputs incompatible with input_signature: "
-                                     f"{_describe(_key(v))} is not compatible with {spec}")
-            return (graph_key, tuple(("spec", s.dtype, s.shape.as_tuple())
-                                     for s in self._input_signature)), True
+                seen = (id(spec), _key(v))
+                if seen not in self._compatible:
+                    if not spec.is_compatible_with(v):
+                        raise ValueError(f"Python inputs incompatible with input_signature: "
+                                         f"{_describe(_key(v))} is not compatible with "
+                                         f"{spec}")
+                    self._compatible.add(seen)
+            return (graph_key, self._pinned_key), True
         return (graph_key, tuple(_key(v) for v in values)), False
 
     def __call__(self, *args, **kwargs):
@@ -671,9 +682,7 @@ def _ancestors(t) -> list:
 
 
 # --- the decorators ----------------------------------------------------------------------------
-def function(func=None, input_signature=None, autograph: bool = True,
-             experimental_autograph_options=None, experimental_relax_shapes=False,
-             reduce_retracing=False, jit_compile=None, name=None):
+def function(func=None, input_signature=None, autograph: bool = True, name=None):
     """``tf.function``: trace ``func`` into graphs, one per input signature (see the module
     docstring). Usable as ``@tf.function`` or ``@tf.function(input_signature=...)``."""
     if func is None:

@@ -4,7 +4,7 @@ Eager execution (``dflab.eager``) runs each op as it is called and wraps every o
 ``EagerTensor``: a ``Tensor`` (so builders, ``isinstance`` checks and the operator overloads
 work unchanged) that carries the array its kernel produced, on the device that produced it.
 It has no op and no graph position: ``op`` and ``name`` raise ``AttributeError`` as TF's
-eager tensors do, except for a resource handle, whose ``op`` is the small record of the
+eager tensors do and ``graph`` is None, except for a resource handle, whose ``op`` is the small record of the
 ``VarHandleOp`` that made it (shape and dtype rules read a variable's dtype and shape
 through it). Values are host NumPy arrays on host devices and the device's arrays elsewhere;
 ``numpy()`` brings them to the host.
@@ -59,9 +59,11 @@ class EagerTensor(Tensor):
 
     @property
     def graph(self):
+        """None: an eager tensor belongs to no graph (a graph that reads one captures it; a
+        resource handle answers its eager context)."""
         if self._op is not None:
             return self._op.graph
-        raise AttributeError("Tensor.graph is meaningless when eager execution is enabled.")
+        return None
 
     @property
     def device(self) -> str:

@@ -103,8 +103,8 @@ def _gradient_target(x):
     if getattr(x, "_is_resource", False):
         handle = x.handle
         graph = _ops.get_default_graph()
-        if handle.is_eager and hasattr(graph, "capture"):
-            # A traced function reads an eager variable through its own stand-in.
+        if hasattr(graph, "capture") and (handle.is_eager or handle.graph is not graph):
+            # A traced function reads an outside variable through its own stand-in.
             return graph.capture(handle)
         return handle
     if hasattr(x, "_as_tensor"):

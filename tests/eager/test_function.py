@@ -237,3 +237,14 @@ def test_methods_get_a_trace_per_instance(eager):
     a, b = M(2.0), M(3.0)
     assert float(a.f(tf.constant(1.0))) == 2.0
     assert float(b.f(tf.constant(1.0))) == 3.0
+
+
+def test_eager_tensors_a_function_closes_over_are_captured(eager):
+    table = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+
+    @tf.function
+    def f(x):
+        return tf.matmul(x, table)
+
+    np.testing.assert_allclose(f(tf.constant([[1.0, 1.0]])).numpy(), [[4.0, 6.0]])
+    assert len(f.get_concrete_function(tf.constant([[1.0, 1.0]])).captured_inputs) == 1
