@@ -4,10 +4,10 @@ Eager execution (``dflab.eager``) runs each op as it is called and wraps every o
 ``EagerTensor``: a ``Tensor`` (so builders, ``isinstance`` checks and the operator overloads
 work unchanged) that carries the array its kernel produced, on the device that produced it.
 It has no op and no graph position: ``op`` and ``name`` raise ``AttributeError`` as TF's
-eager tensors do and ``graph`` is None, except for a resource handle, whose ``op`` is the small record of the
-``VarHandleOp`` that made it (shape and dtype rules read a variable's dtype and shape
-through it). Values are host NumPy arrays on host devices and the device's arrays elsewhere;
-``numpy()`` brings them to the host.
+eager tensors do and ``graph`` is None, except for a resource handle, whose ``op`` is the
+small record of the ``VarHandleOp`` that made it (shape and dtype rules read a variable's
+dtype and shape through it). Values are host NumPy arrays on host devices and the device's
+arrays elsewhere; ``numpy()`` brings them to the host.
 
 Invariant: an eager tensor's value never changes (kernels never write into their inputs, and
 variable state lives behind handles), so reading ``numpy()`` twice gives the same array.
