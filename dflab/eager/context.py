@@ -221,9 +221,13 @@ class EagerContext(Graph):
         return self.apply_op(op_type, list(inputs), attrs or {}, name)
 
     def _const_op(self, attrs, name):
-        value = attrs["value"]
-        t = EagerTensor(value, attrs["dtype"], self.host)
+        t = self.constant_tensor(attrs["value"], attrs["dtype"])
         return EagerOp("Const", name or "Const", (), attrs, self, self.host.name, [t])
+
+    def constant_tensor(self, value, dtype):
+        """An eager tensor of ``value`` (a read-only array ``tf.constant`` made) on the
+        host, where TF's eager constants live until an op on another device reads them."""
+        return EagerTensor(value, dtype, self.host)
 
     def from_numpy(self, array: np.ndarray):
         """An eager tensor holding a copy of ``array`` (a NumPy array of a dtype dflab has)."""

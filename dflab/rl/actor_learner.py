@@ -229,11 +229,33 @@ def task_config() -> dict:
     return _CONFIG
 
 
+def _start_ray(tasks: int, attempts: int = 3) -> None:
+    """A local Ray instance with a CPU slot per task, unless one is running (or
+    ``RAY_ADDRESS`` names one). Ray's agents get a fixed time to start, which a loaded
+    machine can miss: starting again is safe."""
+    import os
+
+    import ray
+
+    if ray.is_initialized() or os.environ.get("RAY_ADDRESS"):
+        return
+    for attempt in range(attempts):
+        try:
+            ray.init(num_cpus=tasks, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            return
+        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception here
+            ray.shutdown()
+            if "timed out during startup" not in str(e) or attempt + 1 == attempts:
+                raise
+
+
 def run_on_ray(n_actors: int = 4, seed: int = 0, rollout_steps: int = 512,
                max_updates: int = 400, time_limit_s: float = 600.0) -> ActorLearnerResult:
     """The same cluster as Ray actors (``dflab.distributed.launch``): each task a process."""
     from dflab.distributed import launch
 
+    _start_ray(n_actors + 2)
     _CONFIG.update(weights=ppo.initial_weights(4, 2, seed=seed), rollout_steps=rollout_steps,
                    max_updates=max_updates, seed=seed, time_limit_s=time_limit_s)
     config = dict(_CONFIG)
