@@ -437,7 +437,7 @@ def _name_handle(op, outputs) -> None:
 
 def _forget_variable(device, name) -> None:
     try:
-        device.resources.forget([name])
+        device.resources.destroy_variable(name)
     except Exception:  # noqa: BLE001 - at interpreter exit the device may be gone
         pass
 

@@ -31,7 +31,6 @@ import functools
 import inspect
 import itertools
 import threading
-import weakref
 
 import numpy as np
 
@@ -696,5 +695,3 @@ def defun(func=None, input_signature=None, autograph: bool = False):
         return lambda f: Function(f, input_signature, autograph)
     return Function(func, input_signature, autograph)
 
-
-_weak_functions: weakref.WeakSet = weakref.WeakSet()

@@ -111,6 +111,21 @@ def test_variables_print_read_assign_and_die_with_python(eager):
     assert tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) == []
 
 
+def test_an_eager_variables_state_goes_when_python_drops_it(eager):
+    import gc
+
+    from dflab.eager import eager_context
+
+    resources = eager_context().host.resources
+    before = set(resources.variables())
+    v = tf.Variable(tf.ones([1000]))
+    name = v.handle.op.get_attr("shared_name")
+    assert name in set(resources.variables()) - before
+    del v
+    gc.collect()
+    assert name not in resources.variables()
+
+
 @pytest.mark.parametrize("make", [
     lambda: tf.train.GradientDescentOptimizer(0.1),
     lambda: tf.train.MomentumOptimizer(0.1, 0.9),
