@@ -69,3 +69,26 @@ def test_eager_against_traced_shows_both_timelines_and_per_op_costs():
     left, right = view.timelines()
     assert left is not None and right is not None
     assert "eager µs/op" in view._repr_mimebundle_()["text/html"]
+
+
+def test_the_stepper_steps_into_a_traced_functions_graph():
+    from dflab.notebook import Stepper
+
+    def countdown(n):
+        steps = 0
+        while n > 0:
+            n -= 1
+            steps += 1
+        return steps
+
+    f = tf.function(countdown)
+    with eager_mode():
+        concrete = f.get_concrete_function(tf.constant(3))
+    graph = concrete.graph
+    with tf.Session(graph=graph) as sess:
+        stepper = Stepper(sess, concrete.outputs[0], feed_dict={concrete.inputs[0]: 3})
+        stepper.step()
+        assert stepper.history  # one node ran
+        stepper.resume()
+        assert stepper.result == 3
+        assert any(e.name.endswith("LoopCond") for e in stepper.history)
