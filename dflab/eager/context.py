@@ -171,7 +171,6 @@ class EagerContext(Graph):
         self.host = self.devices.host
         self._cache: dict = {}
         self._scalars: dict = {}
-        self._placements: dict = {}
         self._spaces = len({d.memory_space for d in self.devices}) > 1
         self.closed = False
         # fn(op_type, device_name, start_s, end_s): timelines and per-op costs.
@@ -294,15 +293,13 @@ class EagerContext(Graph):
         request = st.device
         resource = _dt.resource in dts
         akey = _attrs_key(attrs)
-        key = (op_type, dts, akey, id(request) if request else None,
+        key = (op_type, dts, akey, _request_key(st, request) if request else None,
                tensors[dts.index(_dt.resource)]._device_obj if resource else None)
         entry = self._cache.get(key) if akey is not _NOT_FROZEN else None
-        if entry is None or (request and self._placements.get(id(request)) is not request):
+        if entry is None:
             entry = self._build(op_type, tensors, attrs, name, request, resource)
             if akey is not _NOT_FROZEN and op_type not in _UNCACHED:
                 self._cache[key] = entry
-                if request:
-                    self._placements[id(request)] = request
         device = entry.device
         if self._spaces:
             args = [device.from_host(t._value) if t._device_obj is None else
@@ -406,6 +403,17 @@ class EagerContext(Graph):
     def close(self) -> None:
         self.closed = True
         self.worker.close()
+
+
+def _request_key(st, request):
+    """A hashable key for a stack of ``tf.device`` scopes (by content: a loop that enters the
+    same scope each iteration reuses its kernels), remembered for the stack object in use."""
+    memo = getattr(st, "eager_request", None)
+    if memo is not None and memo[0] is request:
+        return memo[1]
+    key = tuple((kind, val.to_string() if kind == "spec" else id(val)) for kind, val in request)
+    st.eager_request = (request, key)
+    return key
 
 
 def _requested_spec(request):

@@ -176,3 +176,18 @@ def test_checkpoint_saves_and_restores_model_and_optimizer(eager, tmp_path):
     np.testing.assert_array_equal(m.w.numpy(), saved_w)
     np.testing.assert_array_equal(opt.get_slot(m.w, "m").numpy(), saved_m)
     assert ckpt.save(os.path.join(tmp_path, "ckpt")).endswith("ckpt-2")
+
+
+def test_a_device_scope_entered_in_a_loop_reuses_its_kernels(eager):
+    from dflab.eager import eager_context
+
+    ctx = eager_context()
+    x = tf.constant([1.0])
+    with tf.device("/cpu:0"):
+        x = x * 3.0
+    before = len(ctx._cache)
+    for _ in range(10):
+        with tf.device("/cpu:0"):
+            x = x * 3.0
+    assert len(ctx._cache) == before
+    assert float(x[0]) == 3.0 ** 11
