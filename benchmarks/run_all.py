@@ -37,6 +37,8 @@ BENCHMARKS = [
     "bench_frontend.py",
     "bench_import.py",
     "bench_models.py",
+    "bench_eager.py",
+    "bench_rl.py",
 ]
 
 

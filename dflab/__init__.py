@@ -51,6 +51,7 @@ from dflab.runtime.session import InteractiveSession, Session, get_default_sessi
 
 from dflab import compat, data, layers, losses, nn, summary, train  # noqa: E402  isort: skip
 from dflab import python_io  # noqa: E402  isort: skip
+from dflab import autograph, contrib  # noqa: E402  isort: skip
 from dflab.distributed.cluster import ClusterSpec as _ClusterSpec  # noqa: E402  isort: skip
 from dflab.distributed.server import Server as _Server  # noqa: E402  isort: skip
 from dflab.summary.iterator import summary_iterator as _summary_iterator  # noqa: E402  isort: skip
@@ -70,6 +71,10 @@ from dflab.compat import dimension_at_index, dimension_value  # noqa: E402  isor
 from dflab import namespaces as _namespaces  # noqa: E402  isort: skip
 from dflab.framework.constant_op import constant_value as get_static_value  # noqa: E402
 from dflab.framework.errors import OpError  # noqa: E402
+from dflab.eager.backprop import GradientTape, UnconnectedGradients  # noqa: E402  isort: skip
+from dflab.eager.context import init_scope  # noqa: E402  isort: skip
+from dflab.eager.function import TensorSpec, function  # noqa: E402  isort: skip
+from dflab.ops.variables import variable_creator_scope  # noqa: E402  isort: skip
 from dflab.framework.registry import NotDifferentiable as NoGradient  # noqa: E402
 
 

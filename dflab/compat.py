@@ -5,21 +5,14 @@ import sys
 
 import numpy as np
 
+from dflab.eager.context import (  # noqa: F401 - TF 1.x's switches, re-exported
+    disable_eager_execution,
+    enable_eager_execution,
+    executing_eagerly,
+)
 from dflab.ops.resource_variable_ops import disable_resource_variables, enable_resource_variables
 
-
 # --- TF 2.x's behaviour switches, as TF1 programs run under TF 2.x call them ---------------
-def disable_eager_execution() -> None:
-    """Graph mode is dflab's only mode; kept so TF2-era scripts run unchanged."""
-
-
-def enable_eager_execution(*args, **kwargs) -> None:
-    raise NotImplementedError("dflab runs TF 1.x graph mode only: eager execution is not "
-                              "available (build a graph and run it in a Session)")
-
-
-def executing_eagerly() -> bool:
-    return False
 
 
 def disable_v2_behavior() -> None:

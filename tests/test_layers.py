@@ -33,15 +33,19 @@ ALLOWED = {
     "ops": {"framework", "lib", "ops"},
     "kernels": {"framework", "lib", "ops", "kernels"},
     "runtime": {"framework", "lib", "ops", "kernels", "runtime"},
-    "train": {"framework", "lib", "ops", "kernels", "runtime", "train"},
+    # Eager execution, tapes and traced functions: ops run on a worker's devices at once.
+    "autograph": {"framework", "ops", "autograph"},
+    "eager": {"framework", "lib", "ops", "kernels", "runtime", "autograph", "eager"},
+    "train": {"framework", "lib", "ops", "kernels", "runtime", "eager", "train"},
     "client": {"framework", "runtime", "client"},
-    "distributed": {"framework", "lib", "ops", "kernels", "runtime", "train", "distributed"},
+    "distributed": {"framework", "lib", "ops", "kernels", "runtime", "eager", "train",
+                    "distributed"},
     # Drawing (DOT, Graphviz layout, SVG): what rich display and the widgets share.
     "visualize": {"framework", "ops", "runtime", "client", "visualize"},
-    "api": {"framework", "lib", "ops", "kernels", "runtime", "train", "client", "distributed",
-            "visualize", "api"},
-    "notebook": {"framework", "lib", "ops", "kernels", "runtime", "train", "client",
-                 "distributed", "visualize", "api", "notebook"},
+    "api": {"framework", "lib", "ops", "kernels", "runtime", "autograph", "eager", "train",
+            "client", "distributed", "visualize", "api"},
+    "notebook": {"framework", "lib", "ops", "kernels", "runtime", "autograph", "eager", "train",
+                 "client", "distributed", "visualize", "api", "notebook"},
 }
 
 # (importing module, enclosing function qualname, imported module): why it is acceptable.

@@ -63,6 +63,8 @@ def constant(value, dtype=None, shape=None, name="Const", verify_shape=False) ->
     arr = make_ndarray(value, dtype, shape, verify_shape)
     dt = _dt.as_dtype(dtype).base_dtype if dtype is not None else _dt.as_dtype(arr.dtype)
     g = ops.get_default_graph()
+    if g.executes_eagerly:  # a value, not an op: no creation site to find
+        return g.constant_tensor(arr, dt)
     op = g._create_op("Const", [], {"value": arr, "dtype": dt}, name, site=ops._user_site())
     return op._outputs[0]
 
@@ -74,6 +76,9 @@ def constant_value(tensor):
     """
     if not isinstance(tensor, ops.Tensor):
         return None
+    if tensor.is_eager:  # an eager tensor's value is known
+        return None if tensor.dtype.base_dtype.name == "resource" else \
+            np.asarray(tensor.numpy())
     op = tensor.op
     if op.type == "Const":
         return op._attrs["value"]

@@ -358,6 +358,10 @@ class Graph(RichDisplay):
         """TF's public ``Graph.create_op``; dflab infers output dtypes from the op schema."""
         return self._create_op(op_type, list(inputs), attrs or {}, name)
 
+    # An eager context (``dflab.eager.context.EagerContext``) is a graph whose ``_create_op``
+    # runs each op at once: ``apply_op`` hands it the op before any graph bookkeeping.
+    executes_eagerly = False
+
     # A function graph (a ``tf.data`` map function's body, see ``dflab.ops.dataset_ops``) sets
     # this: ops built while it is the default graph land in it even when all their inputs come
     # from another graph, which ``_capture`` then brings in.

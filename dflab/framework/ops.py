@@ -128,7 +128,23 @@ def reset_default_graph() -> None:
             "Do not use tf.reset_default_graph() to clear nested graphs. If you need a cleared "
             "graph, exit the nesting and create a new graph."
         )
+    if _global_default_graph.executes_eagerly:
+        return  # eager execution stays on: there is no graph to clear
     _global_default_graph = Graph()
+
+
+def get_global_default_graph() -> Graph:
+    """The default graph of threads that entered none (the eager context when eager execution
+    is on)."""
+    return _global_default_graph
+
+
+def set_global_default_graph(graph: Graph) -> Graph:
+    """Make ``graph`` the default of threads that entered none; returns the previous one (how
+    ``tf.enable_eager_execution`` installs the eager context)."""
+    global _global_default_graph
+    previous, _global_default_graph = _global_default_graph, graph
+    return previous
 
 
 # Module-level scope helpers (TF's tf.* functions) --------------------------------------------
@@ -146,8 +162,14 @@ def name_scope(name, default_name=None, values=None):
             yield scope
 
 
-def _graph_from_values(values):
-    default = get_default_graph()
+def executing_eagerly() -> bool:
+    """Whether ops run at once on this thread (eager execution, outside any graph)."""
+    return get_default_graph().executes_eagerly
+
+
+def _graph_from_values(values, default=None):
+    if default is None:
+        default = get_default_graph()
     if default.captures_foreign_tensors:
         return default  # a function body: outside values are captured, never built upon
     g = None
@@ -271,8 +293,12 @@ def apply_op(op_type: str, inputs, attrs: dict | None = None, name: str | None =
     Inputs that are not tensors are converted to constants of ``dtype`` (or of the dtype of the
     first tensor input, so ``x + 1`` stays in ``x``'s dtype).
     """
+    default = get_default_graph()
+    if default.executes_eagerly:  # eager execution: the op runs now, no graph is built
+        return default.apply_op(op_type, inputs, attrs, name, dtype)
     inputs = list(inputs)
-    g = graph_of(inputs)
+    g = _graph_from_values([v._as_tensor() if hasattr(v, "_as_tensor") else v
+                            for v in inputs], default)
     with g.as_default() if g is not get_default_graph() else contextlib.nullcontext():
         # Tensors (and lists holding tensors, packed) first: their dtype is the one numbers take.
         converted = [convert_to_tensor(v) if _holds_tensor(v) else None for v in inputs]

@@ -32,6 +32,9 @@ class Tensor(RichDisplay):
 
     __slots__ = ("_op", "_value_index", "_dtype", "_shape", "_consumers", "__weakref__")
 
+    # A symbolic tensor; ``dflab.framework.eager_tensor.EagerTensor`` holds a value instead.
+    is_eager = False
+
     def __init__(self, op: Operation, value_index: int, dtype: _dt.DType, shape: TensorShape):
         self._op = op
         self._value_index = value_index

@@ -86,6 +86,10 @@ def _line_parser() -> _Parser:
     cl = sub.add_parser("cluster", help="the session's cluster: tasks, devices, variables, "
                                         "live activity (ClusterView)")
     cl.add_argument("--session", metavar="NAME", help="a session on the cluster")
+    fn = sub.add_parser("function", help="a tf.function's traces, why each was traced, and "
+                                         "their graphs (FunctionView)")
+    fn.add_argument("name", help="the tf.function (a name or expression in the notebook)")
+    fn.add_argument("--no-graphs", action="store_true", help="the table only")
     return p
 
 
@@ -219,7 +223,7 @@ class DflabMagics(Magics):
     @line_magic("dflab")
     def dflab_line(self, line: str):
         """Look at and run the default graph: show, reset, step, trace, placement, cells,
-        cluster.
+        cluster, function.
 
         ``%dflab --help`` lists the commands, ``%dflab COMMAND --help`` their options.
         """
@@ -307,6 +311,18 @@ class DflabMagics(Magics):
             raise UsageError("%dflab cluster: no session on a cluster is open; create one with "
                              "tf.Session(server.target) (or name it with --session NAME).")
         return ClusterView(sess)
+
+    def _cmd_function(self, args):
+        from dflab.eager.function import Function
+        from dflab.notebook.function_view import FunctionView
+
+        try:
+            value = eval(args.name, self.shell.user_ns)  # noqa: S307 - the user's expression
+        except Exception as e:  # noqa: BLE001 - any failure is a usage error here
+            raise UsageError(f"%dflab function: {args.name!r}: {e}") from None
+        if not isinstance(value, Function):
+            raise UsageError(f"%dflab function: {args.name!r} is not a tf.function")
+        return FunctionView(value, draw=not args.no_graphs)
 
     def _cmd_cells(self, args):
         print("\n".join(self.book.listing()))

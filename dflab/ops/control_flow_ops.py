@@ -50,6 +50,8 @@ def _as_op(x):
 
 def group(*inputs, name=None):
     """An op that runs all ``inputs`` (ops or tensors) and produces nothing."""
+    if _ops.executing_eagerly():
+        return None  # everything ran already (TF returns None too)
     ops = []
     for x in inputs:
         if isinstance(x, (list, builtins.tuple)):
@@ -79,6 +81,8 @@ def tuple(tensors, name=None, control_inputs=None):  # noqa: A001 - TF's public 
 
 
 def with_dependencies(dependencies, output_tensor, name=None):
+    if _ops.executing_eagerly():
+        return output_tensor
     with _ops.name_scope(name, "control_dependency", list(dependencies) + [output_tensor]) as sc:
         with _ops.control_dependencies(dependencies):
             return array_ops.identity(output_tensor, name=sc[:-1] + "/" if sc else None)
@@ -351,6 +355,8 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
     false_fn = false_fn if false_fn is not None else fn2
     if not callable(true_fn) or not callable(false_fn):
         raise TypeError("true_fn and false_fn must be callable.")
+    if _ops.executing_eagerly():
+        return _eager_cond(pred, true_fn, false_fn, strict)
     site = _ops._user_site()
     with _ops.name_scope(name, "cond", [pred]):
         pred = _ops.convert_to_tensor(pred)
@@ -386,6 +392,32 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
                 and not hasattr(structure, "_fields"):
             structure = structure[0]
         return nest.pack_sequence_as(structure, merges)
+
+
+def _eager_cond(pred, true_fn, false_fn, strict):
+    """Eager execution: the predicate has a value, so the taken branch just runs."""
+    out = true_fn() if bool(_ops.convert_to_tensor(pred)) else false_fn()
+    if not strict and isinstance(out, (list, builtins.tuple)) and len(out) == 1 \
+            and not hasattr(out, "_fields"):
+        return out[0]
+    return out
+
+
+def _eager_while(cond, body, loop_vars, maximum_iterations, return_same_structure):
+    """Eager execution: a Python loop over the body, as TF's eager ``while_loop`` runs."""
+    is_seq = isinstance(loop_vars, (list, builtins.tuple))
+    lv = list(loop_vars) if is_seq else [loop_vars]
+    limit = None if maximum_iterations is None else int(maximum_iterations)
+    i = 0
+    while (limit is None or i < limit) and bool(cond(*lv)):
+        out = body(*lv)
+        lv = list(out) if isinstance(out, (list, builtins.tuple)) else [out]
+        i += 1
+    if is_seq or return_same_structure:
+        return type(loop_vars)(lv) if isinstance(loop_vars, builtins.tuple) and not hasattr(
+            loop_vars, "_fields") else lv if not hasattr(loop_vars, "_fields") else \
+            type(loop_vars)(*lv)
+    return lv[0]
 
 
 def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
@@ -500,6 +532,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     """
     if not callable(cond) or not callable(body):
         raise TypeError("cond and body must be callable.")
+    if _ops.executing_eagerly():
+        return _eager_while(cond, body, loop_vars, maximum_iterations, return_same_structure)
     site = _ops._user_site()
     is_seq = isinstance(loop_vars, (list, builtins.tuple))
     lv = loop_vars if is_seq else [loop_vars]

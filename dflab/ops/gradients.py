@@ -101,7 +101,12 @@ def _gradient_target(x):
     """Where the gradient for ``x`` arrives: a reference variable's snapshot ``v/read``, a
     resource variable's handle (every read of it contributes), or the tensor itself."""
     if getattr(x, "_is_resource", False):
-        return x.handle
+        handle = x.handle
+        graph = _ops.get_default_graph()
+        if hasattr(graph, "capture") and (handle.is_eager or handle.graph is not graph):
+            # A traced function reads an outside variable through its own stand-in.
+            return graph.capture(handle)
+        return handle
     if hasattr(x, "_as_tensor"):
         return x._as_tensor()
     return _ops.convert_to_tensor(x)
@@ -174,6 +179,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
               gate_gradients=False, aggregation_method=None, stop_gradients=None,
               unconnected_gradients="none"):
     """Symbolic partial derivatives of ``sum(ys)`` with respect to each of ``xs``."""
+    if _ops.executing_eagerly():
+        raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
+                           "Use tf.GradientTape instead.")
     ys = _as_list(ys)
     xs_in = _as_list(xs)
     ys = [_ops.convert_to_tensor(y) for y in ys]

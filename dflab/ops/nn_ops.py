@@ -243,6 +243,8 @@ def _broadcast_mul(vec, mat, axis):
 
 
 def _is_zeros(t):
+    if isinstance(t, _ops.Tensor) and t.is_eager:
+        return _const_is_zero(t)
     return isinstance(t, _ops.Tensor) and t.op.type in ("ZerosLike", "Fill") and (
         t.op.type == "ZerosLike" or _const_is_zero(t.op.inputs[1]))
 

@@ -15,12 +15,29 @@ _HANDLE_PASS_THROUGH = (SWITCH_OPS | MERGE_OPS | ENTER_OPS | EXIT_OPS | BACK_EDG
                         | {"Identity"})
 
 
+class _CapturedHandle:
+    """A traced function's placeholder for a variable handle it captured, read as the
+    ``VarHandleOp`` it stands for: its ``_handle_dtype`` and ``_handle_shape`` attributes are
+    the variable's dtype and shape."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        self.op = op
+
+    def get_attr(self, name):
+        return self.op.get_attr({"dtype": "_handle_dtype", "shape": "_handle_shape"}.get(
+            name, name))
+
+
 def handle_source(t):
     """The ``VarHandleOp`` behind resource handle ``t`` (through loop, cond and identity
     plumbing), or None."""
     for _ in range(64):
         if t.op.type == "VarHandleOp":
             return t.op
+        if t.op.type == "Placeholder" and "_handle_dtype" in t.op.attrs:
+            return _CapturedHandle(t.op)
         if t.op.type not in _HANDLE_PASS_THROUGH or not t.op.inputs:
             return None
         t = t.op.inputs[0]

@@ -190,6 +190,18 @@ def _write(op_type, handle, dtype, inputs, name, **attrs):
     return _ops.apply_op(op_type, [handle, *inputs], {"dtype": dtype, **attrs}, name)
 
 
+# Called with each trainable variable read while it is set: how a recording gradient tape
+# (``dflab.eager.backprop``) watches the variables a computation accesses, as TF's
+# ``variable_accessed`` does.
+_ACCESS_HOOK: list = [None]
+
+
+def _accessed(variable) -> None:
+    hook = _ACCESS_HOOK[0]
+    if hook is not None and variable._trainable:
+        hook(variable)
+
+
 # --- the variable --------------------------------------------------------------------------------
 class ResourceVariable(Variable):
     """A variable whose state is reached through a handle (see the module docstring)."""
@@ -277,6 +289,8 @@ class ResourceVariable(Variable):
 
     def value(self):
         """A fresh read, colocated with the variable, in the caller's control context."""
+        if _ACCESS_HOOK[0] is not None:
+            _accessed(self)
         with _ops.colocate_with(self._handle.op):
             return read_variable_op(self._handle, self._dtype)
 
@@ -308,6 +322,8 @@ class ResourceVariable(Variable):
                                  name or "VarIsInitializedOp").outputs[0]
 
     def sparse_read(self, indices, name=None):
+        if _ACCESS_HOOK[0] is not None:
+            _accessed(self)
         with _ops.colocate_with(self._handle.op):
             indices = _ops.convert_to_tensor(indices)
             return _ops.apply_op("ResourceGather", [self._handle, indices],
@@ -374,7 +390,37 @@ class ResourceVariable(Variable):
                                  {"limit": int(limit), "T": self._dtype},
                                  "ResourceCountUpTo").outputs[0]
 
+    # --- eager variables (``dflab.eager``): the handle holds the state -------------------------
+    @property
+    def _in_eager(self) -> bool:
+        return self._handle.is_eager
+
+    def numpy(self):
+        """The variable's value on the host (eager variables only, as in TF)."""
+        if not self._handle.is_eager:
+            raise NotImplementedError("numpy() is only available when eager execution is "
+                                      "enabled.")
+        import numpy as np
+
+        state = self._handle.value_in_memory()
+        with state.lock:
+            value = self._handle.device_object.to_host(state.read())
+        value = np.array(value)
+        return value[()] if value.ndim == 0 else value
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        return np.asarray(self.numpy(), dtype=dtype)
+
     def __repr__(self):
+        if self._handle.is_eager:
+            import numpy as np
+
+            value = self.numpy()
+            shown = repr(value) if isinstance(value, np.ndarray) else repr(value.item())
+            return (f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}, "
+                    f"numpy={shown}>")
         return (f"<tf.Variable '{self.name}' shape={self.shape} "
                 f"dtype={self.dtype.name}>")
 

@@ -7,6 +7,10 @@ reads). The initializer and the read are colocated with the variable.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import threading
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
@@ -18,7 +22,7 @@ def _check_new_variable(initial_value, trainable, collections, name):
     flow, and (trainable, the collections it joins)."""
     if initial_value is None:
         raise ValueError("initial_value must be specified.")
-    if isinstance(initial_value, _ops.Tensor) and \
+    if isinstance(initial_value, _ops.Tensor) and not initial_value.is_eager and \
             initial_value.op.control_flow_context is not None:
         raise ValueError(
             f"Initializer for variable {name or 'Variable'} is from inside a control-flow "
@@ -38,7 +42,44 @@ _RESOURCE_VARIABLE: list = [None]
 _USES_RESOURCE: list = [lambda use_resource: bool(use_resource)]
 
 
-class Variable:
+# --- variable creator scopes ----------------------------------------------------------------------
+_creators = threading.local()
+
+
+@contextlib.contextmanager
+def variable_creator_scope(variable_creator):
+    """TF's ``tf.variable_creator_scope``: inside the block, ``tf.Variable(...)`` calls
+    ``variable_creator(next_creator, **kwargs)``, which may change the arguments, make the
+    variable elsewhere (a traced function lifts its variables out of its graph) or refuse."""
+    stack = _creators.__dict__.setdefault("stack", [])
+    stack.append(variable_creator)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+class _VariableMeta(type):
+    """Routes ``Variable(...)`` through the creators of the enclosing creator scopes."""
+
+    def __call__(cls, *args, **kwargs):
+        stack = getattr(_creators, "stack", None)
+        if not stack or kwargs.get("variable_def") is not None:
+            return super().__call__(*args, **kwargs)
+        bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+        bound.arguments.pop("self", None)
+        base = super().__call__
+
+        def make(next_creator, creator):
+            return lambda **kw: creator(next_creator, **kw)
+
+        fn = lambda **kw: base(**kw)  # noqa: E731
+        for creator in stack:  # the innermost scope's creator is called first
+            fn = make(fn, creator)
+        return fn(**bound.arguments)
+
+
+class Variable(metaclass=_VariableMeta):
     """``tf.Variable``: a ``ResourceVariable`` by default (TF 2.x ``compat.v1``), or a
     reference variable when ``use_resource=False`` (or the default switched by
     ``disable_resource_variables`` / ``disable_v2_behavior``) asks for one, as TF's constructor
@@ -352,5 +393,5 @@ __all__ = [
     "model_variables", "trainable_variables", "variables_initializer", "initialize_variables",
     "global_variables_initializer", "initialize_all_variables", "local_variables_initializer",
     "initialize_local_variables",
-    "is_variable_initialized", "report_uninitialized_variables",
+    "is_variable_initialized", "report_uninitialized_variables", "variable_creator_scope",
 ]

@@ -124,6 +124,12 @@ class ResourceMgr:
     def variables(self) -> dict[str, VarState]:
         return dict(self._vars)
 
+    def destroy_variable(self, name: str) -> None:
+        """Remove the variable ``name`` and its value (TF's ``DestroyResourceOp``: an eager
+        variable's state goes when Python drops the variable)."""
+        with self._lock:
+            self._vars.pop(name, None)
+
     def lookup_or_create(self, kind: str, name: str, create):
         key = (kind, name)
         r = self._other.get(key)

@@ -72,6 +72,9 @@ from dflab.train.monitored_session import (  # noqa: F401, E402
     SingularMonitoredSession,
     WorkerSessionCreator,
 )
+
+# Object-based checkpoints of eager programs.
+from dflab.train.object_checkpoint import Checkpoint  # noqa: F401, E402
 from dflab.train.optimizer import Optimizer  # noqa: F401
 from dflab.train.queue_runner import (  # noqa: F401, E402
     QueueRunner,

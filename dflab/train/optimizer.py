@@ -22,6 +22,10 @@ from dflab.train import slot_creator
 
 
 def _var_key(var):
+    handle = getattr(var, "handle", None)
+    if handle is not None and handle.is_eager:
+        # Eager variables share names ("Variable:0"): each is told apart by its own state.
+        return ("eager", handle.op.get_attr("shared_name"))
     return (var.op.graph, var.op.name)
 
 
@@ -86,7 +90,10 @@ class Optimizer:
         """[(gradient, variable)] for ``loss``; a gradient is None where loss does not depend
         on the variable, an ``IndexedSlices`` where only some rows are used (``tf.gather``)."""
         if callable(loss) and not isinstance(loss, _ops.Tensor):
-            raise NotImplementedError("a callable loss needs eager execution; pass a Tensor")
+            return self._compute_gradients_eagerly(loss, var_list, grad_loss)
+        if _ops.executing_eagerly():
+            raise RuntimeError("`loss` passed to Optimizer.compute_gradients should be a "
+                               "function when eager execution is enabled.")
         if gate_gradients not in (Optimizer.GATE_NONE, Optimizer.GATE_OP,
                                   Optimizer.GATE_GRAPH):
             raise ValueError("gate_gradients must be one of: Optimizer.GATE_NONE, "
@@ -114,6 +121,26 @@ class Optimizer:
         grads_and_vars = list(zip(grads, var_list))
         self._assert_valid_dtypes([v for g, v in grads_and_vars if g is not None])
         return grads_and_vars
+
+    def _compute_gradients_eagerly(self, loss_fn, var_list, grad_loss):
+        """A loss function: run it under a gradient tape (TF1's optimizers do the same; in a
+        graph the tape differentiates symbolically); without ``var_list``, the trainable
+        variables the loss read."""
+        from dflab.eager.backprop import GradientTape
+
+        with GradientTape() as tape:
+            if var_list is not None:
+                var_list = _flatten(var_list)
+                tape.watch(var_list)
+            loss = loss_fn()
+        if var_list is None:
+            var_list = list(tape.watched_variables())
+        if not var_list:
+            raise ValueError("No variables to optimize.")
+        for v in var_list:
+            _check_variable(v)
+        grads = tape.gradient(loss, var_list, output_gradients=grad_loss)
+        return list(zip(grads, var_list))
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """The op that applies ``grads_and_vars`` (and then increments ``global_step``)."""
@@ -257,6 +284,10 @@ class Optimizer:
         return v
 
     def _get_non_slot_variable(self, name, graph=None):
+        # A traced function's graph keeps no state: its variables live in the graph (or eager
+        # context) it was traced from, as TF's init_scope puts them.
+        while getattr(graph, "is_function_graph", False):
+            graph = graph.outer_graph
         return self._non_slot_dict.get((name, graph))
 
     def _non_slot_variables(self):

@@ -1,0 +1,457 @@
+"""AutoGraph's source transformation: Python control flow into calls of ``operators``.
+
+``convert(fn)`` parses ``fn``'s source and rewrites, in order:
+
+1. ``break`` and ``continue`` into flags (``__ag_break_N``, ``__ag_continue_N``) with the rest
+   of the loop body guarded by ``if not flag`` and a ``break`` flag joining the loop's test;
+2. ``if``/``while``/``for`` into local functions over the variables the statement assigns
+   (passed in and returned, so no ``nonlocal`` is needed) and a call of ``if_stmt``,
+   ``while_stmt`` or ``for_stmt``; ``a and b``/``a or b``/``not a``/``==``/``!=``/``print`` into
+   the operators that build graph ops for traced tensors;
+3. a statement whose body holds what a graph cannot express (``return``, ``yield``, ``try``,
+   ``raise``, ``global``/``nonlocal``, a ``break`` out of it) stays Python: its test goes through
+   ``py_cond``/``py_iter``, which refuse a traced tensor with a message naming the line. An
+   ``if`` whose two branches each end in ``return`` becomes ``return if_exp(...)``.
+
+The new code keeps the user's file name and line numbers, so errors and tracebacks point at the
+user's lines. Where the source cannot be had (a lambda, a builtin, code typed at a prompt), the
+function is used as it is, as TF does.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import itertools
+import textwrap
+import types
+
+from dflab.autograph import operators
+
+AG = "ag__"
+_counter = itertools.count(1)
+
+
+def _where(node, filename, offset=0) -> str:
+    line = getattr(node, "lineno", None)
+    return f"{filename}:{line + offset if line is not None else '?'}"
+
+
+class _Assigned(ast.NodeVisitor):
+    """Names a list of statements assigns (not inside nested function definitions)."""
+
+    def __init__(self):
+        self.names: list[str] = []
+
+    def _add(self, name):
+        if name not in self.names:
+            self.names.append(name)
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self._add(node.id)
+
+    def visit_FunctionDef(self, node):
+        self._add(node.name)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's method names
+
+    def visit_ClassDef(self, node):
+        self._add(node.name)
+
+    def visit_Lambda(self, node):
+        pass
+
+    def visit_comprehension(self, node):
+        self.visit(node.iter)
+
+
+def assigned(stmts) -> list[str]:
+    v = _Assigned()
+    for s in stmts:
+        v.visit(s)
+    return [n for n in v.names if not n.startswith(("__ag_it", "__agf_"))]
+
+
+class _Finds(ast.NodeVisitor):
+    """Whether statements contain nodes of given kinds, not looking into nested functions
+    (and, for ``break``/``continue``, not into nested loops)."""
+
+    def __init__(self, kinds, into_loops=True):
+        self.kinds = kinds
+        self.into_loops = into_loops
+        self.found = None
+
+    def generic_visit(self, node):
+        if self.found is None and isinstance(node, self.kinds):
+            self.found = node
+            return
+        super().generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        pass
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's method names
+    visit_Lambda = visit_FunctionDef  # noqa: N815
+    visit_ClassDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's method names
+
+    def visit_For(self, node):
+        if self.into_loops:
+            self.generic_visit(node)
+        else:
+            for s in node.orelse:
+                self.visit(s)
+
+    visit_While = visit_For  # noqa: N815 - ast.NodeVisitor's method names
+
+
+def finds(stmts, kinds, into_loops=True):
+    v = _Finds(kinds, into_loops)
+    for s in stmts:
+        v.visit(s)
+        if v.found is not None:
+            return v.found
+    return None
+
+
+_UNCONVERTIBLE = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.Raise, ast.Global,
+                  ast.Nonlocal, ast.With)
+
+
+def _name(id_, ctx=None):
+    return ast.Name(id=id_, ctx=ctx or ast.Load())
+
+
+def _ag(attr):
+    return ast.Attribute(value=_name(AG), attr=attr, ctx=ast.Load())
+
+
+def _call(func, args, keywords=()):
+    return ast.Call(func=func, args=list(args), keywords=list(keywords))
+
+
+def _tuple(names, ctx=None):
+    return ast.Tuple(elts=[_name(n, ctx or ast.Load()) for n in names], ctx=ctx or ast.Load())
+
+
+def _const(v):
+    return ast.Constant(value=v)
+
+
+def _fn_def(name, params, body, returns):
+    body = list(body) + [ast.Return(value=_tuple(returns))]
+    return ast.FunctionDef(
+        name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params],
+                                      vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                                      defaults=[]),
+        body=body, decorator_list=[], returns=None, type_params=[])
+
+
+def _load_state(names):
+    """``(ag__.ld(lambda: a, 'a'), ...)``: the variables' current values or Undefined."""
+    return ast.Tuple(elts=[_call(_ag("ld"), [ast.Lambda(args=ast.arguments(
+        posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+        defaults=[]), body=_name(n)), _const(n)]) for n in names], ctx=ast.Load())
+
+
+def _lambda(body):
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                         kw_defaults=[], kwarg=None, defaults=[]), body=body)
+
+
+# --- step 0: an early return folded into an if/else ---------------------------------------------
+def _fold_returns(stmts):
+    """``if c: ...; return a`` followed by ``...; return b`` becomes ``if c: ...; return a
+    else: ...; return b``, so that both branches return (``if_exp``)."""
+    for i, s in enumerate(stmts):
+        for field in ("body", "orelse"):
+            inner = getattr(s, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) and \
+                    not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                setattr(s, field, _fold_returns(inner))
+        rest = stmts[i + 1:]
+        # Always equivalent in Python; whether it then converts is decided by _Control.
+        if (isinstance(s, ast.If) and not s.orelse and s.body
+                and isinstance(s.body[-1], ast.Return) and rest):
+            s.orelse = _fold_returns(rest)
+            return stmts[:i + 1]
+    return stmts
+
+
+# --- step 1: break and continue into flags ----------------------------------------------------
+def _lower_jumps(stmts, kind, flag):
+    """``stmts`` with each ``kind`` (Break/Continue) of this loop level replaced by
+    ``flag = True`` and the statements after it guarded by ``if not flag``."""
+    out = []
+    for i, s in enumerate(stmts):
+        if isinstance(s, kind):
+            out.append(ast.copy_location(ast.Assign(targets=[_name(flag, ast.Store())],
+                                                    value=_const(True)), s))
+            return out
+        if finds([s], kind, into_loops=False) is not None and isinstance(s, ast.If):
+            s.body = _lower_jumps(s.body, kind, flag) or [ast.Pass()]
+            s.orelse = _lower_jumps(s.orelse, kind, flag)
+            out.append(s)
+            rest = _lower_jumps(stmts[i + 1:], kind, flag)
+            if rest:
+                out.append(ast.copy_location(ast.If(
+                    test=ast.UnaryOp(op=ast.Not(), operand=_name(flag)), body=rest, orelse=[]),
+                    s))
+            return out
+        out.append(s)
+    return out
+
+
+class _Jumps(ast.NodeTransformer):
+    def visit_FunctionDef(self, node):
+        if getattr(node, "_ag_root", False):
+            self.generic_visit(node)
+        return node
+
+    def _loop(self, node):
+        self.generic_visit(node)
+        if node.orelse:
+            return node  # a loop's else clause: left as Python
+        if finds(node.body, ast.Continue, into_loops=False) is not None:
+            flag = f"__ag_continue_{next(_counter)}"
+            reset = ast.Assign(targets=[_name(flag, ast.Store())], value=_const(False))
+            node.body = [reset] + _lower_jumps(node.body, ast.Continue, flag)
+        if finds(node.body, ast.Break, into_loops=False) is not None:
+            flag = f"__ag_break_{next(_counter)}"
+            node.body = _lower_jumps(node.body, ast.Break, flag)
+            node._ag_break = flag
+            init = ast.copy_location(ast.Assign(targets=[_name(flag, ast.Store())],
+                                                value=_const(False)), node)
+            return [init, node]
+        return node
+
+    visit_While = _loop  # noqa: N815 - ast.NodeVisitor's method names
+    visit_For = _loop  # noqa: N815
+
+
+# --- step 2: statements into operator calls ------------------------------------------------------
+class _Control(ast.NodeTransformer):
+    def __init__(self, filename, offset=0):
+        self.filename = filename
+        self.offset = offset
+
+    def visit_FunctionDef(self, node):
+        if getattr(node, "_ag_root", False):
+            self.generic_visit(node)
+        return node
+
+    # expressions
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        fn = "and_" if isinstance(node.op, ast.And) else "or_"
+        result = node.values[-1]
+        for v in reversed(node.values[:-1]):
+            result = _call(_ag(fn), [_lambda(v), _lambda(result)])
+        return ast.copy_location(result, node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.copy_location(_call(_ag("not_"), [node.operand]), node)
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            fn = "eq" if isinstance(node.ops[0], ast.Eq) else "not_eq"
+            return ast.copy_location(_call(_ag(fn), [node.left, node.comparators[0]]), node)
+        return node
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        return ast.copy_location(_call(_ag("if_exp"), [
+            node.test, _lambda(node.body), _lambda(node.orelse),
+            _const(_where(node, self.filename, self.offset))]), node)
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "print":
+            node.func = _ag("print_")
+        return node
+
+    # statements
+    def visit_If(self, node):
+        where = _where(node, self.filename, self.offset)
+        self.generic_visit(node)
+        returns = self._both_return(node)
+        if returns is not None:
+            return returns
+        bad = finds(node.body + node.orelse, _UNCONVERTIBLE + (ast.Break, ast.Continue),
+                    into_loops=False)
+        if bad is not None:
+            node.test = _call(_ag("py_cond"), [node.test, _const("if"), _const(
+                _why(bad)), _const(where)])
+            return node
+        names = assigned(node.body + node.orelse)
+        n = next(_counter)
+        t_name, f_name = f"__agf_if_true_{n}", f"__agf_if_false_{n}"
+        t_fn = _fn_def(t_name, names, node.body or [ast.Pass()], names)
+        f_fn = _fn_def(f_name, names, node.orelse or [ast.Pass()], names)
+        call = _call(_ag("if_stmt"), [node.test, _name(t_name), _name(f_name),
+                                      _load_state(names), _const(tuple(names)), _const(where)])
+        if names:
+            stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call)
+        else:
+            stmt = ast.Expr(value=call)
+        return [ast.copy_location(x, node) for x in (t_fn, f_fn, stmt)]
+
+    def _both_return(self, node):
+        """``if c: ...; return a`` / ``else: ...; return b`` as ``return if_exp(...)``."""
+        if not node.body or not node.orelse:
+            return None
+        if not (isinstance(node.body[-1], ast.Return) and isinstance(node.orelse[-1],
+                                                                         ast.Return)):
+            return None
+        if finds(node.body[:-1] + node.orelse[:-1], _UNCONVERTIBLE + (
+                ast.Break, ast.Continue), into_loops=False) is not None:
+            return None
+        n = next(_counter)
+        fns = []
+        for label, stmts in (("ret_true", node.body), ("ret_false", node.orelse)):
+            body = stmts[:-1] + [ast.Return(value=stmts[-1].value or _const(None))]
+            fns.append(ast.FunctionDef(
+                name=f"__agf_{label}_{n}", args=ast.arguments(
+                    posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+                    kwarg=None, defaults=[]),
+                body=body, decorator_list=[], returns=None, type_params=[]))
+        ret = ast.Return(value=_call(_ag("if_exp"), [
+            node.test, _name(f"__agf_ret_true_{n}"), _name(f"__agf_ret_false_{n}"),
+            _const(_where(node, self.filename, self.offset))]))
+        return [ast.copy_location(x, node) for x in (*fns, ret)]
+
+    def visit_While(self, node):
+        where = _where(node, self.filename, self.offset)
+        self.generic_visit(node)
+        bad = finds(node.body, _UNCONVERTIBLE + (ast.Break, ast.Continue), into_loops=False)
+        if bad is not None or node.orelse:
+            node.test = _call(_ag("py_cond"), [node.test, _const("while"), _const(
+                _why(bad) if bad is not None else "it has an else clause"), _const(where)])
+            return node
+        flag = getattr(node, "_ag_break", None)
+        names = assigned(node.body)
+        if flag and flag not in names:
+            names.append(flag)
+        n = next(_counter)
+        test_name, body_name = f"__agf_loop_test_{n}", f"__agf_loop_body_{n}"
+        test_fn = ast.FunctionDef(
+            name=test_name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p)
+                                                                  for p in names],
+                                               vararg=None, kwonlyargs=[], kw_defaults=[],
+                                               kwarg=None, defaults=[]),
+            body=[ast.Return(value=node.test)], decorator_list=[], returns=None,
+            type_params=[])
+        body_fn = _fn_def(body_name, names, node.body, names)
+        keywords = []
+        if flag:
+            keywords.append(ast.keyword(arg="extra_test", value=ast.Lambda(
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in names],
+                                   vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                                   defaults=[]),
+                body=_call(_ag("not_"), [_name(flag)]))))
+        call = _call(_ag("while_stmt"), [_name(test_name), _name(body_name), _load_state(names),
+                                         _const(tuple(names)), _const(where)], keywords)
+        stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
+            ast.Expr(value=call)
+        return [ast.copy_location(x, node) for x in (test_fn, body_fn, stmt)]
+
+    def visit_For(self, node):
+        where = _where(node, self.filename, self.offset)
+        self.generic_visit(node)
+        bad = finds(node.body, _UNCONVERTIBLE + (ast.Break, ast.Continue), into_loops=False)
+        if bad is not None or node.orelse:
+            node.iter = _call(_ag("py_iter"), [node.iter, _const(
+                _why(bad) if bad is not None else "it has an else clause"), _const(where)])
+            return node
+        flag = getattr(node, "_ag_break", None)
+        names = [n for n in assigned(node.body) + assigned([ast.Assign(
+            targets=[node.target], value=_const(None))]) if True]
+        names = list(dict.fromkeys(names))
+        if flag and flag not in names:
+            names.append(flag)
+        n = next(_counter)
+        item = f"__ag_it_{n}"
+        body_name = f"__agf_for_body_{n}"
+        set_target = ast.Assign(targets=[node.target], value=_name(item))
+        body_fn = _fn_def(body_name, [item] + names, [set_target] + node.body, names)
+        keywords = []
+        if flag:
+            keywords.append(ast.keyword(arg="extra_test", value=ast.Lambda(
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in names],
+                                   vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                                   defaults=[]),
+                body=_call(_ag("not_"), [_name(flag)]))))
+        call = _call(_ag("for_stmt"), [node.iter, _name(body_name), _load_state(names),
+                                       _const(tuple(names)), _const(where)], keywords)
+        stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
+            ast.Expr(value=call)
+        return [ast.copy_location(x, node) for x in (body_fn, stmt)]
+
+
+def _why(node) -> str:
+    kind = type(node).__name__.lower()
+    names = {"return": "its body returns", "yield": "its body yields",
+             "yieldfrom": "its body yields", "try": "its body has a try statement",
+             "raise": "its body raises", "global": "its body declares a global",
+             "nonlocal": "its body declares a nonlocal", "with": "its body has a with block",
+             "break": "its body breaks out of it", "continue": "its body continues it"}
+    return names.get(kind, f"its body has a {kind} statement")
+
+
+# --- the entry point ---------------------------------------------------------------------------
+def convert(fn):
+    """``fn`` with its control flow converted (see the module docstring); ``fn`` itself where
+    its source cannot be had."""
+    if isinstance(fn, functools.partial):
+        inner = convert(fn.func)
+        return functools.partial(inner, *fn.args, **fn.keywords)
+    if inspect.ismethod(fn):
+        return types.MethodType(convert(fn.__func__), fn.__self__)
+    if not inspect.isfunction(fn) or fn.__name__ == "<lambda>":
+        return fn
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+        first_line = fn.__code__.co_firstlineno
+    except (OSError, TypeError):
+        return fn
+    tree = ast.parse(source)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        return fn
+    fdef.decorator_list = []
+    fdef._ag_root = True
+    fdef.body = _fold_returns(fdef.body)
+    tree = _Jumps().visit(tree)
+    tree = _Control(filename, first_line - 1).visit(tree)
+    ast.fix_missing_locations(tree)
+    ast.increment_lineno(tree, first_line - 1)
+    # Free variables of fn become parameters of a maker, so the new function closes over the
+    # same values; the maker's own name cannot clash with the user's.
+    freevars = fn.__code__.co_freevars
+    maker = ast.FunctionDef(
+        name="__ag_maker", args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v)
+                                                                  for v in freevars],
+                                              vararg=None, kwonlyargs=[], kw_defaults=[],
+                                              kwarg=None, defaults=[]),
+        body=[fdef, ast.Return(value=_name(fdef.name))], decorator_list=[], returns=None,
+        type_params=[])
+    module = ast.Module(body=[maker], type_ignores=[])
+    ast.fix_missing_locations(module)
+    code = compile(module, filename, "exec")
+    namespace = dict(fn.__globals__)
+    namespace[AG] = operators
+    exec(code, namespace)  # noqa: S102 - the user's own function, rewritten
+    closure = [c.cell_contents for c in (fn.__closure__ or ())]
+    new = namespace["__ag_maker"](*closure)
+    new.__defaults__ = fn.__defaults__
+    new.__kwdefaults__ = fn.__kwdefaults__
+    functools.update_wrapper(new, fn)
+    new.__wrapped__ = fn
+    new.__dflab_autograph__ = True
+    return new

@@ -1,0 +1,285 @@
+"""``tf.GradientTape``: reverse-mode differentiation of ops run eagerly.
+
+While a tape records, the eager context hands it every op it runs (``EagerContext.apply_op``);
+the tape keeps those that read a *watched* tensor — one passed to ``watch``, a trainable
+variable read while ``watch_accessed_variables`` is on (through the variables' access hook),
+or an output of an op it kept. ``gradient`` walks the kept ops backwards, newest first, and
+calls each op type's registered gradient function — the very functions ``tf.gradients`` uses on
+graphs — on the recorded op (its inputs, outputs and attributes). Those functions build ops
+with the ordinary builders, which run eagerly, so gradients are eager tensors; when another
+tape is recording meanwhile it records the backward ops too, which is how nested tapes give
+higher-order derivatives. A variable read with ``tf.gather`` gets ``IndexedSlices``.
+
+Invariant: a tape keeps the tensors it recorded alive until it is released (a non-persistent
+tape after its first ``gradient``), so the ids it matches by are never reused meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from dflab.eager import context as _context
+from dflab.framework import dtypes as _dt
+from dflab.framework import nest
+from dflab.framework import ops as _ops
+from dflab.framework.registry import get_gradient_function
+from dflab.ops import array_ops, math_ops
+from dflab.ops import gradients as _gradients
+from dflab.ops import resource_variable_ops as _rv
+from dflab.ops.gradients import IndexedSlices
+
+
+class UnconnectedGradients:
+    """What ``gradient`` returns for a source the target does not depend on."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _differentiable(dtype) -> bool:
+    dt = dtype.base_dtype
+    return dt.is_floating or dt.is_complex or dt is _dt.resource
+
+
+class GradientTape:
+    """Records eager ops for automatic differentiation (TF's ``tf.GradientTape``)."""
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
+        self._persistent = persistent
+        self._watch_accessed = watch_accessed_variables
+        self._watched: set[int] = set()
+        self._keep: list = []  # watched tensors and variables: their ids stay theirs
+        self._records: list = []
+        self._variables: list = []
+        self._recording = False
+        self._released = False
+        self._thread = None
+        self._graph = None
+
+    # --- recording -------------------------------------------------------------------------
+    def __enter__(self):
+        # Building a graph (a traced function, or TF1 graph mode), the tape records nothing:
+        # ``gradient`` differentiates the graph symbolically, as ``tf.gradients`` does.
+        self._graph = None if _ops.executing_eagerly() else _ops.get_default_graph()
+        self._push()
+        return self
+
+    def __exit__(self, *exc):
+        if self._recording:
+            self._pop()
+        return False
+
+    def _push(self) -> None:
+        if self._recording:
+            raise ValueError("Tape is still recording, This can happen if you try to re-enter "
+                             "an already-active tape.")
+        self._thread = threading.get_ident()
+        self._recording = True
+        _context._TAPES.append(self)
+        _rv._ACCESS_HOOK[0] = _variable_accessed
+
+    def _pop(self) -> None:
+        self._recording = False
+        if self in _context._TAPES:
+            _context._TAPES.remove(self)
+        if not _context._TAPES:
+            _rv._ACCESS_HOOK[0] = None
+
+    def stop_recording(self):
+        """A block in which this tape records nothing (TF's ``tape.stop_recording()``)."""
+        tape = self
+
+        class _Paused:
+            def __enter__(self):
+                if not tape._recording:
+                    raise ValueError("Tape must be recording when stop_recording is called.")
+                tape._pop()
+
+            def __exit__(self, *exc):
+                tape._push()
+                return False
+
+        return _Paused()
+
+    def reset(self) -> None:
+        """Forget everything recorded so far (the tape keeps recording)."""
+        self._watched.clear()
+        self._keep.clear()
+        self._records.clear()
+        self._variables.clear()
+
+    def watch(self, tensor) -> None:
+        """Record the ops that read ``tensor`` (a tensor, a variable, or a nest of them)."""
+        for t in nest.flatten(tensor):
+            if _rv.is_resource_variable(t):
+                self._watch_variable(t)
+            elif isinstance(t, _ops.Tensor):
+                if not _differentiable(t.dtype):
+                    continue
+                self._watched.add(id(t))
+                self._keep.append(t)
+            else:
+                raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not "
+                                 "tf.Tensor or tf.Variable.")
+
+    def _watch_variable(self, variable) -> None:
+        handle = variable.handle
+        if id(handle) not in self._watched:
+            self._watched.add(id(handle))
+            self._keep.append(handle)
+            self._variables.append(variable)
+
+    def watched_variables(self) -> tuple:
+        """The variables this tape watched, in the order it first saw them."""
+        return tuple(self._variables)
+
+    def record(self, op) -> None:
+        """Keep ``op`` if it reads a watched tensor (called by the eager context)."""
+        if self._thread != threading.get_ident() or self._graph is not None:
+            return
+        watched = self._watched
+        for t in op.inputs:
+            if id(t) in watched:
+                break
+        else:
+            return
+        self._records.append(op)
+        for out in op.outputs:
+            if _differentiable(out.dtype):
+                watched.add(id(out))
+
+    # --- differentiating -------------------------------------------------------------------
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+        """d(sum of ``target``)/d``sources``, in the structure of ``sources``."""
+        if self._released:
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one "
+                               "set of gradients (or jacobians)")
+        if unconnected_gradients not in (UnconnectedGradients.NONE, UnconnectedGradients.ZERO):
+            raise ValueError(f"Unknown value for unconnected_gradients: "
+                             f"{unconnected_gradients!r}")
+        targets = nest.flatten(target)
+        flat_sources = nest.flatten(sources)
+        for s in flat_sources:
+            if not (_rv.is_resource_variable(s) or isinstance(s, _ops.Tensor)):
+                raise ValueError(f"Passed in object {s!r} of type {type(s).__name__!r}, not "
+                                 "tf.Tensor or tf.Variable.")
+        grads_out = None if output_gradients is None else nest.flatten(output_gradients)
+        if self._graph is not None:
+            return nest.pack_sequence_as(sources, _gradients.gradients(
+                targets, flat_sources, grad_ys=grads_out,
+                unconnected_gradients=unconnected_gradients))
+        paused = self._recording
+        if paused:
+            self._pop()
+        try:
+            result = self._backward(targets, flat_sources, grads_out, unconnected_gradients)
+        finally:
+            if paused:
+                self._push()
+        if not self._persistent:
+            self._released = True
+            self._records = []
+            self._keep = []
+            self._watched = set()
+        return nest.pack_sequence_as(sources, result)
+
+    def _backward(self, targets, sources, output_gradients, unconnected):
+        grads: dict[int, list] = {}
+        for k, y in enumerate(targets):
+            y = _ops.convert_to_tensor(y)
+            if output_gradients is not None and output_gradients[k] is not None:
+                g = _ops.convert_to_tensor(output_gradients[k], dtype=y.dtype.base_dtype)
+            else:
+                g = array_ops.ones_like(y)
+            grads.setdefault(id(y), []).append(g)
+        wanted = {id(_target_of(s)) for s in sources}
+        for op in reversed(self._records):
+            out_grads = [_sum(grads.pop(id(t), None)) if id(t) not in wanted
+                         else _sum(grads.get(id(t))) for t in op.outputs]
+            if all(g is None for g in out_grads):
+                continue
+            in_grads = _call_gradient(op, out_grads)
+            for t, g in zip(op.inputs, in_grads):
+                if g is None or not _differentiable(t.dtype):
+                    continue
+                grads.setdefault(id(t), []).append(g)
+        result = []
+        for s in sources:
+            x = _target_of(s)
+            g = _sum(grads.get(id(x)))
+            if g is None and unconnected == UnconnectedGradients.ZERO:
+                g = array_ops.zeros_like(s.value() if _rv.is_resource_variable(s) else s)
+            result.append(g)
+        return result
+
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+                 parallel_iterations=None, experimental_use_pfor=False):
+        """d``target``[i]/d``source`` for every element i of ``target``, stacked (the
+        tape must be persistent, since it is read once per element)."""
+        if not self._persistent:
+            raise RuntimeError("jacobian needs a persistent tape: each element of the target "
+                               "is differentiated separately.")
+        flat_target = array_ops.reshape(target, [-1])
+        n = int(flat_target.shape[0])
+        flat_sources = nest.flatten(sources)
+        rows = [[] for _ in flat_sources]
+        for i in range(n):
+            onehot = array_ops.one_hot(i, n, dtype=target.dtype.base_dtype)
+            gs = self.gradient(target, flat_sources, output_gradients=array_ops.reshape(
+                onehot, array_ops.shape(target)), unconnected_gradients=unconnected_gradients)
+            for k, g in enumerate(gs):
+                rows[k].append(g)
+        out = []
+        for s, row in zip(flat_sources, rows):
+            shape = list(target.shape.as_list()) + list(
+                (s.shape if not _rv.is_resource_variable(s) else s.shape).as_list())
+            if any(g is None for g in row):
+                out.append(None)
+                continue
+            out.append(array_ops.reshape(array_ops.stack([_dense(g) for g in row]), shape))
+        return nest.pack_sequence_as(sources, out)
+
+
+def _target_of(source):
+    return source.handle if _rv.is_resource_variable(source) else source
+
+
+def _dense(g):
+    if isinstance(g, IndexedSlices):
+        return math_ops.unsorted_segment_sum(g.values, g.indices, g.dense_shape[0])
+    return g
+
+
+def _sum(grads):
+    if not grads:
+        return None
+    if len(grads) == 1:
+        return grads[0]
+    if all(isinstance(g, IndexedSlices) for g in grads):
+        return IndexedSlices(array_ops.concat([g.values for g in grads], 0),
+                             array_ops.concat([g.indices for g in grads], 0),
+                             grads[0].dense_shape)
+    return math_ops.add_n([_dense(g) for g in grads])
+
+
+def _call_gradient(op, out_grads):
+    known, fn = get_gradient_function(op.type)
+    if not known:
+        raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
+    if fn is None:
+        return [None] * len(op.inputs)
+    filled = [g if g is not None or not _differentiable(t.dtype) else array_ops.zeros_like(t)
+              for t, g in zip(op.outputs, out_grads)]
+    in_grads = fn(op, *filled)
+    if not isinstance(in_grads, (list, tuple)):
+        in_grads = [in_grads]
+    return list(in_grads)
+
+
+def _variable_accessed(variable) -> None:
+    """The variables' access hook: recording tapes that watch accessed variables watch it."""
+    ident = threading.get_ident()
+    for tape in _context._TAPES:
+        if tape._watch_accessed and tape._thread == ident:
+            tape._watch_variable(variable)

@@ -1,0 +1,581 @@
+"""The eager context: a graph whose ops run the moment they are built.
+
+TF 1.x's eager execution (``tf.enable_eager_execution``) on the same engine as graphs. An
+``EagerContext`` is a ``Graph`` whose ``apply_op``/``_create_op`` run the op at once instead of
+adding it: every builder (``tf.add``, ``tf.matmul``, a variable's read, an optimizer's update)
+reaches it through ``dflab.framework.ops.apply_op``, which asks the default graph whether it
+``executes_eagerly`` — one attribute read, so building graphs costs what it did. The context
+owns a ``Worker`` (the same devices, resource managers and intra-op pool a session's worker
+has); each op is placed as the placer would (a ``tf.device`` request, a resource input's
+device, else the device of highest priority with a kernel), and run by the kernel the kernel
+registry builds from a typed ``NodeDef``, bound through the device's ``bind_kernel`` hook, as in
+a plan. Kernels are cached per (op type, input dtypes, attributes, device), so the cost of an
+op after its first call is a dictionary look-up, the kernel call and the wrapping of its
+outputs in ``EagerTensor``s; shape and dtype rules run only when a kernel is built, and a bad
+shape afterwards is the kernel's ``InvalidArgumentError``, as in TF.
+
+Tapes (``dflab.eager.backprop``) hear each op run while one is recording; op listeners
+(timelines, per-op costs) hear each op with its start and end when any is attached.
+
+Invariant: nothing is ever added to an eager context's op list; its collections stay empty of
+variables (TF's eager variables live as long as Python holds them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+import weakref
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import errors
+from dflab.framework import ops as _ops
+from dflab.framework.device_spec import DeviceSpec
+from dflab.framework.eager_tensor import EagerTensor
+from dflab.framework.graph import Graph, _user_site
+from dflab.framework.graph_io import NodeDef
+from dflab.framework.registry import get_op_def
+from dflab.framework.tensor_shape import TensorShape
+from dflab.kernels.registry import get_kernel_def, has_kernel, is_host_only
+from dflab.runtime.config import ConfigProto
+from dflab.runtime.devices import spec_matches
+from dflab.runtime.worker import Worker
+
+# Ops whose attributes are unique per call (a variable's own shared name): never cached.
+_UNCACHED = frozenset({"VarHandleOp"})
+_NOT_FROZEN = object()
+_eager_variable_ids = itertools.count(1)
+
+
+class EagerOp:
+    """What an op run eagerly looks like to shape rules, gradient functions and errors: its
+    type, name, inputs, outputs and attributes (no graph position)."""
+
+    __slots__ = ("type", "name", "inputs", "outputs", "_outputs", "_attrs", "graph", "device",
+                 "creation_site", "control_flow_info", "control_flow_context")
+
+    def __init__(self, op_type, name, inputs, attrs, graph, device="", outputs=None, site=""):
+        self.type = op_type
+        self.name = name
+        self.inputs = tuple(inputs)
+        self._attrs = attrs if attrs is not None else {}
+        self.graph = graph
+        self.device = device
+        self.outputs = self._outputs = outputs if outputs is not None else []
+        self.creation_site = site
+        self.control_flow_info = None
+        self.control_flow_context = None
+
+    @property
+    def op_def(self):
+        return get_op_def(self.type)
+
+    @property
+    def attrs(self):
+        return self._attrs
+
+    def get_attr(self, name):
+        try:
+            return self._attrs[name]
+        except KeyError:
+            raise ValueError(f"Operation {self.name!r} has no attr named {name!r}.") from None
+
+    @property
+    def control_inputs(self) -> tuple:
+        return ()
+
+    def values(self) -> tuple:
+        return tuple(self.outputs)
+
+    def __repr__(self):
+        return f"<tf.Operation '{self.name}' type={self.type} (eager)>"
+
+
+class _EagerStep:
+    """What a kernel that takes the step sees when it runs eagerly: a step of its own."""
+
+    __slots__ = ("step_id", "rendezvous", "cancelled", "error")
+
+    def __init__(self):
+        self.step_id = 0
+        self.rendezvous = None
+        self.cancelled = False
+        self.error = None
+
+
+class _Entry:
+    """A cached kernel: the bound function, its outputs' dtypes and the device it runs on."""
+
+    __slots__ = ("fn", "out_dtypes", "n_out", "device", "node_def")
+
+    def __init__(self, fn, out_dtypes, device, node_def):
+        self.fn = fn
+        self.out_dtypes = out_dtypes
+        self.n_out = len(out_dtypes)
+        self.device = device
+        self.node_def = node_def
+
+
+def _freeze(value):
+    """A hashable stand-in for an attribute value (``_NOT_FROZEN`` if there is none)."""
+    if isinstance(value, (str, int, float, bool, bytes, _dt.DType, TensorShape)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        items = tuple(_freeze(v) for v in value)
+        return _NOT_FROZEN if _NOT_FROZEN in items else ("list", items)
+    if isinstance(value, dict):
+        items = tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+        return _NOT_FROZEN if any(v is _NOT_FROZEN for _, v in items) else ("dict", items)
+    if isinstance(value, np.generic):
+        return value.item()
+    return _NOT_FROZEN
+
+
+def _attrs_key(attrs):
+    if not attrs:
+        return None
+    try:
+        items = tuple(sorted(attrs.items()))
+    except TypeError:
+        return _NOT_FROZEN
+    out = []
+    for k, v in items:
+        f = _freeze(v)
+        if f is _NOT_FROZEN:
+            return _NOT_FROZEN
+        out.append((k, f))
+    return tuple(out)
+
+
+def _holds_tensor(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    return _ops.is_tensor_like(value)
+
+
+class EagerContext(Graph):
+    """A graph that runs its ops at once (see the module docstring)."""
+
+    executes_eagerly = True
+    captures_foreign_tensors = True
+
+    def __init__(self, config: ConfigProto | None = None):
+        super().__init__()
+        self.config = config if config is not None else ConfigProto()
+        self.worker = Worker(self.config, owner=self)
+        self.devices = self.worker.devices
+        self.host = self.devices.host
+        self._cache: dict = {}
+        self._scalars: dict = {}
+        self._spaces = len({d.memory_space for d in self.devices}) > 1
+        self.closed = False
+        # fn(op_type, device_name, start_s, end_s): timelines and per-op costs.
+        self.op_listeners: list = []
+        self._listen_lock = threading.Lock()
+
+    # --- graph behaviour that differs in eager mode -------------------------------------------
+    def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        # TF's eager names are not made unique: every unnamed variable is "Variable:0".
+        scope = self._st().name_scope
+        return scope + name if scope else name
+
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs):
+        """Ops run in program order when executing eagerly: nothing to wait for."""
+        yield None
+
+    @contextlib.contextmanager
+    def colocate_with(self, op, ignore_existing=False):
+        yield
+
+    def add_to_collection(self, name, value) -> None:
+        # TF keeps no collections of eager objects (a variable lives while Python holds it).
+        return None
+
+    def get_collection_ref(self, name) -> list:
+        return []
+
+    def finalize(self) -> None:
+        raise RuntimeError("An eager context cannot be finalized.")
+
+    def get_operations(self) -> list:
+        return []
+
+    def __repr__(self):
+        names = ", ".join(d.short_name for d in self.devices)
+        return f"<dflab eager context on {names}>"
+
+    # --- running ops ---------------------------------------------------------------------------
+    def _create_op(self, op_type, inputs, attrs, name, site=None, extra_control=None):
+        if op_type == "Const":
+            return self._const_op(attrs, name)
+        return self.apply_op(op_type, inputs, attrs, name)
+
+    def create_op(self, op_type, inputs, dtypes=None, input_types=None, name=None, attrs=None,
+                  op_def=None, compute_shapes=True, compute_device=True):
+        return self.apply_op(op_type, list(inputs), attrs or {}, name)
+
+    def _const_op(self, attrs, name):
+        t = self.constant_tensor(attrs["value"], attrs["dtype"])
+        return EagerOp("Const", name or "Const", (), attrs, self, self.host.name, [t])
+
+    def constant_tensor(self, value, dtype):
+        """An eager tensor of ``value`` (a read-only array ``tf.constant`` made) on the
+        host, where TF's eager constants live until an op on another device reads them."""
+        return EagerTensor(value, dtype, self.host)
+
+    def from_numpy(self, array: np.ndarray):
+        """An eager tensor holding a copy of ``array`` (a NumPy array of a dtype dflab has)."""
+        try:
+            dtype = _dt.as_dtype(array.dtype)
+        except (TypeError, KeyError, ValueError):
+            dtype = None
+        if dtype is None or array.dtype.kind in "OUS":
+            return _ops.convert_to_tensor(array)
+        value = np.array(array)
+        value.flags.writeable = False
+        return EagerTensor(value, dtype, self.host)
+
+    def scalar(self, value, dtype):
+        """An eager tensor of the Python number ``value`` in ``dtype`` (cached: tensors are
+        immutable, and ``x + 1`` in a loop should not rebuild its constant)."""
+        key = (type(value), value, dtype)
+        t = self._scalars.get(key)
+        if t is None:
+            from dflab.framework.constant_op import constant
+
+            t = constant(value, dtype=dtype)
+            if len(self._scalars) < 4096:
+                self._scalars[key] = t
+        return t
+
+    def _convert_inputs(self, inputs, dtype):
+        tensors = []
+        missing = False
+        for v in inputs:
+            if type(v) is EagerTensor:
+                tensors.append(v)
+            elif isinstance(v, _ops.Tensor):
+                if not v.is_eager:
+                    raise _graph_tensor_error(v)
+                tensors.append(v)
+            elif hasattr(v, "_as_tensor"):
+                tensors.append(_ops.convert_to_tensor(v))
+            elif isinstance(v, (list, tuple)) and _holds_tensor(v):
+                tensors.append(_ops.convert_to_tensor(v))
+            else:
+                tensors.append(None)
+                missing = True
+        if missing:
+            if dtype is None:
+                dtype = next((t.dtype.base_dtype for t in tensors if t is not None), None)
+            for i, v in enumerate(inputs):
+                if tensors[i] is None:
+                    if dtype is not None and type(v) in (int, float, bool) and \
+                            not (type(v) is float and dtype.is_integer):
+                        tensors[i] = self.scalar(v, dtype)
+                    else:
+                        tensors[i] = _ops.convert_to_tensor(v, dtype=dtype)
+        return tensors
+
+    def apply_op(self, op_type, inputs, attrs=None, name=None, dtype=None):
+        """Run ``op_type`` on ``inputs`` now; returns an ``EagerOp`` whose outputs are eager
+        tensors (what builders read from the op ``apply_op`` returns in a graph)."""
+        if not isinstance(inputs, list):
+            inputs = list(inputs)
+        tensors = self._convert_inputs(inputs, dtype)
+        dts = tuple([t.dtype for t in tensors])
+        st = self._st()
+        request = st.device
+        resource = _dt.resource in dts
+        akey = _attrs_key(attrs)
+        key = (op_type, dts, akey, _request_key(st, request) if request else None,
+               tensors[dts.index(_dt.resource)]._device_obj if resource else None)
+        entry = self._cache.get(key) if akey is not _NOT_FROZEN else None
+        if entry is None:
+            entry = self._build(op_type, tensors, attrs, name, request, resource)
+            if akey is not _NOT_FROZEN and op_type not in _UNCACHED:
+                self._cache[key] = entry
+        device = entry.device
+        if self._spaces:
+            args = [device.from_host(t._value) if t._device_obj is None else
+                    t._device_obj.copy_to(t._value, device) for t in tensors]
+        else:
+            args = [t._value for t in tensors]
+        listeners = self.op_listeners
+        start = time.perf_counter() if listeners else 0.0
+        try:
+            out = entry.fn(*args)
+        except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
+            raise _kernel_error(e, op_type, name, tensors, attrs, self, device) from None
+        if listeners:
+            end = time.perf_counter()
+            for fn in listeners:
+                fn(op_type, device.name, start, end)
+        n = entry.n_out
+        if n == 1:
+            outputs = [EagerTensor(out, entry.out_dtypes[0], device)]
+        elif n == 0:
+            outputs = []
+        else:
+            outputs = [EagerTensor(v, dt, device) for v, dt in zip(out, entry.out_dtypes)]
+        if op_type in _UNCACHED:
+            op = EagerOp(op_type, name or op_type, tensors, entry.node_def.attr, self,
+                         device.name, outputs)
+            _name_handle(op, outputs)
+        else:
+            op = EagerOp(op_type, name or op_type, tensors, attrs, self, device.name, outputs)
+        if _TAPES:
+            _record(op)
+        return op
+
+    # --- building a kernel ---------------------------------------------------------------------
+    def _build(self, op_type, tensors, attrs, name, request, resource) -> _Entry:
+        attrs = dict(attrs or {})
+        if op_type in _UNCACHED:
+            # Each eager variable has state of its own, whatever its name (TF: anonymous).
+            base = attrs.get("shared_name") or (name or "Variable").rstrip("/")
+            attrs["shared_name"] = f"{base}_eager{next(_eager_variable_ids)}"
+        op = EagerOp(op_type, (name or op_type).rstrip("/"), tensors, attrs, self)
+        try:
+            specs = op.op_def.infer(op)
+        except (ValueError, TypeError) as e:
+            op.creation_site = _user_site()
+            raise errors.InvalidArgumentError(None, op, f"{e} [Op:{op_type}]") from None
+        out_dtypes = tuple(dt for dt, _ in specs)
+        device = self._place(op, request, tensors if resource else None, out_dtypes)
+        node_def = NodeDef(op.name, op_type, [f"input{i}" for i in range(len(tensors))],
+                           device.name, attrs, "", input_types=tuple(t.dtype for t in tensors),
+                           output_types=out_dtypes,
+                           output_shapes=tuple(TensorShape(sh) if not isinstance(
+                               sh, TensorShape) else sh for _, sh in specs))
+        try:
+            kd = get_kernel_def(node_def, device.kernel_device_type)
+            fn = kd.factory(node_def, device.context)
+        except errors.OpError as e:
+            op.creation_site = _user_site()
+            raise type(e)(None, op, e.message) from None
+        fn = device.bind_kernel(kd, node_def, fn)
+        if kd.is_async:
+            fn = _blocking(fn)
+        elif kd.takes_step:
+            fn = _with_step(fn)
+        entry = _Entry(fn, out_dtypes, device, node_def)
+        if op_type in _UNCACHED:
+            entry.node_def = node_def
+        return entry
+
+    def _place(self, op, request, tensors, out_dtypes):
+        """The device ``op`` runs on: its resource input's; else the request of the ``device``
+        scopes (soft: another device where the requested one has no kernel); else the device of
+        highest priority with a kernel, as TF's eager placement does."""
+        if tensors is not None:
+            for t in tensors:
+                if t.dtype is _dt.resource and t._device_obj is not None:
+                    return t._device_obj
+        spec = _requested_spec(request)
+        strings = _dt.string in out_dtypes or any(t.dtype is _dt.string for t in op.inputs)
+        candidates = self.devices.prioritized
+        if spec is not None:
+            wanted = [d for d in candidates if spec_matches(spec, d.spec)]
+            found = self._runnable(op.type, wanted, strings)
+            if found is not None:
+                return found
+        found = self._runnable(op.type, candidates, strings)
+        if found is None:
+            raise errors.NotFoundError(None, op, f"No registered '{op.type}' OpKernel for any "
+                                       "device of the eager context")
+        return found
+
+    @staticmethod
+    def _runnable(op_type, devices, strings):
+        for d in devices:
+            if d.type.accelerator and (strings or is_host_only(op_type)):
+                continue
+            if has_kernel(op_type, d.kernel_device_type):
+                return d
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+        self.worker.close()
+
+
+def _request_key(st, request):
+    """A hashable key for a stack of ``tf.device`` scopes (by content: a loop that enters the
+    same scope each iteration reuses its kernels), remembered for the stack object in use."""
+    memo = getattr(st, "eager_request", None)
+    if memo is not None and memo[0] is request:
+        return memo[1]
+    key = tuple((kind, val.to_string() if kind == "spec" else id(val)) for kind, val in request)
+    st.eager_request = (request, key)
+    return key
+
+
+def _requested_spec(request):
+    """The device a stack of ``tf.device`` scopes asks for (innermost fields first)."""
+    if not request:
+        return None
+    spec = DeviceSpec()
+    for kind, val in reversed(request):
+        if kind == "reset":
+            break
+        if kind == "spec":
+            spec = val.make_merged_spec(spec)
+        else:
+            raise RuntimeError("tf.device does not support functions when eager execution "
+                               "is enabled.")
+    return spec if spec.to_string() else None
+
+
+def _name_handle(op, outputs) -> None:
+    """A variable's handle is named (``Variable:0``) and records the op that made it, whose
+    attributes give the variable's dtype and shape to the rules that read them."""
+    handle = outputs[0]
+    op.name = op.name.rstrip("/")
+    handle.set_source(op, f"{op.name}:0")
+    state = handle._value
+    device = handle._device_obj
+    weakref.finalize(handle, _forget_variable, device, state.name)
+
+
+def _forget_variable(device, name) -> None:
+    try:
+        device.resources.destroy_variable(name)
+    except Exception:  # noqa: BLE001 - at interpreter exit the device may be gone
+        pass
+
+
+def _blocking(fn):
+    """An asynchronous kernel (``fn(step, done, *inputs)``) run to its end on this thread."""
+
+    def run(*args):
+        event = threading.Event()
+        result = {}
+
+        def done(outputs=None, error=None):
+            result["outputs"], result["error"] = outputs, error
+            event.set()
+
+        fn(_EagerStep(), done, *args)
+        event.wait()
+        if result["error"] is not None:
+            raise result["error"]
+        return result["outputs"]
+
+    return run
+
+
+def _with_step(fn):
+    def run(*args):
+        return fn(_EagerStep(), *args)
+
+    return run
+
+
+def _graph_tensor_error(t):
+    return errors.InvalidArgumentError(
+        None, None, f"A graph tensor ({t.name}) was passed to an op running eagerly; use "
+        "tensors computed eagerly, or build the op inside that tensor's graph.")
+
+
+def _kernel_error(e, op_type, name, tensors, attrs, ctx, device):
+    op = EagerOp(op_type, (name or op_type).rstrip("/"), tensors, attrs, ctx, device.name,
+                 site=_user_site())
+    if isinstance(e, errors.OpError):
+        inner = getattr(e, "op", None)
+        where = ""
+        if inner is not None and inner is not op:
+            site = getattr(inner, "creation_site", "") or ""
+            where = f"\n\t [[function node {inner.name}" + (
+                f" (defined at {site})]]" if site else "]]")
+        return type(e)(None, op, f"{e.message} [Op:{op_type}]{where}")
+    shapes = ", ".join(str(list(np.shape(t._value))) for t in tensors
+                       if t.dtype is not _dt.resource)
+    return errors.InvalidArgumentError(
+        None, op, f"{type(e).__name__}: {e} (input shapes: [{shapes}]) [Op:{op_type}]")
+
+
+# --- tapes: filled by dflab.eager.backprop -------------------------------------------------------
+_TAPES: list = []
+
+
+def _record(op) -> None:
+    for tape in _TAPES:
+        tape.record(op)
+
+
+# --- the process's context -----------------------------------------------------------------------
+_context: EagerContext | None = None
+_context_lock = threading.Lock()
+
+
+def eager_context(config: ConfigProto | None = None) -> EagerContext:
+    """The process's eager context (made on first use, with ``config`` if given then)."""
+    global _context
+    if _context is None or _context.closed:
+        with _context_lock:
+            if _context is None or _context.closed:
+                _context = EagerContext(config)
+    return _context
+
+
+def enable_eager_execution(config=None, device_policy=None, execution_mode=None) -> None:
+    """TF 1.x ``tf.enable_eager_execution``: from now on ops run at once (on every thread
+    that has not entered a graph with ``as_default``). Call it at program start: a default
+    graph that already holds ops is refused, as TF refuses it."""
+    current = _ops.get_default_graph()
+    if current.executes_eagerly:
+        return
+    if _ops._default_graph_stack():
+        raise ValueError("tf.enable_eager_execution must be called at program startup "
+                         "(not inside a `with graph.as_default()` block).")
+    if config is not None and _context is not None and _context.config is not config:
+        raise ValueError("tf.enable_eager_execution was called with another config after the "
+                         "eager context was made.")
+    _ops.set_global_default_graph(eager_context(config))
+
+
+def disable_eager_execution() -> None:
+    """Graph mode again: a fresh default graph (TF 2.x's ``disable_eager_execution``)."""
+    if _ops.get_default_graph().executes_eagerly and not _ops._default_graph_stack():
+        _ops.set_global_default_graph(Graph())
+
+
+def executing_eagerly() -> bool:
+    return _ops.executing_eagerly()
+
+
+def eager_mode():
+    """A block in which this thread executes eagerly (the process's context as its default
+    graph), whatever the global mode: what tests and notebooks comparing modes use."""
+    return eager_context().as_default()
+
+
+@contextlib.contextmanager
+def graph_mode(graph: Graph | None = None):
+    """A block building ``graph`` (a new one by default) even where eager execution is on."""
+    g = graph if graph is not None else Graph()
+    with g.as_default():
+        yield g
+
+
+@contextlib.contextmanager
+def init_scope():
+    """TF's ``init_scope``: leave any function being traced for the outermost context (the
+    eager context where eager execution is on, else the default graph outside functions),
+    with no control dependencies — where variables and their initializers are made."""
+    stack = _ops._default_graph_stack()
+    outer = None
+    for g in reversed(stack):
+        if not getattr(g, "is_function_graph", False):
+            outer = g
+            break
+    if outer is None:
+        outer = _ops.get_global_default_graph()
+    with outer.as_default(), outer.control_dependencies(None):
+        yield

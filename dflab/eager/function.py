@@ -1,0 +1,697 @@
+"""Traced functions: ``tf.function`` and ``tf.contrib.eager.defun``.
+
+A ``Function`` wraps a Python function. The first time it is called with a new *input
+signature* — the dtypes and shapes of its tensor arguments, the values of its other Python
+arguments, the identity of other objects (``self``), and the graph it is called in — it
+*traces* the function: runs it once on placeholders inside a ``FuncGraph``, an ordinary dflab
+graph (GraphView draws it, a session can run it), after converting its Python control flow
+with AutoGraph (``dflab.autograph``) unless ``autograph=False``. The result is a
+``ConcreteFunction``: the graph, its argument placeholders, the values it captured from
+outside (eager tensors and variables' handles, or tensors of the graph it is called from),
+and its outputs. Later calls with the same signature call the cached graph; each trace
+records *why* it happened (``Function.traces``), and ``experimental_get_tracing_count`` counts
+them, as TF's. ``input_signature=`` pins the signature to ``TensorSpec``s.
+
+Calling a concrete function is one op, ``PartitionedCall`` (``dflab.eager.call_op``): run at
+once under eager execution, added to the graph being built otherwise, so a traced function
+is callable from graph mode, differentiable (tapes and ``tf.gradients`` reach its gradient
+function) and placeable (``tf.device`` around the call).
+
+Inside a trace, stateful ops run in program order (each gets a control input on the one
+before, as TF's automatic control dependencies give), and every op runs on each call.
+Variables follow TF's once-only rule: a function may create variables only on its first
+trace; they are made outside the graph (in the eager context, or in the graph the call is
+built in) with their initial values computed then, and later traces must reuse them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import itertools
+import threading
+
+import numpy as np
+
+from dflab.eager import call_op
+from dflab.eager import context as _ctx
+from dflab.framework import dtypes as _dt
+from dflab.framework import nest
+from dflab.framework import ops as _ops
+from dflab.framework.eager_tensor import EagerTensor
+from dflab.framework.graph import Graph
+from dflab.framework.graph_io import GraphDef
+from dflab.framework.tensor_shape import TensorShape, as_shape
+from dflab.ops import array_ops
+from dflab.ops import gradients as _gradients
+from dflab.ops import resource_variable_ops as _rv
+from dflab.ops import variables as _variables
+from dflab.runtime.node import Node
+
+_function_ids = itertools.count(1)
+
+
+class TensorSpec:
+    """``tf.TensorSpec``: the dtype and (partial) shape a traced function's argument has."""
+
+    def __init__(self, shape, dtype=_dt.float32, name=None):
+        self.shape = as_shape(shape)
+        self.dtype = _dt.as_dtype(dtype)
+        self.name = name
+
+    @classmethod
+    def from_tensor(cls, tensor, name=None) -> TensorSpec:
+        return cls(tensor.shape, tensor.dtype.base_dtype, name)
+
+    def is_compatible_with(self, value) -> bool:
+        dtype = getattr(value, "dtype", None)
+        if dtype is None:
+            return False
+        dt = _dt.as_dtype(dtype).base_dtype
+        return dt is self.dtype.base_dtype and self.shape.is_compatible_with(
+            TensorShape(np.shape(value)) if not isinstance(value, _ops.Tensor) else value.shape)
+
+    def __eq__(self, other):
+        return isinstance(other, TensorSpec) and self.dtype == other.dtype and \
+            self.shape.as_tuple() == other.shape.as_tuple()
+
+    def __hash__(self):
+        return hash((self.dtype, self.shape.as_tuple()))
+
+    def __repr__(self):
+        return f"TensorSpec(shape={self.shape}, dtype=tf.{self.dtype.name}, name={self.name!r})"
+
+
+# --- the function graph --------------------------------------------------------------------------
+class FuncGraph(Graph):
+    """The graph a Python function is traced into: placeholders for its arguments, one more
+    placeholder per value captured from outside, and automatic control dependencies between
+    its stateful ops (see the module docstring)."""
+
+    is_function_graph = True
+    captures_foreign_tensors = True
+
+    def __init__(self, name: str, outer=None):
+        super().__init__()
+        self.name = name
+        self.outer_graph = outer if outer is not None else _ops.get_default_graph()
+        self.inputs: list = []  # argument placeholders
+        self.captures: dict = {}  # id(outer value) -> (outer value, placeholder)
+        self.outputs: list = []
+        self.variables: list = []
+        self._last_stateful = None
+        self.seed = getattr(self.outer_graph, "seed", None)
+        self.add_op_observer(self._order_stateful)
+
+    def placeholder(self, dtype, shape, name: str, like=None):
+        """A placeholder of ``dtype`` and ``shape``; ``like``: a placeholder standing for a
+        variable handle, whose variable dtype and shape it takes too."""
+        attrs = {"dtype": _dt.as_dtype(dtype).base_dtype, "shape": as_shape(shape)}
+        if like is not None and "_handle_dtype" in like.op.attrs:
+            attrs["_handle_dtype"] = like.op.get_attr("_handle_dtype")
+            attrs["_handle_shape"] = like.op.get_attr("_handle_shape")
+        with self.as_default():
+            return self.create_op("Placeholder", [], name=name, attrs=attrs).outputs[0]
+
+    def colocate_with(self, op, ignore_existing=False):
+        """Colocation with an op outside this graph (a captured variable's handle) is left to
+        the call op, which runs where its resource inputs live."""
+        target = op
+        if hasattr(target, "_as_graph_element") and not isinstance(
+                target, (_ops.Tensor, _ops.Operation)):
+            target = target._as_graph_element()
+        if isinstance(target, _ops.Tensor):
+            target = target.op if not target.is_eager else None
+        if target is None or getattr(target, "graph", None) is not self:
+            return contextlib.nullcontext()
+        return super().colocate_with(op, ignore_existing)
+
+    def capture(self, t):
+        """The placeholder standing for ``t`` (a value from outside) in this graph."""
+        return self._capture(t, "Identity")
+
+    def _order_stateful(self, op) -> None:
+        """TF's automatic control dependencies: a stateful op runs after the one before it
+        (at the function's top level; a loop body or branch keeps its own order)."""
+        if not op.op_def.stateful or op.type in _NOT_ORDERED or \
+                op.control_flow_context is not None or self.control_flow_context is not None:
+            return
+        last = self._last_stateful
+        if last is not None and last not in op.control_inputs:
+            op.add_control_input(last)
+        self._last_stateful = op
+
+    def _capture(self, t, op_type):
+        found = self.captures.get(id(t))
+        if found is not None:
+            return found[1]
+        dtype = t.dtype.base_dtype
+        attrs = {"dtype": dtype, "shape": t.shape}
+        if dtype is _dt.resource:
+            from dflab.ops.op_util import variable_dtype_shape
+
+            vdtype, vshape = variable_dtype_shape(t)
+            if vdtype is not None:
+                attrs["_handle_dtype"] = vdtype
+                attrs["_handle_shape"] = vshape
+        with self.as_default(), self.control_dependencies(None):
+            ph = self.create_op("Placeholder", [], name="captured", attrs=attrs).outputs[0]
+        self.captures[id(t)] = (t, ph)
+        return ph
+
+    def capture_values(self) -> list:
+        return [outer for outer, _ in self.captures.values()]
+
+    def capture_placeholders(self) -> list:
+        return [ph for _, ph in self.captures.values()]
+
+
+# Stateful ops that need no order among themselves: placeholders and variable handles.
+_NOT_ORDERED = frozenset({"Placeholder", "VarHandleOp", "PlaceholderWithDefault"})
+
+
+# --- concrete functions --------------------------------------------------------------------
+class ConcreteFunction:
+    """One trace of a function: its graph, argument placeholders, captured values and outputs,
+    callable with tensors of the traced signature (see the module docstring)."""
+
+    def __init__(self, graph: FuncGraph, arg_placeholders, structured_outputs, python_call,
+                 reason: str = "", signature=None):
+        self.graph = graph
+        self._args = list(arg_placeholders)
+        self.structured_outputs = structured_outputs
+        flat = [t for t in nest.flatten(structured_outputs) if t is not None]
+        self.outputs = flat
+        # A single tensor (the common case) comes back without repacking.
+        self._single = isinstance(structured_outputs, _ops.Tensor)
+        self._python_call = python_call
+        self.reason = reason
+        self.signature = signature
+        self.name = graph.name
+        self._captured = graph.capture_values()
+        self._capture_phs = graph.capture_placeholders()
+        self._fdef = self._make_fdef()
+        call_op.register_function(self._fdef)
+        self._eager_attrs = {"f": self.name}
+        self._graph_attrs = None
+        self._grad = None
+        self._grad_lock = threading.Lock()
+
+    @property
+    def inputs(self) -> list:
+        """The graph's input placeholders: the arguments', then the captured values'."""
+        return self._args + self._capture_phs
+
+    @property
+    def captured_inputs(self) -> list:
+        return list(self._captured)
+
+    @property
+    def variables(self) -> list:
+        return list(self.graph.variables)
+
+    def _make_fdef(self) -> call_op.FunctionDef:
+        inputs = self.inputs
+        arg_ops = {t.op.name for t in inputs}
+        node_defs = []
+        for op in self.graph.get_operations():
+            if op.name in arg_ops:
+                continue
+            nd = Node.of_op(op, "").to_node_def()
+            nd.input = [i for i in nd.input if not (i.startswith("^") and i[1:] in arg_ops)]
+            node_defs.append(nd)
+        return call_op.FunctionDef(
+            self.name, GraphDef(node_defs), [t.name for t in inputs],
+            [t.name for t in self.outputs], [t.dtype.base_dtype for t in self.outputs],
+            [t.shape for t in self.outputs], concrete=self)
+
+    def _graph_call_attrs(self) -> dict:
+        if self._graph_attrs is None:
+            self._graph_attrs = {"f": self.name,
+                                 "Tout": [t.dtype.base_dtype for t in self.outputs],
+                                 "output_shapes": [t.shape for t in self.outputs],
+                                 "_body": self._fdef.to_json()}
+        return self._graph_attrs
+
+    def __call__(self, *args, **kwargs):
+        flat = [_as_input(t) for t in nest.flatten((args, kwargs)) if _is_tensor_arg(t)]
+        return self.call_flat(flat)
+
+    def call_flat(self, tensors):
+        """Call with the argument tensors in the order of the argument placeholders."""
+        if len(tensors) != len(self._args):
+            raise TypeError(f"{self.name} takes {len(self._args)} tensor arguments, got "
+                            f"{len(tensors)}")
+        inputs = [*tensors, *self._captured]
+        g = _ops.get_default_graph()
+        if g.executes_eagerly:
+            op = g.apply_op(call_op.CALL_OP, inputs, self._eager_attrs, self.name)
+        else:
+            op = _ops.apply_op(call_op.CALL_OP, inputs, self._graph_call_attrs(), call_op.CALL_OP)
+        if self._single:
+            return op.outputs[0]
+        outs = iter(op.outputs)
+        return nest.pack_sequence_as(
+            self.structured_outputs,
+            [None if t is None else next(outs) for t in nest.flatten(self.structured_outputs)])
+
+    # --- the gradient of a call ----------------------------------------------------------
+    def call_gradient(self, op, grads):
+        """The gradients of a call ``op`` of this function for its inputs (the gradient
+        function of ``PartitionedCall``)."""
+        grad_fn, mask = self._gradient_function()
+        n_args = len(self._args)
+        dys = [g if g is not None else array_ops.zeros_like(y)
+               for g, y in zip(grads, op.outputs) if _float(y)]
+        out = grad_fn.call_flat(list(op.inputs[:n_args]) + dys)
+        out = list(out) if isinstance(out, (list, tuple)) else [out]
+        it = iter(out)
+        return [next(it) if m else None for m in mask]
+
+    def _gradient_function(self):
+        with self._grad_lock:
+            if self._grad is None:
+                self._grad = self._trace_gradient()
+        return self._grad
+
+    def _trace_gradient(self):
+        """Trace the Python function again with ``tf.gradients`` of its outputs for its
+        arguments and captured values, given the outputs' gradients as arguments."""
+        fg = FuncGraph(f"{self.name}_grad", self.graph.outer_graph)
+        with fg.as_default():
+            xs = [fg.placeholder(t.dtype.base_dtype, t.shape, f"x{i}", like=t)
+                  for i, t in enumerate(self._args)]
+            outs = [t for t in nest.flatten(self._python_call(xs)) if t is not None]
+            outs = [_ops.convert_to_tensor(t) for t in outs]
+            ys = [y for y in outs if _float(y)]
+            dys = [fg.placeholder(y.dtype.base_dtype, y.shape, f"dy{i}")
+                   for i, y in enumerate(ys)]
+            captured = [fg.capture(c) for c in self._captured]
+            targets = xs + captured
+            grads = _gradients.gradients(ys, targets, grad_ys=dys) if ys else \
+                [None] * len(targets)
+            mask = [g is not None for g in grads]
+            results = [_ops.convert_to_tensor(g) for g in grads if g is not None]
+        concrete = ConcreteFunction(fg, xs + dys, results, None, "gradient")
+        return concrete, mask
+
+    def pretty_printed_signature(self) -> str:
+        args = ", ".join(f"{t.op.name}: {t.dtype.name}{t.shape}" for t in self._args)
+        outs = ", ".join(f"{t.dtype.name}{t.shape}" for t in self.outputs)
+        return f"{self.name}({args}) -> ({outs})"
+
+    def __repr__(self):
+        return f"<ConcreteFunction {self.pretty_printed_signature()}>"
+
+
+def _float(t) -> bool:
+    dt = t.dtype.base_dtype
+    return dt.is_floating or dt.is_complex
+
+
+def _is_tensor_arg(x) -> bool:
+    return isinstance(x, (_ops.Tensor, np.ndarray))
+
+
+def _as_input(x):
+    if isinstance(x, _ops.Tensor):
+        return x
+    g = _ops.get_default_graph()
+    if isinstance(x, np.ndarray) and g.executes_eagerly:
+        return g.from_numpy(x)
+    return _ops.convert_to_tensor(x)
+
+
+# --- the signature of a call --------------------------------------------------------------------
+def _key(value):
+    """What a value contributes to the signature a trace is cached under (TF's rules)."""
+    if type(value) is EagerTensor:
+        return ("tensor", value.dtype, np.shape(value.value_in_memory()))
+    if isinstance(value, _ops.Tensor):
+        return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
+    if isinstance(value, np.ndarray):
+        return ("tensor", _dt.as_dtype(value.dtype), value.shape)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
+    if isinstance(value, (int, float, str, bool, bytes, type(None))):
+        return ("python", type(value).__name__, value)
+    try:
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    if isinstance(value, _variables.Variable):
+        return ("variable", id(value))
+    return ("object", id(value))
+
+
+def _describe(key) -> str:
+    kind = key[0]
+    if kind == "tensor":
+        dims = "?" if key[2] is None else ", ".join("?" if d is None else str(d)
+                                                      for d in key[2])
+        return f"{key[1].name}[{dims}]"
+    if kind == "python":
+        return f"{key[2]!r}"
+    if kind in ("list", "tuple"):
+        inner = ", ".join(_describe(k) for k in key[1])
+        return f"[{inner}]" if kind == "list" else f"({inner})"
+    if kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in key[1]) + "}"
+    return f"<{kind} {key[1]:#x}>"
+
+
+def _why(new, traced, names) -> str:
+    """Why a call with signature ``new`` was traced, given the signatures traced before."""
+    if not traced:
+        return "first call"
+    best = None
+    for old in traced:
+        if old[0] != new[0]:
+            reason = "called in another graph" if new[0] else "called eagerly"
+            diffs = [reason]
+        else:
+            diffs = []
+            for name, a, b in zip(names, old[1], new[1]):
+                if a != b:
+                    what = "value" if b[0] == "python" else "dtype/shape" \
+                        if b[0] == "tensor" else "argument"
+                    diffs.append(f"new {what} for {name}: {_describe(b)} "
+                                 f"(traced with {_describe(a)})")
+            if len(old[1]) != len(new[1]):
+                diffs.append("a different number of arguments")
+        if best is None or len(diffs) < len(best):
+            best = diffs
+    return "; ".join(best) if best else "retraced"
+
+
+class Function:
+    """What ``tf.function`` returns (see the module docstring)."""
+
+    def __init__(self, python_function, input_signature=None, autograph: bool = True,
+                 name: str | None = None):
+        if not callable(python_function):
+            raise TypeError(f"tf.function needs a callable, not {python_function!r}")
+        self._python_function = python_function
+        self._input_signature = None if input_signature is None else \
+            [s if isinstance(s, TensorSpec) else TensorSpec(*s) for s in
+             nest.flatten(input_signature)]
+        self._signature_structure = input_signature
+        self._pinned_key = None if self._input_signature is None else tuple(
+            ("spec", s.dtype, s.shape.as_tuple()) for s in self._input_signature)
+        self._compatible: set = set()  # (spec, argument key) pairs checked already
+        self._autograph = autograph
+        self._name = name or getattr(python_function, "__name__", "function")
+        self._cache: dict = {}
+        self._lock = threading.RLock()
+        self._converted = None
+        self._created_variables: list | None = None  # None: no trace yet
+        self.traces: list = []  # (signature description, reason) per trace, oldest first
+        functools.update_wrapper(self, python_function)
+        try:
+            self._sig = inspect.signature(python_function)
+        except (TypeError, ValueError):
+            self._sig = None
+        # Positional parameters only, none with a default: a call with that many positional
+        # arguments binds them in order (the common case, kept cheap).
+        self._simple = None
+        if self._sig is not None and all(
+                p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is p.empty
+                for p in self._sig.parameters.values()):
+            self._simple = list(self._sig.parameters)
+
+    @property
+    def python_function(self):
+        return self._python_function
+
+    @property
+    def input_signature(self):
+        return self._signature_structure
+
+    def __get__(self, instance, owner):
+        """A ``tf.function`` on a method: one traced function per instance."""
+        if instance is None:
+            return self
+        bound = instance.__dict__.get(f"__dflab_function_{id(self)}")
+        if bound is None:
+            bound = Function(functools.partial(self._python_function, instance),
+                             self._signature_structure, self._autograph, self._name)
+            bound._source = self._python_function
+            try:
+                instance.__dict__[f"__dflab_function_{id(self)}"] = bound
+            except (AttributeError, TypeError):
+                pass
+        return bound
+
+    def experimental_get_tracing_count(self) -> int:
+        return len(self.traces)
+
+    def _canonical(self, args, kwargs):
+        simple = self._simple
+        if simple is not None and not kwargs and len(args) == len(simple):
+            return simple, args
+        if self._sig is not None:
+            try:
+                bound = self._sig.bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{self._name}(): {e}") from None
+            bound.apply_defaults()
+            return list(bound.arguments.keys()), list(bound.arguments.values())
+        return [f"arg{i}" for i in range(len(args))], list(args)
+
+    def _signature(self, names, values):
+        g = _ops.get_default_graph()
+        graph_key = None if g.executes_eagerly else id(g)
+        if self._input_signature is not None:
+            flat = [v for v in nest.flatten(values) if _is_tensor_arg(v)]
+            if len(flat) != len(self._input_signature):
+                raise ValueError(f"{self._name}: the input_signature has "
+                                 f"{len(self._input_signature)} tensors, the call passes "
+                                 f"{len(flat)}")
+            for spec, v in zip(self._input_signature, flat):
+                seen = (id(spec), _key(v))
+                if seen not in self._compatible:
+                    if not spec.is_compatible_with(v):
+                        raise ValueError(f"Python inputs incompatible with input_signature: "
+                                         f"{_describe(_key(v))} is not compatible with "
+                                         f"{spec}")
+                    self._compatible.add(seen)
+            return (graph_key, self._pinned_key), True
+        return (graph_key, tuple(_key(v) for v in values)), False
+
+    def __call__(self, *args, **kwargs):
+        names, values = self._canonical(args, kwargs)
+        key, pinned = self._signature(names, values)
+        concrete = self._cache.get(key)
+        if concrete is None:
+            with self._lock:
+                concrete = self._cache.get(key)
+                if concrete is None:
+                    concrete = self._trace(names, values, key, pinned)
+        if all(isinstance(v, _ops.Tensor) for v in values):
+            return concrete.call_flat(values)
+        return concrete.call_flat([_as_input(v) for v in nest.flatten(values)
+                                   if _is_tensor_arg(v)])
+
+    def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
+        """The trace for these arguments (``TensorSpec``s stand for tensors), traced now if
+        it is new."""
+        args = [_spec_value(a) for a in args]
+        kwargs = {k: _spec_value(v) for k, v in kwargs.items()}
+        names, values = self._canonical(args, kwargs)
+        key, pinned = self._signature(names, values)
+        with self._lock:
+            concrete = self._cache.get(key)
+            if concrete is None:
+                concrete = self._trace(names, values, key, pinned)
+        return concrete
+
+    def concrete_functions(self) -> list:
+        return list(self._cache.values())
+
+    # --- tracing -------------------------------------------------------------------------
+    def _callable(self):
+        if not self._autograph:
+            return self._python_function
+        if self._converted is None:
+            from dflab.autograph import convert
+
+            self._converted = convert(self._python_function)
+        return self._converted
+
+    def _trace(self, names, values, key, pinned) -> ConcreteFunction:
+        reason = _why(key, list(self._cache), names)
+        first = self._created_variables is None
+        concrete = self._trace_once(names, values, key, pinned, reason, allow_variables=first)
+        if first and self._created_variables:
+            # TF traces again once variables exist: a function that makes variables on every
+            # call fails here, one that makes them once reuses them.
+            concrete = self._trace_once(names, values, key, pinned, reason,
+                                        allow_variables=False)
+        self._cache[key] = concrete
+        self.traces.append((", ".join(f"{n}={_describe(k)}" for n, k in zip(names, key[1]))
+                            if not pinned else "input_signature", reason))
+        return concrete
+
+    def _trace_once(self, names, values, key, pinned, reason, allow_variables):
+        fid = next(_function_ids)
+        fg = FuncGraph(f"inference_{_safe(self._name)}_{fid}", _ops.get_default_graph())
+        specs = iter(self._input_signature or [])
+        args = []
+        counter = itertools.count()
+
+        def make(v):
+            if not _is_tensor_arg(v):
+                return v
+            if pinned:
+                spec = next(specs)
+                dtype, shape = spec.dtype.base_dtype, spec.shape
+            else:
+                dtype = v.dtype.base_dtype if isinstance(v, _ops.Tensor) else \
+                    _dt.as_dtype(v.dtype)
+                shape = v.shape if isinstance(v, _ops.Tensor) else TensorShape(v.shape)
+            ph = fg.placeholder(dtype, shape, f"arg{next(counter)}")
+            args.append(ph)
+            return ph
+
+        traced_values = nest.map_structure(make, values) if values else []
+        fn = self._callable()
+        creator = _VariableLifter(self, fg, allow_variables)
+
+        def python_call(arg_tensors):
+            it = iter(arg_tensors)
+            vals = nest.map_structure(lambda v: next(it) if _is_tensor_arg(v) else v, values) \
+                if values else []
+            return _call_with(fn, names, vals, self._sig)
+
+        with fg.as_default(), _variables.variable_creator_scope(creator):
+            out = _call_with(fn, names, traced_values, self._sig)
+            structured = nest.map_structure(
+                lambda t: None if t is None else _output_tensor(t, fg), out)
+        return ConcreteFunction(fg, args, structured, python_call, reason, key)
+
+
+def _call_with(fn, names, values, sig):
+    if sig is None:
+        return fn(*values)
+    args, kwargs = [], {}
+    for name, v in zip(names, values):
+        kind = sig.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            args.extend(v)
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            kwargs.update(v)
+        elif kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[name] = v
+        else:
+            args.append(v)
+    return fn(*args, **kwargs)
+
+
+def _output_tensor(t, fg):
+    if isinstance(t, _ops.Operation):
+        return None  # an op runs anyway: every op of the body runs on each call
+    if _rv.is_resource_variable(t):
+        t = t.value()
+    t = _ops.convert_to_tensor(t)
+    if t.graph is not fg:
+        t = fg.capture(t)
+    if t.op.type == "Placeholder":
+        # A function returning its argument or a capture: through an identity, so the result
+        # is a fresh value of the body.
+        t = array_ops.identity(t)
+    return t
+
+
+def _spec_value(a):
+    if isinstance(a, TensorSpec):
+        shape = [1 if d is None else d for d in (a.shape.as_list()
+                                                 if a.shape.ndims is not None else [])]
+        return np.zeros(shape, a.dtype.as_numpy_dtype)
+    return a
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+class _VariableLifter:
+    """The variable creator of a trace: variables are made once, outside the function graph,
+    with their initial values computed as they are made (TF's once-only rule)."""
+
+    def __init__(self, function: Function, fg: FuncGraph, allowed: bool):
+        self.function = function
+        self.fg = fg
+        self.allowed = allowed
+
+    def __call__(self, next_creator, **kwargs):
+        if not self.allowed:
+            raise ValueError(
+                "tf.function only supports singleton tf.Variables created on the first call. "
+                "Make sure the tf.Variable is only created once or created outside "
+                "tf.function.")
+        init = kwargs.get("initial_value")
+        if isinstance(init, _ops.Tensor) and init.graph is self.fg:
+            kwargs["initial_value"] = _lift_value(init, self.fg)
+        with _ctx.init_scope():
+            v = next_creator(**kwargs)
+        if self.function._created_variables is None:
+            self.function._created_variables = []
+        self.function._created_variables.append(v)
+        self.fg.variables.append(v)
+        return v
+
+
+def _lift_value(t, fg):
+    """The value of ``t``, built in the function graph from constants and captures only: the
+    initial value of a variable made inside a trace."""
+    if any(ph.op.type == "Placeholder" and ph in fg.inputs for ph in _ancestors(t)):
+        raise ValueError("The initial value of a variable created inside tf.function depends "
+                         "on the function's arguments; pass a value or a callable that does "
+                         "not read them.")
+    from dflab.runtime.master import Master
+
+    ctx = _ctx.eager_context()
+    master = Master(fg, ctx.config, ctx.worker)
+    feeds = [ph for _, ph in fg.captures.values()]
+    plan = master.get_plan([t], [], feeds)
+    values = [outer.value_in_memory() if getattr(outer, "is_eager", False) else None
+              for outer, _ in fg.captures.values()]
+    if any(v is None for v in values):
+        raise ValueError("The initial value of a variable created inside tf.function reads "
+                         "a graph tensor; give it a value or a callable.")
+    out = ctx.worker.run_partition(plan.parts[0], values, 0) if not plan.partitioned else \
+        ctx.worker.run_step(plan.parts, values, 0).values
+    return np.asarray(plan.fetched_values(out, values)[0] if plan.partitioned else out[0])
+
+
+def _ancestors(t) -> list:
+    seen, stack, out = set(), [t.op], []
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        for x in op.inputs:
+            out.append(x)
+            stack.append(x.op)
+    return out
+
+
+# --- the decorators ----------------------------------------------------------------------------
+def function(func=None, input_signature=None, autograph: bool = True, name=None):
+    """``tf.function``: trace ``func`` into graphs, one per input signature (see the module
+    docstring). Usable as ``@tf.function`` or ``@tf.function(input_signature=...)``."""
+    if func is None:
+        return lambda f: Function(f, input_signature, autograph, name)
+    return Function(func, input_signature, autograph, name)
+
+
+def defun(func=None, input_signature=None, autograph: bool = False):
+    """``tf.contrib.eager.defun``: TF 1.x's traced functions, without AutoGraph by default."""
+    if func is None:
+        return lambda f: Function(f, input_signature, autograph)
+    return Function(func, input_signature, autograph)
+

@@ -1,0 +1,214 @@
+"""``tf.train.Checkpoint``: save and restore the variables an object graph reaches.
+
+A checkpoint's root is given objects by keyword (``Checkpoint(model=m, optimizer=opt)``); each
+variable found by walking attributes, lists and dicts from there is saved under its path in
+TF's object-based key form (``model/w/.ATTRIBUTES/VARIABLE_VALUE``), an optimizer's slots
+under the path of the variable they belong to
+(``model/w/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE``), and the checkpoint's own
+``save_counter``. Values are written and read by the ``SaveV2``/``RestoreV2`` ops run eagerly,
+so the files are dflab's ordinary checkpoints (readable with ``tf.train.load_checkpoint``), and
+``save`` keeps the directory's ``checkpoint`` state file as ``Saver`` does.
+
+Restoring assigns every variable that exists when ``restore`` is called; the returned status
+says what matched (``assert_consumed``, ``assert_existing_objects_matched``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.errors import NotFoundError
+from dflab.ops import io_ops
+from dflab.ops import resource_variable_ops as _rv
+from dflab.ops import variables as _variables
+from dflab.train.checkpoint_utils import (
+    NewCheckpointReader,
+    get_checkpoint_state,
+    update_checkpoint_state,
+)
+
+_VALUE = ".ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _is_optimizer(obj) -> bool:
+    return hasattr(obj, "get_slot_names") and hasattr(obj, "_slots")
+
+
+def _walk(obj, path: str, found: dict, seen: set, optimizers: list, depth: int = 0) -> None:
+    if depth > 32 or obj is None or isinstance(obj, (str, bytes, int, float, bool,
+                                                        np.ndarray, _ops.Tensor)):
+        return
+    if isinstance(obj, _variables.Variable):
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            found[f"{path}/{_VALUE}"] = obj
+        return
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if _is_optimizer(obj):
+        optimizers.append((path, obj))
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _walk(v, f"{path}/{i}", found, seen, optimizers, depth + 1)
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _walk(v, f"{path}/{k}", found, seen, optimizers, depth + 1)
+        return
+    attrs = getattr(obj, "__dict__", None)
+    if attrs is None or isinstance(obj, type):
+        return
+    for k, v in attrs.items():
+        if k.startswith("__") or k.startswith("_dflab_") or callable(v) and not (
+                hasattr(v, "__dict__") and not isinstance(v, type)):
+            continue
+        if _is_optimizer(obj) and k in ("_slots", "_non_slot_dict"):
+            continue
+        _walk(v, f"{path}/{k.lstrip('_') or k}" if path else k.lstrip("_") or k, found, seen,
+              optimizers, depth + 1)
+
+
+def _key_of_variable(v):
+    return ("eager", v.handle.op.get_attr("shared_name")) if getattr(
+        v, "handle", None) is not None and v.handle.is_eager else (v.op.graph, v.op.name)
+
+
+def object_graph_variables(root: dict) -> dict:
+    """``{checkpoint key: variable}`` for everything ``root``'s objects reach."""
+    found: dict = {}
+    seen: set = set()
+    optimizers: list = []
+    for name, obj in root.items():
+        _walk(obj, name, found, seen, optimizers)
+    by_key = {_key_of_variable(v): k[: -len(_VALUE) - 1] for k, v in found.items()}
+    for opt_path, opt in optimizers:
+        for slot_name, per_var in sorted(opt._slots.items()):
+            for var_key, slot in per_var.items():
+                var_path = by_key.get(var_key)
+                if var_path is not None:
+                    found[f"{var_path}/.OPTIMIZER_SLOT/{opt_path}/{slot_name}/{_VALUE}"] = slot
+        for (name, _graph), v in sorted(opt._non_slot_dict.items(), key=lambda kv: kv[0][0]):
+            found[f"{opt_path}/{name}/{_VALUE}"] = v
+    return found
+
+
+class CheckpointLoadStatus:
+    """What ``Checkpoint.restore`` returns: which saved values found a variable."""
+
+    def __init__(self, path: str, restored: list, unmatched_saved: list, unmatched_live: list):
+        self.save_path = path
+        self.restored = restored
+        self.unmatched_saved = unmatched_saved
+        self.unmatched_live = unmatched_live
+
+    def assert_consumed(self):
+        if self.unmatched_saved or self.unmatched_live:
+            raise AssertionError(
+                f"Unresolved object in checkpoint {self.save_path}: saved values without a "
+                f"variable {self.unmatched_saved}, variables without a saved value "
+                f"{self.unmatched_live}")
+        return self
+
+    def assert_existing_objects_matched(self):
+        if self.unmatched_live:
+            raise AssertionError(f"Variables without a value in {self.save_path}: "
+                                 f"{self.unmatched_live}")
+        return self
+
+    def assert_nontrivial_match(self):
+        if not self.restored:
+            raise AssertionError(f"Nothing in {self.save_path} matched this checkpoint's "
+                                 "objects")
+        return self
+
+    def expect_partial(self):
+        return self
+
+    def run_restore_ops(self, session=None) -> None:
+        """Values are assigned when ``restore`` runs eagerly: nothing is left to run."""
+
+    def initialize_or_restore(self, session=None) -> None:
+        """As ``run_restore_ops``."""
+
+
+class Checkpoint:
+    """``tf.train.Checkpoint(**objects)`` (see the module docstring)."""
+
+    def __init__(self, **kwargs):
+        if not _ops.executing_eagerly():
+            raise RuntimeError("tf.train.Checkpoint saves objects' variables when eager "
+                               "execution is enabled; in a graph use tf.train.Saver.")
+        for k, v in kwargs.items():
+            if k == "save_counter":
+                raise ValueError("save_counter is the checkpoint's own attribute")
+            setattr(self, k, v)
+        self._dflab_counter = None
+
+    @property
+    def save_counter(self):
+        """How many times ``save`` ran (a variable, saved with the checkpoint)."""
+        if self._dflab_counter is None:
+            self._dflab_counter = _rv.ResourceVariable(0, dtype=_dt.int64, trainable=False,
+                                                       name="save_counter")
+        return self._dflab_counter
+
+    def _objects(self) -> dict:
+        root = {k: v for k, v in vars(self).items() if not k.startswith("_dflab_")}
+        found = object_graph_variables(root)
+        found[f"save_counter/{_VALUE}"] = self.save_counter
+        return found
+
+    def write(self, file_prefix: str) -> str:
+        """Write the variables to ``file_prefix`` (no counter, no state file)."""
+        found = self._objects()
+        names = sorted(found)
+        _ensure_dir(file_prefix)
+        io_ops.save_v2(file_prefix, names, [""] * len(names),
+                       [found[n].read_value() for n in names])
+        return file_prefix
+
+    def save(self, file_prefix: str) -> str:
+        """Write ``file_prefix-N`` (N: the save counter, incremented first) and record it
+        in the directory's ``checkpoint`` file; returns the path."""
+        self.save_counter.assign_add(1)
+        path = f"{file_prefix}-{int(self.save_counter.numpy())}"
+        self.write(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        state = get_checkpoint_state(directory)
+        earlier = list(state.all_model_checkpoint_paths) if state is not None else []
+        update_checkpoint_state(directory, path, earlier + [path])
+        return path
+
+    def read(self, save_path: str) -> CheckpointLoadStatus:
+        return self.restore(save_path)
+
+    def restore(self, save_path) -> CheckpointLoadStatus:
+        """Assign every variable the checkpoint ``save_path`` has a value for."""
+        if save_path is None:
+            return CheckpointLoadStatus("", [], [], [])
+        try:
+            reader = NewCheckpointReader(save_path)
+        except (OSError, ValueError) as e:
+            raise NotFoundError(None, None, f"Failed to find a checkpoint at {save_path}: "
+                                f"{e}") from None
+        saved = set(reader.get_variable_to_shape_map())
+        found = self._objects()
+        matched = sorted(n for n in found if n in saved)
+        if matched:
+            values = io_ops.restore_v2(save_path, matched, [""] * len(matched),
+                                       [found[n].dtype.base_dtype for n in matched])
+            for n, value in zip(matched, values):
+                found[n].assign(value)
+        return CheckpointLoadStatus(save_path, matched, sorted(saved - set(found)),
+                                    sorted(n for n in found if n not in saved
+                                           and not n.startswith("save_counter")))
+
+
+def _ensure_dir(prefix: str) -> None:
+    directory = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(directory, exist_ok=True)

@@ -1,0 +1,250 @@
+"""tf.function / defun: tracing and TF's retracing rules, input signatures, the once-only
+variable rule, calls from graph mode (placed, differentiated, inside loops), errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+from dflab.eager.function import defun
+
+
+@pytest.fixture
+def eager():
+    with eager_mode():
+        yield
+
+
+def test_a_trace_per_signature_and_the_reason_of_each(eager):
+    @tf.function
+    def f(x, n):
+        return x * n + 1.0
+
+    a, b = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+    np.testing.assert_allclose(f(a, 2.0).numpy(), [3.0, 5.0])
+    np.testing.assert_allclose(f(b, 2.0).numpy(), [7.0, 9.0])  # same signature: no trace
+    assert f.experimental_get_tracing_count() == 1
+    f(tf.constant([1.0, 2.0, 3.0]), 2.0)  # new shape
+    f(a, 3.0)  # new Python value
+    f(tf.constant([1, 2]), 2)  # new dtype (and value type)
+    f(np.array([1.0, 2.0], np.float32), 2.0)  # a NumPy array traces as a tensor: no new trace
+    assert f.experimental_get_tracing_count() == 4
+    reasons = [r for _, r in f.traces]
+    assert reasons[0] == "first call"
+    assert "dtype/shape for x: float32[3] (traced with float32[2])" in reasons[1]
+    assert "new value for n: 3.0 (traced with 2.0)" in reasons[2]
+    assert "int32[2]" in reasons[3]
+
+
+def test_input_signature_pins_the_trace(eager):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def f(x):
+        return tf.reduce_sum(x)
+
+    assert float(f(tf.constant([1.0, 2.0]))) == 3.0
+    assert float(f(tf.constant([1.0, 2.0, 3.0]))) == 6.0
+    assert f.experimental_get_tracing_count() == 1
+    with pytest.raises(ValueError, match="incompatible with input_signature"):
+        f(tf.constant([[1.0]]))
+    with pytest.raises(ValueError, match="incompatible"):
+        f(tf.constant([1, 2]))
+
+
+def test_the_traced_graph_is_an_ordinary_graph(eager):
+    @tf.function
+    def f(x):
+        return tf.nn.relu(tf.matmul(x, x))
+
+    concrete = f.get_concrete_function(tf.constant(np.eye(2, dtype=np.float32)))
+    types = [op.type for op in concrete.graph.get_operations()]
+    assert types.count("Placeholder") == 1 and "MatMul" in types and "Relu" in types
+    assert isinstance(concrete.graph, tf.Graph)
+    # A session runs it like any graph.
+    with tf.Session(graph=concrete.graph) as s:
+        out = s.run(concrete.outputs[0], {concrete.inputs[0]: [[1.0, -2.0], [0.0, 1.0]]})
+    np.testing.assert_allclose(out, np.maximum(np.array([[1.0, -4.0], [0.0, 1.0]]), 0))
+
+
+def test_variables_are_made_once_and_captured(eager):
+    class Counter:
+        def __init__(self):
+            self.v = None
+
+        @tf.function
+        def __call__(self, x):
+            if self.v is None:
+                self.v = tf.Variable(tf.zeros([2]))
+            self.v.assign_add(x)
+            return self.v.read_value()
+
+    c = Counter()
+    np.testing.assert_allclose(c(tf.constant([1.0, 2.0])).numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(c(tf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    np.testing.assert_allclose(c.v.numpy(), [2.0, 4.0])
+
+    @tf.function
+    def makes_one_each_call(x):
+        v = tf.Variable(1.0)
+        return v + x
+
+    with pytest.raises(ValueError, match="singleton tf.Variables created on the first call"):
+        makes_one_each_call(tf.constant(1.0))
+
+
+def test_side_effects_run_in_program_order(eager):
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def f():
+        v.assign(5.0)
+        a = v.read_value()
+        v.assign_add(1.0)
+        return a, v.read_value()
+
+    a, b = f()
+    assert (float(a), float(b)) == (5.0, 6.0)
+    v.assign(0.0)
+
+    @tf.function
+    def update_only(x):
+        v.assign_add(x)  # read by nothing: runs anyway
+
+    update_only(tf.constant(2.0))
+    assert float(v.numpy()) == 2.0
+
+
+def test_tape_through_a_call_reaches_arguments_and_captured_variables(eager):
+    w = tf.Variable([2.0, 3.0])
+
+    @tf.function
+    def f(x):
+        return tf.reduce_sum(w * x * x)
+
+    x = tf.constant([1.0, 4.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = f(x)
+    gx, gw = t.gradient(y, [x, w])
+    np.testing.assert_allclose(gx.numpy(), [4.0, 24.0])
+    np.testing.assert_allclose(gw.numpy(), [1.0, 16.0])
+
+
+def test_a_learner_step_traced_whole(eager):
+    w = tf.Variable(tf.zeros([3, 1]))
+    opt = tf.train.AdamOptimizer(0.1)
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((64, 3)).astype(np.float32)
+    ys = xs @ np.array([[1.0], [-2.0], [0.5]], np.float32)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        grads = tape.gradient(loss, [w])
+        opt.apply_gradients(zip(grads, [w]))
+        return loss
+
+    losses = [float(step(xs, ys)) for _ in range(200)]
+    assert step.experimental_get_tracing_count() == 1
+    assert losses[-1] < 1e-3 < losses[0]
+    np.testing.assert_allclose(w.numpy().ravel(), [1.0, -2.0, 0.5], atol=0.03)
+
+
+def test_called_from_graph_mode_as_a_call_op_placed_and_differentiated():
+    @tf.function
+    def f(x):
+        return tf.reduce_sum(x * x)
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [3])
+        with tf.device("/cpu:1"):
+            y = f(x)
+        (dx,) = tf.gradients(y, [x])
+        call = [op for op in g.get_operations() if op.type == "PartitionedCall"][0]
+        assert call.device.endswith("CPU:1")
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2})) as s:
+            out, grad = s.run([y, dx], {x: [1.0, 2.0, 3.0]})
+            md = tf.RunMetadata()
+            s.run(y, {x: [1.0, 1.0, 1.0]}, options=tf.RunOptions(
+                trace_level=tf.RunOptions.FULL_TRACE), run_metadata=md)
+    assert out == 14.0
+    np.testing.assert_allclose(grad, [2.0, 4.0, 6.0])
+    devices = [d.device for d in md.step_stats.dev_stats
+               if any(n.node_name == call.name for n in d.node_stats)]
+    assert devices and devices[0].endswith("CPU:1")
+
+
+def test_called_inside_a_while_loop_in_a_graph():
+    @tf.function
+    def double(x):
+        return x * 2.0
+
+    with tf.Graph().as_default():
+        _, out = tf.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, double(v)),
+                               [tf.constant(0), tf.constant(1.0)])
+        with tf.Session() as s:
+            assert s.run(out) == 32.0
+
+
+def test_called_inside_an_eager_python_loop_reuses_its_trace(eager):
+    @tf.function
+    def step(x):
+        return x + 1.0
+
+    x = tf.constant(0.0)
+    for _ in range(50):
+        x = step(x)
+    assert float(x) == 50.0
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_defun_has_no_autograph_by_default(eager):
+    @defun
+    def f(x):
+        if x > 0:  # a Python if on a tensor being traced: refused as in graph mode
+            return x
+        return -x
+
+    with pytest.raises(TypeError, match="Python `bool`"):
+        f(tf.constant(1.0))
+    g = tf.function(f.python_function)
+    assert float(g(tf.constant(-2.0))) == 2.0
+
+
+def test_a_kernel_error_inside_a_function_names_the_op_and_the_line(eager):
+    @tf.function(input_signature=[tf.TensorSpec([None])])
+    def f(x):
+        return tf.reshape(x, [5])
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        f(tf.constant([1.0, 2.0]))
+    assert "Reshape" in str(info.value)
+    assert "PartitionedCall" in str(info.value)
+
+
+def test_methods_get_a_trace_per_instance(eager):
+    class M:
+        def __init__(self, k):
+            self.k = k
+
+        @tf.function
+        def f(self, x):
+            return x * self.k
+
+    a, b = M(2.0), M(3.0)
+    assert float(a.f(tf.constant(1.0))) == 2.0
+    assert float(b.f(tf.constant(1.0))) == 3.0
+
+
+def test_eager_tensors_a_function_closes_over_are_captured(eager):
+    table = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+
+    @tf.function
+    def f(x):
+        return tf.matmul(x, table)
+
+    np.testing.assert_allclose(f(tf.constant([[1.0, 1.0]])).numpy(), [[4.0, 6.0]])
+    assert len(f.get_concrete_function(tf.constant([[1.0, 1.0]])).captured_inputs) == 1

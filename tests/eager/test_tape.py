@@ -1,0 +1,204 @@
+"""tf.GradientTape: gradients against central differences, and the tape's rules (persistent,
+watch, watched accessed variables, nested tapes for higher order, IndexedSlices, errors)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
+import test_array_ops as array_cases  # noqa: E402
+import test_math_ops as math_cases  # noqa: E402
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture(autouse=True)
+def _eager():
+    with eager_mode():
+        yield
+
+
+def _numeric(fn, args, k, w, delta=1e-6):
+    """d sum(fn(args) * w) / d args[k], by central differences (float64)."""
+    x = args[k]
+    grad = np.zeros_like(x)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        idx = it.multi_index
+        outs = []
+        for sign in (1, -1):
+            xs = [a.copy() for a in args]
+            xs[k][idx] += sign * delta
+            y = fn(*[tf.constant(a) for a in xs])
+            ys = y if isinstance(y, (list, tuple)) else [y]
+            outs.append(sum(float(np.sum(np.asarray(v.numpy()) * wi))
+                            for v, wi in zip(ys, w)))
+        grad[idx] = (outs[0] - outs[1]) / (2 * delta)
+    return grad
+
+
+def _check(fn, args):
+    args = [np.asarray(a, np.float64) for a in args]
+    consts = [tf.constant(a) for a in args]
+    with tf.GradientTape(persistent=True) as tape:
+        for c in consts:
+            tape.watch(c)
+        y = fn(*consts)
+        ys = y if isinstance(y, (list, tuple)) else [y]
+        w = [RNG.standard_normal(np.shape(v.numpy())) for v in ys]
+        target = tf.add_n([tf.reduce_sum(v * wi) for v, wi in zip(ys, w)])
+    got = tape.gradient(target, consts)
+    for k, g in enumerate(got):
+        want = _numeric(fn, args, k, w)
+        assert g is not None
+        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(g).numpy()), want,
+                                   rtol=1e-4, atol=1e-6)
+
+
+GRAD_CASES = [(f"array/{n}", fn, args) for n, fn, args in array_cases.GRADS[:20]]
+GRAD_CASES += [(f"unary/{fn.__name__}", fn, [gen((2, 3))])
+               for fn, _, gen, diff in math_cases.UNARY if diff]
+GRAD_CASES += [(f"binary/{fn.__name__}", fn, [math_cases.rand((2, 3)), gen((3,))])
+               for fn, _, gen, diff, _ in math_cases.BINARY if diff]
+GRAD_CASES += [
+    ("matmul", tf.matmul, [RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))]),
+    ("softmax_xent", lambda a, b: tf.nn.softmax_cross_entropy_with_logits_v2(
+        labels=tf.nn.softmax(b), logits=a), [RNG.standard_normal((2, 4))] * 2),
+    ("conv2d", lambda a, b: tf.nn.conv2d(a, b, [1, 1, 1, 1], "SAME"),
+     [RNG.standard_normal((1, 4, 4, 2)), RNG.standard_normal((3, 3, 2, 2))]),
+    ("reduce_mean", lambda a: tf.reduce_mean(a, 1), [RNG.standard_normal((3, 4))]),
+    ("gather", lambda a: tf.gather(a, [0, 2, 2]), [RNG.standard_normal((3, 2))]),
+]
+
+
+@pytest.mark.parametrize("name,fn,args", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_tape_gradient_matches_central_differences(name, fn, args):
+    _check(fn, args)
+
+
+def test_persistent_tape_gives_several_gradients_a_plain_one_only_one():
+    x = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * x
+        z = y * y
+    assert float(t.gradient(y, x)) == 6.0
+    assert float(t.gradient(z, x)) == 108.0
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+    t.gradient(y, x)
+    with pytest.raises(RuntimeError, match="non-persistent"):
+        t.gradient(y, x)
+
+
+def test_unwatched_tensors_have_no_gradient_and_unconnected_can_be_zero():
+    x, u = tf.constant(2.0), tf.constant(5.0)
+    with tf.GradientTape(persistent=True) as t:
+        y = x * x
+    assert t.gradient(y, x) is None
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * x
+    assert t.gradient(y, u) is None
+    assert float(t.gradient(y, u, unconnected_gradients=tf.UnconnectedGradients.ZERO)) == 0.0
+
+
+def test_accessed_trainable_variables_are_watched_unless_turned_off():
+    v = tf.Variable(2.0)
+    frozen = tf.Variable(3.0, trainable=False)
+    with tf.GradientTape() as t:
+        y = v * frozen
+    assert float(t.gradient(y, v)) == 3.0
+    assert t.watched_variables() == (v,)
+    with tf.GradientTape(watch_accessed_variables=False) as t:
+        y = v * v
+    assert t.gradient(y, v) is None
+    with tf.GradientTape(watch_accessed_variables=False) as t:
+        t.watch(v)
+        y = v * v
+    assert float(t.gradient(y, v)) == 4.0
+
+
+def test_nested_tapes_give_second_and_third_derivatives():
+    x = tf.constant(1.5, tf.float64)
+    with tf.GradientTape() as t3:
+        t3.watch(x)
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = tf.sin(x) * x
+            dy = t1.gradient(y, x)
+        d2y = t2.gradient(dy, x)
+    d3y = t3.gradient(d2y, x)
+    xv = 1.5
+    np.testing.assert_allclose(float(dy), np.cos(xv) * xv + np.sin(xv))
+    np.testing.assert_allclose(float(d2y), -np.sin(xv) * xv + 2 * np.cos(xv))
+    np.testing.assert_allclose(float(d3y), -np.cos(xv) * xv - 3 * np.sin(xv))
+
+
+def test_gather_of_a_variable_gives_indexed_slices():
+    table = tf.Variable(np.arange(12.0).reshape(4, 3))
+    with tf.GradientTape() as t:
+        rows = tf.gather(table, [1, 3, 1])
+        loss = tf.reduce_sum(rows * rows)
+    g = t.gradient(loss, table)
+    assert isinstance(g, tf.IndexedSlices)
+    np.testing.assert_array_equal(g.indices.numpy(), [1, 3, 1])
+    dense = np.zeros((4, 3))
+    for i in (1, 3, 1):
+        dense[i] += 2 * np.arange(12.0).reshape(4, 3)[i]
+    np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), dense)
+    opt = tf.train.GradientDescentOptimizer(0.5)
+    opt.apply_gradients([(g, table)])
+    np.testing.assert_allclose(table.numpy(), np.arange(12.0).reshape(4, 3) - 0.5 * dense)
+
+
+def test_stop_recording_and_jacobian():
+    x = tf.constant([1.0, 2.0, 3.0])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * x
+        with t.stop_recording():
+            z = y * 2.0
+    assert t.gradient(z, x) is None
+    jac = t.jacobian(y, x)
+    np.testing.assert_allclose(jac.numpy(), np.diag([2.0, 4.0, 6.0]))
+
+
+def test_output_gradients_weight_the_target():
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * 3.0
+    np.testing.assert_allclose(t.gradient(y, x, output_gradients=tf.constant([2.0, -1.0])).numpy(),
+                               [6.0, -3.0])
+
+
+def test_a_tape_in_graph_mode_differentiates_the_graph():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [2])
+        v = tf.Variable([1.0, 2.0])
+        with tf.GradientTape() as t:
+            y = tf.reduce_sum(x * v)
+        gx, gv = t.gradient(y, [x, v])
+        assert t.watched_variables() == (v,)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            a, b = s.run([gx, gv], {x: [3.0, 4.0]})
+    np.testing.assert_allclose(a, [1.0, 2.0])
+    np.testing.assert_allclose(b, [3.0, 4.0])
+
+
+def test_tf_gradients_is_refused_when_executing_eagerly():
+    x = tf.constant(1.0)
+    with pytest.raises(RuntimeError, match="GradientTape"):
+        tf.gradients(x * x, x)
