@@ -178,9 +178,10 @@ _DEVICE_SCATTERS: dict = {}
 
 
 def register_device_scatter(device_type: str, ufunc_name: str, fn) -> None:
-    """``fn(xp, var, indices, updates) -> bool``: a ``device_type`` device's scatter of ``updates`` into the
-    rows ``indices`` of the variable's own buffer ``var`` (one launch, no host check: as TF's
-    GPU kernels, an index out of range is skipped); False where it does not apply."""
+    """``fn(xp, var, indices, updates) -> bool``: a ``device_type`` device's scatter of
+    ``updates`` into the rows ``indices`` of the variable's own buffer ``var`` (one launch, no
+    host check: as TF's GPU kernels, an index out of range is skipped); False where it does not
+    apply."""
     _DEVICE_SCATTERS[device_type, ufunc_name] = fn
 
 
