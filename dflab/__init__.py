@@ -97,3 +97,6 @@ def load_ipython_extension(ipython):
     from dflab.notebook.magics import load_ipython_extension as load
 
     load(ipython)
+
+# The wider TF1 API's names that live in ops modules (tf.math.erfinv, tf.image, tf.sparse, …).
+_namespaces.install_more(sys.modules[__name__])

@@ -127,3 +127,38 @@ def install(top) -> None:
     for name, mod in (("logging", _tf_logging), ("gfile", _gfile)):
         setattr(top, name, mod)
         sys.modules[f"dflab.{name}"] = mod
+
+
+# --- the wider TF1 API: names that live in an ops module rather than at the top level --------
+# namespace -> {module holding the objects: "names as TF spells them there"}. A namespace that
+# does not exist yet (tf.image, tf.sparse, …) is made; one that does gains the names.
+_FROM_MODULES = {
+    "math": {
+        "dflab.ops.special_math_ops": """bessel_i0 bessel_i0e bessel_i1 bessel_i1e erfinv
+            erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
+            polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
+    },
+}
+
+
+def _names(spec: str):
+    """``"a b:c"`` -> [("a", "a"), ("b", "c")]: (name in the namespace, attribute)."""
+    for item in spec.split():
+        name, _, attr = item.partition(":")
+        yield name, attr or name
+
+
+def install_more(top) -> None:
+    """Attach the names of ``_FROM_MODULES`` (after ``install``)."""
+    import importlib
+
+    for ns, sources in _FROM_MODULES.items():
+        mod = getattr(top, ns, None)
+        if mod is None:
+            mod = types.ModuleType(f"dflab.{ns}", f"``tf.{ns}``: see dflab.namespaces.")
+            setattr(top, ns, mod)
+            sys.modules[mod.__name__] = mod
+        for module_name, spec in sources.items():
+            source = importlib.import_module(module_name)
+            for name, attr in _names(spec):
+                setattr(mod, name, getattr(source, attr))

@@ -510,7 +510,15 @@ def _neg_grad(op, grad):
 
 @RegisterGradient("Abs")
 def _abs_grad(op, grad):
-    return [multiply(grad, sign(op.inputs[0]))]
+    x = op.inputs[0]
+    if x.dtype.base_dtype.is_complex:  # TF's ComplexAbs gradient: grad * x / |x|
+        from dflab.ops.special_math_ops import complex as _complex
+        from dflab.ops.special_math_ops import div_no_nan
+
+        zeros = array_ops.zeros_like(grad)
+        return [div_no_nan(multiply(_complex(grad, zeros), x),
+                           _complex(op.outputs[0], zeros))]
+    return [multiply(grad, sign(x))]
 
 
 @RegisterGradient("Sign")
