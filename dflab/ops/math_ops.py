@@ -512,12 +512,13 @@ def _neg_grad(op, grad):
 def _abs_grad(op, grad):
     x = op.inputs[0]
     if x.dtype.base_dtype.is_complex:  # TF's ComplexAbs gradient: grad * x / |x|
-        from dflab.ops.special_math_ops import complex as _complex
-        from dflab.ops.special_math_ops import div_no_nan
+        # Complex and DivNoNan are special_math_ops' (which imports this module).
+        def as_complex(t):
+            zeros = array_ops.zeros_like(t)
+            return _ops.apply_op("Complex", [t, zeros], {"Tout": x.dtype.base_dtype}).outputs[0]
 
-        zeros = array_ops.zeros_like(grad)
-        return [div_no_nan(multiply(_complex(grad, zeros), x),
-                           _complex(op.outputs[0], zeros))]
+        return [_ops.apply_op("DivNoNan", [multiply(as_complex(grad), x),
+                                           as_complex(op.outputs[0])]).outputs[0]]
     return [multiply(grad, sign(x))]
 
 
