@@ -138,6 +138,18 @@ _FROM_MODULES = {
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
             polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
     },
+    "nn": {
+        "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
+            log_uniform_candidate_sampler learned_unigram_candidate_sampler
+            fixed_unigram_candidate_sampler all_candidate_sampler compute_accidental_hits""",
+        "dflab.ops.sampled_losses": "nce_loss sampled_softmax_loss",
+        "dflab.ops.normalization_ops": "lrn local_response_normalization",
+    },
+    "random": {
+        "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
+            log_uniform_candidate_sampler learned_unigram_candidate_sampler
+            fixed_unigram_candidate_sampler all_candidate_sampler""",
+    },
 }
 
 

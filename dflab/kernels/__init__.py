@@ -27,6 +27,9 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
 )
 
 from dflab.kernels import special_math_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import candidate_sampling_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import sparse_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import normalization_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels.gpu_kernels import register_gpu_kernels
 
 # Last: the GPU mirrors every CPU kernel written against ``xp`` (see gpu_kernels).

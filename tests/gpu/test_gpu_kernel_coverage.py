@@ -41,6 +41,9 @@ TF_HOST_ONLY = frozenset({
     # File readers and parsers read host files and strings.
     "TextLineReaderV2", "WholeFileReaderV2", "ReaderReadV2", "ReaderNumRecordsProducedV2",
     "ReaderResetV2", "ReadFile", "DecodeCSV",
+    # Candidate samplers draw on the host (TF registers them for CPUs only).
+    "UniformCandidateSampler", "LogUniformCandidateSampler", "LearnedUnigramCandidateSampler",
+    "FixedUnigramCandidateSampler", "AllCandidateSampler", "ComputeAccidentalHits",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
