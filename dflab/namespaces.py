@@ -133,6 +133,7 @@ def install(top) -> None:
 # namespace -> {module holding the objects: "names as TF spells them there"}. A namespace that
 # does not exist yet (tf.image, tf.sparse, …) is made; one that does gains the names.
 _FROM_MODULES = {
+    "": {"dflab.train.moving_averages": "moving_average_variables"},  # the top level
     "math": {
         "dflab.ops.special_math_ops": """bessel_i0 bessel_i0e bessel_i1 bessel_i1e erfinv
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
@@ -175,7 +176,7 @@ def install_more(top) -> None:
         sys.modules[f"dflab.{ns}"] = mod
 
     for ns, sources in _FROM_MODULES.items():
-        mod = getattr(top, ns, None)
+        mod = getattr(top, ns, None) if ns else top
         if mod is None:
             mod = types.ModuleType(f"dflab.{ns}", f"``tf.{ns}``: see dflab.namespaces.")
             setattr(top, ns, mod)

@@ -61,6 +61,7 @@ from dflab.train.monitored_session import (  # noqa: F401, E402
     SingularMonitoredSession,
     WorkerSessionCreator,
 )
+from dflab.train.moving_averages import ExponentialMovingAverage  # noqa: F401, E402
 from dflab.train.optimizer import Optimizer  # noqa: F401
 from dflab.train.queue_runner import (  # noqa: F401, E402
     QueueRunner,
@@ -73,6 +74,7 @@ from dflab.train.saver import (  # noqa: F401, E402
     SaverDef,
     import_meta_graph,  # noqa: F401, E402
 )
+from dflab.train.session_manager import SessionManager  # noqa: F401, E402
 from dflab.train.session_run_hook import (  # noqa: F401, E402
     SessionRunArgs,
     SessionRunContext,
