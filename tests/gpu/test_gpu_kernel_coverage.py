@@ -44,6 +44,7 @@ TF_HOST_ONLY = frozenset({
     # Candidate samplers draw on the host (TF registers them for CPUs only).
     "UniformCandidateSampler", "LogUniformCandidateSampler", "LearnedUnigramCandidateSampler",
     "FixedUnigramCandidateSampler", "AllCandidateSampler", "ComputeAccidentalHits",
+    "FixedLengthRecordReaderV2",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
