@@ -146,6 +146,13 @@ _FROM_MODULES = {
         "dflab.ops.sampled_losses": "nce_loss sampled_softmax_loss",
         "dflab.ops.normalization_ops": "lrn local_response_normalization",
     },
+    "image": {
+        "dflab.ops.image_ops": """ResizeMethod resize resize_images resize_bilinear
+            resize_bicubic resize_nearest_neighbor resize_area flip_left_right flip_up_down
+            random_flip_left_right random_flip_up_down transpose transpose_image rot90
+            crop_to_bounding_box pad_to_bounding_box resize_image_with_crop_or_pad
+            resize_with_crop_or_pad central_crop resize_image_with_pad random_crop""",
+    },
     "random": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
             log_uniform_candidate_sampler learned_unigram_candidate_sampler
