@@ -133,11 +133,13 @@ def install(top) -> None:
 # namespace -> {module holding the objects: "names as TF spells them there"}. A namespace that
 # does not exist yet (tf.image, tf.sparse, …) is made; one that does gains the names.
 _FROM_MODULES = {
-    "": {"dflab.train.moving_averages": "moving_average_variables"},  # the top level
+    "": {"dflab.train.moving_averages": "moving_average_variables",  # the top level
+         "dflab.ops.more_math_ops": "saturate_cast"},
     "math": {
         "dflab.ops.special_math_ops": """bessel_i0 bessel_i0e bessel_i1 bessel_i1e erfinv
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
             polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
+        "dflab.ops.more_math_ops": """reduce_std reduce_variance reduce_euclidean_norm""",
     },
     "nn": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
@@ -152,6 +154,11 @@ _FROM_MODULES = {
             random_flip_left_right random_flip_up_down transpose transpose_image rot90
             crop_to_bounding_box pad_to_bounding_box resize_image_with_crop_or_pad
             resize_with_crop_or_pad central_crop resize_image_with_pad random_crop""",
+        "dflab.ops.image_color_ops": """convert_image_dtype adjust_brightness adjust_contrast
+            adjust_gamma adjust_hue adjust_saturation random_brightness random_contrast
+            random_hue random_saturation rgb_to_hsv hsv_to_rgb rgb_to_yiq yiq_to_rgb
+            rgb_to_yuv yuv_to_rgb rgb_to_grayscale grayscale_to_rgb per_image_standardization
+            total_variation image_gradients sobel_edges psnr ssim ssim_multiscale""",
     },
     "random": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
@@ -192,3 +199,17 @@ def install_more(top) -> None:
             source = importlib.import_module(module_name)
             for name, attr in _names(spec):
                 setattr(mod, name, getattr(source, attr))
+
+
+def refill(top) -> None:
+    """Give each namespace of ``_SAME``/``_RENAMED`` the names the top level has gained
+    since ``install`` (those ``install_more`` attached there)."""
+    for name in sorted(set(_SAME) | set(_RENAMED)):
+        mod = getattr(top, name)
+        for attr in _SAME.get(name, "").split():
+            if not hasattr(mod, attr) and hasattr(top, attr):
+                setattr(mod, attr, getattr(top, attr))
+        for attr, source in _RENAMED.get(name, {}).items():
+            found = _lookup(top, source) if source is not None else None
+            if found is not None and not hasattr(mod, attr):
+                setattr(mod, attr, found)
