@@ -159,6 +159,20 @@ _FROM_MODULES = {
             random_hue random_saturation rgb_to_hsv hsv_to_rgb rgb_to_yiq yiq_to_rgb
             rgb_to_yuv yuv_to_rgb rgb_to_grayscale grayscale_to_rgb per_image_standardization
             total_variation image_gradients sobel_edges psnr ssim ssim_multiscale""",
+        "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
+            decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
+            is_jpeg adjust_jpeg_quality random_jpeg_quality""",
+    },
+    "io": {
+        "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
+            decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
+            is_jpeg""",
+        "dflab.ops.string_ops": "decode_compressed",
+    },
+    "strings": {
+        "dflab.ops.string_ops": """as_string join length lower upper strip substr reduce_join
+            regex_full_match regex_replace to_number unicode_transcode
+            unsorted_segment_join""",
     },
     "random": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler

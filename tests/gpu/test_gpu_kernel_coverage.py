@@ -45,6 +45,14 @@ TF_HOST_ONLY = frozenset({
     "UniformCandidateSampler", "LogUniformCandidateSampler", "LearnedUnigramCandidateSampler",
     "FixedUnigramCandidateSampler", "AllCandidateSampler", "ComputeAccidentalHits",
     "FixedLengthRecordReaderV2",
+    # Image codecs (Pillow on the host; TF registers them for CPUs only).
+    "DecodePng", "DecodeJpeg", "DecodeBmp", "DecodeWebP", "DecodeGif", "DecodeImage",
+    "DecodeAndCropJpeg", "EncodePng", "EncodeJpeg", "EncodeJpegVariableQuality",
+    "ExtractJpegShape",
+    # String ops (strings stay on the host).
+    "StringLength", "StringLower", "StringUpper", "StringStrip", "RegexFullMatch",
+    "RegexReplace", "EncodeBase64", "DecodeBase64", "DecodeCompressed", "UnicodeTranscode",
+    "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
