@@ -174,6 +174,9 @@ _FROM_MODULES = {
             regex_full_match regex_replace to_number unicode_transcode
             unsorted_segment_join""",
     },
+    "nn.rnn_cell": {
+        "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",
+    },
     "random": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
             log_uniform_candidate_sampler learned_unigram_candidate_sampler
@@ -204,7 +207,7 @@ def install_more(top) -> None:
         sys.modules[f"dflab.{ns}"] = mod
 
     for ns, sources in _FROM_MODULES.items():
-        mod = getattr(top, ns, None) if ns else top
+        mod = _lookup(top, ns) if ns else top
         if mod is None:
             mod = types.ModuleType(f"dflab.{ns}", f"``tf.{ns}``: see dflab.namespaces.")
             setattr(top, ns, mod)
