@@ -40,8 +40,8 @@ _SAME = {
         assert_proper_iterable assert_rank assert_rank_at_least assert_rank_in
         assert_same_float_dtype assert_scalar assert_shapes assert_type check_numerics
         is_finite is_inf is_nan is_non_decreasing is_numeric_tensor is_strictly_increasing""",
-    "linalg": """cholesky cholesky_solve cross einsum eye global_norm l2_normalize matmul
-        matrix_transpose norm qr svd tensordot trace transpose""",
+    "linalg": """einsum global_norm l2_normalize matmul matrix_transpose tensordot
+        transpose""",
     "queue": """FIFOQueue PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue""",
     "manip": """batch_to_space_nd gather_nd reshape reverse roll scatter_nd space_to_batch_nd
         tile""",
@@ -76,12 +76,6 @@ _RENAMED = {
                      "identity": "identity_initializer", "he_normal": "he_normal",
                      "he_uniform": "he_uniform", "lecun_normal": "lecun_normal",
                      "lecun_uniform": "lecun_uniform"},
-    "linalg": {"adjoint": "matrix_adjoint", "band_part": "matrix_band_part",
-               "det": "matrix_determinant", "diag": "matrix_diag",
-               "diag_part": "matrix_diag_part", "inv": "matrix_inverse",
-               "set_diag": "matrix_set_diag", "solve": "matrix_solve",
-               "triangular_solve": "matrix_triangular_solve", "tensor_diag": "diag",
-               "tensor_diag_part": "diag_part", "lstsq": "matrix_solve_ls"},
     "io": {"gfile": None, "TFRecordWriter": "TFRecordWriter"},
 }
 
@@ -173,6 +167,16 @@ _FROM_MODULES = {
         "dflab.ops.string_ops": """as_string join length lower upper strip substr reduce_join
             regex_full_match regex_replace to_number unicode_transcode
             unsorted_segment_join""",
+    },
+    "linalg": {
+        "dflab.ops.matrix_ops": """adjoint band_part cross diag:matrix_diag
+            diag_part:matrix_diag_part eye matvec norm normalize set_diag:matrix_set_diag
+            tensor_diag:diag tensor_diag_part:diag_part trace""",
+        "dflab.ops.linalg_solve_ops": """cholesky cholesky_solve det:matrix_determinant
+            eigh:self_adjoint_eig eigvalsh:self_adjoint_eigvals expm inv:matrix_inverse logdet
+            lstsq:matrix_solve_ls lu lu_matrix_inverse lu_reconstruct lu_solve matrix_rank
+            pinv qr slogdet solve:matrix_solve sqrtm:matrix_square_root svd
+            triangular_solve:matrix_triangular_solve""",
     },
     "nn.rnn_cell": {
         "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",
