@@ -177,6 +177,7 @@ _FROM_MODULES = {
             lstsq:matrix_solve_ls lu lu_matrix_inverse lu_reconstruct lu_solve matrix_rank
             pinv qr slogdet solve:matrix_solve sqrtm:matrix_square_root svd
             triangular_solve:matrix_triangular_solve""",
+        "dflab.ops.nn_impl": "l2_normalize",
     },
     "nn.rnn_cell": {
         "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",

@@ -2,9 +2,9 @@
 the device's ``xp`` (NumPy on CPUs, CuPy on GPUs): band parts, diagonals, cross products, and
 the decompositions and solvers through ``xp.linalg``.
 
-Every kernel works on batches (any leading axes) and returns fresh arrays. A matrix the
-algorithm cannot handle (not positive definite, singular) raises ``InvalidArgumentError``
-naming the node, with TF's message, never a bare ``LinAlgError``. ``MatrixSolveLs`` and
+Every kernel works on batches (any leading axes) and returns fresh arrays. A singular matrix
+raises ``InvalidArgumentError`` naming the node, with TF's message, never a bare
+``LinAlgError``; a Cholesky factor that does not exist is NaNs, as in TF 2.x. ``MatrixSolveLs`` and
 ``MatrixSquareRoot`` run on the host only, as TF has them (no GPU kernel).
 """
 
@@ -150,19 +150,34 @@ def _adjoint(xp, x):
 
 @kernel("Cholesky")
 def _cholesky(node, ctx):
+    """A matrix that is not positive definite gets NaNs in its lower triangle (TF 2.x's
+    behaviour: the batch's other matrices are still factored, and no error is raised)."""
     xp = ctx.xp
+
+    def failed(x):
+        n = x.shape[-1]
+        return xp.where(xp.tril(xp.ones((n, n), dtype=bool)), xp.asarray(np.nan, x.dtype),
+                        xp.zeros((), x.dtype))
+
+    def one(x):
+        try:
+            lower = xp.linalg.cholesky(x)
+        except np.linalg.LinAlgError:
+            return failed(x)
+        # CuPy may report the failure as NaNs rather than raise.
+        if not bool(xp.all(xp.isfinite(lower))) and bool(xp.all(xp.isfinite(x))):
+            return failed(x)
+        return lower
 
     def chol(x):
         _check_square(node, x)
-        lower = xp.linalg.cholesky(x)
-        # CuPy reports failure as NaNs, not an exception: treat both the same.
-        if lower.size and not bool(xp.all(xp.isfinite(lower))) and \
-                bool(xp.all(xp.isfinite(x))):
-            raise np.linalg.LinAlgError("not positive definite")
-        return lower
+        try:
+            return xp.linalg.cholesky(x)
+        except np.linalg.LinAlgError:
+            flat = x.reshape((-1,) + x.shape[-2:])
+            return xp.stack([one(m) for m in flat]).reshape(x.shape)
 
-    return _linalg_errors(node, "Cholesky decomposition was not successful. The input might "
-                                "not be valid.", chol)
+    return chol
 
 
 def _singular_check(xp, x, result):

@@ -578,17 +578,14 @@ def lu_reconstruct(lower_upper, perm, validate_args=False, name=None):
                        _m.subtract(eye(n, batch_shape=batch, dtype=dt),
                                    matrix_diag(matrix_diag_part(lower_upper))))
         upper = band_part(lower_upper, 0, -1)
-        x = _m.matmul(lower, upper)
-        inverse = _m.cast(_invert_permutation_batch(perm), _dt.int32)
-        return array_ops.gather(x, inverse, batch_dims=perm.shape.ndims - 1,
-                                axis=perm.shape.ndims - 1)
+        # input[perm] = L U: the permutation matrix's transpose puts the rows back.
+        return _m.matmul(_permutation_matrix(perm, dt), _m.matmul(lower, upper),
+                         adjoint_a=True)
 
 
-def _invert_permutation_batch(perm):
-    """``argsort`` of each permutation: the inverse permutation, batched."""
-    n = array_ops.shape(perm)[-1]
-    onehot = array_ops.one_hot(perm, n, dtype=_dt.int32)
-    return _m.argmax(onehot, axis=-2, output_type=_dt.int32)
+def _permutation_matrix(perm, dtype):
+    """``P`` with ``P @ x = x[perm]`` (batched): row ``i`` is one-hot at ``perm[i]``."""
+    return array_ops.one_hot(perm, array_ops.shape(perm)[-1], dtype=dtype)
 
 
 def lu_solve(lower_upper, perm, rhs, validate_args=False, name=None):
@@ -597,8 +594,7 @@ def lu_solve(lower_upper, perm, rhs, validate_args=False, name=None):
         lower_upper = _ops.convert_to_tensor(lower_upper, name="lower_upper")
         perm = _ops.convert_to_tensor(perm, name="perm")
         rhs = _ops.convert_to_tensor(rhs, dtype=lower_upper.dtype.base_dtype, name="rhs")
-        permuted = array_ops.gather(rhs, perm, batch_dims=perm.shape.ndims - 1,
-                                    axis=perm.shape.ndims - 1)
+        permuted = _m.matmul(_permutation_matrix(perm, rhs.dtype.base_dtype), rhs)
         n = array_ops.shape(lower_upper)[-1]
         batch = array_ops.shape(lower_upper)[:-2]
         dt = lower_upper.dtype.base_dtype

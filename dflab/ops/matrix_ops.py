@@ -208,8 +208,10 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=No
     """Identity matrices (``num_rows x num_columns``, batched by ``batch_shape``)."""
     with _ops.name_scope(name, "eye", [num_rows, num_columns, batch_shape]):
         dtype = _dt.as_dtype(dtype).base_dtype
-        static = [num_rows, num_columns] + list(batch_shape or [])
-        if all(isinstance(v, (int, np.integer)) or v is None for v in static):
+        static_batch = batch_shape is None or (isinstance(batch_shape, (list, tuple)) and all(
+            isinstance(v, (int, np.integer)) for v in batch_shape))
+        if static_batch and all(isinstance(v, (int, np.integer)) or v is None
+                                for v in (num_rows, num_columns)):
             cols = num_rows if num_columns is None else num_columns
             value = np.eye(num_rows, cols, dtype=dtype.as_numpy_dtype)
             if batch_shape is not None:

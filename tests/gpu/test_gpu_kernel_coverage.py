@@ -53,6 +53,8 @@ TF_HOST_ONLY = frozenset({
     "StringLength", "StringLower", "StringUpper", "StringStrip", "RegexFullMatch",
     "RegexReplace", "EncodeBase64", "DecodeBase64", "DecodeCompressed", "UnicodeTranscode",
     "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
+    # Linear algebra TF has CPU kernels only for.
+    "MatrixSolveLs", "MatrixSquareRoot",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
