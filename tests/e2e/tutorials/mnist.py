@@ -1,3 +1,20 @@
+# Copyright The TensorFlow Authors. All Rights Reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# ==============================================================================
+# Modified from the TensorFlow original named in the docstring below: it runs on dflab and
+# on local data; the changes are listed there and in README.md beside this file.
+
 """Follows TensorFlow's tutorial module ``mnist.py`` (the model of ``fully_connected_feed.py``:
 inference, loss, training and evaluation;
 https://github.com/tensorflow/tensorflow/blob/r1.15/tensorflow/examples/tutorials/mnist/mnist.py,
