@@ -105,3 +105,12 @@ def load_ipython_extension(ipython):
     from dflab.notebook.magics import load_ipython_extension as load
 
     load(ipython)
+
+# The wider TF1 API's names that live in ops modules (tf.math.erfinv, tf.image, tf.sparse, …).
+_namespaces.install_more(sys.modules[__name__])
+_namespaces.refill(sys.modules[__name__])
+
+# tf.train.Supervisor writes summaries, so it lives above the training layer.
+from dflab.supervisor import Supervisor as _Supervisor  # noqa: E402  isort: skip
+
+train.Supervisor = _Supervisor

@@ -40,8 +40,8 @@ _SAME = {
         assert_proper_iterable assert_rank assert_rank_at_least assert_rank_in
         assert_same_float_dtype assert_scalar assert_shapes assert_type check_numerics
         is_finite is_inf is_nan is_non_decreasing is_numeric_tensor is_strictly_increasing""",
-    "linalg": """cholesky cholesky_solve cross einsum eye global_norm l2_normalize matmul
-        matrix_transpose norm qr svd tensordot trace transpose""",
+    "linalg": """einsum global_norm l2_normalize matmul matrix_transpose tensordot
+        transpose""",
     "queue": """FIFOQueue PaddingFIFOQueue PriorityQueue QueueBase RandomShuffleQueue""",
     "manip": """batch_to_space_nd gather_nd reshape reverse roll scatter_nd space_to_batch_nd
         tile""",
@@ -78,12 +78,6 @@ _RENAMED = {
                      "identity": "identity_initializer", "he_normal": "he_normal",
                      "he_uniform": "he_uniform", "lecun_normal": "lecun_normal",
                      "lecun_uniform": "lecun_uniform"},
-    "linalg": {"adjoint": "matrix_adjoint", "band_part": "matrix_band_part",
-               "det": "matrix_determinant", "diag": "matrix_diag",
-               "diag_part": "matrix_diag_part", "inv": "matrix_inverse",
-               "set_diag": "matrix_set_diag", "solve": "matrix_solve",
-               "triangular_solve": "matrix_triangular_solve", "tensor_diag": "diag",
-               "tensor_diag_part": "diag_part", "lstsq": "matrix_solve_ls"},
     "io": {"gfile": None, "TFRecordWriter": "python_io.TFRecordWriter",
            "TFRecordOptions": "python_io.TFRecordOptions",
            "TFRecordCompressionType": "python_io.TFRecordCompressionType",
@@ -132,3 +126,117 @@ def install(top) -> None:
     for name, mod in (("logging", _tf_logging), ("gfile", _gfile)):
         setattr(top, name, mod)
         sys.modules[f"dflab.{name}"] = mod
+
+
+# --- the wider TF1 API: names that live in an ops module rather than at the top level --------
+# namespace -> {module holding the objects: "names as TF spells them there"}. A namespace that
+# does not exist yet (tf.image, tf.sparse, …) is made; one that does gains the names.
+_FROM_MODULES = {
+    "": {"dflab.train.moving_averages": "moving_average_variables",  # the top level
+         "dflab.ops.more_math_ops": "saturate_cast"},
+    "math": {
+        "dflab.ops.special_math_ops": """bessel_i0 bessel_i0e bessel_i1 bessel_i1e erfinv
+            erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
+            polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
+        "dflab.ops.more_math_ops": """reduce_std reduce_variance reduce_euclidean_norm""",
+    },
+    "nn": {
+        "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
+            log_uniform_candidate_sampler learned_unigram_candidate_sampler
+            fixed_unigram_candidate_sampler all_candidate_sampler compute_accidental_hits""",
+        "dflab.ops.sampled_losses": "nce_loss sampled_softmax_loss",
+        "dflab.ops.normalization_ops": "lrn local_response_normalization",
+    },
+    "image": {
+        "dflab.ops.image_ops": """ResizeMethod resize resize_images resize_bilinear
+            resize_bicubic resize_nearest_neighbor resize_area flip_left_right flip_up_down
+            random_flip_left_right random_flip_up_down transpose transpose_image rot90
+            crop_to_bounding_box pad_to_bounding_box resize_image_with_crop_or_pad
+            resize_with_crop_or_pad central_crop resize_image_with_pad random_crop""",
+        "dflab.ops.image_color_ops": """convert_image_dtype adjust_brightness adjust_contrast
+            adjust_gamma adjust_hue adjust_saturation random_brightness random_contrast
+            random_hue random_saturation rgb_to_hsv hsv_to_rgb rgb_to_yiq yiq_to_rgb
+            rgb_to_yuv yuv_to_rgb rgb_to_grayscale grayscale_to_rgb per_image_standardization
+            total_variation image_gradients sobel_edges psnr ssim ssim_multiscale""",
+        "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
+            decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
+            is_jpeg adjust_jpeg_quality random_jpeg_quality""",
+    },
+    "io": {
+        "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
+            decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
+            is_jpeg""",
+        "dflab.ops.string_ops": "decode_compressed",
+    },
+    "strings": {
+        "dflab.ops.string_ops": """as_string join length lower upper strip substr reduce_join
+            regex_full_match regex_replace to_number unicode_transcode
+            unsorted_segment_join""",
+    },
+    "linalg": {
+        "dflab.ops.matrix_ops": """adjoint band_part cross diag:matrix_diag
+            diag_part:matrix_diag_part eye matvec norm normalize set_diag:matrix_set_diag
+            tensor_diag:diag tensor_diag_part:diag_part trace""",
+        "dflab.ops.linalg_solve_ops": """cholesky cholesky_solve det:matrix_determinant
+            eigh:self_adjoint_eig eigvalsh:self_adjoint_eigvals expm inv:matrix_inverse logdet
+            lstsq:matrix_solve_ls lu lu_matrix_inverse lu_reconstruct lu_solve matrix_rank
+            pinv qr slogdet solve:matrix_solve sqrtm:matrix_square_root svd
+            triangular_solve:matrix_triangular_solve""",
+        "dflab.ops.nn_impl": "l2_normalize",
+    },
+    "nn.rnn_cell": {
+        "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",
+    },
+    "random": {
+        "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
+            log_uniform_candidate_sampler learned_unigram_candidate_sampler
+            fixed_unigram_candidate_sampler all_candidate_sampler""",
+    },
+}
+
+
+def _names(spec: str):
+    """``"a b:c"`` -> [("a", "a"), ("b", "c")]: (name in the namespace, attribute)."""
+    for item in spec.split():
+        name, _, attr = item.partition(":")
+        yield name, attr or name
+
+
+# Namespaces that are whole modules of dflab's: tf.<name> -> module.
+_WHOLE_MODULES = {"app": "dflab.platform.app", "flags": "dflab.platform.flags"}
+
+
+def install_more(top) -> None:
+    """Attach the names of ``_FROM_MODULES`` and the modules of ``_WHOLE_MODULES`` (after
+    ``install``)."""
+    import importlib
+
+    for ns, module_name in _WHOLE_MODULES.items():
+        mod = importlib.import_module(module_name)
+        setattr(top, ns, mod)
+        sys.modules[f"dflab.{ns}"] = mod
+
+    for ns, sources in _FROM_MODULES.items():
+        mod = _lookup(top, ns) if ns else top
+        if mod is None:
+            mod = types.ModuleType(f"dflab.{ns}", f"``tf.{ns}``: see dflab.namespaces.")
+            setattr(top, ns, mod)
+            sys.modules[mod.__name__] = mod
+        for module_name, spec in sources.items():
+            source = importlib.import_module(module_name)
+            for name, attr in _names(spec):
+                setattr(mod, name, getattr(source, attr))
+
+
+def refill(top) -> None:
+    """Give each namespace of ``_SAME``/``_RENAMED`` the names the top level has gained
+    since ``install`` (those ``install_more`` attached there)."""
+    for name in sorted(set(_SAME) | set(_RENAMED)):
+        mod = getattr(top, name)
+        for attr in _SAME.get(name, "").split():
+            if not hasattr(mod, attr) and hasattr(top, attr):
+                setattr(mod, attr, getattr(top, attr))
+        for attr, source in _RENAMED.get(name, {}).items():
+            found = _lookup(top, source) if source is not None else None
+            if found is not None and not hasattr(mod, attr):
+                setattr(mod, attr, found)

@@ -54,6 +54,7 @@ class GraphKeys:
     INIT_OP = "init_op"
     LOCAL_INIT_OP = "local_init_op"
     READY_OP = "ready_op"
+    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
     CONCATENATED_VARIABLES = "concatenated_variables"
     VARIABLES = GLOBAL_VARIABLES
 

@@ -27,6 +27,17 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
     tensor_array_kernels,
     training_kernels,
 )
+
+from dflab.kernels import special_math_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import candidate_sampling_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import sparse_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import normalization_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import fixed_length_record_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import image_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import image_color_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import image_codec_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import string_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import matrix_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels.gpu_kernels import register_gpu_kernels
 
 # Last: the GPU mirrors every CPU kernel written against ``xp`` (see gpu_kernels).

@@ -29,5 +29,11 @@ _math_ops._install_operators()
 _variables._overload_variable_operators()
 from dflab.ops import io_ops as _io_ops  # noqa: E402 - registers the checkpoint ops
 from dflab.ops.data_flow_ops import *  # noqa: E402, F403
+from dflab.ops.fixed_length_record_ops import *  # noqa: E402, F403
+from dflab.ops.linalg_solve_ops import *  # noqa: E402, F403
+from dflab.ops.matrix_ops import *  # noqa: E402, F403
 from dflab.ops.parsing_ops import *  # noqa: E402, F403
 from dflab.ops.reader_ops import *  # noqa: E402, F403
+from dflab.ops.sparse_ops import *  # noqa: E402, F403
+from dflab.ops.special_math_ops import *  # noqa: E402, F403
+from dflab.ops.string_ops import *  # noqa: E402, F403

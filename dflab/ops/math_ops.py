@@ -510,7 +510,16 @@ def _neg_grad(op, grad):
 
 @RegisterGradient("Abs")
 def _abs_grad(op, grad):
-    return [multiply(grad, sign(op.inputs[0]))]
+    x = op.inputs[0]
+    if x.dtype.base_dtype.is_complex:  # TF's ComplexAbs gradient: grad * x / |x|
+        # Complex and DivNoNan are special_math_ops' (which imports this module).
+        def as_complex(t):
+            zeros = array_ops.zeros_like(t)
+            return _ops.apply_op("Complex", [t, zeros], {"Tout": x.dtype.base_dtype}).outputs[0]
+
+        return [_ops.apply_op("DivNoNan", [multiply(as_complex(grad), x),
+                                           as_complex(op.outputs[0])]).outputs[0]]
+    return [multiply(grad, sign(x))]
 
 
 @RegisterGradient("Sign")

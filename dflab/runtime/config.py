@@ -185,6 +185,10 @@ class OptimizerOptions:
     L1 = 0
     L0 = -1
     DEFAULT = 0
+    # GlobalJitLevel (XLA's JIT levels; dflab compiles nothing, the values are kept as set).
+    OFF = -1
+    ON_1 = 1
+    ON_2 = 2
 
     def __init__(self, opt_level=0, do_constant_folding=True,
                  do_common_subexpression_elimination=True, do_function_inlining=True,

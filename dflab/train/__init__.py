@@ -72,6 +72,7 @@ from dflab.train.monitored_session import (  # noqa: F401, E402
     SingularMonitoredSession,
     WorkerSessionCreator,
 )
+from dflab.train.moving_averages import ExponentialMovingAverage  # noqa: F401, E402
 
 # Object-based checkpoints of eager programs.
 from dflab.train.object_checkpoint import Checkpoint  # noqa: F401, E402
@@ -87,6 +88,7 @@ from dflab.train.saver import (  # noqa: F401, E402
     SaverDef,
     import_meta_graph,  # noqa: F401, E402
 )
+from dflab.train.session_manager import SessionManager  # noqa: F401, E402
 from dflab.train.session_run_hook import (  # noqa: F401, E402
     SessionRunArgs,
     SessionRunContext,

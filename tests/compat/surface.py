@@ -75,10 +75,10 @@ REASONS = [
      r".*", r"^(string_.*|substr|regex_replace|reduce_join|as_string|decode_base64|"
      r"encode_base64|decode_compressed|decode_raw|fingerprint|edit_distance|strings|"
      r"unicode_.*)$"),
-    ("linear algebra decompositions and solvers (only matmul, einsum, tensordot, norm and "
-     "transposes are kernels)", r"^linalg$", r".*"),
-    ("linear algebra decompositions and solvers (only matmul, einsum, tensordot, norm and "
-     "transposes are kernels)",
+    ("linear algebra beyond dense matrices' decompositions and solvers (the LinearOperator "
+     "classes, tridiagonal solvers, logm)", r"^linalg$", r".*"),
+    ("linear algebra beyond dense matrices' decompositions and solvers (the LinearOperator "
+     "classes, tridiagonal solvers, logm)",
      r".*", r"^(matrix_.*|cholesky.*|qr|svd|self_adjoint_.*|eye|diag|diag_part|trace|cross|"
      r"norm|linalg|adjoint|lu.*|logdet|slogdet|det|inv|pinv|expm|logm|sqrtm|eigh.*|"
      r"eigvalsh|tridiagonal_.*|band_part|set_diag|triangular_solve|solve|lstsq|matvec|"

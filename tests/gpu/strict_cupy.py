@@ -819,6 +819,17 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
     mod.RawKernel = RawKernel
     mod.lib = types.SimpleNamespace(stride_tricks=types.SimpleNamespace(
         sliding_window_view=sliding_window_view, as_strided=as_strided))
+    def _linalg(name):
+        def wrapped(*a, **k):
+            mod.calls[f"linalg.{name}"] += 1
+            return _wrap_call(getattr(np.linalg, name), a, k, strict=True)
+        wrapped.__name__ = name
+        return wrapped
+
+    # cupy.linalg's batched decompositions and solvers (the ones dflab's kernels call).
+    mod.linalg = types.SimpleNamespace(**{n: _linalg(n) for n in (
+        "cholesky", "inv", "det", "slogdet", "solve", "qr", "svd", "eigh", "eigvalsh",
+        "pinv")})
     mod.ElementwiseKernel = ElementwiseKernel
     mod.ReductionKernel = ElementwiseKernel
     def ascontiguousarray(value, dtype=None):

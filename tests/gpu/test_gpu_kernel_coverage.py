@@ -43,6 +43,20 @@ TF_HOST_ONLY = frozenset({
     "ReaderResetV2", "ReadFile", "DecodeCSV", "TFRecordReaderV2",
     # Parsing tf.train.Example protos and raw bytes: host strings in, as TF's CPU kernels.
     "ParseExampleV2", "ParseSingleSequenceExample", "DecodeRaw",
+    # Candidate samplers draw on the host (TF registers them for CPUs only).
+    "UniformCandidateSampler", "LogUniformCandidateSampler", "LearnedUnigramCandidateSampler",
+    "FixedUnigramCandidateSampler", "AllCandidateSampler", "ComputeAccidentalHits",
+    "FixedLengthRecordReaderV2",
+    # Image codecs (Pillow on the host; TF registers them for CPUs only).
+    "DecodePng", "DecodeJpeg", "DecodeBmp", "DecodeWebP", "DecodeGif", "DecodeImage",
+    "DecodeAndCropJpeg", "EncodePng", "EncodeJpeg", "EncodeJpegVariableQuality",
+    "ExtractJpegShape",
+    # String ops (strings stay on the host).
+    "StringLength", "StringLower", "StringUpper", "StringStrip", "RegexFullMatch",
+    "RegexReplace", "EncodeBase64", "DecodeBase64", "DecodeCompressed", "UnicodeTranscode",
+    "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
+    # Linear algebra TF has CPU kernels only for.
+    "MatrixSolveLs", "MatrixSquareRoot",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
