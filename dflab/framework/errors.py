@@ -37,6 +37,17 @@ def set_site_formatter(formatter) -> None:
     _site_formatter = formatter
 
 
+# How an error shows in IPython: ``(error) -> list of traceback lines`` (the user's frames and
+# the message, dflab's own frames hidden), or None for IPython's full traceback. Filled by
+# ``import dflab`` (the drawing layer above the framework formats it).
+_traceback_renderer = None
+
+
+def set_traceback_renderer(renderer) -> None:
+    global _traceback_renderer
+    _traceback_renderer = renderer
+
+
 def _site_of(op) -> str:
     raw = getattr(op, "creation_site", None) or ""
     if _site_formatter is not None and raw:
@@ -69,6 +80,14 @@ class OpError(Exception):
 
     def __str__(self) -> str:
         return self._format()
+
+    def _render_traceback_(self) -> list:
+        """The traceback lines IPython shows for this error."""
+        if _traceback_renderer is None:
+            import traceback
+
+            return traceback.format_exception(type(self), self, self.__traceback__)
+        return _traceback_renderer(self)
 
 
 def _subclass(name: str, code: int) -> type:

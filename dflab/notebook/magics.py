@@ -203,11 +203,17 @@ class DflabMagics(Magics):
         whether it succeeded."""
         # The magic's line, as a comment, keeps the body on the cell's own line numbers.
         source = body if body.lstrip().startswith("%%") else f"#%%dflab {line}\n{body}"
+        # IPython counts a cell before running it, and names the code a nested run compiles
+        # after the count: without this the body's lines would read as the next cell's
+        # ("Cell In[3], line 2" for cell [2]) in tracebacks and creation sites.
+        count = self.shell.execution_count
+        self.shell.execution_count = count - 1
         self._nested += 1
         try:
             return self.shell.run_cell(source, store_history=False).success
         finally:
             self._nested -= 1
+            self.shell.execution_count = count
 
     def site_of(self, op) -> str | None:
         """``errors``' site formatter while these magics are loaded: cells, not temp files."""
