@@ -121,6 +121,13 @@ def _draw(graph, *, highlight=None, color_by="op", fetches=None):
         raise UsageError(str(e)) from None
 
 
+def _new_among_old(graph, ops) -> list:
+    """The ops a cell built, to highlight, or none when the graph holds nothing else: a
+    drawing with every node highlighted highlights nothing."""
+    ops = list(ops)
+    return ops if len(ops) < len(graph.get_operations()) else []
+
+
 def _check_color_by(mode: str) -> None:
     """Refuse an unknown colouring before the cell runs (not after it built its ops)."""
     from dflab.visualize.graph import COLOR_MODES
@@ -193,7 +200,8 @@ class DflabMagics(Magics):
             return None
         print("\n".join(book.report(run)))
         if not args.no_show and graph.get_operations():
-            drawing = _draw(graph, highlight=run.record.ops, color_by=args.color_by)
+            drawing = _draw(graph, highlight=_new_among_old(graph, run.record.ops),
+                            color_by=args.color_by)
             if drawing is not None:
                 _display(drawing)
         return None

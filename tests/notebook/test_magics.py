@@ -107,6 +107,16 @@ def test_cell_shows_the_graph_with_its_new_ops_highlighted(shell):
     assert f"built {len(built)} ops" in ran.stdout
 
 
+def test_a_first_cell_highlights_nothing_since_everything_is_new(shell):
+    # Every node outlined as "highlighted" would highlight nothing.
+    ran = run(shell, "%%dflab\na = tf.constant(1.0, name='a')\nb = a * 2.0")
+    (svg,) = [o.data["image/svg+xml"] for o in ran.outputs if "image/svg+xml" in o.data]
+    assert "highlighted" not in svg and "<title>a " in svg
+    ran = run(shell, "%%dflab\nc = b + 1.0")
+    (svg,) = [o.data["image/svg+xml"] for o in ran.outputs if "image/svg+xml" in o.data]
+    assert len(re.findall(r'class="node op [^"]*highlighted"', svg)) == 2  # add and its const
+
+
 def test_no_show_and_color_by(shell):
     ran = run(shell, "%%dflab --no-show\nc = tf.constant(1.0)")
     assert not ran.outputs

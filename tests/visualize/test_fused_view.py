@@ -60,8 +60,9 @@ def unfused_run():
 
 
 def _draw(run, expanded=(), graph=True, color_by="partition"):
+    # Every scope open: these tests are about fused nodes, not about what fits a cell.
     return layout_graph(run.graph if graph else None, color_by=color_by, run_metadata=run.md,
-                        expanded=expanded)
+                        expanded=expanded, collapse=False)
 
 
 def _edges_by_name(layout) -> set:
