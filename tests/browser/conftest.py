@@ -145,8 +145,13 @@ class NotebookPage:
 
     def open_and_run(self, path: str) -> NotebookPage:
         """Open ``path``, run all its cells from the Run menu, and fail on any traceback."""
+        from dflab.notebook._saved import SETTLE_S
+
         lh.open_notebook(self.page, self.server, path)
         lh.run_all_cells(self.page)
+        # Widgets changed by the last cells replace their outputs once settled, which draws
+        # them anew: a click before that could land on a view about to go.
+        self.page.wait_for_timeout((SETTLE_S + 0.5) * 1000)
         self.assert_no_errors()
         return self
 
