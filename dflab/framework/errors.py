@@ -27,8 +27,8 @@ UNAUTHENTICATED = 16
 
 
 # How an op's creation site is shown in error messages: ``(op) -> str`` or None for the raw
-# ``file:line``. The notebook layer sets one so that an op built in a cell reads as that cell
-# ("cell In[3], line 2"), not as IPython's temporary file name.
+# ``file:line``. ``import dflab`` sets one, and ``%load_ext dflab`` its own, so that an op built
+# in a cell reads as that cell ("Cell In[3], line 2"), not as IPython's temporary file name.
 _site_formatter = None
 
 
