@@ -100,6 +100,24 @@ def _render(obj, include=None, exclude=None):
 _display.set_renderer(_render)
 
 
+def _site(op) -> str:
+    # A site in a notebook cell reads "Cell In[3], line 2", as IPython names it.
+    from dflab.visualize.text import readable_site
+
+    return readable_site(op.creation_site or "")
+
+
+def _render_traceback(error) -> list:
+    # In IPython, an op error shows the user's frames and the message, not dflab's internals.
+    from dflab.visualize.tracebacks import render
+
+    return render(error)
+
+
+errors.set_site_formatter(_site)
+errors.set_traceback_renderer(_render_traceback)
+
+
 def load_ipython_extension(ipython):
     """``%load_ext dflab``: registers the ``%%dflab`` and ``%dflab`` magics."""
     from dflab.notebook.magics import load_ipython_extension as load

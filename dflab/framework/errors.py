@@ -27,14 +27,25 @@ UNAUTHENTICATED = 16
 
 
 # How an op's creation site is shown in error messages: ``(op) -> str`` or None for the raw
-# ``file:line``. The notebook layer sets one so that an op built in a cell reads as that cell
-# ("cell In[3], line 2"), not as IPython's temporary file name.
+# ``file:line``. ``import dflab`` sets one, and ``%load_ext dflab`` its own, so that an op built
+# in a cell reads as that cell ("Cell In[3], line 2"), not as IPython's temporary file name.
 _site_formatter = None
 
 
 def set_site_formatter(formatter) -> None:
     global _site_formatter
     _site_formatter = formatter
+
+
+# How an error shows in IPython: ``(error) -> list of traceback lines`` (the user's frames and
+# the message, dflab's own frames hidden), or None for IPython's full traceback. Filled by
+# ``import dflab`` (the drawing layer above the framework formats it).
+_traceback_renderer = None
+
+
+def set_traceback_renderer(renderer) -> None:
+    global _traceback_renderer
+    _traceback_renderer = renderer
 
 
 def _site_of(op) -> str:
@@ -69,6 +80,14 @@ class OpError(Exception):
 
     def __str__(self) -> str:
         return self._format()
+
+    def _render_traceback_(self) -> list:
+        """The traceback lines IPython shows for this error."""
+        if _traceback_renderer is None:
+            import traceback
+
+            return traceback.format_exception(type(self), self, self.__traceback__)
+        return _traceback_renderer(self)
 
 
 def _subclass(name: str, code: int) -> type:

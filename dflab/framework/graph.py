@@ -423,7 +423,7 @@ class Graph(RichDisplay):
                 shapes = ", ".join(str(t.shape) for t in inputs)
                 raise type(e)(
                     f"{e} for '{name}' (op: '{op_type}') with input shapes: [{shapes}]. "
-                    f"Created at {op._site}"
+                    f"Created at {errors._site_of(op)}"
                 ) from None
             op._outputs = [Tensor(op, i, dt, as_shape(sh)) for i, (dt, sh) in enumerate(specs)]
             for t in inputs:

@@ -3,7 +3,9 @@ receives the SVG once per layout, then small updates (node states, value texts, 
 
 Invariants: node ids are the layout's opaque ids and change with every layout, so everything the
 widgets remember is keyed by *op name* and mapped to ids when sent; an op hidden in a collapsed
-name scope is represented by its scope's node. Messages from the front-end are plain dicts
+name scope is represented by its scope's node. The first layout chooses what is open so that the
+drawing fits its canvas readably (``layout_graph(collapse="auto")``); ``expanded`` then lists
+exactly what is open, and every later layout draws that. Messages from the front-end are plain dicts
 (``{"type": "click", "id": "n12"}``) handled by ``_handle_message``, which tests call directly.
 
 A fused node (elementwise ops the fusion pass runs as one kernel) opens and closes like a name
@@ -16,6 +18,7 @@ import anywidget
 import traitlets as t
 
 from dflab.notebook import _assets
+from dflab.notebook._saved import SavedOutput
 from dflab.visualize import graph as _vgraph
 from dflab.visualize.document import GRAPH_MIME, graph_document, jsonable
 
@@ -51,8 +54,9 @@ def scopes_of_names(names) -> list[str]:
     return sorted(out)
 
 
-class GraphWidget(anywidget.AnyWidget):
-    """Base of GraphView and Stepper (see the module docstring); not used on its own."""
+class GraphWidget(SavedOutput, anywidget.AnyWidget):
+    """Base of GraphView and Stepper (see the module docstring); not used on its own. Its
+    saved output (``SavedOutput``) is its drawing, as an SVG and as a graph document."""
 
     _css = _assets.css()
 
@@ -71,6 +75,8 @@ class GraphWidget(anywidget.AnyWidget):
 
     def __init__(self, **kwargs):
         self._layout = None
+        self._compact = False  # the first layout's choice, kept by the later ones
+        self._clicked = False  # handling a message from the front-end (see _note_change)
         self._op_values: dict[str, str] = {}  # op name -> value text
         self._selected_name = ""
         self._ready_to_layout = False
@@ -89,17 +95,36 @@ class GraphWidget(anywidget.AnyWidget):
                                f"10000; got {proposal['value']}")
         return proposal["value"]
 
+    # The space the first drawing is fitted to (drawing units): a cell's width, most of a
+    # window's height.
+    _fit = _vgraph.FIT
+    _first_collapse = "auto"  # how the first layout chooses what is open
+
     def relayout(self) -> None:
         """Lay the graph out again (new scopes opened, new colouring) and send the drawing."""
         source, kwargs = self._layout_source()
-        layout = _vgraph.layout_graph(source, expanded=tuple(self.expanded),
-                                      color_by=self.color_by, **kwargs)
+        first = self._layout is None
+        layout = _vgraph.layout_graph(
+            source, expanded=tuple(self.expanded),
+            collapse=self._first_collapse if first else True,
+            fit=self._fit, compact=None if first else self._compact, color_by=self.color_by,
+            **kwargs)
         self._layout = layout
+        if first:  # what the automatic choice opened is what stays open (observed: no relayout)
+            self._compact = layout.compact
+            self.expanded = list(layout.expanded)
         with self.hold_sync():
             self.nodes = jsonable(layout.nodes)
             self.svg = layout.svg
             self._send_node_state()
             self._reselect()
+        self._note_change()
+
+    def _note_change(self) -> None:
+        """A change the saved output should show, unless a click in the widget made it (the
+        widget shows it already; replacing its output would redraw it under the user)."""
+        if not self._clicked:
+            self._state_changed()
 
     @t.observe("expanded", "color_by")
     def _view_changed(self, change):
@@ -146,6 +171,7 @@ class GraphWidget(anywidget.AnyWidget):
             self._send_extra_state(ids)
             if self.selected:
                 self.detail = self._detail(self.selected)
+        self._note_change()
 
     def _shows_value(self, node_id: str, name: str) -> bool:
         """A scope shows no member's value; a collapsed fused node shows its own (its sink's),
@@ -185,6 +211,7 @@ class GraphWidget(anywidget.AnyWidget):
         with self.hold_sync():
             self.selected = nid
             self.detail = self._detail(nid)
+        self._note_change()
         return self.detail
 
     def _open_to(self, name: str, nid: str) -> str:
@@ -244,7 +271,11 @@ class GraphWidget(anywidget.AnyWidget):
 
     # --- messages from the front-end ----------------------------------------------------------
     def _on_custom_msg(self, _widget, content, _buffers) -> None:
-        self._handle_message(content)
+        self._clicked = True
+        try:
+            self._handle_message(content)
+        finally:
+            self._clicked = False
 
     def _handle_message(self, content: dict) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
@@ -272,14 +303,22 @@ class GraphWidget(anywidget.AnyWidget):
         bundle["text/plain"] = self._text()
         if self.svg:
             # Shown where the widget cannot be (nbviewer, GitHub, a closed kernel).
-            bundle["image/svg+xml"] = self.svg
+            bundle["image/svg+xml"] = self._static_svg()
             # The same drawing for dflab's JupyterLab renderer: explorable without the kernel.
             doc = graph_document(
-                self.svg, self._document_nodes(), title=self.title or self._text(),
+                self.svg, self._document_nodes(), title=self._document_title(),
                 source=type(self).__name__, selected=self.selected, graph=self._graph())
             if doc is not None:
                 bundle[GRAPH_MIME] = doc
         return bundle, meta
+
+    def _static_svg(self) -> str:
+        """The drawing as a saved notebook shows it where only the SVG is shown."""
+        return self.svg
+
+    def _document_title(self) -> str:
+        """The title a saved drawing shows above it: the widget's own, if it has one."""
+        return self.title
 
     def _document_nodes(self) -> dict:
         """The node infos, with each node's last value and state as its details show them."""

@@ -293,7 +293,8 @@ class CellBook:
         if rec is None:
             return readable_site(op.creation_site)
         line = op.creation_site.rpartition(":")[2] if op.creation_site else ""
-        return f"cell {rec.label}, line {line}" if line.isdigit() else f"cell {rec.label}"
+        # As IPython names a cell in tracebacks, so the two read alike.
+        return f"Cell {rec.label}, line {line}" if line.isdigit() else f"Cell {rec.label}"
 
 
 # --------------------------------------------------------------------------------------------

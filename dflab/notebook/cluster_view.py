@@ -6,6 +6,10 @@ the step listeners of the sessions it watches: every step's ``RunMetadata`` is f
 steps that used the task, the time its devices spent in ops during the last step, and the bytes
 that crossed into and out of it (``RunMetadata.transfers``). Redraws go through the shared
 throttle, so a fast training loop costs the front-end a few updates a second.
+
+A view outlives its cluster (the servers stopped, the session closed): it then keeps the table
+as last read and says, calmly, that the cluster has stopped; it never raises and never shows an
+error. Its saved output (``SavedOutput``) is that table, so a saved notebook shows it too.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import threading
 import ipywidgets as widgets
 
 from dflab.distributed import describe_cluster
+from dflab.notebook._saved import SavedOutput
 from dflab.notebook._throttle import Throttle
 from dflab.visualize import text as _text
 
 _STYLE = ("border-collapse:collapse;font:13px/1.4 system-ui,sans-serif;text-align:left;"
           "min-width:32em")
 _CELL = "padding:3px 10px;border-bottom:1px solid #e4e7eb;vertical-align:top;text-align:left"
+_NOTE = "color:#52606d;font:12px/1.4 system-ui,sans-serif;padding:4px 10px"
 
 
 def _task_of(device: str) -> str:
@@ -66,7 +72,7 @@ def cluster_html(tasks: list, activity: dict | None = None) -> str:
     rows = []
     for t in tasks:
         name = html.escape(t["task"])
-        state = "" if t["running"] else " <span style='color:#b42318'>(not running)</span>"
+        state = "" if t["running"] else " <span style='color:#b54708'>(not running)</span>"
         devices = "<br>".join(html.escape(_text.short_device(d["name"]) or d["name"])
                               for d in t["devices"]) or "—"
         held = list(t["variables"])
@@ -92,7 +98,15 @@ def cluster_html(tasks: list, activity: dict | None = None) -> str:
     return f"<table class='dflab-cluster' style='{_STYLE}'>{head}{''.join(rows)}</table>"
 
 
-class ClusterView(widgets.VBox):
+def stopped_note(error: BaseException) -> str:
+    """The calm line a view shows once its cluster cannot be read any more."""
+    why = html.escape(str(error).splitlines()[0] if str(error) else type(error).__name__)
+    return (f"<div class='dflab-cluster-stopped' style='{_NOTE}' title='{why}'>"
+            "\u25fc The cluster has stopped (its servers were stopped or its session closed): "
+            "this is the cluster as last seen.</div>")
+
+
+class ClusterView(SavedOutput, widgets.VBox):
     """A live table of a cluster's tasks (see the module docstring).
 
     ``where``: a ``tf.train.Server``, a session on a cluster, or its target. ``sessions``: the
@@ -107,6 +121,7 @@ class ClusterView(widgets.VBox):
         self._note = widgets.HTML()
         self._listeners = []
         self._throttle = Throttle(lambda batch: self.refresh(), max_hz=max_hz)
+        self.stopped = False  # the cluster could not be read at the last refresh
         super().__init__([self._html, self._note])
         self.add_class("dflab-cluster-view")
         watched = list(sessions)
@@ -130,16 +145,21 @@ class ClusterView(widgets.VBox):
         self._throttle.push(None)
 
     def refresh(self) -> None:
-        """Read the cluster again and redraw (errors show in the view, never raise)."""
+        """Read the cluster again and redraw. A cluster that cannot be read any more (stopped
+        servers, a closed session) is said calmly in the view, the table kept as last read;
+        nothing is raised."""
         try:
             tasks = describe_cluster(self._where)
         except Exception as e:  # noqa: BLE001 - a stopped cluster: say so in the view
-            self._note.value = (f"<span style='color:#b42318'>{html.escape(type(e).__name__)}: "
-                                f"{html.escape(str(e).splitlines()[0])}</span>")
+            self.stopped = True
+            self._note.value = stopped_note(e)
+            self._state_changed()
             return
+        self.stopped = False
         with self._lock:
             self._html.value = cluster_html(tasks, self.activity)
         self._note.value = ""
+        self._state_changed()
 
     def unwatch(self) -> None:
         """Stop following the watched sessions' steps (their steps are no longer traced); the
@@ -153,4 +173,13 @@ class ClusterView(widgets.VBox):
         super().close()
 
     def _repr_html_(self) -> str:
-        return self._html.value
+        return self._html.value + self._note.value
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, and its last table for where the widget cannot be shown."""
+        bundle = dict(super()._repr_mimebundle_(**kwargs))
+        bundle["text/html"] = self._repr_html_()
+        tasks = self._html.value.count("<tr>") - 1
+        state = "stopped" if self.stopped else "live"
+        bundle["text/plain"] = f"ClusterView: {tasks} tasks ({state})"
+        return bundle

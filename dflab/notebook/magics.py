@@ -125,6 +125,13 @@ def _draw(graph, *, highlight=None, color_by="op", fetches=None):
         raise UsageError(str(e)) from None
 
 
+def _new_among_old(graph, ops) -> list:
+    """The ops a cell built, to highlight, or none when the graph holds nothing else: a
+    drawing with every node highlighted highlights nothing."""
+    ops = list(ops)
+    return ops if len(ops) < len(graph.get_operations()) else []
+
+
 def _check_color_by(mode: str) -> None:
     """Refuse an unknown colouring before the cell runs (not after it built its ops)."""
     from dflab.visualize.graph import COLOR_MODES
@@ -197,7 +204,8 @@ class DflabMagics(Magics):
             return None
         print("\n".join(book.report(run)))
         if not args.no_show and graph.get_operations():
-            drawing = _draw(graph, highlight=run.record.ops, color_by=args.color_by)
+            drawing = _draw(graph, highlight=_new_among_old(graph, run.record.ops),
+                            color_by=args.color_by)
             if drawing is not None:
                 _display(drawing)
         return None
@@ -207,11 +215,17 @@ class DflabMagics(Magics):
         whether it succeeded."""
         # The magic's line, as a comment, keeps the body on the cell's own line numbers.
         source = body if body.lstrip().startswith("%%") else f"#%%dflab {line}\n{body}"
+        # IPython counts a cell before running it, and names the code a nested run compiles
+        # after the count: without this the body's lines would read as the next cell's
+        # ("Cell In[3], line 2" for cell [2]) in tracebacks and creation sites.
+        count = self.shell.execution_count
+        self.shell.execution_count = count - 1
         self._nested += 1
         try:
             return self.shell.run_cell(source, store_history=False).success
         finally:
             self._nested -= 1
+            self.shell.execution_count = count
 
     def site_of(self, op) -> str | None:
         """``errors``' site formatter while these magics are loaded: cells, not temp files."""

@@ -5,7 +5,8 @@
 second, all points of an interval in one update) with each curve thinned to at most
 ``max_points`` points, so a long loop costs the front-end no more than a short one.
 ``monitor.hook(loss=..., ...)`` gives a ``tf.train.SessionRunHook`` that logs from a
-``MonitoredSession``.
+``MonitoredSession``. Its saved output (``SavedOutput``) is an SVG of the curves as they were
+when the loop stopped logging.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import numpy as np
 import traitlets as t
 
 from dflab.notebook import _assets
+from dflab.notebook._saved import SavedOutput
 from dflab.notebook._throttle import Throttle
 from dflab.train import training_util
 from dflab.train.session_run_hook import SessionRunArgs, SessionRunHook
+from dflab.visualize import style as _style
+from dflab.visualize import svg as _svg
 
 RATE_WINDOW = 20  # steps over which the step rate is measured
 
@@ -42,7 +46,41 @@ def _scalar(value) -> float:
     return float(a.reshape(()))
 
 
-class TrainingMonitor(anywidget.AnyWidget):
+def curves_svg(curves: dict, status: str, title: str = "") -> str:
+    """A static chart of ``curves`` (name -> [[step, value], ...]): one small plot per curve,
+    its last value and the status line, for where the live view cannot be shown."""
+    plot_w, plot_h, pad, head = 320.0, 120.0, 28.0, 22.0
+    names = list(curves) or [""]
+    width = max(len(names), 1) * (plot_w + pad) + pad
+    height = head + plot_h + 2 * pad
+    root = _svg.document(width, height, "dflab-monitor-static")
+    _svg.element(root, "rect", x=0, y=0, width=width, height=height, fill=_style.BACKGROUND)
+    _svg.element(root, "text", " \u00b7 ".join(t for t in (title, status) if t), x=pad, y=16,
+                 font_size=12, font_family=_style.FONT, fill=_style.TEXT)
+    for k, name in enumerate(names):
+        points = [(s, v) for s, v in curves.get(name, []) if v is not None]
+        x0, y0 = pad + k * (plot_w + pad), head + pad
+        _svg.element(root, "rect", x=x0, y=y0, width=plot_w, height=plot_h, fill="#f3f4f6")
+        label = f"{name} {points[-1][1]:.4g}" if points else name
+        _svg.element(root, "text", label, x=x0, y=y0 - 6, font_size=11,
+                     font_family=_style.FONT, fill=_style.TEXT)
+        if len(points) < 2:
+            continue
+        steps, values = [p[0] for p in points], [p[1] for p in points]
+        s0, s1 = min(steps), max(steps) or 1
+        v0, v1 = min(values), max(values)
+        span_s, span_v = (s1 - s0) or 1, (v1 - v0) or 1
+        path = " ".join(f"{'M' if i == 0 else 'L'}{x0 + (s - s0) / span_s * plot_w:.1f},"
+                        f"{y0 + plot_h - (v - v0) / span_v * plot_h:.1f}"
+                        for i, (s, v) in enumerate(points))
+        _svg.element(root, "path", d=path, fill="none", stroke="#1976d2", stroke_width=1.5)
+        for text, y in ((f"{v1:.3g}", y0 + 10), (f"{v0:.3g}", y0 + plot_h - 2)):
+            _svg.element(root, "text", text, x=x0 + plot_w - 4, y=y, font_size=9,
+                         text_anchor="end", font_family=_style.FONT, fill=_style.MUTED_TEXT)
+    return _svg.serialize(root)
+
+
+class TrainingMonitor(SavedOutput, anywidget.AnyWidget):
     """Live loss curve, step rate and progress of a training loop (see the module docstring).
 
     ``total_steps`` (optional) draws the progress bar; ``clock`` and ``schedule`` are for tests.
@@ -100,10 +138,13 @@ class TrainingMonitor(anywidget.AnyWidget):
             self.step = step
             self.rate = rate
             self._status_text()
+        self._state_changed()
 
     def flush(self) -> None:
-        """Send what is pending now (e.g. right after the loop ends)."""
+        """Send what is pending now (e.g. right after the loop ends), and leave it in the
+        saved notebook."""
         self._throttle.flush()
+        self.save_output()
 
     def _status_text(self) -> None:
         parts = [f"step {self.step}" + (f" / {self.total}" if self.total else "")]
@@ -127,6 +168,7 @@ class TrainingMonitor(anywidget.AnyWidget):
         bundle, meta = data if isinstance(data, tuple) else (data, {})
         bundle = dict(bundle)
         bundle["text/plain"] = f"TrainingMonitor: {self.status}"
+        bundle["image/svg+xml"] = curves_svg(self.curves, self.status, self.title)
         return bundle, meta
 
 

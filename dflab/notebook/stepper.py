@@ -25,14 +25,22 @@ import ipywidgets
 import traitlets as t
 
 from dflab.framework import errors
+from dflab.framework.op_kinds import ENTER_OPS
 from dflab.notebook import _assets
-from dflab.notebook._graph_widget import GraphWidget, scopes_of_names
+from dflab.notebook._graph_widget import GraphWidget
+from dflab.notebook._saved import SavedOutput
 from dflab.notebook._summaries import summarize, summarize_outputs
 from dflab.runtime.stepping import ReadyNode, StepEvent, StepRun
+from dflab.visualize import graph as _vgraph
+from dflab.visualize.states import paint_states
+from dflab.visualize.svg import stack
 from dflab.visualize.text import short_device
 
-# Below this many ops every name scope starts open: stepping is about individual nodes.
-EXPAND_ALL_UP_TO = 150
+# Up to this many ops a step is drawn op by op (stepping is about individual nodes, and a small
+# loop's machinery is the lesson); a bigger one opens what fits, as GraphView does.
+EXPAND_ALL_UP_TO = 40
+# Beside a side panel (variables, loop frames) the canvas is this much narrower.
+SIDE_PANEL_UNITS = 230.0
 LANE_LENGTH = 60  # events shown per device lane (the most recent ones)
 VARIABLE_TYPES = ("VariableV2", "Variable", "VarHandleOp")
 
@@ -87,18 +95,26 @@ class Stepper(GraphWidget):
         self._shown_variables: dict[str, str] = {}
         self._finished_length = -1  # history length of the last run to the end (-1: none)
         self.run = StepRun(session, fetches, feed_dict)
-        names = list(self.run.states)
         if color_by is None:  # a partitioned step is drawn as device clusters with Send/Recv
-            color_by = "partition" if self.run.partition_graphs else "op"
-        if expanded is None:
-            expanded = scopes_of_names(names) if len(names) <= EXPAND_ALL_UP_TO else ()
-        super().__init__(color_by=color_by, expanded=list(expanded), title=title)
+            # Otherwise nodes are drawn plain: their colours are the executor's states.
+            color_by = "partition" if self.run.partition_graphs else "state"
+        super().__init__(color_by=color_by, expanded=list(expanded or ()), title=title)
+        if self._has_side_panel():
+            self._fit = (_vgraph.FIT[0] - SIDE_PANEL_UNITS, _vgraph.FIT[1])
+        if expanded is None and len(self.run.states) <= EXPAND_ALL_UP_TO:
+            self._first_collapse = False
         self.relayout()
         self._ready_to_layout = True
         self._sync()
         _live_steppers.add(self)
 
     # --- layout ---------------------------------------------------------------------------
+    def _has_side_panel(self) -> bool:
+        """Whether the step shows variables or loop frames beside the drawing."""
+        ops = self.session.graph.get_operations()
+        return any(op.type in VARIABLE_TYPES or op.type in ENTER_OPS for op in ops
+                   if op.name in self.run.states)
+
     def _layout_source(self):
         graph = self.session.graph
         by_name = {op.name: op for op in graph.get_operations()}
@@ -358,13 +374,27 @@ class Stepper(GraphWidget):
                 {"label": _label(e.name, e.frame, e.iteration), "state": state})
         return {d: items[-LANE_LENGTH:] for d, items in sorted(lanes.items())}
 
-    @staticmethod
-    def _frame_lines(events) -> list[str]:
-        frames: dict = {}
+    def _frame_lines(self, events) -> list[str]:
+        """One line per loop frame: the iterations the executor has alive at the cursor (what
+        ``run.live_frames`` says, ready nodes' iterations included), or, for a frame that is
+        over, the last iteration it ran; with the iterations seen among the events."""
+        alive: dict = {}
+        for f in self.run.live_frames:
+            alive.setdefault(f["frame"], set()).update(f["iterations"])
+        seen: dict = {}
         for e in events:
             if e.frame:
-                frames.setdefault(e.frame, set()).add(e.iteration)
-        return [f"{f}: iteration {max(its)} ({len(its)} seen)" for f, its in frames.items()]
+                seen.setdefault(e.frame, set()).add(e.iteration)
+        lines = []
+        for frame in dict.fromkeys([*seen, *alive]):
+            its, ran = sorted(alive.get(frame, ())), seen.get(frame, set())
+            count = f"({len(ran)} seen)"
+            if its:
+                word = "iteration" if len(its) == 1 else "iterations"
+                lines.append(f"{frame}: {word} {', '.join(map(str, its))} alive {count}")
+            else:
+                lines.append(f"{frame}: finished at iteration {max(ran)} {count}")
+        return lines
 
     def _variable_texts(self) -> list:
         names = []
@@ -442,20 +472,44 @@ class Stepper(GraphWidget):
     def _text(self) -> str:
         return f"Stepper: {self.status}"
 
+    def _document_title(self) -> str:
+        """A saved stepper says where its step stood (its title first, if it has one)."""
+        return " \u00b7 ".join(t for t in (self.title, self.status) if t)
+
+    def _static_svg(self) -> str:
+        """The drawing with its nodes in their states and the status line, as the widget
+        shows them (where only the SVG is shown, the browser does not colour the states)."""
+        return paint_states(self.svg, self.states, self._document_title() or "state")
+
     @staticmethod
-    def side_by_side(*steppers) -> ipywidgets.HBox:
+    def side_by_side(*steppers) -> SideBySide:
         """Two (or more) steppers next to each other, e.g. on overlapping subgraphs of one
         session: stepping one refreshes the shared variables shown by the others."""
         return side_by_side(*steppers)
 
 
-def side_by_side(*steppers) -> ipywidgets.HBox:
+class SideBySide(SavedOutput, ipywidgets.HBox):
+    """Steppers next to each other (``side_by_side``); its saved output is their drawings
+    side by side, each in its state."""
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = dict(super()._repr_mimebundle_(**kwargs))
+        drawings = [s._static_svg() for s in self.children if s.svg]
+        if drawings:
+            bundle["image/svg+xml"] = stack(drawings, gap=24.0, across=True)
+        bundle["text/plain"] = " | ".join(s._text() for s in self.children)
+        return bundle
+
+
+def side_by_side(*steppers) -> SideBySide:
     """An HBox of steppers, each refreshing the others' variable panels when it steps."""
     if not steppers or not all(isinstance(s, Stepper) for s in steppers):
         raise TypeError("side_by_side takes Stepper widgets")
-    box = ipywidgets.HBox(list(steppers),
-                          layout=ipywidgets.Layout(width="100%", align_items="flex-start"))
+    box = SideBySide(list(steppers),
+                     layout=ipywidgets.Layout(width="100%", align_items="flex-start"))
     box.add_class("dflab-side-by-side")
+    for s in steppers:
+        s._saved_parents = (*s._saved_parents, box)
     return box
 
 

@@ -16,6 +16,7 @@ import traitlets as t
 
 from dflab.notebook import _assets
 from dflab.notebook._graph_widget import jsonable
+from dflab.notebook._saved import SavedOutput
 from dflab.notebook._throttle import Throttle
 from dflab.visualize import style as _style
 from dflab.visualize import text as _text
@@ -70,7 +71,7 @@ def merge_steps(steps: list) -> dict:
             "lanes": list(lanes.values()), "bars": bars, "arrows": arrows}
 
 
-class Timeline(anywidget.AnyWidget):
+class Timeline(SavedOutput, anywidget.AnyWidget):
     """The Gantt chart of ``run_metadata`` (from a traced ``Session.run``), or of a live loop
     with ``Timeline.follow(session)``."""
 
@@ -139,6 +140,7 @@ class Timeline(anywidget.AnyWidget):
                  f"{len(merged['bars'])} node executions",
                  f"{len(merged['lanes'])} lanes", _text.format_micros(merged["duration_us"])]
                 + ([f"{self.steps_seen} steps seen"] if self.following else []))
+        self._state_changed()
 
     # --- live -------------------------------------------------------------------------------
     def follow(self, session) -> Timeline:
@@ -155,6 +157,7 @@ class Timeline(anywidget.AnyWidget):
             self._handle = None
         self._throttle.flush()
         self.following = False
+        self.save_output()
 
     @property
     def throttle(self) -> Throttle:

@@ -8,7 +8,8 @@ dropped). The worker whose recent steps are clearly the slowest is marked as the
 Training threads call ``record(worker, seconds, stale=...)`` after each step; records are
 folded under a lock and the view is redrawn through the shared throttle (a few times a
 second), so a fast loop on several threads costs the front-end no more than a slow one. Only
-escaped HTML crosses the wire (an ``ipywidgets.HTML``), so the view needs no front-end code.
+escaped HTML crosses the wire (an ``ipywidgets.HTML``), so the view needs no front-end code,
+and that table is also its saved output (``SavedOutput``): a saved notebook shows the last one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections import deque
 import ipywidgets as widgets
 import numpy as np
 
+from dflab.notebook._saved import SavedOutput
 from dflab.notebook._throttle import Throttle
 from dflab.visualize import text as _text
 
@@ -97,7 +99,7 @@ def progress_html(stats: dict, total: int = 0, title: str = "") -> str:
             f"<tr>{head}</tr>{''.join(rows)}</table>")
 
 
-class WorkerProgress(widgets.VBox):
+class WorkerProgress(SavedOutput, widgets.VBox):
     """Live per-worker progress of replicated training (see the module docstring).
 
     ``workers``: how many (named ``worker 0`` …) or their names. ``total_steps`` (optional):
@@ -153,11 +155,14 @@ class WorkerProgress(widgets.VBox):
     def refresh(self) -> None:
         with self._lock:
             self._html.value = progress_html(self.stats, self.total, self.title)
+        self._state_changed()
 
     def flush(self) -> None:
-        """Redraw now with everything recorded (e.g. when training ends)."""
+        """Redraw now with everything recorded (e.g. when training ends), and leave that in
+        the saved notebook."""
         self._throttle.flush()
         self.refresh()
+        self.save_output()
 
     @property
     def throttle(self) -> Throttle:
@@ -165,3 +170,13 @@ class WorkerProgress(widgets.VBox):
 
     def _repr_html_(self) -> str:
         return self._html.value
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, and its last table for where the widget cannot be shown."""
+        bundle = dict(super()._repr_mimebundle_(**kwargs))
+        bundle["text/html"] = self._repr_html_()
+        computed = sum(s.steps for s in self.stats.values())
+        dropped = sum(s.stale for s in self.stats.values())
+        bundle["text/plain"] = (f"WorkerProgress: {len(self.stats)} workers, {computed} "
+                                f"gradients, {dropped} dropped as stale")
+        return bundle

@@ -101,7 +101,8 @@ def _node(unit: Unit, look: NodeLook, shape: str) -> str:
     return f"{unit.id} {_attrs(attrs)};"
 
 
-_CLUSTER_TAILS = {"frame": " \u00b7 while-loop frame", "fused": " fused into one kernel"}
+_CLUSTER_TAILS = {"frame": " \u00b7 while-loop frame", "fused": " fused into one kernel",
+                  "aux": " set aside \u00b7 edges hidden"}
 
 
 def _cluster_label(c: Cluster) -> str:
@@ -143,6 +144,17 @@ def _edge(e: Edge, look: EdgeLook, label_key: str = "label") -> str:
     return f"{e.source} -> {e.target} {_attrs(attrs)};"
 
 
+def _aux_columns(view: View) -> list:
+    """Invisible edges stacking the auxiliary units of each parent into a column: they have no
+    drawn edges to rank them, and side by side on one rank they would make a wide row."""
+    by_parent: dict = {}
+    for uid, unit in view.units.items():
+        if unit.aux:
+            by_parent.setdefault(unit.parent, []).append(uid)
+    return [f"  {a} -> {b} [style=invis];" for ids in by_parent.values()
+            for a, b in zip(ids, ids[1:])]
+
+
 def _hub_ranks(view: View) -> list:
     """Hubs outside clusters go to the top rank when they mostly feed others (a shared input),
     else to the bottom (``gradients``, an optimizer): where their hidden edges would lead."""
@@ -153,7 +165,7 @@ def _hub_ranks(view: View) -> list:
                 outgoing[e.source] = outgoing.get(e.source, 0) + 1
             if e.target in view.hubs:
                 outgoing[e.target] = outgoing.get(e.target, 0) - 1
-    free = [u for u in view.hubs if view.units[u].parent is None]
+    free = [u for u in view.hubs if view.units[u].parent is None and not view.units[u].aux]
     sources = [u for u in free if outgoing.get(u, 0) > 0]
     sinks = [u for u in free if outgoing.get(u, 0) <= 0]
     return [f"  {{rank={kind}; {'; '.join(ids)};}}"
@@ -172,6 +184,7 @@ def to_dot(view: View, looks: dict, cluster_looks: dict, edge_looks: dict, shape
     top_clusters = [i for i in view.top if i in view.clusters]
     _body(view, top_units, top_clusters, looks, cluster_looks, shapes, out, 1)
     out += ["  " + _edge(e, edge_looks[e.id], label_key) for e in view.edges if not e.hidden]
+    out += _aux_columns(view)
     out += _hub_ranks(view)
     out.append("}")
     return "\n".join(out)

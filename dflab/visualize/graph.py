@@ -6,8 +6,16 @@ class="node op fam-math needed">``); ``GraphLayout.nodes`` says what each id sta
 ``name_to_id`` maps op names to ids (an op inside a collapsed scope maps to the scope's node), so
 a front-end can recolour or annotate nodes without laying the graph out again.
 
-Large graphs stay quick: name scopes collapse into metanodes above ``COLLAPSE_ABOVE`` ops, hubs
-hide their edges (``model.mark_hubs``), and the effort is chosen from how many nodes ``dot`` would
+Which name scopes are open is chosen to keep the drawing readable, as TensorBoard's graph
+dashboard does: by default (``collapse="auto"``) a scope is opened only while the whole drawing
+still fits ``fit`` (drawing units, i.e. points: at one screen pixel per point node names are
+11 px), scopes are otherwise collapsed into metanodes, alike siblings grouped into series and
+auxiliary units (gradients, optimizer, initializers, savers, the global step, hubs) set aside
+with their edges hidden (``dflab.visualize.grouping``); the user opens what they want.
+``GraphLayout.expanded`` says which scopes ended up open, so a widget can go on from there.
+
+Large graphs stay quick: hubs hide their edges (``model.mark_hubs``), and the effort is chosen
+from how many nodes ``dot`` would
 lay out (drawn ones plus the virtual nodes long edges and edge labels run through, see
 ``model.layout_size``): up to ``FAST_ABOVE`` with edge labels, else without them (they stay in
 the tooltips), else with Graphviz's iterative phases capped and straight edges. Spline routing
@@ -22,17 +30,22 @@ import threading
 from dflab.framework import ops as _ops
 from dflab.visualize import dot as _dot
 from dflab.visualize import facts as _facts
+from dflab.visualize import grouping as _grouping
 from dflab.visualize import model as _model
 from dflab.visualize import style as _style
 from dflab.visualize import svg as _svg
 from dflab.visualize import text as _text
 from dflab.visualize.document import GRAPH_MIME, SVG, TEXT, graph_document
-from dflab.visualize.looks import COLOR_MODES, Styler
+from dflab.visualize.looks import COLOR_MODES, INTERNAL_MODES, Styler
 from dflab.visualize.quiet_stderr import first_call_without_fontconfig_warnings
 
 __all__ = ["COLOR_MODES", "GraphLayout", "layout_graph", "render_svg"]
 
-COLLAPSE_ABOVE = 60  # ops; more than this and name scopes start collapsed
+# The space a default drawing is fitted to, in drawing units (points): about a notebook cell's
+# width and three quarters of a projector's height, at one pixel per point (names 11 px).
+FIT = (900.0, 620.0)
+ALL_OPEN_UP_TO = 200  # ops; a bigger graph is never tried with every scope open
+FIT_TRIES = 8  # layouts tried (besides the first) while choosing which scopes to open
 FAST_ABOVE = 600  # nodes dot lays out (virtual ones included); above: capped effort
 EXPRESSION_LIMIT = 600  # characters of a fused node's expression kept in its details
 FUSED_TITLE_OPS = 16  # fused ops listed one per line in a fused node's tooltip
@@ -43,7 +56,8 @@ class GraphLayout:
     """A laid-out drawing: ``svg`` plus per-node metadata (see the module docstring)."""
 
     def __init__(self, svg: str, nodes: dict, name_to_id: dict, edges: list, clusters: list,
-                 legend: dict, color_by: str, dot: str, graph=None):
+                 legend: dict, color_by: str, dot: str, graph=None, expanded=(),
+                 compact: bool = False):
         self.svg = svg
         self.graph = graph  # the drawn ops' graph: their wiring for the graph document
         self.nodes = nodes
@@ -53,6 +67,8 @@ class GraphLayout:
         self.legend = legend
         self.color_by = color_by
         self.dot = dot
+        self.expanded = list(expanded)  # the name scopes (and series) drawn open
+        self.compact = compact  # edge labels beside their edges, ranks closer
 
     def to_json(self) -> dict:
         """Everything but the SVG and the DOT, as JSON-able data."""
@@ -67,13 +83,20 @@ class GraphLayout:
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """The SVG, plus the graph document that dflab's JupyterLab renderer draws with pan
         and zoom: a drawing too wide for the cell is then readable there, not cut off."""
-        bundle = {TEXT: repr(self), SVG: self._repr_svg_()}
-        doc = graph_document(self.svg, self.nodes, title=repr(self), graph=self.graph) \
-            if self.nodes else None
+        bundle = {TEXT: self.summary(), SVG: self._repr_svg_()}
+        doc = graph_document(self.svg, self.nodes, graph=self.graph) if self.nodes else None
         if doc is not None:
             bundle[GRAPH_MIME] = doc
         return {k: v for k, v in bundle.items()
                 if (include is None or k in include) and (exclude is None or k not in exclude)}
+
+    def summary(self) -> str:
+        """One line a reader can read: what the drawing shows."""
+        drawn = [v for v in self.nodes.values() if v["kind"] != "cluster"]
+        n_ops = sum(1 for v in drawn if v["kind"] == "op")
+        grouped = len(drawn) - n_ops
+        also = f", {grouped} groups of ops (click to open)" if grouped else ""
+        return f"graph of {len(self.name_to_id)} ops: {n_ops} drawn one by one{also}"
 
     def __repr__(self):
         n_ops = sum(1 for v in self.nodes.values() if v["kind"] == "op")
@@ -142,6 +165,13 @@ def _op_info(uid, unit, styler, facts) -> dict:
     }
 
 
+def _series_info(uid, unit, styler, facts) -> dict:
+    """A series of alike siblings: a scope's facts, plus how many units it stands for."""
+    info = _scope_info(uid, unit, styler, facts)
+    info.update(kind="series", count=unit.count, loop=False)
+    return info
+
+
 def _scope_info(uid, unit, styler, facts) -> dict:
     devices: dict = {}  # ops per device: assigned where known, else requested
     types: dict = {}
@@ -180,7 +210,7 @@ def _fused_info(uid, unit, styler, facts) -> dict:
     return info
 
 
-_INFOS = {"op": _op_info, "scope": _scope_info, "fused": _fused_info}
+_INFOS = {"op": _op_info, "scope": _scope_info, "fused": _fused_info, "series": _series_info}
 
 
 def _node_infos(view, styler, facts) -> dict:
@@ -198,6 +228,9 @@ def _node_infos(view, styler, facts) -> dict:
             info["time_us" if styler.mode == "time" else "output_bytes"] = styler.values[uid]
         if uid in view.hubs:  # its edges to these nodes are not drawn
             info["hub_neighbours"] = list(view.hubs[uid])
+        if unit.aux:
+            info["auxiliary"] = unit.aux
+            info["hidden_neighbours"] = list(view.aux.get(uid, ()))
         nodes[uid] = info
     for cid, c in view.clusters.items():
         nodes[cid] = {"id": cid, "kind": "cluster", "cluster_kind": c.kind, "name": c.name,
@@ -207,7 +240,8 @@ def _node_infos(view, styler, facts) -> dict:
 
 
 def _hub_note(info: dict, nodes: dict) -> str:
-    names = [nodes[u]["name"] for u in info.get("hub_neighbours", ())]
+    hidden = info.get("hidden_neighbours") or info.get("hub_neighbours", ())
+    names = [nodes[u]["name"] for u in hidden]
     if not names:
         return ""
     more = f", \u2026 ({len(names)} in all)" if len(names) > 8 else ""
@@ -217,8 +251,17 @@ def _hub_note(info: dict, nodes: dict) -> str:
 def _title(info: dict) -> str:
     """The tooltip of a node: everything worth knowing, one fact per line."""
     if info["kind"] == "cluster":
+        if info["cluster_kind"] == "aux":
+            return (f"auxiliary: {info['n_ops']} ops of plumbing (gradients, updates, "
+                    "initializers, ...) set aside; their edges to the rest are hidden, hover a "
+                    "node for them, click it to open it")
         fused = " fused into one kernel" if info["cluster_kind"] == "fused" else ""
         return f"{info['name']} ({info['n_ops']} ops{fused})"
+    if info["kind"] == "series":
+        kinds = ", ".join(f"{t} \u00d7{n}" for t, n in sorted(info["op_types"].items(),
+                                                               key=lambda kv: -kv[1])[:6])
+        return (f"{info['name']} \u2014 a series of {info['count']} alike, {info['n_ops']} ops"
+                f"\n{kinds}\nclick to draw them one by one")
     if info["kind"] == "scope":
         kinds = ", ".join(f"{t} \u00d7{n}" for t, n in sorted(info["op_types"].items(),
                                                                key=lambda kv: -kv[1])[:6])
@@ -291,11 +334,11 @@ def has_loops(view) -> bool:
 
 
 def graph_attributes(capped: bool, loops: bool = False) -> dict:
-    """Graphviz attributes of the whole drawing. ``loops``: the drawing has while-loop frames,
-    whose control machinery (Enter, Merge, Switch, Exit, NextIteration per loop variable) makes
-    it many ranks deep: ranks are packed closer and edge labels float beside their edges
-    (``to_dot(float_labels=True)``), so a loop is about a quarter shorter and fits a canvas
-    with readable names."""
+    """Graphviz attributes of the whole drawing. ``loops`` (a compact drawing): the drawing
+    has while-loop frames, whose control machinery (Enter, Merge, Switch, Exit, NextIteration
+    per loop variable) makes it many ranks deep, or would not fit its space otherwise: ranks
+    are packed closer and edge labels float beside their edges (``to_dot(float_labels=True)``),
+    which makes it about a quarter shorter and fits a canvas with readable names."""
     attrs = {"rankdir": "TB", "nodesep": "0.3", "ranksep": "0.42", "fontname": _style.FONT,
              "bgcolor": _style.BACKGROUND, "outputorder": "edgesfirst", "pad": "0.15"}
     if loops:
@@ -340,22 +383,132 @@ def empty_layout(color_by: str, message: str = "empty graph") -> GraphLayout:
     return GraphLayout(svg, {}, {}, [], [], {}, color_by, "digraph dflab {}")
 
 
-def layout_graph(graph_or_ops, *, expanded=(), fetches=None, feeds=None, highlight=None,
-                 color_by: str = "op", placement=None, run_metadata=None,
-                 partition_graphs=None, emphasize=None) -> GraphLayout:
+class _Drawing:
+    """One view of the records, styled and written as DOT (laid out by ``render_svg``)."""
+
+    def __init__(self, records, partitioned, facts, color_by, *, collapse, expanded,
+                 compact=False, measuring=False):
+        view = self.view = _model.build_view(records, collapse=collapse, expanded=expanded,
+                                             partitioned=partitioned,
+                                             keep_edges=facts.highlighted)
+        styler = self.styler = Styler(view, facts, color_by)
+        self.looks = {uid: styler.unit_look(uid, u) for uid, u in view.units.items()}
+        shapes = {uid: styler.shape(u) for uid, u in view.units.items()}
+        cluster_looks = {cid: styler.cluster_look(c) for cid, c in view.clusters.items()}
+        labels, capped = layout_effort(view)
+        self.edge_looks = {e.id: styler.edge_look(e, labels) for e in view.edges}
+        compact = compact or has_loops(view)
+        attrs = graph_attributes(capped, compact)
+        if measuring:
+            attrs["splines"] = "line"  # where nodes go is what counts, and found far faster
+        self.dot = _dot.to_dot(view, self.looks, cluster_looks, self.edge_looks, shapes, attrs,
+                               float_labels=compact)
+        self.legend = styler.legend()
+
+    def size(self) -> tuple[float, float]:
+        """(width, height) of the drawing with its legend, in drawing units."""
+        w, h = measure(self.dot)
+        _, legend_w, legend_h = _svg.draw_legend(self.legend, max(w, 420.0))
+        return max(w, legend_w), h + legend_h
+
+
+def measure(dot: str) -> tuple[float, float]:
+    """(width, height) in points of ``dot`` laid out by Graphviz (its padding included)."""
+    import pygraphviz
+
+    def lay_out():
+        g = pygraphviz.AGraph(string=dot)
+        g.layout(prog="dot")
+        return g.graph_attr["bb"], g.graph_attr.get("pad") or "0"
+
+    with _GRAPHVIZ:
+        bb, pad = first_call_without_fontconfig_warnings(lay_out)
+    x0, y0, x1, y1 = (float(v) for v in bb.split(","))
+    pad_pt = 2 * 72 * float(str(pad).split(",")[0])
+    return x1 - x0 + pad_pt, y1 - y0 + pad_pt
+
+
+def _candidates(records) -> list[str]:
+    """The scopes a default drawing may open, parents before children, in the order the graph
+    made them: not the plumbing (``grouping.plumbing``), not a variable's own scope, none
+    holding fewer than two ops."""
+    members = _model.scope_members(records)  # in the order the graph made them
+    out = [s for s, rs in members.items() if len(rs) >= 2 and not _grouping.plumbing(s, rs)
+           and not _grouping.is_variable_scope(s, rs)]
+    return sorted(out, key=lambda s: s.count("/"))  # stable: made-first stays first
+
+
+def _lone_scopes(records) -> set:
+    """Scopes that hold everything around them (``rnn`` around a whole ``dynamic_rnn`` step):
+    collapsed, they would be a drawing of one node. Outermost first, down to the first scope
+    that shares its level with something else."""
+    members = _model.scope_members(records)
+    opened, around, level = set(), len(records), ""
+    while True:
+        inner = [s for s in members if s.rpartition("/")[0] == level]
+        if len(inner) != 1 or len(members[inner[0]]) != around:
+            return opened
+        level = inner[0]
+        opened.add(level)
+
+
+def _open_by_default(records, partitioned, facts, color_by, expanded, fit):
+    """(scopes to open, compact) so that the drawing fits ``fit`` (see the module docstring):
+    every op drawn (None instead of scopes) when that fits, else, from everything collapsed,
+    each candidate scope in turn that still lets it fit (at most FIT_TRIES tried).
+    ``expanded`` is always open. ``compact`` (edge labels beside their edges, ranks closer) is
+    chosen when the drawing fits only that way."""
+    base = _model.closure(expanded) | _lone_scopes(records)
+
+    def fits(opened, compact) -> bool:
+        w, h = _Drawing(records, partitioned, facts, color_by, collapse=opened is not None,
+                        expanded=base if opened is None else opened, compact=compact,
+                        measuring=True).size()
+        return w <= fit[0] and h <= fit[1]
+
+    candidates = _candidates(records)
+    if len(records) <= ALL_OPEN_UP_TO:
+        for compact in (False, True):
+            if fits(None, compact):
+                return None, compact
+    compact = not fits(base, False)
+    if not candidates or (compact and not fits(base, True)):
+        return base, compact
+    opened, tries = set(base), 0
+    for scope in candidates:
+        parent = scope.rpartition("/")[0]
+        if scope in opened or (parent and parent not in opened) or tries >= FIT_TRIES:
+            continue
+        tries += 1
+        if fits(opened | {scope}, compact):
+            opened.add(scope)
+    return opened, compact
+
+
+def layout_graph(graph_or_ops, *, expanded=(), collapse="auto", fit=FIT, compact=None,
+                 fetches=None, feeds=None, highlight=None, color_by: str = "op",
+                 placement=None, run_metadata=None, partition_graphs=None,
+                 emphasize=None) -> GraphLayout:
     """Lay out a graph (or some of its ops) and draw it as SVG.
 
-    ``expanded``: scope names to open in a collapsed (large) graph. ``fetches``/``feeds``: fade
-    what ``Session.run(fetches, feeds)`` would not execute. ``highlight``: ops (or names) drawn
-    with an accent border; ``emphasize``: tensors whose edges are drawn in the accent colour.
+    ``collapse``: ``"auto"`` (default) opens the name scopes that keep the drawing within
+    ``fit`` (width, height in drawing units) plus those named in ``expanded``; ``True`` opens
+    only ``expanded``; ``False`` opens every scope. ``compact`` (edge labels beside the edges,
+    ranks closer; always so for loops): None lets ``"auto"`` choose it when it makes the
+    drawing fit. The layout's ``expanded`` and ``compact`` say what was chosen.
+    ``fetches``/``feeds``: fade what ``Session.run(fetches, feeds)`` would not execute.
+    ``highlight``: ops (or names) drawn with an accent border; ``emphasize``: tensors whose
+    edges are drawn in the accent colour.
     ``color_by``: one of ``COLOR_MODES``. ``placement``: a ``PlacementReport`` or a dict of op
     (or name) to ``Placement``/device; ``run_metadata``: a traced step (times, bytes, devices,
     partition graphs); ``partition_graphs``: ``GraphDef`` per device, drawn in
     ``color_by="partition"`` with each partition a cluster and ``_Send``->``_Recv`` edges
     between them.
     """
-    if color_by not in COLOR_MODES:
+    if color_by not in COLOR_MODES + INTERNAL_MODES:
         raise ValueError(f"color_by must be one of {', '.join(COLOR_MODES)}; got {color_by!r}")
+    if collapse not in ("auto", True, False):
+        raise ValueError(f"collapse must be 'auto', True or False; got {collapse!r}")
     graph, ops = _source(graph_or_ops)
     facts = _facts.gather(graph, placement=placement, run_metadata=run_metadata,
                           fetches=fetches, feeds=feeds, highlight=highlight,
@@ -364,23 +517,21 @@ def layout_graph(graph_or_ops, *, expanded=(), fetches=None, feeds=None, highlig
                                     partition_graphs)
     if not records:
         return empty_layout(color_by)
-    view = _model.build_view(records, collapse=len(records) > COLLAPSE_ABOVE,
-                             expanded=expanded, partitioned=partitioned,
-                             keep_edges=facts.highlighted)
-    styler = Styler(view, facts, color_by)
-    looks = {uid: styler.unit_look(uid, u) for uid, u in view.units.items()}
-    shapes = {uid: styler.shape(u) for uid, u in view.units.items()}
-    cluster_looks = {cid: styler.cluster_look(c) for cid, c in view.clusters.items()}
-    labels, capped = layout_effort(view)
-    edge_looks = {e.id: styler.edge_look(e, labels) for e in view.edges}
-    loops = has_loops(view)
-    dot = _dot.to_dot(view, looks, cluster_looks, edge_looks, shapes,
-                      graph_attributes(capped, loops), float_labels=loops)
-    nodes = _node_infos(view, styler, facts)
+    if collapse == "auto":
+        opened, chosen = _open_by_default(records, partitioned, facts, color_by, expanded,
+                                          fit)
+        compact = chosen if compact is None else compact
+        collapse = opened is not None
+        expanded = expanded if opened is None else opened  # fused nodes open only if named
+    drawing = _Drawing(records, partitioned, facts, color_by, collapse=collapse,
+                       expanded=expanded, compact=bool(compact))
+    view = drawing.view
+    nodes = _node_infos(view, drawing.styler, facts)
     titles = {uid: _title(info) + _hub_note(info, nodes) for uid, info in nodes.items()}
     titles.update({e.id: _edge_title(e, view) for e in view.edges})
-    legend = styler.legend()
+    legend = drawing.legend
     caption = f"{len(records)} ops \u00b7 colour: {legend.caption}"
-    svg = _finish(render_svg(dot), titles, legend, caption)
-    return GraphLayout(svg, nodes, dict(view.unit_of), _edge_infos(view, edge_looks),
-                       _cluster_infos(view), legend.to_json(), color_by, dot, graph)
+    svg = _finish(render_svg(drawing.dot), titles, legend, caption)
+    return GraphLayout(svg, nodes, dict(view.unit_of), _edge_infos(view, drawing.edge_looks),
+                       _cluster_infos(view), legend.to_json(), color_by, drawing.dot, graph,
+                       expanded=view.expanded, compact=bool(compact) or has_loops(view))

@@ -9,7 +9,14 @@ box with its own outline in every mode (and its own fill where fills say op fami
 ran inside one are marked so in ``time``/``memory``. States then override the fill: ops that
 ``Session.run(fetches)`` would not execute are faded, highlighted ops get an accent border,
 fetched ops a double border, stale ops (reading what a re-run notebook cell replaced) a dashed
-red border and a note. Every state is also a CSS class on the SVG element.
+red border and a note. Every state is also a CSS class on the SVG element, and the legend lists
+every look the drawing uses (the double border of fetches included).
+
+Mode ``state`` is the stepper's: every op plain white, since the executor's node states (drawn
+by the front-end, explained by its own legend) are what its colours mean; the legend lists only
+edges and the marks above. A collapsed variable scope (``W`` around the variable ``W``) is drawn
+as the variable, a series (``grouping``) as a stacked box, an auxiliary unit with the number of
+nodes its hidden edges lead to.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import functools
 
 from dflab.framework.device_spec import DeviceSpec
+from dflab.visualize import grouping as _grouping
 from dflab.visualize import style as _style
 from dflab.visualize import text as _text
 from dflab.visualize.dot import EdgeLook, NodeLook
@@ -24,13 +32,17 @@ from dflab.visualize.model import SEND_TYPES
 from dflab.visualize.svg import Legend
 
 COLOR_MODES = ("op", "device", "partition", "task", "time", "memory")
+# Modes for widgets whose own states colour the nodes (the Stepper): not offered to users.
+INTERNAL_MODES = ("state",)
 # Modes whose fills say where an op runs.
 _PLACE_MODES = ("device", "partition", "task")
 CROSS_TASK_EDGE = "#6b21a8"
 SCOPE_FILL = "#e8ecf2"
 _CAPTIONS = {"op": "op type", "device": "device", "partition": "partition (device)",
-             "task": "task (device)",
-             "time": "op time", "memory": "output bytes"}
+             "task": "task (device)", "time": "op time", "memory": "output bytes",
+             "state": ""}
+SERIES_SHAPE = "box3d"
+AUX_LINE = "#9aa5b1"
 
 
 def lighten(color: str, amount: float = 0.75) -> str:
@@ -67,18 +79,64 @@ def canonical_device(device: str) -> str:
                         device_index=spec.device_index or 0).to_string()
 
 
+# Shades of a task's hue for its devices, far enough apart to tell at a glance, all light
+# enough for dark text; a request naming only the task gets the palest, with a strong outline.
+_DEVICE_SHADES = (0.0, 0.55, -0.25, 0.75)
+_TASK_ONLY_SHADE = 0.88
+
+
+def _shade(color: str, amount: float) -> str:
+    return lighten(color, amount) if amount >= 0 else _style.darker(color, -amount)
+
+
 def task_palette(devices) -> dict:
-    """Device -> fill colour: one hue per task (in name order), its devices lighter shades of
-    it, so a drawing groups the devices of each task by colour."""
+    """Device -> fill colour: one hue per task (in name order), its devices clearly different
+    shades of it, so a drawing groups the devices of each task by colour. A spec naming only
+    a task (an op requested on ``/job:ps/task:0``, not placed) gets the palest shade, drawn
+    with a strong outline (``Styler``)."""
     devices = sorted(set(devices))
     tasks = sorted({task_of(d) for d in devices})
     hue = {t: _style.DEVICE_COLORS[k % len(_style.DEVICE_COLORS)] for k, t in enumerate(tasks)}
     out, seen = {}, {}
     for d in devices:
         t = task_of(d)
+        if _names_no_device(d):
+            out[d] = lighten(hue[t], _TASK_ONLY_SHADE)
+            continue
         k = seen[t] = seen.get(t, -1) + 1
-        out[d] = lighten(hue[t], min(0.2 * k, 0.6))
+        out[d] = _shade(hue[t], _DEVICE_SHADES[k % len(_DEVICE_SHADES)])
     return out
+
+
+def _names_no_device(device: str) -> bool:
+    try:
+        return DeviceSpec.from_string(device or "").device_type is None
+    except (ValueError, TypeError):
+        return True
+
+
+def device_legend_label(device: str, mode: str) -> str:
+    """A legend entry for a device; in ``task`` mode a spec naming only a task says so."""
+    short = _text.short_device(device)
+    if mode == "task" and task_of(device) and _names_no_device(device):
+        return f"{short} (task only, no device)"
+    return short
+
+
+def _carried(unit) -> list:
+    """The ops whose tensors a ``_Send``/``_Recv`` unit moves: it is needed when they are."""
+    out = []
+    for r in unit.members:
+        key = r.transfer_key() if r.is_comm else None
+        if key is not None:
+            out.append(key[0].lstrip("^").rsplit(":", 1)[0])
+    return out
+
+
+def _series_type(unit) -> str:
+    """The op type a series repeats ("" for a series of scopes)."""
+    types = {r.type for r in unit.members}
+    return types.pop() if len(types) == 1 and len(unit.members) == unit.count else ""
 
 
 def _fused_lines(r) -> list:
@@ -127,12 +185,17 @@ class Styler:
     # --- units ----------------------------------------------------------------------------
     def _base(self, uid, unit) -> NodeLook:
         recs = unit.members
+        if self.mode == "state":
+            return NodeLook("#ffffff", "#7b8794", _style.TEXT,
+                            penwidth=1.4 if unit.kind != "op" else 1.0)
         if self.mode == "op":
-            if unit.kind == "scope":
+            if unit.kind == "scope" and not self._is_variable(unit):
                 return NodeLook(SCOPE_FILL, "#7b8794", _style.TEXT, penwidth=1.4)
             if unit.kind == "fused":
                 return NodeLook(_style.FUSED_FILL, _style.FUSED_LINE, _style.TEXT, penwidth=1.4)
-            fam = _style.family(recs[0].type)
+            if unit.kind == "series" and not _series_type(unit):
+                return NodeLook(SCOPE_FILL, "#7b8794", _style.TEXT, penwidth=1.4)
+            fam = _style.family(self._variable_type(unit) or recs[0].type)
             if fam not in self.used_families:
                 self.used_families.append(fam)
             fill = _style.family_fill(fam)
@@ -145,6 +208,8 @@ class Styler:
             fills = {self.palette.get(d, _style.UNKNOWN_DEVICE): n for d, n in counts.items()}
             if len(fills) == 1:
                 fill = next(iter(fills))
+                if self.mode == "task" and all(_names_no_device(d) for d in counts):
+                    return NodeLook(fill, _style.darker(fill, 0.6), _style.TEXT, penwidth=2)
                 return NodeLook(fill, _style.darker(fill), _style.TEXT)
             stripes = [(c, n / len(recs)) for c, n in sorted(fills.items())]
             return NodeLook(stripes[0][0], "#52606d", _style.TEXT, stripes=stripes)
@@ -160,9 +225,22 @@ class Styler:
         fill, ink = _style.heat(self.values[uid], self.top)
         return NodeLook(fill, _style.darker(fill, 0.3), ink)
 
+    def _is_variable(self, unit) -> bool:
+        return unit.kind == "scope" and _grouping.is_variable_scope(unit.name, unit.members)
+
+    def _variable_type(self, unit) -> str:
+        """The variable op a collapsed variable scope is drawn as ("" for anything else)."""
+        if not self._is_variable(unit):
+            return ""
+        return next(r.type for r in unit.members if r.name == unit.name)
+
     def _lines(self, uid, unit) -> list:
         r = unit.members[0]
-        if unit.kind == "scope":
+        if unit.kind == "series":
+            lines = [f"{unit.count} \u00d7 {_series_type(unit) or 'scopes'}"]
+        elif self._is_variable(unit):
+            lines = [f"variable \u00b7 {len(unit.members)} ops"]
+        elif unit.kind == "scope":
             lines = [f"{len(unit.members)} ops" + (" \u00b7 while loop" if unit.loop else "")]
         elif unit.kind == "fused":
             lines = _fused_lines(r)
@@ -174,7 +252,10 @@ class Styler:
             lines = [r.type] if r.type != unit.label else []
             if r.type in ("Const", "HostConst") and "value" in r.attrs:
                 lines.append(_text.value_text(r.attrs["value"], 28))
-        if uid in self.view.hubs:
+        if uid in self.view.aux:
+            lines.append(f"\u2194 {len(self.view.aux[uid])} nodes" if self.view.aux[uid]
+                         else unit.aux)
+        elif uid in self.view.hubs:
             lines.append(f"\u2194 {len(self.view.hubs[uid])} nodes, edges hidden")
         if self.mode in ("device", "task") and unit.kind in ("op", "fused"):
             lines.append(_text.short_device(self.device(r)) or "no device")
@@ -190,6 +271,8 @@ class Styler:
             look.classes.append("fam-" + _style.family(unit.members[0].type))
         elif unit.loop:
             look.classes.append("loop")
+        if unit.aux:
+            look.classes.append("aux")
         if unit.kind == "fused":
             # Marked in every colouring: device and heat fills say nothing about fusion.
             look.line, look.penwidth = _style.FUSED_LINE, max(look.penwidth, 1.4)
@@ -203,12 +286,12 @@ class Styler:
         look.lines = self._lines(uid, unit)
         if uid in self.view.hubs:
             look.classes.append("hub")
-            look.dashed = True
+            look.dashed = not unit.aux  # set aside, it needs no second mark
         f = self.facts
         if f.needed is not None:
             if any(n in f.fed for n in names):
                 look.classes.append("fed")
-            if any(n in f.needed or n in f.fed for n in names):
+            if any(n in f.needed or n in f.fed for n in names + _carried(unit)):
                 look.classes.append("needed")
             else:
                 self.faded.add(uid)
@@ -218,6 +301,7 @@ class Styler:
                 look.stripes = None
                 look.classes.append("faded")
         if any(n in f.fetched for n in names):
+            self.seen_states.add("fetched")
             look.peripheries = 2
             look.classes.append("fetched")
         if any(n in f.highlighted for n in names):
@@ -234,6 +318,10 @@ class Styler:
     def shape(self, unit) -> str:
         if unit.kind == "fused":
             return _style.FUSED_SHAPE
+        if unit.kind == "series":
+            return SERIES_SHAPE
+        if self._is_variable(unit):
+            return _style.shape_of(self._variable_type(unit))
         return "box" if unit.kind == "scope" else _style.shape_of(unit.members[0].type)
 
     # --- clusters and edges ---------------------------------------------------------------
@@ -249,6 +337,8 @@ class Styler:
         if c.kind == "fused":
             return NodeLook(lighten(_style.FUSED_FILL, 0.6), _style.FUSED_LINE, _style.TEXT,
                             classes=["fused"], penwidth=1.4)
+        if c.kind == "aux":
+            return NodeLook("#fbfcfd", AUX_LINE, _style.TEXT, classes=["aux"], dashed=True)
         return NodeLook("#f8f9fb", "#c5ccd6", _style.TEXT, classes=["scope"])
 
     def edge_look(self, e, labels: bool) -> EdgeLook:
@@ -304,17 +394,22 @@ class Styler:
 
     def legend(self) -> Legend:
         lg = Legend(caption=_CAPTIONS[self.mode])
+        units = self.view.units.values()
         if self.mode == "op":
             for fam in (f for f in _style.FAMILIES if f in self.used_families):
                 fill = _style.family_fill(fam)
                 lg.swatches.append((fill, _style.darker(fill), _style.FAMILIES[fam][0]))
-            if any(u.kind == "scope" for u in self.view.units.values()):
-                lg.swatches.append((SCOPE_FILL, "#7b8794", "name scope (collapsed)"))
+            if any(u.kind == "scope" and not self._is_variable(u) for u in units):
+                lg.swatches.append((SCOPE_FILL, "#7b8794", "name scope (click to open)"))
         elif self.mode in _PLACE_MODES:
             for d, c in sorted(self.palette.items()):
-                lg.swatches.append((c, _style.darker(c), _text.short_device(d)))
+                task_only = self.mode == "task" and _names_no_device(d)
+                lg.swatches.append((c, _style.darker(c, 0.6 if task_only else 0.35),
+                                    device_legend_label(d, self.mode)))
             if "" in self.devices:
                 lg.swatches.append((_style.UNKNOWN_DEVICE, "#7b8794", "no device"))
+        elif self.mode == "state":
+            pass  # the widget's own legend says what its node colours mean
         else:
             lg.heat = (_style.HEAT, "0", self.amount_text(self.top), "")
             if "not-run" in self.seen_states:
@@ -325,15 +420,24 @@ class Styler:
         if self._has_fused():
             fill = _style.FUSED_FILL if self.mode == "op" else "#ffffff"
             lg.swatches.append((fill, _style.FUSED_LINE, "fused ops (one kernel)"))
-        if self.view.hubs:
-            lg.swatches.append(("#ffffff", "#7b8794", "\u2194 hub: its edges are hidden"))
+        if any(u.kind == "series" for u in units):
+            lg.swatches.append(("#ffffff", "#7b8794", "series: alike siblings as one",
+                                "stacked"))
+        if self.view.aux:
+            lg.swatches.append(("#fbfcfd", AUX_LINE, "auxiliary: \u2194 its edges are hidden",
+                                "dashed"))
+        if any(u not in self.view.aux for u in self.view.hubs):
+            lg.swatches.append(("#ffffff", "#7b8794", "\u2194 hub: its edges are hidden",
+                                "dashed"))
+        if "fetched" in self.seen_states:
+            lg.swatches.append(("#ffffff", "#52606d", "fetched", "double"))
         if "faded" in self.seen_states:
             lg.swatches.append((_style.FADED_FILL, _style.FADED_LINE, "not needed by fetches"))
         if "highlighted" in self.seen_states:
             lg.swatches.append(("#ffffff", _style.ACCENT, "highlighted"))
         if "stale" in self.seen_states:
             lg.swatches.append(("#ffffff", _style.STALE_LINE,
-                                "stale: reads what a re-run cell replaced"))
+                                "stale: reads what a re-run cell replaced", "dashed"))
         kinds = {e.kind for e in self.view.edges}
         if "data" in kinds:
             lg.edges.append((_style.EDGE, "", "data"))

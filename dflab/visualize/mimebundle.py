@@ -22,6 +22,7 @@ from dflab.framework import ops as _ops
 from dflab.runtime.config import RunMetadata
 from dflab.runtime.placer import PlacementReport
 from dflab.visualize import svg as _svg
+from dflab.visualize import text as _text
 from dflab.visualize.document import GRAPH_MIME, HTML, SVG, TEXT, graph_document
 from dflab.visualize.graph import GraphLayout, layout_graph
 from dflab.visualize.timeline import timeline_svg
@@ -85,8 +86,20 @@ def _layout_document(obj, layout: GraphLayout) -> dict | None:
             PlacementReport: "placement"}
     source = next((v for k, v in kind.items() if isinstance(obj, k)), "graph")
     graph = obj if isinstance(obj, _ops.Graph) else graph
-    return graph_document(layout.svg, layout.nodes, title=repr(obj), source=source,
+    return graph_document(layout.svg, layout.nodes, title=_title(obj), source=source,
                           selected=selected, graph=graph)
+
+
+def _title(obj) -> str:
+    """What a drawing shows, in words, above it (a graph needs none)."""
+    if isinstance(obj, _ops.Operation):
+        return f"op {obj.name} ({obj.type}) with its inputs and consumers"
+    if isinstance(obj, _ops.Tensor):
+        shape = _text.shape_text(obj.shape)
+        return f"tensor {obj.name}: {_text.dtype_text(obj.dtype)} {shape}, where it flows"
+    if isinstance(obj, PlacementReport):
+        return f"where {len(obj.placement)} ops would run, coloured by device"
+    return ""
 
 
 def _wanted(mime: str, include, exclude) -> bool:

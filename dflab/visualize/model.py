@@ -15,7 +15,9 @@ stays collapsed.
 
 In a big drawing, a unit joined to very many others (a ``gradients`` or ``Adam`` metanode, a
 constant read everywhere) is a *hub*: as TensorBoard does with its auxiliary nodes, its edges to
-non-hubs are kept in the data but not drawn, which keeps the layout readable and fast.
+non-hubs are kept in the data but not drawn, which keeps the layout readable and fast. Repeated
+siblings are grouped into a *series* and auxiliary units (gradients, optimizer, initializers,
+savers, summaries, the global step, hubs) are set aside (``dflab.visualize.grouping``).
 
 Invariants: every record belongs to exactly one unit (``View.unit_of``), where an expanded fused
 node's record is replaced by its members' records (the sink's under the fused node's name); an
@@ -31,6 +33,7 @@ from dflab.framework.op_kinds import BACK_EDGE_OPS, ENTER_OPS
 from dflab.framework.op_kinds import RECV_OPS as RECV_TYPES
 from dflab.framework.op_kinds import SEND_OPS as SEND_TYPES
 from dflab.runtime.node import FUSED as FUSED_TYPE
+from dflab.visualize import grouping as _grouping
 from dflab.visualize import text as _text
 
 _COMM_PREFIXES = ("_send/", "_recv/")
@@ -219,8 +222,9 @@ def _fused_members(fused: OpRecord, by_name: dict) -> list[OpRecord]:
 # --- the view ------------------------------------------------------------------------------
 @dataclass
 class Unit:
-    """A drawn node: one op (``kind="op"``), a collapsed name scope (``kind="scope"``) or a
-    collapsed fused node (``kind="fused"``, its one member the fused node's record)."""
+    """A drawn node: one op (``kind="op"``), a collapsed name scope (``kind="scope"``), a
+    collapsed fused node (``kind="fused"``, its one member the fused node's record) or a series
+    of alike siblings (``kind="series"``)."""
 
     id: str
     kind: str
@@ -229,6 +233,8 @@ class Unit:
     parent: str | None
     members: list = field(default_factory=list)  # OpRecords
     loop: bool = False  # a collapsed scope holding a while loop
+    aux: str = ""  # why it is set aside as auxiliary ("" for the main structure)
+    count: int = 1  # units a series stands for
 
 
 @dataclass
@@ -237,7 +243,7 @@ class Cluster:
     expanded fused node."""
 
     id: str
-    kind: str  # "scope" | "frame" | "partition" | "fused"
+    kind: str  # "scope" | "frame" | "partition" | "fused" | "aux"
     name: str
     label: str
     parent: str | None
@@ -270,6 +276,8 @@ class View:
     unit_of: dict  # op name -> unit id
     top: list  # ids of the units and clusters outside every cluster, in order
     hubs: dict = field(default_factory=dict)  # hub unit id -> ids of its hidden neighbours
+    aux: dict = field(default_factory=dict)  # auxiliary unit id -> ids of hidden neighbours
+    expanded: list = field(default_factory=list)  # the scopes (and series) drawn open
 
 
 def _scopes_of(rec: OpRecord, scope_names: set) -> list[str]:
@@ -294,7 +302,18 @@ def _all_scope_names(records) -> set:
     return names
 
 
-def _closure(expanded) -> set:
+def scope_members(records) -> dict:
+    """Scope name -> the records in it (at any depth), scopes in the order their first op was
+    made."""
+    names = _all_scope_names(records)
+    members: dict = {}
+    for r in records:
+        for s in _scopes_of(r, names):
+            members.setdefault(s, []).append(r)
+    return members
+
+
+def closure(expanded) -> set:
     """Opening ``a/b`` opens ``a`` as well."""
     out = set()
     for name in expanded or ():
@@ -321,7 +340,7 @@ class _Builder:
     def __init__(self, records, collapse: bool, expanded, partitioned: bool):
         self.records = records
         self.collapse = collapse
-        self.opened = _closure(expanded)
+        self.opened = closure(expanded)
         self.partitioned = partitioned
         self.scope_names = _all_scope_names(records)
         self.frames = {r.frame for r in records if r.frame} | {
@@ -334,6 +353,7 @@ class _Builder:
         self.drawn: list = []  # the records as drawn: an expanded fused node's are its members
         self.by_key: dict = {}  # group key -> unit or cluster id
         self.scopes = {r.name: _scopes_of(r, self.scope_names) for r in records}
+        self.by_name = {r.name: r for r in records}
         self.counts = self._count_members()
 
     def new_id(self) -> str:
@@ -350,6 +370,40 @@ class _Builder:
 
     def is_open(self, scope: str) -> bool:
         return not self.collapse or scope in self.opened
+
+    def counts_any(self, scope: str) -> bool:
+        """Whether ``scope`` holds two or more ops in some partition (a scope of one op is
+        never drawn as a box or a metanode)."""
+        return any(n >= 2 for (_, s), n in self.counts.items() if s == scope)
+
+    def series_names(self) -> set:
+        """The names of the series this drawing's siblings would make if grouped."""
+        parents = [self.top] + [c.units for c in self.clusters.values()]
+        return {name for ids in parents
+                for name, _ in _grouping.find_series(
+                    [self.units[i] for i in ids if i in self.units], set(), self.by_name)}
+
+    def group_series(self) -> None:
+        """Merge each series of alike siblings (``grouping.find_series``) into one unit, drawn
+        where its first member was."""
+        parents = [(None, self.top)] + [(cid, c.units) for cid, c in self.clusters.items()]
+        for parent, ids in parents:
+            units = [self.units[i] for i in ids if i in self.units]
+            for name, members in _grouping.find_series(units, self.opened, self.by_name):
+                uid = self.new_id()
+                records = [r for u in members for r in u.members]
+                label = name.rsplit("/", 1)[-1]
+                self.units[uid] = Unit(uid, "series", name, label, parent, records,
+                                       count=len(members))
+                gone = {u.id for u in members}
+                first = ids.index(members[0].id)
+                ids[first] = uid
+                ids[:] = [i for i in ids if i not in gone]
+                for u in members:
+                    del self.units[u.id]
+                for name_ in self.unit_of:
+                    if self.unit_of[name_] in gone:
+                        self.unit_of[name_] = uid
 
     def attach(self, item_id: str, parent: str | None, is_cluster: bool) -> None:
         if parent is None:
@@ -536,14 +590,23 @@ def layout_size(view: View, labels: bool) -> int:
 
 
 def build_view(records, *, collapse: bool, expanded=(), partitioned: bool = False,
-               keep_edges=frozenset()) -> View:
+               keep_edges=frozenset(), group: bool = True) -> View:
     """Units, clusters and edges of ``records``; ``collapse`` closes every scope not in
     ``expanded`` (names; opening a scope opens its parents). Fused nodes are collapsed unless
-    named in ``expanded``, whatever ``collapse`` says. The units of the ops named in
-    ``keep_edges`` never become hubs."""
+    named in ``expanded``, whatever ``collapse`` says. ``group``: alike siblings of a collapsed
+    drawing become series and auxiliary units are set aside (``dflab.visualize.grouping``).
+    The units of the ops named in ``keep_edges`` never become hubs nor auxiliary."""
     b = _Builder(records, collapse, expanded, partitioned)
     for r in records:
         b.place(r)
+    if group and collapse:
+        b.group_series()
     view = View(b.units, b.clusters, _edges(b.drawn, b.unit_of), b.unit_of, b.top)
-    mark_hubs(view, {view.unit_of[n] for n in keep_edges if n in view.unit_of})
+    view.expanded = sorted(s for s in b.scope_names if b.is_open(s) and b.counts_any(s))
+    if not collapse:  # drawn one by one: the series it has are open too
+        view.expanded = sorted(set(view.expanded) | b.series_names())
+    keep = {view.unit_of[n] for n in keep_edges if n in view.unit_of}
+    mark_hubs(view, keep)
+    if group:
+        _grouping.set_aside(view, keep, b.new_id, Cluster)
     return view

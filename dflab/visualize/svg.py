@@ -36,9 +36,9 @@ def parse(svg) -> ET.Element:
 _ROOT_TAG = re.compile(r"<svg\b[^>]*>")
 _SIZE = re.compile(r'\b(width|height)="([0-9.]+)(pt|px)?"')
 # A notebook cell shows about this many pixels; a wider static drawing is scaled down to it,
-# but not below half size, so that its text stays readable (a drawing more than twice as wide
-# still does not fit: its GraphView pans and zooms).
-CELL_WIDTH_PX, MIN_SCALE = 900.0, 0.5
+# but not below three quarters of its size, where node names (11 pt) are 11 px on screen (a
+# drawing wider still is cut off: its GraphView pans and zooms).
+CELL_WIDTH_PX, MIN_SCALE = 900.0, 0.75
 _PX_PER = {"pt": 4 / 3, "px": 1.0, None: 1.0}
 
 
@@ -123,17 +123,33 @@ class Legend:
     """What the colours mean: filled swatches, an optional heat scale, and edge kinds."""
 
     caption: str = ""
-    swatches: list = field(default_factory=list)  # (fill, line, label)
+    # (fill, line, label) or (fill, line, label, style): style "double" (two outlines, as
+    # fetched ops have), "dashed" or "stacked" (a series' box); plain otherwise.
+    swatches: list = field(default_factory=list)
     heat: tuple | None = None  # (colours, low label, high label, what)
     edges: list = field(default_factory=list)  # (colour, dasharray or "", label)
 
     def to_json(self) -> dict:
         return {"caption": self.caption,
-                "swatches": [{"fill": f, "line": s, "label": t} for f, s, t in self.swatches],
+                "swatches": [{"fill": sw[0], "line": sw[1], "label": sw[2],
+                              "style": sw[3] if len(sw) > 3 else ""} for sw in self.swatches],
                 "heat": None if self.heat is None else {
                     "colors": list(self.heat[0]), "low": self.heat[1], "high": self.heat[2],
                     "what": self.heat[3]},
                 "edges": [{"color": c, "dash": d, "label": t} for c, d, t in self.edges]}
+
+
+def _swatch(g, x, y, fill, line, style) -> None:
+    """A 14 x 12 legend swatch drawn as the nodes it explains are drawn."""
+    if style == "stacked":
+        element(g, "rect", x=x + 3, y=y - 9, width=11, height=10, rx=2, fill=fill, stroke=line)
+        element(g, "rect", x=x, y=y - 6, width=11, height=10, rx=2, fill=fill, stroke=line)
+        return
+    element(g, "rect", x=x, y=y - 6, width=14, height=12, rx=3, fill=fill, stroke=line,
+            stroke_dasharray="3,2" if style == "dashed" else None)
+    if style == "double":
+        element(g, "rect", x=x + 2.5, y=y - 3.5, width=9, height=7, rx=2, fill="none",
+                stroke=line)
 
 
 def _legend_items(legend: Legend) -> list[tuple[float, callable]]:
@@ -150,9 +166,12 @@ def _legend_items(legend: Legend) -> list[tuple[float, callable]]:
             element(g, "text", t, x=x, y=y + 4, font_size=fs, font_weight="bold",
                     font_family=_style.FONT, fill=_style.TEXT)
         items.append((text_width(legend.caption) + 18, cap))
-    for fill, line, label in legend.swatches:
-        def sw(g, x, y, fill=fill, line=line, label=label):
-            element(g, "rect", x=x, y=y - 6, width=14, height=12, rx=3, fill=fill, stroke=line)
+    for swatch in legend.swatches:
+        fill, line, label = swatch[:3]
+        style = swatch[3] if len(swatch) > 3 else ""
+
+        def sw(g, x, y, fill=fill, line=line, label=label, style=style):
+            _swatch(g, x, y, fill, line, style)
             label_at(g, x + 19, y, label)
         items.append((19 + text_width(label) + 14, sw))
     if legend.heat is not None:
@@ -225,19 +244,22 @@ def message_svg(message: str, css_class: str = "dflab-graph empty") -> str:
     return serialize(root)
 
 
-def stack(svgs: list[str], gap: float = 12.0) -> str:
-    """One SVG showing several SVG documents one below the other (sizes kept)."""
+def stack(svgs: list[str], gap: float = 12.0, across: bool = False) -> str:
+    """One SVG showing several SVG documents one below the other, or side by side with
+    ``across`` (sizes kept)."""
     parts = [parse(s) for s in svgs]
     sizes = [(length_px(p.get("width")), length_px(p.get("height"))) for p in parts]
-    width = max(w for w, _ in sizes)
-    height = sum(h for _, h in sizes) + gap * (len(parts) - 1)
+    along = [w if across else h for w, h in sizes]
+    wide = [h if across else w for w, h in sizes]
+    total = sum(along) + gap * (len(parts) - 1)
+    width, height = (total, max(wide)) if across else (max(wide), total)
     root = document(width, height, "dflab-stack")
-    y = 0.0
+    at = 0.0
     for part, (w, h) in zip(parts, sizes):
-        part.set("x", "0")
-        part.set("y", f"{y:.1f}")
+        part.set("x", f"{at:.1f}" if across else "0")
+        part.set("y", "0" if across else f"{at:.1f}")
         part.set("width", f"{w:.1f}")
         part.set("height", f"{h:.1f}")
         root.append(part)
-        y += h + gap
+        at += (w if across else h) + gap
     return serialize(root)

@@ -1,10 +1,11 @@
 """Fixtures for end-to-end tests of the notebook layer in JupyterLab and headless Chromium.
 
-One JupyterLab server per test session serves a temporary copy of ``tests/browser/notebooks``;
-each test opens a notebook in a fresh browser context, runs it through JupyterLab's own menus and
-inspects the DOM. Every test here carries the ``browser`` marker: these tests never skip. When
-Chromium or JupyterLab is missing they fail with a message saying what to install; a developer
-without them deselects the tests with ``-m "not browser"``.
+One JupyterLab server per test session serves a temporary copy of ``tests/browser/notebooks``
+(another, with dflab's graph renderer, serves the tutorials of ``notebooks/`` as a teacher sees
+them); each test opens a notebook in a fresh browser context, runs it through JupyterLab's own
+menus and inspects the DOM. Every test here carries the ``browser`` marker: these tests never
+skip. When Chromium or JupyterLab is missing they fail with a message saying what to install; a
+developer without them deselects the tests with ``-m "not browser"``.
 
 Screenshots (one per widget, plus one of every failing test) go to ``test-artifacts/screenshots``
 (or ``$DFLAB_TEST_ARTIFACTS/screenshots``); the server logs to ``test-artifacts/jupyterlab*.log``.
@@ -25,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 ARTIFACTS = Path(os.environ.get("DFLAB_TEST_ARTIFACTS", lh.REPO / "test-artifacts"))
 SCREENSHOTS = ARTIFACTS / "screenshots"
 VIEWPORT = {"width": 1400, "height": 1000}
+TUTORIAL_VIEWPORT = {"width": 1400, "height": 900}
 ACTION_TIMEOUT_MS = 30_000
 
 
@@ -57,13 +59,13 @@ def screenshots_dir() -> Path:
     return SCREENSHOTS
 
 
-def _serve_notebooks(tmp_path_factory, name: str, graph_renderer: bool):
+def _serve_notebooks(tmp_path_factory, name: str, graph_renderer: bool, source: Path = None):
     missing = lh.jupyterlab_missing()
     if missing:
         pytest.fail(missing, pytrace=False)
     base = tmp_path_factory.mktemp(name)
     root = base / "notebooks"
-    shutil.copytree(HERE / "notebooks", root)
+    shutil.copytree(source or HERE / "notebooks", root)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     server = lh.start_lab(root, base / "jupyter", ARTIFACTS / f"{name}.log",
                           graph_renderer=graph_renderer)
@@ -85,6 +87,14 @@ def lab_server(tmp_path_factory):
 def renderer_lab_server(tmp_path_factory):
     """Like ``lab_server``, with dflab's JupyterLab graph renderer (dflab/labextension)."""
     yield from _serve_notebooks(tmp_path_factory, "jupyterlab-renderer", graph_renderer=True)
+
+
+@pytest.fixture(scope="session")
+def tutorials_lab_server(tmp_path_factory):
+    """A JupyterLab with dflab's graph renderer serving a copy of the tutorials (notebooks/),
+    as a class sees them."""
+    yield from _serve_notebooks(tmp_path_factory, "jupyterlab-tutorials", graph_renderer=True,
+                                source=lh.REPO / "notebooks")
 
 
 @pytest.fixture(scope="session")
@@ -135,8 +145,13 @@ class NotebookPage:
 
     def open_and_run(self, path: str) -> NotebookPage:
         """Open ``path``, run all its cells from the Run menu, and fail on any traceback."""
+        from dflab.notebook._saved import SETTLE_S
+
         lh.open_notebook(self.page, self.server, path)
         lh.run_all_cells(self.page)
+        # Widgets changed by the last cells replace their outputs once settled, which draws
+        # them anew: a click before that could land on a view about to go.
+        self.page.wait_for_timeout((SETTLE_S + 0.5) * 1000)
         self.assert_no_errors()
         return self
 
@@ -197,8 +212,16 @@ def renderer_notebook(request, chromium, renderer_lab_server, screenshots_dir):
     yield from _notebook_page(request, chromium, renderer_lab_server, screenshots_dir)
 
 
-def _notebook_page(request, chromium, server, screenshots_dir):
-    context = chromium.new_context(viewport=VIEWPORT)
+@pytest.fixture
+def tutorial(request, chromium, tutorials_lab_server, screenshots_dir):
+    """A fresh browser tab on the JupyterLab serving the tutorials (1400 x 900, a projector's
+    shape)."""
+    yield from _notebook_page(request, chromium, tutorials_lab_server, screenshots_dir,
+                              viewport=TUTORIAL_VIEWPORT)
+
+
+def _notebook_page(request, chromium, server, screenshots_dir, viewport=None):
+    context = chromium.new_context(viewport=viewport or VIEWPORT)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
     nb = NotebookPage(context.new_page(), server, screenshots_dir, name)

@@ -116,6 +116,9 @@ def _server_env(work_dir: Path) -> dict[str, str]:
         env[var] = str(work_dir / sub)
     env.pop("JUPYTER_PATH", None)
     env["JUPYTER_PLATFORM_DIRS"] = "1"
+    # The private data directory before the virtualenv's share/jupyter: its link to this
+    # checkout's dflab/labextension must win over one an installed dflab put there.
+    env["JUPYTER_PREFER_ENV_PATH"] = "0"
     # Kernels inherit this environment: import dflab from this checkout, find this
     # interpreter's tools first, and keep BLAS from oversubscribing a small machine.
     env["PYTHONPATH"] = os.pathsep.join(

@@ -161,9 +161,10 @@ def test_a_drawing_too_wide_for_the_cell_is_drawn_inside_it_to_pan_across(
     from dflab.visualize.graph import layout_graph
 
     with tf.Graph().as_default() as g:
-        for k in range(24):  # side by side: far wider than a cell
-            tf.negative(tf.constant(float(k), name=f"a_rather_long_input_name_{k}"),
-                        name=f"negated_value_{k}")
+        for k in range(24):  # side by side: far wider than a cell (no numbered series)
+            tag = chr(ord("a") + k) * 2
+            tf.negative(tf.constant(float(k), name=f"a_rather_long_input_name_{tag}"),
+                        name=f"negated_value_{tag}")
         bundle = layout_graph(g)._repr_mimebundle_()
     assert GRAPH_MIME in bundle
     nb = _open_written(renderer_notebook, "wide", "layout", bundle)

@@ -114,14 +114,14 @@ def test_readers_of_replaced_ops_are_stale_and_reported_by_cell(nb):
     run = nb.run("w", "w = tf.Variable([5.0, 6.0], name='w')", label="'w'")
     mul = tf.get_default_graph().get_operation_by_name("mul")
     assert [(m.op, m.replaced) for m in run.stale] == [(mul, "w/read:0")]
-    assert run.stale[0].origin == f"cell {y_run.label}, line 1"
+    assert run.stale[0].origin == f"Cell {y_run.label}, line 1"
     lines = nb.book.report(run)
     assert f"stale: mul (cell {y_run.label}) uses replaced w/read; re-run that cell" in lines
     assert "  then re-run the cells that depend on them: In[3]" in lines
     assert "    stale: mul" in nb.book.listing()
     with tf.Session() as sess, pytest.raises(errors.FailedPreconditionError) as info:
         sess.run(nb.ns["z"])
-    assert f"(built in cell {y_run.label}, line 1)" in str(info.value)
+    assert f"(built in Cell {y_run.label}, line 1)" in str(info.value)
     # Re-running the stale cell clears its mark; the next one down becomes stale in turn.
     run = nb.run("y", "y = w * 3.0")
     assert [m.op.name for m in run.stale] == ["total"]

@@ -77,6 +77,20 @@ with tf.name_scope("layer1"):
 
 
 # --- %%dflab: recording and display -------------------------------------------------------------
+def test_ops_of_a_cell_say_they_were_created_in_that_cell(shell):
+    # IPython counts a cell before it runs, and a nested run would name the body's code after
+    # the next count: cell [n]'s ops must not read "created at Cell In[n+1]".
+    ran = run(shell, "%%dflab --no-show\nc = tf.constant(1.0, name='c')")
+    op = tf.get_default_graph().get_operation_by_name("c")
+    assert errors._site_of(op) == f"Cell In[{ran.result.execution_count}], line 2"
+    # A traceback through the cell's body names the same cell.
+    failed = run(shell, "%%dflab --no-show\nraise ValueError('broken')", ok=False)
+    assert f"Cell In[{failed.result.execution_count}], line 2" in failed.stdout
+    assert f"Cell In[{failed.result.execution_count + 1}]" not in failed.stdout
+    nxt = run(shell, "d = tf.constant(2.0, name='d')")
+    assert nxt.result.execution_count == failed.result.execution_count + 1
+
+
 def test_cell_shows_the_graph_with_its_new_ops_highlighted(shell):
     run(shell, "%%dflab --no-show\nx = tf.placeholder(tf.float32, [None, 2], name='x')", "a")
     ran = run(shell, MODEL.replace(" --no-show", ""), "b")
@@ -91,6 +105,16 @@ def test_cell_shows_the_graph_with_its_new_ops_highlighted(shell):
     assert sorted(highlighted) == sorted(op.name for op in built)
     assert re.search(r'class="node op [^"]*">\s*<title>x ', svgs[0])
     assert f"built {len(built)} ops" in ran.stdout
+
+
+def test_a_first_cell_highlights_nothing_since_everything_is_new(shell):
+    # Every node outlined as "highlighted" would highlight nothing.
+    ran = run(shell, "%%dflab\na = tf.constant(1.0, name='a')\nb = a * 2.0")
+    (svg,) = [o.data["image/svg+xml"] for o in ran.outputs if "image/svg+xml" in o.data]
+    assert "highlighted" not in svg and "<title>a " in svg
+    ran = run(shell, "%%dflab\nc = b + 1.0")
+    (svg,) = [o.data["image/svg+xml"] for o in ran.outputs if "image/svg+xml" in o.data]
+    assert len(re.findall(r'class="node op [^"]*highlighted"', svg)) == 2  # add and its const
 
 
 def test_no_show_and_color_by(shell):
@@ -213,8 +237,8 @@ def test_readers_of_replaced_ops_are_stale_and_cannot_run(shell):
     message = str(err)
     assert "'mul'" in message and "stale" in message and "'w/read:0'" in message
     # Where the stale op was built, as one cell (its label and line), not a temp file name.
-    assert f"built in cell {y_cell.label}, line 2)" in message
-    assert f"defined at cell {y_cell.label}, line 2)]]" in message
+    assert f"built in Cell {y_cell.label}, line 2)" in message
+    assert f"defined at Cell {y_cell.label}, line 2)]]" in message
 
     # Re-running the stale cells, in order, clears the marks; values use the new w.
     run(shell, STALE_SETUP[1][1], "y")

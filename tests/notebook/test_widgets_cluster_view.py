@@ -79,8 +79,21 @@ def test_the_view_says_when_its_cluster_is_gone(servers):
         s.stop()
     by_server.refresh()
     assert by_server._html.value.count("(not running)") == 3
+    table = by_target._html.value
     by_target.refresh()
-    assert "UnavailableError" in by_target._note.value
+    # Calmly: the table as last read, a note in muted text, the reason only in its tooltip.
+    note = by_target._note.value
+    assert by_target.stopped and "The cluster has stopped" in note
+    assert "#b42318" not in note and "Error" not in note.split(">", 1)[1]
+    assert "No server is running" in note  # the tooltip
+    assert by_target._html.value == table and "Error" not in by_target._repr_html_().split(
+        "title=")[0]
+    bundle = by_target._repr_mimebundle_()
+    assert "The cluster has stopped" in bundle["text/html"]
+    assert bundle["text/plain"].endswith("(stopped)")
+    servers[1].start()
+    by_target.refresh()  # back: the note goes
+    assert not by_target.stopped and by_target._note.value == ""
 
 
 def test_the_cluster_magic_shows_the_sessions_cluster(servers):

@@ -253,7 +253,7 @@ def test_while_loop_frames_iterations_and_result():
             seen_badges.update(st.badges.values())
         assert list(st.result) == list(expected)
         assert {"#0", "#1", "#2", "#3", "#4"} <= seen_badges  # iteration numbers on nodes
-        assert len(st.frames) == 1 and "iteration 4 (5 seen)" in st.frames[0]
+        assert len(st.frames) == 1 and "finished at iteration 4 (5 seen)" in st.frames[0]
         labels = [x["label"] for lane in st.lanes.values() for x in lane]
         assert any(label.endswith(" #3") for label in labels)
         # Every loop op is drawn: small graphs open all their scopes for stepping.
@@ -373,3 +373,17 @@ def test_the_variables_panel_wraps_between_numbers_not_inside_them():
     css = (Path(dflab.notebook.__file__).parent / "static" / "widgets.css").read_text()
     rule = re.search(r"\.dflab-var-value\s*\{([^}]*)\}", css).group(1).replace(" ", "")
     assert "break-all" not in rule and "overflow-wrap:break-word" in rule
+
+
+def test_the_frames_panel_says_what_the_executor_has_alive():
+    _, power = tf.while_loop(lambda i, p: i < 5, lambda i, p: (i + 1, p * 2.0),
+                             [tf.constant(0, name="i0"), tf.constant(1.0, name="p0")],
+                             name="loop")
+    with tf.Session() as sess:
+        st = Stepper(sess, power)
+        st.run_to("loop/NextIteration_1")  # the end of iteration 0 for p: iteration 1 begun
+        (frame,) = st.run.live_frames
+        assert frame["iterations"] == [0, 1]
+        assert st.frames == ["loop/while_context: iterations 0, 1 alive (1 seen)"]
+        st.back(st.cursor)  # rewound to the start: nothing alive, nothing seen
+        assert st.frames == []

@@ -35,7 +35,7 @@ def test_a_stale_run_names_the_cell_and_shows_no_engine_frames(monkeypatch, tmp_
     error = [o for o in nb.cells[-1].outputs if o.output_type == "error"]
     assert len(error) == 1 and error[0].ename == "FailedPreconditionError"
     shown = "\n".join(error[0].traceback)
-    y_cell = f"cell In[{nb.cells[2].execution_count}], line 3"
+    y_cell = f"Cell In[{nb.cells[2].execution_count}], line 3"
     # w is a resource variable (the default): the stale op is the read of w that y's cell built.
     assert f"'ReadVariableOp' (built in {y_cell})" in shown and f"defined at {y_cell})]]" in shown
     assert "dflab/" not in shown and "File " not in shown  # no runtime frames

@@ -60,8 +60,9 @@ def unfused_run():
 
 
 def _draw(run, expanded=(), graph=True, color_by="partition"):
+    # Every scope open: these tests are about fused nodes, not about what fits a cell.
     return layout_graph(run.graph if graph else None, color_by=color_by, run_metadata=run.md,
-                        expanded=expanded)
+                        expanded=expanded, collapse=False)
 
 
 def _edges_by_name(layout) -> set:
@@ -263,18 +264,19 @@ def test_ops_that_ran_fused_are_not_drawn_as_not_run(fused_run):
 # --- the widget ------------------------------------------------------------------------------
 def test_graph_view_opens_and_closes_a_fused_node_as_it_does_scopes(fused_run):
     view = GraphView(fused_run.graph, color_by="partition", run_metadata=fused_run.md)
+    assert view.expanded == ["branch"]  # the small graph's one scope: open, it fits
     fused_id = view.node_id("z")
     assert view.nodes[fused_id]["kind"] == "fused"
     assert "2 fused nodes" in view._text()
     view._handle_message({"type": "click", "id": fused_id})  # the kernel re-lays out
-    assert view.expanded == ["z"]
+    assert view.expanded == ["branch", "z"]
     assert view.nodes[view.node_id("a")]["kind"] == "op"
     cluster = view.nodes[view.node_id("a")]["parent"]
     assert view.nodes[cluster]["cluster_kind"] == "fused"
     view._handle_message({"type": "cluster-click", "id": cluster})
-    assert view.expanded == [] and view.nodes[view.node_id("a")]["kind"] == "fused"
+    assert view.expanded == ["branch"] and view.nodes[view.node_id("a")]["kind"] == "fused"
     detail = view.select("branch/p")  # hidden in a fused node: it opens
-    assert view.expanded == ["branch/r"] and detail["name"] == "branch/p"
+    assert view.expanded == ["branch", "branch/r"] and detail["name"] == "branch/p"
     assert detail["op_type"] == "Mul"
 
 
@@ -283,7 +285,7 @@ def test_a_fused_node_that_cannot_open_shows_its_details_on_click(fused_run):
     view = GraphView(tf.Graph(), color_by="partition", run_metadata=fused_run.md)
     fused_id = view.node_id("z")
     view._handle_message({"type": "click", "id": fused_id})
-    assert view.expanded == [] and view.selected == fused_id
+    assert "z" not in view.expanded and view.selected == fused_id
     assert view.detail["kind"] == "fused" and view.detail["expression"]
 
 

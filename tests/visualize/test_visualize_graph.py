@@ -17,8 +17,10 @@ from dflab.runtime.subgraph import prune
 from dflab.visualize import COLOR_MODES, layout_graph
 from dflab.visualize import model as vmodel
 from dflab.visualize import style as vstyle
-from dflab.visualize.graph import COLLAPSE_ABOVE, FAST_ABOVE, layout_effort
+from dflab.visualize.graph import FAST_ABOVE, layout_effort
 from dflab.visualize.model import HUB_DEGREE, HUB_MIN_UNITS
+
+COLLAPSE_ABOVE = 60  # ops: a graph this big no longer fits its space drawn whole
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -55,7 +57,7 @@ def _mlp():
 def test_both_kinds_of_variable_are_drawn_as_variables(use_resource, ops):
     w = tf.Variable(tf.zeros([2]), name="w", use_resource=use_resource)
     tf.reduce_sum(w * 2.0, name="y")
-    layout = layout_graph(tf.get_default_graph())
+    layout = layout_graph(tf.get_default_graph(), collapse=False)
     for name, op_type in ops.items():
         node = layout.nodes[layout.name_to_id[name]]
         assert node["op_type"] == op_type and node["family"] == "variable", node
@@ -66,7 +68,7 @@ def test_both_kinds_of_variable_are_drawn_as_variables(use_resource, ops):
 
 def test_every_op_gets_an_opaque_id_that_names_its_svg_group():
     x, w, y, loss, _ = _mlp()
-    layout = layout_graph(tf.get_default_graph())
+    layout = layout_graph(tf.get_default_graph(), collapse=False)
     ops = tf.get_default_graph().get_operations()
     assert set(layout.name_to_id) == {op.name for op in ops}
     groups = groups_by_id(parse_svg(layout.svg))
@@ -108,7 +110,7 @@ def test_data_edges_are_solid_with_dtype_and_shape_control_edges_dotted():
 def test_dynamic_control_flow_ops_have_distinct_shapes_and_a_frame_cluster():
     i = tf.constant(0, name="i")
     tf.while_loop(lambda i: i < 3, lambda i: i + 1, [i], name="loop")
-    layout = layout_graph(tf.get_default_graph())
+    layout = layout_graph(tf.get_default_graph(), collapse=False)
     shapes = {}
     for node_id in layout.name_to_id.values():
         op_type = layout.nodes[node_id]["op_type"]
@@ -132,7 +134,7 @@ def test_a_loop_is_drawn_compactly_with_its_edge_labels_beside_the_edges(monkeyp
 
     tf.while_loop(lambda i, p: i < 5, lambda i, p: (i + 1, p * 2.0),
                   [tf.constant(0, name="i0"), tf.constant(1.0, name="p0")], name="loop")
-    compact = layout_graph(tf.get_default_graph())
+    compact = layout_graph(tf.get_default_graph(), collapse=False)
     edge_lines = [ln for ln in compact.dot.splitlines() if " -> " in ln]
     labelled = [ln for ln in edge_lines if "<FONT" in ln]  # control edges have no label
     assert len(labelled) >= 20 and all(" xlabel=<" in ln for ln in labelled)
@@ -143,7 +145,7 @@ def test_a_loop_is_drawn_compactly_with_its_edge_labels_beside_the_edges(monkeyp
 
     # The same loop laid out the way loop-free graphs are: labels on ranks of their own.
     monkeypatch.setattr(vgraph, "has_loops", lambda view: False)
-    spaced = layout_graph(tf.get_default_graph())
+    spaced = layout_graph(tf.get_default_graph(), collapse=False)
     assert " label=<" in spaced.dot
     assert _viewbox_height(compact.svg) < 0.85 * _viewbox_height(spaced.svg)
 
@@ -158,9 +160,9 @@ def test_a_graph_without_loops_keeps_its_edge_labels_on_the_edges():
 def test_a_static_layout_is_sized_for_a_notebook_cell():
     from dflab.visualize.svg import CELL_WIDTH_PX, MIN_SCALE
 
-    for k in range(8):
-        tf.negative(tf.constant(float(k), name=f"a_fairly_long_name_{k}"), name=f"neg_{k}")
-    layout = layout_graph(tf.get_default_graph())
+    for k in range(6):
+        tf.negative(tf.constant(float(k), name=f"a_long_name_{k}"), name=f"neg_{k}")
+    layout = layout_graph(tf.get_default_graph(), collapse=False)
     drawn = re.search(r'<svg\b[^>]*\bwidth="([0-9.]+)(pt|px)"', layout.svg)
     natural = float(drawn.group(1)) * (4 / 3 if drawn.group(2) == "pt" else 1)
     # wide enough to be cut off as is, narrow enough to fit at the smallest scale allowed
@@ -228,7 +230,7 @@ def test_large_graph_collapses_top_level_scopes_with_counts_and_aggregated_edges
     _scoped_graph()
     ops = tf.get_default_graph().get_operations()
     assert len(ops) > COLLAPSE_ABOVE
-    layout = layout_graph(tf.get_default_graph())
+    layout = layout_graph(tf.get_default_graph(), collapse=True)
     for scope in ("a", "b", "c"):
         members = [op.name for op in ops if op.name.startswith(scope + "/")]
         node_ids = {layout.name_to_id[n] for n in members}
@@ -267,7 +269,7 @@ def test_edges_between_collapsed_scopes_are_aggregated_with_a_count():
 
 def test_expanding_a_nested_scope_opens_it_and_its_parents_only():
     _scoped_graph()
-    layout = layout_graph(tf.get_default_graph(), expanded=["a/inner"])
+    layout = layout_graph(tf.get_default_graph(), expanded=["a/inner"], collapse=True)
     ids = layout.name_to_id
     tanhs = [n for n in ids if n.startswith("a/inner/")]
     assert tanhs and all(layout.nodes[ids[n]]["kind"] == "op" for n in tanhs)
@@ -283,7 +285,7 @@ def test_expanding_a_nested_scope_opens_it_and_its_parents_only():
 def test_fetch_highlighting_is_what_prune_executes():
     x, w, y, loss, unrelated = _mlp()
     graph = tf.get_default_graph()
-    layout = layout_graph(graph, fetches=loss, feeds={x: None})
+    layout = layout_graph(graph, fetches=loss, feeds={x: None}, collapse=False)
     needed = {op.name for op in prune([loss], [], [x])}
     shown = {n for n, i in layout.name_to_id.items() if layout.nodes[i]["in_fetch_subgraph"]}
     assert shown == needed
@@ -299,7 +301,7 @@ def test_fetch_highlighting_is_what_prune_executes():
 def test_fetching_a_target_op_prunes_through_control_inputs():
     x, w, y, loss, unrelated = _mlp()
     init = tf.global_variables_initializer()
-    layout = layout_graph(tf.get_default_graph(), fetches=[init])
+    layout = layout_graph(tf.get_default_graph(), collapse=False, fetches=[init])
     shown = {n for n, i in layout.name_to_id.items() if layout.nodes[i]["in_fetch_subgraph"]}
     assert shown == {op.name for op in prune([], [init], [])}
     assert "layer/w/Assign" in shown and "loss" not in shown
@@ -308,7 +310,7 @@ def test_fetching_a_target_op_prunes_through_control_inputs():
 def test_highlight_emphasises_ops_and_their_collapsed_scope():
     x, outs, total = _scoped_graph()
     target = tf.get_default_graph().get_operation_by_name("b/inner/Tanh")
-    layout = layout_graph(tf.get_default_graph(), highlight=[target, "total"])
+    layout = layout_graph(tf.get_default_graph(), highlight=[target, "total"], collapse=True)
     highlighted = {layout.nodes[i]["name"] for i in layout.nodes if layout.nodes[i]["highlighted"]}
     assert highlighted == {"b", "total"}
     groups = groups_by_id(parse_svg(layout.svg))
@@ -371,7 +373,7 @@ def test_a_collapsed_scope_spanning_devices_is_striped():
         with tf.device("/cpu:1"):
             for _ in range(COLLAPSE_ABOVE):
                 h = h + 1.0
-    layout = layout_graph(tf.get_default_graph(), color_by="device")
+    layout = layout_graph(tf.get_default_graph(), color_by="device", collapse=True)
     node_id = layout.name_to_id["mixed/c"]
     assert 'style="striped"' in _dot_line(layout.dot, node_id)
     # Devices are counted under one spelling each, whether requested or assigned.
@@ -398,7 +400,7 @@ def test_a_device_requested_and_assigned_is_one_legend_entry():
 @pytest.mark.parametrize("mode,key", [("time", "time_us"), ("memory", "output_bytes")])
 def test_color_by_time_and_memory_follow_the_step_stats(mode, key, two_cpu_run):
     run = two_cpu_run
-    layout = layout_graph(run.graph, color_by=mode, run_metadata=run.md)
+    layout = layout_graph(run.graph, color_by=mode, run_metadata=run.md, collapse=False)
     stats = {}
     for ds in run.md.step_stats.dev_stats:
         for ns in ds.node_stats:
@@ -500,8 +502,12 @@ def test_a_hub_in_a_big_drawing_keeps_its_edges_in_the_data_but_not_in_the_svg()
     groups = groups_by_id(parse_svg(layout.svg))
     assert not any(e["id"] in groups for e in hidden)
     assert all(e["id"] in groups for e in layout.edges if e["drawn"])
-    assert "hub" in classes(groups[hub])
-    assert any("hub" in s["label"] for s in layout.legend["swatches"])
+    # A hub at the top level is set aside with the auxiliary units, as TensorBoard does.
+    assert {"hub", "aux"} <= classes(groups[hub])
+    assert layout.nodes[hub]["auxiliary"] == "hub"
+    (aux,) = [c for c in layout.clusters if c["kind"] == "aux"]
+    assert aux["units"] == [hub]
+    assert any("auxiliary" in s["label"] for s in layout.legend["swatches"])
 
 
 def test_a_small_drawing_shows_every_edge_even_from_a_busy_node():
@@ -529,7 +535,7 @@ def test_effort_follows_the_size_of_the_layout():
 
 def _build_view_of(graph):
     records = vmodel.records_of_ops(graph.get_operations())
-    return vmodel.build_view(records, collapse=len(records) > COLLAPSE_ABOVE)
+    return vmodel.build_view(records, collapse=True)
 
 
 def test_sites_of_notebook_cells_read_as_cells():

@@ -134,17 +134,24 @@ def test_without_graphviz_display_falls_back_to_text_and_timelines_still_draw():
     assert out.strip() == "ok"
 
 
-def test_an_op_with_many_consumers_shows_all_its_edges():
+def test_an_op_with_many_consumers_draws_them_as_a_series():
     shared = tf.constant(1.0, name="shared")
     consumers = [tf.add(shared, float(k)) for k in range(40)]
-    plain = layout_graph(neighbourhood(shared.op))
-    assert not any(e["drawn"] for e in plain.edges)  # a hub when not looked at
+    # Forty alike consumers side by side are one series unit, joined to the op by one edge.
     layout = layout_graph(neighbourhood(shared.op), highlight=[shared.op])
-    assert len(layout.nodes) > 40 and all(e["drawn"] for e in layout.edges)
-    assert {layout.nodes[e["target"]]["name"] for e in layout.edges} >= \
-        {c.op.name for c in consumers}
+    (series,) = [n for n in layout.nodes.values() if n["kind"] == "series"]
+    assert series["name"] == "Add_[0-39]" and series["count"] == 40
+    assert {layout.name_to_id[c.op.name] for c in consumers} == {series["id"]}
+    (edge,) = layout.edges
+    assert edge["drawn"] and edge["count"] == 40
+    assert (edge["source"], edge["target"]) == (layout.name_to_id["shared"], series["id"])
     root = parse_svg(mimebundle(shared.op)[SVG])
-    assert len([g for g in root.iter(SVG_NS + "g") if "edge" in classes(g)]) >= 40
+    assert "40 \u00d7 AddV2" in all_text(root)
+    # Drawn one by one when asked: every edge is there.
+    every = layout_graph(neighbourhood(shared.op), highlight=[shared.op], collapse=False)
+    assert len(every.nodes) > 40 and all(e["drawn"] for e in every.edges)
+    assert {every.nodes[e["target"]]["name"] for e in every.edges} >= \
+        {c.op.name for c in consumers}
 
 
 def test_static_drawings_are_sized_for_a_notebook_cell():
@@ -152,10 +159,10 @@ def test_static_drawings_are_sized_for_a_notebook_cell():
 
     narrow = '<svg width="300pt" height="90pt" viewBox="0 0 300 90">'
     assert fit_to_width(narrow) == narrow  # 400 px: left as drawn
-    wide = '<svg width="1200pt" height="150pt" viewBox="0 0 1200 150"><g/></svg>'
+    wide = '<svg width="840pt" height="150pt" viewBox="0 0 840 150"><g/></svg>'
     scaled = fit_to_width(wide)
-    scale = CELL_WIDTH_PX / 1600
+    scale = CELL_WIDTH_PX / 1120
     assert f'width="{CELL_WIDTH_PX:.0f}px"' in scaled and f'height="{200 * scale:.0f}px"' in scaled
-    assert 'viewBox="0 0 1200 150"' in scaled and scaled.endswith("<g/></svg>")
+    assert 'viewBox="0 0 840 150"' in scaled and scaled.endswith("<g/></svg>")
     huge = fit_to_width('<svg width="6000px" height="100px" viewBox="0 0 6000 100">')
-    assert f'width="{6000 * MIN_SCALE:.0f}px"' in huge  # never below half size
+    assert f'width="{6000 * MIN_SCALE:.0f}px"' in huge  # never below 11 px names

@@ -5,9 +5,13 @@
 // Sizing (see fitScale): the drawing is shown as wide as the canvas allows but never so small
 // that node names fall below MIN_FONT_PX on screen; what does not fit then is panned to. The
 // canvas height follows the drawing's shape within limits, and the user can drag it taller
-// (CSS resize); a resize keeps the scale and the corner in view.
+// (CSS resize); a resize keeps the scale and the corner in view. The zoom buttons and the pan
+// hint sit in a bar under the canvas, where they cover no part of the drawing (its legend is
+// at its top); a minimap in the canvas's corner shows where the view is while part of the
+// drawing is out of view.
 
 import { button, clear, el, svgEl } from "./dom.js";
+import { Minimap } from "./minimap.js";
 import { panZoom } from "./panzoom.js";
 import { importSvg } from "./safe_svg.js";
 
@@ -52,6 +56,7 @@ export class GraphCanvas {
   // hooks: onNodeClick(id, event), onClusterClick(id, event), tooltip(id) -> array of lines
   constructor(parent, hooks = {}) {
     this.hooks = hooks;
+    this.outer = el("div", "dflab-canvas");
     this.root = el("div", "dflab-graph");
     this.stage = el("div", "dflab-stage");
     this.tip = el("div", "dflab-tip");
@@ -65,10 +70,16 @@ export class GraphCanvas {
       b.dataset.zoom = k;
       this.zoomBar.appendChild(b);
     }
-    this.panHint = el("div", "dflab-pan-hint", "drag or scroll for the rest \u00b7 \u2922 shows all");
+    this.panHint = el("div", "dflab-pan-hint",
+      "drag or scroll for the rest \u00b7 the map shows where you are \u00b7 \u2922 shows all");
     this.panHint.hidden = true;
-    this.root.append(this.stage, this.zoomBar, this.panHint, this.tip);
-    parent.appendChild(this.root);
+    this.root.append(this.stage, this.tip);
+    const bar = el("div", "dflab-canvas-bar");
+    bar.append(this.panHint, this.zoomBar);
+    this.outer.append(this.root, bar);
+    // Beside the canvas, over its corner: the canvas holds the drawing's <svg> alone.
+    this.minimap = new Minimap(this.outer, { onMove: (x, y) => this.pz?.centerOn(x, y) });
+    parent.appendChild(this.outer);
     this.svg = null;
     this.pz = null;
     this.byId = new Map();
@@ -148,6 +159,7 @@ export class GraphCanvas {
     for (const g of this.svg.querySelectorAll("g.node")) if (g.id) this.byId.set(g.id, g);
     this.fontUnits = nameFontUnits(this.svg);
     this.pz = panZoom(this.svg, { onChange: () => this._showPanHint() });
+    this.minimap.setDrawing(this.svg, this.pz.home());
     this.needsHome = true;
     this._resized();
     const prev = this.states;
@@ -199,7 +211,8 @@ export class GraphCanvas {
     const w = this.stage.clientWidth;
     const h = this.stage.clientHeight;
     // A panel beside the canvas (details, variables) is as tall as the canvas, no taller.
-    this.root.parentElement?.style.setProperty("--dflab-canvas-h", `${this.root.offsetHeight}px`);
+    this.outer.parentElement?.style.setProperty("--dflab-canvas-h",
+      `${this.outer.offsetHeight}px`);
     if (!this.pz || w === 0 || h === 0) return;
     if (this.needsHome || !this.pz.touched()) {
       if (this.needsHome || Math.abs(w - this.lastWidth) > 1) {
@@ -213,7 +226,9 @@ export class GraphCanvas {
   }
 
   _showPanHint() {
-    this.panHint.hidden = !this.pz || this.pz.showsAll();
+    const all = !this.pz || this.pz.showsAll();
+    this.panHint.hidden = all;
+    this.minimap.update(this.pz?.view(), all);
   }
 
   // Node info (from the layout). Fading and highlighting are already drawn by the kernel;

@@ -128,6 +128,12 @@ export function panZoom(svg, { maxZoomOut = 4, onChange } = {}) {
     zoom(k) {
       zoomAt(k, { x: view.x + view.w / 2, y: view.y + view.h / 2 });
     },
+    // Centres the view on (x, y), in drawing units, at the same scale (the minimap).
+    centerOn(x, y) {
+      touched = true;
+      view = { ...view, x: x - view.w / 2, y: y - view.h / 2 };
+      apply();
+    },
     // True right after a drag: the click event that follows a drag must not select a node.
     wasDrag() {
       return dragged;
@@ -141,6 +147,7 @@ export function panZoom(svg, { maxZoomOut = 4, onChange } = {}) {
     scale,
     touched: () => touched,
     size: () => ({ w: home.w, h: home.h }),
+    home: () => ({ ...home }),
     view: () => ({ ...view }),
   };
 }
