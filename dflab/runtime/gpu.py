@@ -224,7 +224,14 @@ class GPUDevice(Device):
             if host_twin is not None and _all_host_integers(args, lead):
                 if twin[0] is None:
                     twin[0] = host_twin()
-                return twin[0](*args)
+                out = twin[0](*args)
+                if _integer_values(out):
+                    return out
+                # A Cast of shape arithmetic to float: host values are integers (kernels
+                # whose inputs are all floating point take device values only), so it goes
+                # to the device.
+                with issue, device, stream, using_allocator(allocate):
+                    return self._floats_to_device(out)
             with issue, device, stream, using_allocator(allocate):
                 if host_inputs is not None:
                     args = to_device(args, host_inputs, lead, copies)
@@ -248,6 +255,14 @@ class GPUDevice(Device):
                     out = list(args)
                 out[i] = self._device_copy(a, i, copies)
         return args if out is None else out
+
+    def _floats_to_device(self, out):
+        """A host kernel's outputs with each non-integer host value moved to this device."""
+        if isinstance(out, (tuple, list)):
+            return type(out)(self._floats_to_device(o) for o in out)
+        if isinstance(out, (np.ndarray, np.generic)) and out.dtype.kind not in "iub":
+            return self._to_device(np.asarray(out))
+        return out
 
     def _device_copy(self, a: np.ndarray, i: int, copies: dict):
         if not a.flags.writeable:
@@ -374,6 +389,13 @@ def _only_device_values(node_def) -> bool:
         return False
     return all(not t.is_ref_dtype and t.as_numpy_dtype is not None
                and np.dtype(t.as_numpy_dtype).kind in "fc" for t in types)
+
+
+def _integer_values(out) -> bool:
+    """Whether a host kernel's outputs ``out`` are all integer or boolean host values."""
+    if isinstance(out, (tuple, list)):
+        return all(_integer_values(o) for o in out)
+    return not isinstance(out, (np.ndarray, np.generic)) or out.dtype.kind in "iub"
 
 
 def _all_host_integers(args, lead: int) -> bool:

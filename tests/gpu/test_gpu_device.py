@@ -337,3 +337,17 @@ def test_a_fused_reduction_reads_its_axes_in_host_memory(strict_gpu):
     got = [get_kernel_def(op.node_def, "GPU").host_inputs(op.node_def) for op in fused]
     # The reduction's axes (its last input) stay on the host; a plain group has none.
     assert got == [frozenset({len(fused[0].inputs) - 1}), frozenset()]
+
+
+def test_a_cast_of_an_int32_host_value_to_float_feeds_device_kernels(strict_gpu):
+    # An int32 constant lives in host memory and integer shape arithmetic runs on the host;
+    # its Cast to float32 must still give a device value, since kernels whose inputs are all
+    # floating point take device values only.
+    x = tf.constant([[2 ** 31 - 1, 0, 7]], tf.int32)
+    with tf.device("/gpu:0"):
+        scaled = tf.cast(x, tf.float32) * tf.constant(2.0)
+        shape_sum = tf.shape(x) + 1  # integer arithmetic: the host twin still serves it
+    with tf.Session() as sess:
+        got, shape = sess.run([scaled, shape_sum])
+    np.testing.assert_allclose(got, np.array([[2 ** 31 - 1, 0, 7]], np.float32) * 2.0)
+    np.testing.assert_array_equal(shape, [2, 4])
