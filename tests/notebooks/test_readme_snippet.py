@@ -37,7 +37,10 @@ def test_the_readme_notebook_snippet_runs_as_written(monkeypatch, tmp_path):
                                      allow_errors=False,
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError naming the failing cell
-    shown = [o for c in nb.cells for o in c.outputs if o.get("output_type") == "execute_result"]
+    # A widget is shown as a cell's result, then (once its state settles) as the display that
+    # replaces it with its saved rendering.
+    shown = [o for c in nb.cells for o in c.outputs
+             if o.get("output_type") in ("execute_result", "display_data")]
     kinds = [o["data"].get("text/plain", "") for o in shown]
     assert any("GraphView" in k for k in kinds) and any("Stepper" in k for k in kinds)
     assert any("Timeline" in k for k in kinds)
