@@ -14,6 +14,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.context import host
+from dflab.kernels.random_kernels import op_generator
 from dflab.kernels.registry import kernel
 
 _FLT_MAX = np.finfo(np.float32).max
@@ -88,19 +89,8 @@ def _sample_batch(sampler, gen, num_sampled, unique):
     return np.fromiter(picked, dtype=np.int64, count=num_sampled), tries
 
 
-def _generator(node, ctx):
-    seed, seed2 = int(node.attr.get("seed", 0)), int(node.attr.get("seed2", 0))
-
-    def create():
-        if seed == 0 and seed2 == 0:
-            return np.random.Generator(np.random.Philox())
-        return np.random.Generator(np.random.Philox(key=[seed, seed2]))
-
-    return ctx.resources.lookup_or_create("rng", f"{node.name}:{seed}:{seed2}", create)
-
-
 def _sampler_kernel(node, ctx, sampler, learns=False):
-    gen = _generator(node, ctx)
+    gen = op_generator(node, ctx)
     num_true, num_sampled = node.attr["num_true"], node.attr["num_sampled"]
     unique = node.attr["unique"]
 

@@ -54,7 +54,9 @@ def _host_reader(xp):
     return lambda value, dtype=None: np.asarray(asnumpy(value), dtype=dtype)
 
 
-def _generator(node, ctx) -> np.random.Generator:
+def op_generator(node, ctx) -> np.random.Generator:
+    """The random stream of a stateful random op ``node``: one per op name and seeds, kept in
+    its device's resources across steps (Philox, seeded by the op's seed pair)."""
     seed, seed2 = int(node.attr.get("seed", 0)), int(node.attr.get("seed2", 0))
 
     def create():
@@ -81,7 +83,7 @@ def _work_dtype(np_dt):
 
 @_random_kernel("RandomStandardNormal", host_memory_inputs=(0,))
 def _standard_normal(node, ctx):
-    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
+    gen, dt = op_generator(node, ctx), node.attr["dtype"]._np
 
     def standard_normal(shape):
         return gen.standard_normal(_shape(node, shape), dtype=_work_dtype(dt)).astype(dt,
@@ -92,7 +94,7 @@ def _standard_normal(node, ctx):
 
 @_random_kernel("TruncatedNormal", host_memory_inputs=(0,))
 def _truncated_normal(node, ctx):
-    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
+    gen, dt = op_generator(node, ctx), node.attr["dtype"]._np
     work = _work_dtype(dt)
 
     def truncated_normal(shape):
@@ -109,7 +111,7 @@ def _truncated_normal(node, ctx):
 
 @_random_kernel("RandomUniform", host_memory_inputs=(0,))
 def _uniform(node, ctx):
-    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
+    gen, dt = op_generator(node, ctx), node.attr["dtype"]._np
 
     if dt == np.float16:
         # Rounding a float32 draw to half precision can produce 1.0; draw the 10-bit mantissa
@@ -128,7 +130,7 @@ def _uniform(node, ctx):
 
 @_random_kernel("RandomUniformInt", host_memory_inputs=(0, 1, 2))
 def _uniform_int(node, ctx):
-    gen = _generator(node, ctx)
+    gen = op_generator(node, ctx)
 
     def uniform_int(shape, lo, hi):  # the bounds are host-side, as TF keeps them
         lo_v, hi_v = host(lo).item(), host(hi).item()
@@ -143,7 +145,7 @@ def _uniform_int(node, ctx):
 
 @kernel("RandomShuffle", host_only=True)
 def _shuffle(node, ctx):
-    gen, xp = _generator(node, ctx), ctx.xp
+    gen, xp = op_generator(node, ctx), ctx.xp
 
     def shuffle(x):
         x = xp.asarray(x)
@@ -157,7 +159,7 @@ def _shuffle(node, ctx):
 
 @kernel("Multinomial")
 def _multinomial(node, ctx):
-    gen, out_dt = _generator(node, ctx), node.attr["output_dtype"]._np
+    gen, out_dt = op_generator(node, ctx), node.attr["output_dtype"]._np
     xp = ctx.xp
 
     def multinomial(logits, num_samples):
@@ -191,7 +193,7 @@ def _multinomial(node, ctx):
 
 @_random_kernel("RandomGamma", host_only=True)
 def _gamma(node, ctx):
-    gen, host = _generator(node, ctx), _host_reader(ctx.xp)
+    gen, host = op_generator(node, ctx), _host_reader(ctx.xp)
 
     def gamma(shape, alpha):
         alpha = host(alpha)  # the generator reads it on the host
@@ -206,7 +208,7 @@ def _gamma(node, ctx):
 
 @_random_kernel("RandomPoissonV2", host_only=True)
 def _poisson(node, ctx):
-    gen, dt = _generator(node, ctx), node.attr["dtype"]._np
+    gen, dt = op_generator(node, ctx), node.attr["dtype"]._np
     host = _host_reader(ctx.xp)
 
     def poisson(shape, rate):
