@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import operator
 import threading
 import time
 import weakref
@@ -51,7 +50,6 @@ _UNCACHED = frozenset({"VarHandleOp"})
 _NOT_FROZEN = object()
 # Attribute values that are their own frozen form (``_freeze`` returns them unchanged).
 _PLAIN_ATTRS = frozenset({str, int, float, bool, bytes, type(None), _dt.DType, TensorShape})
-_dtype_of = operator.attrgetter("dtype")
 _eager_variable_ids = itertools.count(1)
 
 
@@ -274,7 +272,10 @@ class EagerContext(Graph):
                 missing = True
         if missing:
             if dtype is None:
-                dtype = next((t.dtype.base_dtype for t in tensors if t is not None), None)
+                for t in tensors:  # the first tensor's dtype is the one numbers take
+                    if t is not None:
+                        dtype = t.dtype.base_dtype
+                        break
             for i, v in enumerate(inputs):
                 if tensors[i] is None:
                     if dtype is not None and type(v) in (int, float, bool) and \
@@ -317,13 +318,35 @@ class EagerContext(Graph):
         else:
             tensors = inputs
         entry = self._entry(op_type, tensors, attrs, name)
-        return self._run(entry, op_type, tensors, attrs, name)[0]
+        if entry.n_out != 1 or self._spaces or self.op_listeners:
+            return self._run(entry, op_type, tensors, attrs, name)[0]
+        # _run for one output on one memory space, unobserved: the common case, inlined.
+        try:
+            if len(tensors) == 2:
+                out = entry.fn(tensors[0]._value, tensors[1]._value)
+            elif len(tensors) == 1:
+                out = entry.fn(tensors[0]._value)
+            else:
+                out = entry.fn(*[t._value for t in tensors])
+        except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
+            raise _kernel_error(e, op_type, name, tensors, attrs, self, entry.device) from None
+        return EagerTensor(out, entry.out_dtypes[0], entry.device)
 
     def _entry(self, op_type, tensors, attrs, name) -> _Entry:
         """The kernel for ``op_type`` on ``tensors``: from the cache, keyed by (op type, input
         dtypes, attributes, ``tf.device`` scopes, a resource input's device), else built."""
-        dts = tuple(map(_dtype_of, tensors))
-        request = getattr(self._stacks, "device", None)  # None: this thread entered no scope
+        # Tuples built by arity: a generic tuple(...) over the inputs costs several times more.
+        n = len(tensors)
+        if n == 2:
+            dts = (tensors[0].dtype, tensors[1].dtype)
+        elif n == 1:
+            dts = (tensors[0].dtype,)
+        else:
+            dts = tuple([t.dtype for t in tensors])
+        try:
+            request = self._stacks.device
+        except AttributeError:  # this thread's first op here: it starts the scope stacks
+            request = self._st().device
         resource = _dt.resource in dts
         akey = _attrs_key(attrs) if attrs else None
         key = (op_type, dts, akey, _request_key(self._st(), request) if request else None,

@@ -306,7 +306,8 @@ def apply_op_output(op_type: str, inputs, attrs: dict | None = None, name: str |
     """``apply_op(...).outputs[0]``, what most builders return. Executing eagerly, the context
     hands back the output alone (``EagerContext.apply_op_output``): no op record is made where
     nothing will read it."""
-    default = get_default_graph()
+    stack = _thread_graphs.stack  # get_default_graph(), inlined
+    default = stack[-1] if stack else _global_default_graph
     if default.executes_eagerly:
         return default.apply_op_output(op_type, inputs, attrs, name, dtype)
     return _build_op(default, op_type, inputs, attrs, name, dtype).outputs[0]

@@ -109,6 +109,8 @@ def _unary(op_type, x, name):
 
 def _pair(x, y):
     """Both as tensors; a non-tensor takes the other's dtype (so ``truediv(x, 2)`` works)."""
+    if isinstance(x, _ops.Tensor) and isinstance(y, _ops.Tensor) and x.dtype is y.dtype:
+        return x, y  # nothing to convert or check: every eager matmul comes this way
     if _ops.is_tensor_like(x):
         x = _ops.convert_to_tensor(x)
         y = _ops.convert_to_tensor(y, dtype=x.dtype.base_dtype) if not _ops.is_tensor_like(
