@@ -12,7 +12,10 @@ registry builds from a typed ``NodeDef``, bound through the device's ``bind_kern
 a plan. Kernels are cached per (op type, input dtypes, attributes, device), so the cost of an
 op after its first call is a dictionary look-up, the kernel call and the wrapping of its
 outputs in ``EagerTensor``s; shape and dtype rules run only when a kernel is built, and a bad
-shape afterwards is the kernel's ``InvalidArgumentError``, as in TF.
+shape afterwards is the kernel's ``InvalidArgumentError``, as in TF. Builders that want one
+output come through ``apply_op_output``, which makes no ``EagerOp`` record unless a tape is
+recording: the per-op path is the builder, the cache look-up (``_entry``), the kernel and one
+``EagerTensor``.
 
 Tapes (``dflab.eager.backprop``) hear each op run while one is recording; op listeners
 (timelines, per-op costs) hear each op with its start and end when any is attached.

@@ -7,9 +7,11 @@ users) import it from: ``Tensor`` (``dflab.framework.tensor``), ``Operation``
 This module adds what TF 1.x keeps at module level: the default graph (``get_default_graph``,
 ``reset_default_graph``), the ``tf.*`` scope and collection functions that act on it,
 ``GraphKeys``, conversion of Python values to tensors (``convert_to_tensor``) and ``apply_op``,
-the builders' one entry point. Invariant: the modules it re-exports never import it
-at module level (``Tensor.eval``/``Operation.run`` reach ``_run_with_default_session`` here at
-call time), so the framework's import graph stays acyclic.
+the builders' one entry point (``apply_op_output`` is it for builders that return one output,
+so that eager execution need not make the op's record). Invariant: the modules it re-exports
+never import it at module level (``Tensor.eval``/``Operation.run`` reach
+``_run_with_default_session`` here at call time), so the framework's import graph stays
+acyclic.
 """
 
 from __future__ import annotations
@@ -290,7 +292,7 @@ OpError = errors.OpError
 
 def apply_op(op_type: str, inputs, attrs: dict | None = None, name: str | None = None,
              dtype=None) -> Operation:
-    """Create an op of ``op_type`` in the graph of its inputs (the builders' one entry point).
+    """Create an op of ``op_type`` in the graph of its inputs (the builders' entry point).
 
     Inputs that are not tensors are converted to constants of ``dtype`` (or of the dtype of the
     first tensor input, so ``x + 1`` stays in ``x``'s dtype).
