@@ -3,7 +3,7 @@
 17a. Eager per-op overhead on small tensors (2-element float32 add), against NumPy's own call,
      PyTorch eager (when installed) and TensorFlow 2 eager (when a TF 2 interpreter is given by
      ``DFLAB_TF2_PYTHON``, e.g. a venv with tensorflow-cpu; it runs in its own process).
-     Target: dflab <= PyTorch eager (about 4-5 us here).
+     Target: dflab <= PyTorch eager, measured beside it (``bench_eager_dispatch.py``: op by op).
 17b. A traced function's call overhead (``tf.function(lambda x, y: x + y)`` on the same
      tensors) against TensorFlow 2's ``tf.function``. Target: <= 0.5x TF's.
 17c. An MLP training step (784-128-10, batch 64, SGD) eagerly (tape + apply_gradients), as a
@@ -98,11 +98,14 @@ def main() -> list:
                  "" if tf2 else "DFLAB_TF2_PYTHON not set")
         op_us = times["dflab eager a + b"] * 1e6
         anchor = times.get("pytorch eager a + b")
-        r_op.target = "<= PyTorch eager (about 4-5 us per op)"
+        r_op.target = "<= PyTorch eager"
         r_op.measured = f"{op_us:.1f} us" + (f" vs {anchor * 1e6:.1f} us" if anchor else "")
-        r_op.met = op_us <= (anchor * 1e6 if anchor else 5.0)
+        # The issue's 4-5 us is not PyTorch's time on this machine (1.7 us at np.add's 0.55 us,
+        # RESULTS.md 17a): without PyTorch beside it there is nothing to judge against.
+        r_op.met = op_us <= anchor * 1e6 if anchor else None
         if anchor is None:
-            r_op.notes.append("PyTorch not installed: judged against the 5 us anchor")
+            r_op.notes.append("PyTorch not installed: not judged (bench_eager_dispatch.py "
+                              "compares op by op)")
         fn_us = times["dflab tf.function call"] * 1e6
         r_fn.add("dflab tf.function call", fn_us, "us/call")
         r_fn.add("tensorflow 2 tf.function call", tf2["function"] * 1e6 if tf2 else None,

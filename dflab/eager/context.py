@@ -12,7 +12,10 @@ registry builds from a typed ``NodeDef``, bound through the device's ``bind_kern
 a plan. Kernels are cached per (op type, input dtypes, attributes, device), so the cost of an
 op after its first call is a dictionary look-up, the kernel call and the wrapping of its
 outputs in ``EagerTensor``s; shape and dtype rules run only when a kernel is built, and a bad
-shape afterwards is the kernel's ``InvalidArgumentError``, as in TF.
+shape afterwards is the kernel's ``InvalidArgumentError``, as in TF. Builders that want one
+output come through ``apply_op_output``, which makes no ``EagerOp`` record unless a tape is
+recording: the per-op path is the builder, the cache look-up (``_entry``), the kernel and one
+``EagerTensor``.
 
 Tapes (``dflab.eager.backprop``) hear each op run while one is recording; op listeners
 (timelines, per-op costs) hear each op with its start and end when any is attached.
@@ -48,6 +51,8 @@ from dflab.runtime.worker import Worker
 # Ops whose attributes are unique per call (a variable's own shared name): never cached.
 _UNCACHED = frozenset({"VarHandleOp"})
 _NOT_FROZEN = object()
+# Attribute values that are their own frozen form (``_freeze`` returns them unchanged).
+_PLAIN_ATTRS = frozenset({str, int, float, bool, bytes, type(None), _dt.DType, TensorShape})
 _eager_variable_ids = itertools.count(1)
 
 
@@ -136,18 +141,16 @@ def _freeze(value):
 
 
 def _attrs_key(attrs):
-    if not attrs:
-        return None
-    try:
-        items = tuple(sorted(attrs.items()))
-    except TypeError:
-        return _NOT_FROZEN
+    """A hashable key for an op's attributes (``_NOT_FROZEN`` if one has no frozen form), in
+    the dict's order: builders list an op's attributes in one order, and another order only
+    costs a second cache entry."""
     out = []
-    for k, v in items:
-        f = _freeze(v)
-        if f is _NOT_FROZEN:
-            return _NOT_FROZEN
-        out.append((k, f))
+    for k, v in attrs.items():
+        if type(v) not in _PLAIN_ATTRS:
+            v = _freeze(v)
+            if v is _NOT_FROZEN:
+                return _NOT_FROZEN
+        out.append((k, v))
     return tuple(out)
 
 
@@ -272,7 +275,10 @@ class EagerContext(Graph):
                 missing = True
         if missing:
             if dtype is None:
-                dtype = next((t.dtype.base_dtype for t in tensors if t is not None), None)
+                for t in tensors:  # the first tensor's dtype is the one numbers take
+                    if t is not None:
+                        dtype = t.dtype.base_dtype
+                        break
             for i, v in enumerate(inputs):
                 if tensors[i] is None:
                     if dtype is not None and type(v) in (int, float, bool) and \
@@ -288,18 +294,76 @@ class EagerContext(Graph):
         if not isinstance(inputs, list):
             inputs = list(inputs)
         tensors = self._convert_inputs(inputs, dtype)
-        dts = tuple([t.dtype for t in tensors])
-        st = self._st()
-        request = st.device
+        entry = self._entry(op_type, tensors, attrs, name)
+        outputs = self._run(entry, op_type, tensors, attrs, name)
+        if op_type in _UNCACHED:
+            op = EagerOp(op_type, name or op_type, tensors, entry.node_def.attr, self,
+                         entry.device.name, outputs)
+            _name_handle(op, outputs)
+        else:
+            op = EagerOp(op_type, name or op_type, tensors, attrs, self, entry.device.name,
+                         outputs)
+        if _TAPES:
+            _record(op)
+        return op
+
+    def apply_op_output(self, op_type, inputs, attrs=None, name=None, dtype=None):
+        """``apply_op(...).outputs[0]`` without the ``EagerOp``, which only a recording tape
+        (and a variable's handle) reads: the path of most builders' ops."""
+        if _TAPES or op_type in _UNCACHED:
+            return self.apply_op(op_type, inputs, attrs, name, dtype).outputs[0]
+        if type(inputs) is not list:
+            inputs = list(inputs)
+        for t in inputs:
+            if type(t) is not EagerTensor:
+                tensors = self._convert_inputs(inputs, dtype)
+                break
+        else:
+            tensors = inputs
+        entry = self._entry(op_type, tensors, attrs, name)
+        if entry.n_out != 1 or self._spaces or self.op_listeners:
+            return self._run(entry, op_type, tensors, attrs, name)[0]
+        # _run for one output on one memory space, unobserved: the common case, inlined.
+        try:
+            if len(tensors) == 2:
+                out = entry.fn(tensors[0]._value, tensors[1]._value)
+            elif len(tensors) == 1:
+                out = entry.fn(tensors[0]._value)
+            else:
+                out = entry.fn(*[t._value for t in tensors])
+        except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
+            raise _kernel_error(e, op_type, name, tensors, attrs, self, entry.device) from None
+        return EagerTensor(out, entry.out_dtypes[0], entry.device)
+
+    def _entry(self, op_type, tensors, attrs, name) -> _Entry:
+        """The kernel for ``op_type`` on ``tensors``: from the cache, keyed by (op type, input
+        dtypes, attributes, ``tf.device`` scopes, a resource input's device), else built."""
+        # Tuples built by arity: a generic tuple(...) over the inputs costs several times more.
+        n = len(tensors)
+        if n == 2:
+            dts = (tensors[0].dtype, tensors[1].dtype)
+        elif n == 1:
+            dts = (tensors[0].dtype,)
+        else:
+            dts = tuple([t.dtype for t in tensors])
+        try:
+            request = self._stacks.device
+        except AttributeError:  # this thread's first op here: it starts the scope stacks
+            request = self._st().device
         resource = _dt.resource in dts
-        akey = _attrs_key(attrs)
-        key = (op_type, dts, akey, _request_key(st, request) if request else None,
+        akey = _attrs_key(attrs) if attrs else None
+        key = (op_type, dts, akey, _request_key(self._st(), request) if request else None,
                tensors[dts.index(_dt.resource)]._device_obj if resource else None)
         entry = self._cache.get(key) if akey is not _NOT_FROZEN else None
         if entry is None:
             entry = self._build(op_type, tensors, attrs, name, request, resource)
             if akey is not _NOT_FROZEN and op_type not in _UNCACHED:
                 self._cache[key] = entry
+        return entry
+
+    def _run(self, entry, op_type, tensors, attrs, name) -> list:
+        """The kernel of ``entry`` run on ``tensors`` (copied to its device first where the
+        context has several memory spaces); its outputs as eager tensors."""
         device = entry.device
         if self._spaces:
             args = [device.from_host(t._value) if t._device_obj is None else
@@ -318,20 +382,10 @@ class EagerContext(Graph):
                 fn(op_type, device.name, start, end)
         n = entry.n_out
         if n == 1:
-            outputs = [EagerTensor(out, entry.out_dtypes[0], device)]
-        elif n == 0:
-            outputs = []
-        else:
-            outputs = [EagerTensor(v, dt, device) for v, dt in zip(out, entry.out_dtypes)]
-        if op_type in _UNCACHED:
-            op = EagerOp(op_type, name or op_type, tensors, entry.node_def.attr, self,
-                         device.name, outputs)
-            _name_handle(op, outputs)
-        else:
-            op = EagerOp(op_type, name or op_type, tensors, attrs, self, device.name, outputs)
-        if _TAPES:
-            _record(op)
-        return op
+            return [EagerTensor(out, entry.out_dtypes[0], device)]
+        if n == 0:
+            return []
+        return [EagerTensor(v, dt, device) for v, dt in zip(out, entry.out_dtypes)]
 
     # --- building a kernel ---------------------------------------------------------------------
     def _build(self, op_type, tensors, attrs, name, request, resource) -> _Entry:

@@ -15,6 +15,8 @@ variable state lives behind handles), so reading ``numpy()`` twice gives the sam
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from dflab.framework import dtypes as _dt
@@ -43,6 +45,9 @@ class EagerTensor(Tensor):
         whose attributes carry the variable's dtype and shape)."""
         self._op = op
         self._name = name
+
+    # Tensor's ``dtype`` read without a Python frame: eager dispatch reads it for every input.
+    dtype = property(operator.attrgetter("_dtype"), doc="The tensor's ``DType``.")
 
     # --- what differs from a graph tensor -----------------------------------------------------
     @property

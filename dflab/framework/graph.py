@@ -49,13 +49,18 @@ def _user_site() -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
-# The graphs entered with ``Graph.as_default``, per thread (innermost last).
-_local = threading.local()
+class _ThreadGraphs(threading.local):
+    """The graphs entered with ``Graph.as_default`` on one thread (innermost last); each thread
+    starts with an empty stack, so reading it is one attribute access (every op reads it)."""
+
+    def __init__(self):
+        self.stack: list = []
+
+
+_local = _ThreadGraphs()
 
 
 def _default_graph_stack() -> list:
-    if not hasattr(_local, "stack"):
-        _local.stack = []
     return _local.stack
 
 

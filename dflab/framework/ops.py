@@ -7,9 +7,11 @@ users) import it from: ``Tensor`` (``dflab.framework.tensor``), ``Operation``
 This module adds what TF 1.x keeps at module level: the default graph (``get_default_graph``,
 ``reset_default_graph``), the ``tf.*`` scope and collection functions that act on it,
 ``GraphKeys``, conversion of Python values to tensors (``convert_to_tensor``) and ``apply_op``,
-the builders' one entry point. Invariant: the modules it re-exports never import it
-at module level (``Tensor.eval``/``Operation.run`` reach ``_run_with_default_session`` here at
-call time), so the framework's import graph stays acyclic.
+the builders' one entry point (``apply_op_output`` is it for builders that return one output,
+so that eager execution need not make the op's record). Invariant: the modules it re-exports
+never import it at module level (``Tensor.eval``/``Operation.run`` reach
+``_run_with_default_session`` here at call time), so the framework's import graph stays
+acyclic.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dflab.framework.graph import (  # noqa: F401
     _user_site,
     check_not_stale,
 )
+from dflab.framework.graph import _local as _thread_graphs
 from dflab.framework.operation import Operation
 from dflab.framework.tensor import Tensor
 
@@ -118,7 +121,7 @@ _global_default_graph = Graph()
 
 
 def get_default_graph() -> Graph:
-    stack = _default_graph_stack()
+    stack = _thread_graphs.stack  # what _default_graph_stack() returns, read inline: every op
     return stack[-1] if stack else _global_default_graph
 
 
@@ -289,7 +292,7 @@ OpError = errors.OpError
 
 def apply_op(op_type: str, inputs, attrs: dict | None = None, name: str | None = None,
              dtype=None) -> Operation:
-    """Create an op of ``op_type`` in the graph of its inputs (the builders' one entry point).
+    """Create an op of ``op_type`` in the graph of its inputs (the builders' entry point).
 
     Inputs that are not tensors are converted to constants of ``dtype`` (or of the dtype of the
     first tensor input, so ``x + 1`` stays in ``x``'s dtype).
@@ -297,10 +300,26 @@ def apply_op(op_type: str, inputs, attrs: dict | None = None, name: str | None =
     default = get_default_graph()
     if default.executes_eagerly:  # eager execution: the op runs now, no graph is built
         return default.apply_op(op_type, inputs, attrs, name, dtype)
+    return _build_op(default, op_type, inputs, attrs, name, dtype)
+
+
+def apply_op_output(op_type: str, inputs, attrs: dict | None = None, name: str | None = None,
+                    dtype=None) -> Tensor:
+    """``apply_op(...).outputs[0]``, what most builders return. Executing eagerly, the context
+    hands back the output alone (``EagerContext.apply_op_output``): no op record is made where
+    nothing will read it."""
+    stack = _thread_graphs.stack  # get_default_graph(), inlined
+    default = stack[-1] if stack else _global_default_graph
+    if default.executes_eagerly:
+        return default.apply_op_output(op_type, inputs, attrs, name, dtype)
+    return _build_op(default, op_type, inputs, attrs, name, dtype).outputs[0]
+
+
+def _build_op(default: Graph, op_type, inputs, attrs, name, dtype) -> Operation:
     inputs = list(inputs)
     g = _graph_from_values([v._as_tensor() if hasattr(v, "_as_tensor") else v
                             for v in inputs], default)
-    with g.as_default() if g is not get_default_graph() else contextlib.nullcontext():
+    with g.as_default() if g is not default else contextlib.nullcontext():
         # Tensors (and lists holding tensors, packed) first: their dtype is the one numbers take.
         converted = [convert_to_tensor(v) if _holds_tensor(v) else None for v in inputs]
         if dtype is None:

@@ -246,12 +246,22 @@ def quiet(fn: Callable) -> Callable:
     """``fn`` with NumPy's floating-point warnings silenced: TF returns inf/NaN silently, so
     kernels of ops that can legitimately produce them (division, log, sqrt…) use this."""
 
-    def quiet_fn(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
+    if _ERRSTATE_DECORATES:
+        # One frame per call, not the four of a ``with`` block: a small op's kernel cost.
+        quiet_fn = np.errstate(all="ignore")(fn)
+    else:
+
+        def quiet_fn(*args, **kwargs):
+            with np.errstate(all="ignore"):
+                return fn(*args, **kwargs)
 
     quiet_fn.__name__ = getattr(fn, "__name__", "quiet")
     return quiet_fn
+
+
+# NumPy 2 keeps the error state in a context variable, and ``errstate`` used as a decorator
+# sets it per call (thread-safe); NumPy 1's decorator stores the state on the shared instance.
+_ERRSTATE_DECORATES = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 
 
 def registered_fn(op_type: str, ctx=HOST) -> Callable:

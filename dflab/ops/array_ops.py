@@ -37,7 +37,7 @@ _py_slice = builtins.slice  # ``slice`` below is TF's builder
 
 # --- helpers --------------------------------------------------------------------------------------
 def _apply(op_type, inputs, attrs=None, name=None):
-    return _ops.apply_op(op_type, inputs, attrs, name).outputs[0]
+    return _ops.apply_op_output(op_type, inputs, attrs, name)
 
 
 def _partial_ints(t):

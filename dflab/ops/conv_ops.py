@@ -22,7 +22,7 @@ from dflab.ops.op_util import check_same_dtype
 
 
 def _apply(op_type, inputs, attrs=None, name=None):
-    return _ops.apply_op(op_type, inputs, attrs, name).outputs[0]
+    return _ops.apply_op_output(op_type, inputs, attrs, name)
 
 
 def _check_float(op, t, what="input"):

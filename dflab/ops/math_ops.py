@@ -100,15 +100,17 @@ def _register_binary(op_type, allowed, out_dtype=None):
 
 
 def _binary(op_type, x, y, name):
-    return _ops.apply_op(op_type, [x, y], None, name).outputs[0]
+    return _ops.apply_op_output(op_type, [x, y], None, name)
 
 
 def _unary(op_type, x, name):
-    return _ops.apply_op(op_type, [x], None, name).outputs[0]
+    return _ops.apply_op_output(op_type, [x], None, name)
 
 
 def _pair(x, y):
     """Both as tensors; a non-tensor takes the other's dtype (so ``truediv(x, 2)`` works)."""
+    if isinstance(x, _ops.Tensor) and isinstance(y, _ops.Tensor) and x.dtype is y.dtype:
+        return x, y  # nothing to convert or check: every eager matmul comes this way
     if _ops.is_tensor_like(x):
         x = _ops.convert_to_tensor(x)
         y = _ops.convert_to_tensor(y, dtype=x.dtype.base_dtype) if not _ops.is_tensor_like(
@@ -712,10 +714,10 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
     ra, rb = a.shape.ndims, b.shape.ndims
     if ra == 2 and rb == 2:
-        return _ops.apply_op("MatMul", [a, b], {"transpose_a": bool(ta), "transpose_b": bool(tb)},
-                             name).outputs[0]
-    return _ops.apply_op("BatchMatMulV2", [a, b], {"adj_x": bool(ta), "adj_y": bool(tb)},
-                         name).outputs[0]
+        return _ops.apply_op_output("MatMul", [a, b],
+                                    {"transpose_a": bool(ta), "transpose_b": bool(tb)}, name)
+    return _ops.apply_op_output("BatchMatMulV2", [a, b], {"adj_x": bool(ta), "adj_y": bool(tb)},
+                                name)
 
 
 # --- Tensor operator overloads (TF1: == and != stay identity comparisons) -----------------------

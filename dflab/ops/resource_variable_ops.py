@@ -182,8 +182,8 @@ def var_handle_op(dtype, shape, name="Variable", shared_name=""):
 
 
 def read_variable_op(handle, dtype, name=None):
-    return _ops.apply_op("ReadVariableOp", [handle], {"dtype": _dt.as_dtype(dtype)},
-                         name or "ReadVariableOp").outputs[0]
+    return _ops.apply_op_output("ReadVariableOp", [handle], {"dtype": _dt.as_dtype(dtype)},
+                                name or "ReadVariableOp")
 
 
 def _write(op_type, handle, dtype, inputs, name, **attrs):
@@ -291,10 +291,16 @@ class ResourceVariable(Variable):
         """A fresh read, colocated with the variable, in the caller's control context."""
         if _ACCESS_HOOK[0] is not None:
             _accessed(self)
+        if _ops.get_default_graph().executes_eagerly:
+            # Ops run where their resource input lives: colocating is a graph's concern.
+            return read_variable_op(self._handle, self._dtype)
         with _ops.colocate_with(self._handle.op):
             return read_variable_op(self._handle, self._dtype)
 
     def read_value(self):
+        if _ops.get_default_graph().executes_eagerly:
+            # Eager ops are not named after their scope: the "Read" scope would change nothing.
+            return array_ops.identity(self.value())
         with _ops.name_scope("Read"):
             value = self.value()
         return array_ops.identity(value)

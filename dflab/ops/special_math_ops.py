@@ -62,12 +62,12 @@ def _broadcasting(op_type, allowed, n=2):
 
 def _unary(op_type, x, name):
     x = _ops.convert_to_tensor(x)
-    return _ops.apply_op(op_type, [x], None, name).outputs[0]
+    return _ops.apply_op_output(op_type, [x], None, name)
 
 
 def _binary(op_type, x, y, name):
     x, y = _pair(x, y)
-    return _ops.apply_op(op_type, [x, y], None, name).outputs[0]
+    return _ops.apply_op_output(op_type, [x, y], None, name)
 
 
 def _one(t):

@@ -111,6 +111,9 @@ class ResourceMgr:
         self._lock = threading.Lock()
         self._vars: dict[str, VarState] = {}
         self._other: dict[tuple[str, str], object] = {}
+        # Variables dropped while the lock was held (see destroy_variable), removed by the
+        # next caller that takes it.
+        self._doomed: list[str] = []
 
     def variable(self, name: str) -> VarState:
         v = self._vars.get(name)
@@ -119,16 +122,33 @@ class ResourceMgr:
                 v = self._vars.get(name)
                 if v is None:
                     v = self._vars[name] = VarState(name, self.device)
+                self._remove_doomed()
         return v
 
     def variables(self) -> dict[str, VarState]:
+        if self._doomed:
+            with self._lock:
+                self._remove_doomed()
         return dict(self._vars)
 
     def destroy_variable(self, name: str) -> None:
         """Remove the variable ``name`` and its value (TF's ``DestroyResourceOp``: an eager
-        variable's state goes when Python drops the variable)."""
-        with self._lock:
-            self._vars.pop(name, None)
+        variable's state goes when Python drops the variable). Called from a finalizer, which
+        the garbage collector runs wherever an allocation triggers it, possibly on a thread
+        inside ``variable`` holding the lock: then the removal is left to the lock's holder
+        rather than waiting for it (which would wait forever)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._vars.pop(name, None)
+                self._remove_doomed()
+            finally:
+                self._lock.release()
+        else:
+            self._doomed.append(name)
+
+    def _remove_doomed(self) -> None:
+        while self._doomed:  # list.pop is atomic: a finalizer may append meanwhile
+            self._vars.pop(self._doomed.pop(), None)
 
     def lookup_or_create(self, kind: str, name: str, create):
         key = (kind, name)

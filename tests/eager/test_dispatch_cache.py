@@ -1,0 +1,165 @@
+"""The eager kernel cache: an op's second call (a hit) gives what its first (a miss) gave,
+results and errors alike; a change of input dtype, attribute or device scope is a miss, a change
+of shape reuses the kernel; the builders' one-output path equals the op path (graph and eager,
+with and without a recording tape, on a thread of its own)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import EagerContext
+from dflab.framework import ops as _ops
+
+
+@pytest.fixture
+def ctx():
+    """A context of its own, so every test starts with an empty kernel cache."""
+    c = EagerContext(tf.ConfigProto(device_count={"CPU": 2}))
+    with c.as_default():
+        yield c
+    c.close()
+
+
+def _kernels(c) -> int:
+    return len(c._cache)
+
+
+def _line_of(marker: str) -> str:
+    """``file:line`` of this file's line holding ``marker`` (where an error must point)."""
+    lines = inspect.getsource(inspect.getmodule(_line_of)).splitlines()
+    n = next(i for i, text in enumerate(lines, 1) if marker in text and "_line_of" not in text)
+    return f"{os.path.basename(__file__)}:{n}"
+
+
+def test_a_hit_gives_the_result_of_the_miss(ctx):
+    x = np.array([1.5, -2.0, 3.0, 0.25], np.float32)
+    y = np.array([0.5, 4.0, -1.0, 2.0], np.float32)
+    a, b = tf.constant(x), tf.constant(y)
+    first = tf.add(a, b)
+    n = _kernels(ctx)
+    second = tf.add(a, b)
+    assert _kernels(ctx) == n
+    for t in (first, second):
+        assert t.dtype is tf.float32 and t.shape.as_list() == [4]
+        np.testing.assert_array_equal(t.numpy(), x + y)
+    assert first.device == second.device
+    # A Python number takes the tensor's dtype on a hit too.
+    np.testing.assert_array_equal((a * 2.0).numpy(), x * 2)
+    np.testing.assert_array_equal((a * 2.0).numpy(), x * 2)
+    assert (a * 2).dtype is tf.float32
+
+
+def test_a_hit_with_bad_shapes_raises_what_a_miss_raises(ctx):
+    m = tf.constant(np.ones((2, 3), np.float32))
+    with pytest.raises(tf.errors.InvalidArgumentError) as miss:
+        tf.matmul(m, m)  # miss: the shape rule refuses
+    assert "[Op:MatMul]" in str(miss.value) and _line_of("miss: the shape rule") in str(miss.value)
+    good = tf.matmul(m, tf.transpose(m))
+    np.testing.assert_array_equal(good.numpy(), np.full((2, 2), 3.0, np.float32))
+    n = _kernels(ctx)
+    with pytest.raises(tf.errors.InvalidArgumentError) as hit:
+        tf.matmul(m, m)  # hit: the kernel refuses
+    assert _kernels(ctx) == n
+    assert "[Op:MatMul]" in str(hit.value) and _line_of("hit: the kernel") in str(hit.value)
+
+
+def test_a_new_dtype_is_a_miss_and_a_new_shape_a_hit(ctx):
+    tf.add(tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0]))
+    n = _kernels(ctx)
+    wide = tf.add(tf.constant(np.arange(6.0).reshape(2, 3)), tf.constant(np.ones((2, 3))))
+    assert _kernels(ctx) == n + 1 and wide.dtype is tf.float64
+    np.testing.assert_array_equal(wide.numpy(), np.arange(6.0).reshape(2, 3) + 1)
+    ints = tf.add(tf.constant([1, 2]), tf.constant([3, 4]))
+    assert _kernels(ctx) == n + 2 and ints.dtype is tf.int32
+    np.testing.assert_array_equal(ints.numpy(), [4, 6])
+    # Another shape (and broadcasting) reuses the float32 kernel: kernels are per dtype.
+    big = tf.add(tf.constant(np.ones((3, 4), np.float32)), tf.constant([1.0, 2.0, 3.0, 4.0]))
+    assert _kernels(ctx) == n + 2
+    np.testing.assert_array_equal(big.numpy(), np.ones((3, 4)) + [1, 2, 3, 4])
+
+
+def test_a_new_attribute_is_a_miss(ctx):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    m = tf.constant(x)
+    plain = tf.matmul(m, tf.constant(x.T))
+    n = _kernels(ctx)
+    flipped = tf.matmul(m, m, transpose_b=True)
+    assert _kernels(ctx) == n + 1
+    np.testing.assert_array_equal(plain.numpy(), x @ x.T)
+    np.testing.assert_array_equal(flipped.numpy(), x @ x.T)
+    np.testing.assert_array_equal(tf.matmul(m, m, transpose_a=True).numpy(), x.T @ x)
+
+
+def test_a_device_scope_is_a_miss_and_leaves_the_unscoped_kernel_alone(ctx):
+    a, b = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+    assert tf.add(a, b).device.endswith("CPU:0")
+    n = _kernels(ctx)
+    with tf.device("/cpu:1"):
+        on_1 = tf.add(a, b)
+        assert tf.add(a, b).device.endswith("CPU:1")
+    assert _kernels(ctx) == n + 1 and on_1.device.endswith("CPU:1")
+    np.testing.assert_array_equal(on_1.numpy(), [4.0, 6.0])
+    after = tf.add(a, b)
+    assert after.device.endswith("CPU:0") and _kernels(ctx) == n + 1
+
+
+def test_the_one_output_path_equals_the_op_path(ctx):
+    a, b = tf.constant([1.0, -2.0]), tf.constant([0.5, 0.5])
+    op = _ops.apply_op("Mul", [a, b], None, "mul")
+    out = _ops.apply_op_output("Mul", [a, b], None, "mul")
+    assert op.type == "Mul" and op.outputs[0].dtype is out.dtype
+    np.testing.assert_array_equal(op.outputs[0].numpy(), out.numpy())
+    # Numbers and lists are converted as apply_op converts them.
+    np.testing.assert_array_equal(_ops.apply_op_output("Mul", [a, [2.0, 3.0]]).numpy(),
+                                  [2.0, -6.0])
+    with tf.Graph().as_default() as g:
+        p = tf.placeholder(tf.float32, [2])
+        t = _ops.apply_op_output("Mul", [p, 2.0], None, "twice")
+        assert t.graph is g and t.op.type == "Mul" and t.name == "twice:0"
+        with tf.Session() as sess:
+            np.testing.assert_array_equal(sess.run(t, {p: [1.0, 2.0]}), [2.0, 4.0])
+
+
+def test_a_recording_tape_sees_ops_whose_kernels_were_cached_before(ctx):
+    x = tf.constant([1.0, 2.0, 3.0])
+    tf.multiply(x, x)  # cached outside any tape
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf.multiply(x, x))
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [2.0, 4.0, 6.0])
+
+
+def test_variable_reads_hit_the_cache_and_follow_assignments(ctx):
+    v = tf.Variable(np.array([1.0, 2.0], np.float32))
+    first = v.read_value()
+    v.assign([5.0, 6.0])
+    n = _kernels(ctx)
+    second = v.read_value()
+    assert _kernels(ctx) == n
+    np.testing.assert_array_equal(first.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(second.numpy(), [5.0, 6.0])
+    np.testing.assert_array_equal((v + 1.0).numpy(), [6.0, 7.0])
+
+
+def test_an_op_on_a_thread_that_never_entered_a_scope(ctx):
+    # A thread's scope stacks start on its first op; a scope on another thread is not its own.
+    a = tf.constant([1.0, 2.0])
+    seen = {}
+
+    def run():
+        with ctx.as_default():
+            seen["value"] = (a + a).numpy()
+            seen["device"] = (a + a).device
+
+    with tf.device("/cpu:1"):
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+    np.testing.assert_array_equal(seen["value"], [2.0, 4.0])
+    assert seen["device"].endswith("CPU:0")

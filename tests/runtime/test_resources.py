@@ -1,0 +1,47 @@
+"""ResourceMgr: an eager variable's state removed by a finalizer, wherever the collector runs it."""
+
+from __future__ import annotations
+
+import threading
+
+from dflab.runtime.resources import ResourceMgr
+
+
+def _in_thread(fn, timeout=10.0) -> bool:
+    """Run ``fn`` on a thread; whether it finished within ``timeout`` (False: it hangs)."""
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    t.join(timeout)
+    return not t.is_alive()
+
+
+def test_destroy_variable_removes_its_state():
+    mgr = ResourceMgr("/cpu:0")
+    mgr.variable("a")
+    mgr.variable("b")
+    mgr.destroy_variable("a")
+    assert set(mgr.variables()) == {"b"}
+
+
+def test_destroy_variable_while_the_same_thread_holds_the_lock_does_not_hang():
+    # What the garbage collector does when an allocation inside variable() (lock held) runs a
+    # dropped eager variable's finalizer on the same thread: before, it waited on its own lock.
+    mgr = ResourceMgr("/cpu:0")
+    mgr.variable("dropped")
+
+    def finalizer_inside_variable():
+        with mgr._lock:
+            mgr.destroy_variable("dropped")
+
+    assert _in_thread(finalizer_inside_variable), "destroy_variable waited on its own lock"
+    # Left to the next caller that takes the lock: gone once anyone looks.
+    assert "dropped" not in mgr.variables()
+
+
+def test_a_deferred_removal_happens_at_the_next_variable_created():
+    mgr = ResourceMgr("/cpu:0")
+    mgr.variable("dropped")
+    with mgr._lock:
+        mgr.destroy_variable("dropped")
+    state = mgr.variable("new")
+    assert "dropped" not in mgr._vars and mgr._vars["new"] is state
