@@ -46,6 +46,10 @@ __all__ = ["COLOR_MODES", "GraphLayout", "layout_graph", "render_svg"]
 FIT = (900.0, 620.0)
 ALL_OPEN_UP_TO = 200  # ops; a bigger graph is never tried with every scope open
 FIT_TRIES = 8  # layouts tried (besides the first) while choosing which scopes to open
+# The least area a node takes in a drawing (Graphviz's smallest default node, 0.75 x 0.5 in,
+# without the space between nodes): a view of more nodes than FIT holds at that size cannot
+# fit, and is not laid out to find that out (a 2,000-op layout takes seconds).
+MIN_UNIT_AREA = 54.0 * 36.0
 FAST_ABOVE = 600  # nodes dot lays out (virtual ones included); above: capped effort
 EXPRESSION_LIMIT = 600  # characters of a fused node's expression kept in its details
 FUSED_TITLE_OPS = 16  # fused ops listed one per line in a fused node's tooltip
@@ -461,9 +465,12 @@ def _open_by_default(records, partitioned, facts, color_by, expanded, fit):
     base = _model.closure(expanded) | _lone_scopes(records)
 
     def fits(opened, compact) -> bool:
-        w, h = _Drawing(records, partitioned, facts, color_by, collapse=opened is not None,
-                        expanded=base if opened is None else opened, compact=compact,
-                        measuring=True).size()
+        drawing = _Drawing(records, partitioned, facts, color_by, collapse=opened is not None,
+                           expanded=base if opened is None else opened, compact=compact,
+                           measuring=True)
+        if len(drawing.view.units) * MIN_UNIT_AREA > fit[0] * fit[1]:
+            return False  # more nodes than the area holds: no layout needed to know
+        w, h = drawing.size()
         return w <= fit[0] and h <= fit[1]
 
     candidates = _candidates(records)
