@@ -30,6 +30,8 @@ from dflab.runtime.devices import HOST_MEMORY
 from dflab.runtime.rendezvous import LocalRendezvous
 from dflab.runtime.worker import Worker
 
+NOT_SENT = object()  # what ``TaskRendezvous.take_sent`` answers for a value not (yet) there
+
 
 class TaskRendezvous(LocalRendezvous):
     """One step's rendezvous on one task: local sends and receives as ``LocalRendezvous``; a
@@ -39,27 +41,17 @@ class TaskRendezvous(LocalRendezvous):
     __slots__ = ("_task", "transfers", "traced")
 
     def __init__(self, step_id: int, task: Task):
-        super().__init__(step_id, task.worker.device_copy)
+        super().__init__(step_id, task.device_copy)
         self._task = task
         self.transfers: list = []
         self.traced = False  # pulls are recorded for a traced step only
 
-    def send(self, key: str, value) -> None:
-        if self._copy is not None and self._task.owner_of(key.split(";", 4)[3]) is not None:
-            # For another task: it leaves as it is; the receiving task moves it to its device.
-            with self._lock:
-                if self._error is not None:
-                    raise self._error
-                waiter = self._waiters.pop(key, None)
-                if waiter is None:
-                    self._values[key] = value
-                    return
-            waiter(value, None)
-            return
-        super().send(key, value)
-
     def recv_async(self, key: str, callback) -> None:
-        src = self._task.source_of(key)
+        # The sending device's task, found once per device (keys repeat every step).
+        device = key.split(";", 2)[1]
+        src = self._task._owners.get(device, False)
+        if src is False:
+            src = self._task.owner_of(device)
         if src is None:
             return super().recv_async(key, callback)
         with self._lock:
@@ -83,6 +75,46 @@ class TaskRendezvous(LocalRendezvous):
         if callback is not None:  # None: the step was aborted meanwhile
             callback(value, error)
 
+    def serve(self, key: str, done) -> None:
+        """A peer's pull of ``key``, which this task sends: always a local key, so straight to
+        the table (``recv_async`` would ask again who sends it)."""
+        LocalRendezvous.recv_async(self, key, done)
+
+    def take_sent(self, key: str):
+        """``key``'s value if it was sent and not yet received (taken), else ``NOT_SENT``: a
+        pull that finds its value already here is answered without a callback."""
+        # A look without the lock first (a dict read is atomic): a pull that comes before the
+        # send, the common case for a slow sender, costs no lock.
+        if key not in self._values:
+            return NOT_SENT
+        with self._lock:
+            if self._error is not None:
+                return NOT_SENT  # aborted: the pull's own path reports the error
+            return self._values.pop(key, NOT_SENT)
+
+
+class _CopyingTaskRendezvous(TaskRendezvous):
+    """A ``TaskRendezvous`` on a task whose devices span memory spaces: a value for another
+    task leaves uncopied (the receiving task moves it onto its device); local ones are copied
+    between the task's devices as ``LocalRendezvous`` does. Tasks in one memory space use the
+    plain class, whose sends need no check."""
+
+    __slots__ = ()
+
+    def send(self, key: str, value) -> None:
+        if self._task.owner_of(key.split(";", 4)[3]) is not None:
+            # For another task: it leaves as it is; the receiving task moves it to its device.
+            with self._lock:
+                if self._error is not None:
+                    raise self._error
+                waiter = self._waiters.pop(key, None)
+                if waiter is None:
+                    self._values[key] = value
+                    return
+            waiter(value, None)
+            return
+        super().send(key, value)
+
 
 class Task:
     """One task of a cluster (see the module docstring)."""
@@ -100,6 +132,10 @@ class Task:
         self._rendezvous: dict[int, TaskRendezvous] = {}
         self._rendezvous_lock = threading.Lock()
         self._owners: dict[str, str | None] = {}  # device -> its task (None: this one)
+        # Fixed with the worker's devices: which rendezvous class a step gets, and its copy.
+        self.device_copy = self.worker.device_copy
+        self._rendezvous_class = TaskRendezvous if self.device_copy is None \
+            else _CopyingTaskRendezvous
 
     @property
     def closed(self) -> bool:
@@ -120,11 +156,21 @@ class Task:
 
     def rendezvous(self, step_id: int) -> TaskRendezvous:
         """Step ``step_id``'s rendezvous here, made on first use."""
-        with self._rendezvous_lock:
-            rdv = self._rendezvous.get(step_id)
-            if rdv is None:
-                rdv = self._rendezvous[step_id] = TaskRendezvous(step_id, self)
-            return rdv
+        # Read without the lock (a dict read is atomic): every step asks at least twice, its
+        # share and each peer's pull, and only the first of them makes it.
+        rdv = self._rendezvous.get(step_id)
+        if rdv is None:
+            with self._rendezvous_lock:
+                rdv = self._rendezvous.get(step_id)
+                if rdv is None:
+                    rdv = self._rendezvous[step_id] = self._rendezvous_class(step_id, self)
+        return rdv
+
+    def sent_value(self, step_id: int, key: str):
+        """The value of ``key`` this task sent in ``step_id`` and nobody received yet, taken
+        (``NOT_SENT`` if it is not here yet): a peer's pull served without waiting."""
+        rdv = self._rendezvous.get(step_id)  # atomic; no rendezvous yet: nothing sent
+        return NOT_SENT if rdv is None else rdv.take_sent(key)
 
     def drop_rendezvous(self, step_id: int) -> None:
         with self._rendezvous_lock:
@@ -133,7 +179,7 @@ class Task:
     def serve_pull(self, step_id: int, key: str, done) -> None:
         """A peer's pull of ``key``, which this task sent (or will send) in ``step_id``:
         ``done(value, error)`` once it is here, on the sending thread."""
-        self.rendezvous(step_id).recv_async(key, done)
+        self.rendezvous(step_id).serve(key, done)
 
     def to_receiver(self, key: str, value):
         """A pulled value (in host memory) moved onto the device that receives it here."""
@@ -146,7 +192,7 @@ class Task:
     def begin_step(self, request: StepRequest, observer=None, on_error=None):
         """Start this task's share of a step (``request.main`` runs on the calling thread);
         ``finish_step`` waits for it. Returns the worker's step group, or an outcome when the
-        share could not start."""
+        share could not start (a ``_Share`` where the gate counted it)."""
         try:
             parts = [self.worker.partition(h) for h in request.handles]
         except errors.OpError as e:
@@ -160,26 +206,35 @@ class Task:
         rendezvous = self.rendezvous(request.step_id)
         if request.trace:
             rendezvous.traced = True
+        feeds = _feed_list(request.feeds) if request.feeds else []
         try:
-            group = self.worker.begin_step(parts, _feed_list(request.feeds), request.step_id,
-                                           observer, request.main, rendezvous, on_error)
+            group = self.worker.begin_step(parts, feeds, request.step_id, observer,
+                                           request.main, rendezvous, on_error)
         except BaseException:
             if counted:
                 self.gate.exit()
             raise
-        return _Share(group, counted)
+        # Most steps pass no gate here (they change no variable, or were admitted by the
+        # client): their share is the group itself, with nothing to count out.
+        return _Share(group) if counted else group
 
     def finish_step(self, started, timeout: float | None) -> TaskOutcome:
         """Wait for a share ``begin_step`` started (cancelled after ``timeout`` seconds)."""
         if isinstance(started, TaskOutcome):
             return started
-        try:
-            result = self.worker.finish_step(started.group, timeout)
-        finally:
-            if started.counted:
+        if isinstance(started, _Share):
+            group = started.group
+            try:
+                result = self.worker.finish_step(group, timeout)
+            finally:
                 self.gate.exit()
-        return TaskOutcome(result.values, result.error, result.progress,
-                           list(started.group.rendezvous.transfers))
+        else:
+            group = started
+            result = self.worker.finish_step(group, timeout)
+        rendezvous = group.rendezvous
+        # Pulls are recorded for a traced step only: other steps have none to copy.
+        transfers = list(rendezvous.transfers) if rendezvous.traced else []
+        return TaskOutcome(result.values, result.error, result.progress, transfers)
 
     def run_step(self, request: StepRequest, observer=None) -> TaskOutcome:
         """This task's share of a step, run to its end (the biggest partition on this
@@ -232,11 +287,10 @@ def _feed_list(feeds: dict) -> list:
 
 
 class _Share:
-    """A task's share of a step in flight: its step group, and whether the task's gate
-    counted it (to count it out when it ends)."""
+    """A task's share of a step in flight that the task's gate counted (to count it out when
+    it ends); a share the gate did not count is its step group alone."""
 
-    __slots__ = ("group", "counted")
+    __slots__ = ("group",)
 
-    def __init__(self, group, counted: bool):
+    def __init__(self, group):
         self.group = group
-        self.counted = counted
