@@ -147,7 +147,7 @@ class ClusterWorker:
         first error (see the module docstring)."""
         step_id = STEP_ID_BASE | step_id
         layout = self._layout(parts, main)
-        for stub in layout.stubs.values():
+        for stub in layout.stub_list:
             stub.check()
         holder = self._holder() if layout.writing else ""
         if layout.spanning:  # spanning tasks: run here, admitted there
@@ -155,21 +155,26 @@ class ClusterWorker:
                                       layout.writing, holder)
         if len(layout.writing) > 1:
             gates = self.admit(layout.writing, holder, timeout)
-        else:  # one task decides alone: admitted there, with the step
-            gates = dict.fromkeys(layout.writing, GATE_ENTER)
+        else:  # one task decides alone (or none): admitted there, with the step
+            gates = layout.enter_gates
         step = _ClusterStep(step_id, parts, layout.stubs)
         self.steps.track(step_id, step)
+        traced = observer is not None
         try:
-            for task, indices, handles, feed_keys, task_main in layout.shares:
-                request = StepRequest(step_id, handles, {k: feed_values[k] for k in feed_keys},
-                                      task_main, timeout, observer is not None,
-                                      gates.get(task, GATE_NONE), holder)
-                step.started(task, layout.stubs[task].run_step(
-                    request, observer, lambda e, t=task: step.share_failed(t, e)), indices)
+            pending = step.pending
+            for task, stub, indices, handles, feed_keys, task_main in layout.shares:
+                # Shares that take no feeds (most of them) skip building a dict of them.
+                feeds = {k: feed_values[k] for k in feed_keys} if feed_keys else {}
+                request = StepRequest(step_id, handles, feeds, task_main, timeout, traced,
+                                      gates.get(task, GATE_NONE) if gates else GATE_NONE,
+                                      holder)
+                pending[task] = (stub.run_step(request, observer,
+                                               lambda e, t=task: step.share_failed(t, e)),
+                                 indices)
             step.collect(timeout, observer)
         finally:
             self.steps.untrack(step_id, step)
-            for stub in layout.stubs.values():
+            for stub in layout.stub_list:
                 stub.step_done(step_id)
         return step.result(timeout)
 
@@ -298,7 +303,7 @@ class _Layout:
     the positions of its partitions, their handles, the feeds they take and the position of
     the main partition; the tasks whose variables the step changes."""
 
-    __slots__ = ("parts", "stubs", "shares", "writing", "spanning")
+    __slots__ = ("parts", "stubs", "stub_list", "shares", "writing", "enter_gates", "spanning")
 
     def __init__(self, parts, main: int, stubs: dict):
         self.parts = parts
@@ -310,10 +315,15 @@ class _Layout:
         main_task = parts[main].task
         order = [t for t in by_task if t != main_task] + [main_task]
         self.stubs = {} if self.spanning else {t: stubs[t] for t in order}
-        self.shares = [(t, by_task[t], [parts[i].handle for i in by_task[t]],
-                        [k for i in by_task[t] for k in parts[i].feed_index],
-                        by_task[t].index(main) if t == main_task else None)
-                       for t in order]
+        self.stub_list = list(self.stubs.values())
+        # With one writing task, the step is admitted there, with its share.
+        self.enter_gates = dict.fromkeys(self.writing, GATE_ENTER) if len(self.writing) == 1 \
+            else {}
+        self.shares = [] if self.spanning else [
+            (t, self.stubs[t], by_task[t], [parts[i].handle for i in by_task[t]],
+             [k for i in by_task[t] for k in parts[i].feed_index],
+             by_task[t].index(main) if t == main_task else None)
+            for t in order]
 
 
 def _first_line(error: BaseException) -> str:
@@ -340,21 +350,18 @@ class _ClusterStep:
     """One step across tasks while it runs: each task's pending share, the first error (which
     cancels every other share), and the outcomes."""
 
-    __slots__ = ("step_id", "parts", "stubs", "_pending", "outcomes", "errors", "_lock",
+    __slots__ = ("step_id", "parts", "stubs", "pending", "outcomes", "errors", "_lock",
                  "_aborted")
 
     def __init__(self, step_id: int, parts, stubs: dict):
         self.step_id = step_id
         self.parts = parts
         self.stubs = stubs  # task -> stub, of every task with a share of the step
-        self._pending: dict = {}  # task -> (pending, partition indices)
+        self.pending: dict = {}  # task -> (pending answer, partition indices), as started
         self.outcomes: dict = {}
         self.errors: list = []
         self._lock = threading.Lock()
         self._aborted = False
-
-    def started(self, task: str, pending, indices) -> None:
-        self._pending[task] = (pending, indices)
 
     def failed(self, error: BaseException) -> None:
         """The step is aborted from outside (a session closing, a canceller): cancel every
@@ -378,8 +385,7 @@ class _ClusterStep:
     def collect(self, timeout: float | None, observer) -> None:
         """Wait for every share (until ``timeout`` seconds from now at most)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for task in list(self._pending):
-            pending, _ = self._pending[task]
+        for task, (pending, _) in list(self.pending.items()):
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
                 outcome = pending.result(left)
@@ -400,7 +406,7 @@ class _ClusterStep:
     def _timed_out(self, timeout: float) -> None:
         """No answer from some tasks in time: those that do not answer at all are
         unavailable; otherwise the step ran past its deadline."""
-        silent = [t for t in self._pending if t not in self.outcomes]
+        silent = [t for t in self.pending if t not in self.outcomes]
         dead = [self.stubs[t].where for t in silent if not self.stubs[t].responsive()]
         if dead:
             error = unavailable(", ".join(dead), "it did not answer within the step's timeout "
@@ -416,7 +422,7 @@ class _ClusterStep:
         if self.errors:
             return StepResult(None, self._error(timeout))
         values = [None] * len(self.parts)
-        for task, (_, indices) in self._pending.items():
+        for task, (_, indices) in self.pending.items():
             for i, vals in zip(indices, self.outcomes[task].values):
                 values[i] = vals
         return StepResult(values)

@@ -173,8 +173,9 @@ class Task:
         return NOT_SENT if rdv is None else rdv.take_sent(key)
 
     def drop_rendezvous(self, step_id: int) -> None:
-        with self._rendezvous_lock:
-            self._rendezvous.pop(step_id, None)
+        # No lock: a dict pop is atomic, and one racing ``rendezvous`` (a late pull) makes a
+        # fresh one after it, as it would after a locked pop.
+        self._rendezvous.pop(step_id, None)
 
     def serve_pull(self, step_id: int, key: str, done) -> None:
         """A peer's pull of ``key``, which this task sent (or will send) in ``step_id``:
