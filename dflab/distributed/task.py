@@ -131,15 +131,14 @@ class Task:
         self.pull = pull
         self._rendezvous: dict[int, TaskRendezvous] = {}
         self._rendezvous_lock = threading.Lock()
+        # Whether the task stopped: its worker is closed with it, and only then. An attribute
+        # rather than the worker's property: every step and pull asks.
+        self.closed = False
         self._owners: dict[str, str | None] = {}  # device -> its task (None: this one)
         # Fixed with the worker's devices: which rendezvous class a step gets, and its copy.
         self.device_copy = self.worker.device_copy
         self._rendezvous_class = TaskRendezvous if self.device_copy is None \
             else _CopyingTaskRendezvous
-
-    @property
-    def closed(self) -> bool:
-        return self.worker.closed
 
     # --- the rendezvous of steps ---------------------------------------------------------------
     def source_of(self, key: str) -> str | None:
@@ -272,6 +271,7 @@ class Task:
                 "session relied on are gone; create a new session")
 
     def close(self) -> None:
+        self.closed = True
         with self._rendezvous_lock:
             steps = list(self._rendezvous.values())
             self._rendezvous.clear()

@@ -233,7 +233,7 @@ class StepGroup:
             self.on_error(error)
 
 
-@dataclass
+@dataclass(slots=True)  # made per step (per task on a cluster): slots make it cheaper
 class StepResult:
     """One step's outcome on a worker: ``values``, the fetched values of each partition in
     host memory (None when the step failed), ``error``, its error, and ``progress``, per
@@ -552,7 +552,7 @@ class Worker:
         group = self._new_group(parts, feed_values, step_id, observer, rendezvous)
         group.on_error = on_error
         self.steps.track(step_id, group)
-        pool = self.inter_op_pool()
+        pool = self._pool or self.inter_op_pool()  # made once: most steps skip the call
         execs = group.executions
         for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
             if i != main and not parts[i].cheap_start:
