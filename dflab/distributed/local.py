@@ -45,7 +45,8 @@ def start_task(cluster: ClusterSpec, job: str, index: int, config) -> Task:
                 None, None, f"Could not start server for {name}: address {address} is in use "
                 f"by {other[0].name} (stop that server first)")
         task = Task(job, index, config, None)
-        task.pull = _Puller(task, cluster)
+        task.pull = puller = _Puller(task, cluster)
+        task.take = puller.take
         _running[address] = (task, cluster)
     return task
 
@@ -108,16 +109,7 @@ class _Puller:
                 done(None, unavailable(src_task, "its server stopped"))
                 return
             self._peers[src_task] = peer
-        move = self._moves.get(key.split(";", 1)[1], False)
-        if move is False:
-            move = self._move(peer, key)
-        if network_at(self._network_key) is None:
-            # No simulated link: a value the peer already sent is handed over at once, without
-            # the callback chain of a pull that has to wait.
-            value = peer.sent_value(step_id, key)
-            if value is not NOT_SENT:
-                done(value if move is None else move(value), None)
-                return
+        move = self._move(peer, key)
 
         def arrived(value, error):
             if error is not None:
@@ -138,6 +130,21 @@ class _Puller:
                 done(value, None, sent)
 
         peer.serve_pull(step_id, key, arrived)
+
+    def take(self, src_task: str, step_id: int, key: str):
+        """The value of ``key`` that ``src_task`` already sent in ``step_id``, taken and moved
+        onto our device; ``NOT_SENT`` where it is not there yet, and where a simulated link
+        must deliver it or the peer is not known to be serving (the pull says why)."""
+        peer = self._peers.get(src_task)
+        if peer is None or peer.closed or network_at(self._network_key) is not None:
+            return NOT_SENT
+        value = peer.sent_value(step_id, key)
+        if value is NOT_SENT:
+            return value
+        move = self._moves.get(key.split(";", 1)[1], False)
+        if move is False:
+            move = self._move(peer, key)
+        return value if move is None else move(value)
 
     def _move(self, peer: Task, key: str):
         """How a value of ``key`` moves from ``peer``'s device onto ours: None where the two

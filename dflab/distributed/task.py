@@ -7,7 +7,9 @@ transport's actor (``dflab.distributed.ray.actor``) wraps one. What differs betw
 one hook a task is built with, TF's ``RecvFromRemoteAsync``: ``pull(src_task, step_id, key,
 done)`` — receive ``key`` of step ``step_id`` from the task that sent it, and call
 ``done(value, error, sent_ns)`` with the value on the receiving device (``sent_ns``: when it
-left the sender, for traces; None when unknown).
+left the sender, for traces; None when unknown). A transport whose peers' rendezvous are in
+reach (in-process) also sets ``take(src_task, step_id, key)``: the value the peer already sent,
+taken, or ``NOT_SENT``; a receive it answers skips the pull and its callbacks.
 
 A step's rendezvous on a task (``TaskRendezvous``) is made by whichever comes first, the task's
 share of the step or a peer's pull (every task starts at once), and kept until the client says
@@ -54,6 +56,14 @@ class TaskRendezvous(LocalRendezvous):
             src = self._task.owner_of(device)
         if src is None:
             return super().recv_async(key, callback)
+        take = self._task.take
+        if take is not None and self._error is None and not self.traced:
+            # Sent already (the sender's share ran first): no pull, no waiter to register.
+            # A traced step pulls, to record the transfer.
+            value = take(src, self.step_id, key)
+            if value is not NOT_SENT:
+                callback(value, None)
+                return
         with self._lock:
             error = self._error
             if error is None:
@@ -129,6 +139,7 @@ class Task:
         self.worker = Worker(config, task=self.name)
         self.gate = TaskGate(self.name)
         self.pull = pull
+        self.take = None  # the transport's fast path for values already sent (see above)
         self._rendezvous: dict[int, TaskRendezvous] = {}
         self._rendezvous_lock = threading.Lock()
         # Whether the task stopped: its worker is closed with it, and only then. An attribute
