@@ -20,7 +20,6 @@ pull. Sends always stay local: a receiver on another task pulls.
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 
 from dflab.distributed.names import task_name, task_of_device
@@ -141,7 +140,6 @@ class Task:
         self.pull = pull
         self.take = None  # the transport's fast path for values already sent (see above)
         self._rendezvous: dict[int, TaskRendezvous] = {}
-        self._rendezvous_lock = threading.Lock()
         # Whether the task stopped: its worker is closed with it, and only then. An attribute
         # rather than the worker's property: every step and pull asks.
         self.closed = False
@@ -166,14 +164,11 @@ class Task:
 
     def rendezvous(self, step_id: int) -> TaskRendezvous:
         """Step ``step_id``'s rendezvous here, made on first use."""
-        # Read without the lock (a dict read is atomic): every step asks at least twice, its
-        # share and each peer's pull, and only the first of them makes it.
         rdv = self._rendezvous.get(step_id)
         if rdv is None:
-            with self._rendezvous_lock:
-                rdv = self._rendezvous.get(step_id)
-                if rdv is None:
-                    rdv = self._rendezvous[step_id] = self._rendezvous_class(step_id, self)
+            # No lock: ``setdefault`` is atomic, so of two racing first users (a share and a
+            # pull) one's rendezvous is kept and both get it.
+            rdv = self._rendezvous.setdefault(step_id, self._rendezvous_class(step_id, self))
         return rdv
 
     def sent_value(self, step_id: int, key: str):
@@ -283,9 +278,13 @@ class Task:
 
     def close(self) -> None:
         self.closed = True
-        with self._rendezvous_lock:
-            steps = list(self._rendezvous.values())
-            self._rendezvous.clear()
+        # Taken one at a time (each pop atomic): the map is read and changed without a lock.
+        steps = []
+        while self._rendezvous:
+            try:
+                steps.append(self._rendezvous.popitem()[1])
+            except KeyError:  # emptied meanwhile (a step dropped its own)
+                break
         for rdv in steps:
             rdv.abort(errors.CancelledError(None, None, f"Task {self.name} stopped"))
         self.worker.close()
