@@ -92,14 +92,11 @@ class TaskRendezvous(LocalRendezvous):
     def take_sent(self, key: str):
         """``key``'s value if it was sent and not yet received (taken), else ``NOT_SENT``: a
         pull that finds its value already here is answered without a callback."""
-        # A look without the lock first (a dict read is atomic): a pull that comes before the
-        # send, the common case for a slow sender, costs no lock.
-        if key not in self._values:
+        # No lock: a dict pop is atomic, and a send or an abort racing it falls before or
+        # after it, as it would under the lock (aborted: the pull's own path reports it).
+        if self._error is not None:
             return NOT_SENT
-        with self._lock:
-            if self._error is not None:
-                return NOT_SENT  # aborted: the pull's own path reports the error
-            return self._values.pop(key, NOT_SENT)
+        return self._values.pop(key, NOT_SENT)
 
 
 class _CopyingTaskRendezvous(TaskRendezvous):
