@@ -196,8 +196,11 @@ class Task:
         """Start this task's share of a step (``request.main`` runs on the calling thread);
         ``finish_step`` waits for it. Returns the worker's step group, or an outcome when the
         share could not start (a ``_Share`` where the gate counted it)."""
+        handles, worker = request.handles, self.worker
         try:
-            parts = [self.worker.partition(h) for h in request.handles]
+            # One partition per task is the common case on a cluster: no comprehension.
+            parts = [worker.partition(handles[0])] if len(handles) == 1 else \
+                [worker.partition(h) for h in handles]
         except errors.OpError as e:
             return TaskOutcome(None, e)
         counted = request.gate == GATE_ADMITTED

@@ -590,8 +590,10 @@ class Worker:
         error = group.error
         if error is None:
             try:
-                return StepResult([p.fetch_values(ex)
-                                   for p, ex in zip(group.parts, group.executions)])
+                parts, execs = group.parts, group.executions
+                if len(execs) == 1:  # a task's one partition of a cluster step
+                    return StepResult([parts[0].fetch_values(execs[0])])
+                return StepResult([p.fetch_values(ex) for p, ex in zip(parts, execs)])
             except errors.OpError as e:
                 error = e
         progress = _progress(group)
