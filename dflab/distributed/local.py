@@ -136,7 +136,10 @@ class _Puller:
         onto our device; ``NOT_SENT`` where it is not there yet, and where a simulated link
         must deliver it or the peer is not known to be serving (the pull says why)."""
         peer = self._peers.get(src_task)
-        if peer is None or peer.closed or network_at(self._network_key) is not None:
+        if peer is None or peer.closed:
+            return NOT_SENT
+        network = network_at(self._network_key)
+        if network is not None and network.link(src_task, self._task.name) is not None:
             return NOT_SENT
         value = peer.sent_value(step_id, key)
         if value is NOT_SENT:
