@@ -147,29 +147,35 @@ class ClusterWorker:
         first error (see the module docstring)."""
         step_id = STEP_ID_BASE | step_id
         layout = self._layout(parts, main)
-        for stub in layout.stubs.values():
+        for stub in layout.stub_list:
             stub.check()
         holder = self._holder() if layout.writing else ""
         if layout.spanning:  # spanning tasks: run here, admitted there
             return self._run_spanning(parts, feed_values, step_id, timeout, observer,
                                       layout.writing, holder)
-        if len(layout.writing) > 1:
-            gates = self.admit(layout.writing, holder, timeout)
-        else:  # one task decides alone: admitted there, with the step
-            gates = dict.fromkeys(layout.writing, GATE_ENTER)
+        # Several writing tasks admit the step first; one decides alone, with its share (the
+        # layout's gate per share says so).
+        gates = self.admit(layout.writing, holder, timeout) if len(layout.writing) > 1 \
+            else None
         step = _ClusterStep(step_id, parts, layout.stubs)
         self.steps.track(step_id, step)
+        traced = observer is not None
         try:
-            for task, indices, handles, feed_keys, task_main in layout.shares:
-                request = StepRequest(step_id, handles, {k: feed_values[k] for k in feed_keys},
-                                      task_main, timeout, observer is not None,
-                                      gates.get(task, GATE_NONE), holder)
-                step.started(task, layout.stubs[task].run_step(
-                    request, observer, lambda e, t=task: step.share_failed(t, e)), indices)
+            pending = step.pending
+            for task, stub, indices, handles, feed_keys, task_main, gate in layout.shares:
+                # Shares that take no feeds (most of them) skip building a dict of them.
+                feeds = {k: feed_values[k] for k in feed_keys} if feed_keys else {}
+                if gates is not None:
+                    gate = gates.get(task, GATE_NONE)
+                request = StepRequest(step_id, handles, feeds, task_main, timeout, traced,
+                                      gate, holder)
+                pending[task] = (stub.run_step(request, observer,
+                                               lambda e, t=task: step.share_failed(t, e)),
+                                 indices)
             step.collect(timeout, observer)
         finally:
             self.steps.untrack(step_id, step)
-            for stub in layout.stubs.values():
+            for stub in layout.stub_list:
                 stub.step_done(step_id)
         return step.result(timeout)
 
@@ -295,10 +301,11 @@ class ClusterWorker:
 class _Layout:
     """A plan's partitions by task, as every step of the plan runs them: per task (the main
     partition's last, so that its share runs on the calling thread once the others started)
-    the positions of its partitions, their handles, the feeds they take and the position of
-    the main partition; the tasks whose variables the step changes."""
+    its stub, the positions of its partitions, their handles, the feeds they take, the position
+    of the main partition and its gate mode where it alone decides; the tasks whose variables
+    the step changes."""
 
-    __slots__ = ("parts", "stubs", "shares", "writing", "spanning")
+    __slots__ = ("parts", "stubs", "stub_list", "shares", "writing", "spanning")
 
     def __init__(self, parts, main: int, stubs: dict):
         self.parts = parts
@@ -310,10 +317,15 @@ class _Layout:
         main_task = parts[main].task
         order = [t for t in by_task if t != main_task] + [main_task]
         self.stubs = {} if self.spanning else {t: stubs[t] for t in order}
-        self.shares = [(t, by_task[t], [parts[i].handle for i in by_task[t]],
-                        [k for i in by_task[t] for k in parts[i].feed_index],
-                        by_task[t].index(main) if t == main_task else None)
-                       for t in order]
+        self.stub_list = list(self.stubs.values())
+        # With one writing task, the step is admitted there, with its share.
+        alone = self.writing[0] if len(self.writing) == 1 else None
+        self.shares = [] if self.spanning else [
+            (t, self.stubs[t], by_task[t], [parts[i].handle for i in by_task[t]],
+             [k for i in by_task[t] for k in parts[i].feed_index],
+             by_task[t].index(main) if t == main_task else None,
+             GATE_ENTER if t == alone else GATE_NONE)
+            for t in order]
 
 
 def _first_line(error: BaseException) -> str:
@@ -340,21 +352,19 @@ class _ClusterStep:
     """One step across tasks while it runs: each task's pending share, the first error (which
     cancels every other share), and the outcomes."""
 
-    __slots__ = ("step_id", "parts", "stubs", "_pending", "outcomes", "errors", "_lock",
-                 "_aborted")
+    __slots__ = ("step_id", "parts", "stubs", "pending", "outcomes", "values", "errors",
+                 "_lock", "_aborted")
 
     def __init__(self, step_id: int, parts, stubs: dict):
         self.step_id = step_id
         self.parts = parts
         self.stubs = stubs  # task -> stub, of every task with a share of the step
-        self._pending: dict = {}  # task -> (pending, partition indices)
+        self.pending: dict = {}  # task -> (pending answer, partition indices), as started
         self.outcomes: dict = {}
+        self.values = [None] * len(parts)  # per partition, as its task's outcome arrives
         self.errors: list = []
         self._lock = threading.Lock()
         self._aborted = False
-
-    def started(self, task: str, pending, indices) -> None:
-        self._pending[task] = (pending, indices)
 
     def failed(self, error: BaseException) -> None:
         """The step is aborted from outside (a session closing, a canceller): cancel every
@@ -378,9 +388,11 @@ class _ClusterStep:
     def collect(self, timeout: float | None, observer) -> None:
         """Wait for every share (until ``timeout`` seconds from now at most)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for task in list(self._pending):
-            pending, _ = self._pending[task]
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        values = self.values
+        left = None
+        for task, (pending, indices) in list(self.pending.items()):
+            if deadline is not None:
+                left = max(deadline - time.monotonic(), 0.0)
             try:
                 outcome = pending.result(left)
             except PendingTimeoutError:
@@ -391,6 +403,9 @@ class _ClusterStep:
             self.outcomes[task] = outcome
             if outcome.error is not None:
                 self.share_failed(task, outcome.error)
+            else:
+                for i, vals in zip(indices, outcome.values):
+                    values[i] = vals
             if observer is not None:
                 if outcome.stats:
                     observer.add_device_stats(outcome.stats)
@@ -400,7 +415,7 @@ class _ClusterStep:
     def _timed_out(self, timeout: float) -> None:
         """No answer from some tasks in time: those that do not answer at all are
         unavailable; otherwise the step ran past its deadline."""
-        silent = [t for t in self._pending if t not in self.outcomes]
+        silent = [t for t in self.pending if t not in self.outcomes]
         dead = [self.stubs[t].where for t in silent if not self.stubs[t].responsive()]
         if dead:
             error = unavailable(", ".join(dead), "it did not answer within the step's timeout "
@@ -415,11 +430,7 @@ class _ClusterStep:
     def result(self, timeout: float | None) -> StepResult:
         if self.errors:
             return StepResult(None, self._error(timeout))
-        values = [None] * len(self.parts)
-        for task, (_, indices) in self._pending.items():
-            for i, vals in zip(indices, self.outcomes[task].values):
-                values[i] = vals
-        return StepResult(values)
+        return StepResult(self.values)
 
     def _error(self, timeout: float | None) -> BaseException:
         """The step's error: a root cause before the cancellations it caused; a step timeout

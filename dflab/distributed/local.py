@@ -19,7 +19,7 @@ from dflab.distributed.cluster_worker import ClusterWorker
 from dflab.distributed.names import task_name
 from dflab.distributed.network import delay_line, network_at, network_key
 from dflab.distributed.stub import Done, StepRequest, TaskOutcome
-from dflab.distributed.task import Task
+from dflab.distributed.task import NOT_SENT, Task
 from dflab.distributed.wire import unavailable
 from dflab.framework import errors
 from dflab.framework.rendezvous import parse_key
@@ -45,7 +45,8 @@ def start_task(cluster: ClusterSpec, job: str, index: int, config) -> Task:
                 None, None, f"Could not start server for {name}: address {address} is in use "
                 f"by {other[0].name} (stop that server first)")
         task = Task(job, index, config, None)
-        task.pull = _Puller(task, cluster)
+        task.pull = puller = _Puller(task, cluster)
+        task.take = puller.take
         _running[address] = (task, cluster)
     return task
 
@@ -129,6 +130,24 @@ class _Puller:
                 done(value, None, sent)
 
         peer.serve_pull(step_id, key, arrived)
+
+    def take(self, src_task: str, step_id: int, key: str):
+        """The value of ``key`` that ``src_task`` already sent in ``step_id``, taken and moved
+        onto our device; ``NOT_SENT`` where it is not there yet, and where a simulated link
+        must deliver it or the peer is not known to be serving (the pull says why)."""
+        peer = self._peers.get(src_task)
+        if peer is None or peer.closed:
+            return NOT_SENT
+        network = network_at(self._network_key)
+        if network is not None and network.link(src_task, self._task.name) is not None:
+            return NOT_SENT
+        value = peer.sent_value(step_id, key)
+        if value is NOT_SENT:
+            return value
+        move = self._moves.get(key.split(";", 1)[1], False)
+        if move is False:
+            move = self._move(peer, key)
+        return value if move is None else move(value)
 
     def _move(self, peer: Task, key: str):
         """How a value of ``key`` moves from ``peer``'s device onto ours: None where the two

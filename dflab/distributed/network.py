@@ -98,12 +98,15 @@ def simulate_network(cluster, latency_s: float = 0.0,
     ``Server``) pay a link's cost. ``between``: a pair of tasks (``("/job:ps/task:0",
     "/job:worker/task:1")``, both directions) for that pair only; else every pair."""
     link = Link(float(latency_s), bandwidth_bytes_per_s)
+    # Checked before the network is made: a refused call leaves the cluster's links as they
+    # were (an empty network would still be asked about every tensor).
+    pair = None if between is None else tuple(_task(t) for t in between)
     with _networks_lock:
         net = _networks.setdefault(_key(cluster), Network())
-    if between is None:
+    if pair is None:
         net.default = link
         return
-    a, b = (_task(t) for t in between)
+    a, b = pair
     net.pairs[(a, b)] = net.pairs[(b, a)] = link
 
 

@@ -39,7 +39,7 @@ class StepRequest:
     holder: str = ""
 
 
-@dataclass
+@dataclass(slots=True)  # made per task and step: slots make it cheaper
 class TaskOutcome:
     """What a task reports of its share of a step: ``values`` per partition in host memory
     (None when it failed), ``error``, ``progress`` per partition (how far it got),

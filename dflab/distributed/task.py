@@ -7,7 +7,9 @@ transport's actor (``dflab.distributed.ray.actor``) wraps one. What differs betw
 one hook a task is built with, TF's ``RecvFromRemoteAsync``: ``pull(src_task, step_id, key,
 done)`` — receive ``key`` of step ``step_id`` from the task that sent it, and call
 ``done(value, error, sent_ns)`` with the value on the receiving device (``sent_ns``: when it
-left the sender, for traces; None when unknown).
+left the sender, for traces; None when unknown). A transport whose peers' rendezvous are in
+reach (in-process) also sets ``take(src_task, step_id, key)``: the value the peer already sent,
+taken, or ``NOT_SENT``; a receive it answers skips the pull and its callbacks.
 
 A step's rendezvous on a task (``TaskRendezvous``) is made by whichever comes first, the task's
 share of the step or a peer's pull (every task starts at once), and kept until the client says
@@ -18,7 +20,6 @@ pull. Sends always stay local: a receiver on another task pulls.
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 
 from dflab.distributed.names import task_name, task_of_device
@@ -30,6 +31,8 @@ from dflab.runtime.devices import HOST_MEMORY
 from dflab.runtime.rendezvous import LocalRendezvous
 from dflab.runtime.worker import Worker
 
+NOT_SENT = object()  # what ``TaskRendezvous.take_sent`` answers for a value not (yet) there
+
 
 class TaskRendezvous(LocalRendezvous):
     """One step's rendezvous on one task: local sends and receives as ``LocalRendezvous``; a
@@ -39,29 +42,27 @@ class TaskRendezvous(LocalRendezvous):
     __slots__ = ("_task", "transfers", "traced")
 
     def __init__(self, step_id: int, task: Task):
-        super().__init__(step_id, task.worker.device_copy)
+        super().__init__(step_id, task.device_copy)
         self._task = task
         self.transfers: list = []
         self.traced = False  # pulls are recorded for a traced step only
 
-    def send(self, key: str, value) -> None:
-        if self._copy is not None and self._task.owner_of(key.split(";", 4)[3]) is not None:
-            # For another task: it leaves as it is; the receiving task moves it to its device.
-            with self._lock:
-                if self._error is not None:
-                    raise self._error
-                waiter = self._waiters.pop(key, None)
-                if waiter is None:
-                    self._values[key] = value
-                    return
-            waiter(value, None)
-            return
-        super().send(key, value)
-
     def recv_async(self, key: str, callback) -> None:
-        src = self._task.source_of(key)
+        # The sending device's task, found once per device (keys repeat every step).
+        device = key.split(";", 2)[1]
+        src = self._task._owners.get(device, False)
+        if src is False:
+            src = self._task.owner_of(device)
         if src is None:
             return super().recv_async(key, callback)
+        take = self._task.take
+        if take is not None and self._error is None and not self.traced:
+            # Sent already (the sender's share ran first): no pull, no waiter to register.
+            # A traced step pulls, to record the transfer.
+            value = take(src, self.step_id, key)
+            if value is not NOT_SENT:
+                callback(value, None)
+                return
         with self._lock:
             error = self._error
             if error is None:
@@ -83,6 +84,43 @@ class TaskRendezvous(LocalRendezvous):
         if callback is not None:  # None: the step was aborted meanwhile
             callback(value, error)
 
+    def serve(self, key: str, done) -> None:
+        """A peer's pull of ``key``, which this task sends: always a local key, so straight to
+        the table (``recv_async`` would ask again who sends it)."""
+        LocalRendezvous.recv_async(self, key, done)
+
+    def take_sent(self, key: str):
+        """``key``'s value if it was sent and not yet received (taken), else ``NOT_SENT``: a
+        pull that finds its value already here is answered without a callback."""
+        # No lock: a dict pop is atomic, and a send or an abort racing it falls before or
+        # after it, as it would under the lock (aborted: the pull's own path reports it).
+        if self._error is not None:
+            return NOT_SENT
+        return self._values.pop(key, NOT_SENT)
+
+
+class _CopyingTaskRendezvous(TaskRendezvous):
+    """A ``TaskRendezvous`` on a task whose devices span memory spaces: a value for another
+    task leaves uncopied (the receiving task moves it onto its device); local ones are copied
+    between the task's devices as ``LocalRendezvous`` does. Tasks in one memory space use the
+    plain class, whose sends need no check."""
+
+    __slots__ = ()
+
+    def send(self, key: str, value) -> None:
+        if self._task.owner_of(key.split(";", 4)[3]) is not None:
+            # For another task: it leaves as it is; the receiving task moves it to its device.
+            with self._lock:
+                if self._error is not None:
+                    raise self._error
+                waiter = self._waiters.pop(key, None)
+                if waiter is None:
+                    self._values[key] = value
+                    return
+            waiter(value, None)
+            return
+        super().send(key, value)
+
 
 class Task:
     """One task of a cluster (see the module docstring)."""
@@ -97,13 +135,16 @@ class Task:
         self.worker = Worker(config, task=self.name)
         self.gate = TaskGate(self.name)
         self.pull = pull
+        self.take = None  # the transport's fast path for values already sent (see above)
         self._rendezvous: dict[int, TaskRendezvous] = {}
-        self._rendezvous_lock = threading.Lock()
+        # Whether the task stopped: its worker is closed with it, and only then. An attribute
+        # rather than the worker's property: every step and pull asks.
+        self.closed = False
         self._owners: dict[str, str | None] = {}  # device -> its task (None: this one)
-
-    @property
-    def closed(self) -> bool:
-        return self.worker.closed
+        # Fixed with the worker's devices: which rendezvous class a step gets, and its copy.
+        self.device_copy = self.worker.device_copy
+        self._rendezvous_class = TaskRendezvous if self.device_copy is None \
+            else _CopyingTaskRendezvous
 
     # --- the rendezvous of steps ---------------------------------------------------------------
     def source_of(self, key: str) -> str | None:
@@ -120,20 +161,28 @@ class Task:
 
     def rendezvous(self, step_id: int) -> TaskRendezvous:
         """Step ``step_id``'s rendezvous here, made on first use."""
-        with self._rendezvous_lock:
-            rdv = self._rendezvous.get(step_id)
-            if rdv is None:
-                rdv = self._rendezvous[step_id] = TaskRendezvous(step_id, self)
-            return rdv
+        rdv = self._rendezvous.get(step_id)
+        if rdv is None:
+            # No lock: ``setdefault`` is atomic, so of two racing first users (a share and a
+            # pull) one's rendezvous is kept and both get it.
+            rdv = self._rendezvous.setdefault(step_id, self._rendezvous_class(step_id, self))
+        return rdv
+
+    def sent_value(self, step_id: int, key: str):
+        """The value of ``key`` this task sent in ``step_id`` and nobody received yet, taken
+        (``NOT_SENT`` if it is not here yet): a peer's pull served without waiting."""
+        rdv = self._rendezvous.get(step_id)  # atomic; no rendezvous yet: nothing sent
+        return NOT_SENT if rdv is None else rdv.take_sent(key)
 
     def drop_rendezvous(self, step_id: int) -> None:
-        with self._rendezvous_lock:
-            self._rendezvous.pop(step_id, None)
+        # No lock: a dict pop is atomic, and one racing ``rendezvous`` (a late pull) makes a
+        # fresh one after it, as it would after a locked pop.
+        self._rendezvous.pop(step_id, None)
 
     def serve_pull(self, step_id: int, key: str, done) -> None:
         """A peer's pull of ``key``, which this task sent (or will send) in ``step_id``:
         ``done(value, error)`` once it is here, on the sending thread."""
-        self.rendezvous(step_id).recv_async(key, done)
+        self.rendezvous(step_id).serve(key, done)
 
     def to_receiver(self, key: str, value):
         """A pulled value (in host memory) moved onto the device that receives it here."""
@@ -146,9 +195,12 @@ class Task:
     def begin_step(self, request: StepRequest, observer=None, on_error=None):
         """Start this task's share of a step (``request.main`` runs on the calling thread);
         ``finish_step`` waits for it. Returns the worker's step group, or an outcome when the
-        share could not start."""
+        share could not start (a ``_Share`` where the gate counted it)."""
+        handles, worker = request.handles, self.worker
         try:
-            parts = [self.worker.partition(h) for h in request.handles]
+            # One partition per task is the common case on a cluster: no comprehension.
+            parts = [worker.partition(handles[0])] if len(handles) == 1 else \
+                [worker.partition(h) for h in handles]
         except errors.OpError as e:
             return TaskOutcome(None, e)
         counted = request.gate == GATE_ADMITTED
@@ -160,26 +212,35 @@ class Task:
         rendezvous = self.rendezvous(request.step_id)
         if request.trace:
             rendezvous.traced = True
+        feeds = _feed_list(request.feeds) if request.feeds else []
         try:
-            group = self.worker.begin_step(parts, _feed_list(request.feeds), request.step_id,
-                                           observer, request.main, rendezvous, on_error)
+            group = self.worker.begin_step(parts, feeds, request.step_id, observer,
+                                           request.main, rendezvous, on_error)
         except BaseException:
             if counted:
                 self.gate.exit()
             raise
-        return _Share(group, counted)
+        # Most steps pass no gate here (they change no variable, or were admitted by the
+        # client): their share is the group itself, with nothing to count out.
+        return _Share(group) if counted else group
 
     def finish_step(self, started, timeout: float | None) -> TaskOutcome:
         """Wait for a share ``begin_step`` started (cancelled after ``timeout`` seconds)."""
         if isinstance(started, TaskOutcome):
             return started
-        try:
-            result = self.worker.finish_step(started.group, timeout)
-        finally:
-            if started.counted:
+        if isinstance(started, _Share):
+            group = started.group
+            try:
+                result = self.worker.finish_step(group, timeout)
+            finally:
                 self.gate.exit()
-        return TaskOutcome(result.values, result.error, result.progress,
-                           list(started.group.rendezvous.transfers))
+        else:
+            group = started
+            result = self.worker.finish_step(group, timeout)
+        rendezvous = group.rendezvous
+        # Pulls are recorded for a traced step only: other steps have none to copy.
+        transfers = list(rendezvous.transfers) if rendezvous.traced else []
+        return TaskOutcome(result.values, result.error, result.progress, transfers)
 
     def run_step(self, request: StepRequest, observer=None) -> TaskOutcome:
         """This task's share of a step, run to its end (the biggest partition on this
@@ -216,9 +277,14 @@ class Task:
                 "session relied on are gone; create a new session")
 
     def close(self) -> None:
-        with self._rendezvous_lock:
-            steps = list(self._rendezvous.values())
-            self._rendezvous.clear()
+        self.closed = True
+        # Taken one at a time (each pop atomic): the map is read and changed without a lock.
+        steps = []
+        while self._rendezvous:
+            try:
+                steps.append(self._rendezvous.popitem()[1])
+            except KeyError:  # emptied meanwhile (a step dropped its own)
+                break
         for rdv in steps:
             rdv.abort(errors.CancelledError(None, None, f"Task {self.name} stopped"))
         self.worker.close()
@@ -232,11 +298,10 @@ def _feed_list(feeds: dict) -> list:
 
 
 class _Share:
-    """A task's share of a step in flight: its step group, and whether the task's gate
-    counted it (to count it out when it ends)."""
+    """A task's share of a step in flight that the task's gate counted (to count it out when
+    it ends); a share the gate did not count is its step group alone."""
 
-    __slots__ = ("group", "counted")
+    __slots__ = ("group",)
 
-    def __init__(self, group, counted: bool):
+    def __init__(self, group):
         self.group = group
-        self.counted = counted

@@ -233,7 +233,7 @@ class StepGroup:
             self.on_error(error)
 
 
-@dataclass
+@dataclass(slots=True)  # made per step (per task on a cluster): slots make it cheaper
 class StepResult:
     """One step's outcome on a worker: ``values``, the fetched values of each partition in
     host memory (None when the step failed), ``error``, its error, and ``progress``, per
@@ -552,8 +552,12 @@ class Worker:
         group = self._new_group(parts, feed_values, step_id, observer, rendezvous)
         group.on_error = on_error
         self.steps.track(step_id, group)
-        pool = self.inter_op_pool()
+        pool = self._pool or self.inter_op_pool()  # made once: most steps skip the call
         execs = group.executions
+        if len(execs) == 1:  # a task's one partition of a cluster step: no order to keep
+            part = parts[0]
+            execs[0].start(pool, part.stream, inline=main is not None or part.cheap_start)
+            return group
         for i, ex in enumerate(execs):  # partitions with work to do at once: on the pool
             if i != main and not parts[i].cheap_start:
                 ex.start(pool, parts[i].stream)
@@ -568,20 +572,28 @@ class Worker:
         """Wait for a step ``begin_step`` started (``timeout`` seconds at most: then it is
         cancelled); its fetched values per partition in host memory, or its error."""
         try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            for ex in group.executions:
-                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                try:
-                    ex.wait(left)
-                except Exception:  # noqa: BLE001 - group.error holds the step's first error
-                    pass
+            if timeout is None:  # most steps: no deadline to count down
+                for ex in group.executions:
+                    try:
+                        ex.wait()
+                    except Exception:  # noqa: BLE001 - group.error holds the step's first error
+                        pass
+            else:
+                deadline = time.monotonic() + timeout
+                for ex in group.executions:
+                    try:
+                        ex.wait(max(deadline - time.monotonic(), 0.0))
+                    except Exception:  # noqa: BLE001 - as above
+                        pass
         finally:
             self.steps.untrack(group.step_id, group)
         error = group.error
         if error is None:
             try:
-                return StepResult([p.fetch_values(ex)
-                                   for p, ex in zip(group.parts, group.executions)])
+                parts, execs = group.parts, group.executions
+                if len(execs) == 1:  # a task's one partition of a cluster step
+                    return StepResult([parts[0].fetch_values(execs[0])])
+                return StepResult([p.fetch_values(ex) for p, ex in zip(parts, execs)])
             except errors.OpError as e:
                 error = e
         progress = _progress(group)

@@ -13,6 +13,7 @@ from cluster_test_util import (
 )
 
 import dflab as tf
+from dflab.distributed.task import NOT_SENT
 
 CLUSTER = {"ps": ["ps0:2222"], "worker": ["w0:2222", "w1:2222"]}
 
@@ -299,3 +300,54 @@ def test_a_step_across_tasks_can_be_stepped_node_by_node_through_the_task_stubs(
                          "/job:worker/replica:0/task:1"}
         assert {"_Send", "_Recv"} <= types
         assert_bit_identical(again.result, want)
+
+
+def test_a_value_already_sent_is_taken_at_once_and_one_not_yet_sent_is_pulled(cluster):
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/job:ps/task:0"):
+            a = tf.constant(3.0) * 2.0
+        with tf.device("/job:worker/task:0"):
+            b = a + 1.0
+        with tf.device("/job:worker/task:1"):
+            c = b * 10.0
+        with tf.device("/job:worker/task:0"):
+            # The biggest partition: worker 0's share runs last, once the others started.
+            d = tf.add_n([c, a, tf.constant(1.0), tf.constant(2.0), tf.constant(3.0)])
+    taken, pulled = [], []
+    for key in [("worker", 0), ("worker", 1)]:
+        task = cluster[key]._task
+        take, pull = task.take, task.pull
+
+        def spy_take(src, step_id, k, take=take, name=task.name):
+            value = take(src, step_id, k)
+            if value is not NOT_SENT:
+                taken.append((src, name))
+            return value
+
+        def spy_pull(src, step_id, k, done, pull=pull, name=task.name):
+            pulled.append((src, name))
+            pull(src, step_id, k, done)
+
+        task.take, task.pull = spy_take, spy_pull
+    ps, w0, w1 = (f"/job:{j}/replica:0/task:{i}" for j, i in [("ps", 0), ("worker", 0),
+                                                             ("worker", 1)])
+    with tf.Session(cluster["worker", 0].target, graph=g) as s:
+        assert s.run(d) == 82.0  # the first pull from each peer finds it
+        for _ in range(3):
+            taken.clear()
+            pulled.clear()
+            assert s.run(d) == 82.0
+            # ps sent a before worker 0 started: taken from its rendezvous, no pull; worker 1
+            # asked for b before worker 0 sent it: pulled, answered when it was sent.
+            assert (ps, w0) in taken and (ps, w0) not in pulled
+            assert (w0, w1) in pulled and (w0, w1) not in taken
+            assert len(taken) + len(pulled) == 3  # a, b and c crossed once each
+        # A traced step always pulls, so that every transfer is recorded.
+        taken.clear()
+        pulled.clear()
+        md = tf.RunMetadata()
+        options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+        assert s.run(d, options=options, run_metadata=md) == 82.0
+        assert not taken and len(pulled) == 3
+        assert len(md.transfers) >= 3
