@@ -20,7 +20,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.lib.io import tensor_bundle
-from dflab.lib.io.tensor_bundle import data_filename, index_filename
+from dflab.lib.io.tensor_bundle import data_file_error, data_filename, index_filename
 
 FORMAT = "dflab.checkpoint"  # dflab's earlier format: the JSON index's "format" tag
 VERSION = 1
@@ -289,15 +289,8 @@ class _SafetensorsReader(CheckpointReader):
         try:
             with open(path, "rb") as f:
                 blob = f.read()
-        except FileNotFoundError:
-            raise errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
-                                       f"(index {self.prefix}.index)") from None
-        except PermissionError as e:
-            raise errors.PermissionDeniedError(None, None, f"Checkpoint data file {path}: "
-                                               f"{e.strerror}") from None
         except OSError as e:
-            raise errors.DataLossError(None, None, f"Checkpoint data file {path} cannot be "
-                                       f"read: {e.strerror}") from None
+            raise data_file_error(path, index_filename(self.prefix), e) from None
         if len(blob) != info.get("size"):
             raise errors.DataLossError(None, None, f"Checkpoint data file {path} is truncated or "
                                        f"corrupted: {len(blob)} bytes, expected {info.get('size')}")

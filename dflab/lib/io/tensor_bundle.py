@@ -53,6 +53,19 @@ def index_filename(prefix: str) -> str:
     return prefix + ".index"
 
 
+def data_file_error(path: str, index: str, e: OSError) -> errors.OpError:
+    """The TF error for a checkpoint data file ``path`` (of the index ``index``) that could not
+    be read: missing, not permitted, or unreadable."""
+    if isinstance(e, FileNotFoundError):
+        return errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
+                                    f"(index {index})")
+    if isinstance(e, PermissionError):
+        return errors.PermissionDeniedError(None, None, f"Checkpoint data file {path}: "
+                                            f"{e.strerror}")
+    return errors.DataLossError(None, None, f"Checkpoint data file {path} cannot be read: "
+                                f"{e.strerror}")
+
+
 def is_bundle_index(data: bytes) -> bool:
     """Whether the bytes of an ``.index`` file are a tensor bundle's table."""
     return is_table(data)
@@ -272,15 +285,8 @@ class BundleReader:
                 available = max(0, os.fstat(f.fileno()).st_size - entry.offset)
                 f.seek(entry.offset)
                 blob = f.read(min(entry.size, available))
-        except FileNotFoundError:
-            raise errors.NotFoundError(None, None, f"Checkpoint data file {path} is missing "
-                                       f"(index {index_filename(self.prefix)})") from None
-        except PermissionError as e:
-            raise errors.PermissionDeniedError(None, None, f"Checkpoint data file {path}: "
-                                               f"{e.strerror}") from None
         except OSError as e:
-            raise errors.DataLossError(None, None, f"Checkpoint data file {path} cannot be "
-                                       f"read: {e.strerror}") from None
+            raise data_file_error(path, index_filename(self.prefix), e) from None
         if len(blob) != entry.size:
             raise errors.DataLossError(
                 None, None, f"Checkpoint {path}: tensor {name!r} is truncated: "
