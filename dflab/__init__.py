@@ -89,6 +89,22 @@ train.Server = _Server
 
 __version__ = "0.1.0"
 
+# tf.app and tf.flags (dflab/app.py, dflab/flags.py) are absl's flags: imported on first use,
+# as absl is a large part of ``import dflab`` and only scripts' entry points use them.
+_ON_FIRST_USE = ("app", "flags")
+
+
+def __getattr__(name: str):
+    if name in _ON_FIRST_USE:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_ON_FIRST_USE))
+
 
 def _render(obj, include=None, exclude=None):
     # Imported at display time: pygraphviz is an optional extra and costs nothing until then.

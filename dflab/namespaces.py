@@ -202,19 +202,9 @@ def _names(spec: str):
         yield name, attr or name
 
 
-# Namespaces that are whole modules of dflab's: tf.<name> -> module.
-_WHOLE_MODULES = {"app": "dflab.platform.app", "flags": "dflab.platform.flags"}
-
-
 def install_more(top) -> None:
-    """Attach the names of ``_FROM_MODULES`` and the modules of ``_WHOLE_MODULES`` (after
-    ``install``)."""
+    """Attach the names of ``_FROM_MODULES`` (after ``install``)."""
     import importlib
-
-    for ns, module_name in _WHOLE_MODULES.items():
-        mod = importlib.import_module(module_name)
-        setattr(top, ns, mod)
-        sys.modules[f"dflab.{ns}"] = mod
 
     for ns, sources in _FROM_MODULES.items():
         mod = _lookup(top, ns) if ns else top

@@ -2,17 +2,6 @@
 (checkpoints and queues come later)."""
 
 from dflab.framework.graph_io import write_graph  # noqa: F401
-from dflab.lib.protos import (  # noqa: F401 - tf.train.Example and its parts
-    BytesList,
-    Example,
-    Feature,
-    FeatureList,
-    FeatureLists,
-    Features,
-    FloatList,
-    Int64List,
-    SequenceExample,
-)
 from dflab.train import slot_creator  # noqa: F401
 from dflab.train.adagrad import AdagradOptimizer  # noqa: F401
 from dflab.train.adam import AdamOptimizer  # noqa: F401
@@ -103,3 +92,19 @@ from dflab.train.training_util import (  # noqa: F401
     get_or_create_global_step,
     global_step,
 )
+
+# tf.train.Example and its parts: protobuf messages, built on first use (see dflab.lib).
+_PROTO_NAMES = frozenset({"BytesList", "Example", "Feature", "FeatureList", "FeatureLists",
+                          "Features", "FloatList", "Int64List", "SequenceExample"})
+
+
+def __getattr__(name: str):
+    if name in _PROTO_NAMES:
+        from dflab.lib import protos
+
+        return getattr(protos, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _PROTO_NAMES)

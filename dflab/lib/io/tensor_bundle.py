@@ -19,6 +19,7 @@ which owns the crash-safety protocol); the index is the last file written.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 
@@ -42,7 +43,12 @@ _DT_NAMES = {
     "complex128": "DT_COMPLEX128", "float16": "DT_HALF", "uint32": "DT_UINT32",
     "uint64": "DT_UINT64",
 }
-_FROM_ENUM = {protos.data_type_enum(tf_name): name for name, tf_name in _DT_NAMES.items()}
+
+
+@functools.cache
+def _from_enum() -> dict[int, str]:
+    # Built on first use: it reads protobuf's enum, which dflab.lib loads lazily.
+    return {protos.data_type_enum(tf_name): name for name, tf_name in _DT_NAMES.items()}
 
 
 def data_filename(prefix: str, shard: int = 0, num_shards: int = 1) -> str:
@@ -83,7 +89,7 @@ def dtype_enum(dtype) -> int:
 
 def dtype_of_enum(number: int):
     """The dflab dtype of TF's ``DataType`` number; None for one dflab lacks."""
-    name = _FROM_ENUM.get(number)
+    name = _from_enum().get(number)
     return None if name is None else _dt.as_dtype(name)
 
 

@@ -6,7 +6,7 @@ import sys as _sys
 
 from absl.app import run as _absl_run
 
-from dflab.platform import flags
+from dflab import flags
 
 
 def _parse_flags_tolerate_undef(argv):
