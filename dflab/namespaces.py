@@ -187,6 +187,22 @@ _FROM_MODULES = {
     "nn.rnn_cell": {
         "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",
     },
+    "sparse": {
+        "dflab.ops.sparse_ops": """SparseTensor add:sparse_add concat:sparse_concat
+            fill_empty_rows:sparse_fill_empty_rows maximum:sparse_maximum
+            minimum:sparse_minimum reduce_max:sparse_reduce_max
+            reduce_max_sparse:sparse_reduce_max_sparse reduce_sum:sparse_reduce_sum
+            reduce_sum_sparse:sparse_reduce_sum_sparse reorder:sparse_reorder
+            reshape:sparse_reshape segment_mean:sparse_segment_mean
+            segment_sqrt_n:sparse_segment_sqrt_n segment_sum:sparse_segment_sum
+            slice:sparse_slice softmax:sparse_softmax split:sparse_split
+            matmul:sparse_tensor_dense_matmul sparse_dense_matmul:sparse_tensor_dense_matmul
+            to_dense:sparse_tensor_to_dense""",
+        "dflab.ops.sparse_compose_ops": """expand_dims:sparse_expand_dims eye:sparse_eye
+            from_dense merge:sparse_merge placeholder:sparse_placeholder
+            reset_shape:sparse_reset_shape retain:sparse_retain
+            to_indicator:sparse_to_indicator transpose:sparse_transpose""",
+    },
     "random": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
             log_uniform_candidate_sampler learned_unigram_candidate_sampler
