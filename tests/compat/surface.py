@@ -45,8 +45,7 @@ REASONS = [
      r"MONOLITHIC_BUILD|GRAPH_DEF_VERSION.*|load_.*library|raw_ops|check_pinned|"
      r"forward_compatib.*|QUANTIZED_DTYPES)$"),
     ("protocol buffers and formats not offered (graphs and meta graphs are dflab's JSON; "
-     "TensorBoard's protos come with tf.summary; VarLenFeature and SparseFeature give "
-     "SparseTensors, not modelled yet)",
+     "TensorBoard's protos come with tf.summary)",
      r".*", r"^(AttrValue|NameAttrList|MetaGraphDef|TensorInfo|LogMessage|SessionLog|Event|"
      r"HistogramProto|Summary|SummaryMetadata|make_tensor_proto|make_ndarray|"
      r"BytesList|Example|Feature|FeatureList|FeatureLists|Features|FloatList|Int64List|"
