@@ -146,6 +146,8 @@ _FROM_MODULES = {
             fixed_unigram_candidate_sampler all_candidate_sampler compute_accidental_hits""",
         "dflab.ops.sampled_losses": "nce_loss sampled_softmax_loss",
         "dflab.ops.normalization_ops": "lrn local_response_normalization",
+        "dflab.ops.sparse_embedding_ops": """embedding_lookup_sparse
+            safe_embedding_lookup_sparse""",
     },
     "image": {
         "dflab.ops.image_ops": """ResizeMethod resize resize_images resize_bilinear
