@@ -174,6 +174,7 @@ _FROM_MODULES = {
         "dflab.ops.string_ops": """as_string join length lower upper strip substr reduce_join
             regex_full_match regex_replace to_number unicode_transcode
             unsorted_segment_join""",
+        "dflab.ops.sparse_text_ops": "split:strings_split",
     },
     "linalg": {
         "dflab.ops.matrix_ops": """adjoint band_part cross diag:matrix_diag

@@ -567,3 +567,104 @@ for _how, _op in (("sum", "SparseSegmentSum"), ("mean", "SparseSegmentMean"),
                   ("sqrt_n", "SparseSegmentSqrtN")):
     kernel(_op, host_only=True)(_segment_kernel(_how, False))
     kernel(_op + "WithNumSegments", host_only=True)(_segment_kernel(_how, True))
+
+
+# --- text: EditDistance, StringSplit, StringSplitV2 --------------------------------------------
+def _levenshtein(a: list, b: list) -> int:
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+def _sequences(idx, vals, outer) -> dict:
+    """Each sequence (keyed by its row-major outer position) as its values in index order."""
+    seqs: dict = {}
+    for k in _order(idx):
+        seqs.setdefault(int(_keys(idx[k:k + 1, :-1], outer)[0]), []).append(vals[k])
+    return seqs
+
+
+@kernel("EditDistance", host_only=True)
+def _edit_distance(node, ctx):
+    normalize = node.attr["normalize"]
+
+    def run(h_indices, h_values, h_shape, t_indices, t_values, t_shape):
+        h_idx, t_idx = _indices(node, h_indices), _indices(node, t_indices)
+        h_shape, t_shape = _shape(h_shape), _shape(t_shape)
+        if h_shape.size != t_shape.size or h_shape.size < 1:
+            raise errors.InvalidArgumentError(
+                None, node, f"hypothesis and truth must have the same rank (at least 1), got "
+                f"{h_shape.size} and {t_shape.size}")
+        outer = np.maximum(h_shape[:-1], t_shape[:-1])
+        hyp = _sequences(h_idx, list(np.asarray(h_values).ravel()), outer)
+        truth = _sequences(t_idx, list(np.asarray(t_values).ravel()), outer)
+        out = np.zeros(int(np.prod(outer)), dtype=np.float32)
+        for pos in set(hyp) | set(truth):
+            h, t = hyp.get(pos, []), truth.get(pos, [])
+            dist = _levenshtein(h, t)
+            if normalize:
+                dist = dist / len(t) if t else (np.inf if h else 0.0)
+            out[pos] = dist
+        return out.reshape(tuple(int(d) for d in outer))
+
+    return run
+
+
+def _split_rows(rows: list) -> tuple:
+    indices = [[i, j] for i, r in enumerate(rows) for j in range(len(r))]
+    values = np.empty(sum(len(r) for r in rows), dtype=object)
+    values[:] = [p for r in rows for p in r]
+    longest = max((len(r) for r in rows), default=0)
+    return (np.asarray(indices, dtype=np.int64).reshape(-1, 2), values,
+            np.asarray([len(rows), longest], dtype=np.int64))
+
+
+def _as_bytes(s) -> bytes:
+    return s.encode() if isinstance(s, str) else bytes(s)
+
+
+@kernel("StringSplit", host_only=True)
+def _string_split(node, ctx):
+    skip_empty = node.attr["skip_empty"]
+
+    def run(source, delimiter):
+        src = [_as_bytes(s) for s in np.asarray(source, dtype=object).reshape(-1)]
+        delim = _as_bytes(np.asarray(delimiter, dtype=object).reshape(()).item())
+        rows = []
+        for s in src:
+            if not delim:  # an empty delimiter splits into characters (bytes)
+                parts = [s[k:k + 1] for k in range(len(s))]
+            else:
+                # Every byte of the delimiter is a split point (TF's StringSplit).
+                parts, cur = [], bytearray()
+                for ch in s:
+                    if ch in delim:
+                        parts.append(bytes(cur))
+                        cur = bytearray()
+                    else:
+                        cur.append(ch)
+                parts.append(bytes(cur))
+            rows.append([p for p in parts if p or not skip_empty] if s else [])
+        return _split_rows(rows)
+
+    return run
+
+
+@kernel("StringSplitV2", host_only=True)
+def _string_split_v2(node, ctx):
+    maxsplit = node.attr["maxsplit"]
+
+    def run(source, sep):
+        src = [_as_bytes(s) for s in np.asarray(source, dtype=object).reshape(-1)]
+        sep = _as_bytes(np.asarray(sep, dtype=object).reshape(()).item())
+        limit = -1 if maxsplit < 0 else maxsplit
+        # An empty separator splits on runs of whitespace, as Python's str.split().
+        rows = [(s.split(None, limit) if not sep else s.split(sep, limit)) if s else []
+                for s in src]
+        return _split_rows(rows)
+
+    return run

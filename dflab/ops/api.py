@@ -36,5 +36,6 @@ from dflab.ops.parsing_ops import *  # noqa: E402, F403
 from dflab.ops.reader_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_compose_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
+from dflab.ops.sparse_text_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
