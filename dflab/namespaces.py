@@ -206,6 +206,11 @@ _FROM_MODULES = {
             reset_shape:sparse_reset_shape retain:sparse_retain
             to_indicator:sparse_to_indicator transpose:sparse_transpose""",
     },
+    "sets": {
+        "dflab.ops.sets_ops": """set_difference set_intersection set_size set_union
+            difference:set_difference intersection:set_intersection size:set_size
+            union:set_union""",
+    },
     "random": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
             log_uniform_candidate_sampler learned_unigram_candidate_sampler

@@ -668,3 +668,111 @@ def _string_split_v2(node, ctx):
         return _split_rows(rows)
 
     return run
+
+
+# --- sets: SetSize and the set operations over the last dimension ------------------------------
+def _sparse_sets(node, idx, vals, shape, validate) -> dict:
+    """{group position (row-major over all but the last dimension): set of values}."""
+    if shape.size < 2:
+        raise errors.InvalidArgumentError(
+            None, node, f"Invalid input rank {shape.size}, should be >= 2.")
+    if validate:
+        check_indices(node, idx, tuple(int(d) for d in shape))
+    groups = _keys(idx[:, :-1], shape[:-1])
+    sets: dict = {}
+    for g, v in zip(groups, vals):
+        sets.setdefault(int(g), set()).add(v)
+    return sets
+
+
+def _dense_sets(node, dense) -> tuple:
+    if dense.ndim < 2:
+        raise errors.InvalidArgumentError(
+            None, node, f"Invalid input rank {dense.ndim}, should be >= 2.")
+    rows = dense.reshape(-1, dense.shape[-1])
+    return {g: set(r.tolist()) for g, r in enumerate(rows) if r.size}, np.array(
+        dense.shape[:-1], dtype=np.int64)
+
+
+_SET_OPS = {"intersection": lambda a, b: a & b, "union": lambda a, b: a | b,
+            "a-b": lambda a, b: a - b, "b-a": lambda a, b: b - a}
+
+
+def _set_result(node, sets_a, sets_b, group_a, group_b, how, dtype):
+    if not np.array_equal(group_a, group_b):
+        raise errors.InvalidArgumentError(
+            None, node, f"Shapes mismatch: the group shapes {group_a.tolist()} and "
+            f"{group_b.tolist()} of the two sets differ")
+    fn = _SET_OPS.get(how)
+    if fn is None:
+        raise errors.InvalidArgumentError(None, node, f"Invalid set_operation {how}.")
+    indices, values, longest = [], [], 0
+    for g in sorted(set(sets_a) | set(sets_b)):
+        out = sorted(fn(sets_a.get(g, set()), sets_b.get(g, set())))
+        longest = max(longest, len(out))
+        pos = np.unravel_index(g, tuple(int(d) for d in group_a)) if group_a.size else ()
+        indices.extend([*map(int, pos), j] for j in range(len(out)))
+        values.extend(out)
+    vals = np.empty(len(values), dtype=np.dtype(dtype))
+    vals[:] = values
+    return (np.array(indices, dtype=np.int64).reshape(len(values), group_a.size + 1), vals,
+            np.append(group_a, longest).astype(np.int64))
+
+
+@kernel("SetSize", host_only=True)
+def _set_size(node, ctx):
+    validate = node.attr["validate_indices"]
+
+    def run(indices, values, shape):
+        shape = _shape(shape)
+        sets = _sparse_sets(node, _indices(node, indices), list(np.asarray(values).ravel()),
+                            shape, validate)
+        out = np.zeros(int(np.prod(shape[:-1])), dtype=np.int32)
+        for g, s in sets.items():
+            out[g] = len(s)
+        return out.reshape(tuple(int(d) for d in shape[:-1]))
+
+    return run
+
+
+@kernel("DenseToDenseSetOperation", host_only=True)
+def _dense_dense_sets(node, ctx):
+    how = node.attr["set_operation"]
+
+    def run(a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        (sa, ga), (sb, gb) = _dense_sets(node, a), _dense_sets(node, b)
+        return _set_result(node, sa, sb, ga, gb, how, a.dtype)
+
+    return run
+
+
+@kernel("DenseToSparseSetOperation", host_only=True)
+def _dense_sparse_sets(node, ctx):
+    how, validate = node.attr["set_operation"], node.attr["validate_indices"]
+
+    def run(a, b_indices, b_values, b_shape):
+        a = np.asarray(a)
+        sa, ga = _dense_sets(node, a)
+        b_shape = _shape(b_shape)
+        sb = _sparse_sets(node, _indices(node, b_indices), list(np.asarray(b_values).ravel()),
+                          b_shape, validate)
+        return _set_result(node, sa, sb, ga, b_shape[:-1], how, a.dtype)
+
+    return run
+
+
+@kernel("SparseToSparseSetOperation", host_only=True)
+def _sparse_sparse_sets(node, ctx):
+    how, validate = node.attr["set_operation"], node.attr["validate_indices"]
+
+    def run(a_indices, a_values, a_shape, b_indices, b_values, b_shape):
+        a_shape, b_shape = _shape(a_shape), _shape(b_shape)
+        a_vals = np.asarray(a_values)
+        sa = _sparse_sets(node, _indices(node, a_indices), list(a_vals.ravel()), a_shape,
+                          validate)
+        sb = _sparse_sets(node, _indices(node, b_indices), list(np.asarray(b_values).ravel()),
+                          b_shape, validate)
+        return _set_result(node, sa, sb, a_shape[:-1], b_shape[:-1], how, a_vals.dtype)
+
+    return run
