@@ -205,6 +205,7 @@ _FROM_MODULES = {
             from_dense merge:sparse_merge placeholder:sparse_placeholder
             reset_shape:sparse_reset_shape retain:sparse_retain
             to_indicator:sparse_to_indicator transpose:sparse_transpose""",
+        "dflab.ops.sparse_text_ops": "cross:sparse_cross",
     },
     "sets": {
         "dflab.ops.sets_ops": """set_difference set_intersection set_size set_union

@@ -4,6 +4,8 @@ in host memory for its GPU kernels too)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from dflab.framework import errors
@@ -774,5 +776,36 @@ def _sparse_sparse_sets(node, ctx):
         sb = _sparse_sets(node, _indices(node, b_indices), list(np.asarray(b_values).ravel()),
                           b_shape, validate)
         return _set_result(node, sa, sb, a_shape[:-1], b_shape[:-1], how, a_vals.dtype)
+
+    return run
+
+
+@kernel("SparseCrossV2", host_only=True)
+def _sparse_cross(node, ctx):
+    n = node.attr["N"]
+
+    def text(v) -> bytes:
+        return v if isinstance(v, bytes) else (v.encode() if isinstance(v, str)
+                                               else str(int(v)).encode())
+
+    def run(*args):
+        sep = _as_bytes(np.asarray(args[-1], dtype=object).reshape(()).item())
+        idxs = [_indices(node, a) for a in args[:n]]
+        vals = [list(np.asarray(v).ravel()) for v in args[n:2 * n]]
+        shapes = [_shape(s) for s in args[2 * n:3 * n]]
+        dense = [np.asarray(d) for d in args[3 * n:-1]]
+        batch = int(shapes[0][0]) if shapes else (dense[0].shape[0] if dense else 0)
+        # Each row's features per input: sparse inputs first, then dense (TF's order).
+        columns = []
+        for idx, v in zip(idxs, vals):
+            rows = [[] for _ in range(batch)]
+            for k in _order(idx):
+                rows[int(idx[k, 0])].append(text(v[k]))
+            columns.append(rows)
+        for d in dense:
+            columns.append([[text(x) for x in np.ravel(d[r])] for r in range(batch)])
+        out_rows = [[sep.join(combo) for combo in itertools.product(*(c[r] for c in columns))]
+                    for r in range(batch)]
+        return _split_rows(out_rows)
 
     return run

@@ -1,9 +1,10 @@
 """Ops whose inputs or outputs are ``SparseTensor``s of sequences: ``tf.edit_distance``
-(Levenshtein distances between sparse sequences) and TF1's ``tf.string_split`` /
-``tf.strings.split`` (strings split into a ``[batch, tokens]`` ``SparseTensor``).
+(Levenshtein distances between sparse sequences), TF1's ``tf.string_split`` /
+``tf.strings.split`` (strings split into a ``[batch, tokens]`` ``SparseTensor``) and
+``tf.sparse.cross`` (feature crosses as strings).
 
 Schemas and builders; kernels in ``dflab.kernels.sparse_kernels``. The outputs match TF's
-``EditDistance``, ``StringSplit`` and ``StringSplitV2`` op for op.
+``EditDistance``, ``StringSplit``, ``StringSplitV2`` and ``SparseCrossV2`` op for op.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.sparse_tensor import SparseTensor
 from dflab.framework.sparse_tensor import convert_to_sparse_tensor as _sparse
 from dflab.framework.tensor_shape import TensorShape, unknown_shape
+from dflab.ops import math_ops
 
 
 def _edit_distance_infer(op):
@@ -106,6 +108,38 @@ def _sparse_only(result_type) -> None:
                                   "does not model; use the default 'SparseTensor'")
     if result_type != "SparseTensor":
         raise ValueError("result_type must be 'RaggedTensor' or 'SparseTensor'.")
+
+
+
+
+def _cross_infer(op):
+    return [(_dt.int64, TensorShape([None, 2])), (_dt.string, TensorShape([None])),
+            (_dt.int64, TensorShape([2]))]
+
+
+register_op("SparseCrossV2", _cross_infer)
+NotDifferentiable("SparseCrossV2")
+
+
+def sparse_cross(inputs, name=None, separator=None) -> SparseTensor:
+    """The crosses of the features of each row of ``inputs`` (``SparseTensor``s and dense
+    ``[batch, k]`` tensors): every combination, one feature of each input (sparse inputs
+    first), joined by ``separator`` (``"_X_"``)."""
+    if not isinstance(inputs, (tuple, list)):
+        raise TypeError("Inputs must be a list")
+    if not all(isinstance(i, (SparseTensor, _ops.Tensor)) for i in inputs):
+        raise TypeError("All inputs must be Tensor or SparseTensor.")
+    sparse = [i for i in inputs if isinstance(i, SparseTensor)]
+    # Numbers are crossed as int64 (TF casts them), strings as they are.
+    sparse = [s if s.dtype.base_dtype is _dt.string else s.with_values(
+        math_ops.cast(s.values, _dt.int64)) for s in sparse]
+    dense = [d if d.dtype.base_dtype is _dt.string else math_ops.cast(d, _dt.int64)
+             for d in inputs if not isinstance(d, SparseTensor)]
+    sep = _ops.convert_to_tensor("_X_" if separator is None else separator, _dt.string)
+    op = _ops.apply_op("SparseCrossV2", [s.indices for s in sparse]
+                       + [s.values for s in sparse] + [s.dense_shape for s in sparse]
+                       + dense + [sep], {"N": len(sparse)}, name or "SparseCrossV2")
+    return SparseTensor(*op.outputs)
 
 
 __all__ = ["edit_distance", "string_split"]
