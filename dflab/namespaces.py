@@ -200,7 +200,7 @@ _FROM_MODULES = {
             segment_sqrt_n:sparse_segment_sqrt_n segment_sum:sparse_segment_sum
             slice:sparse_slice softmax:sparse_softmax split:sparse_split
             matmul:sparse_tensor_dense_matmul sparse_dense_matmul:sparse_tensor_dense_matmul
-            to_dense:sparse_tensor_to_dense""",
+            to_dense:sparse_tensor_to_dense bincount:sparse_bincount""",
         "dflab.ops.sparse_compose_ops": """expand_dims:sparse_expand_dims eye:sparse_eye
             from_dense merge:sparse_merge placeholder:sparse_placeholder
             reset_shape:sparse_reset_shape retain:sparse_retain

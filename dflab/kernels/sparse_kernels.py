@@ -809,3 +809,72 @@ def _sparse_cross(node, ctx):
         return _split_rows(out_rows)
 
     return run
+
+
+# --- counts: DenseCountSparseOutput, SparseCountSparseOutput -------------------------------------
+def _counts(node, batch, values, weights, out_dtype):
+    """TF's count ops: per (batch row, value) the count (or weight sum, or 1 when binary) of
+    the non-negative values below ``maxlength``."""
+    a = node.attr
+    minlength, maxlength, binary = a["minlength"], a["maxlength"], a["binary_output"]
+    if np.any(values < 0):
+        raise errors.InvalidArgumentError(
+            None, node, "Input values must all be non-negative")
+    keep = values < maxlength if maxlength >= 0 else np.ones(len(values), bool)
+    sums: dict = {}
+    for k in np.flatnonzero(keep):
+        key = (int(batch[k]) if batch is not None else 0, int(values[k]))
+        add = 1 if binary or weights is None else weights[k]
+        sums[key] = 1 if binary else sums.get(key, 0) + add
+    # TF's output size: maxlength when given, else the largest value + 1, at least minlength.
+    size = int(values[keep].max()) + 1 if keep.any() else 0
+    size = maxlength if maxlength > 0 else max(size, minlength)
+    keys = sorted(sums)
+    if batch is None:
+        idx = np.array([[v] for _, v in keys], dtype=np.int64).reshape(-1, 1)
+        shape = np.array([size], dtype=np.int64)
+    else:
+        rows = int(batch.max()) + 1 if len(batch) else 0
+        idx = np.array([list(k) for k in keys], dtype=np.int64).reshape(-1, 2)
+        shape = np.array([rows, size], dtype=np.int64)
+    return idx, np.array([sums[k] for k in keys], dtype=out_dtype), shape
+
+
+@kernel("DenseCountSparseOutput", host_only=True)
+def _dense_count(node, ctx):
+    def run(values, weights):
+        values, weights = np.asarray(values), np.asarray(weights)
+        if values.ndim not in (1, 2):
+            raise errors.InvalidArgumentError(
+                None, node, f"Input must be a 1 or 2-dimensional tensor. Got: "
+                f"{values.ndim}")
+        if weights.size and weights.shape != values.shape:
+            raise errors.InvalidArgumentError(
+                None, node, f"Weights and values must have the same shape. Weight shape: "
+                f"{list(weights.shape)}; values shape: {list(values.shape)}")
+        batch = None if values.ndim == 1 else np.repeat(np.arange(values.shape[0]),
+                                                        values.shape[1])
+        out = _counts(node, batch, values.ravel(), weights.ravel() if weights.size else None,
+                      weights.dtype)
+        if values.ndim == 2:  # every row counts, even one with no kept values
+            out[2][0] = values.shape[0]
+        return out
+
+    return run
+
+
+@kernel("SparseCountSparseOutput", host_only=True)
+def _sparse_count(node, ctx):
+    def run(indices, values, dense_shape, weights):
+        idx, shape = _indices(node, indices), _shape(dense_shape)
+        values, weights = np.asarray(values), np.asarray(weights)
+        if weights.size and weights.shape != values.shape:
+            raise errors.InvalidArgumentError(
+                None, node, "Weights and values must have the same shape.")
+        batch = None if shape.size == 1 else idx[:, 0]
+        out = _counts(node, batch, values, weights if weights.size else None, weights.dtype)
+        if batch is not None:
+            out[2][0] = shape[0]
+        return out
+
+    return run

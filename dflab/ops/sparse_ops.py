@@ -684,3 +684,65 @@ __all__ = ["SparseTensor", "SparseTensorValue", "sparse_add", "sparse_concat",
            "sparse_reorder", "sparse_reshape", "sparse_segment_mean", "sparse_segment_sqrt_n",
            "sparse_segment_sum", "sparse_slice", "sparse_softmax", "sparse_split",
            "sparse_tensor_dense_matmul", "sparse_tensor_to_dense", "sparse_to_dense"]
+
+
+# --- tf.sparse.bincount ------------------------------------------------------------------------
+def _count_infer(op):
+    dense = op.type == "DenseCountSparseOutput"
+    values = op.inputs[0] if dense else op.inputs[2]
+    rank = (values.shape.ndims if dense else
+            (values.shape.dims[0].value if values.shape.ndims == 1 else None))
+    weights = op.inputs[1] if dense else op.inputs[3]
+    return [_ids(rank), (weights.dtype.base_dtype, TensorShape([None])), _shape_vec(rank)]
+
+
+for _name in ("DenseCountSparseOutput", "SparseCountSparseOutput"):
+    register_op(_name, _count_infer)
+    NotDifferentiable(_name)
+
+
+def sparse_bincount(values, weights=None, axis=0, minlength=None, maxlength=None,
+                    binary_output=False, name=None) -> SparseTensor:
+    """Counts of each value as a ``SparseTensor``: over everything (``axis=0``) or per row
+    (``axis=-1``); ``weights`` summed instead of counting, or 1 per value present with
+    ``binary_output``; values of at least ``maxlength`` are dropped."""
+    with _ops.name_scope(name, "count"):
+        if isinstance(values, SparseTensorValue):
+            values = SparseTensor.from_value(values)
+        if not isinstance(values, SparseTensor):
+            values = _ops.convert_to_tensor(values, name="values")
+        if weights is not None and not isinstance(weights, SparseTensor):
+            weights = _ops.convert_to_tensor(weights, name="weights")
+        if weights is not None and binary_output:
+            raise ValueError("Arguments `binary_output` and `weights` are mutually exclusive. "
+                             "Please specify only one.")
+        axis = 0 if axis is None else axis
+        if axis not in (0, -1):
+            raise ValueError(f"Unsupported value for argument axis={axis}. Only 0 and -1 are "
+                             "currently supported.")
+        if values.dtype.base_dtype not in (_dt.int32, _dt.int64):
+            raise TypeError(f"Value passed to parameter 'values' has DataType "
+                            f"{values.dtype.base_dtype.name} not in list of allowed values: "
+                            "int32, int64")
+        attrs = {"minlength": -1 if minlength is None else int(minlength),
+                 "maxlength": -1 if maxlength is None else int(maxlength),
+                 "binary_output": bool(binary_output)}
+        if axis == 0:
+            if isinstance(values, SparseTensor):
+                weights = weights.values if isinstance(weights, SparseTensor) else weights
+                values = values.values
+            else:
+                values = array_ops.reshape(values, [-1])
+                if weights is not None:
+                    weights = array_ops.reshape(weights, [-1])
+        if weights is None:
+            weights = _ops.convert_to_tensor(np.zeros(0, values.dtype.base_dtype._np))
+        elif isinstance(weights, SparseTensor):
+            weights = weights.values
+        if isinstance(values, SparseTensor):
+            op = _ops.apply_op("SparseCountSparseOutput", [*_components(values), weights],
+                               attrs, "SparseCountSparseOutput")
+        else:
+            op = _ops.apply_op("DenseCountSparseOutput", [values, weights], attrs,
+                               "DenseCountSparseOutput")
+        return SparseTensor(*op.outputs)
