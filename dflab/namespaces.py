@@ -202,7 +202,7 @@ _FROM_MODULES = {
             matmul:sparse_tensor_dense_matmul sparse_dense_matmul:sparse_tensor_dense_matmul
             to_dense:sparse_tensor_to_dense bincount:sparse_bincount""",
         "dflab.ops.sparse_compose_ops": """expand_dims:sparse_expand_dims eye:sparse_eye
-            from_dense merge:sparse_merge placeholder:sparse_placeholder
+            from_dense mask:sparse_mask merge:sparse_merge placeholder:sparse_placeholder
             reset_shape:sparse_reset_shape retain:sparse_retain
             to_indicator:sparse_to_indicator transpose:sparse_transpose""",
         "dflab.ops.sparse_text_ops": "cross:sparse_cross",

@@ -314,8 +314,15 @@ def _cwise_kernel(fn):
 
 kernel("SparseDenseCwiseMul", host_only=True)(_cwise_kernel(np.multiply))
 kernel("SparseDenseCwiseAdd", host_only=True)(_cwise_kernel(np.add))
-kernel("SparseDenseCwiseDiv", host_only=True)(_cwise_kernel(
-    lambda x, y: np.floor_divide(x, y) if x.dtype.kind in "iu" else np.true_divide(x, y)))
+def _divide(x, y):
+    if x.dtype.kind not in "iu":
+        return np.true_divide(x, y)
+    # Integer division truncates toward zero, as C++'s (and TF's kernel).
+    q = np.abs(x) // np.abs(y)
+    return np.where((x < 0) != (y < 0), -q, q)
+
+
+kernel("SparseDenseCwiseDiv", host_only=True)(_cwise_kernel(_divide))
 
 
 @kernel("SparseSoftmax", host_only=True)

@@ -239,6 +239,22 @@ def sparse_to_indicator(sp_input, vocab_size, name=None):
                                       name=scope.rstrip("/") if scope else None)
 
 
+def sparse_mask(a, mask_indices, name=None):
+    """The rows of the ``IndexedSlices`` ``a`` whose index is not in ``mask_indices``."""
+    from dflab.ops.gradients import IndexedSlices
+
+    with _ops.name_scope(name, "sparse_mask") as scope:
+        indices = a.indices
+        mask = _ops.convert_to_tensor(mask_indices, dtype=indices.dtype)
+        # TF's ListDiff keeps the indices absent from the mask, in their order.
+        masked = reduction_ops.reduce_any(math_ops.equal(
+            array_ops.expand_dims(indices, 1), array_ops.expand_dims(mask, 0)), axis=1)
+        keep = array_ops.reshape(indexing_ops.where_v2(math_ops.logical_not(masked)), [-1])
+        values = indexing_ops.gather(a.values, keep,
+                                     name=scope.rstrip("/") if scope else None)
+        return IndexedSlices(values, indexing_ops.gather(indices, keep), a.dense_shape)
+
+
 def sparse_matmul(a, b, transpose_a=False, transpose_b=False, a_is_sparse=False,
                   b_is_sparse=False, name=None):
     """TF1's ``sparse_matmul``: the dense product of float32 matrices, the sparsity flags
@@ -254,6 +270,6 @@ def sparse_matmul(a, b, transpose_a=False, transpose_b=False, a_is_sparse=False,
         return math_ops.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
-__all__ = ["convert_to_tensor_or_sparse_tensor", "sparse_matmul", "sparse_merge",
+__all__ = ["convert_to_tensor_or_sparse_tensor", "sparse_mask", "sparse_matmul", "sparse_merge",
            "sparse_placeholder", "sparse_reset_shape", "sparse_retain", "sparse_to_indicator",
            "sparse_transpose"]

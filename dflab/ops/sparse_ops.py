@@ -669,11 +669,28 @@ def sparse_dense_cwise(op_type, sp_t: SparseTensor, dense, name=None) -> SparseT
     return SparseTensor(sp_t.indices, values, sp_t.dense_shape)
 
 
+# TF's true division of a sparse integer tensor: in floating point, as for dense tensors.
+_TRUEDIV = {_dt.uint8: _dt.float32, _dt.int8: _dt.float32, _dt.uint16: _dt.float32,
+            _dt.int16: _dt.float32, _dt.int32: _dt.float64, _dt.int64: _dt.float64}
+
+
+def _sparse_truediv(sp: SparseTensor, y) -> SparseTensor:
+    with _ops.name_scope(None, "truediv"):
+        y = _ops.convert_to_tensor(y, name="y")
+        if y.dtype.base_dtype is not sp.dtype.base_dtype:
+            raise TypeError(f"`x` and `y` must have the same dtype, got {sp.dtype.name} != "
+                            f"{y.dtype.name}.")
+        to = _TRUEDIV.get(sp.dtype.base_dtype)
+        if to is not None:
+            sp, y = sp.with_values(_m.cast(sp.values, to)), _m.cast(y, to)
+        return sparse_dense_cwise("SparseDenseCwiseDiv", sp, y)
+
+
 def _install_operators() -> None:
     # TF's SparseTensor operators: a sparse * or / a dense tensor keeps the sparsity.
     SparseTensor.__mul__ = lambda sp, y: sparse_dense_cwise("SparseDenseCwiseMul", sp, y)
-    SparseTensor.__truediv__ = lambda sp, y: sparse_dense_cwise("SparseDenseCwiseDiv", sp, y)
-    SparseTensor.__div__ = SparseTensor.__truediv__
+    SparseTensor.__truediv__ = _sparse_truediv
+    SparseTensor.__div__ = lambda sp, y: sparse_dense_cwise("SparseDenseCwiseDiv", sp, y)
 
 
 _install_operators()
