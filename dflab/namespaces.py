@@ -206,6 +206,7 @@ _FROM_MODULES = {
             reset_shape:sparse_reset_shape retain:sparse_retain
             to_indicator:sparse_to_indicator transpose:sparse_transpose""",
         "dflab.ops.sparse_text_ops": "cross:sparse_cross",
+        "dflab.ops.accumulator_ops": "SparseConditionalAccumulator",
     },
     "sets": {
         "dflab.ops.sets_ops": """set_difference set_intersection set_size set_union

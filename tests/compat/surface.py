@@ -53,9 +53,9 @@ REASONS = [
      r"(FixedLen|VarLen|Sparse)(Sequence)?Feature|RaggedFeature|parse_.*|TFRecord.*|"
      r"tf_record_iterator|decode_proto|encode_proto|serialize_.*|deserialize_.*|"
      r"decode_json_example|python_io|summary_iterator)$"),
-    ("sparse tensors (SparseTensor and the sparse_* ops) are not modelled",
+    ("sparse tensors: TF's fingerprint hashing of crosses and the sparse-label metrics",
      r"^sparse$", r".*"),
-    ("sparse tensors (SparseTensor and the sparse_* ops) are not modelled",
+    ("sparse tensors: TF's fingerprint hashing of crosses and the sparse-label metrics",
      r".*", r"^(SparseTensor.*|sparse_.*|.*_sparse|sparse|sparse_placeholder|"
      r"convert_to_tensor_or_sparse_tensor|SparseConditionalAccumulator)$"),
     ("quantized types and ops, bfloat16", r"^quantization$", r".*"),
