@@ -176,3 +176,39 @@ def test_sparse_ops_stay_on_the_host():
     from dflab.kernels.registry import is_host_only
 
     assert is_host_only(out.op.type) and is_host_only("SparseReorder")
+
+
+def test_set_ops_check_the_sets_positions_at_run_time(graph):
+    a = tf.sparse_placeholder(tf.int64)
+    out = tf.sets.set_union(a, tf.constant([[1, 2]], tf.int64))
+    with tf.Session() as sess:
+        got = sess.run(out, {a: ([[0, 0], [0, 1]], [5, 1], [1, 2])})
+        np.testing.assert_array_equal(got.values, [1, 2, 5])
+        with pytest.raises(errors.InvalidArgumentError, match="Shapes mismatch"):
+            sess.run(out, {a: ([[0, 0]], [5], [2, 2])})
+
+
+def test_string_split_has_no_ragged_result(graph):
+    with pytest.raises(NotImplementedError, match="RaggedTensor"):
+        tf.strings.split(["a b"], result_type="RaggedTensor")
+    with pytest.raises(ValueError, match="result_type"):
+        tf.string_split(["a b"], result_type="Dense")
+
+
+def test_namespaces_name_the_same_functions():
+    assert tf.sparse.to_dense is tf.sparse_tensor_to_dense
+    assert tf.sparse.matmul is tf.sparse.sparse_dense_matmul is tf.sparse_tensor_dense_matmul
+    assert tf.sparse.SparseTensor is tf.SparseTensor
+    assert tf.sparse.SparseConditionalAccumulator is tf.SparseConditionalAccumulator
+    assert tf.io.VarLenFeature is tf.VarLenFeature and tf.io.SparseFeature is tf.SparseFeature
+    assert tf.sets.union is tf.sets.set_union
+    import dflab.sparse as sparse_module
+
+    assert sparse_module.reorder is tf.sparse_reorder
+
+
+def test_ops_that_want_a_tensor_refuse_a_sparse_tensor(graph):
+    # A SparseTensor is not a Tensor: ops that want one refuse it, as TF's.
+    st = tf.SparseTensor(IDX, [1.0, 2.0, 3.0], [3, 4])
+    with pytest.raises(TypeError):
+        tf.reduce_sum(st)
