@@ -4,8 +4,6 @@ in host memory for its GPU kernels too)."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from dflab.framework import errors
@@ -76,7 +74,7 @@ def _sparse_to_dense(node, ctx):
 
 
 # --- ops on SparseTensor components (host-only, as TF's CPU kernels) ---------------------------
-def _indices(node, value, what="indices") -> np.ndarray:
+def indices_matrix(node, value, what="indices") -> np.ndarray:
     idx = np.asarray(host(value), dtype=np.int64)
     if idx.ndim != 2:
         raise errors.InvalidArgumentError(
@@ -84,18 +82,18 @@ def _indices(node, value, what="indices") -> np.ndarray:
     return idx
 
 
-def _shape(value) -> np.ndarray:
+def shape_vector(value) -> np.ndarray:
     return np.asarray(host(value), dtype=np.int64).reshape(-1)
 
 
-def _order(idx: np.ndarray) -> np.ndarray:
+def row_major_order(idx: np.ndarray) -> np.ndarray:
     """The stable permutation that puts ``idx``'s rows in row-major order."""
     if idx.shape[0] == 0 or idx.shape[1] == 0:
         return np.arange(idx.shape[0])
     return np.lexsort(idx.T[::-1])
 
 
-def _keys(idx: np.ndarray, dims) -> np.ndarray:
+def row_major_keys(idx: np.ndarray, dims) -> np.ndarray:
     """One integer per row of ``idx``: its row-major position within ``dims``."""
     if idx.shape[1] == 0:
         return np.zeros(idx.shape[0], dtype=np.int64)
@@ -116,8 +114,8 @@ def _same_shapes(node, a_shape, b_shape) -> None:
 @kernel("SparseReorder", host_only=True)
 def _sparse_reorder(node, ctx):
     def run(indices, values, shape):
-        idx = _indices(node, indices, "Input indices")
-        perm = _order(idx)
+        idx = indices_matrix(node, indices, "Input indices")
+        perm = row_major_order(idx)
         return idx[perm], np.asarray(values)[perm]
 
     return run
@@ -128,7 +126,7 @@ def _sparse_dense_matmul(node, ctx):
     adj_a, adj_b = node.attr["adjoint_a"], node.attr["adjoint_b"]
 
     def run(a_indices, a_values, a_shape, b):
-        idx, shape, b = _indices(node, a_indices), _shape(a_shape), np.asarray(b)
+        idx, shape, b = indices_matrix(node, a_indices), shape_vector(a_shape), np.asarray(b)
         if b.ndim != 2:
             raise errors.InvalidArgumentError(None, node, "Tensor 'b' is not a matrix")
         if shape.size != 2:
@@ -168,7 +166,7 @@ def _reduce_groups(node, idx, shape, axes, keep_dims):
     reduced = np.zeros(rank, dtype=bool)
     reduced[axes % rank if rank else axes] = True
     kept_shape = np.where(reduced, 1, shape)
-    groups = _keys(np.where(reduced, 0, idx), kept_shape)
+    groups = row_major_keys(np.where(reduced, 0, idx), kept_shape)
     out_shape = kept_shape if keep_dims else shape[~reduced]
     return groups, kept_shape, out_shape, reduced
 
@@ -190,7 +188,7 @@ def _reduce_kernel(how: str, sparse_out: bool):
         keep = node.attr["keep_dims"]
 
         def run(indices, values, shape, axes):
-            idx, shape = _indices(node, indices, "input_indices"), _shape(shape)
+            idx, shape = indices_matrix(node, indices, "input_indices"), shape_vector(shape)
             groups, kept, out_shape, reduced = _reduce_groups(node, idx, shape, axes, keep)
             values = np.asarray(values)
             # Each group's entries in row-major order (TF sorts before reducing).
@@ -220,8 +218,8 @@ for _how, _sparse_out, _name in (("sum", False, "SparseReduceSum"),
 @kernel("SparseAdd", host_only=True)
 def _sparse_add(node, ctx):
     def run(a_indices, a_values, a_shape, b_indices, b_values, b_shape, thresh):
-        a_idx, b_idx = _indices(node, a_indices), _indices(node, b_indices)
-        a_shape, b_shape = _shape(a_shape), _shape(b_shape)
+        a_idx, b_idx = indices_matrix(node, a_indices), indices_matrix(node, b_indices)
+        a_shape, b_shape = shape_vector(a_shape), shape_vector(b_shape)
         _same_shapes(node, a_shape, b_shape)
         a_vals, b_vals = np.asarray(a_values), np.asarray(b_values)
         idx, vals, combined = _merge(a_idx, a_vals, b_idx, b_vals, np.add)
@@ -239,7 +237,7 @@ def _merge(a_idx, a_vals, b_idx, b_vals, combine, fill=None):
     both = np.concatenate([a_idx, b_idx]).reshape(-1, max(a_idx.shape[1], b_idx.shape[1]))
     vals = np.concatenate([a_vals, b_vals])
     side = np.concatenate([np.zeros(len(a_vals), bool), np.ones(len(b_vals), bool)])
-    perm = _order(both)
+    perm = row_major_order(both)
     both, vals, side = both[perm], vals[perm], side[perm]
     out_idx, out_vals, combined = [], [], []
     i = 0
@@ -262,10 +260,10 @@ def _merge(a_idx, a_vals, b_idx, b_vals, combine, fill=None):
 def _sparse_add_grad(node, ctx):
     def run(grad, a_indices, b_indices, sum_indices):
         grad = np.asarray(grad)
-        where = {tuple(r): k for k, r in enumerate(_indices(node, sum_indices))}
+        where = {tuple(r): k for k, r in enumerate(indices_matrix(node, sum_indices))}
 
         def pick(indices):
-            rows = _indices(node, indices)
+            rows = indices_matrix(node, indices)
             out = np.zeros(len(rows), dtype=grad.dtype)
             for k, r in enumerate(rows):
                 j = where.get(tuple(r))
@@ -281,7 +279,7 @@ def _sparse_add_grad(node, ctx):
 @kernel("SparseTensorDenseAdd", host_only=True)
 def _sparse_dense_add(node, ctx):
     def run(a_indices, a_values, a_shape, b):
-        idx, shape, b = _indices(node, a_indices), _shape(a_shape), np.asarray(b)
+        idx, shape, b = indices_matrix(node, a_indices), shape_vector(a_shape), np.asarray(b)
         if tuple(shape) != b.shape:
             raise errors.InvalidArgumentError(
                 None, node, f"Dimension mismatch: the sparse tensor's shape {list(shape)} is "
@@ -297,7 +295,8 @@ def _sparse_dense_add(node, ctx):
 def _cwise_kernel(fn):
     def factory(node, ctx):
         def run(indices, values, shape, dense):
-            idx, shape, dense = _indices(node, indices), _shape(shape), np.asarray(dense)
+            idx, shape = indices_matrix(node, indices), shape_vector(shape)
+            dense = np.asarray(dense)
             if dense.ndim > shape.size:
                 raise errors.InvalidArgumentError(
                     None, node, f"Dense tensor of rank {dense.ndim} cannot broadcast to a "
@@ -328,11 +327,11 @@ kernel("SparseDenseCwiseDiv", host_only=True)(_cwise_kernel(_divide))
 @kernel("SparseSoftmax", host_only=True)
 def _sparse_softmax(node, ctx):
     def run(indices, values, shape):
-        idx, shape, vals = _indices(node, indices), _shape(shape), np.asarray(values)
+        idx, shape, vals = indices_matrix(node, indices), shape_vector(shape), np.asarray(values)
         if shape.size < 2:
             raise errors.InvalidArgumentError(
                 None, node, f"Input should have rank >= 2, but received shape: {list(shape)}")
-        groups = _keys(idx[:, :-1], shape[:-1])
+        groups = row_major_keys(idx[:, :-1], shape[:-1])
         out = np.empty_like(vals)
         for g in np.unique(groups):
             sel = groups == g
@@ -346,8 +345,8 @@ def _sparse_softmax(node, ctx):
 @kernel("SparseReshape", host_only=True)
 def _sparse_reshape(node, ctx):
     def run(indices, shape, new_shape):
-        idx, shape = _indices(node, indices, "Input indices"), _shape(shape)
-        target = _shape(new_shape).copy()
+        idx, shape = indices_matrix(node, indices, "Input indices"), shape_vector(shape)
+        target = shape_vector(new_shape).copy()
         total = int(np.prod(shape))
         unknown = np.flatnonzero(target == -1)
         if len(unknown) > 1:
@@ -367,7 +366,7 @@ def _sparse_reshape(node, ctx):
                 None, node, f"Input to reshape is a tensor with {total} dense values, but the "
                 f"requested shape has {known}. input_shape={list(shape)} "
                 f"output_shape={list(target)}")
-        flat = _keys(idx, shape) if len(idx) else np.zeros(0, np.int64)
+        flat = row_major_keys(idx, shape) if len(idx) else np.zeros(0, np.int64)
         out = np.array(np.unravel_index(flat, tuple(int(d) for d in target)),
                        dtype=np.int64).T.reshape(len(idx), target.size)
         return out, target
@@ -380,9 +379,9 @@ def _sparse_concat(node, ctx):
     n, dim = node.attr["N"], node.attr["concat_dim"]
 
     def run(*args):
-        idxs = [_indices(node, a) for a in args[:n]]
+        idxs = [indices_matrix(node, a) for a in args[:n]]
         vals = [np.asarray(v) for v in args[n:2 * n]]
-        shapes = [_shape(s) for s in args[2 * n:]]
+        shapes = [shape_vector(s) for s in args[2 * n:]]
         rank = shapes[0].size
         d = dim + rank if dim < 0 else dim
         if not 0 <= d < rank:
@@ -401,7 +400,7 @@ def _sparse_concat(node, ctx):
             moved.append(idx)
         out_idx = np.concatenate(moved).reshape(-1, rank)
         out_vals = np.concatenate(vals)
-        perm = _order(out_idx)
+        perm = row_major_order(out_idx)
         out_shape = shapes[0].copy()
         out_shape[d] = sum(int(s[d]) for s in shapes)
         return out_idx[perm], out_vals[perm], out_shape
@@ -410,7 +409,7 @@ def _sparse_concat(node, ctx):
 
 
 def _slice_bounds(node, shape, start, size):
-    start, size = _shape(start), _shape(size)
+    start, size = shape_vector(start), shape_vector(size)
     if start.size != shape.size or size.size != shape.size:
         raise errors.InvalidArgumentError(
             None, node, f"Expected start and size to have {shape.size} elements, got "
@@ -423,7 +422,7 @@ def _slice_bounds(node, shape, start, size):
 @kernel("SparseSlice", host_only=True)
 def _sparse_slice(node, ctx):
     def run(indices, values, shape, start, size):
-        idx, shape = _indices(node, indices), _shape(shape)
+        idx, shape = indices_matrix(node, indices), shape_vector(shape)
         lo, hi = _slice_bounds(node, shape, start, size)
         inside = np.all((idx >= lo) & (idx < hi), axis=1) if len(idx) else np.zeros(0, bool)
         out_shape = np.maximum(hi - lo, 0)
@@ -436,10 +435,10 @@ def _sparse_slice(node, ctx):
 @kernel("SparseSliceGrad", host_only=True)
 def _sparse_slice_grad(node, ctx):
     def run(grad, input_indices, input_start, output_indices):
-        idx = _indices(node, input_indices)
-        start = _shape(input_start)
+        idx = indices_matrix(node, input_indices)
+        start = shape_vector(input_start)
         grad = np.asarray(grad)
-        where = {tuple(r + start): k for k, r in enumerate(_indices(node, output_indices))}
+        where = {tuple(r + start): k for k, r in enumerate(indices_matrix(node, output_indices))}
         out = np.zeros(len(idx), dtype=grad.dtype)
         for k, r in enumerate(idx):
             j = where.get(tuple(r))
@@ -455,7 +454,7 @@ def _sparse_split(node, ctx):
     n = node.attr["num_split"]
 
     def run(split_dim, indices, values, shape):
-        idx, shape, vals = _indices(node, indices), _shape(shape), np.asarray(values)
+        idx, shape, vals = indices_matrix(node, indices), shape_vector(shape), np.asarray(values)
         rank = shape.size
         d = int(host(split_dim))
         d = d + rank if d < 0 else d
@@ -489,7 +488,8 @@ def _sparse_split(node, ctx):
 @kernel("SparseFillEmptyRows", host_only=True)
 def _sparse_fill_empty_rows(node, ctx):
     def run(indices, values, dense_shape, default_value):
-        idx, shape, vals = _indices(node, indices), _shape(dense_shape), np.asarray(values)
+        idx, shape = indices_matrix(node, indices), shape_vector(dense_shape)
+        vals = np.asarray(values)
         if shape.size == 0:
             raise errors.InvalidArgumentError(None, node, "dense_shape must be a vector")
         rows = int(shape[0])
@@ -525,10 +525,10 @@ def _sparse_fill_empty_rows_grad(node, ctx):
 def _min_max_kernel(fn):
     def factory(node, ctx):
         def run(a_indices, a_values, a_shape, b_indices, b_values, b_shape):
-            a_shape, b_shape = _shape(a_shape), _shape(b_shape)
+            a_shape, b_shape = shape_vector(a_shape), shape_vector(b_shape)
             _same_shapes(node, a_shape, b_shape)
             a_vals, b_vals = np.asarray(a_values), np.asarray(b_values)
-            return _merge(_indices(node, a_indices), a_vals, _indices(node, b_indices),
+            return _merge(indices_matrix(node, a_indices), a_vals, indices_matrix(node, b_indices),
                           b_vals, fn, fill=np.zeros((), a_vals.dtype))[:2]
 
         return run
@@ -576,312 +576,3 @@ for _how, _op in (("sum", "SparseSegmentSum"), ("mean", "SparseSegmentMean"),
                   ("sqrt_n", "SparseSegmentSqrtN")):
     kernel(_op, host_only=True)(_segment_kernel(_how, False))
     kernel(_op + "WithNumSegments", host_only=True)(_segment_kernel(_how, True))
-
-
-# --- text: EditDistance, StringSplit, StringSplitV2 --------------------------------------------
-def _levenshtein(a: list, b: list) -> int:
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
-
-
-def _sequences(idx, vals, outer) -> dict:
-    """Each sequence (keyed by its row-major outer position) as its values in index order."""
-    seqs: dict = {}
-    for k in _order(idx):
-        seqs.setdefault(int(_keys(idx[k:k + 1, :-1], outer)[0]), []).append(vals[k])
-    return seqs
-
-
-@kernel("EditDistance", host_only=True)
-def _edit_distance(node, ctx):
-    normalize = node.attr["normalize"]
-
-    def run(h_indices, h_values, h_shape, t_indices, t_values, t_shape):
-        h_idx, t_idx = _indices(node, h_indices), _indices(node, t_indices)
-        h_shape, t_shape = _shape(h_shape), _shape(t_shape)
-        if h_shape.size != t_shape.size or h_shape.size < 1:
-            raise errors.InvalidArgumentError(
-                None, node, f"hypothesis and truth must have the same rank (at least 1), got "
-                f"{h_shape.size} and {t_shape.size}")
-        outer = np.maximum(h_shape[:-1], t_shape[:-1])
-        hyp = _sequences(h_idx, list(np.asarray(h_values).ravel()), outer)
-        truth = _sequences(t_idx, list(np.asarray(t_values).ravel()), outer)
-        out = np.zeros(int(np.prod(outer)), dtype=np.float32)
-        for pos in set(hyp) | set(truth):
-            h, t = hyp.get(pos, []), truth.get(pos, [])
-            dist = _levenshtein(h, t)
-            if normalize:
-                dist = dist / len(t) if t else (np.inf if h else 0.0)
-            out[pos] = dist
-        return out.reshape(tuple(int(d) for d in outer))
-
-    return run
-
-
-def _split_rows(rows: list) -> tuple:
-    indices = [[i, j] for i, r in enumerate(rows) for j in range(len(r))]
-    values = np.empty(sum(len(r) for r in rows), dtype=object)
-    values[:] = [p for r in rows for p in r]
-    longest = max((len(r) for r in rows), default=0)
-    return (np.asarray(indices, dtype=np.int64).reshape(-1, 2), values,
-            np.asarray([len(rows), longest], dtype=np.int64))
-
-
-def _as_bytes(s) -> bytes:
-    return s.encode() if isinstance(s, str) else bytes(s)
-
-
-@kernel("StringSplit", host_only=True)
-def _string_split(node, ctx):
-    skip_empty = node.attr["skip_empty"]
-
-    def run(source, delimiter):
-        src = [_as_bytes(s) for s in np.asarray(source, dtype=object).reshape(-1)]
-        delim = _as_bytes(np.asarray(delimiter, dtype=object).reshape(()).item())
-        rows = []
-        for s in src:
-            if not delim:  # an empty delimiter splits into characters (bytes)
-                parts = [s[k:k + 1] for k in range(len(s))]
-            else:
-                # Every byte of the delimiter is a split point (TF's StringSplit).
-                parts, cur = [], bytearray()
-                for ch in s:
-                    if ch in delim:
-                        parts.append(bytes(cur))
-                        cur = bytearray()
-                    else:
-                        cur.append(ch)
-                parts.append(bytes(cur))
-            rows.append([p for p in parts if p or not skip_empty] if s else [])
-        return _split_rows(rows)
-
-    return run
-
-
-@kernel("StringSplitV2", host_only=True)
-def _string_split_v2(node, ctx):
-    maxsplit = node.attr["maxsplit"]
-
-    def run(source, sep):
-        src = [_as_bytes(s) for s in np.asarray(source, dtype=object).reshape(-1)]
-        sep = _as_bytes(np.asarray(sep, dtype=object).reshape(()).item())
-        limit = -1 if maxsplit < 0 else maxsplit
-        # An empty separator splits on runs of whitespace, as Python's str.split().
-        rows = [(s.split(None, limit) if not sep else s.split(sep, limit)) if s else []
-                for s in src]
-        return _split_rows(rows)
-
-    return run
-
-
-# --- sets: SetSize and the set operations over the last dimension ------------------------------
-def _sparse_sets(node, idx, vals, shape, validate) -> dict:
-    """{group position (row-major over all but the last dimension): set of values}."""
-    if shape.size < 2:
-        raise errors.InvalidArgumentError(
-            None, node, f"Invalid input rank {shape.size}, should be >= 2.")
-    if validate:
-        check_indices(node, idx, tuple(int(d) for d in shape))
-    groups = _keys(idx[:, :-1], shape[:-1])
-    sets: dict = {}
-    for g, v in zip(groups, vals):
-        sets.setdefault(int(g), set()).add(v)
-    return sets
-
-
-def _dense_sets(node, dense) -> tuple:
-    if dense.ndim < 2:
-        raise errors.InvalidArgumentError(
-            None, node, f"Invalid input rank {dense.ndim}, should be >= 2.")
-    rows = dense.reshape(-1, dense.shape[-1])
-    return {g: set(r.tolist()) for g, r in enumerate(rows) if r.size}, np.array(
-        dense.shape[:-1], dtype=np.int64)
-
-
-_SET_OPS = {"intersection": lambda a, b: a & b, "union": lambda a, b: a | b,
-            "a-b": lambda a, b: a - b, "b-a": lambda a, b: b - a}
-
-
-def _set_result(node, sets_a, sets_b, group_a, group_b, how, dtype):
-    if not np.array_equal(group_a, group_b):
-        raise errors.InvalidArgumentError(
-            None, node, f"Shapes mismatch: the group shapes {group_a.tolist()} and "
-            f"{group_b.tolist()} of the two sets differ")
-    fn = _SET_OPS.get(how)
-    if fn is None:
-        raise errors.InvalidArgumentError(None, node, f"Invalid set_operation {how}.")
-    indices, values, longest = [], [], 0
-    for g in sorted(set(sets_a) | set(sets_b)):
-        out = sorted(fn(sets_a.get(g, set()), sets_b.get(g, set())))
-        longest = max(longest, len(out))
-        pos = np.unravel_index(g, tuple(int(d) for d in group_a)) if group_a.size else ()
-        indices.extend([*map(int, pos), j] for j in range(len(out)))
-        values.extend(out)
-    vals = np.empty(len(values), dtype=np.dtype(dtype))
-    vals[:] = values
-    return (np.array(indices, dtype=np.int64).reshape(len(values), group_a.size + 1), vals,
-            np.append(group_a, longest).astype(np.int64))
-
-
-@kernel("SetSize", host_only=True)
-def _set_size(node, ctx):
-    validate = node.attr["validate_indices"]
-
-    def run(indices, values, shape):
-        shape = _shape(shape)
-        sets = _sparse_sets(node, _indices(node, indices), list(np.asarray(values).ravel()),
-                            shape, validate)
-        out = np.zeros(int(np.prod(shape[:-1])), dtype=np.int32)
-        for g, s in sets.items():
-            out[g] = len(s)
-        return out.reshape(tuple(int(d) for d in shape[:-1]))
-
-    return run
-
-
-@kernel("DenseToDenseSetOperation", host_only=True)
-def _dense_dense_sets(node, ctx):
-    how = node.attr["set_operation"]
-
-    def run(a, b):
-        a, b = np.asarray(a), np.asarray(b)
-        (sa, ga), (sb, gb) = _dense_sets(node, a), _dense_sets(node, b)
-        return _set_result(node, sa, sb, ga, gb, how, a.dtype)
-
-    return run
-
-
-@kernel("DenseToSparseSetOperation", host_only=True)
-def _dense_sparse_sets(node, ctx):
-    how, validate = node.attr["set_operation"], node.attr["validate_indices"]
-
-    def run(a, b_indices, b_values, b_shape):
-        a = np.asarray(a)
-        sa, ga = _dense_sets(node, a)
-        b_shape = _shape(b_shape)
-        sb = _sparse_sets(node, _indices(node, b_indices), list(np.asarray(b_values).ravel()),
-                          b_shape, validate)
-        return _set_result(node, sa, sb, ga, b_shape[:-1], how, a.dtype)
-
-    return run
-
-
-@kernel("SparseToSparseSetOperation", host_only=True)
-def _sparse_sparse_sets(node, ctx):
-    how, validate = node.attr["set_operation"], node.attr["validate_indices"]
-
-    def run(a_indices, a_values, a_shape, b_indices, b_values, b_shape):
-        a_shape, b_shape = _shape(a_shape), _shape(b_shape)
-        a_vals = np.asarray(a_values)
-        sa = _sparse_sets(node, _indices(node, a_indices), list(a_vals.ravel()), a_shape,
-                          validate)
-        sb = _sparse_sets(node, _indices(node, b_indices), list(np.asarray(b_values).ravel()),
-                          b_shape, validate)
-        return _set_result(node, sa, sb, a_shape[:-1], b_shape[:-1], how, a_vals.dtype)
-
-    return run
-
-
-@kernel("SparseCrossV2", host_only=True)
-def _sparse_cross(node, ctx):
-    n = node.attr["N"]
-
-    def text(v) -> bytes:
-        return v if isinstance(v, bytes) else (v.encode() if isinstance(v, str)
-                                               else str(int(v)).encode())
-
-    def run(*args):
-        sep = _as_bytes(np.asarray(args[-1], dtype=object).reshape(()).item())
-        idxs = [_indices(node, a) for a in args[:n]]
-        vals = [list(np.asarray(v).ravel()) for v in args[n:2 * n]]
-        shapes = [_shape(s) for s in args[2 * n:3 * n]]
-        dense = [np.asarray(d) for d in args[3 * n:-1]]
-        batch = int(shapes[0][0]) if shapes else (dense[0].shape[0] if dense else 0)
-        # Each row's features per input: sparse inputs first, then dense (TF's order).
-        columns = []
-        for idx, v in zip(idxs, vals):
-            rows = [[] for _ in range(batch)]
-            for k in _order(idx):
-                rows[int(idx[k, 0])].append(text(v[k]))
-            columns.append(rows)
-        for d in dense:
-            columns.append([[text(x) for x in np.ravel(d[r])] for r in range(batch)])
-        out_rows = [[sep.join(combo) for combo in itertools.product(*(c[r] for c in columns))]
-                    for r in range(batch)]
-        return _split_rows(out_rows)
-
-    return run
-
-
-# --- counts: DenseCountSparseOutput, SparseCountSparseOutput -------------------------------------
-def _counts(node, batch, values, weights, out_dtype):
-    """TF's count ops: per (batch row, value) the count (or weight sum, or 1 when binary) of
-    the non-negative values below ``maxlength``."""
-    a = node.attr
-    minlength, maxlength, binary = a["minlength"], a["maxlength"], a["binary_output"]
-    if np.any(values < 0):
-        raise errors.InvalidArgumentError(
-            None, node, "Input values must all be non-negative")
-    keep = values < maxlength if maxlength >= 0 else np.ones(len(values), bool)
-    sums: dict = {}
-    for k in np.flatnonzero(keep):
-        key = (int(batch[k]) if batch is not None else 0, int(values[k]))
-        add = 1 if binary or weights is None else weights[k]
-        sums[key] = 1 if binary else sums.get(key, 0) + add
-    # TF's output size: maxlength when given, else the largest value + 1, at least minlength.
-    size = int(values[keep].max()) + 1 if keep.any() else 0
-    size = maxlength if maxlength > 0 else max(size, minlength)
-    keys = sorted(sums)
-    if batch is None:
-        idx = np.array([[v] for _, v in keys], dtype=np.int64).reshape(-1, 1)
-        shape = np.array([size], dtype=np.int64)
-    else:
-        rows = int(batch.max()) + 1 if len(batch) else 0
-        idx = np.array([list(k) for k in keys], dtype=np.int64).reshape(-1, 2)
-        shape = np.array([rows, size], dtype=np.int64)
-    return idx, np.array([sums[k] for k in keys], dtype=out_dtype), shape
-
-
-@kernel("DenseCountSparseOutput", host_only=True)
-def _dense_count(node, ctx):
-    def run(values, weights):
-        values, weights = np.asarray(values), np.asarray(weights)
-        if values.ndim not in (1, 2):
-            raise errors.InvalidArgumentError(
-                None, node, f"Input must be a 1 or 2-dimensional tensor. Got: "
-                f"{values.ndim}")
-        if weights.size and weights.shape != values.shape:
-            raise errors.InvalidArgumentError(
-                None, node, f"Weights and values must have the same shape. Weight shape: "
-                f"{list(weights.shape)}; values shape: {list(values.shape)}")
-        batch = None if values.ndim == 1 else np.repeat(np.arange(values.shape[0]),
-                                                        values.shape[1])
-        out = _counts(node, batch, values.ravel(), weights.ravel() if weights.size else None,
-                      weights.dtype)
-        if values.ndim == 2:  # every row counts, even one with no kept values
-            out[2][0] = values.shape[0]
-        return out
-
-    return run
-
-
-@kernel("SparseCountSparseOutput", host_only=True)
-def _sparse_count(node, ctx):
-    def run(indices, values, dense_shape, weights):
-        idx, shape = _indices(node, indices), _shape(dense_shape)
-        values, weights = np.asarray(values), np.asarray(weights)
-        if weights.size and weights.shape != values.shape:
-            raise errors.InvalidArgumentError(
-                None, node, "Weights and values must have the same shape.")
-        batch = None if shape.size == 1 else idx[:, 0]
-        out = _counts(node, batch, values, weights if weights.size else None, weights.dtype)
-        if batch is not None:
-            out[2][0] = shape[0]
-        return out
-
-    return run
