@@ -49,7 +49,8 @@ _SAME = {
         VarLenFeature decode_base64 decode_csv decode_raw encode_base64 matching_files
         read_file serialize_tensor parse_tensor write_file write_graph
         FixedLenSequenceFeature parse_example parse_single_example
-        parse_single_sequence_example SparseFeature""",
+        parse_single_sequence_example SparseFeature serialize_sparse serialize_many_sparse
+        deserialize_many_sparse""",
 }
 
 # Names that are spelled differently at the top level: namespace name -> top-level name.

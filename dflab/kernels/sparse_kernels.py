@@ -1,6 +1,7 @@
-"""Kernels of ``dflab.ops.sparse_ops``: coordinate lists scattered into, or gathered from,
-dense arrays with the device's ``xp``; indices and shapes are read on the host (TF keeps them
-in host memory for its GPU kernels too)."""
+"""Kernels of ``dflab.ops.sparse_ops``: ``SparseToDense`` scatters a coordinate list into a
+dense array with the device's ``xp`` (indices and shapes read on the host, as TF keeps them in
+host memory for its GPU kernels too); the ops on ``SparseTensor`` components are host-only,
+as TF's CPU kernels, and expect (or check, where TF does) row-major ordered indices."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels import tensor_wire
 from dflab.kernels.registry import kernel
 from dflab.kernels.sparse_kernels import (
     check_indices,
@@ -325,5 +326,88 @@ def _sparse_count(node, ctx):
         if batch is not None:
             out[2][0] = shape[0]
         return out
+
+    return run
+
+
+# --- serialization: SerializeSparse, SerializeManySparse, DeserializeManySparse -----------------
+def _serialized(idx, vals, shape, dtype) -> np.ndarray:
+    out = np.empty(3, dtype=object)
+    out[:] = [tensor_wire.encode(idx, "int64"), tensor_wire.encode(vals, dtype),
+              tensor_wire.encode(shape, "int64")]
+    return out
+
+
+@kernel("SerializeSparse", host_only=True)
+def _serialize_sparse(node, ctx):
+    dtype = node.attr["T"]
+
+    def run(indices, values, shape):
+        return _serialized(indices_matrix(node, indices), np.asarray(values),
+                           shape_vector(shape), dtype)
+
+    return run
+
+
+@kernel("SerializeManySparse", host_only=True)
+def _serialize_many_sparse(node, ctx):
+    dtype = node.attr["T"]
+
+    def run(indices, values, shape):
+        idx, shape, vals = indices_matrix(node, indices), shape_vector(shape), np.asarray(values)
+        if shape.size < 2:
+            raise errors.InvalidArgumentError(
+                None, node, f"Rank of input SparseTensor should be > 1, but saw rank: "
+                f"{shape.size}")
+        check_indices(node, idx, tuple(int(d) for d in shape))
+        out = np.empty((int(shape[0]), 3), dtype=object)
+        for row in range(int(shape[0])):
+            sel = idx[:, 0] == row
+            out[row] = _serialized(idx[sel, 1:], vals[sel], shape[1:], dtype)
+        return out
+
+    return run
+
+
+@kernel("DeserializeManySparse", host_only=True)
+def _deserialize_many_sparse(node, ctx):
+    dtype = node.attr["dtype"]
+
+    def parse(data: bytes, what: str, want: str):
+        try:
+            name, arr = tensor_wire.decode(data)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                None, node, f"Could not parse serialized_sparse[{what}]") from None
+        if name != want:
+            raise errors.InvalidArgumentError(
+                None, node, f"Requested SparseTensor of type {want} but SparseTensor[{what}]"
+                f".values.dtype() == {name}")
+        return arr
+
+    def run(serialized):
+        rows = np.asarray(serialized, dtype=object)
+        if rows.ndim != 2 or rows.shape[1] != 3:
+            raise errors.InvalidArgumentError(
+                None, node, f"Serialized sparse should be a matrix with 3 columns, got shape "
+                f"{list(rows.shape)}")
+        parts = []
+        for k, (i, v, s) in enumerate(rows):
+            parts.append((parse(i, f"{k}].indices", "int64"),
+                          parse(v, f"{k}]", dtype.name), parse(s, f"{k}].shape", "int64")))
+        if not parts:
+            raise errors.InvalidArgumentError(None, node, "Serialized sparse is empty")
+        rank = parts[0][2].size
+        for k, (_, _, s) in enumerate(parts):
+            if s.size != rank:
+                raise errors.InvalidArgumentError(
+                    None, node, f"Inconsistent rank across SparseTensors: rank prior to "
+                    f"SparseTensor[{k}] was: {rank} but rank of SparseTensor[{k}] is: {s.size}")
+        idx = np.concatenate([np.column_stack([np.full(len(i), k, np.int64),
+                                               i.reshape(len(i), rank)])
+                              for k, (i, _, _) in enumerate(parts)]).reshape(-1, rank + 1)
+        vals = np.concatenate([v for _, v, _ in parts])
+        shape = np.max(np.stack([s for _, _, s in parts]), axis=0)
+        return idx, vals, np.concatenate([[len(parts)], shape]).astype(np.int64)
 
     return run

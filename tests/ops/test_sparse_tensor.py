@@ -212,3 +212,33 @@ def test_ops_that_want_a_tensor_refuse_a_sparse_tensor(graph):
     st = tf.SparseTensor(IDX, [1.0, 2.0, 3.0], [3, 4])
     with pytest.raises(TypeError):
         tf.reduce_sum(st)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "uint8", "bool",
+                                   "complex64", "float16", "string"])
+def test_tensor_wire_round_trips(dtype):
+    from dflab.kernels import tensor_wire
+
+    if dtype == "string":
+        value = np.empty((2, 2), dtype=object)
+        value[:] = [[b"", b"ab"], [b"\x00\xff", b"x" * 200]]
+    else:
+        value = (np.arange(6).reshape(2, 3) % 2).astype(dtype)
+    name, back = tensor_wire.decode(tensor_wire.encode(value, dtype))
+    assert name == dtype and back.shape == value.shape
+    assert back.tolist() == value.tolist()
+    with pytest.raises(ValueError):
+        tensor_wire.decode(b"\x08")
+
+
+def test_sparse_tensors_pass_a_string_queue(graph):
+    sp = tf.sparse_placeholder(tf.float32)
+    queue = tf.FIFOQueue(4, tf.string, shapes=[[3]])
+    enqueue = queue.enqueue_many(tf.serialize_many_sparse(sp))
+    batch = tf.deserialize_many_sparse(queue.dequeue_many(2), tf.float32)
+    with tf.Session() as sess:
+        sess.run(enqueue, {sp: ([[0, 1], [1, 0], [1, 2]], [1.0, 2.0, 3.0], [2, 3])})
+        got = sess.run(batch)
+    assert got.indices.tolist() == [[0, 1], [1, 0], [1, 2]]
+    np.testing.assert_array_equal(got.values, np.float32([1, 2, 3]))
+    assert got.dense_shape.tolist() == [2, 3]
