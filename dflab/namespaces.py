@@ -49,7 +49,8 @@ _SAME = {
         VarLenFeature decode_base64 decode_csv decode_raw encode_base64 matching_files
         read_file serialize_tensor parse_tensor write_file write_graph
         FixedLenSequenceFeature parse_example parse_single_example
-        parse_single_sequence_example""",
+        parse_single_sequence_example SparseFeature serialize_sparse serialize_many_sparse
+        deserialize_many_sparse""",
 }
 
 # Names that are spelled differently at the top level: namespace name -> top-level name.
@@ -146,6 +147,8 @@ _FROM_MODULES = {
             fixed_unigram_candidate_sampler all_candidate_sampler compute_accidental_hits""",
         "dflab.ops.sampled_losses": "nce_loss sampled_softmax_loss",
         "dflab.ops.normalization_ops": "lrn local_response_normalization",
+        "dflab.ops.sparse_embedding_ops": """embedding_lookup_sparse
+            safe_embedding_lookup_sparse""",
     },
     "image": {
         "dflab.ops.image_ops": """ResizeMethod resize resize_images resize_bilinear
@@ -172,6 +175,7 @@ _FROM_MODULES = {
         "dflab.ops.string_ops": """as_string join length lower upper strip substr reduce_join
             regex_full_match regex_replace to_number unicode_transcode
             unsorted_segment_join""",
+        "dflab.ops.sparse_text_ops": "split:strings_split",
     },
     "linalg": {
         "dflab.ops.matrix_ops": """adjoint band_part cross diag:matrix_diag
@@ -186,6 +190,29 @@ _FROM_MODULES = {
     },
     "nn.rnn_cell": {
         "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",
+    },
+    "sparse": {
+        "dflab.ops.sparse_ops": """SparseTensor add:sparse_add concat:sparse_concat
+            fill_empty_rows:sparse_fill_empty_rows maximum:sparse_maximum
+            minimum:sparse_minimum reduce_max:sparse_reduce_max
+            reduce_max_sparse:sparse_reduce_max_sparse reduce_sum:sparse_reduce_sum
+            reduce_sum_sparse:sparse_reduce_sum_sparse reorder:sparse_reorder
+            reshape:sparse_reshape segment_mean:sparse_segment_mean
+            segment_sqrt_n:sparse_segment_sqrt_n segment_sum:sparse_segment_sum
+            slice:sparse_slice softmax:sparse_softmax split:sparse_split
+            matmul:sparse_tensor_dense_matmul sparse_dense_matmul:sparse_tensor_dense_matmul
+            to_dense:sparse_tensor_to_dense bincount:sparse_bincount""",
+        "dflab.ops.sparse_compose_ops": """expand_dims:sparse_expand_dims eye:sparse_eye
+            from_dense mask:sparse_mask merge:sparse_merge placeholder:sparse_placeholder
+            reset_shape:sparse_reset_shape retain:sparse_retain
+            to_indicator:sparse_to_indicator transpose:sparse_transpose""",
+        "dflab.ops.sparse_text_ops": "cross:sparse_cross",
+        "dflab.ops.accumulator_ops": "SparseConditionalAccumulator",
+    },
+    "sets": {
+        "dflab.ops.sets_ops": """set_difference set_intersection set_size set_union
+            difference:set_difference intersection:set_intersection size:set_size
+            union:set_union""",
     },
     "random": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler

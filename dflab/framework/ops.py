@@ -249,6 +249,9 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_
         return convert_to_tensor(conv(), dtype, name)
     if isinstance(value, Operation):
         raise TypeError(f"Can't convert Operation '{value.name}' to Tensor (target dtype={dtype})")
+    if getattr(value, "_is_composite_tensor", False):  # a SparseTensor is no Tensor, as in TF
+        raise TypeError(f"Failed to convert elements of {value} to Tensor. Consider casting "
+                        "elements to a supported type.")
     if isinstance(value, (list, tuple)) and _holds_tensor(value):
         # TF packs a (nested) list mixing tensors and numbers into one tensor.
         return _autopack_builder(value, dtype, name)

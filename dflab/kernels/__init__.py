@@ -31,6 +31,7 @@ from dflab.kernels import (  # noqa: F401 - imported for their registrations
 from dflab.kernels import special_math_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import candidate_sampling_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import sparse_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import sparse_text_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import normalization_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import fixed_length_record_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import image_kernels  # noqa: F401, E402  isort: skip

@@ -229,6 +229,19 @@ def _feature_list_value(lists, key, dtype, shape, missing_ok: bool, name: str) -
     return np.stack(steps) if steps else np.zeros([0, *shape], dtype=np_type)
 
 
+def _feature_list_sparse(lists, key, dtype, name: str):
+    """A feature list as TF's sparse triple: entry [step, j] for the j-th value of a step
+    (an absent list is empty, of dense shape [0, 0])."""
+    steps = []
+    for t, feature in enumerate(lists[key].feature if key in lists else []):
+        values = _values(feature, dtype)
+        if values is None:
+            raise _invalid(f"Name: {name}, Feature list: {key}, Index: {t}.  Data types "
+                           f"don't match. Expected type: {_TYPE_NAME[dtype]}")
+        steps.append(values)
+    return _sparse(steps, dtype, True)
+
+
 @kernel("ParseSingleSequenceExample", host_only=True)
 def _parse_sequence_example(node, ctx):
     a = node.attr
@@ -237,6 +250,10 @@ def _parse_sequence_example(node, ctx):
     s_keys, s_types = list(a["feature_list_dense_keys"]), list(a["feature_list_dense_types"])
     s_shapes = [s.as_list() for s in a["feature_list_dense_shapes"]]
     missing_ok = set(a.get("feature_list_dense_missing_assumed_empty") or [])
+    cs_keys, cs_types = list(a.get("context_sparse_keys") or []), list(
+        a.get("context_sparse_types") or [])
+    ss_keys, ss_types = list(a.get("feature_list_sparse_keys") or []), list(
+        a.get("feature_list_sparse_types") or [])
 
     def parse(serialized, debug_name, *defaults):
         data = np.asarray(serialized, dtype=object).reshape(-1)[0]
@@ -244,8 +261,13 @@ def _parse_sequence_example(node, ctx):
             "<unknown>"
         example = _parse(protos.SequenceExample, data, "sequence example")
         context, lists = example.context.feature, example.feature_lists.feature_list
-        outs = [_context_value(context, k, t, s, np.asarray(d))
-                for k, t, s, d in zip(c_keys, c_types, c_shapes, defaults)]
+        c_sparse = [_sparse([_var_len(context, k, t, _Where(True, [name], 0))], t, False)
+                    for k, t in zip(cs_keys, cs_types)]
+        s_sparse = [_feature_list_sparse(lists, k, t, name) for k, t in zip(ss_keys, ss_types)]
+        outs = [part for k in range(3) for part in (sp[k] for sp in c_sparse)]
+        outs += [_context_value(context, k, t, s, np.asarray(d))
+                 for k, t, s, d in zip(c_keys, c_types, c_shapes, defaults)]
+        outs += [part for k in range(3) for part in (sp[k] for sp in s_sparse)]
         outs += [_feature_list_value(lists, k, t, s, k in missing_ok, name)
                  for k, t, s in zip(s_keys, s_types, s_shapes)]
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -1,6 +1,7 @@
-"""Kernels of ``dflab.ops.sparse_ops``: coordinate lists scattered into, or gathered from,
-dense arrays with the device's ``xp``; indices and shapes are read on the host (TF keeps them
-in host memory for its GPU kernels too)."""
+"""Kernels of ``dflab.ops.sparse_ops``: ``SparseToDense`` scatters a coordinate list into a
+dense array with the device's ``xp`` (indices and shapes read on the host, as TF keeps them in
+host memory for its GPU kernels too); the ops on ``SparseTensor`` components are host-only,
+as TF's CPU kernels, and expect (or check, where TF does) row-major ordered indices."""
 
 from __future__ import annotations
 
@@ -71,3 +72,508 @@ def _sparse_to_dense(node, ctx):
         return out
 
     return run
+
+
+# --- ops on SparseTensor components (host-only, as TF's CPU kernels) ---------------------------
+def indices_matrix(node, value, what="indices") -> np.ndarray:
+    idx = np.asarray(host(value), dtype=np.int64)
+    if idx.ndim != 2:
+        raise errors.InvalidArgumentError(
+            None, node, f"{what} should be a matrix but received shape {list(idx.shape)}")
+    return idx
+
+
+def shape_vector(value) -> np.ndarray:
+    return np.asarray(host(value), dtype=np.int64).reshape(-1)
+
+
+def row_major_order(idx: np.ndarray) -> np.ndarray:
+    """The stable permutation that puts ``idx``'s rows in row-major order."""
+    if idx.shape[0] == 0 or idx.shape[1] == 0:
+        return np.arange(idx.shape[0])
+    return np.lexsort(idx.T[::-1])
+
+
+def row_major_keys(idx: np.ndarray, dims) -> np.ndarray:
+    """One integer per row of ``idx``: its row-major position within ``dims``."""
+    if idx.shape[1] == 0:
+        return np.zeros(idx.shape[0], dtype=np.int64)
+    return np.ravel_multi_index(tuple(idx.T), tuple(int(d) for d in dims))
+
+
+def _same_shapes(node, a_shape, b_shape) -> None:
+    if a_shape.shape != b_shape.shape:
+        raise errors.InvalidArgumentError(
+            None, node, f"Operands do not have the same ranks; got shapes: "
+            f"{list(a_shape)} and {list(b_shape)}")
+    if np.any(a_shape != b_shape):
+        raise errors.InvalidArgumentError(
+            None, node, f"Operands' shapes do not match: got {list(a_shape)} and "
+            f"{list(b_shape)}")
+
+
+@kernel("SparseReorder", host_only=True)
+def _sparse_reorder(node, ctx):
+    def run(indices, values, shape):
+        idx = indices_matrix(node, indices, "Input indices")
+        perm = row_major_order(idx)
+        return idx[perm], np.asarray(values)[perm]
+
+    return run
+
+
+@kernel("SparseTensorDenseMatMul", host_only=True)
+def _sparse_dense_matmul(node, ctx):
+    adj_a, adj_b = node.attr["adjoint_a"], node.attr["adjoint_b"]
+
+    def run(a_indices, a_values, a_shape, b):
+        idx, shape, b = indices_matrix(node, a_indices), shape_vector(a_shape), np.asarray(b)
+        if b.ndim != 2:
+            raise errors.InvalidArgumentError(None, node, "Tensor 'b' is not a matrix")
+        if shape.size != 2:
+            raise errors.InvalidArgumentError(None, node, "Tensor 'a_shape' is not a vector "
+                                              "of length 2")
+        rows, cols = (idx[:, 1], idx[:, 0]) if adj_a else (idx[:, 0], idx[:, 1])
+        out_rows, inner = (shape[1], shape[0]) if adj_a else (shape[0], shape[1])
+        b = np.conj(b.T) if adj_b else b
+        if b.shape[0] != inner:
+            raise errors.InvalidArgumentError(
+                None, node, f"Cannot multiply A and B because inner dimension does not match: "
+                f"{inner} vs. {b.shape[0]}.  Did you forget a transpose?  Dimensions of A: "
+                f"[{shape[0]}, {shape[1]}).  Dimensions of B: {list(b.shape)}")
+        for k, (r, c) in enumerate(zip(rows, cols)):
+            if not (0 <= r < out_rows and 0 <= c < inner):
+                raise errors.InvalidArgumentError(
+                    None, node, f"{'k' if adj_a else 'i'} ({r}) from index[{k}," f"0] out of "
+                    f"bounds (>={out_rows})")
+        vals = np.asarray(a_values)
+        vals = np.conj(vals) if adj_a else vals
+        out = np.zeros((out_rows, b.shape[1]), dtype=np.result_type(vals, b))
+        np.add.at(out, rows, vals[:, None] * b[cols])
+        return out.astype(vals.dtype, copy=False)
+
+    return run
+
+
+def _reduce_groups(node, idx, shape, axes, keep_dims):
+    """(group of each entry, kept-dims output shape, output shape, kept dims mask)."""
+    rank = shape.size
+    axes = np.asarray(host(axes), dtype=np.int64).reshape(-1)
+    for a in axes:
+        if not -rank <= a < rank:
+            raise errors.InvalidArgumentError(
+                None, node, f"Invalid reduction dimension {a}, for input with {rank} "
+                "dimensions.")
+    reduced = np.zeros(rank, dtype=bool)
+    reduced[axes % rank if rank else axes] = True
+    kept_shape = np.where(reduced, 1, shape)
+    groups = row_major_keys(np.where(reduced, 0, idx), kept_shape)
+    out_shape = kept_shape if keep_dims else shape[~reduced]
+    return groups, kept_shape, out_shape, reduced
+
+
+def _reduce_values(values, groups, how: str):
+    uniq, first = np.unique(groups, return_inverse=True)
+    out = np.zeros(len(uniq), dtype=values.dtype)
+    if how == "sum":
+        np.add.at(out, first, values)
+    else:
+        low = -np.inf if values.dtype.kind in "fc" else np.iinfo(values.dtype).min
+        out[:] = low
+        np.maximum.at(out, first, values)
+    return uniq, out
+
+
+def _reduce_kernel(how: str, sparse_out: bool):
+    def factory(node, ctx):
+        keep = node.attr["keep_dims"]
+
+        def run(indices, values, shape, axes):
+            idx, shape = indices_matrix(node, indices, "input_indices"), shape_vector(shape)
+            groups, kept, out_shape, reduced = _reduce_groups(node, idx, shape, axes, keep)
+            values = np.asarray(values)
+            # Each group's entries in row-major order (TF sorts before reducing).
+            uniq, red = _reduce_values(values, groups, how)
+            if sparse_out:
+                out_idx = np.array(np.unravel_index(uniq, kept), dtype=np.int64).T.reshape(
+                    len(uniq), kept.size)
+                if not keep:
+                    out_idx = out_idx[:, ~reduced]
+                return out_idx, red, out_shape.astype(np.int64)
+            dense = np.zeros(int(np.prod(kept)), dtype=values.dtype)
+            dense[uniq] = red
+            return dense.reshape(tuple(int(d) for d in out_shape))
+
+        return run
+
+    return factory
+
+
+for _how, _sparse_out, _name in (("sum", False, "SparseReduceSum"),
+                                 ("sum", True, "SparseReduceSumSparse"),
+                                 ("max", False, "SparseReduceMax"),
+                                 ("max", True, "SparseReduceMaxSparse")):
+    kernel(_name, host_only=True)(_reduce_kernel(_how, _sparse_out))
+
+
+@kernel("SparseAdd", host_only=True)
+def _sparse_add(node, ctx):
+    def run(a_indices, a_values, a_shape, b_indices, b_values, b_shape, thresh):
+        a_idx, b_idx = indices_matrix(node, a_indices), indices_matrix(node, b_indices)
+        a_shape, b_shape = shape_vector(a_shape), shape_vector(b_shape)
+        _same_shapes(node, a_shape, b_shape)
+        a_vals, b_vals = np.asarray(a_values), np.asarray(b_values)
+        idx, vals, combined = _merge(a_idx, a_vals, b_idx, b_vals, np.add)
+        # As TF's kernel: only a sum of two entries is dropped, when |sum| < thresh.
+        keep = ~combined | (np.abs(vals) >= np.asarray(host(thresh)))
+        return idx[keep], vals[keep], a_shape
+
+    return run
+
+
+def _merge(a_idx, a_vals, b_idx, b_vals, combine, fill=None):
+    """Two ordered coordinate lists merged in row-major order: (indices, values, whether
+    each entry combined one of each side). Entries at the same index are combined; an entry
+    on one side only is combined with ``fill`` when given."""
+    both = np.concatenate([a_idx, b_idx]).reshape(-1, max(a_idx.shape[1], b_idx.shape[1]))
+    vals = np.concatenate([a_vals, b_vals])
+    side = np.concatenate([np.zeros(len(a_vals), bool), np.ones(len(b_vals), bool)])
+    perm = row_major_order(both)
+    both, vals, side = both[perm], vals[perm], side[perm]
+    out_idx, out_vals, combined = [], [], []
+    i = 0
+    while i < len(vals):
+        pair = (i + 1 < len(vals) and np.array_equal(both[i], both[i + 1])
+                and side[i] != side[i + 1])
+        if pair:
+            out_vals.append(combine(vals[i], vals[i + 1]))
+        else:
+            out_vals.append(vals[i] if fill is None else combine(vals[i], fill))
+        out_idx.append(both[i])
+        combined.append(pair)
+        i += 2 if pair else 1
+    idx = np.array(out_idx, dtype=np.int64).reshape(len(out_idx), both.shape[1])
+    return (idx, np.array(out_vals, dtype=vals.dtype).reshape(len(out_vals)),
+            np.array(combined, dtype=bool))
+
+
+@kernel("SparseAddGrad", host_only=True)
+def _sparse_add_grad(node, ctx):
+    def run(grad, a_indices, b_indices, sum_indices):
+        grad = np.asarray(grad)
+        where = {tuple(r): k for k, r in enumerate(indices_matrix(node, sum_indices))}
+
+        def pick(indices):
+            rows = indices_matrix(node, indices)
+            out = np.zeros(len(rows), dtype=grad.dtype)
+            for k, r in enumerate(rows):
+                j = where.get(tuple(r))
+                if j is not None:
+                    out[k] = grad[j]
+            return out
+
+        return pick(a_indices), pick(b_indices)
+
+    return run
+
+
+@kernel("SparseTensorDenseAdd", host_only=True)
+def _sparse_dense_add(node, ctx):
+    def run(a_indices, a_values, a_shape, b):
+        idx, shape, b = indices_matrix(node, a_indices), shape_vector(a_shape), np.asarray(b)
+        if tuple(shape) != b.shape:
+            raise errors.InvalidArgumentError(
+                None, node, f"Dimension mismatch: the sparse tensor's shape {list(shape)} is "
+                f"not the dense tensor's {list(b.shape)}")
+        check_indices(node, idx, tuple(shape), sorted_unique=False)
+        out = b.copy()
+        np.add.at(out, tuple(idx.T), np.asarray(a_values))
+        return out
+
+    return run
+
+
+def _cwise_kernel(fn):
+    def factory(node, ctx):
+        def run(indices, values, shape, dense):
+            idx, shape = indices_matrix(node, indices), shape_vector(shape)
+            dense = np.asarray(dense)
+            if dense.ndim > shape.size:
+                raise errors.InvalidArgumentError(
+                    None, node, f"Dense tensor of rank {dense.ndim} cannot broadcast to a "
+                    f"SparseTensor of rank {shape.size}")
+            # The dense operand broadcast to the sparse shape, read at each entry's index.
+            full = np.broadcast_to(dense, tuple(int(d) for d in shape))
+            picked = full[tuple(idx.T)] if idx.shape[1] else np.broadcast_to(full, (len(idx),))
+            return fn(np.asarray(values), picked).astype(np.asarray(values).dtype, copy=False)
+
+        return run
+
+    return factory
+
+
+kernel("SparseDenseCwiseMul", host_only=True)(_cwise_kernel(np.multiply))
+kernel("SparseDenseCwiseAdd", host_only=True)(_cwise_kernel(np.add))
+def _divide(x, y):
+    if x.dtype.kind not in "iu":
+        return np.true_divide(x, y)
+    # Integer division truncates toward zero, as C++'s (and TF's kernel).
+    q = np.abs(x) // np.abs(y)
+    return np.where((x < 0) != (y < 0), -q, q)
+
+
+kernel("SparseDenseCwiseDiv", host_only=True)(_cwise_kernel(_divide))
+
+
+@kernel("SparseSoftmax", host_only=True)
+def _sparse_softmax(node, ctx):
+    def run(indices, values, shape):
+        idx, shape, vals = indices_matrix(node, indices), shape_vector(shape), np.asarray(values)
+        if shape.size < 2:
+            raise errors.InvalidArgumentError(
+                None, node, f"Input should have rank >= 2, but received shape: {list(shape)}")
+        groups = row_major_keys(idx[:, :-1], shape[:-1])
+        out = np.empty_like(vals)
+        for g in np.unique(groups):
+            sel = groups == g
+            e = np.exp(vals[sel] - vals[sel].max())
+            out[sel] = e / e.sum()
+        return out
+
+    return run
+
+
+@kernel("SparseReshape", host_only=True)
+def _sparse_reshape(node, ctx):
+    def run(indices, shape, new_shape):
+        idx, shape = indices_matrix(node, indices, "Input indices"), shape_vector(shape)
+        target = shape_vector(new_shape).copy()
+        total = int(np.prod(shape))
+        unknown = np.flatnonzero(target == -1)
+        if len(unknown) > 1:
+            raise errors.InvalidArgumentError(
+                None, node, f"only one output dimension may be -1, not both {unknown[0]} and "
+                f"{unknown[1]}")
+        known = int(np.prod(target[target != -1]))
+        if len(unknown):
+            if known == 0 or total % known:
+                raise errors.InvalidArgumentError(
+                    None, node, f"Input to reshape is a SparseTensor with {total} dense values, "
+                    f"but the requested shape requires a multiple of {known}. "
+                    f"input_shape={list(shape)} output_shape={list(target)}")
+            target[unknown[0]] = total // known
+        elif known != total:
+            raise errors.InvalidArgumentError(
+                None, node, f"Input to reshape is a tensor with {total} dense values, but the "
+                f"requested shape has {known}. input_shape={list(shape)} "
+                f"output_shape={list(target)}")
+        flat = row_major_keys(idx, shape) if len(idx) else np.zeros(0, np.int64)
+        out = np.array(np.unravel_index(flat, tuple(int(d) for d in target)),
+                       dtype=np.int64).T.reshape(len(idx), target.size)
+        return out, target
+
+    return run
+
+
+@kernel("SparseConcat", host_only=True)
+def _sparse_concat(node, ctx):
+    n, dim = node.attr["N"], node.attr["concat_dim"]
+
+    def run(*args):
+        idxs = [indices_matrix(node, a) for a in args[:n]]
+        vals = [np.asarray(v) for v in args[n:2 * n]]
+        shapes = [shape_vector(s) for s in args[2 * n:]]
+        rank = shapes[0].size
+        d = dim + rank if dim < 0 else dim
+        if not 0 <= d < rank:
+            raise errors.InvalidArgumentError(
+                None, node, f"Concat dimension must be in range [{-rank}, {rank}), got {dim}")
+        for k, s in enumerate(shapes[1:], 1):
+            if s.size != rank or np.any(np.delete(s, d) != np.delete(shapes[0], d)):
+                raise errors.InvalidArgumentError(
+                    None, node, f"Input shapes must match: got {list(shapes[0])} and "
+                    f"{list(s)} for input {k}, concat_dim = {dim}")
+        offsets = np.cumsum([0] + [int(s[d]) for s in shapes[:-1]])
+        moved = []
+        for idx, off in zip(idxs, offsets):
+            idx = idx.copy()
+            idx[:, d] += off
+            moved.append(idx)
+        out_idx = np.concatenate(moved).reshape(-1, rank)
+        out_vals = np.concatenate(vals)
+        perm = row_major_order(out_idx)
+        out_shape = shapes[0].copy()
+        out_shape[d] = sum(int(s[d]) for s in shapes)
+        return out_idx[perm], out_vals[perm], out_shape
+
+    return run
+
+
+def _slice_bounds(node, shape, start, size):
+    start, size = shape_vector(start), shape_vector(size)
+    if start.size != shape.size or size.size != shape.size:
+        raise errors.InvalidArgumentError(
+            None, node, f"Expected start and size to have {shape.size} elements, got "
+            f"{start.size} and {size.size}")
+    lo = np.minimum(start, shape)
+    hi = np.minimum(start + size, shape)
+    return lo, hi
+
+
+@kernel("SparseSlice", host_only=True)
+def _sparse_slice(node, ctx):
+    def run(indices, values, shape, start, size):
+        idx, shape = indices_matrix(node, indices), shape_vector(shape)
+        lo, hi = _slice_bounds(node, shape, start, size)
+        inside = np.all((idx >= lo) & (idx < hi), axis=1) if len(idx) else np.zeros(0, bool)
+        out_shape = np.maximum(hi - lo, 0)
+        return (idx[inside] - lo).reshape(-1, shape.size), np.asarray(values)[inside], \
+            out_shape
+
+    return run
+
+
+@kernel("SparseSliceGrad", host_only=True)
+def _sparse_slice_grad(node, ctx):
+    def run(grad, input_indices, input_start, output_indices):
+        idx = indices_matrix(node, input_indices)
+        start = shape_vector(input_start)
+        grad = np.asarray(grad)
+        where = {tuple(r + start): k for k, r in enumerate(indices_matrix(node, output_indices))}
+        out = np.zeros(len(idx), dtype=grad.dtype)
+        for k, r in enumerate(idx):
+            j = where.get(tuple(r))
+            if j is not None:
+                out[k] = grad[j]
+        return out
+
+    return run
+
+
+@kernel("SparseSplit", host_only=True)
+def _sparse_split(node, ctx):
+    n = node.attr["num_split"]
+
+    def run(split_dim, indices, values, shape):
+        idx, shape, vals = indices_matrix(node, indices), shape_vector(shape), np.asarray(values)
+        rank = shape.size
+        d = int(host(split_dim))
+        d = d + rank if d < 0 else d
+        if not 0 <= d < rank:
+            raise errors.InvalidArgumentError(
+                None, node, f"Input split_dim should be between 0 and rank ({rank}), got "
+                f"{int(host(split_dim))}")
+        if n > shape[d]:
+            raise errors.InvalidArgumentError(
+                None, node, f"Input num_split should be between 1 and the splitting dimension "
+                f"size ({shape[d]}), got {n}")
+        # TF's split: the first (size % n) pieces are one longer.
+        base, extra = divmod(int(shape[d]), n)
+        sizes = [base + (1 if k < extra else 0) for k in range(n)]
+        starts = np.cumsum([0] + sizes[:-1])
+        outs_i, outs_v, outs_s = [], [], []
+        for start, size in zip(starts, sizes):
+            sel = (idx[:, d] >= start) & (idx[:, d] < start + size)
+            piece = idx[sel].copy()
+            piece[:, d] -= start
+            shp = shape.copy()
+            shp[d] = size
+            outs_i.append(piece.reshape(-1, rank))
+            outs_v.append(vals[sel])
+            outs_s.append(shp)
+        return (*outs_i, *outs_v, *outs_s)
+
+    return run
+
+
+@kernel("SparseFillEmptyRows", host_only=True)
+def _sparse_fill_empty_rows(node, ctx):
+    def run(indices, values, dense_shape, default_value):
+        idx, shape = indices_matrix(node, indices), shape_vector(dense_shape)
+        vals = np.asarray(values)
+        if shape.size == 0:
+            raise errors.InvalidArgumentError(None, node, "dense_shape must be a vector")
+        rows = int(shape[0])
+        present = np.zeros(rows, dtype=bool)
+        if len(idx):
+            check_indices(node, idx, tuple(shape), sorted_unique=False)
+            present[idx[:, 0]] = True
+        empty = np.flatnonzero(~present)
+        filler = np.zeros((len(empty), shape.size), dtype=np.int64)
+        filler[:, 0] = empty
+        all_idx = np.concatenate([idx, filler]).reshape(-1, shape.size)
+        all_vals = np.concatenate([vals, np.full(len(empty), host(default_value),
+                                                 dtype=vals.dtype)])
+        # Stable by row: the input's entries keep their order within a row.
+        perm = np.argsort(all_idx[:, 0], kind="stable")
+        reverse = np.empty(len(idx), dtype=np.int64)
+        reverse[perm[perm < len(idx)]] = np.flatnonzero(perm < len(idx))
+        return all_idx[perm], all_vals[perm], ~present, reverse
+
+    return run
+
+
+@kernel("SparseFillEmptyRowsGrad", host_only=True)
+def _sparse_fill_empty_rows_grad(node, ctx):
+    def run(reverse_index_map, grad_values):
+        rev, grad = np.asarray(host(reverse_index_map), np.int64), np.asarray(grad_values)
+        d_values = grad[rev]
+        return d_values, (grad.sum() - d_values.sum()).astype(grad.dtype)
+
+    return run
+
+
+def _min_max_kernel(fn):
+    def factory(node, ctx):
+        def run(a_indices, a_values, a_shape, b_indices, b_values, b_shape):
+            a_shape, b_shape = shape_vector(a_shape), shape_vector(b_shape)
+            _same_shapes(node, a_shape, b_shape)
+            a_vals, b_vals = np.asarray(a_values), np.asarray(b_values)
+            return _merge(indices_matrix(node, a_indices), a_vals, indices_matrix(node, b_indices),
+                          b_vals, fn, fill=np.zeros((), a_vals.dtype))[:2]
+
+        return run
+
+    return factory
+
+
+kernel("SparseSparseMaximum", host_only=True)(_min_max_kernel(np.maximum))
+kernel("SparseSparseMinimum", host_only=True)(_min_max_kernel(np.minimum))
+
+
+def _segment_kernel(how: str, with_num: bool):
+    def factory(node, ctx):
+        def run(data, indices, segment_ids, *num):
+            data = np.asarray(data)
+            idx = np.asarray(host(indices), np.int64).reshape(-1)
+            seg = np.asarray(host(segment_ids), np.int64).reshape(-1)
+            if idx.size != seg.size:
+                raise errors.InvalidArgumentError(
+                    None, node, "segment_ids and indices should have same size.")
+            if len(seg) and (np.any(np.diff(seg) < 0) or seg[0] < 0):
+                raise errors.InvalidArgumentError(
+                    None, node, "segment ids are not increasing")
+            bad = np.flatnonzero((idx < 0) | (idx >= data.shape[0]))
+            if len(bad):
+                raise errors.InvalidArgumentError(
+                    None, node, f"Bad: indices[{bad[0]}] == {idx[bad[0]]} out of range "
+                    f"[0, {data.shape[0]})")
+            n = int(host(num[0])) if with_num else (int(seg[-1]) + 1 if len(seg) else 0)
+            out = np.zeros((n, *data.shape[1:]), dtype=data.dtype)
+            np.add.at(out, seg, data[idx])
+            if how != "sum":
+                counts = np.bincount(seg, minlength=n).astype(data.dtype)
+                scale = np.maximum(counts, 1)
+                scale = np.sqrt(scale) if how == "sqrt_n" else scale
+                out = out / scale.reshape((-1,) + (1,) * (data.ndim - 1))
+            return out.astype(data.dtype, copy=False)
+
+        return run
+
+    return factory
+
+
+for _how, _op in (("sum", "SparseSegmentSum"), ("mean", "SparseSegmentMean"),
+                  ("sqrt_n", "SparseSegmentSqrtN")):
+    kernel(_op, host_only=True)(_segment_kernel(_how, False))
+    kernel(_op + "WithNumSegments", host_only=True)(_segment_kernel(_how, True))

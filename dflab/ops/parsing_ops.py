@@ -1,14 +1,15 @@
 """Parsing ``tf.train.Example`` protos and raw bytes: ``tf.parse_example``,
-``tf.parse_single_example``, ``tf.parse_single_sequence_example`` with ``FixedLenFeature`` and
-``FixedLenSequenceFeature``, and ``tf.decode_raw``.
+``tf.parse_single_example``, ``tf.parse_single_sequence_example`` with ``FixedLenFeature``,
+``FixedLenSequenceFeature``, ``VarLenFeature`` and ``SparseFeature``, and ``tf.decode_raw``.
 
 ``ParseExampleV2`` parses a scalar or vector of serialized ``Example``s into one dense tensor
-per feature (its keys, dtypes and shapes are attrs; a ``FixedLenSequenceFeature``'s shape has a
-leading unknown dimension, padded across the batch with its default). It also produces TF's
-sparse outputs (indices, values, dense shape) for ``sparse_keys``, which ``VarLenFeature``
-would map to a ``SparseTensor``; dflab has no ``SparseTensor`` yet, so ``VarLenFeature`` and
-``SparseFeature`` are not offered. ``ParseSingleSequenceExample`` parses one
-``SequenceExample``: context features as above, feature lists into ``[steps, ...]`` tensors.
+per dense feature (its keys, dtypes and shapes are attrs; a ``FixedLenSequenceFeature``'s shape
+has a leading unknown dimension, padded across the batch with its default) and TF's sparse
+triple (indices, values, dense shape) per ``sparse_keys`` entry, which a ``VarLenFeature``
+becomes as a ``SparseTensor``; a ``SparseFeature`` parses its index and value keys so and
+merges them (``sparse_merge``). ``ParseSingleSequenceExample`` parses one ``SequenceExample``:
+context features as above, feature lists into ``[steps, ...]`` tensors (or a
+``[steps, items]`` ``SparseTensor`` for a ``VarLenFeature``).
 The kernels (``kernels/parsing_kernels.py``) raise TF's errors with TF's messages.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import NotDifferentiable, register_op
+from dflab.framework.sparse_tensor import SparseTensor
 from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
 
 _PARSE_TYPES = (_dt.float32, _dt.int64, _dt.string)
@@ -46,6 +48,21 @@ class FixedLenSequenceFeature(collections.namedtuple(
 
     def __new__(cls, shape, dtype, allow_missing=False, default_value=None):
         return super().__new__(cls, shape, dtype, allow_missing, default_value)
+
+
+class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
+    """A feature of any number of values: parsed into a ``SparseTensor`` (``[batch, n]``,
+    or ``[n]`` for one example)."""
+
+
+class SparseFeature(collections.namedtuple(
+        "SparseFeature", ["index_key", "value_key", "dtype", "size", "already_sorted"])):
+    """A ``SparseTensor`` of dense shape ``size`` built from an example's index feature(s)
+    (``index_key``, a key or a list of keys, one per dimension) and value feature
+    (``value_key``)."""
+
+    def __new__(cls, index_key, value_key, dtype, size, already_sorted=False):
+        return super().__new__(cls, index_key, value_key, dtype, size, already_sorted)
 
 
 # --- schemas --------------------------------------------------------------------------------------
@@ -142,6 +159,8 @@ def _dense_params(features: dict, sequence_ok: bool, where: str):
     keys, types, shapes, defaults = [], [], [], []
     for key in sorted(features):
         feature = features[key]
+        if isinstance(feature, (VarLenFeature, SparseFeature)):
+            continue  # parsed by _sparse_params
         if isinstance(feature, FixedLenFeature):
             shape = as_shape(feature.shape)
             if shape.ndims and shape.as_list()[0] is None:
@@ -174,6 +193,57 @@ def _dense_params(features: dict, sequence_ok: bool, where: str):
     return keys, types, shapes, defaults
 
 
+def _sparse_params(features: dict):
+    """(keys, dtypes) of the sparse outputs to parse, in sorted key order: each
+    ``VarLenFeature``, and the index and value keys of each ``SparseFeature``."""
+    wanted: dict = {}
+
+    def want(key, dtype, why):
+        dtype = _check_dtype(dtype, key)
+        if key in wanted and wanted[key] is not dtype:
+            raise ValueError(f"Conflicting type {dtype.name} vs {wanted[key].name} for "
+                             f"feature {key}.")
+        if key in features and not isinstance(features[key], (VarLenFeature, SparseFeature)) \
+                and why:
+            raise ValueError(f"Conflicting keys for feature {key}: it is both a "
+                             f"{type(features[key]).__name__} and the {why} of a "
+                             "SparseFeature.")
+        wanted[key] = dtype
+
+    for key in sorted(features):
+        feature = features[key]
+        if isinstance(feature, VarLenFeature):
+            want(key, feature.dtype, "")
+        elif isinstance(feature, SparseFeature):
+            if feature.index_key is None or feature.value_key is None:
+                raise ValueError(f"Missing index_key or value_key for feature {key}: "
+                                 f"{feature}")
+            index_keys = ([feature.index_key] if isinstance(feature.index_key, str)
+                          else list(feature.index_key))
+            for k in index_keys:
+                want(k, _dt.int64, "index key")
+            want(feature.value_key, feature.dtype, "value key")
+    keys = sorted(wanted)
+    return keys, [wanted[k] for k in keys]
+
+
+def _composite_features(features: dict, parsed: dict) -> dict:
+    """The parsed outputs keyed by ``features``: each ``SparseFeature`` merged from its
+    index and value ``SparseTensor``s, helper keys dropped (TF's rule)."""
+    from dflab.ops.sparse_compose_ops import sparse_merge
+
+    out = dict(parsed)
+    for key in sorted(features):
+        feature = features[key]
+        if isinstance(feature, SparseFeature):
+            ids = (parsed[feature.index_key] if isinstance(feature.index_key, str)
+                   else [parsed[k] for k in feature.index_key])
+            size = feature.size if isinstance(feature.index_key, str) else list(feature.size)
+            out[key] = sparse_merge(ids, parsed[feature.value_key], size,
+                                    already_sorted=feature.already_sorted)
+    return {k: v for k, v in out.items() if k in features}
+
+
 def _sequence_default(value, dtype, key: str):
     """A sequence feature's padding value: a scalar (0 or b"" when none is given)."""
     if value is None:
@@ -203,13 +273,19 @@ def parse_example(serialized, features, name=None, example_names=None) -> dict:
             raise ValueError(f"Shape must be at most rank 1 but is rank "
                              f"{serialized.shape.ndims} for 'ParseExampleV2' (serialized)")
         keys, types, shapes, defaults = _dense_params(features, True, "")
+        sp_keys, sp_types = _sparse_params(features)
         names = _ops.convert_to_tensor(example_names if example_names is not None else [],
                                        dtype=_dt.string, name="names")
         attrs = {"dense_keys": keys, "Tdense": types, "dense_shapes": shapes,
-                 "sparse_keys": [], "sparse_types": []}
+                 "sparse_keys": sp_keys, "sparse_types": sp_types}
         op = _ops.apply_op("ParseExampleV2", [serialized, names, *defaults], attrs,
                            "ParseExampleV2")
-    return dict(zip(keys, op.outputs))
+        n = len(sp_keys)
+        outs = list(op.outputs)
+        parsed = {k: SparseTensor(outs[i], outs[n + i], outs[2 * n + i])
+                  for i, k in enumerate(sp_keys)}
+        parsed.update(zip(keys, outs[3 * n:]))
+        return _composite_features(features, parsed)
 
 
 def parse_single_example(serialized, features, name=None, example_names=None) -> dict:
@@ -235,9 +311,13 @@ def parse_single_sequence_example(serialized, context_features=None, sequence_fe
     with _ops.name_scope(name, "ParseSingleSequenceExample"):
         serialized = _ops.convert_to_tensor(serialized, dtype=_dt.string, name="serialized")
         c_keys, c_types, c_shapes, c_defaults = _dense_params(context_features, False, "")
+        cs_keys, cs_types = _var_len_params(context_features)
+        ss_keys, ss_types = _var_len_params(sequence_features)
         s_keys, s_types, s_shapes, missing_ok = [], [], [], []
         for key in sorted(sequence_features):
             feature = sequence_features[key]
+            if isinstance(feature, VarLenFeature):
+                continue
             if not isinstance(feature, FixedLenSequenceFeature):
                 raise ValueError(f"Unsupported {type(feature).__name__} {feature} for key "
                                  f"'{key}'")
@@ -252,17 +332,33 @@ def parse_single_sequence_example(serialized, context_features=None, sequence_fe
         debug_name = _ops.convert_to_tensor(example_name or "", dtype=_dt.string,
                                             name="debug_name")
         attrs = {"context_dense_keys": c_keys, "Tcontext_dense": c_types,
-                 "context_dense_shapes": c_shapes, "context_sparse_keys": [],
-                 "context_sparse_types": [], "feature_list_dense_keys": s_keys,
+                 "context_dense_shapes": c_shapes, "context_sparse_keys": cs_keys,
+                 "context_sparse_types": cs_types, "feature_list_dense_keys": s_keys,
                  "feature_list_dense_types": s_types, "feature_list_dense_shapes": s_shapes,
                  "feature_list_dense_missing_assumed_empty":
                      [k for k, ok in zip(s_keys, missing_ok) if ok],
-                 "feature_list_sparse_keys": [], "feature_list_sparse_types": []}
+                 "feature_list_sparse_keys": ss_keys, "feature_list_sparse_types": ss_types}
         op = _ops.apply_op("ParseSingleSequenceExample",
                            [serialized, debug_name, *c_defaults], attrs,
                            "ParseSingleSequenceExample")
     outs = list(op.outputs)
-    return dict(zip(c_keys, outs[:len(c_keys)])), dict(zip(s_keys, outs[len(c_keys):]))
+    context, outs = _take_sparse(cs_keys, outs)
+    context.update(zip(c_keys, outs[:len(c_keys)]))
+    sequences, outs = _take_sparse(ss_keys, outs[len(c_keys):])
+    sequences.update(zip(s_keys, outs))
+    return context, sequences
+
+
+def _var_len_params(features: dict):
+    keys = [k for k in sorted(features) if isinstance(features[k], VarLenFeature)]
+    return keys, [_check_dtype(features[k].dtype, k) for k in keys]
+
+
+def _take_sparse(keys, outs):
+    """``{key: SparseTensor}`` of the first ``3 * len(keys)`` outputs, and the rest."""
+    n = len(keys)
+    return ({k: SparseTensor(outs[i], outs[n + i], outs[2 * n + i])
+             for i, k in enumerate(keys)}, outs[3 * n:])
 
 
 def decode_raw(input_bytes=None, out_type=None, little_endian=True, name=None, bytes=None):  # noqa: A002 - TF's keyword
@@ -283,5 +379,6 @@ def decode_raw(input_bytes=None, out_type=None, little_endian=True, name=None, b
                          name or "DecodeRaw").outputs[0]
 
 
-__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "decode_raw", "parse_example",
+__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "SparseFeature", "VarLenFeature",
+           "decode_raw", "parse_example",
            "parse_single_example", "parse_single_sequence_example"]

@@ -1,9 +1,11 @@
 """Fetch mapping: nested fetch structures <-> a flat list of unique tensors and target ops.
 
 ``Session.run`` accepts a tensor, an op, a name, a Variable, an ``IndexedSlices`` (fetched as
-an ``IndexedSlicesValue``), or any nesting of lists, tuples, dicts and namedtuples of them, and
-returns the same structure with ops mapped to None. A tensor fetched twice is computed once.
-Mappers for plain (hashable) fetches are cached per graph.
+an ``IndexedSlicesValue``), a ``SparseTensor`` (fetched as a ``SparseTensorValue``), or any
+nesting of lists, tuples, dicts and namedtuples of them, and returns the same structure with
+ops mapped to None. A tensor fetched twice is computed once. Mappers for plain (hashable)
+fetches are cached per graph. Feeds are mapped here too: a ``SparseTensor`` key stands for
+its three component tensors (``expand_feeds``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dflab.framework import ops as _ops
+from dflab.framework.sparse_tensor import SparseTensor, SparseTensorValue
 from dflab.ops.gradients import IndexedSlices, IndexedSlicesValue
 
 
@@ -97,6 +100,9 @@ def _build_mapper(graph, fetches) -> _Mapper:
             parts = [walk(x.values), walk(x.indices)]
             shape = walk(x.dense_shape) if x.dense_shape is not None else (lambda vals: None)
             return lambda vals: IndexedSlicesValue(parts[0](vals), parts[1](vals), shape(vals))
+        if isinstance(x, SparseTensor):
+            parts = [walk(x.indices), walk(x.values), walk(x.dense_shape)]
+            return lambda vals: SparseTensorValue(*(p(vals) for p in parts))
         if isinstance(x, Mapping):
             items = [(k, walk(v)) for k, v in x.items()]
             kind = type(x)
@@ -109,3 +115,29 @@ def _build_mapper(graph, fetches) -> _Mapper:
 
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def expand_feeds(key, value):
+    """The (tensor key, value) pairs that feeding ``value`` to ``key`` stands for: one pair,
+    or for a ``SparseTensor`` key its components fed from a ``SparseTensorValue`` or an
+    ``(indices, values, dense_shape)`` triple, as TF's session does."""
+    if not isinstance(key, SparseTensor):
+        return ((key, value),)
+    if isinstance(value, SparseTensor):
+        raise TypeError("The value of a feed cannot be a tf.Tensor object (feeding a "
+                        "SparseTensor). Acceptable feed values include SparseTensorValue, "
+                        "a tuple (indices, values, dense_shape) or numpy arrays.")
+    try:
+        parts = tuple(value)
+    except TypeError:
+        parts = ()
+    if len(parts) != 3:
+        raise TypeError(f"A SparseTensor must be fed a SparseTensorValue or a tuple of "
+                        f"(indices, values, dense_shape), got {type(value).__name__}")
+    return tuple(zip((key.indices, key.values, key.dense_shape), parts))
+
+
+def feed_items(feed_dict):
+    """A feed dict's (tensor key, value) pairs, ``SparseTensor`` keys expanded."""
+    for key, value in feed_dict.items():
+        yield from expand_feeds(key, value)

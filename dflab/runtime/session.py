@@ -247,14 +247,18 @@ class BaseSession:
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """A callable that runs ``fetches`` with positional feeds, skipping all per-call lookups."""
         mapper = _fetches.mapper_for(self._graph, fetches)
-        feed_tensors = [self._feed_key(k) for k in (feed_list or [])]
+        feed_list = list(feed_list or [])
+        # A SparseTensor in feed_list takes one argument and feeds its three components.
+        keys = [[k for k, _ in _fetches.expand_feeds(f, (None,) * 3)] for f in feed_list]
+        feed_tensors = [self._feed_key(k) for ks in keys for k in ks]
         plan = self._master.get_plan(mapper.tensors, mapper.targets, feed_tensors)
         convert = [self._feed_converter(t) for t in feed_tensors]
 
         def call(*args, options=None, run_metadata=None):
-            if len(args) != len(convert):
-                raise ValueError(f"Expected {len(convert)} feeds, got {len(args)}")
-            vals = [c(a) for c, a in zip(convert, args)]
+            if len(args) != len(feed_list):
+                raise ValueError(f"Expected {len(feed_list)} feeds, got {len(args)}")
+            flat = [v for f, a in zip(feed_list, args) for _, v in _fetches.expand_feeds(f, a)]
+            vals = [c(a) for c, a in zip(convert, flat)]
             return mapper.build(self._run_plan(plan, vals, options, run_metadata))
 
         return call
@@ -274,7 +278,7 @@ class BaseSession:
             return (), ()
         tensors, values = [], []
         seen = set()
-        for key, value in feed_dict.items():
+        for key, value in _fetches.feed_items(feed_dict):
             t = self._feed_key(key)
             if id(t) in seen:
                 continue
@@ -456,7 +460,8 @@ class BaseSession:
     # --- partial runs ----------------------------------------------------------------------
     def partial_run_setup(self, fetches, feeds=None):
         mapper = _fetches.mapper_for(self._graph, fetches)
-        feed_tensors = tuple(self._feed_key(f) for f in (feeds or []))
+        feed_tensors = tuple(self._feed_key(k) for f in (feeds or [])
+                             for k, _ in _fetches.expand_feeds(f, (None,) * 3))
         plan = self._master.build_plan(mapper.tensors, mapper.targets, feed_tensors,
                                        partition=False)
         ex = Execution(plan.executor_plan, (), next_step_id(), partial=True)
@@ -471,7 +476,7 @@ class BaseSession:
         eplan = plan.executor_plan
         # The plan's feeds and fetches are its own nodes' tensors: match the user's by name.
         feed_index = {t.name: k for k, t in enumerate(eplan.feeds)}
-        for key, value in (feed_dict or {}).items():
+        for key, value in _fetches.feed_items(feed_dict or {}):
             t = self._feed_key(key)
             k = feed_index.get(t.name)
             if k is None:

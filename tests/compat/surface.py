@@ -45,8 +45,7 @@ REASONS = [
      r"MONOLITHIC_BUILD|GRAPH_DEF_VERSION.*|load_.*library|raw_ops|check_pinned|"
      r"forward_compatib.*|QUANTIZED_DTYPES)$"),
     ("protocol buffers and formats not offered (graphs and meta graphs are dflab's JSON; "
-     "TensorBoard's protos come with tf.summary; VarLenFeature and SparseFeature give "
-     "SparseTensors, not modelled yet)",
+     "TensorBoard's protos come with tf.summary)",
      r".*", r"^(AttrValue|NameAttrList|MetaGraphDef|TensorInfo|LogMessage|SessionLog|Event|"
      r"HistogramProto|Summary|SummaryMetadata|make_tensor_proto|make_ndarray|"
      r"BytesList|Example|Feature|FeatureList|FeatureLists|Features|FloatList|Int64List|"
@@ -54,9 +53,9 @@ REASONS = [
      r"(FixedLen|VarLen|Sparse)(Sequence)?Feature|RaggedFeature|parse_.*|TFRecord.*|"
      r"tf_record_iterator|decode_proto|encode_proto|serialize_.*|deserialize_.*|"
      r"decode_json_example|python_io|summary_iterator)$"),
-    ("sparse tensors (SparseTensor and the sparse_* ops) are not modelled",
+    ("sparse tensors: TF's fingerprint hashing of crosses and the sparse-label metrics",
      r"^sparse$", r".*"),
-    ("sparse tensors (SparseTensor and the sparse_* ops) are not modelled",
+    ("sparse tensors: TF's fingerprint hashing of crosses and the sparse-label metrics",
      r".*", r"^(SparseTensor.*|sparse_.*|.*_sparse|sparse|sparse_placeholder|"
      r"convert_to_tensor_or_sparse_tensor|SparseConditionalAccumulator)$"),
     ("quantized types and ops, bfloat16", r"^quantization$", r".*"),

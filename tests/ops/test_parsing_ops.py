@@ -125,18 +125,41 @@ def test_parse_example_gives_what_tf_gave():
         assert_same(got[key], expected(PARSED[key]))
 
 
-def test_var_len_outputs_of_the_op_are_tfs_sparse_triple():
-    # VarLenFeature needs SparseTensor, which dflab lacks; the op's sparse outputs are TF's.
-    op = tf.get_default_graph()._create_op(  # the raw op, as TF's parse_example builds it
-        "ParseExampleV2", [tf.constant(RECORDS), tf.constant([], tf.string)],
-        {"dense_keys": [], "Tdense": [], "dense_shapes": [], "sparse_keys": ["tags"],
-         "sparse_types": [tf.string]}, "ParseExampleV2")
+def test_var_len_feature_gives_tfs_sparse_tensor():
+    out = tf.parse_example(RECORDS, {"tags": tf.VarLenFeature(tf.string),
+                                     "label": tf.io.FixedLenFeature([], tf.int64)})
+    assert isinstance(out["tags"], tf.SparseTensor)
+    assert out["tags"].indices.shape.as_list() == [None, 2]
     with tf.Session() as sess:
-        indices, values, shape = sess.run(op.outputs)
+        got = sess.run(out)
     want = PARSED["tags"]
-    assert indices.tolist() == want["indices"]
-    assert_same(values, expected(want["values"]))
-    assert shape.tolist() == want["dense_shape"]
+    assert isinstance(got["tags"], tf.SparseTensorValue)
+    assert got["tags"].indices.tolist() == want["indices"]
+    assert_same(got["tags"].values, expected(want["values"]))
+    assert got["tags"].dense_shape.tolist() == want["dense_shape"]
+    assert_same(got["label"], expected(PARSED["label"]))
+    single = tf.parse_single_example(RECORDS[2], {"tags": tf.io.VarLenFeature(tf.string)})
+    assert single["tags"].indices.shape.as_list() == [None, 1]
+    with tf.Session() as sess:
+        one = sess.run(single["tags"])
+    assert one.indices.tolist() == [[0]] and one.dense_shape.tolist() == [1]
+    assert_same(one.values, expected(want["values"])[2:])
+
+
+def test_sparse_feature_merges_index_and_value_features():
+    records = [example({"ix": ("int64", [3, 0]), "v": ("float", [1.5, -2.0])})
+               .SerializeToString(),
+               example({"ix": ("int64", [1]), "v": ("float", [4.0])}).SerializeToString()]
+    spec = {"sp": tf.SparseFeature("ix", "v", tf.float32, 5)}
+    out = tf.parse_example(records, spec)
+    assert sorted(out) == ["sp"]
+    with tf.Session() as sess:
+        got = sess.run(out["sp"])
+    assert got.indices.tolist() == [[0, 0], [0, 3], [1, 1]]
+    np.testing.assert_array_equal(got.values, np.float32([-2.0, 1.5, 4.0]))
+    assert got.dense_shape.tolist() == [2, 5]
+    with pytest.raises(ValueError, match="Conflicting type"):
+        tf.parse_example(records, {"sp": spec["sp"], "ix": tf.VarLenFeature(tf.float32)})
 
 
 def test_parse_single_example_drops_the_batch_dimension():
@@ -255,13 +278,19 @@ def test_parse_single_sequence_example_gives_what_tf_gave():
                           "absent": tf.FixedLenFeature([], tf.float32, default_value=2.5)},
         sequence_features={"tokens": tf.FixedLenSequenceFeature([2], tf.int64),
                            "scores": tf.FixedLenSequenceFeature([], tf.float32),
+                           "words": tf.VarLenFeature(tf.string),
                            "none": tf.FixedLenSequenceFeature([], tf.int64,
                                                               allow_missing=True)})
     assert seq["tokens"].shape.as_list() == [None, 2]
+    assert seq["words"].indices.shape.as_list() == [None, 2]
     with tf.Session() as sess:
         got_ctx, got_seq = sess.run((ctx, seq))
     for key, value in got_ctx.items():
         assert_same(value, expected(want["context"][key]))
+    words, got_words = want["sequence"].pop("words"), got_seq.pop("words")
+    assert got_words.indices.tolist() == words["indices"]
+    assert_same(got_words.values, expected(words["values"]))
+    assert got_words.dense_shape.tolist() == words["dense_shape"]
     for key, value in got_seq.items():
         assert_same(value, expected(want["sequence"][key]))
 
