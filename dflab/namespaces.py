@@ -139,6 +139,7 @@ _FROM_MODULES = {
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
             polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
         "dflab.ops.more_math_ops": """reduce_std reduce_variance reduce_euclidean_norm""",
+        "dflab.ops.sort_ops": "bincount confusion_matrix",
     },
     "nn": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler

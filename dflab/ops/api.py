@@ -36,6 +36,7 @@ from dflab.ops.parsing_ops import *  # noqa: E402, F403
 from dflab.ops.reader_ops import *  # noqa: E402, F403
 from dflab.ops.scatter_ops import *  # noqa: E402, F403
 from dflab.ops.segment_ops import *  # noqa: E402, F403
+from dflab.ops.sort_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
