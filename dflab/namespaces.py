@@ -140,6 +140,11 @@ _FROM_MODULES = {
             polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
         "dflab.ops.more_math_ops": """reduce_std reduce_variance reduce_euclidean_norm""",
         "dflab.ops.sort_ops": "bincount confusion_matrix",
+        "dflab.ops.accumulate_ops": "cumulative_logsumexp",
+    },
+    "bitwise": {
+        "dflab.ops.bitwise_ops": """bitwise_and bitwise_or bitwise_xor invert left_shift
+            right_shift""",
     },
     "nn": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
