@@ -142,6 +142,14 @@ _FROM_MODULES = {
         "dflab.ops.sort_ops": "bincount confusion_matrix",
         "dflab.ops.accumulate_ops": "cumulative_logsumexp",
     },
+    "spectral": {
+        "dflab.ops.fft_ops": """fft ifft fft2d ifft2d fft3d ifft3d rfft irfft rfft2d irfft2d
+            rfft3d irfft3d""",
+    },
+    "signal": {
+        "dflab.ops.fft_ops": """fft ifft fft2d ifft2d fft3d ifft3d rfft irfft rfft2d irfft2d
+            rfft3d irfft3d""",
+    },
     "bitwise": {
         "dflab.ops.bitwise_ops": """bitwise_and bitwise_or bitwise_xor invert left_shift
             right_shift""",
