@@ -140,6 +140,20 @@ _FROM_MODULES = {
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
             polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
         "dflab.ops.more_math_ops": """reduce_std reduce_variance reduce_euclidean_norm""",
+        "dflab.ops.sort_ops": "bincount confusion_matrix",
+        "dflab.ops.accumulate_ops": "cumulative_logsumexp",
+    },
+    "spectral": {
+        "dflab.ops.fft_ops": """fft ifft fft2d ifft2d fft3d ifft3d rfft irfft rfft2d irfft2d
+            rfft3d irfft3d""",
+    },
+    "signal": {
+        "dflab.ops.fft_ops": """fft ifft fft2d ifft2d fft3d ifft3d rfft irfft rfft2d irfft2d
+            rfft3d irfft3d""",
+    },
+    "bitwise": {
+        "dflab.ops.bitwise_ops": """bitwise_and bitwise_or bitwise_xor invert left_shift
+            right_shift""",
     },
     "nn": {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler

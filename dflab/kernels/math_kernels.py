@@ -468,8 +468,9 @@ def _linspace(node, ctx):
 
 
 # --- segment sums -------------------------------------------------------------------------------
-def _segment_scatter(xp, data, ids, n):
-    """``out[ids[j]] += data[j]`` into ``n`` rows; negative ids are dropped."""
+def _segment_scatter(xp, data, ids, n, combine="add", initial=0):
+    """``out[ids[j]] = combine(out[ids[j]], data[j])`` into ``n`` rows that start at
+    ``initial`` (``combine`` names a ufunc of ``xp``); negative ids are dropped."""
     data = xp.asarray(data)
     ids = xp.asarray(ids)
     if data.shape[:ids.ndim] != ids.shape:
@@ -479,12 +480,13 @@ def _segment_scatter(xp, data, ids, n):
     if ids.size and ids.max() >= n:
         bad = int(ids.max())
         raise ValueError(f"segment_ids value {bad} is out of range [0, {n})")
-    out = xp.zeros((n,) + rest, dtype=data.dtype)
+    out = xp.full((n,) + rest, initial, dtype=data.dtype)
+    at = getattr(xp, combine).at
     keep = ids >= 0
     if bool(keep.all()):
-        xp.add.at(out, ids, data)
+        at(out, ids, data)
     else:
-        xp.add.at(out, ids[keep], data[keep])
+        at(out, ids[keep], data[keep])
     return out
 
 
@@ -495,14 +497,19 @@ def _unsorted_segment_sum(xp, data, ids, num_segments):
     return _segment_scatter(xp, data, ids, n)
 
 
-def _segment_sum(xp, data, ids):
+def _sorted_segment_count(xp, ids) -> int:
+    """The number of output rows of a sorted segment op (``max(ids) + 1``), after checking
+    that ``ids`` is a sorted vector of non-negative ids."""
     ids = xp.asarray(ids)
     if ids.ndim != 1:
         raise ValueError(f"segment_ids should be a vector, got shape {ids.shape}")
     if ids.size and (bool(xp.any(xp.diff(ids) < 0)) or int(ids[0]) < 0):
         raise ValueError("segment ids must be non-negative and sorted in increasing order")
-    n = int(ids[-1]) + 1 if ids.size else 0
-    return _segment_scatter(xp, data, ids, n)
+    return int(ids[-1]) + 1 if ids.size else 0
+
+
+def _segment_sum(xp, data, ids):
+    return _segment_scatter(xp, data, ids, _sorted_segment_count(xp, ids))
 
 
 register_kernel("UnsortedSegmentSum", host_memory_inputs=(2,), xp=_unsorted_segment_sum)

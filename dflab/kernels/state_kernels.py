@@ -308,8 +308,7 @@ def _resource_scatter(ufunc_name):
 for _op, _ufunc in (("ScatterUpdate", None), ("ScatterAdd", "add"), ("ScatterSub", "subtract"),
                     ("ScatterMul", "multiply"), ("ScatterDiv", "divide"),
                     ("ScatterMin", "minimum"), ("ScatterMax", "maximum")):
-    if _op not in ("ScatterMin", "ScatterMax"):  # TF has no reference Scatter{Min,Max}
-        kernel(_op)(_scatter(_ufunc))
+    kernel(_op)(_scatter(_ufunc))
     kernel("Resource" + _op)(_resource_scatter(_ufunc))
 
 
