@@ -161,6 +161,7 @@ _FROM_MODULES = {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
             decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
             is_jpeg adjust_jpeg_quality random_jpeg_quality""",
+        "dflab.ops.space_ops": "extract_image_patches extract_patches",
     },
     "io": {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp

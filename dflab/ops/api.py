@@ -34,6 +34,7 @@ from dflab.ops.linalg_solve_ops import *  # noqa: E402, F403
 from dflab.ops.matrix_ops import *  # noqa: E402, F403
 from dflab.ops.parsing_ops import *  # noqa: E402, F403
 from dflab.ops.reader_ops import *  # noqa: E402, F403
+from dflab.ops.space_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
