@@ -82,6 +82,7 @@ _RENAMED = {
            "TFRecordOptions": "python_io.TFRecordOptions",
            "TFRecordCompressionType": "python_io.TFRecordCompressionType",
            "tf_record_iterator": "python_io.tf_record_iterator"},
+    "debugging": {"assert_all_finite": "verify_tensor_all_finite"},
 }
 
 
