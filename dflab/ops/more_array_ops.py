@@ -35,8 +35,9 @@ def _identity_n_grad(op, *grads):
 def identity_n(input, name=None):  # noqa: A002
     """The tensors of ``input``, each passed through, as one op (a list of tensors)."""
     tensors = [_ops.convert_to_tensor(t) for t in input]
-    op = _ops.apply_op("IdentityN", tensors, {"T": [t.dtype.base_dtype for t in tensors]},
-                       name)
+    # No "T" attr: dflab's graphs keep "T" for a single dtype; the outputs' dtypes are the
+    # inputs'.
+    op = _ops.apply_op("IdentityN", tensors, None, name)
     return list(op.outputs)
 
 

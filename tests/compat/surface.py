@@ -34,7 +34,7 @@ REASONS = [
      r"RaggedTensor.*|ragged.*|keras|estimator|distribute|autograph|tpu|xla|lite|mlir|"
      r"saved_model|experimental|feature_column|mixed_precision|wrap_function|"
      r"variable_creator_scope|init_scope|is_symbolic_tensor|executing_eagerly_outside_"
-     r"functions|recompute_grad|grad_pass_through|custom_gradient|vectorized_map|"
+     r"functions|vectorized_map|"
      r"nondifferentiable_batch_function|enable_.*|profiler|config|types|sysconfig|app|flags|"
      r"test|resource_loader|user_ops|version|lookup|CriticalSection|Checkpoint.*|"
      r"VariableAggregation|VariableSynchronization|Generator|Algorithm|get_global_generator|"
