@@ -6,8 +6,8 @@ derivatives through ``tf.gradients``.
 the variables ``y`` depends on through one ``IdentityN`` op whose gradient is ``grad_fn``:
 the op carries a ``_gradient_op_type`` attribute naming a gradient registered for it alone
 (what TF's ``gradient_override_map`` sets), so ``tf.gradients`` calls ``grad_fn`` for the
-arguments and variables and sends nothing into ``f``'s own ops. Graph mode only (also inside
-a ``tf.function`` being traced): eager execution refuses it with a ``NotImplementedError``.
+arguments and variables and sends nothing into ``f``'s own ops. Graph mode only: eager
+execution refuses it with a ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def custom_gradient(f=None):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         if _ops.executing_eagerly():
-            raise NotImplementedError("tf.custom_gradient builds a graph: use it in graph mode "
-                                      "or inside a tf.function")
+            raise NotImplementedError("tf.custom_gradient builds a graph: use it in graph "
+                                      "mode")
         if kwargs:
             raise ValueError("The custom_gradient decorator currently supports keywords "
                              "arguments only when eager execution is enabled.")
