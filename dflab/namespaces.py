@@ -82,7 +82,9 @@ _RENAMED = {
     "io": {"gfile": None, "TFRecordWriter": "python_io.TFRecordWriter",
            "TFRecordOptions": "python_io.TFRecordOptions",
            "TFRecordCompressionType": "python_io.TFRecordCompressionType",
-           "tf_record_iterator": "python_io.tf_record_iterator"},
+           "tf_record_iterator": "python_io.tf_record_iterator",
+           "write_graph": "train.write_graph"},
+    "debugging": {"assert_all_finite": "verify_tensor_all_finite"},
 }
 
 
@@ -134,7 +136,8 @@ def install(top) -> None:
 # does not exist yet (tf.image, tf.sparse, …) is made; one that does gains the names.
 _FROM_MODULES = {
     "": {"dflab.train.moving_averages": "moving_average_variables",  # the top level
-         "dflab.ops.more_math_ops": "saturate_cast"},
+         "dflab.ops.more_math_ops": "saturate_cast",
+         "dflab.platform.tf_logging": "get_logger"},
     "math": {
         "dflab.ops.special_math_ops": """bessel_i0 bessel_i0e bessel_i1 bessel_i1e erfinv
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
@@ -178,6 +181,7 @@ _FROM_MODULES = {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
             decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
             is_jpeg adjust_jpeg_quality random_jpeg_quality""",
+        "dflab.ops.space_ops": "extract_image_patches extract_patches",
     },
     "io": {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp

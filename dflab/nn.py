@@ -70,3 +70,8 @@ from dflab.ops.rnn import (  # noqa: E402
 
 __all__ += ["bidirectional_dynamic_rnn", "dynamic_rnn", "rnn_cell", "static_bidirectional_rnn",
             "static_rnn"]
+
+# Moving elements between space, depth and batch (TF 1.x's 4-D ``space_to_batch``).
+from dflab.ops.space_ops import depth_to_space, space_to_batch, space_to_depth  # noqa: E402
+
+__all__ += ["depth_to_space", "space_to_batch", "space_to_depth"]

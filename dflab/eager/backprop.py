@@ -22,7 +22,7 @@ from dflab.eager import context as _context
 from dflab.framework import dtypes as _dt
 from dflab.framework import nest
 from dflab.framework import ops as _ops
-from dflab.framework.registry import get_gradient_function
+from dflab.framework.registry import op_gradient_function
 from dflab.ops import array_ops, math_ops
 from dflab.ops import gradients as _gradients
 from dflab.ops import resource_variable_ops as _rv
@@ -264,7 +264,7 @@ def _sum(grads):
 
 
 def _call_gradient(op, out_grads):
-    known, fn = get_gradient_function(op.type)
+    known, fn = op_gradient_function(op)
     if not known:
         raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
     if fn is None:

@@ -110,3 +110,10 @@ def get_gradient_function(op_type: str):
     if op_type in _GRADIENTS:
         return True, _GRADIENTS[op_type]
     return False, None
+
+
+def op_gradient_function(op):
+    """(known, fn) for ``op``: the gradient registered under the name its
+    ``_gradient_op_type`` attribute gives (``custom_gradient``'s, TF's override), else its
+    type's."""
+    return get_gradient_function(op.attrs.get("_gradient_op_type") or op.type)

@@ -44,6 +44,9 @@ from dflab.kernels import scatter_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import sort_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import bitwise_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import fft_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import space_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import more_array_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import tensor_io_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels.gpu_kernels import register_gpu_kernels
 
 # Last: the GPU mirrors every CPU kernel written against ``xp`` (see gpu_kernels).

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from dflab.framework import errors
 from dflab.kernels.registry import kernel
 
 
@@ -93,3 +94,20 @@ def _print_v2(node, ctx):
         out.flush()
 
     return print_values
+
+
+# --- CheckNumerics ------------------------------------------------------------------------------
+@kernel("CheckNumerics")
+def _check_numerics(node, ctx):
+    xp = ctx.xp
+    message = node.attr["message"]
+
+    def check_numerics(x):
+        nan, inf = bool(xp.isnan(x).any()), bool(xp.isinf(x).any())
+        if nan or inf:
+            what = "Inf and NaN" if nan and inf else ("NaN" if nan else "Inf")
+            raise errors.InvalidArgumentError(None, node,
+                                              f"{message} : Tensor had {what} values")
+        return x
+
+    return check_numerics

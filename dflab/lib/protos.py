@@ -1,11 +1,13 @@
 """TensorFlow's protocol buffers that its file formats carry: ``tf.train.Example`` and its
 parts (``feature.proto``, ``example.proto``) and the tensor bundle's index entries
 (``tensor_bundle.proto`` with the ``TensorShapeProto``, ``TensorSliceProto``, ``VersionDef``
-and ``DataType`` it uses).
+and ``DataType`` it uses), and ``TensorProto`` (``tensor.proto``, with the
+``ResourceHandleProto`` it names): what ``tf.make_tensor_proto`` builds and
+``tf.serialize_tensor`` writes.
 
 The message definitions are TF's own, written here as ``FileDescriptorProto`` text (the same
 file names, package ``tensorflow``, field numbers, types and options as TF 2.21's compiled
-descriptors, which ``tests/lib/test_protos_tf.py`` compares when TensorFlow is installed) and
+descriptors, which ``tests/ops/test_parsing_ops.py`` compares when TensorFlow is installed) and
 built into a private ``DescriptorPool``: no generated code, no ``protoc``, and no clash with
 another library registering the same files in protobuf's default pool. Serialization is
 protobuf's, so bytes written here are bytes TF reads and the other way round.
@@ -158,8 +160,79 @@ message_type { name: "SequenceExample"
 }
 """
 
+_RESOURCE_HANDLE = """
+name: "tensorflow/core/framework/resource_handle.proto" package: "tensorflow" syntax: "proto3"
+dependency: "tensorflow/core/framework/tensor_shape.proto"
+dependency: "tensorflow/core/framework/types.proto"
+message_type { name: "ResourceHandleProto"
+  field { name: "device" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "container" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "name" number: 3 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "hash_code" number: 4 label: LABEL_OPTIONAL type: TYPE_UINT64 }
+  field { name: "maybe_type_name" number: 5 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "dtypes_and_shapes" number: 6 label: LABEL_REPEATED type: TYPE_MESSAGE
+          type_name: ".tensorflow.ResourceHandleProto.DtypeAndShape" }
+  nested_type { name: "DtypeAndShape"
+    field { name: "dtype" number: 1 label: LABEL_OPTIONAL type: TYPE_ENUM
+            type_name: ".tensorflow.DataType" }
+    field { name: "shape" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE
+            type_name: ".tensorflow.TensorShapeProto" }
+  }
+  reserved_range { start: 7 end: 8 }
+}
+"""
+
+# TensorProto: what tf.make_tensor_proto builds and tf.serialize_tensor writes.
+_TENSOR = """
+name: "tensorflow/core/framework/tensor.proto" package: "tensorflow" syntax: "proto3"
+dependency: "tensorflow/core/framework/resource_handle.proto"
+dependency: "tensorflow/core/framework/tensor_shape.proto"
+dependency: "tensorflow/core/framework/types.proto"
+message_type { name: "TensorProto"
+  field { name: "dtype" number: 1 label: LABEL_OPTIONAL type: TYPE_ENUM
+          type_name: ".tensorflow.DataType" }
+  field { name: "tensor_shape" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE
+          type_name: ".tensorflow.TensorShapeProto" }
+  field { name: "version_number" number: 3 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "tensor_content" number: 4 label: LABEL_OPTIONAL type: TYPE_BYTES }
+  field { name: "half_val" number: 13 label: LABEL_REPEATED type: TYPE_INT32
+          options { packed: true } }
+  field { name: "float_val" number: 5 label: LABEL_REPEATED type: TYPE_FLOAT
+          options { packed: true } }
+  field { name: "double_val" number: 6 label: LABEL_REPEATED type: TYPE_DOUBLE
+          options { packed: true } }
+  field { name: "int_val" number: 7 label: LABEL_REPEATED type: TYPE_INT32
+          options { packed: true } }
+  field { name: "string_val" number: 8 label: LABEL_REPEATED type: TYPE_BYTES }
+  field { name: "scomplex_val" number: 9 label: LABEL_REPEATED type: TYPE_FLOAT
+          options { packed: true } }
+  field { name: "int64_val" number: 10 label: LABEL_REPEATED type: TYPE_INT64
+          options { packed: true } }
+  field { name: "bool_val" number: 11 label: LABEL_REPEATED type: TYPE_BOOL
+          options { packed: true } }
+  field { name: "dcomplex_val" number: 12 label: LABEL_REPEATED type: TYPE_DOUBLE
+          options { packed: true } }
+  field { name: "resource_handle_val" number: 14 label: LABEL_REPEATED type: TYPE_MESSAGE
+          type_name: ".tensorflow.ResourceHandleProto" }
+  field { name: "variant_val" number: 15 label: LABEL_REPEATED type: TYPE_MESSAGE
+          type_name: ".tensorflow.VariantTensorDataProto" }
+  field { name: "uint32_val" number: 16 label: LABEL_REPEATED type: TYPE_UINT32
+          options { packed: true } }
+  field { name: "uint64_val" number: 17 label: LABEL_REPEATED type: TYPE_UINT64
+          options { packed: true } }
+  field { name: "float8_val" number: 18 label: LABEL_OPTIONAL type: TYPE_BYTES }
+}
+message_type { name: "VariantTensorDataProto"
+  field { name: "type_name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "metadata" number: 2 label: LABEL_OPTIONAL type: TYPE_BYTES }
+  field { name: "tensors" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE
+          type_name: ".tensorflow.TensorProto" }
+}
+"""
+
 # In dependency order: a file is added after the files it imports.
-FILES = (_TYPES, _TENSOR_SHAPE, _TENSOR_SLICE, _VERSIONS, _TENSOR_BUNDLE, _FEATURE, _EXAMPLE)
+FILES = (_TYPES, _TENSOR_SHAPE, _TENSOR_SLICE, _VERSIONS, _TENSOR_BUNDLE, _FEATURE, _EXAMPLE,
+         _RESOURCE_HANDLE, _TENSOR)
 
 
 def _file_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
@@ -204,6 +277,8 @@ TensorSliceProto = _message_class("tensorflow.TensorSliceProto")
 VersionDef = _message_class("tensorflow.VersionDef")
 BundleHeaderProto = _message_class("tensorflow.BundleHeaderProto")
 BundleEntryProto = _message_class("tensorflow.BundleEntryProto")
+ResourceHandleProto = _message_class("tensorflow.ResourceHandleProto")
+TensorProto = _message_class("tensorflow.TensorProto")
 
 _DATA_TYPE = POOL.FindEnumTypeByName("tensorflow.DataType")
 

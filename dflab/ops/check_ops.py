@@ -169,7 +169,87 @@ def assert_scalar(tensor, name=None, message=None):
         return tensor
 
 
+def assert_rank_in(x, ranks, data=None, summarize=None, message=None, name=None):
+    """Assert that the rank of ``x`` is one of ``ranks`` (int32 scalars): a ``ValueError``
+    now when the rank and every one of ``ranks`` are known, an ``Assert`` otherwise."""
+    with _ops.name_scope(name, "assert_rank_in", (x,) + tuple(ranks) + tuple(data or [])):
+        x = _ops.convert_to_tensor(x, name="x")
+        ranks = tuple(_ops.convert_to_tensor(r, name="rank") for r in ranks)
+        prefix = f"{message}.  " if message else ""
+        if data is None:
+            data = [prefix, f"Tensor {x.name} must have rank in", *ranks,
+                    "Received shape: ", array_ops.shape(x)]
+        for r in ranks:
+            assert_type(r, _dt.int32)
+        known = [constant_value(r) for r in ranks]
+        if all(k is not None for k in known):
+            if any(np.ndim(k) != 0 for k in known):
+                raise ValueError("Rank must be a scalar.")
+            if x.shape.ndims is not None:
+                wanted = tuple(int(k) for k in known)
+                if x.shape.ndims not in wanted:
+                    raise ValueError(f"{prefix}Tensor {x.name} must have rank in {wanted}.  "
+                                     f"Received rank {x.shape.ndims}, shape {x.shape}")
+                return control_flow_ops.no_op(name="static_checks_determined_all_ok")
+        rank = array_ops.rank(x)
+        condition = math_ops.reduce_any(array_ops.stack([math_ops.equal(rank, r)
+                                                         for r in ranks]))
+        for r, k in zip(ranks, known):
+            if k is None:  # assert_rank(x, [n]) where assert_rank(x, n) was meant
+                check = assert_rank(r, 0, data=["Rank must be a scalar. Received rank: ", r])
+                condition = control_flow_ops.with_dependencies([check], condition)
+        return control_flow_ops.Assert(condition, data, summarize=summarize)
+
+
+def _same_base_type(items, expected=None):
+    """The one base dtype of ``items`` (Nones ignored), which must be ``expected`` if given."""
+    first = None
+    for item in items:
+        if item is None:
+            continue
+        got = item.dtype.base_dtype
+        if expected is None:
+            expected, first = got, item.name
+        elif got != expected:
+            where = f" as {first}" if first else ""
+            raise ValueError(f"{item.name}, type={got!r}, must be of the same type "
+                             f"({expected!r}){where}.")
+    return expected
+
+
+def assert_same_float_dtype(tensors=None, dtype=None):
+    """The float dtype that ``tensors`` (and ``dtype`` if given) all have; float32 when
+    neither is given. ``ValueError`` on a mismatch or a dtype that is not floating."""
+    if tensors:
+        dtype = _same_base_type(tensors, dtype)
+    if not dtype:
+        return _dt.float32
+    if not dtype.is_floating:
+        raise ValueError(f"Expected floating point type, got {dtype!r}.")
+    return dtype
+
+
+def assert_proper_iterable(values):
+    """``TypeError`` unless ``values`` is an iterable of values (a list, tuple, set,
+    generator...), not a tensor, array or string, whose iteration would be unintended."""
+    if isinstance(values, (_ops.Tensor, np.ndarray, bytes, str)):
+        raise TypeError(f'Expected argument "values" to be a "proper" iterable.  Found: '
+                        f"{type(values)}")
+    if not hasattr(values, "__iter__"):
+        raise TypeError(f'Expected argument "values" to be iterable.  Found: {type(values)}')
+
+
+def is_numeric_tensor(tensor):
+    """True for a tensor of a number type (integers, floats, complex), not bool or string."""
+    if not isinstance(tensor, _ops.Tensor):
+        return False
+    dt = tensor.dtype.base_dtype
+    return dt.is_integer or dt.is_floating or dt.is_complex
+
+
 __all__ = ["assert_equal", "assert_none_equal", "assert_less", "assert_less_equal",
            "assert_greater", "assert_greater_equal", "assert_positive", "assert_negative",
            "assert_non_negative", "assert_non_positive", "assert_near", "assert_rank",
-           "assert_rank_at_least", "assert_type", "assert_integer", "assert_scalar"]
+           "assert_rank_at_least", "assert_type", "assert_integer", "assert_scalar",
+           "assert_rank_in", "assert_same_float_dtype", "assert_proper_iterable",
+           "is_numeric_tensor"]

@@ -13,7 +13,7 @@ import collections
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.registry import get_gradient_function
+from dflab.framework.registry import op_gradient_function
 from dflab.ops import array_ops, math_ops
 from dflab.ops.op_util import handle_source
 
@@ -259,7 +259,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
 
 
 def _call_grad_fn(op, out_grads):
-    known, fn = get_gradient_function(op.type)
+    known, fn = op_gradient_function(op)
     if not known:
         raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
     if fn is None:

@@ -385,7 +385,21 @@ def report_uninitialized_variables(var_list=None, name="report_uninitialized_var
 
 
 def assert_variables_initialized(var_list=None):
-    raise NotImplementedError("use report_uninitialized_variables")
+    """A tensor whose evaluation fails with ``FailedPreconditionError`` while a variable of
+    ``var_list`` (default: the global and local variables) is uninitialized: the rank of each,
+    read where it lives (TF's own check). None when there are no variables."""
+    from dflab.ops import array_ops
+
+    if var_list is None:
+        var_list = global_variables() + local_variables()
+    if not var_list:
+        return None
+    ranks = []
+    for v in var_list:
+        with _ops.colocate_with(v.op):
+            # Not folded to a constant from the static shape: the Rank op reads the variable.
+            ranks.append(_ops.apply_op_output("Rank", [v]))
+    return ranks[0] if len(ranks) == 1 else array_ops.stack(ranks)
 
 
 __all__ = [
@@ -394,4 +408,5 @@ __all__ = [
     "global_variables_initializer", "initialize_all_variables", "local_variables_initializer",
     "initialize_local_variables",
     "is_variable_initialized", "report_uninitialized_variables", "variable_creator_scope",
+    "assert_variables_initialized",
 ]

@@ -34,7 +34,7 @@ REASONS = [
      r"RaggedTensor.*|ragged.*|keras|estimator|distribute|autograph|tpu|xla|lite|mlir|"
      r"saved_model|experimental|feature_column|mixed_precision|wrap_function|"
      r"variable_creator_scope|init_scope|is_symbolic_tensor|executing_eagerly_outside_"
-     r"functions|recompute_grad|grad_pass_through|custom_gradient|vectorized_map|"
+     r"functions|vectorized_map|"
      r"nondifferentiable_batch_function|enable_.*|profiler|config|types|sysconfig|app|flags|"
      r"test|resource_loader|user_ops|version|lookup|CriticalSection|Checkpoint.*|"
      r"VariableAggregation|VariableSynchronization|Generator|Algorithm|get_global_generator|"
@@ -47,7 +47,7 @@ REASONS = [
     ("protocol buffers and formats not offered (graphs and meta graphs are dflab's JSON; "
      "TensorBoard's protos come with tf.summary)",
      r".*", r"^(AttrValue|NameAttrList|MetaGraphDef|TensorInfo|LogMessage|SessionLog|Event|"
-     r"HistogramProto|Summary|SummaryMetadata|make_tensor_proto|make_ndarray|"
+     r"HistogramProto|Summary|SummaryMetadata|"
      r"BytesList|Example|Feature|FeatureList|FeatureLists|Features|FloatList|Int64List|"
      r"SequenceExample|ClusterDef|JobDef|ServerDef|generate_checkpoint_state_proto|"
      r"(FixedLen|VarLen|Sparse)(Sequence)?Feature|RaggedFeature|parse_.*|TFRecord.*|"
@@ -65,7 +65,7 @@ REASONS = [
     ("image, audio and signal processing (tf.image, FFTs, tf.signal)",
      r"^(image|audio|signal|spectral)$", r".*"),
     ("image, audio and signal processing (tf.image, FFTs, tf.signal)",
-     r".*", r"^(.*fft.*|extract_image_patches|extract_volume_patches|audio|image|signal|"
+     r".*", r"^(.*fft.*|audio|image|signal|"
      r"spectral|decode_(jpeg|png|gif|bmp|image|webp|jxl|and_crop_jpeg)|encode_(jpeg|png)|"
      r"extract_jpeg_shape|is_jpeg)$"),
     ("string ops beyond string tensors' basics (tf.strings, regexes, hashing, base64)",
@@ -98,8 +98,7 @@ REASONS = [
      r"relu_layer|log_poisson_loss|weighted_moments|normalize_moments|"
      r"sufficient_statistics|scale_regularization_loss|compute_average_loss|silu|swish|"
      r"max_pool1d|avg_pool1d|max_pool_v2|avg_pool_v2|conv_transpose|convolution|"
-     r"embedding_lookup_sparse|safe_embedding_lookup_sparse|space_to_.*|.*_to_space.*|"
-     r"depth_to_space)$"),
+     r"embedding_lookup_sparse|safe_embedding_lookup_sparse)$"),
     ("tf.metrics (streaming metrics on local variables)", r"^metrics$", r".*"),
     ("training utilities not built yet (moving averages, schedules, Supervisor, hooks)",
      r"^train$", r".*"),

@@ -1,0 +1,93 @@
+"""custom_gradient in graph mode beyond the TF fixtures: the forward ops get no gradient of
+their own (so an op without one is fine), reference variables, the refusals, and a graph
+holding one still exports."""
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+
+
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    tf.reset_default_graph()
+    yield
+    tf.reset_default_graph()
+
+
+def test_forward_ops_are_not_differentiated():
+    @tf.custom_gradient
+    def floor_ste(x):
+        # Floor through an op with no gradient: only grad_fn is ever called.
+        y = tf.py_func(np.floor, [x], tf.float32)
+        y.set_shape(x.shape)
+        return y, lambda dy: dy * 2.0
+
+    x = tf.constant([1.5, -0.5])
+    y = floor_ste(x)
+    g = tf.gradients(tf.reduce_sum(y), x)[0]
+    with tf.Session() as sess:
+        np.testing.assert_array_equal(sess.run([y, g]), [[1.0, -1.0], [2.0, 2.0]])
+
+
+def test_reference_variable_gets_grad_fn_gradient():
+    w = tf.Variable(3.0, use_resource=False)
+
+    @tf.custom_gradient
+    def f(x):
+        def grad(dy, variables=None):
+            assert variables == [w]
+            return dy, [tf.constant(7.0)]
+
+        return x * w, grad
+
+    x = tf.constant(2.0)
+    gx, gw = tf.gradients(f(x), [x, w])
+    with tf.Session() as sess:
+        sess.run(w.initializer)
+        assert sess.run([gx, gw]) == [1.0, 7.0]
+
+
+def test_wrong_number_of_variable_gradients():
+    w = tf.Variable(3.0)
+
+    @tf.custom_gradient
+    def f(x):
+        return x * w, lambda dy, variables=None: (dy, [])
+
+    x = tf.constant(2.0)
+    with pytest.raises(ValueError, match="gradient for each variable"):
+        tf.gradients(f(x), x)
+
+
+def test_keyword_arguments_are_refused_in_graph_mode():
+    @tf.custom_gradient
+    def f(x, scale=1.0):
+        return x * scale, lambda dy: dy
+
+    with pytest.raises(ValueError, match="keywords arguments"):
+        f(tf.constant(1.0), scale=2.0)
+
+
+def test_eager_execution_is_refused():
+    @tf.custom_gradient
+    def f(x):
+        return x, lambda dy: dy
+
+    with eager_mode():
+        with pytest.raises(NotImplementedError, match="graph mode"):
+            f(tf.constant(1.0))
+
+
+def test_graph_with_custom_gradient_exports():
+    @tf.custom_gradient
+    def f(x):
+        return x * 2.0, lambda dy: dy
+
+    f(tf.constant(1.0))
+    meta = tf.train.export_meta_graph()
+    with tf.Graph().as_default():
+        tf.train.import_meta_graph(meta)
+        op = tf.get_default_graph().get_operation_by_name("IdentityN")
+        assert op.get_attr("_gradient_op_type").startswith("CustomGradient-")
