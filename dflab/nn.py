@@ -70,3 +70,46 @@ from dflab.ops.rnn import (  # noqa: E402
 
 __all__ += ["bidirectional_dynamic_rnn", "dynamic_rnn", "rnn_cell", "static_bidirectional_rnn",
             "static_rnn"]
+
+# 3-D and depthwise convolutions and 3-D pools (their own ops).
+from dflab.ops.conv_nd_ops import (  # noqa: E402
+    avg_pool3d,
+    conv3d,
+    conv3d_backprop_filter,
+    conv3d_backprop_filter_v2,
+    conv3d_transpose,
+    depthwise_conv2d_native,
+    depthwise_conv2d_native_backprop_filter,
+    depthwise_conv2d_native_backprop_input,
+    max_pool3d,
+)
+
+# TF1 also spells the depthwise backprops without "native".
+depthwise_conv2d_backprop_filter = depthwise_conv2d_native_backprop_filter
+depthwise_conv2d_backprop_input = depthwise_conv2d_native_backprop_input
+
+__all__ += ["avg_pool3d", "conv3d", "conv3d_backprop_filter", "conv3d_backprop_filter_v2",
+            "conv3d_transpose", "depthwise_conv2d_backprop_filter",
+            "depthwise_conv2d_backprop_input", "depthwise_conv2d_native",
+            "depthwise_conv2d_native_backprop_filter", "depthwise_conv2d_native_backprop_input",
+            "max_pool3d"]
+
+# Rank-generic, 1-D, atrous, depthwise and separable front ends (compositions).
+from dflab.ops.conv_impl import (  # noqa: E402
+    atrous_conv2d,
+    atrous_conv2d_transpose,
+    avg_pool1d,
+    avg_pool_v2,
+    conv1d_transpose,
+    conv_transpose,
+    convolution,
+    depthwise_conv2d,
+    max_pool1d,
+    max_pool_v2,
+    pool,
+    separable_conv2d,
+)
+
+__all__ += ["atrous_conv2d", "atrous_conv2d_transpose", "avg_pool1d", "avg_pool_v2",
+            "conv1d_transpose", "conv_transpose", "convolution", "depthwise_conv2d",
+            "max_pool1d", "max_pool_v2", "pool", "separable_conv2d"]
