@@ -113,3 +113,8 @@ from dflab.ops.conv_impl import (  # noqa: E402
 __all__ += ["atrous_conv2d", "atrous_conv2d_transpose", "avg_pool1d", "avg_pool_v2",
             "conv1d_transpose", "conv_transpose", "convolution", "depthwise_conv2d",
             "max_pool1d", "max_pool_v2", "pool", "separable_conv2d"]
+
+# Max pooling with argmax, grayscale dilation and erosion.
+from dflab.ops.morphology_ops import dilation2d, erosion2d, max_pool_with_argmax  # noqa: E402
+
+__all__ += ["dilation2d", "erosion2d", "max_pool_with_argmax"]

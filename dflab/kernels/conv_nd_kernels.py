@@ -20,6 +20,7 @@ import numpy as np
 from dflab.framework import errors
 from dflab.kernels.context import host
 from dflab.kernels.registry import kernel
+from dflab.ops import morphology_ops  # noqa: F401 - the schemas of the ops below
 from dflab.ops.conv_nd_ops import split_dims
 from dflab.ops.conv_ops import conv_output_size
 
@@ -394,3 +395,151 @@ def _avg_pool3d_grad(node, ctx):
         return _from_last(xp.ascontiguousarray(win.crop(out, shape[1:-1])), fmt)
 
     return avg_pool3d_grad
+
+
+# --- one cell per window: MaxPoolWithArgmax, Dilation2D ---------------------------------------
+def _nhwc_window(node, xp, x, ksizes, rates_attr=None):
+    a = node.attr
+    st = a["strides"][1:3]
+    dil = a[rates_attr][1:3] if rates_attr else (1, 1)
+    try:
+        return WindowND(xp, x.shape[1:3], ksizes, st, dil, a["padding"])
+    except ValueError as e:
+        raise errors.InvalidArgumentError(None, node, str(e)) from None
+
+
+def _tap_rows_cols(win, idx):
+    """The unpadded (row, column) each output cell reads at window position ``idx``: two
+    host arrays of shape (OH, 1) and (1, OW)."""
+    rows = np.arange(win.out[0]) * win.s[0] + idx[0] * win.d[0] - win.lo[0]
+    cols = np.arange(win.out[1]) * win.s[1] + idx[1] * win.d[1] - win.lo[1]
+    return rows[:, None], cols[None, :]
+
+
+def _first_best(win, padded, shape, add=None):
+    """(best value, winning tap number) per output cell over the taps that fall inside the
+    unpadded ``shape`` (N, H, W, C); a later tap wins only if strictly greater (TF's CPU
+    order). ``add(t, idx)`` is added to each tap's values (the dilation's filter)."""
+    xp = win.xp
+    n, h, w, c = shape
+    dt = padded.dtype
+    low = np.finfo(dt).min if dt.kind == "f" else np.iinfo(dt).min
+    best = xp.full((n, *win.out, c), low, dtype=dt)
+    arg = xp.zeros((n, *win.out, c), dtype=np.int64)
+    for t, idx in enumerate(win.taps()):
+        r, q = _tap_rows_cols(win, idx)
+        inside = xp.asarray(((r >= 0) & (r < h) & (q >= 0) & (q < w))[None, :, :, None])
+        v = win.tap(padded, idx)
+        if add is not None:
+            v = v + add(idx)
+        better = inside & (v > best)
+        best = xp.where(better, v, best)
+        arg = xp.where(better, t, arg)
+    return best, arg
+
+
+@kernel("MaxPoolWithArgmax")
+def _max_pool_with_argmax(node, ctx):
+    xp = ctx.xp
+    out_type = node.attr["Targmax"].as_numpy_dtype
+    with_batch = node.attr["include_batch_in_index"]
+
+    def max_pool_with_argmax(x):
+        _check_rank(xp, node, 4, input=x)
+        x = xp.asarray(x)
+        n, h, w, c = x.shape
+        win = _nhwc_window(node, xp, x, node.attr["ksize"][1:3])
+        best, arg = _first_best(win, win.pad(x), x.shape)
+        # The winning tap's flat input index, computed per tap on the host.
+        index = xp.zeros(arg.shape, dtype=np.int64)
+        chan = np.arange(c)[None, None, :]
+        for t, idx in enumerate(win.taps()):
+            r, q = _tap_rows_cols(win, idx)
+            flat = xp.asarray(((r * w + q)[:, :, None] * c + chan)[None])
+            index = xp.where(arg == t, flat, index)
+        if with_batch:
+            index = index + xp.asarray(np.arange(n) * (h * w * c))[:, None, None, None]
+        return best, index.astype(out_type)
+
+    return max_pool_with_argmax
+
+
+@kernel("MaxPoolGradWithArgmax")
+def _max_pool_grad_with_argmax(node, ctx):
+    xp = ctx.xp
+    with_batch = node.attr["include_batch_in_index"]
+
+    def max_pool_grad_with_argmax(x, g, argmax):
+        _check_rank(xp, node, 4, input=x, grad=g, argmax=argmax)
+        n = x.shape[0]
+        per_image = math.prod(x.shape[1:])
+        idx = xp.asarray(argmax).astype(np.int64)
+        if not with_batch:
+            idx = idx + xp.asarray(np.arange(n) * per_image)[:, None, None, None]
+        if idx.size and (bool((idx < 0).any()) or bool((idx >= n * per_image).any())):
+            raise errors.InvalidArgumentError(None, node, "Invalid argmax: an index is out of "
+                                              "the input's range")
+        dx = xp.zeros(n * per_image, dtype=g.dtype)
+        xp.add.at(dx, idx.ravel(), xp.asarray(g).ravel())
+        return dx.reshape(x.shape)
+
+    return max_pool_grad_with_argmax
+
+
+def _dilation(node, ctx, x, f):
+    xp = ctx.xp
+    _check_rank(xp, node, 4, input=x)
+    _check_rank(xp, node, 3, filter=f)
+    x, f = xp.asarray(x), xp.asarray(f)
+    if x.shape[3] != f.shape[2]:
+        raise errors.InvalidArgumentError(None, node, f"input depth {x.shape[3]} != filter "
+                                          f"depth {f.shape[2]}")
+    win = _nhwc_window(node, xp, x, f.shape[:2], "rates")
+    best, arg = _first_best(win, win.pad(x), x.shape, add=lambda idx: f[idx])
+    return win, best, arg
+
+
+@kernel("Dilation2D")
+def _dilation2d(node, ctx):
+    def dilation2d(x, f):
+        return _dilation(node, ctx, x, f)[1]
+
+    return dilation2d
+
+
+def _check_dilation_grad(node, win, best, g):
+    if g.shape != best.shape:
+        raise errors.InvalidArgumentError(None, node, f"out_backprop shape {list(g.shape)} "
+                                          f"does not match the output shape {list(best.shape)}")
+
+
+@kernel("Dilation2DBackpropInput")
+def _dilation2d_backprop_input(node, ctx):
+    xp = ctx.xp
+
+    def backprop_input(x, f, g):
+        win, best, arg = _dilation(node, ctx, x, f)
+        _check_dilation_grad(node, win, best, g)
+        out = xp.zeros(win.padded_shape(x.shape), dtype=g.dtype)
+        zero = xp.zeros((), dtype=g.dtype)
+        for t, idx in enumerate(win.taps()):
+            win.tap(out, idx)[...] += xp.where(arg == t, g, zero)
+        return xp.ascontiguousarray(win.crop(out, x.shape[1:3]))
+
+    return backprop_input
+
+
+@kernel("Dilation2DBackpropFilter")
+def _dilation2d_backprop_filter(node, ctx):
+    xp = ctx.xp
+
+    def backprop_filter(x, f, g):
+        win, best, arg = _dilation(node, ctx, x, f)
+        _check_dilation_grad(node, win, best, g)
+        df = xp.zeros(f.shape, dtype=g.dtype)
+        zero = xp.zeros((), dtype=g.dtype)
+        for t, idx in enumerate(win.taps()):
+            df[idx] = xp.where(arg == t, g, zero).sum(axis=(0, 1, 2))
+        return df
+
+    return backprop_filter
