@@ -118,3 +118,24 @@ __all__ += ["atrous_conv2d", "atrous_conv2d_transpose", "avg_pool1d", "avg_pool_
 from dflab.ops.morphology_ops import dilation2d, erosion2d, max_pool_with_argmax  # noqa: E402
 
 __all__ += ["dilation2d", "erosion2d", "max_pool_with_argmax"]
+
+# More activations, losses and moments (compositions).
+from dflab.ops.nn_impl_extra import (  # noqa: E402
+    batch_norm_with_global_normalization,
+    collapse_repeated,
+    compute_average_loss,
+    crelu,
+    log_poisson_loss,
+    normalize_moments,
+    relu_layer,
+    scale_regularization_loss,
+    silu,
+    sufficient_statistics,
+    swish,
+    weighted_moments,
+)
+
+__all__ += ["batch_norm_with_global_normalization", "collapse_repeated",
+            "compute_average_loss", "crelu", "log_poisson_loss", "normalize_moments",
+            "relu_layer", "scale_regularization_loss", "silu", "sufficient_statistics",
+            "swish", "weighted_moments"]
