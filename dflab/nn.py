@@ -139,3 +139,7 @@ __all__ += ["batch_norm_with_global_normalization", "collapse_repeated",
             "compute_average_loss", "crelu", "log_poisson_loss", "normalize_moments",
             "relu_layer", "scale_regularization_loss", "silu", "sufficient_statistics",
             "swish", "weighted_moments"]
+
+from dflab.ops.raw_rnn import raw_rnn  # noqa: E402
+
+__all__ += ["raw_rnn"]
