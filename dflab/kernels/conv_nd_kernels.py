@@ -21,19 +21,17 @@ from dflab.framework import errors
 from dflab.kernels.context import host
 from dflab.kernels.registry import kernel
 from dflab.ops import morphology_ops  # noqa: F401 - the schemas of the ops below
-from dflab.ops.conv_nd_ops import split_dims
-from dflab.ops.conv_ops import conv_output_size
+from dflab.ops.conv_nd_ops import conv_geometry, generic_conv_layout, split_dims
 
 
 class WindowND:
     """Geometry of one conv/pool op over channels-last data with ``len(sizes)`` spatial
     dimensions, and the window steps built on it (``xp``: the device's namespace)."""
 
-    def __init__(self, xp, sizes, ksizes, strides, dilations, padding):
+    def __init__(self, xp, sizes, ksizes, strides, dilations, padding, explicit=None):
         self.xp = xp
         self.k, self.s, self.d = list(ksizes), list(strides), list(dilations)
-        geo = [conv_output_size(n, k, s, d, padding)
-               for n, k, s, d in zip(sizes, ksizes, strides, dilations)]
+        geo = conv_geometry(sizes, ksizes, strides, dilations, padding, explicit)
         self.out = [g[0] for g in geo]
         self.lo = [g[1] for g in geo]
         self.hi = [g[2] for g in geo]
@@ -543,3 +541,52 @@ def _dilation2d_backprop_filter(node, ctx):
         return df
 
     return backprop_filter
+
+
+# --- Conv (tf.conv): any batch dims, 2 or 3 spatial dims, groups, EXPLICIT padding ------------
+class _AttrView:
+    def __init__(self, node):
+        self._attr = node.attr
+
+    def get_attr(self, name):
+        return self._attr[name]
+
+
+@kernel("Conv")
+def _generic_conv(node, ctx):
+    xp = ctx.xp
+    groups = node.attr["groups"]
+
+    def conv(x, f):
+        x = xp.asarray(x)
+        try:
+            nsp, bd, last, st, dil, pairs = generic_conv_layout(_AttrView(node), x.ndim)
+        except ValueError as e:
+            raise errors.InvalidArgumentError(None, node, str(e)) from None
+        _check_rank(xp, node, nsp + 2, filter=f)
+        lead = x.shape[:bd]
+        x = x.reshape((-1, *x.shape[bd:]))
+        if not last:
+            x = _to_last(x, "NCHW")  # any channels-first format: channels to the end
+        *ks, ci, co = f.shape
+        c = x.shape[-1]
+        if ci * groups != c or co % groups:
+            raise errors.InvalidArgumentError(
+                None, node, f"input depth {c} must be the filter's input depth {ci} times "
+                f"groups {groups}, and the output depth {co} a multiple of groups")
+        try:
+            win = WindowND(xp, x.shape[1:-1], ks, st, dil, node.attr["padding"], pairs)
+        except ValueError as e:
+            raise errors.InvalidArgumentError(None, node, str(e)) from None
+        cog = co // groups
+        parts = []
+        for g in range(groups):
+            xg = x[..., g * ci:(g + 1) * ci]
+            fg = xp.reshape(f[..., g * cog:(g + 1) * cog], (-1, cog))
+            parts.append((_patches(win, xg) @ fg).reshape(x.shape[0], *win.out, cog))
+        y = parts[0] if groups == 1 else xp.concatenate(parts, axis=-1)
+        if not last:
+            y = _from_last(y, "NCHW")
+        return xp.ascontiguousarray(y).reshape((*lead, *y.shape[1:]))
+
+    return conv

@@ -28,6 +28,7 @@ from dflab.ops.variables import *  # noqa: F403
 _math_ops._install_operators()
 _variables._overload_variable_operators()
 from dflab.ops import io_ops as _io_ops  # noqa: E402 - registers the checkpoint ops
+from dflab.ops.conv_nd_ops import *  # noqa: E402, F403
 from dflab.ops.data_flow_ops import *  # noqa: E402, F403
 from dflab.ops.fixed_length_record_ops import *  # noqa: E402, F403
 from dflab.ops.linalg_solve_ops import *  # noqa: E402, F403

@@ -380,4 +380,102 @@ def avg_pool3d(input, ksize, strides, padding, data_format="NDHWC", name=None): 
                   name)
 
 
-__all__: list[str] = []
+# --- Conv: the generic convolution op behind tf.conv -----------------------------------------
+def conv_geometry(in_dims, k, strides, dilations, padding, explicit):
+    """Per spatial dimension (output size, pad before, pad after); ``explicit`` holds the
+    (before, after) pairs of EXPLICIT padding."""
+    if padding != "EXPLICIT":
+        return [conv_output_size(n, kk, s, d, padding)
+                for n, kk, s, d in zip(in_dims, k, strides, dilations)]
+    out = []
+    for n, kk, s, d, (lo, hi) in zip(in_dims, k, strides, dilations, explicit):
+        if n is None or kk is None:
+            out.append((None, lo, hi))
+            continue
+        size = (n + lo + hi - ((kk - 1) * d + 1)) // s + 1
+        if size < 0:
+            raise ValueError(f"Computed output size would be negative: {size}")
+        out.append((size, lo, hi))
+    return out
+
+
+def generic_conv_layout(op, rank):
+    """(spatial dims, extra batch dims, channels-last?, strides, dilations, explicit pads) of
+    a ``Conv`` op on an input of ``rank`` dimensions, checked as TF's shape function does."""
+    batch_dims = op.get_attr("batch_dims")
+    nsp = rank - batch_dims - 1
+    if nsp not in (2, 3):
+        raise ValueError(f"Input tensor must be rank 4 or 5, excluding extra batch dimensions, "
+                         f"but got: {rank - batch_dims + 1}")
+    last = op.get_attr("data_format") == "CHANNELS_LAST"
+    strides = list(op.get_attr("strides"))
+    if len(strides) != nsp + 2:
+        raise ValueError(f"Stride attribute should contain {nsp + 2} values, but got: "
+                         f"{len(strides)}")
+    dilations = list(op.get_attr("dilations")) or [1] * (nsp + 2)
+    if len(dilations) != nsp + 2:
+        raise ValueError(f"Dilations attribute should contain {nsp + 2} values, but got: "
+                         f"{len(dilations)}")
+    pads = list(op.get_attr("explicit_paddings"))
+    if op.get_attr("padding") == "EXPLICIT":
+        if len(pads) != 2 * (nsp + 2):
+            raise ValueError(f"explicit_paddings should contain {2 * (nsp + 2)} values, but "
+                             f"got: {len(pads)}")
+        pairs = [(pads[2 * i], pads[2 * i + 1]) for i in range(nsp + 2)]
+        pairs = pairs[1:-1] if last else pairs[2:]
+    elif pads:
+        raise ValueError("explicit_paddings must be empty unless padding is EXPLICIT")
+    else:
+        pairs = None
+
+    def spatial(v):
+        return v[1:-1] if last else v[2:]
+
+    return nsp, batch_dims, last, spatial(strides), spatial(dilations), pairs
+
+
+def _generic_conv_infer(op):
+    x, f = op.inputs
+    dt = check_same_dtype(op, ["input", "filter"])
+    _check_float(op, x)
+    if x.shape.ndims is None:
+        return [(dt, TensorShape(None))]
+    dims = x.shape.as_list()
+    nsp, bd, last, st, dil, pairs = generic_conv_layout(op, len(dims))
+    if op.get_attr("groups") < 1:
+        raise ValueError("groups must be positive")
+    fdims = _full_rank(f.shape, nsp + 2, "filter")
+    lead, rest = dims[:bd], dims[bd:]
+    spatial, c = (rest[:-1], rest[-1]) if last else (rest[1:], rest[0])
+    groups = op.get_attr("groups")
+    if c is not None and fdims[-2] is not None and c != fdims[-2] * groups:
+        raise ValueError(f"Depth of input ({c}) is not a multiple of input depth of filter "
+                         f"({fdims[-2]})")
+    out = [g[0] for g in conv_geometry(spatial, fdims[:-2], st, dil, op.get_attr("padding"),
+                                       pairs)]
+    co = fdims[-1]
+    return [(dt, TensorShape(lead + (out + [co] if last else [co] + out)))]
+
+
+register_op("Conv", _generic_conv_infer, expensive=True)
+
+
+def conv(input, filter, strides, padding, explicit_paddings=(),  # noqa: A002
+         data_format="CHANNELS_LAST", dilations=(), batch_dims=1, groups=1, name=None):
+    """TF's generic convolution op (``Conv``): 2 or 3 spatial dimensions after ``batch_dims``
+    batch dimensions, SAME, VALID or EXPLICIT padding. TF gives it no gradient."""
+    if isinstance(padding, bytes):
+        padding = padding.decode()
+    if padding not in ("SAME", "VALID", "EXPLICIT"):
+        raise ValueError(f"padding must be 'SAME', 'VALID' or 'EXPLICIT', got {padding!r}")
+    if data_format not in ("CHANNELS_LAST", "CHANNELS_FIRST"):
+        raise ValueError(f"data_format must be 'CHANNELS_LAST' or 'CHANNELS_FIRST', got "
+                         f"{data_format!r}")
+    attrs = {"strides": [int(v) for v in strides], "padding": padding,
+             "explicit_paddings": [int(v) for v in explicit_paddings],
+             "data_format": data_format, "dilations": [int(v) for v in dilations],
+             "batch_dims": int(batch_dims), "groups": int(groups)}
+    return _apply("Conv", [input, filter], attrs, name)
+
+
+__all__: list[str] = ["conv"]

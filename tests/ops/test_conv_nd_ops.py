@@ -142,3 +142,27 @@ def test_argmax_and_its_gradient_pick_the_first_maximum():
     np.testing.assert_array_equal(got_v.ravel(), [3.0, 3.0])
     np.testing.assert_array_equal(got_a.ravel(), [1, 2])  # row-major first of the ties
     np.testing.assert_array_equal(got_dx.ravel(), [0, 10, 20, 0, 0, 0, 0, 0])
+
+
+def test_generic_conv_groups_and_channels_first():
+    # TF's CPU kernel refuses both; dflab computes them: each group is a conv2d of its own
+    # channels, and channels-first data gives the channels-last result transposed.
+    x = RNG.standard_normal((2, 3, 5, 6, 4))
+    f = RNG.standard_normal((3, 2, 2, 6))
+    got = run(tf.conv(x, f, [1, 1, 1, 1], "SAME", batch_dims=2, groups=2))
+    flat = x.reshape(6, 5, 6, 4)
+    halves = [run(tf.nn.conv2d(flat[..., 2 * g:2 * g + 2], f[..., 3 * g:3 * g + 3],
+                               [1, 1, 1, 1], "SAME")) for g in range(2)]
+    np.testing.assert_allclose(got.reshape(6, 5, 6, 6), np.concatenate(halves, -1),
+                               rtol=1e-12, atol=1e-12)
+    last = run(tf.conv(flat, f, [1, 2, 1, 1], "EXPLICIT", explicit_paddings=[0, 0, 1, 2, 0, 1,
+                                                                              0, 0], groups=2))
+    first = run(tf.conv(_to_first(flat), f, [1, 1, 2, 1], "EXPLICIT",
+                        explicit_paddings=[0, 0, 0, 0, 1, 2, 0, 1],
+                        data_format="CHANNELS_FIRST", groups=2))
+    np.testing.assert_allclose(_to_last(first), last, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="Depth of input"):
+        tf.conv(flat, f, [1, 1, 1, 1], "SAME", groups=3)
+    unknown = tf.placeholder(tf.float64, [None, None, None, None])
+    with pytest.raises(errors.InvalidArgumentError, match="groups"):
+        run(tf.conv(unknown, f, [1, 1, 1, 1], "SAME", groups=3), {unknown: flat})
