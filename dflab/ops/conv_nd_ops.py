@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 
+from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant_value_as_shape
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
@@ -311,6 +312,11 @@ def _pool_out(op, in_dims):
 def _pool3d_infer(op):
     x = op.inputs[0]
     _check_float(op, x)
+    if op.type == "MaxPool3D" and x.dtype.base_dtype not in (_dt.float16, _dt.float32):
+        # TF registers MaxPool3D for half and float only (AvgPool3D also takes double).
+        raise TypeError(f"Value passed to parameter 'input' has DataType "
+                        f"{x.dtype.base_dtype.name} not in list of allowed values: float16, "
+                        "bfloat16, float32")
     return [(x.dtype.base_dtype, _pool_out(op, _full_rank(x.shape, 5, "input")))]
 
 

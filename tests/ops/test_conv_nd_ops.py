@@ -38,14 +38,21 @@ def test_conv3d_channels_first_matches_channels_last():
 
 
 def test_pool3d_channels_first_matches_channels_last():
-    x = RNG.standard_normal((2, 5, 4, 6, 3))
-    for pool in (tf.nn.max_pool3d, tf.nn.avg_pool3d):
-        last = run(pool(x, [1, 2, 3, 2, 1], [1, 2, 2, 1, 1], "SAME"))
-        first = run(pool(_to_first(x), [1, 1, 2, 3, 2], [1, 1, 2, 2, 1], "SAME",
-                         data_format="NCDHW"))
-        np.testing.assert_allclose(_to_last(first), last, rtol=1e-12)
-        check_grads(lambda a, p=pool: p(a, 2, [1, 1, 2, 1, 2], "SAME", data_format="NCDHW"),
-                    [_to_first(x)])
+    x64 = RNG.standard_normal((2, 5, 4, 6, 3))
+    # MaxPool3D takes float32 (and float16) only, as TF's; AvgPool3D float64 too.
+    for pool, x in ((tf.nn.max_pool3d, x64.astype(np.float32)), (tf.nn.avg_pool3d, x64)):
+        p = tf.placeholder(x.dtype, x.shape)
+        q = tf.placeholder(x.dtype, _to_first(x).shape)
+        last = pool(p, [1, 2, 3, 2, 1], [1, 2, 2, 1, 1], "SAME")
+        first = pool(q, [1, 1, 2, 3, 2], [1, 1, 2, 2, 1], "SAME", data_format="NCDHW")
+        outs = run([last, first, tf.gradients(last, p)[0], tf.gradients(first, q)[0]],
+                   {p: x, q: _to_first(x)})
+        np.testing.assert_allclose(_to_last(outs[1]), outs[0], rtol=1e-6)
+        np.testing.assert_allclose(_to_last(outs[3]), outs[2], rtol=1e-6)
+    check_grads(lambda a: tf.nn.avg_pool3d(a, 2, [1, 1, 2, 1, 2], "SAME", data_format="NCDHW"),
+                [_to_first(x64)])
+    with pytest.raises(TypeError, match="float64"):
+        tf.nn.max_pool3d(x64, 2, 2, "SAME")
 
 
 def _depthwise_loop(x, f, stride, rate, padding):
