@@ -75,3 +75,79 @@ __all__ += ["bidirectional_dynamic_rnn", "dynamic_rnn", "rnn_cell", "static_bidi
 from dflab.ops.space_ops import depth_to_space, space_to_batch, space_to_depth  # noqa: E402
 
 __all__ += ["depth_to_space", "space_to_batch", "space_to_depth"]
+# 3-D and depthwise convolutions and 3-D pools (their own ops).
+from dflab.ops.conv_nd_ops import (  # noqa: E402
+    avg_pool3d,
+    conv3d,
+    conv3d_backprop_filter,
+    conv3d_backprop_filter_v2,
+    conv3d_transpose,
+    depthwise_conv2d_native,
+    depthwise_conv2d_native_backprop_filter,
+    depthwise_conv2d_native_backprop_input,
+    max_pool3d,
+)
+
+# TF1 also spells the depthwise backprops without "native".
+depthwise_conv2d_backprop_filter = depthwise_conv2d_native_backprop_filter
+depthwise_conv2d_backprop_input = depthwise_conv2d_native_backprop_input
+
+__all__ += ["avg_pool3d", "conv3d", "conv3d_backprop_filter", "conv3d_backprop_filter_v2",
+            "conv3d_transpose", "depthwise_conv2d_backprop_filter",
+            "depthwise_conv2d_backprop_input", "depthwise_conv2d_native",
+            "depthwise_conv2d_native_backprop_filter", "depthwise_conv2d_native_backprop_input",
+            "max_pool3d"]
+
+# Rank-generic, 1-D, atrous, depthwise and separable front ends (compositions).
+from dflab.ops.conv_impl import (  # noqa: E402
+    atrous_conv2d,
+    atrous_conv2d_transpose,
+    avg_pool1d,
+    avg_pool_v2,
+    conv1d_transpose,
+    conv_transpose,
+    convolution,
+    depthwise_conv2d,
+    max_pool1d,
+    max_pool_v2,
+    pool,
+    separable_conv2d,
+)
+
+__all__ += ["atrous_conv2d", "atrous_conv2d_transpose", "avg_pool1d", "avg_pool_v2",
+            "conv1d_transpose", "conv_transpose", "convolution", "depthwise_conv2d",
+            "max_pool1d", "max_pool_v2", "pool", "separable_conv2d"]
+
+# Max pooling with argmax, grayscale dilation and erosion.
+from dflab.ops.morphology_ops import dilation2d, erosion2d, max_pool_with_argmax  # noqa: E402
+
+__all__ += ["dilation2d", "erosion2d", "max_pool_with_argmax"]
+
+# More activations, losses and moments (compositions).
+from dflab.ops.nn_impl_extra import (  # noqa: E402
+    batch_norm_with_global_normalization,
+    collapse_repeated,
+    compute_average_loss,
+    crelu,
+    log_poisson_loss,
+    normalize_moments,
+    relu_layer,
+    scale_regularization_loss,
+    silu,
+    sufficient_statistics,
+    swish,
+    weighted_moments,
+)
+
+__all__ += ["batch_norm_with_global_normalization", "collapse_repeated",
+            "compute_average_loss", "crelu", "log_poisson_loss", "normalize_moments",
+            "relu_layer", "scale_regularization_loss", "silu", "sufficient_statistics",
+            "swish", "weighted_moments"]
+
+from dflab.ops.raw_rnn import raw_rnn  # noqa: E402
+
+__all__ += ["raw_rnn"]
+
+from dflab.ops.approx_topk_ops import approx_max_k, approx_min_k  # noqa: E402
+
+__all__ += ["approx_max_k", "approx_min_k"]

@@ -47,6 +47,7 @@ from dflab.kernels import fft_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import space_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import more_array_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import tensor_io_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import conv_nd_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels.gpu_kernels import register_gpu_kernels
 
 # Last: the GPU mirrors every CPU kernel written against ``xp`` (see gpu_kernels).

@@ -31,6 +31,7 @@ from dflab.ops import io_ops as _io_ops  # noqa: E402 - registers the checkpoint
 from dflab.ops.accumulate_ops import *  # noqa: E402, F403
 from dflab.ops.bitwise_ops import *  # noqa: E402, F403
 from dflab.ops.custom_gradient import *  # noqa: E402, F403
+from dflab.ops.conv_nd_ops import *  # noqa: E402, F403
 from dflab.ops.data_flow_ops import *  # noqa: E402, F403
 from dflab.ops.fft_ops import *  # noqa: E402, F403
 from dflab.ops.fixed_length_record_ops import *  # noqa: E402, F403
