@@ -14,7 +14,9 @@ from dflab.lib.protos import (  # noqa: F401 - tf.train.Example and its parts
     SequenceExample,
 )
 from dflab.train import slot_creator  # noqa: F401
+from dflab.train.adadelta import AdadeltaOptimizer  # noqa: F401
 from dflab.train.adagrad import AdagradOptimizer  # noqa: F401
+from dflab.train.adagrad_da import AdagradDAOptimizer  # noqa: F401
 from dflab.train.adam import AdamOptimizer  # noqa: F401
 from dflab.train.basic_session_run_hooks import (  # noqa: F401, E402
     CheckpointSaverHook,
@@ -46,6 +48,7 @@ from dflab.train.device_setter import (  # noqa: F401, E402
     byte_size_load_fn,
     replica_device_setter,
 )
+from dflab.train.ftrl import FtrlOptimizer  # noqa: F401
 from dflab.train.gradient_descent import GradientDescentOptimizer  # noqa: F401
 from dflab.train.input import (  # noqa: F401, E402
     batch,
@@ -77,6 +80,10 @@ from dflab.train.moving_averages import ExponentialMovingAverage  # noqa: F401, 
 # Object-based checkpoints of eager programs.
 from dflab.train.object_checkpoint import Checkpoint  # noqa: F401, E402
 from dflab.train.optimizer import Optimizer  # noqa: F401
+from dflab.train.proximal import (  # noqa: F401
+    ProximalAdagradOptimizer,
+    ProximalGradientDescentOptimizer,
+)
 from dflab.train.queue_runner import (  # noqa: F401, E402
     QueueRunner,
     add_queue_runner,
