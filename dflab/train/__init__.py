@@ -60,9 +60,14 @@ from dflab.train.input import (  # noqa: F401, E402
     string_input_producer,
 )
 from dflab.train.learning_rate_decay import (  # noqa: F401
+    cosine_decay,
+    cosine_decay_restarts,
     exponential_decay,
     inverse_time_decay,
+    linear_cosine_decay,
     natural_exp_decay,
+    piecewise_constant,
+    piecewise_constant_decay,
     polynomial_decay,
 )
 from dflab.train.meta_graph import export_meta_graph  # noqa: F401, E402
