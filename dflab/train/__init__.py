@@ -18,9 +18,13 @@ from dflab.train.adadelta import AdadeltaOptimizer  # noqa: F401
 from dflab.train.adagrad import AdagradOptimizer  # noqa: F401
 from dflab.train.adagrad_da import AdagradDAOptimizer  # noqa: F401
 from dflab.train.adam import AdamOptimizer  # noqa: F401
+from dflab.train.basic_loops import basic_train_loop  # noqa: F401
 from dflab.train.basic_session_run_hooks import (  # noqa: F401, E402
     CheckpointSaverHook,
     CheckpointSaverListener,
+    FeedFnHook,
+    FinalOpsHook,
+    GlobalStepWaiterHook,
     LoggingTensorHook,
     NanLossDuringTrainingError,
     NanTensorHook,
@@ -34,12 +38,15 @@ from dflab.train.checkpoint_utils import (  # noqa: F401, E402
     CheckpointState,
     NewCheckpointReader,
     checkpoint_exists,
+    checkpoints_iterator,
+    generate_checkpoint_state_proto,
     get_checkpoint_mtimes,
     get_checkpoint_state,
     latest_checkpoint,
     list_variables,
     load_checkpoint,
     load_variable,
+    remove_checkpoint,
     update_checkpoint_state,
 )
 from dflab.train.coordinator import Coordinator, LooperThread  # noqa: F401, E402
@@ -77,6 +84,7 @@ from dflab.train.monitored_session import (  # noqa: F401, E402
     MonitoredSession,
     MonitoredTrainingSession,
     Scaffold,
+    SessionCreator,
     SingularMonitoredSession,
     WorkerSessionCreator,
 )
