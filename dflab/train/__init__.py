@@ -59,10 +59,16 @@ from dflab.train.ftrl import FtrlOptimizer  # noqa: F401
 from dflab.train.gradient_descent import GradientDescentOptimizer  # noqa: F401
 from dflab.train.input import (  # noqa: F401, E402
     batch,
+    batch_join,
     input_producer,
     limit_epochs,
+    maybe_batch,
+    maybe_batch_join,
+    maybe_shuffle_batch,
+    maybe_shuffle_batch_join,
     range_input_producer,
     shuffle_batch,
+    shuffle_batch_join,
     slice_input_producer,
     string_input_producer,
 )
