@@ -129,3 +129,4 @@ from dflab.train.training_util import (  # noqa: F401
     get_or_create_global_step,
     global_step,
 )
+from dflab.train.warm_starting import init_from_checkpoint  # noqa: F401, E402
