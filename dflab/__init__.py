@@ -84,6 +84,8 @@ _namespaces.install(sys.modules[__name__])
 # tf.train's cluster names live in the distributed layer, above train: attached here.
 train.ClusterSpec = _ClusterSpec
 train.SummarySaverHook = summary.SummarySaverHook
+from dflab.summary.hooks import ProfilerHook as _ProfilerHook  # noqa: E402  isort: skip
+train.ProfilerHook = _ProfilerHook
 train.summary_iterator = _summary_iterator
 train.Server = _Server
 

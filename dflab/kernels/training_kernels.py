@@ -465,6 +465,100 @@ def _sparse_adam(xp, attrs, slots, scalars, rows, grad):
     return [var - alpha * m / (xp.sqrt(v) + epsilon), m, v]
 
 
+def _adadelta(xp, attrs, slots, scalars, grad):
+    (var, accum, accum_update), (lr, rho, epsilon) = slots, scalars
+    one = xp.ones((), dtype=var.dtype)
+    accum = accum * rho + grad * grad * (one - rho)
+    update = xp.sqrt(accum_update + epsilon) * (one / xp.sqrt(accum + epsilon)) * grad
+    accum_update = accum_update * rho + update * update * (one - rho)
+    return [var - update * lr, accum, accum_update]
+
+
+def _shrink(xp, prox, threshold, denom, l1):
+    """TF's proximal step: soft-threshold ``prox`` by ``threshold`` when l1 > 0, then scale."""
+    if l1 > 0:
+        zero = xp.zeros((), dtype=prox.dtype)
+        return xp.sign(prox) * xp.maximum(xp.abs(prox) - threshold, zero) / denom
+    return prox / denom
+
+
+def _proximal_gradient_descent(xp, attrs, slots, scalars, grad):
+    (var,), (alpha, l1, l2) = slots, scalars
+    one = xp.ones((), dtype=var.dtype)
+    prox = var - grad * alpha
+    return [_shrink(xp, prox, alpha * l1, one + l2 * alpha, l1)]
+
+
+def _proximal_adagrad(xp, attrs, slots, scalars, grad):
+    (var, accum), (lr, l1, l2) = slots, scalars
+    one = xp.ones((), dtype=var.dtype)
+    accum = accum + grad * grad
+    rate = lr * (one / xp.sqrt(accum))
+    prox = var - grad * rate
+    return [_shrink(xp, prox, rate * l1, one + l2 * rate, l1), accum]
+
+
+def _ftrl_power(xp, a, lr_power):
+    return xp.sqrt(a) if lr_power == -0.5 else xp.power(a, -lr_power)
+
+
+def _ftrl_update(xp, var, accum, linear, grad, shrunk_grad, lr, l1, l2, lr_power):
+    """TF's FTRL step; ``shrunk_grad`` is the gradient ``linear`` takes (V2 adds shrinkage)."""
+    two = xp.asarray(2, dtype=var.dtype)
+    new_accum = accum + grad * grad
+    new_power = _ftrl_power(xp, new_accum, lr_power)
+    linear = linear + (shrunk_grad - (new_power - _ftrl_power(xp, accum, lr_power)) / lr * var)
+    x = l1 * xp.sign(linear) - linear
+    y = new_power / lr + two * l2
+    var = xp.where(xp.abs(linear) > l1, x / y, xp.zeros((), dtype=var.dtype))
+    return [var, new_accum, linear]
+
+
+def _ftrl(xp, attrs, slots, scalars, grad):
+    (var, accum, linear), (lr, l1, l2, lr_power) = slots, scalars
+    return _ftrl_update(xp, var, accum, linear, grad, grad, lr, l1, l2, lr_power)
+
+
+def _ftrl_v2(xp, attrs, slots, scalars, grad):
+    (var, accum, linear), (lr, l1, l2, l2_shrinkage, lr_power) = slots, scalars
+    shrunk = grad + xp.asarray(2, dtype=var.dtype) * l2_shrinkage * var
+    return _ftrl_update(xp, var, accum, linear, grad, shrunk, lr, l1, l2, lr_power)
+
+
+def _adagrad_da(xp, attrs, slots, scalars, grad):
+    """TF's dense form: var = -lr * sign(g) * max(|g| - T l1, 0) / (l2 T lr + sqrt(gg)), with
+    the step T taken to float32 first, as TF's kernel casts it."""
+    (var, g, gg), (lr, l1, l2, global_step) = slots, scalars
+    g = g + grad
+    gg = gg + grad * grad
+    step = xp.asarray(global_step).astype(np.float32).astype(var.dtype)
+    minus = xp.asarray(-1, dtype=var.dtype)
+    denom = l2 * step * lr + xp.sqrt(gg)
+    if l1 > 0:
+        zero = xp.zeros((), dtype=var.dtype)
+        shrunk = xp.maximum(xp.abs(g) - step * l1, zero)
+        return [lr * minus * xp.sign(g) * shrunk / denom, g, gg]
+    return [lr * g * minus / denom, g, gg]
+
+
+def _sparse_adagrad_da(xp, attrs, slots, scalars, grad):
+    """TF's sparse form, arranged as its kernel arranges it: the average accumulated gradient
+    g / T against l1, over l2 + sqrt(gg) / (T lr)."""
+    (var, g, gg), (lr, l1, l2, global_step) = slots, scalars
+    g = g + grad
+    gg = gg + grad * grad
+    step = xp.asarray(global_step).astype(var.dtype)
+    gs_lr = (xp.asarray(global_step).astype(np.float64) * xp.asarray(lr).astype(np.float64)
+             ).astype(var.dtype)
+    minus = xp.asarray(-1, dtype=var.dtype)
+    denom = l2 + xp.sqrt(gg) / gs_lr
+    if l1 > 0:
+        zero = xp.zeros((), dtype=var.dtype)
+        shrunk = xp.maximum(xp.abs(g) / step - l1, zero)
+        return [minus * xp.sign(g) * shrunk / denom, g, gg]
+    return [minus * (g / step) / denom, g, gg]
+
+
 _INTO = {
     _adam: _Into(_adam_into, _adam_constants, lambda attrs: not attrs.get("use_nesterov", False)),
     _gradient_descent: _Into(_gradient_descent_into),
@@ -481,3 +575,15 @@ _training_kernel("ApplyCenteredRMSProp", _centered_rms_prop)
 _training_kernel("SparseApplyCenteredRMSProp", _centered_rms_prop, sparse=True)
 _training_kernel("ApplyAdam", _adam)
 _training_kernel("SparseApplyAdam", _sparse_adam, sparse=True, dense_rows=True)
+_training_kernel("ApplyAdadelta", _adadelta)
+_training_kernel("SparseApplyAdadelta", _adadelta, sparse=True)
+_training_kernel("ApplyProximalGradientDescent", _proximal_gradient_descent)
+_training_kernel("SparseApplyProximalGradientDescent", _proximal_gradient_descent, sparse=True)
+_training_kernel("ApplyProximalAdagrad", _proximal_adagrad)
+_training_kernel("SparseApplyProximalAdagrad", _proximal_adagrad, sparse=True)
+_training_kernel("ApplyFtrl", _ftrl)
+_training_kernel("SparseApplyFtrl", _ftrl, sparse=True)
+_training_kernel("ApplyFtrlV2", _ftrl_v2)
+_training_kernel("SparseApplyFtrlV2", _ftrl_v2, sparse=True)
+_training_kernel("ApplyAdagradDA", _adagrad_da)
+_training_kernel("SparseApplyAdagradDA", _sparse_adagrad_da, sparse=True)

@@ -40,7 +40,28 @@ _SIGNATURES = {
                                       "epsilon", "grad")),
     "SparseApplyAdam": (("var", "m", "v"), ("beta1_power", "beta2_power", "lr", "beta1",
                                             "beta2", "epsilon", "grad", "indices")),
+    "ApplyAdadelta": (("var", "accum", "accum_update"), ("lr", "rho", "epsilon", "grad")),
+    "SparseApplyAdadelta": (("var", "accum", "accum_update"),
+                            ("lr", "rho", "epsilon", "grad", "indices")),
+    "ApplyProximalGradientDescent": (("var",), ("alpha", "l1", "l2", "delta")),
+    "SparseApplyProximalGradientDescent": (("var",), ("alpha", "l1", "l2", "grad", "indices")),
+    "ApplyProximalAdagrad": (("var", "accum"), ("lr", "l1", "l2", "grad")),
+    "SparseApplyProximalAdagrad": (("var", "accum"), ("lr", "l1", "l2", "grad", "indices")),
+    "ApplyFtrl": (("var", "accum", "linear"), ("grad", "lr", "l1", "l2", "lr_power")),
+    "SparseApplyFtrl": (("var", "accum", "linear"),
+                        ("grad", "indices", "lr", "l1", "l2", "lr_power")),
+    "ApplyFtrlV2": (("var", "accum", "linear"),
+                    ("grad", "lr", "l1", "l2", "l2_shrinkage", "lr_power")),
+    "SparseApplyFtrlV2": (("var", "accum", "linear"),
+                          ("grad", "indices", "lr", "l1", "l2", "l2_shrinkage", "lr_power")),
+    "ApplyAdagradDA": (("var", "gradient_accumulator", "gradient_squared_accumulator"),
+                       ("grad", "lr", "l1", "l2", "global_step")),
+    "SparseApplyAdagradDA": (("var", "gradient_accumulator", "gradient_squared_accumulator"),
+                             ("grad", "indices", "lr", "l1", "l2", "global_step")),
 }
+
+# Value inputs whose dtype is fixed rather than the variable's (AdagradDA's step counter).
+_FIXED_DTYPES = {"global_step": _dt.int64}
 
 _GRAD_NAMES = ("grad", "delta")
 
@@ -79,6 +100,12 @@ def _infer(op):
                         "expected a floating point or complex variable")
     for n in names:
         have = states[n][0] if n in states else ins[n].dtype.base_dtype
+        if n in _FIXED_DTYPES:
+            if have is not _FIXED_DTYPES[n]:
+                raise TypeError(f"Input '{n}' of '{op.type}' Op has type {have.name} that "
+                                f"does not match expected type of "
+                                f"{_FIXED_DTYPES[n].name}.")
+            continue
         if n != "indices" and have is not None and have is not dt:
             raise TypeError(f"Input '{n}' of '{op.type}' Op has type {have.name} that does "
                             f"not match type {dt.name} of argument 'var'.")
@@ -154,8 +181,15 @@ def _apply(op_type, refs, values, attrs, name):
         if n == "indices":
             converted.append(_ops.convert_to_tensor(v, dtype=getattr(v, "dtype", None)
                                                     or _dt.int32))
-        else:
-            converted.append(_ops.convert_to_tensor(v, dtype=dt))
+            continue
+        want = _FIXED_DTYPES.get(n, dt)
+        if isinstance(v, _ops.Tensor) and v.dtype.base_dtype is not want:
+            # A tensor is never converted: its type must be the op's (TF's op-building check).
+            of = "expected type of" if n in _FIXED_DTYPES else "type"
+            tail = "." if n in _FIXED_DTYPES else " of argument 'var'."
+            raise TypeError(f"Input '{n}' of '{op_type}' Op has type {v.dtype.base_dtype.name} "
+                            f"that does not match {of} {want.name}{tail}")
+        converted.append(_ops.convert_to_tensor(v, dtype=want))
     op = _ops.apply_op(op_type, refs + converted, attrs, name)
     return op if op_type.startswith("Resource") else op.outputs[0]
 
@@ -236,6 +270,92 @@ def sparse_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, eps
     return _apply("SparseApplyAdam", [var, m, v],
                   [beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices],
                   _locking(use_locking), name)
+
+
+def apply_adadelta(var, accum, accum_update, lr, rho, epsilon, grad, use_locking=False,
+                   name=None):
+    """accum = rho * accum + (1 - rho) * grad^2;
+    update = sqrt(accum_update + epsilon) / sqrt(accum + epsilon) * grad; var -= lr * update;
+    accum_update = rho * accum_update + (1 - rho) * update^2."""
+    return _apply("ApplyAdadelta", [var, accum, accum_update], [lr, rho, epsilon, grad],
+                  _locking(use_locking), name)
+
+
+def sparse_apply_adadelta(var, accum, accum_update, lr, rho, epsilon, grad, indices,
+                          use_locking=False, name=None):
+    return _apply("SparseApplyAdadelta", [var, accum, accum_update],
+                  [lr, rho, epsilon, grad, indices], _locking(use_locking), name)
+
+
+def apply_proximal_gradient_descent(var, alpha, l1, l2, delta, use_locking=False, name=None):
+    """prox_v = var - alpha * delta;
+    var = sign(prox_v) * max(|prox_v| - alpha * l1, 0) / (1 + alpha * l2)."""
+    return _apply("ApplyProximalGradientDescent", [var], [alpha, l1, l2, delta],
+                  _locking(use_locking), name)
+
+
+def sparse_apply_proximal_gradient_descent(var, alpha, l1, l2, grad, indices,
+                                           use_locking=False, name=None):
+    return _apply("SparseApplyProximalGradientDescent", [var], [alpha, l1, l2, grad, indices],
+                  _locking(use_locking), name)
+
+
+def apply_proximal_adagrad(var, accum, lr, l1, l2, grad, use_locking=False, name=None):
+    """accum += grad^2; lr_t = lr / sqrt(accum); prox_v = var - lr_t * grad;
+    var = sign(prox_v) * max(|prox_v| - lr_t * l1, 0) / (1 + lr_t * l2)."""
+    return _apply("ApplyProximalAdagrad", [var, accum], [lr, l1, l2, grad],
+                  _locking(use_locking), name)
+
+
+def sparse_apply_proximal_adagrad(var, accum, lr, l1, l2, grad, indices, use_locking=False,
+                                  name=None):
+    return _apply("SparseApplyProximalAdagrad", [var, accum], [lr, l1, l2, grad, indices],
+                  _locking(use_locking), name)
+
+
+def apply_ftrl(var, accum, linear, grad, lr, l1, l2, lr_power, use_locking=False, name=None):
+    """accum_new = accum + grad^2;
+    linear += grad - (accum_new^-lr_power - accum^-lr_power) / lr * var;
+    var = (sign(linear) * l1 - linear) / (accum_new^-lr_power / lr + 2 * l2) where
+    |linear| > l1, else 0; accum = accum_new."""
+    return _apply("ApplyFtrl", [var, accum, linear], [grad, lr, l1, l2, lr_power],
+                  _locking(use_locking), name)
+
+
+def sparse_apply_ftrl(var, accum, linear, grad, indices, lr, l1, l2, lr_power,
+                      use_locking=False, name=None):
+    return _apply("SparseApplyFtrl", [var, accum, linear],
+                  [grad, indices, lr, l1, l2, lr_power], _locking(use_locking), name)
+
+
+def apply_ftrl_v2(var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power,
+                  use_locking=False, name=None):
+    """FTRL with shrinkage: ``linear`` takes grad + 2 * l2_shrinkage * var (accum takes the
+    plain gradient's square)."""
+    return _apply("ApplyFtrlV2", [var, accum, linear],
+                  [grad, lr, l1, l2, l2_shrinkage, lr_power], _locking(use_locking), name)
+
+
+def sparse_apply_ftrl_v2(var, accum, linear, grad, indices, lr, l1, l2, l2_shrinkage, lr_power,
+                         use_locking=False, name=None):
+    return _apply("SparseApplyFtrlV2", [var, accum, linear],
+                  [grad, indices, lr, l1, l2, l2_shrinkage, lr_power], _locking(use_locking),
+                  name)
+
+
+def apply_adagrad_da(var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2,
+                     global_step, use_locking=False, name=None):
+    """g += grad; gg += grad^2 (the accumulators); with T = global_step (int64):
+    var = -sign(g) * lr * max(|g| - l1 * T, 0) / (l2 * T * lr + sqrt(gg))."""
+    return _apply("ApplyAdagradDA", [var, gradient_accumulator, gradient_squared_accumulator],
+                  [grad, lr, l1, l2, global_step], _locking(use_locking), name)
+
+
+def sparse_apply_adagrad_da(var, gradient_accumulator, gradient_squared_accumulator, grad,
+                            indices, lr, l1, l2, global_step, use_locking=False, name=None):
+    return _apply("SparseApplyAdagradDA",
+                  [var, gradient_accumulator, gradient_squared_accumulator],
+                  [grad, indices, lr, l1, l2, global_step], _locking(use_locking), name)
 
 
 __all__ = []

@@ -3,11 +3,17 @@
 
 from dflab.framework.graph_io import write_graph  # noqa: F401
 from dflab.train import slot_creator  # noqa: F401
+from dflab.train.adadelta import AdadeltaOptimizer  # noqa: F401
 from dflab.train.adagrad import AdagradOptimizer  # noqa: F401
+from dflab.train.adagrad_da import AdagradDAOptimizer  # noqa: F401
 from dflab.train.adam import AdamOptimizer  # noqa: F401
+from dflab.train.basic_loops import basic_train_loop  # noqa: F401
 from dflab.train.basic_session_run_hooks import (  # noqa: F401, E402
     CheckpointSaverHook,
     CheckpointSaverListener,
+    FeedFnHook,
+    FinalOpsHook,
+    GlobalStepWaiterHook,
     LoggingTensorHook,
     NanLossDuringTrainingError,
     NanTensorHook,
@@ -21,12 +27,15 @@ from dflab.train.checkpoint_utils import (  # noqa: F401, E402
     CheckpointState,
     NewCheckpointReader,
     checkpoint_exists,
+    checkpoints_iterator,
+    generate_checkpoint_state_proto,
     get_checkpoint_mtimes,
     get_checkpoint_state,
     latest_checkpoint,
     list_variables,
     load_checkpoint,
     load_variable,
+    remove_checkpoint,
     update_checkpoint_state,
 )
 from dflab.train.coordinator import Coordinator, LooperThread  # noqa: F401, E402
@@ -35,20 +44,32 @@ from dflab.train.device_setter import (  # noqa: F401, E402
     byte_size_load_fn,
     replica_device_setter,
 )
+from dflab.train.ftrl import FtrlOptimizer  # noqa: F401
 from dflab.train.gradient_descent import GradientDescentOptimizer  # noqa: F401
 from dflab.train.input import (  # noqa: F401, E402
     batch,
+    batch_join,
     input_producer,
     limit_epochs,
+    maybe_batch,
+    maybe_batch_join,
+    maybe_shuffle_batch,
+    maybe_shuffle_batch_join,
     range_input_producer,
     shuffle_batch,
+    shuffle_batch_join,
     slice_input_producer,
     string_input_producer,
 )
 from dflab.train.learning_rate_decay import (  # noqa: F401
+    cosine_decay,
+    cosine_decay_restarts,
     exponential_decay,
     inverse_time_decay,
+    linear_cosine_decay,
     natural_exp_decay,
+    piecewise_constant,
+    piecewise_constant_decay,
     polynomial_decay,
 )
 from dflab.train.meta_graph import export_meta_graph  # noqa: F401, E402
@@ -58,6 +79,7 @@ from dflab.train.monitored_session import (  # noqa: F401, E402
     MonitoredSession,
     MonitoredTrainingSession,
     Scaffold,
+    SessionCreator,
     SingularMonitoredSession,
     WorkerSessionCreator,
 )
@@ -66,6 +88,10 @@ from dflab.train.moving_averages import ExponentialMovingAverage  # noqa: F401, 
 # Object-based checkpoints of eager programs.
 from dflab.train.object_checkpoint import Checkpoint  # noqa: F401, E402
 from dflab.train.optimizer import Optimizer  # noqa: F401
+from dflab.train.proximal import (  # noqa: F401
+    ProximalAdagradOptimizer,
+    ProximalGradientDescentOptimizer,
+)
 from dflab.train.queue_runner import (  # noqa: F401, E402
     QueueRunner,
     add_queue_runner,
@@ -108,3 +134,4 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | _PROTO_NAMES)
+from dflab.train.warm_starting import init_from_checkpoint  # noqa: F401, E402

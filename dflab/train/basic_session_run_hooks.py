@@ -278,3 +278,86 @@ class StepCounterHook(SessionRunHook):
             if elapsed is not None and elapsed[0] > 0:
                 self.steps_per_sec = elapsed[1] / elapsed[0]
                 logger.info("global_step/sec: %g", self.steps_per_sec)
+
+
+class FeedFnHook(SessionRunHook):
+    """Feeds ``feed_fn()`` (a dict) into every run."""
+
+    def __init__(self, feed_fn):
+        self.feed_fn = feed_fn
+
+    def before_run(self, run_context):
+        return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
+
+
+class FinalOpsHook(SessionRunHook):
+    """Runs ``final_ops`` (a tensor, list or dict) once when the session ends cleanly; their
+    values are then ``final_ops_values``."""
+
+    def __init__(self, final_ops, final_ops_feed_dict=None):
+        self._final_ops = final_ops
+        self._final_ops_feed_dict = final_ops_feed_dict
+        self._final_ops_values = None
+
+    @property
+    def final_ops_values(self):
+        return self._final_ops_values
+
+    def end(self, session):
+        if self._final_ops is None:
+            return
+        from dflab.framework import errors
+
+        try:
+            self._final_ops_values = session.run(self._final_ops,
+                                                 feed_dict=self._final_ops_feed_dict)
+        except (errors.OutOfRangeError, StopIteration) as e:
+            logger.warning("An OutOfRangeError or StopIteration exception is raised by the "
+                           "code in FinalOpsHook. This typically means the Ops running by the "
+                           "FinalOpsHook have a dependency back to some input source, which "
+                           "should not happen. For example, for metrics in "
+                           "tf.estimator.Estimator, all metrics functions return two Ops: "
+                           "`value_op` and  `update_op`. Estimator.evaluate calls the "
+                           "`update_op` for each batch of the data in input source and, once "
+                           "it is exhausted, it call the `value_op` to get the metric values. "
+                           "The `value_op` here should have dependency back to variables "
+                           "reading only, rather than reading another batch from input. "
+                           "Otherwise, the `value_op`, executed by `FinalOpsHook`, triggers "
+                           "another data reading, which ends OutOfRangeError/StopIteration. "
+                           "Please fix that.")
+            raise e
+
+
+class GlobalStepWaiterHook(SessionRunHook):
+    """Holds this worker's first run until the global step reaches ``wait_until_step`` (read
+    every half second): workers of an asynchronous job start one after another, so a slow
+    start does not train on barely initialized variables."""
+
+    def __init__(self, wait_until_step):
+        self._wait_until_step = wait_until_step
+
+    def begin(self):
+        self._worker_is_started = False
+        self._global_step_tensor = training_util.get_global_step()
+        if self._global_step_tensor is None:
+            raise RuntimeError("Global step should be created to use _GlobalStepWaiterHook.")
+
+    def before_run(self, run_context):
+        if self._worker_is_started:
+            return None
+        if self._wait_until_step <= 0:
+            self._worker_is_started = True
+            return None
+        logger.info("Waiting for global step %d before starting training.",
+                    self._wait_until_step)
+        last_logged_step = 0
+        while True:
+            current_step = run_context.session.run(self._global_step_tensor)
+            if current_step >= self._wait_until_step:
+                self._worker_is_started = True
+                return None
+            if current_step - last_logged_step > 1000:
+                logger.info("Waiting for global step %d before starting training. Current "
+                            "step is %d.", self._wait_until_step, current_step)
+                last_logged_step = current_step
+            time.sleep(0.5)

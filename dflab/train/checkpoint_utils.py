@@ -19,8 +19,11 @@ one that still exists, so the last good checkpoint stays usable.
 
 from __future__ import annotations
 
+import glob
 import json
+import logging
 import os
+import re
 import time
 
 from dflab.framework import errors
@@ -28,6 +31,7 @@ from dflab.kernels import io_kernels
 from dflab.kernels.io_kernels import CheckpointReader, atomic_write
 
 _STATE_FILE = "checkpoint"
+logger = logging.getLogger("dflab.train")
 
 
 class CheckpointState:
@@ -217,3 +221,66 @@ def wait_for_new_checkpoint(checkpoint_dir, last_checkpoint=None, seconds_to_sle
         if stop is not None and time.time() + seconds_to_sleep > stop:
             return None
         time.sleep(seconds_to_sleep)
+
+
+def checkpoints_iterator(checkpoint_dir, min_interval_secs=0, timeout=None, timeout_fn=None):
+    """Yield each new checkpoint of ``checkpoint_dir`` as it appears (at most one per
+    ``min_interval_secs``); after ``timeout`` seconds without one, stop unless ``timeout_fn``
+    returns False (then keep waiting), as TF's evaluation loops use it."""
+    checkpoint_path = None
+    while True:
+        new_path = wait_for_new_checkpoint(checkpoint_dir, checkpoint_path, timeout=timeout)
+        if new_path:
+            start = time.time()
+            checkpoint_path = new_path
+            yield checkpoint_path
+            wait = start + min_interval_secs - time.time()
+            if wait > 0:
+                time.sleep(wait)
+        elif timeout_fn is None:
+            logger.info("Timed-out waiting for a checkpoint (without timeout_fn).")
+            return
+        if timeout_fn is not None and timeout_fn():
+            logger.info("Done. No new checkpoints will be generated.")
+            return
+
+
+def generate_checkpoint_state_proto(save_dir, model_checkpoint_path,
+                                    all_model_checkpoint_paths=None,
+                                    all_model_checkpoint_timestamps=None,
+                                    last_preserved_timestamp=None) -> CheckpointState:
+    """The ``CheckpointState`` ``update_checkpoint_state`` would write: the model path listed
+    last, and, for a relative ``save_dir``, relative paths made relative to it."""
+    paths = all_model_checkpoint_paths if all_model_checkpoint_paths is not None else []
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)  # TF appends to the caller's list too
+    if all_model_checkpoint_timestamps and len(all_model_checkpoint_timestamps) != len(paths):
+        raise ValueError("Checkpoint timestamps, if provided, must match checkpoint paths (got "
+                         f"paths {paths} and timestamps {all_model_checkpoint_timestamps})")
+    if not os.path.isabs(save_dir):
+        if not os.path.isabs(model_checkpoint_path):
+            model_checkpoint_path = os.path.relpath(model_checkpoint_path, save_dir)
+        for i, p in enumerate(paths):
+            if not os.path.isabs(p):
+                paths[i] = os.path.relpath(p, save_dir)
+    return CheckpointState(model_checkpoint_path, paths, all_model_checkpoint_timestamps or (),
+                           last_preserved_timestamp or 0.0)
+
+
+def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=2, meta_graph_suffix="meta"):
+    """Delete a checkpoint's files: its meta graph, and its index and data files (format V2,
+    the default) or the single file a V1 checkpoint is; missing files are no error."""
+    base = re.sub(r"-[\d?]+-of-\d+$", "", checkpoint_prefix)
+    patterns = [f"{glob.escape(base)}.{meta_graph_suffix}"]
+    if checkpoint_format_version == 2:
+        escaped = glob.escape(checkpoint_prefix)
+        patterns += [escaped + ".index", escaped + ".data-?????-of-?????"]
+    else:
+        patterns.append(glob.escape(checkpoint_prefix))
+    for pattern in patterns:
+        for path in glob.glob(pattern):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                logger.warning("Hit NotFoundError when deleting '%s', possibly because another "
+                               "process/thread is also deleting/moving the same file", path)

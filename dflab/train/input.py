@@ -27,7 +27,7 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant
+from dflab.framework.constant_op import constant, constant_value
 from dflab.framework.ops import GraphKeys
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import (
@@ -35,6 +35,7 @@ from dflab.ops import (
     check_ops,
     control_flow_ops,
     data_flow_ops,
+    indexing_ops,
     math_ops,
     random_ops,
     state_ops,
@@ -53,7 +54,9 @@ def _flatten(tensors):
     if isinstance(tensors, (list, tuple)):
         if not tensors:
             raise ValueError("Cannot batch an empty list of tensors")
-        return [_ops.convert_to_tensor(t) for t in tensors], list
+        # TF's quirk, which programs rely on: a list of one tensor gives the bare batch.
+        rebuild = (lambda out: out[0]) if len(tensors) == 1 else list
+        return [_ops.convert_to_tensor(t) for t in tensors], rebuild
     return [_ops.convert_to_tensor(tensors)], lambda out: out[0]
 
 
@@ -78,15 +81,75 @@ def _element_shapes(tensors, shapes, enqueue_many, dynamic_pad):
     return out
 
 
-def _finish(queue, tensors, num_threads, enqueue_many, batch_size, allow_smaller):
+def _enqueue_ops(queue, tensor_lists, enqueue_many, keep_input):
+    """One enqueue op per list of ``tensor_lists`` (a thread each). With ``keep_input`` (TF's
+    ``maybe_*``): a scalar enqueues the list only when true (decided at build time when it is
+    a constant), a vector (``enqueue_many``) keeps the rows where it is true."""
     enqueue = queue.enqueue_many if enqueue_many else queue.enqueue
-    ops = [enqueue(tensors) for _ in range(max(int(num_threads), 1))]
-    add_queue_runner(QueueRunner(queue, ops))
+    if keep_input is None:
+        return [enqueue(tensors) for tensors in tensor_lists]
+    if keep_input.shape.ndims == 1:
+        select = math_ops.cast(keep_input, _dt.int32)
+        return [enqueue([indexing_ops.dynamic_partition(t, select, 2)[1] for t in tensors])
+                for tensors in tensor_lists]
+    known = constant_value(keep_input)
+    if known is not None:
+        return [enqueue(tensors) if bool(known) else control_flow_ops.no_op()
+                for tensors in tensor_lists]
+    return [control_flow_ops.cond(keep_input, lambda t=tensors: enqueue(t),
+                                  control_flow_ops.no_op).op
+            for tensors in tensor_lists]
+
+
+def _finish(queue, tensor_lists, enqueue_many, batch_size, allow_smaller, keep_input=None):
+    add_queue_runner(QueueRunner(queue, _enqueue_ops(queue, tensor_lists, enqueue_many,
+                                                     keep_input)))
     if allow_smaller:
         out = queue.dequeue_up_to(batch_size)
     else:
         out = queue.dequeue_many(batch_size)
     return out if isinstance(out, list) else [out]
+
+
+def _validate_keep_input(keep_input, enqueue_many):
+    keep_input = _ops.convert_to_tensor(keep_input)
+    if keep_input.shape.ndims is None:
+        raise ValueError("`keep_input` dimensions must be known at graph construction.")
+    if not enqueue_many and keep_input.shape.ndims == 1:
+        raise ValueError("`keep_input` cannot be a vector when `enqueue_many=False`.")
+    if keep_input.shape.ndims > 1:
+        raise ValueError("`keep_input` must be 0 or 1 dimensions.")
+    return keep_input
+
+
+def _flatten_join(tensors_list):
+    """(list of flat tensor lists, rebuild function) for the inputs of a ``*_join`` batcher:
+    every input of the same structure and dtypes."""
+    if not tensors_list:
+        raise ValueError("Expected at least one set of tensors")
+    flats = [_flatten(tensors) for tensors in tensors_list]
+    lists = [flat for flat, _ in flats]
+    dtypes = [t.dtype.base_dtype for t in lists[0]]
+    for flat in lists[1:]:
+        if len(flat) != len(dtypes):
+            raise ValueError("Expected all inputs to be the same size, got "
+                             f"{len(dtypes)} and {len(flat)} tensors")
+        other = [t.dtype.base_dtype for t in flat]
+        if other != dtypes:
+            raise TypeError("Expected types to be consistent: "
+                            f"{', '.join(d.name for d in dtypes)} vs. "
+                            f"{', '.join(d.name for d in other)}.")
+    return lists, flats[0][1]
+
+
+def _join_shapes(tensor_lists, shapes, enqueue_many, dynamic_pad):
+    """Each tensor's element shape, merged across the inputs."""
+    per_input = [_element_shapes(flat, shapes, enqueue_many, dynamic_pad)
+                 for flat in tensor_lists]
+    merged = per_input[0]
+    for other in per_input[1:]:
+        merged = [a.merge_with(b) for a, b in zip(merged, other)]
+    return merged
 
 
 def _fill_fraction_summary(queue, capacity, min_after_dequeue=None, name=None):
@@ -104,13 +167,14 @@ def _fill_fraction_summary(queue, capacity, min_after_dequeue=None, name=None):
     return summary_ops.scalar(name, full)
 
 
-def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, shapes=None,
-          dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
-    """Batches of ``batch_size`` from ``tensors``, in order, fed by ``num_threads`` threads."""
-    flat, rebuild = _flatten(tensors)
-    with _ops.name_scope(name, "batch", flat):
-        elem_shapes = _element_shapes(flat, shapes, enqueue_many, dynamic_pad)
-        dtypes = [t.dtype.base_dtype for t in flat]
+def _batch(tensor_lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
+           allow_smaller_final_batch, shared_name, name, default_name, keep_input=None):
+    """The FIFO batchers (``batch``, ``batch_join`` and their ``maybe_`` forms)."""
+    with _ops.name_scope(name, default_name, tensor_lists[0]):
+        if keep_input is not None:
+            keep_input = _validate_keep_input(keep_input, enqueue_many)
+        elem_shapes = _join_shapes(tensor_lists, shapes, enqueue_many, dynamic_pad)
+        dtypes = [t.dtype.base_dtype for t in tensor_lists[0]]
         if dynamic_pad:
             queue = data_flow_ops.PaddingFIFOQueue(capacity, dtypes, elem_shapes,
                                                    shared_name=shared_name)
@@ -118,9 +182,68 @@ def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, s
             queue = data_flow_ops.FIFOQueue(capacity, dtypes, elem_shapes,
                                             shared_name=shared_name)
         _fill_fraction_summary(queue, capacity)
-        out = _finish(queue, flat, num_threads, enqueue_many, batch_size,
-                      allow_smaller_final_batch)
+        out = _finish(queue, tensor_lists, enqueue_many, batch_size,
+                      allow_smaller_final_batch, keep_input)
     return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+
+
+def _shuffle_batch(tensor_lists, rebuild, batch_size, capacity, min_after_dequeue, seed,
+                   enqueue_many, shapes, allow_smaller_final_batch, shared_name, name,
+                   default_name, keep_input=None):
+    """The shuffling batchers (``shuffle_batch``, ``shuffle_batch_join``, ``maybe_`` forms)."""
+    with _ops.name_scope(name, default_name, tensor_lists[0]):
+        if keep_input is not None:
+            keep_input = _validate_keep_input(keep_input, enqueue_many)
+        elem_shapes = _join_shapes(tensor_lists, shapes, enqueue_many, False)
+        dtypes = [t.dtype.base_dtype for t in tensor_lists[0]]
+        queue = data_flow_ops.RandomShuffleQueue(capacity, min_after_dequeue, dtypes,
+                                                 elem_shapes, seed=seed,
+                                                 shared_name=shared_name)
+        _fill_fraction_summary(queue, capacity, min_after_dequeue)
+        out = _finish(queue, tensor_lists, enqueue_many, batch_size,
+                      allow_smaller_final_batch, keep_input)
+    return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+
+
+def _threads(flat, num_threads):
+    return [flat] * max(int(num_threads), 1)
+
+
+def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, shapes=None,
+          dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
+    """Batches of ``batch_size`` from ``tensors``, in order, fed by ``num_threads`` threads."""
+    flat, rebuild = _flatten(tensors)
+    return _batch(_threads(flat, num_threads), rebuild, batch_size, capacity, enqueue_many,
+                  shapes, dynamic_pad, allow_smaller_final_batch, shared_name, name, "batch")
+
+
+def maybe_batch(tensors, keep_input, batch_size, num_threads=1, capacity=32, enqueue_many=False,
+                shapes=None, dynamic_pad=False, allow_smaller_final_batch=False,
+                shared_name=None, name=None):
+    """``batch``, enqueueing ``tensors`` only where ``keep_input`` is true (a scalar bool, or a
+    bool vector over the rows with ``enqueue_many``)."""
+    flat, rebuild = _flatten(tensors)
+    return _batch(_threads(flat, num_threads), rebuild, batch_size, capacity, enqueue_many,
+                  shapes, dynamic_pad, allow_smaller_final_batch, shared_name, name, "batch",
+                  keep_input)
+
+
+def batch_join(tensors_list, batch_size, capacity=32, enqueue_many=False, shapes=None,
+               dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
+    """Batches from several inputs of the same structure (e.g. one reader per file), one
+    enqueuing thread per input, all into one FIFO queue."""
+    lists, rebuild = _flatten_join(tensors_list)
+    return _batch(lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
+                  allow_smaller_final_batch, shared_name, name, "batch_join")
+
+
+def maybe_batch_join(tensors_list, keep_input, batch_size, capacity=32, enqueue_many=False,
+                     shapes=None, dynamic_pad=False, allow_smaller_final_batch=False,
+                     shared_name=None, name=None):
+    """``batch_join`` keeping only what ``keep_input`` selects (see ``maybe_batch``)."""
+    lists, rebuild = _flatten_join(tensors_list)
+    return _batch(lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
+                  allow_smaller_final_batch, shared_name, name, "batch_join", keep_input)
 
 
 def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=1, seed=None,
@@ -129,16 +252,40 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
     """Random batches drawn from a ``RandomShuffleQueue`` holding at least
     ``min_after_dequeue`` elements (until its input runs out)."""
     flat, rebuild = _flatten(tensors)
-    with _ops.name_scope(name, "shuffle_batch", flat):
-        elem_shapes = _element_shapes(flat, shapes, enqueue_many, False)
-        dtypes = [t.dtype.base_dtype for t in flat]
-        queue = data_flow_ops.RandomShuffleQueue(capacity, min_after_dequeue, dtypes,
-                                                 elem_shapes, seed=seed,
-                                                 shared_name=shared_name)
-        _fill_fraction_summary(queue, capacity, min_after_dequeue)
-        out = _finish(queue, flat, num_threads, enqueue_many, batch_size,
-                      allow_smaller_final_batch)
-    return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+    return _shuffle_batch(_threads(flat, num_threads), rebuild, batch_size, capacity,
+                          min_after_dequeue, seed, enqueue_many, shapes,
+                          allow_smaller_final_batch, shared_name, name, "shuffle_batch")
+
+
+def maybe_shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, keep_input,
+                        num_threads=1, seed=None, enqueue_many=False, shapes=None,
+                        allow_smaller_final_batch=False, shared_name=None, name=None):
+    """``shuffle_batch`` keeping only what ``keep_input`` selects (see ``maybe_batch``)."""
+    flat, rebuild = _flatten(tensors)
+    return _shuffle_batch(_threads(flat, num_threads), rebuild, batch_size, capacity,
+                          min_after_dequeue, seed, enqueue_many, shapes,
+                          allow_smaller_final_batch, shared_name, name, "shuffle_batch",
+                          keep_input)
+
+
+def shuffle_batch_join(tensors_list, batch_size, capacity, min_after_dequeue, seed=None,
+                       enqueue_many=False, shapes=None, allow_smaller_final_batch=False,
+                       shared_name=None, name=None):
+    """``shuffle_batch`` over several inputs of the same structure, a thread per input."""
+    lists, rebuild = _flatten_join(tensors_list)
+    return _shuffle_batch(lists, rebuild, batch_size, capacity, min_after_dequeue, seed,
+                          enqueue_many, shapes, allow_smaller_final_batch, shared_name, name,
+                          "shuffle_batch_join")
+
+
+def maybe_shuffle_batch_join(tensors_list, batch_size, capacity, min_after_dequeue, keep_input,
+                             seed=None, enqueue_many=False, shapes=None,
+                             allow_smaller_final_batch=False, shared_name=None, name=None):
+    """``shuffle_batch_join`` keeping only what ``keep_input`` selects."""
+    lists, rebuild = _flatten_join(tensors_list)
+    return _shuffle_batch(lists, rebuild, batch_size, capacity, min_after_dequeue, seed,
+                          enqueue_many, shapes, allow_smaller_final_batch, shared_name, name,
+                          "shuffle_batch_join", keep_input)
 
 
 def _with_static_batch(out, batch_size, allow_smaller):

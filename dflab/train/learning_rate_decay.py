@@ -3,8 +3,12 @@ the rate each step, to pass as an optimizer's ``learning_rate``."""
 
 from __future__ import annotations
 
+import math
+
+from dflab.framework import constant_op
+from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.ops import math_ops
+from dflab.ops import control_flow_ops, math_ops
 
 
 def _prologue(global_step, what):
@@ -78,3 +82,111 @@ def polynomial_decay(learning_rate, global_step, decay_steps, end_learning_rate=
         p = math_ops.truediv(step, decay_steps)
         return math_ops.add(math_ops.multiply(lr - end, math_ops.pow(1 - p, power)), end,
                             name=name[:-1] + "/")
+
+
+def piecewise_constant(x, boundaries, values, name=None):
+    """``values[0]`` while x <= boundaries[0], ``values[i]`` while boundaries[i-1] < x <=
+    boundaries[i], ``values[-1]`` past the last boundary: a ``tf.case`` of exclusive ranges.
+    int32 boundaries are widened to an int64 x; any other type mismatch is a ValueError."""
+    boundaries = [_ops.convert_to_tensor(b) for b in _flat(boundaries)]
+    values = [_ops.convert_to_tensor(v) for v in _flat(values)]
+    x = _ops.convert_to_tensor(x)
+    x_dtype = x.dtype.base_dtype
+    for i, b in enumerate(boundaries):
+        if b.dtype.base_dtype is not x_dtype:
+            if b.dtype.base_dtype is _dt.int32 and x_dtype is _dt.int64:
+                boundaries[i] = math_ops.cast(b, x_dtype)
+            else:
+                raise ValueError(f"Boundaries ({b.dtype.base_dtype.name}) must have the same "
+                                 f"dtype as x ({x_dtype.name}).")
+    for v in values[1:]:
+        if v.dtype.base_dtype is not values[0].dtype.base_dtype:
+            raise ValueError("Values must have elements all with the same dtype "
+                             f"({values[0].dtype.base_dtype.name} vs "
+                             f"{v.dtype.base_dtype.name}).")
+    if len(boundaries) != len(values) - 1:
+        raise ValueError(
+            "The length of boundaries should be 1 less than the length of values")
+    with _ops.name_scope(name, "PiecewiseConstant"):
+        pairs = [(x <= boundaries[0], lambda: values[0]),
+                 (x > boundaries[-1], lambda: values[-1])]
+        for low, high, v in zip(boundaries[:-1], boundaries[1:], values[1:-1]):
+            pairs.append(((x > low) & (x <= high), lambda v=v: v))
+        return control_flow_ops.case(pairs, lambda: values[0], exclusive=True)
+
+
+piecewise_constant_decay = piecewise_constant
+
+
+def _flat(xs):
+    return list(xs) if isinstance(xs, (list, tuple)) else [xs]
+
+
+def _half_cosine(fraction):
+    """0.5 * (1 + cos(pi * fraction)); pi is a float32 constant, as in TF."""
+    return 0.5 * (1.0 + math_ops.cos(constant_op.constant(math.pi) * fraction))
+
+
+def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
+    """lr * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) + alpha)
+    (Loshchilov & Hutter, SGDR, without restarts)."""
+    _prologue(global_step, "cosine decay")
+    with _ops.name_scope(name, "CosineDecay"):
+        lr = _ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
+        dtype = lr.dtype
+        decay_steps = math_ops.cast(decay_steps, dtype)
+        step = math_ops.minimum(math_ops.cast(global_step, dtype), decay_steps)
+        decayed = (1 - alpha) * _half_cosine(step / decay_steps) + alpha
+        return math_ops.multiply(lr, decayed)
+
+
+def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2.0, m_mul=1.0,
+                          alpha=0.0, name=None):
+    """Cosine decay with warm restarts (SGDR): period i lasts first_decay_steps * t_mul^i steps
+    and starts from lr * m_mul^i."""
+    _prologue(global_step, "cosine decay restarts")
+    with _ops.name_scope(name, "SGDRDecay") as name:
+        lr = _ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
+        dtype = lr.dtype
+        first_decay_steps = math_ops.cast(first_decay_steps, dtype)
+        alpha = math_ops.cast(alpha, dtype)
+        t_mul = math_ops.cast(t_mul, dtype)
+        m_mul = math_ops.cast(m_mul, dtype)
+        fraction = math_ops.cast(global_step, dtype) / first_decay_steps
+
+        def geometric():
+            i_restart = math_ops.floor(math_ops.log(1.0 - fraction * (1.0 - t_mul))
+                                       / math_ops.log(t_mul))
+            sum_r = (1.0 - t_mul ** i_restart) / (1.0 - t_mul)
+            return i_restart, (fraction - sum_r) / t_mul ** i_restart
+
+        def uniform():
+            i_restart = math_ops.floor(fraction)
+            return i_restart, fraction - i_restart
+
+        i_restart, fraction = control_flow_ops.cond(math_ops.equal(t_mul, 1.0), uniform,
+                                                    geometric)
+        cosine_decayed = 0.5 * m_mul ** i_restart * (
+            1.0 + math_ops.cos(constant_op.constant(math.pi) * fraction))
+        decayed = (1 - alpha) * cosine_decayed + alpha
+        return math_ops.multiply(lr, decayed, name=name)
+
+
+def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5, alpha=0.0,
+                        beta=0.001, name=None):
+    """lr * ((alpha + linear) * cosine + beta) with linear = (decay_steps - step) / decay_steps
+    and cosine = 0.5 * (1 + cos(2 pi num_periods step / decay_steps)), step clipped at
+    decay_steps (Bello et al., Neural Optimizer Search)."""
+    _prologue(global_step, "linear cosine decay")
+    with _ops.name_scope(name, "LinearCosineDecay") as name:
+        lr = _ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
+        dtype = lr.dtype
+        decay_steps = math_ops.cast(decay_steps, dtype)
+        num_periods = math_ops.cast(num_periods, dtype)
+        alpha = math_ops.cast(alpha, dtype)
+        beta = math_ops.cast(beta, dtype)
+        step = math_ops.minimum(math_ops.cast(global_step, dtype), decay_steps)
+        linear_decayed = (decay_steps - step) / decay_steps
+        cosine_decayed = _half_cosine(2.0 * num_periods * (step / decay_steps))
+        return math_ops.multiply(lr, (alpha + linear_decayed) * cosine_decayed + beta,
+                                 name=name)

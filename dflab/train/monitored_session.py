@@ -17,6 +17,7 @@ checkpoint is one point between training steps even when several threads run ste
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 
@@ -25,6 +26,7 @@ from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
 from dflab.ops import control_flow_ops
 from dflab.ops import variables as _variables
+from dflab.runtime.config import RunMetadata
 from dflab.runtime.session import Session
 from dflab.train import basic_session_run_hooks as _hooks
 from dflab.train import checkpoint_utils
@@ -147,7 +149,33 @@ class Scaffold:
     saver = property(lambda self: self._saver)
 
 
-class ChiefSessionCreator:
+def _merge_run_options(options, extra):
+    """The caller's RunOptions with a hook's requests added, as TF's hooked session merges
+    them: the higher trace level, the shorter timeout, partition graphs if either asks."""
+    if options is None:
+        return copy.copy(extra)
+    merged = copy.copy(options)
+    merged.trace_level = max(options.trace_level, extra.trace_level)
+    if extra.timeout_in_ms and (not options.timeout_in_ms
+                                or extra.timeout_in_ms < options.timeout_in_ms):
+        merged.timeout_in_ms = extra.timeout_in_ms
+    merged.output_partition_graphs = (options.output_partition_graphs
+                                      or extra.output_partition_graphs)
+    merged.report_tensor_allocations_upon_oom = (
+        options.report_tensor_allocations_upon_oom or extra.report_tensor_allocations_upon_oom)
+    return merged
+
+
+class SessionCreator:
+    """A factory of sessions for ``MonitoredSession`` (the base of ``ChiefSessionCreator`` and
+    ``WorkerSessionCreator``)."""
+
+    def create_session(self):
+        raise NotImplementedError("create_session is not implemented for "
+                                  f"{type(self).__name__}.")
+
+
+class ChiefSessionCreator(SessionCreator):
     """Creates a session and restores it from the latest checkpoint, or initializes it."""
 
     def __init__(self, scaffold=None, master="", config=None, checkpoint_dir=None,
@@ -200,7 +228,7 @@ class ChiefSessionCreator:
         return sess
 
 
-class WorkerSessionCreator:
+class WorkerSessionCreator(SessionCreator):
     """Creates a session for a non-chief worker: waits until the chief has initialized (or
     restored) the model, then runs the local init op (TF's ``WorkerSessionCreator``)."""
 
@@ -327,8 +355,11 @@ class MonitoredSession:
                     raise RuntimeError(f"Same tensor is fed by a SessionRunHook and user: "
                                        f"{key}")
                 feeds[key] = value
-            if args.options is not None and options is None:
-                options = args.options
+            if args.options is not None:
+                options = _merge_run_options(options, args.options)
+        if run_metadata is None and options is not None and options.trace_level:
+            # A hook asked for a trace: it reads it from its SessionRunValues, as in TF.
+            run_metadata = RunMetadata()
         out = self._sess.run({"caller": fetches, "hooks": hook_fetches}, feed_dict=feeds,
                              options=options, run_metadata=run_metadata)
         for k, h in enumerate(self._hooks):

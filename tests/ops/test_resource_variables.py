@@ -314,7 +314,7 @@ def test_resource_optimizer_updates_check_shapes_and_dtypes_when_built():
         training_ops.apply_adagrad(v, v, [0.1, 0.2], np.ones((2, 3), np.float32))
     with pytest.raises(ValueError, match="grad must be the same size as indices"):
         training_ops.sparse_apply_adagrad(v, v, 0.1, np.ones((3, 3), np.float32), [0, 1])
-    with pytest.raises(ValueError, match="requested dtype float32 for Tensor with dtype float64"):
+    with pytest.raises(TypeError, match="has type float64 that does not match type float32"):
         training_ops.apply_gradient_descent(v, 0.1, tf.ones([2, 3], tf.float64))
     op = training_ops.apply_gradient_descent(v, 0.1, np.ones((2, 3), np.float32))
     assert op.type == "ResourceApplyGradientDescent" and op.outputs == []

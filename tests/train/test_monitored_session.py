@@ -4,6 +4,7 @@ latest checkpoint, queue runners, and recovery from AbortedError/UnavailableErro
 import logging
 import os
 import threading
+import time
 
 import pytest
 
@@ -269,3 +270,44 @@ def test_second_monitored_session_on_a_finalized_graph_reuses_the_scaffold(tmp_p
     with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path)) as sess:
         assert sess.run(gs) == 2  # restored by the first scaffold's saver
         assert sess.run(inc) == 3
+
+
+def test_global_step_waiter_holds_the_first_run_until_the_step_is_reached():
+    with tf.Graph().as_default():
+        gs = tf.train.get_or_create_global_step()
+        inc = tf.assign_add(gs, 1)
+        hook = tf.train.GlobalStepWaiterHook(2)
+        with tf.train.MonitoredSession(hooks=[hook]) as sess:
+            raw = sess._tf_sess()
+
+            def chief():  # another worker advancing the step
+                for _ in range(2):
+                    time.sleep(0.2)
+                    raw.run(inc)
+
+            t = threading.Thread(target=chief)
+            start = time.time()
+            t.start()
+            assert sess.run(gs) == 2  # the run waited for the second increment
+            t.join()
+            assert time.time() - start >= 0.4
+            assert sess.run(gs) == 2  # no more waiting once started
+
+
+def test_a_hook_trace_request_is_merged_into_the_callers_options():
+    seen = []
+
+    class Tracing(tf.train.SessionRunHook):
+        def before_run(self, run_context):
+            return tf.train.SessionRunArgs(None, options=tf.RunOptions(
+                trace_level=tf.RunOptions.FULL_TRACE))
+
+        def after_run(self, run_context, run_values):
+            seen.append((run_values.options.trace_level, run_values.options.timeout_in_ms,
+                         len(run_values.run_metadata.step_stats.dev_stats)))
+
+    with tf.Graph().as_default():
+        x = tf.constant(1.0) + 1.0
+        with tf.train.MonitoredSession(hooks=[Tracing()]) as sess:
+            sess.run(x, options=tf.RunOptions(timeout_in_ms=60000))
+    assert seen == [(tf.RunOptions.FULL_TRACE, 60000, 1)]

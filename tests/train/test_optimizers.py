@@ -608,8 +608,9 @@ def _like(v, array):
      ValueError),
     (lambda v, a: training_ops.apply_momentum(v, tf.constant(np.zeros((2, 3), np.float32)),
                                               0.1, np.ones((2, 3)), 0.9), TypeError),
+    # A tensor of another type is TF's TypeError ("Input 'delta' ... does not match type").
     (lambda v, a: training_ops.apply_gradient_descent(v, 0.1, tf.ones([2, 3], tf.float64)),
-     ValueError),
+     TypeError),
     (lambda v, a: training_ops.sparse_apply_adagrad(v, a, 0.1, np.ones((2, 4)), [0, 1]),
      ValueError),
     (lambda v, a: training_ops.sparse_apply_adagrad(v, a, 0.1, np.ones((3, 3)), [0, 1]),
@@ -762,3 +763,20 @@ def test_scalar_variable_is_trained(opt):
         for _ in range(50):
             s.run(step)
         assert s.run(loss) < first / 4
+
+
+def test_adagrad_da_takes_an_int64_step():
+    from dflab.ops import training_ops
+
+    v = tf.Variable(np.zeros([2], np.float32), use_resource=False)
+    g, gg = (tf.Variable(np.full([2], x, np.float32), use_resource=False) for x in (0.0, 0.1))
+    with pytest.raises(TypeError, match="'global_step' of 'ApplyAdagradDA' Op has type float32"):
+        training_ops.apply_adagrad_da(v, g, gg, np.ones(2, np.float32), 0.1, 0.0, 0.0,
+                                      tf.constant(1.0))
+    op = training_ops.apply_adagrad_da(v, g, gg, np.ones(2, np.float32), 0.5, 0.0, 0.0,
+                                       np.int64(2))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got = sess.run(op)
+    # -lr * g / (l2 * T * lr + sqrt(gg)) with g = 1, gg = 1.1, T = 2
+    np.testing.assert_allclose(got, [-0.5 / np.sqrt(1.1)] * 2, rtol=1e-6)

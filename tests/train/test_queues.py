@@ -350,8 +350,8 @@ def test_batch_allow_smaller_final_batch_and_dynamic_pad():
         sess.run(q.close())
         coord = tf.train.Coordinator()
         threads = tf.train.start_queue_runners(sess, coord)
-        first = sess.run(b)[0]
-        second = sess.run(b)[0]
+        first = sess.run(b)  # a list of one tensor batches to the bare tensor, as in TF
+        second = sess.run(b)
         assert first.tolist() == [[5], [6], [7]] and second.tolist() == [[8]]
         with pytest.raises(tf.errors.OutOfRangeError):
             sess.run(b)
