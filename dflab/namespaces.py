@@ -191,6 +191,9 @@ _FROM_MODULES = {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
             log_uniform_candidate_sampler learned_unigram_candidate_sampler
             fixed_unigram_candidate_sampler all_candidate_sampler""",
+        "dflab.ops.stateless_random_ops": """categorical stateless_uniform stateless_normal
+            stateless_truncated_normal stateless_categorical stateless_multinomial split
+            fold_in Algorithm""",
     },
 }
 
