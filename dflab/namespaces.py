@@ -161,6 +161,9 @@ _FROM_MODULES = {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
             decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
             is_jpeg adjust_jpeg_quality random_jpeg_quality""",
+        "dflab.ops.image_box_ops": """non_max_suppression non_max_suppression_with_scores
+            non_max_suppression_overlaps non_max_suppression_padded
+            combined_non_max_suppression crop_and_resize draw_bounding_boxes""",
     },
     "io": {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
