@@ -3,8 +3,10 @@ kernels: NMS pops candidates best score first (ties: the lower index) and compar
 with the boxes already kept, newest first; IOU, crop coordinates and interpolation weights are
 float32 as in TF.
 
-The ops run on the host (NMS is a sequential loop over candidates, crop-and-resize gathers by
-box): they are registered for host devices only.
+The kernels compute on the host (NMS is a sequential loop over candidates, crop-and-resize
+gathers by box). Those TF also runs on GPUs (``NonMaxSuppressionV3`` and the crop-and-resize
+ops) copy a GPU's inputs to the host and their results back (``_host_computed``); the others are
+registered for host devices only, as in TF.
 """
 
 from __future__ import annotations
@@ -15,9 +17,36 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.context import host
-from dflab.kernels.registry import kernel
+from dflab.kernels.random_kernels import _host_reader
+from dflab.kernels.registry import kernel, register_kernel
 
 F32 = np.float32
+
+
+def _host_computed(op_type, **declared):
+    """Register the decorated factory for every device (``declared``: ``register_kernel``'s
+    host-memory arguments): on a device whose arrays are not NumPy's, its inputs are copied to
+    the host and its results to the device."""
+
+    def deco(factory):
+        def on_device(node, ctx):
+            fn = factory(node, ctx)
+            if ctx.xp is np:
+                return fn
+            read, to_device = _host_reader(ctx.xp), ctx.xp.asarray
+
+            def run(*args):
+                out = fn(*[read(a) for a in args])
+                if isinstance(out, tuple):
+                    return tuple(to_device(o) for o in out)
+                return to_device(out)
+
+            return run
+
+        register_kernel(op_type, factory=on_device, **declared)
+        return factory
+
+    return deco
 
 
 # --- NMS ------------------------------------------------------------------------------------------
@@ -101,7 +130,7 @@ def _similarity(node, boxes):
     return _iou_matrix(boxes)
 
 
-@kernel("NonMaxSuppressionV3", host_only=True)
+@_host_computed("NonMaxSuppressionV3", host_memory_inputs=(2, 3, 4))
 @kernel("NonMaxSuppressionWithOverlaps", host_only=True)
 def _nms(node, ctx):
     def nms(boxes, scores, size, iou, score):
@@ -233,7 +262,7 @@ def _lerp_parts(pos, ok, size):
         np.int64), (p - lo).astype(F32))
 
 
-@kernel("CropAndResize", host_only=True)
+@_host_computed("CropAndResize", host_memory_inputs=(3,))
 def _crop_and_resize(node, ctx):
     method = node.attr.get("method", "bilinear")
     method = method.decode() if isinstance(method, bytes) else method
@@ -273,7 +302,7 @@ def _round(x):
     return (np.sign(x) * np.floor(np.abs(x) + F32(0.5))).astype(np.int64)
 
 
-@kernel("CropAndResizeGradImage", host_only=True, host_memory_inputs=(3,))
+@_host_computed("CropAndResizeGradImage", host_memory_inputs=(3,))
 def _crop_grad_image(node, ctx):
     method = node.attr.get("method", "bilinear")
     method = method.decode() if isinstance(method, bytes) else method
@@ -318,7 +347,7 @@ def _scatter(out, bi, yi, xi, values):
     np.add.at(out, (bi, yi, xi), values.astype(out.dtype))
 
 
-@kernel("CropAndResizeGradBoxes", host_only=True)
+@_host_computed("CropAndResizeGradBoxes")
 def _crop_grad_boxes(node, ctx):
     def grad_boxes(grads, image, boxes, box_ind):
         grads, image = np.asarray(grads, F32), np.asarray(image)

@@ -57,6 +57,9 @@ TF_HOST_ONLY = frozenset({
     "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
     # Linear algebra TF has CPU kernels only for.
     "MatrixSolveLs", "MatrixSquareRoot",
+    # Box ops and the priority queue TF has CPU kernels only for.
+    "NonMaxSuppressionV5", "NonMaxSuppressionWithOverlaps", "CombinedNonMaxSuppression",
+    "DrawBoundingBoxesV2", "PriorityQueueV2",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
