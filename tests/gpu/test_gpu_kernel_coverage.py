@@ -59,7 +59,7 @@ TF_HOST_ONLY = frozenset({
     "MatrixSolveLs", "MatrixSquareRoot",
     # Box ops and the priority queue TF has CPU kernels only for.
     "NonMaxSuppressionV5", "NonMaxSuppressionWithOverlaps", "CombinedNonMaxSuppression",
-    "DrawBoundingBoxesV2", "PriorityQueueV2",
+    "DrawBoundingBoxesV2", "PriorityQueueV2", "IdentityReaderV2",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
