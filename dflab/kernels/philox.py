@@ -212,3 +212,36 @@ def multinomial(key, counter, logits: np.ndarray, num_samples: int, dtype) -> np
     for b in range(batch):
         out[b] = np.searchsorted(cdf[b], u[b], side="right")
     return out
+
+
+def skip_counter(counter, n_blocks: int) -> list[int]:
+    """``counter`` advanced by ``n_blocks`` (TF's ``PhiloxRandom::Skip``)."""
+    return [int(w[0]) for w in _add_counter(counter, np.array([n_blocks], np.uint64))]
+
+
+def stateful_key_counter(seed: int, seed2: int):
+    """The key and counter of TF's seeded stateful ``PhiloxRandom(seed, seed2)`` (TF's
+    ``GuardedPhiloxRandom`` of a stateful op): ``seed`` is the key, ``seed2`` the high half of
+    the counter."""
+    s, s2 = int(seed) & (2**64 - 1), int(seed2) & (2**64 - 1)
+    return [s & 0xFFFFFFFF, s >> 32], [0, 0, s2 & 0xFFFFFFFF, s2 >> 32]
+
+
+class WordStream:
+    """TF's ``SimplePhilox`` over a block of reserved words: ``next()`` is ``Rand32``."""
+
+    def __init__(self, key, counter, n_words: int):
+        self._words = words(key, counter, n_words)
+        self._at = 0
+
+    def next(self) -> int:
+        w = int(self._words[self._at])
+        self._at += 1
+        return w
+
+    def rand_float(self) -> np.float32:
+        return uint32_to_float(np.uint32(self.next()))[()]
+
+    def uniform(self, n: int) -> int:
+        """A number in ``[0, n)`` (``Rand32() % n``)."""
+        return self.next() % n if n else self.next() * 0

@@ -308,6 +308,52 @@ def draw_bounding_boxes(images, boxes, name=None, colors=None):
                              scope.rstrip("/") or None).outputs[0]
 
 
+# --- sampling a distorted crop ----------------------------------------------------------------
+def _sample_box_infer(op):
+    image_size, boxes, covered = op.inputs
+    _rank(op, image_size, 1, "image_size")
+    _rank(op, boxes, 3, "bounding_boxes")
+    _scalar(op, covered, "min_object_covered")
+    if image_size.shape.ndims == 1 and image_size.shape.as_list()[0] not in (None, 3):
+        raise ValueError(f"Dimension must be 3 but is {image_size.shape.as_list()[0]} for "
+                         f"'{op.name}' ({op.type}): image_size")
+    t = image_size.dtype.base_dtype
+    return [(t, TensorShape([3])), (t, TensorShape([3])), (_dt.float32, TensorShape([1, 1, 4]))]
+
+
+register_op("SampleDistortedBoundingBoxV2", _sample_box_infer, stateful=True)
+NotDifferentiable("SampleDistortedBoundingBoxV2")
+
+
+def sample_distorted_bounding_box(image_size, bounding_boxes, seed=None, seed2=None,
+                                  min_object_covered=0.1, aspect_ratio_range=None,
+                                  area_range=None, max_attempts=None,
+                                  use_image_if_no_bounding_boxes=None, name=None):
+    """A random crop of an image of ``image_size`` (``[height, width, channels]``) that
+    covers at least ``min_object_covered`` of one of ``bounding_boxes``: ``(begin, size,
+    bbox)`` for ``tf.slice`` and ``draw_bounding_boxes``. As TF 1.x's, the op takes ``seed``
+    and ``seed2`` as given (not through the graph-level seed), and with a seed it draws TF's
+    numbers."""
+    with _ops.name_scope(name, "sample_distorted_bounding_box"):
+        image_size = _ops.convert_to_tensor(image_size, name="image_size")
+        if image_size.dtype.base_dtype not in (_dt.uint8, _dt.int8, _dt.int16, _dt.int32,
+                                               _dt.int64):
+            raise TypeError(f"image_size must be an integer tensor, got "
+                            f"{image_size.dtype.name}")
+        boxes = _ops.convert_to_tensor(bounding_boxes, dtype=_dt.float32,
+                                       name="bounding_boxes")
+        covered = _ops.convert_to_tensor(min_object_covered, dtype=_dt.float32,
+                                         name="min_object_covered")
+        attrs = {"seed": int(seed or 0), "seed2": int(seed2 or 0),
+                 "aspect_ratio_range": [float(v) for v in (aspect_ratio_range or
+                                                           (0.75, 1.33))],
+                 "area_range": [float(v) for v in (area_range or (0.05, 1.0))],
+                 "max_attempts": int(100 if max_attempts is None else max_attempts),
+                 "use_image_if_no_bounding_boxes": bool(use_image_if_no_bounding_boxes)}
+        return tuple(_ops.apply_op("SampleDistortedBoundingBoxV2",
+                                   [image_size, boxes, covered], attrs).outputs)
+
+
 non_max_suppression_overlaps = non_max_suppression_with_overlaps
 
 __all__: list[str] = []  # tf.image.* only (see dflab.namespaces)
