@@ -245,3 +245,228 @@ class WordStream:
     def uniform(self, n: int) -> int:
         """A number in ``[0, n)`` (``Rand32() % n``)."""
         return self.next() % n if n else self.next() * 0
+
+
+class _BlockReader:
+    """One output's generator, skipped to its reserved region: double normal and uniform
+    pairs a block each, handed out last first as TF's ``*_remaining`` counters do."""
+
+    def __init__(self, key, counter, first: np.ndarray, start: int):
+        self._key, self._counter, self._start = key, counter, start
+        self._blocks, self._used = first, 0
+        self._normals: list = []
+        self._uniforms: list = []
+
+    def _block(self):
+        if self._used == len(self._blocks):
+            more = philox_blocks(self._key, self._counter, 0,
+                                 skip=self._start + self._used + np.arange(4, dtype=np.uint64))
+            self._blocks = np.concatenate([self._blocks, more])
+        b = self._blocks[self._used]
+        self._used += 1
+        return b
+
+    def normal(self) -> float:
+        if not self._normals:
+            b = self._block()
+            self._normals = [float(v) for v in box_muller_double(*(np.uint64(w) for w in b))]
+        return self._normals.pop()
+
+    def uniform(self) -> float:
+        if not self._uniforms:
+            b = self._block()
+            self._uniforms = [float(uint64_to_double(b[0], b[1])),
+                              float(uint64_to_double(b[2], b[3]))]
+        return self._uniforms.pop()
+
+
+def _readers(key, counter, n_outputs: int, blocks: int = 3):
+    """A ``_BlockReader`` per output, each at ``output * 256`` blocks (TF reserves 256 blocks
+    per output of its gamma and Poisson samplers), their first blocks drawn at once."""
+    starts = np.arange(n_outputs, dtype=np.uint64) * np.uint64(_RESERVED_PER_OUTPUT)
+    offs = (starts[:, None] + np.arange(blocks, dtype=np.uint64)).reshape(-1)
+    first = philox_blocks(key, counter, 0, skip=offs).reshape(n_outputs, blocks, 4)
+    return [_BlockReader(key, counter, first[i], int(starts[i])) for i in range(n_outputs)]
+
+
+def gamma(key, counter, alpha: np.ndarray, samples_per_alpha: int, dtype) -> np.ndarray:
+    """TF's ``RandomGammaFunctor`` (Marsaglia and Tsang's method; alpha 1 is exponential,
+    alpha below 1 is boosted by one and scaled by ``u ** (1 / alpha)``), in double: returns
+    ``[samples_per_alpha, num_alphas]``."""
+    alphas = np.asarray(alpha, np.float64).reshape(-1)
+    out = np.empty((samples_per_alpha, alphas.size), np.float64)
+    readers = _readers(key, counter, alphas.size * samples_per_alpha)
+    for a_idx, a in enumerate(alphas):
+        small = a < 1
+        d = a + (2.0 / 3 if small else -1.0 / 3)
+        c = 1.0 / 3 / np.sqrt(d)
+        for s_idx in range(samples_per_alpha):
+            r = readers[a_idx * samples_per_alpha + s_idx]
+            if a == 1.0:
+                out[s_idx, a_idx] = -np.log1p(-r.uniform())
+                continue
+            out[s_idx, a_idx] = _marsaglia_tsang(r, a, d, c, small)
+    return out.astype(dtype)
+
+
+def _marsaglia_tsang(r, alpha, d, c, small):
+    while True:
+        x = r.normal()
+        v = 1 + c * x
+        if v <= 0:
+            continue
+        v = v * v * v
+        u = r.uniform()
+        if u < 1 - 0.0331 * (x * x) * (x * x) or np.log(u) < 0.5 * x * x + d * (
+                1 - v + np.log(v)):
+            res = d * v
+            if small:
+                res *= r.uniform() ** (1 / alpha)
+            return res
+
+
+def poisson(key, counter, rate: np.ndarray, samples_per_rate: int, dtype) -> np.ndarray:
+    """TF's ``PoissonFunctor`` in double: Knuth's product of uniforms for rates below 10,
+    Hormann's transformed rejection above; returns ``[samples_per_rate, num_rates]``."""
+    import math
+
+    rates = np.asarray(rate, np.float64).reshape(-1)
+    out = np.empty((samples_per_rate, rates.size), np.float64)
+    readers = _readers(key, counter, rates.size * samples_per_rate)
+    top = float(np.finfo(dtype).max) if np.dtype(dtype).kind == "f" else float(
+        np.iinfo(dtype).max)
+    for r_idx, lam in enumerate(rates):
+        cells = [readers[r_idx * samples_per_rate + s] for s in range(samples_per_rate)]
+        if lam < 10:
+            limit = math.exp(-lam)
+            for s_idx, r in enumerate(cells):
+                prod, x = 1.0, 0.0
+                while True:
+                    prod *= r.uniform()
+                    if prod <= limit and x <= top:
+                        break
+                    x += 1
+                out[s_idx, r_idx] = x
+            continue
+        if math.isinf(lam):
+            out[:, r_idx] = np.inf
+            continue
+        log_rate = math.log(lam)
+        b = 0.931 + 2.53 * math.sqrt(lam)
+        a = -0.059 + 0.02483 * b
+        inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+        for s_idx, r in enumerate(cells):
+            out[s_idx, r_idx] = _hormann(r, lam, log_rate, a, b, inv_alpha)
+    return out.astype(dtype)
+
+
+def _hormann(r, lam, log_rate, a, b, inv_alpha):
+    import math
+
+    while True:
+        u = r.uniform() - 0.5
+        v = r.uniform()
+        u_shifted = 0.5 - abs(u)
+        k = math.floor((2 * a / u_shifted + b) * u + lam + 0.43)
+        if k < 0:
+            continue
+        if u_shifted >= 0.07 and v <= 0.9277 - 3.6224 / (b - 2):
+            return k
+        if u_shifted < 0.013 and v > u_shifted:
+            continue
+        s = math.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
+        t = -lam + k * log_rate - math.lgamma(k + 1)
+        if s <= t:
+            return k
+
+
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def _binomial_inversion(r, count, prob):
+    import math
+
+    geom_sum, num_geom = 0.0, 0
+    while True:
+        geom_sum += math.ceil(math.log(r.uniform()) / math.log1p(-prob))
+        if geom_sum > count:
+            return num_geom
+        num_geom += 1
+
+
+def _btrs(r, count, prob):
+    """Hormann's BTRS, as TF writes it."""
+    import math
+
+    stddev = math.sqrt(count * prob * (1 - prob))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    ratio = prob / (1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = math.floor((count + 1) * prob)
+    while True:
+        u = r.uniform()
+        v = r.uniform()
+        u = u - 0.5
+        us = 0.5 - abs(u)
+        k = math.floor((2 * a / us + b) * u + c)
+        if us >= 0.07 and v <= v_r:
+            return k
+        if k < 0 or k > count:
+            continue
+        v = math.log(v * alpha / (a / (us * us) + b))
+        bound = ((m + 0.5) * math.log((m + 1) / (ratio * (count - m + 1)))
+                 + (count + 1) * math.log((count - m + 1) / (count - k + 1))
+                 + (k + 0.5) * math.log(ratio * (count - k + 1) / (k + 1))
+                 + _stirling_tail(m) + _stirling_tail(count - m) - _stirling_tail(k)
+                 - _stirling_tail(count - k))
+        if v <= bound:
+            return k
+
+
+def binomial(key, counter, counts: np.ndarray, probs: np.ndarray, samples_per_batch: int,
+             dtype) -> np.ndarray:
+    """TF's ``RandomBinomialFunctor``: inversion (42 blocks reserved per output) where the
+    mean is below 10, BTRS (256 blocks) above, on ``min(p, 1 - p)``; ``counts`` and ``probs``
+    are the broadcast batch (same shape); returns ``[samples_per_batch, num_batches]``."""
+    counts, probs = np.ravel(counts), np.ravel(probs)
+    n_batches = counts.size
+    out = np.empty((samples_per_batch, n_batches), np.float64)
+    for b_idx in range(n_batches):
+        count, prob = counts[b_idx], probs[b_idx]
+        dcount = float(count)
+        if dcount <= 0 or prob <= 0:
+            out[:, b_idx] = 0
+            continue
+        if prob >= 1:
+            out[:, b_idx] = dcount
+            continue
+        if np.isnan(prob):
+            out[:, b_idx] = np.nan
+            continue
+        flip = prob > 0.5
+        p = (prob.dtype.type(1) - prob) if flip else prob
+        big = count * p >= 10
+        reserve = 256 if big else 42
+        idx = b_idx * samples_per_batch + np.arange(samples_per_batch, dtype=np.uint64)
+        starts = idx * np.uint64(reserve)
+        offs = (starts[:, None] + np.arange(2, dtype=np.uint64)).reshape(-1)
+        first = philox_blocks(key, counter, 0, skip=offs).reshape(samples_per_batch, 2, 4)
+        for s_idx in range(samples_per_batch):
+            r = _BlockReader(key, counter, first[s_idx], int(starts[s_idx]))
+            k = _btrs(r, dcount, float(p)) if big else _binomial_inversion(r, dcount,
+                                                                           float(p))
+            out[s_idx, b_idx] = dcount - k if flip else k
+    return out.astype(dtype)

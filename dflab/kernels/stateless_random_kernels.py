@@ -4,7 +4,7 @@ Each call derives the Philox key and counter from the ``seed`` input (TF's ``Gen
 and draws with TF's distributions (``dflab.kernels.philox``); nothing is kept between calls,
 so a run gives the same numbers as every other run with the same seed. The seed, the shape and
 integer bounds are host-memory inputs, as in TF; the draw reaches the device through
-``xp.asarray``.
+``xp.asarray``. The Poisson and binomial samplers run on host devices only, as TF's.
 """
 
 from __future__ import annotations
@@ -84,3 +84,64 @@ def _multinomial(node, ctx):
         return philox.multinomial(key, counter, logits, n, out_dt)
 
     return multinomial
+
+
+def _samples_per_batch(node, dims, batch_shape):
+    """How many samples each batch element gets: ``dims`` must end with ``batch_shape``."""
+    k = len(batch_shape)
+    if len(dims) < k or tuple(dims[len(dims) - k:]) != tuple(batch_shape):
+        raise errors.InvalidArgumentError(
+            None, node, f"Shape passed in must end with broadcasted shape: shape {list(dims)}, "
+            f"broadcast shape {list(batch_shape)}")
+    return int(np.prod(dims[:len(dims) - k], dtype=np.int64))
+
+
+@_random_kernel("StatelessRandomGammaV2", host_memory_inputs=(0, 1))
+def _gamma(node, ctx):
+    dt, read = node.attr["dtype"]._np, _host_reader(ctx.xp)
+
+    def gamma(shape, seed, alpha):
+        alpha, dims = read(alpha), _shape(node, shape)
+        n = _samples_per_batch(node, dims, alpha.shape)
+        key, counter = _key_counter(node, seed)
+        if alpha.size == 0 or n == 0:
+            return np.zeros(dims, dt)
+        return philox.gamma(key, counter, alpha, n, dt).reshape(dims)
+
+    return gamma
+
+
+@_random_kernel("StatelessRandomPoisson", host_only=True)
+def _poisson(node, ctx):
+    dt = node.attr["dtype"]._np
+
+    def poisson(shape, seed, lam):
+        lam, dims = host(lam), _shape(node, shape)
+        n = _samples_per_batch(node, dims, lam.shape)
+        key, counter = _key_counter(node, seed)
+        if lam.size == 0 or n == 0:
+            return np.zeros(dims, dt)
+        return philox.poisson(key, counter, lam, n, dt).reshape(dims)
+
+    return poisson
+
+
+@_random_kernel("StatelessRandomBinomial", host_only=True)
+def _binomial(node, ctx):
+    dt = node.attr["dtype"]._np
+
+    def binomial(shape, seed, counts, probs):
+        counts, probs, dims = host(counts), host(probs), _shape(node, shape)
+        try:
+            counts, probs = np.broadcast_arrays(counts, probs)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                None, node, f"counts {list(counts.shape)} and probs {list(probs.shape)} "
+                "do not broadcast") from None
+        n = _samples_per_batch(node, dims, counts.shape)
+        key, counter = _key_counter(node, seed)
+        if counts.size == 0 or n == 0:
+            return np.zeros(dims, dt)
+        return philox.binomial(key, counter, counts, probs, n, dt).reshape(dims)
+
+    return binomial

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import enum
 
+import numpy as np
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import NotDifferentiable, register_op
@@ -160,6 +162,77 @@ def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=_dt.floa
                    mean, stddev, dtype, name, alg)
 
 
+# --- gamma, Poisson, binomial: per-batch-element samplers ------------------------------
+def _batched_infer(op):
+    shape, seed, *params = op.inputs
+    _check_seed(op, seed)
+    out = _shape_arg_shape(op, shape)
+    batch = params[0].shape
+    for p in params[1:]:
+        batch = _broadcast_static(batch, p.shape)
+    if out.ndims is not None and batch.ndims is not None and batch.ndims > out.ndims:
+        raise ValueError(f"Shape passed in must end with broadcasted shape for '{op.name}' "
+                         f"({op.type})")
+    return [(op.get_attr("dtype"), out)]
+
+
+def _broadcast_static(a, b):
+    if a.ndims is None or b.ndims is None:
+        return a if b.ndims is None else b
+    return a if a.ndims >= b.ndims else b
+
+
+for _t in ("StatelessRandomGammaV2", "StatelessRandomPoisson", "StatelessRandomBinomial"):
+    register_op(_t, _batched_infer)
+NotDifferentiable("StatelessRandomPoisson")
+NotDifferentiable("StatelessRandomBinomial")
+# StatelessRandomGammaV2 has no gradient: TF's reparameterised derivative with respect to
+# alpha is not implemented (as for RandomGamma), and returning None would be wrong.
+
+
+def stateless_random_gamma(shape, seed, alpha, beta=None, dtype=_dt.float32, name=None):
+    """Deterministic gamma samples of shape ``shape`` (which ends with ``alpha``'s and
+    ``beta``'s broadcast shape); ``beta`` is a rate. TF's numbers for ``seed``."""
+    with _ops.name_scope(name, "stateless_random_gamma",
+                         _tensors(shape, seed, alpha, beta)) as scope:
+        shape_t = _shape_tensor(shape)
+        alpha = _ops.convert_to_tensor(alpha, dtype=dtype, name="alpha")
+        beta = _ops.convert_to_tensor(beta if beta is not None else 1, dtype=dtype,
+                                      name="beta")
+        alpha_b = math_ops.add(alpha, array_ops.zeros_like(beta))
+        rnd = _ops.apply_op("StatelessRandomGammaV2", [shape_t, _seed_tensor(seed), alpha_b],
+                            {"dtype": alpha.dtype.base_dtype}).outputs[0]
+        tiny = _ops.convert_to_tensor(float(np.finfo(alpha.dtype.base_dtype._np).tiny),
+                                      dtype=alpha.dtype.base_dtype)
+        return math_ops.maximum(tiny, math_ops.truediv(rnd, beta), name=scope)
+
+
+def stateless_random_poisson(shape, seed, lam, dtype=_dt.int32, name=None):
+    """Deterministic Poisson samples of shape ``shape`` (which ends with ``lam``'s shape)
+    with rates ``lam``; TF's numbers for ``seed``."""
+    with _ops.name_scope(name, "stateless_random_poisson", _tensors(shape, seed, lam)) as sc:
+        shape_t = _shape_tensor(shape)
+        lam = _ops.convert_to_tensor(lam, name="lam", preferred_dtype=_dt.float32)
+        dtype = _dt.as_dtype(dtype).base_dtype
+        return _ops.apply_op("StatelessRandomPoisson", [shape_t, _seed_tensor(seed), lam],
+                             {"dtype": dtype, "Rtype": lam.dtype.base_dtype}, sc).outputs[0]
+
+
+def stateless_random_binomial(shape, seed, counts, probs, output_dtype=_dt.int32, name=None):
+    """Deterministic binomial samples of shape ``shape`` (which ends with the broadcast shape
+    of ``counts`` and ``probs``); TF's numbers for ``seed``."""
+    with _ops.name_scope(name, "stateless_random_binomial",
+                         _tensors(shape, seed, counts, probs)) as sc:
+        shape_t = _shape_tensor(shape)
+        probs = _ops.convert_to_tensor(probs, name="probs", preferred_dtype=_dt.float32)
+        counts = _ops.convert_to_tensor(counts, name="counts",
+                                        preferred_dtype=probs.dtype.base_dtype)
+        dtype = _dt.as_dtype(output_dtype).base_dtype
+        return _ops.apply_op("StatelessRandomBinomial",
+                             [shape_t, _seed_tensor(seed), counts, probs],
+                             {"dtype": dtype, "T": probs.dtype.base_dtype}, sc).outputs[0]
+
+
 def _stateless_multinomial_impl(logits, num_samples, dtype, seed):
     logits = _ops.convert_to_tensor(logits, name="logits")
     dtype = _dt.as_dtype(dtype).base_dtype if dtype else _dt.int64
@@ -211,5 +284,8 @@ def fold_in(seed, data, alg="auto_select"):
 
 stateless_uniform = stateless_random_uniform
 stateless_normal = stateless_random_normal
+stateless_gamma = stateless_random_gamma
+stateless_poisson = stateless_random_poisson
+stateless_binomial = stateless_random_binomial
 
 __all__: list[str] = []  # tf.random.* only (see dflab.namespaces): none is a top-level name

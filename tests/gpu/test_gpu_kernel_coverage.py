@@ -60,7 +60,7 @@ TF_HOST_ONLY = frozenset({
     # Box ops and the priority queue TF has CPU kernels only for.
     "NonMaxSuppressionV5", "NonMaxSuppressionWithOverlaps", "CombinedNonMaxSuppression",
     "DrawBoundingBoxesV2", "PriorityQueueV2", "IdentityReaderV2",
-    "SampleDistortedBoundingBoxV2",
+    "SampleDistortedBoundingBoxV2", "StatelessRandomPoisson", "StatelessRandomBinomial",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
