@@ -164,7 +164,7 @@ _FROM_MODULES = {
         "dflab.ops.image_box_ops": """non_max_suppression non_max_suppression_with_scores
             non_max_suppression_overlaps non_max_suppression_padded
             combined_non_max_suppression crop_and_resize draw_bounding_boxes
-            sample_distorted_bounding_box""",
+            sample_distorted_bounding_box extract_glimpse""",
     },
     "io": {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp

@@ -438,3 +438,62 @@ def _draw_box(canvas, box, color, height, width):
         canvas[t:bo + 1, left] = color
     if right < width:
         canvas[t:bo + 1, right] = color
+
+
+# --- glimpses ------------------------------------------------------------------------------------
+def _glimpse_origin(offset, image_hw, size, centered, normalized):
+    """TF's top-left corner of a glimpse: the offset is its centre (in pixels, from the
+    corner, or, ``centered``, half-scaled from the image's centre); truncated toward zero."""
+    y, x = F32(offset[0]), F32(offset[1])
+    h, w = F32(image_hw[0]), F32(image_hw[1])
+    if normalized:
+        y, x = y * h, x * w
+    if centered:
+        y, x = y / F32(2) + h / F32(2), x / F32(2) + w / F32(2)
+    y, x = y - F32(size[0]) / F32(2), x - F32(size[1]) / F32(2)
+    return int(y), int(x)
+
+
+@kernel("ExtractGlimpse", host_only=True)
+def _extract_glimpse(node, ctx):
+    centered = bool(node.attr.get("centered", True))
+    normalized = bool(node.attr.get("normalized", True))
+    noise = node.attr.get("noise", "uniform")
+    noise = noise.decode() if isinstance(noise, bytes) else noise
+    if not noise:
+        noise = "uniform" if node.attr.get("uniform_noise", True) else "gaussian"
+    rng = np.random.default_rng()
+
+    def glimpse(images, size, offsets):
+        images, offsets = np.asarray(images, F32), np.asarray(offsets, F32)
+        hw = [int(v) for v in np.ravel(host(size))]
+        if images.ndim != 4 or len(hw) != 2 or offsets.shape != (images.shape[0], 2):
+            raise errors.InvalidArgumentError(
+                None, node, "input must be 4-D, size a vector of 2 and offsets "
+                f"[batch, 2]; got {list(images.shape)}, {hw}, {list(offsets.shape)}")
+        if min(hw) <= 0:
+            raise errors.InvalidArgumentError(None, node, f"size must be positive, got {hw}")
+        batch, height, width, depth = images.shape
+        out = np.empty((batch, hw[0], hw[1], depth), F32)
+        for i in range(batch):
+            y, x = _glimpse_origin(offsets[i], (height, width), hw, centered, normalized)
+            out[i] = _noise(rng, noise, images[i], hw)
+            y0, y1 = max(y, 0), min(y + hw[0], height)
+            x0, x1 = max(x, 0), min(x + hw[1], width)
+            if y1 > y0 and x1 > x0:
+                out[i, y0 - y:y1 - y, x0 - x:x1 - x] = images[i, y0:y1, x0:x1]
+        return out
+
+    return glimpse
+
+
+def _noise(rng, mode, image, hw):
+    """What fills the part of a glimpse outside its image (TF draws it unseeded)."""
+    shape = (hw[0], hw[1], image.shape[-1])
+    if mode == "zero" or image.size == 0:
+        return np.zeros(shape, F32)
+    if mode == "gaussian":
+        mean, std = image.mean(axis=(0, 1)), image.std(axis=(0, 1))
+        return (mean + rng.standard_normal(shape) * std).astype(F32)
+    lo, hi = image.min(), image.max()
+    return (lo + rng.random(shape, dtype=F32) * (hi - lo)).astype(F32)

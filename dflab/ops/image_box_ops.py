@@ -354,6 +354,44 @@ def sample_distorted_bounding_box(image_size, bounding_boxes, seed=None, seed2=N
                                    [image_size, boxes, covered], attrs).outputs)
 
 
+# --- glimpses ------------------------------------------------------------------------------------
+def _glimpse_infer(op):
+    images, size, offsets = op.inputs
+    _rank(op, images, 4, "input")
+    _rank(op, size, 1, "size")
+    _rank(op, offsets, 2, "offsets")
+    if size.shape.ndims == 1 and size.shape.as_list()[0] not in (None, 2):
+        raise ValueError(f"Dimension must be 2 but is {size.shape.as_list()[0]} for "
+                         f"'{op.name}' ({op.type}): size")
+    dims = images.shape.as_list() if images.shape.ndims == 4 else [None] * 4
+    n_off = offsets.shape.as_list()[0] if offsets.shape.ndims == 2 else None
+    if None not in (dims[0], n_off) and dims[0] != n_off:
+        raise ValueError(f"Dimensions must be equal, but are {dims[0]} and {n_off} for "
+                         f"'{op.name}' ({op.type}): input and offsets")
+    hw = constant_value_as_shape(size) if size.shape.as_tuple() == (2,) else None
+    hw = hw.as_list() if hw is not None and hw.ndims == 2 else [None, None]
+    return [(_dt.float32, TensorShape([dims[0], *hw, dims[3]]))]
+
+
+register_op("ExtractGlimpse", _glimpse_infer, stateful=True)  # draws its noise
+NotDifferentiable("ExtractGlimpse")
+
+
+def extract_glimpse(input, size, offsets, centered=True, normalized=True,  # noqa: A002
+                    uniform_noise=True, name=None):
+    """``size`` (``[height, width]``) windows of the images of ``input``, centred at
+    ``offsets`` (``[batch, 2]``, ``(y, x)``: fractions of the image when ``normalized``,
+    from its centre when ``centered``, scaled by half the image when both); the part of a
+    window outside its image is noise drawn from the image's range (as in TF 1.x, whatever
+    ``uniform_noise`` says)."""
+    images = _ops.convert_to_tensor(input, dtype=_dt.float32, name="input")
+    size = _ops.convert_to_tensor(size, dtype=_dt.int32, name="size")
+    offsets = _ops.convert_to_tensor(offsets, dtype=_dt.float32, name="offsets")
+    attrs = {"centered": bool(centered), "normalized": bool(normalized),
+             "uniform_noise": bool(uniform_noise), "noise": "uniform"}
+    return _ops.apply_op("ExtractGlimpse", [images, size, offsets], attrs, name).outputs[0]
+
+
 non_max_suppression_overlaps = non_max_suppression_with_overlaps
 
 __all__: list[str] = []  # tf.image.* only (see dflab.namespaces)
