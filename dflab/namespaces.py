@@ -182,6 +182,10 @@ _FROM_MODULES = {
             decode_gif decode_webp decode_image encode_png encode_jpeg extract_jpeg_shape
             is_jpeg adjust_jpeg_quality random_jpeg_quality""",
         "dflab.ops.space_ops": "extract_image_patches extract_patches",
+        "dflab.ops.image_box_ops": """non_max_suppression non_max_suppression_with_scores
+            non_max_suppression_overlaps non_max_suppression_padded
+            combined_non_max_suppression crop_and_resize draw_bounding_boxes
+            sample_distorted_bounding_box extract_glimpse""",
     },
     "io": {
         "dflab.ops.image_codec_ops": """decode_png decode_jpeg decode_and_crop_jpeg decode_bmp
@@ -236,6 +240,9 @@ _FROM_MODULES = {
         "dflab.ops.candidate_sampling_ops": """uniform_candidate_sampler
             log_uniform_candidate_sampler learned_unigram_candidate_sampler
             fixed_unigram_candidate_sampler all_candidate_sampler""",
+        "dflab.ops.stateless_random_ops": """categorical stateless_uniform stateless_normal
+            stateless_truncated_normal stateless_categorical stateless_multinomial split
+            fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial""",
     },
 }
 

@@ -1,5 +1,5 @@
-"""Queue kernels: ``FIFOQueueV2``, ``RandomShuffleQueueV2``, ``PaddingFIFOQueueV2`` and the
-enqueue/dequeue/close/size ops on them.
+"""Queue kernels: ``FIFOQueueV2``, ``RandomShuffleQueueV2``, ``PaddingFIFOQueueV2``,
+``PriorityQueueV2`` and the enqueue/dequeue/close/size ops on them.
 
 A queue is a resource in its device's ``ResourceMgr`` (keyed by ``shared_name`` or the queue op's
 name), so every step of the session, on any thread, sees the same queue. Its state is a
@@ -20,6 +20,8 @@ is left, then fail with ``OutOfRangeError`` (``dequeue_up_to`` returns a short f
 ``close(cancel_pending_enqueues=True)`` also fails the parked enqueues. ``RandomShuffleQueue``
 keeps ``min_after_dequeue`` elements back until it is closed, and draws with its own seeded
 generator, so a seeded queue fed in the same order dequeues in the same order.
+``PriorityQueue`` elements lead with an int64 scalar priority and leave lowest first (equal
+priorities in the order they came).
 
 Queues live in host memory and their kernels are registered for CPUs only, as in TF (elements
 are NumPy arrays; a producer on another device reaches a queue through a ``_Send``/``_Recv``).
@@ -28,12 +30,15 @@ are NumPy arrays; a producer on another device reaches a queue through a ``_Send
 from __future__ import annotations
 
 import copy
+import heapq
+import itertools
 import threading
 import time
 from collections import deque
 
 import numpy as np
 
+from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework.tensor_shape import TensorShape
 from dflab.kernels.registry import kernel, register_kernel
@@ -65,6 +70,33 @@ class _Attempt:
         return None
 
 
+class _PriorityItems:
+    """A priority queue's elements: a heap on (priority, arrival), with the few list methods
+    ``QueueState`` uses (``append`` to add, ``popleft`` for the lowest priority, ``extend``
+    to put elements back); iterating gives the elements in the order they will leave."""
+
+    def __init__(self, elements=()):
+        self._heap: list = []
+        self._arrival = itertools.count()
+        self.extend(elements)
+
+    def append(self, element) -> None:
+        heapq.heappush(self._heap, (int(element[0]), next(self._arrival), element))
+
+    def extend(self, elements) -> None:
+        for e in elements:
+            self.append(e)
+
+    def popleft(self):
+        return heapq.heappop(self._heap)[2]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __iter__(self):
+        return iter([e for _, _, e in sorted(self._heap, key=lambda t: t[:2])])
+
+
 class QueueState:
     """The state of one queue; all methods are thread-safe."""
 
@@ -77,12 +109,17 @@ class QueueState:
         self.capacity = capacity if capacity and capacity > 0 else None
         self.min_after_dequeue = min_after_dequeue if kind == "random_shuffle" else 0
         self._rng = np.random.default_rng(seed) if kind == "random_shuffle" else None
-        self._items: list = [] if kind == "random_shuffle" else deque()
+        self._items = self._new_items()
         self._lock = threading.Lock()
         self._closed = False
         self._enqueues: deque[_Attempt] = deque()
         self._dequeues: deque[_Attempt] = deque()
         self._watchdog: threading.Thread | None = None
+
+    def _new_items(self, elements=()):
+        if self.kind == "priority":
+            return _PriorityItems(elements)
+        return list(elements) if self.kind == "random_shuffle" else deque(elements)
 
     def __repr__(self):
         return f"<QueueState {self.name} {self.kind} size={len(self._items)}>"
@@ -116,7 +153,7 @@ class QueueState:
         items, closed, rng = contents
         with self._lock:
             finished = self._pump()
-            self._items = list(items) if self.kind == "random_shuffle" else deque(items)
+            self._items = self._new_items(items)
             self._closed = closed
             if rng is not None:
                 self._rng.bit_generator.state = copy.deepcopy(rng)
@@ -229,7 +266,7 @@ class QueueState:
     def _put_back(self, a: _Attempt) -> None:
         """Return what a dequeue held to the front of the queue (nothing is lost)."""
         if a.held:
-            if self.kind == "random_shuffle":
+            if self.kind in ("random_shuffle", "priority"):
                 self._items.extend(a.held)
             else:
                 self._items.extendleft(reversed(a.held))
@@ -242,7 +279,7 @@ class QueueState:
 
     def _display_kind(self) -> str:
         return {"fifo": "FIFOQueue", "random_shuffle": "RandomShuffleQueue",
-                "padding_fifo": "PaddingFIFOQueue"}[self.kind]
+                "padding_fifo": "PaddingFIFOQueue", "priority": "PriorityQueue"}[self.kind]
 
     def _pop(self, k: int) -> list:
         if self.kind == "random_shuffle":
@@ -337,9 +374,13 @@ def _queue_factory(kind: str):
         if kind == "random_shuffle" and (a.get("seed") or a.get("seed2")):
             seed = [int(a.get("seed") or 0), int(a.get("seed2") or 0)]
 
+        types, shapes = a["component_types"], a.get("shapes")
+        if kind == "priority":  # the priority leads every element
+            types, shapes = [_dt.int64, *types], [TensorShape([]), *(shapes or [])]
+
         def create():
-            return QueueState(key, kind, a["component_types"], a.get("shapes"),
-                              a.get("capacity", -1), a.get("min_after_dequeue", 0), seed)
+            return QueueState(key, kind, types, shapes, a.get("capacity", -1),
+                              a.get("min_after_dequeue", 0), seed)
 
         def queue():
             return ctx.resources.lookup_or_create("queue", key, create)
@@ -352,6 +393,7 @@ def _queue_factory(kind: str):
 register_kernel("FIFOQueueV2", host_only=True, factory=_queue_factory("fifo"))
 register_kernel("RandomShuffleQueueV2", host_only=True, factory=_queue_factory("random_shuffle"))
 register_kernel("PaddingFIFOQueueV2", host_only=True, factory=_queue_factory("padding_fifo"))
+register_kernel("PriorityQueueV2", host_only=True, factory=_queue_factory("priority"))
 
 
 def _check_component(q: QueueState, c: int, value, batched: bool) -> np.ndarray:

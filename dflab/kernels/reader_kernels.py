@@ -48,7 +48,7 @@ class ReaderState:
     """One reader: records pending from the current file, and how many were produced."""
 
     def __init__(self, kind: str, skip_header_lines: int = 0, compression: str = ""):
-        self.kind = kind  # "text_line", "whole_file" or "tf_record"
+        self.kind = kind  # "text_line", "whole_file", "tf_record" or "identity"
         self.skip = skip_header_lines
         self.compression = compression
         self._records: deque = deque()
@@ -97,6 +97,12 @@ class ReaderState:
                 self._stream, self._stream_name = stream, name
                 self.files_done += 1
             return
+        if self.kind == "identity":  # the work item is the record: key and value
+            work = name.encode("utf-8", "surrogateescape")
+            with self._lock:
+                self._records.append((work, work))
+                self.files_done += 1
+            return
         data = read_whole(name, "ReaderRead")
         if self.kind == "whole_file":
             records = [(name.encode(), data)]
@@ -134,6 +140,7 @@ def _reader_factory(kind: str):
 kernel("TextLineReaderV2", host_only=True)(_reader_factory("text_line"))
 kernel("WholeFileReaderV2", host_only=True)(_reader_factory("whole_file"))
 kernel("TFRecordReaderV2", host_only=True)(_reader_factory("tf_record"))
+kernel("IdentityReaderV2", host_only=True)(_reader_factory("identity"))
 
 
 @kernel("ReaderReadV2", host_only=True, is_async=True)

@@ -1,5 +1,5 @@
-"""Queues (TF1's ``tf.FIFOQueue``, ``tf.RandomShuffleQueue``, ``tf.PaddingFIFOQueue``): the
-stateful input-pipeline ops of the paper.
+"""Queues (TF1's ``tf.FIFOQueue``, ``tf.RandomShuffleQueue``, ``tf.PaddingFIFOQueue``,
+``tf.PriorityQueue``): the stateful input-pipeline ops of the paper.
 
 The queue op (``FIFOQueueV2`` …) outputs a ``resource`` handle; ``QueueEnqueueV2``,
 ``QueueEnqueueManyV2``, ``QueueDequeueV2``, ``QueueDequeueManyV2``, ``QueueDequeueUpToV2``,
@@ -18,7 +18,7 @@ from dflab.framework.constant_op import constant_value
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
 
-_QUEUE_TYPES = ("FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2")
+_QUEUE_TYPES = ("FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2")
 
 
 # --- schemas --------------------------------------------------------------------------------------
@@ -53,6 +53,8 @@ def _queue_signature(op):
         return None, None
     types = src.get_attr("component_types")
     shapes = src.attrs.get("shapes") or [unknown_shape()] * len(types)
+    if src.type == "PriorityQueueV2":  # every element leads with its int64 priority
+        types, shapes = [_dt.int64, *types], [TensorShape([]), *shapes]
     return types, [as_shape(s) for s in shapes]
 
 
@@ -293,4 +295,31 @@ class RandomShuffleQueue(QueueBase):
         super().__init__(*parts)
 
 
-__all__ = ["QueueBase", "FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue"]
+class PriorityQueue(QueueBase):
+    """A queue that dequeues its elements lowest priority first: each element's first
+    component is its ``int64`` scalar priority, ahead of the components of ``types``
+    (``shapes``, fully defined, are required). Elements of equal priority leave in the order
+    they came."""
+
+    def __init__(self, capacity, types, shapes=None, names=None, shared_name=None,
+                 name="priority_queue"):
+        types = _as_type_list(types)
+        if shapes is None:
+            raise TypeError("Expected list for 'shapes' argument to 'priority_queue_v2' Op, "
+                            "not None.")
+        shapes = _as_shape_list(shapes, len(types))
+        if not all(s.is_fully_defined() for s in shapes):
+            raise ValueError(f"All shapes must be fully defined: {shapes}")
+        if names is not None:
+            names = list(names) if isinstance(names, (list, tuple)) else [names]
+            if len(names) != len(types) + 1:
+                raise ValueError(f"Queue names must have the same length as dtypes, received "
+                                 f"len(names)={len(names)}, len(dtypes)={len(types) + 1}")
+        attrs = {"component_types": types, "shapes": shapes, "container": "",
+                 "capacity": int(capacity), "shared_name": shared_name or ""}
+        op = _ops.apply_op("PriorityQueueV2", [], attrs, name or "priority_queue")
+        super().__init__([_dt.int64, *types], [TensorShape([]), *shapes], names,
+                         op.outputs[0])
+
+
+__all__ = ["QueueBase", "FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"]

@@ -152,7 +152,7 @@ def random_shuffle(value, seed=None, name=None):
 
 # --- multinomial --------------------------------------------------------------------------------
 def _multinomial_infer(op):
-    logits, num = op.inputs
+    logits, num = op.inputs[:2]  # StatelessMultinomial's seed follows
     if not logits.dtype.base_dtype.is_floating:
         raise TypeError(f"logits must be floating point, got {logits.dtype.name}")
     if logits.shape.ndims not in (None, 2):
@@ -173,13 +173,18 @@ NotDifferentiable("Multinomial")
 def multinomial(logits, num_samples, seed=None, name=None, output_dtype=None):
     """``num_samples`` class indices per row, drawn with probabilities ``softmax(logits)``."""
     with _ops.name_scope(name, "multinomial", _tensors(logits, num_samples)):
-        logits = _ops.convert_to_tensor(logits, name="logits")
-        num = _ops.convert_to_tensor(num_samples, dtype=_dt.int32, name="num_samples")
-        out_dt = _dt.as_dtype(output_dtype or _dt.int64).base_dtype
-        if out_dt not in (_dt.int32, _dt.int64):
-            raise TypeError(f"output_dtype must be int32 or int64, got {out_dt.name}")
-        attrs = {"output_dtype": out_dt, **_seed_attrs(seed)}
-        return _ops.apply_op("Multinomial", [logits, num], attrs).outputs[0]
+        return multinomial_op(logits, num_samples, seed, output_dtype)
+
+
+def multinomial_op(logits, num_samples, seed, output_dtype):
+    """The ``Multinomial`` op in the current name scope (``multinomial``, ``categorical``)."""
+    logits = _ops.convert_to_tensor(logits, name="logits")
+    num = _ops.convert_to_tensor(num_samples, dtype=_dt.int32, name="num_samples")
+    out_dt = _dt.as_dtype(output_dtype or _dt.int64).base_dtype
+    if out_dt not in (_dt.int32, _dt.int64):
+        raise TypeError(f"output_dtype must be int32 or int64, got {out_dt.name}")
+    attrs = {"output_dtype": out_dt, **_seed_attrs(seed)}
+    return _ops.apply_op("Multinomial", [logits, num], attrs).outputs[0]
 
 
 # --- gamma --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape
 from dflab.lib.io.tf_record import TFRecordOptions
 
-_READERS = ("TextLineReaderV2", "WholeFileReaderV2", "TFRecordReaderV2")
+_READERS = ("TextLineReaderV2", "WholeFileReaderV2", "TFRecordReaderV2", "IdentityReaderV2")
 
 
 # --- schemas --------------------------------------------------------------------------------------
@@ -157,6 +157,15 @@ class TFRecordReader(ReaderBase):
         super().__init__(op.outputs[0])
 
 
+class IdentityReader(ReaderBase):
+    """Outputs each work item of the queue as one record, as both its key and its value."""
+
+    def __init__(self, name=None):
+        op = _ops.apply_op("IdentityReaderV2", [], {"shared_name": "", "container": ""},
+                           name or "IdentityReaderV2")
+        super().__init__(op.outputs[0])
+
+
 def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, name=None,
                na_value="", select_cols=None):
     """Parse CSV ``records`` into one tensor per column (the shape of ``records``).
@@ -197,5 +206,5 @@ def read_file(filename, name=None):
     return _ops.apply_op("ReadFile", [filename], {}, name or "ReadFile").outputs[0]
 
 
-__all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "WholeFileReader", "decode_csv",
-           "read_file"]
+__all__ = ["IdentityReader", "ReaderBase", "TFRecordReader", "TextLineReader",
+           "WholeFileReader", "decode_csv", "read_file"]

@@ -57,6 +57,11 @@ TF_HOST_ONLY = frozenset({
     "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
     # Linear algebra TF has CPU kernels only for.
     "MatrixSolveLs", "MatrixSquareRoot",
+    # Box ops and the priority queue TF has CPU kernels only for.
+    "NonMaxSuppressionV5", "NonMaxSuppressionWithOverlaps", "CombinedNonMaxSuppression",
+    "DrawBoundingBoxesV2", "PriorityQueueV2", "IdentityReaderV2",
+    "SampleDistortedBoundingBoxV2", "StatelessRandomPoisson", "StatelessRandomBinomial",
+    "ExtractGlimpse",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep

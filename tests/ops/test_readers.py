@@ -89,6 +89,23 @@ def test_whole_file_reader(tmp_path):
     assert got == [(f.encode(), d) for f, d in zip(files, contents.values())]
 
 
+def test_identity_reader_gives_each_work_item_as_key_and_value():
+    q = tf.FIFOQueue(5, tf.string)
+    reader = tf.IdentityReader()
+    key, value = reader.read(q)
+    assert reader.reader_ref.op.type == "IdentityReaderV2"
+    with tf.Session() as sess:
+        sess.run(q.enqueue_many([[b"x", b"yy", b"", b"\xff"]]))
+        sess.run(q.close())
+        assert [sess.run([key, value]) for _ in range(4)] == [
+            [b"x", b"x"], [b"yy", b"yy"], [b"", b""], [b"\xff", b"\xff"]]
+        assert sess.run(reader.num_records_produced()) == 4
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(key)
+        sess.run(reader.reset())
+        assert sess.run(reader.num_records_produced()) == 0
+
+
 def test_read_file(tmp_path):
     path = write(tmp_path / "x.bin", b"\x00abc\n\xff")
     name = tf.placeholder(tf.string, [])

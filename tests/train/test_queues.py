@@ -419,3 +419,54 @@ def _outcome(sess, fetch):
         return "ok"
     except tf.errors.OpError as e:
         return type(e).__name__
+
+
+def test_priority_queue_dequeues_lowest_priority_first():
+    q = tf.PriorityQueue(10, [tf.string, tf.int32], shapes=[[], [2]])
+    assert q.dtypes == [tf.int64, tf.string, tf.int32]
+    assert [s.as_list() for s in q.shapes] == [[], [], [2]]
+    assert q.queue_ref.op.type == "PriorityQueueV2"
+    enq = q.enqueue_many([[5, 1, 3, 1, 2], [b"a", b"b", b"c", b"d", b"e"],
+                          [[i, -i] for i in range(5)]])
+    deq = q.dequeue_many(4)
+    assert [t.shape.as_list() for t in deq] == [[4], [4], [4, 2]]
+    with tf.Session() as sess:
+        sess.run(enq)
+        sess.run(q.enqueue((tf.constant(0, tf.int64), "z", [9, 9])))
+        p, s, v = sess.run(deq)
+        # Lowest first; equal priorities in the order they came.
+        assert p.tolist() == [0, 1, 1, 2] and s.tolist() == [b"z", b"b", b"d", b"e"]
+        assert v.tolist() == [[9, 9], [1, -1], [3, -3], [4, -4]]
+        assert sess.run(q.size()) == 2
+        sess.run(q.close())
+        assert [x.tolist() for x in sess.run(q.dequeue_up_to(5))[:2]] == [[3, 5],
+                                                                          [b"c", b"a"]]
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(q.dequeue())
+
+
+def test_priority_queue_names_blocking_and_errors():
+    with pytest.raises(TypeError):
+        tf.PriorityQueue(3, [tf.float32])  # shapes are required
+    with pytest.raises(ValueError, match="fully defined"):
+        tf.PriorityQueue(3, [tf.float32], shapes=[[None]])
+    with pytest.raises(ValueError, match="same length"):
+        tf.PriorityQueue(3, [tf.float32], shapes=[[]], names=["x"])
+    q = tf.PriorityQueue(2, [tf.float32], shapes=[[]], names=["priority", "x"])
+    with pytest.raises(TypeError):
+        q.enqueue({"priority": 1.5, "x": 1.0})  # priorities are int64
+    deq = q.dequeue()
+    assert sorted(deq) == ["priority", "x"]
+    p = tf.placeholder(tf.int64)
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.DeadlineExceededError):
+            sess.run(deq, options=TIMEOUT)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(q.enqueue({"priority": p, "x": 1.0}), {p: [1, 2]})  # not a scalar
+        for k in (7, -3):
+            sess.run(q.enqueue({"priority": tf.constant(k, tf.int64), "x": float(k)}))
+        with pytest.raises(tf.errors.DeadlineExceededError):  # full at capacity 2
+            sess.run(q.enqueue({"priority": tf.constant(0, tf.int64), "x": 0.0}),
+                     options=TIMEOUT)
+        got = sess.run(deq)
+        assert got["priority"] == -3 and got["x"] == -3.0
