@@ -183,6 +183,18 @@ _FROM_MODULES = {
             pinv qr slogdet solve:matrix_solve sqrtm:matrix_square_root svd
             triangular_solve:matrix_triangular_solve""",
         "dflab.ops.nn_impl": "l2_normalize",
+        "dflab.ops.linear_operator": "LinearOperator",
+        "dflab.ops.linear_operator_basic": """LinearOperatorFullMatrix LinearOperatorDiag
+            LinearOperatorLowerTriangular LinearOperatorHouseholder LinearOperatorPermutation
+            LinearOperatorToeplitz""",
+        "dflab.ops.linear_operator_identity": """LinearOperatorIdentity
+            LinearOperatorScaledIdentity LinearOperatorZeros""",
+        "dflab.ops.linear_operator_structured": """LinearOperatorAdjoint
+            LinearOperatorInversion LinearOperatorComposition LinearOperatorKronecker""",
+        "dflab.ops.linear_operator_block": """LinearOperatorBlockDiag
+            LinearOperatorBlockLowerTriangular LinearOperatorLowRankUpdate""",
+        "dflab.ops.tridiagonal_ops": """LinearOperatorTridiag tridiagonal_matmul
+            tridiagonal_solve""",
     },
     "nn.rnn_cell": {
         "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",
