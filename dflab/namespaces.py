@@ -171,7 +171,7 @@ _FROM_MODULES = {
     "strings": {
         "dflab.ops.string_ops": """as_string join length lower upper strip substr reduce_join
             regex_full_match regex_replace to_number unicode_transcode
-            unsorted_segment_join""",
+            unsorted_segment_join format""",
         "dflab.ops.string_hash_ops": """to_hash_bucket:string_to_hash_bucket
             to_hash_bucket_fast:string_to_hash_bucket_fast
             to_hash_bucket_strong:string_to_hash_bucket_strong""",
