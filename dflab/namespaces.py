@@ -182,6 +182,7 @@ _FROM_MODULES = {
             tensor_diag:diag tensor_diag_part:diag_part trace""",
         "dflab.ops.linalg_solve_ops": """cholesky cholesky_solve det:matrix_determinant
             eigh:self_adjoint_eig eigvalsh:self_adjoint_eigvals expm inv:matrix_inverse logdet
+            logm
             lstsq:matrix_solve_ls lu lu_matrix_inverse lu_reconstruct lu_solve matrix_rank
             pinv qr slogdet solve:matrix_solve sqrtm:matrix_square_root svd
             triangular_solve:matrix_triangular_solve""",
@@ -197,7 +198,7 @@ _FROM_MODULES = {
         "dflab.ops.linear_operator_block": """LinearOperatorBlockDiag
             LinearOperatorBlockLowerTriangular LinearOperatorLowRankUpdate""",
         "dflab.ops.tridiagonal_ops": """LinearOperatorTridiag tridiagonal_matmul
-            tridiagonal_solve""",
+            tridiagonal_solve eigh_tridiagonal""",
     },
     "nn.rnn_cell": {
         "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",

@@ -11,6 +11,8 @@ Kernels in ``dflab.kernels.tridiagonal_kernels``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from dflab.framework import ops as _ops
 from dflab.framework.registry import RegisterGradient, register_op
 from dflab.framework.tensor_shape import TensorShape, broadcast_shapes
@@ -385,6 +387,72 @@ def _dense_tridiagonal(superdiag, diag, subdiag):
     lower = array_ops.concat([lower[..., :, 1:], zero_col], -1)
     dense = _m.add(_m.add(upper, matrix_diag(diag)), lower)
     return dense
+
+
+# --- eigenvalues of symmetric tridiagonal matrices ----------------------------------------------
+def eigh_tridiagonal(alpha, beta, eigvals_only=True, select="a", select_range=None, tol=None,
+                     name=None):
+    """Eigenvalues (ascending) and, unless ``eigvals_only``, eigenvectors (columns) of the
+    Hermitian tridiagonal matrix with diagonal ``alpha`` ``[n]`` and superdiagonal ``beta``
+    ``[n - 1]``. ``select``: ``"a"`` all, ``"i"`` those of indices ``select_range[0]`` to
+    ``select_range[1]`` inclusive, ``"v"`` those in the interval ``select_range``.
+
+    TF bisects with Sturm sequences and finds vectors by inverse iteration; dflab solves the
+    dense matrix with ``self_adjoint_eig``, which gives the same values to rounding (``tol``,
+    the bisection's tolerance, is not needed) and each vector up to its sign or phase."""
+    from dflab.ops import check_ops
+    from dflab.ops.array_ops import boolean_mask
+    from dflab.ops.linalg_solve_ops import self_adjoint_eig, self_adjoint_eigvals
+
+    with _ops.name_scope(name or "eigh_tridiagonal"):
+        alpha = _ops.convert_to_tensor(alpha, name="alpha")
+        n = alpha.shape[0].value
+        if n is not None and n <= 1:
+            return _sm.real(alpha) if alpha.dtype.base_dtype.is_complex else alpha
+        beta = _ops.convert_to_tensor(beta, name="beta")
+        if alpha.dtype.base_dtype != beta.dtype.base_dtype:
+            raise ValueError("'alpha' and 'beta' must have the same type.")
+        if select not in ("a", "i", "v"):
+            raise ValueError("'select must have a value in {'a', 'i', 'v'}.")
+        dtype = alpha.dtype.base_dtype
+        if dtype.is_complex:
+            alpha = _m.cast(_sm.real(alpha), dtype)
+        zero = array_ops.zeros_like(beta[:1])
+        matrix = _dense_tridiagonal(array_ops.concat([beta, zero], 0), alpha,
+                                    array_ops.concat([zero, _sm.conj(beta)], 0))
+        if eigvals_only:
+            values, vectors = self_adjoint_eigvals(matrix), None
+        else:
+            values, vectors = self_adjoint_eig(matrix)
+        if select == "i":
+            check = check_ops.assert_less_equal(select_range[0], select_range[1],
+                                                message="Got empty index range in "
+                                                        "select_range.")
+            with _ops.control_dependencies([check]):
+                lo = array_ops.identity(_ops.convert_to_tensor(select_range[0]))
+            hi = _ops.convert_to_tensor(select_range[1]) + 1
+            values = values[lo:hi]
+            vectors = None if vectors is None else vectors[:, lo:hi]
+        elif select == "v":
+            real = values.dtype.base_dtype
+            lo = _ops.convert_to_tensor(select_range[0], dtype=real)
+            hi = _ops.convert_to_tensor(select_range[1], dtype=real)
+            check = check_ops.assert_less(lo, hi, message="Got empty interval in "
+                                                          "select_range.")
+            with _ops.control_dependencies([check]):
+                values = array_ops.identity(values)
+            # TF's Sturm counts take the eigenvalues in [lo, hi) widened by a few rounding
+            # errors of the matrix's norm.
+            bound = _m.reduce_max(_m.abs(values))
+            slack = _m.multiply(_m.cast(n or array_ops.size(alpha), real),
+                                _m.multiply(2.1 * float(np.finfo(real.as_numpy_dtype).eps),
+                                            bound))
+            keep = _m.logical_and(_m.greater_equal(values, _m.subtract(lo, slack)),
+                                  _m.less(values, _m.add(hi, slack)))
+            values = boolean_mask(values, keep)
+            if vectors is not None:
+                vectors = array_ops.transpose(boolean_mask(array_ops.transpose(vectors), keep))
+        return values if eigvals_only else (values, vectors)
 
 
 __all__ = ["tridiagonal_matmul", "tridiagonal_solve"]
