@@ -175,6 +175,7 @@ _FROM_MODULES = {
         "dflab.ops.string_hash_ops": """to_hash_bucket:string_to_hash_bucket
             to_hash_bucket_fast:string_to_hash_bucket_fast
             to_hash_bucket_strong:string_to_hash_bucket_strong""",
+        "dflab.ops.string_sequence_ops": "ngrams unicode_encode",
     },
     "linalg": {
         "dflab.ops.matrix_ops": """adjoint band_part cross diag:matrix_diag
