@@ -196,8 +196,12 @@ _FROM_MODULES = {
     "strings": {
         "dflab.ops.string_ops": """as_string join length lower upper strip substr reduce_join
             regex_full_match regex_replace to_number unicode_transcode
-            unsorted_segment_join""",
+            unsorted_segment_join format""",
         "dflab.ops.sparse_text_ops": "split:strings_split",
+        "dflab.ops.string_hash_ops": """to_hash_bucket:string_to_hash_bucket
+            to_hash_bucket_fast:string_to_hash_bucket_fast
+            to_hash_bucket_strong:string_to_hash_bucket_strong""",
+        "dflab.ops.string_sequence_ops": "ngrams unicode_encode",
     },
     "linalg": {
         "dflab.ops.matrix_ops": """adjoint band_part cross diag:matrix_diag
@@ -205,10 +209,23 @@ _FROM_MODULES = {
             tensor_diag:diag tensor_diag_part:diag_part trace""",
         "dflab.ops.linalg_solve_ops": """cholesky cholesky_solve det:matrix_determinant
             eigh:self_adjoint_eig eigvalsh:self_adjoint_eigvals expm inv:matrix_inverse logdet
+            logm
             lstsq:matrix_solve_ls lu lu_matrix_inverse lu_reconstruct lu_solve matrix_rank
             pinv qr slogdet solve:matrix_solve sqrtm:matrix_square_root svd
             triangular_solve:matrix_triangular_solve""",
         "dflab.ops.nn_impl": "l2_normalize",
+        "dflab.ops.linear_operator": "LinearOperator",
+        "dflab.ops.linear_operator_basic": """LinearOperatorFullMatrix LinearOperatorDiag
+            LinearOperatorLowerTriangular LinearOperatorHouseholder LinearOperatorPermutation
+            LinearOperatorToeplitz""",
+        "dflab.ops.linear_operator_identity": """LinearOperatorIdentity
+            LinearOperatorScaledIdentity LinearOperatorZeros""",
+        "dflab.ops.linear_operator_structured": """LinearOperatorAdjoint
+            LinearOperatorInversion LinearOperatorComposition LinearOperatorKronecker""",
+        "dflab.ops.linear_operator_block": """LinearOperatorBlockDiag
+            LinearOperatorBlockLowerTriangular LinearOperatorLowRankUpdate""",
+        "dflab.ops.tridiagonal_ops": """LinearOperatorTridiag tridiagonal_matmul
+            tridiagonal_solve eigh_tridiagonal""",
     },
     "nn.rnn_cell": {
         "dflab.ops.rnn_cell_wrappers": "DropoutWrapper ResidualWrapper DeviceWrapper",

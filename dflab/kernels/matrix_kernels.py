@@ -398,3 +398,63 @@ def _sqrtm(node, ctx):
         return np.where(imaginary, np.nan, root.real).astype(x.dtype)
 
     return _linalg_errors(node, "Matrix square root was not successful.", sqrtm)
+
+
+# --- matrix logarithm ---------------------------------------------------------------------
+# Gauss-Legendre nodes and weights on [0, 1]: log(I + X) = sum_j w_j X (I + t_j X)^-1 is the
+# [8/8] Pade approximant, accurate to double rounding for |X| < 0.25 (Higham's ``logm_pf``).
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
+_GL_NODES, _GL_WEIGHTS = (_GL_NODES + 1) / 2, _GL_WEIGHTS / 2
+
+
+def _sqrtm_db(a):
+    """Principal square roots by the (scaled-free) Denman-Beavers iteration, which needs no
+    eigendecomposition and so handles matrices that are not diagonalizable."""
+    y, z = a, np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    for _ in range(100):
+        y_next = (y + np.linalg.inv(z)) / 2
+        z = (z + np.linalg.inv(y)) / 2
+        done = np.max(np.abs(y_next - y)) <= 1e-15 * max(np.max(np.abs(y_next)), 1.0)
+        y = y_next
+        if done:
+            break
+    return y
+
+
+def _logm_one(a):
+    """The principal logarithm of one matrix: ``V log(D) V^-1`` when the eigenvectors are
+    well conditioned (any eigenvalues, negative ones included); otherwise, for matrices that
+    are not (nearly) diagonalizable, inverse scaling and squaring."""
+    w, v = np.linalg.eig(a)
+    if np.all(w != 0) and np.linalg.cond(v) < 1e6:
+        return (v * np.log(w)[None, :]) @ np.linalg.inv(v)
+    return _logm_scaling_squaring(a)
+
+
+def _logm_scaling_squaring(a):
+    """Take square roots until ``A^(1/2^k)`` is near ``I``, take the Pade logarithm there,
+    scale back by ``2^k`` (needs no eigenvalue on the closed negative real axis)."""
+    n = a.shape[-1]
+    eye = np.eye(n, dtype=a.dtype)
+    k = 0
+    while np.max(np.abs(a - eye).sum(axis=-2)) > 0.25 and k < 60:
+        a = _sqrtm_db(a)
+        k += 1
+    x = a - eye
+    out = np.zeros_like(a)
+    for t, w in zip(_GL_NODES, _GL_WEIGHTS):
+        out = out + w * np.linalg.solve(eye + t * x, x)
+    return out * 2.0 ** k
+
+
+@kernel("MatrixLogarithm", host_only=True)
+def _logm(node, ctx):
+    def logm(x):
+        _check_square(node, x)
+        if x.shape[-1] == 0 or x.size == 0:
+            return x.copy()
+        flat = x.reshape((-1,) + x.shape[-2:]).astype(np.complex128)
+        out = np.stack([_logm_one(m) for m in flat])
+        return out.reshape(x.shape).astype(x.dtype)
+
+    return _linalg_errors(node, "Matrix logarithm was not successful.", logm)

@@ -322,3 +322,106 @@ def _unsorted_segment_join(node, ctx):
         return out.reshape((n,) + rest)
 
     return segment_join
+
+
+# --- StringFormat: tensors written as TF's SummarizeValue writes them for tf.print ----------
+def _c_escape(s: bytes) -> bytes:
+    """Abseil's ``Utf8SafeCEscape``: C escapes, octal for other control bytes, bytes of
+    0x80 and above as they are."""
+    named = {0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t", 0x22: b'\\"', 0x27: b"\\'",
+             0x5C: b"\\\\"}
+    out = bytearray()
+    for c in s:
+        if c in named:
+            out += named[c]
+        elif c < 0x20 or c == 0x7F:
+            out += b"\\%03o" % c
+        else:
+            out.append(c)
+    return bytes(out)
+
+
+def _float_text(x, digits: int, more: int, ftype) -> str:
+    """TF's ``FloatToBuffer``/``DoubleToBuffer``: ``%.{digits}g``, or more digits when that
+    does not read back as the same value. TF runs kernels with denormals flushed to zero."""
+    x = ftype(x)
+    if x != 0 and np.isfinite(x) and abs(x) < np.finfo(ftype).tiny:
+        x = ftype(0.0) * np.sign(x)
+    text = f"{float(x):.{digits}g}"
+    if np.isfinite(x) and ftype(float(text)) != x:
+        text = f"{float(x):.{more}g}"
+    return text
+
+
+def _element_text(x, dtype) -> bytes:
+    if dtype.kind == "O":
+        return b'"' + _c_escape(_b(x)) + b'"'
+    if dtype.kind == "b":
+        return b"1" if x else b"0"
+    if dtype.kind == "c":
+        return b"?"
+    if dtype == np.float64:
+        return _float_text(x, 15, 17, np.float64).encode()
+    if dtype.kind == "f":
+        return _float_text(x, 6, 9, np.float32).encode()
+    return str(int(x)).encode()
+
+
+def summarize_v2(value, summarize: int) -> bytes:
+    """TF's ``Tensor::SummarizeValue(n, print_v2=true)``: nested brackets, ``n`` entries at
+    each end of a longer axis with ``...`` between (``n`` < 0: all)."""
+    a = np.asarray(value)
+    num = a.size
+    limit = num if summarize < 0 else min(summarize, num)
+    flat = a.reshape(-1)
+    if a.ndim == 0:
+        return _element_text(flat[0], a.dtype) if limit else b"..."
+    out = []
+
+    def spacing(dim):
+        if dim == a.ndim - 1:
+            out.append(b" ")
+        else:
+            out.append(b"\n" * (a.ndim - dim - 1) + b" " * (dim + 1))
+
+    def one_dim(dim, index):
+        if dim == a.ndim:
+            out.append(_element_text(flat[index], a.dtype))
+            return
+        out.append(b"[")
+        count = a.shape[dim]
+        per = int(np.prod(a.shape[dim + 1:], dtype=np.int64))
+        for i in range(min(limit, count)):
+            if i > 0:
+                spacing(dim)
+            one_dim(dim + 1, index + per * i)
+        if count > 2 * limit:
+            spacing(dim)
+            out.append(b"...")
+        for i in range(max(limit, count - limit), count):
+            spacing(dim)
+            one_dim(dim + 1, index + per * i)
+        out.append(b"]")
+
+    one_dim(0, 0)
+    return b"".join(out)
+
+
+@kernel("StringFormat", host_only=True)
+def _string_format(node, ctx):
+    template = node.attr["template"].encode()
+    placeholder = node.attr["placeholder"].encode()
+    summarize = int(node.attr["summarize"])
+    pieces = template.split(placeholder)
+
+    def run(*inputs):
+        if len(pieces) - 1 != len(inputs):
+            raise errors.InvalidArgumentError(
+                None, node, f"num placeholders in template and num inputs must match: "
+                f"{len(pieces) - 1} vs. {len(inputs)}")
+        out = [pieces[0]]
+        for value, piece in zip(inputs, pieces[1:]):
+            out += [summarize_v2(host(value), summarize), piece]
+        return np.array(b"".join(out), dtype=object)
+
+    return run

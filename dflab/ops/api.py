@@ -50,5 +50,6 @@ from dflab.ops.space_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_text_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
+from dflab.ops.string_hash_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
 from dflab.ops.tensor_io_ops import *  # noqa: E402, F403

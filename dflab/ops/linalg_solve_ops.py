@@ -170,6 +170,20 @@ register_op("Lu", _lu_infer)
 NotDifferentiable("Lu")
 
 
+def _logm_infer(op):
+    x = op.inputs[0]
+    dt = x.dtype.base_dtype
+    if not dt.is_complex:
+        raise TypeError(f"Value passed to parameter 'input' has DataType {dt.name} not in list "
+                        "of allowed values: complex64, complex128")
+    _square(op, x)
+    return [(dt, x.shape)]
+
+
+# TF registers no gradient for MatrixLogarithm: tf.gradients through it is an error there too.
+register_op("MatrixLogarithm", _logm_infer)
+
+
 # --- builders -------------------------------------------------------------------------------------
 def _unary(op_type, x, name, attrs=None):
     return _ops.apply_op(op_type, [_ops.convert_to_tensor(x)], attrs, name).outputs[0]
@@ -197,6 +211,12 @@ def slogdet(input, name=None):  # noqa: A002
 def matrix_square_root(input, name=None):  # noqa: A002
     """The principal square root of each matrix."""
     return _unary("MatrixSquareRoot", input, name)
+
+
+def logm(input, name=None):  # noqa: A002
+    """The principal logarithm of each (complex) matrix: the ``X`` with ``expm(X) = input``
+    whose eigenvalues have imaginary parts in ``(-pi, pi]``."""
+    return _unary("MatrixLogarithm", input, name)
 
 
 def _solve(op_type, matrix, rhs, attrs, name):

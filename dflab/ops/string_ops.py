@@ -104,8 +104,9 @@ register_op("AsString", _as_string_infer)
 register_op("Substr", _substr_infer)
 register_op("ReduceJoin", _reduce_join_infer)
 register_op("UnsortedSegmentJoin", _segment_join_infer)
+register_op("StringFormat", lambda op: [(_dt.string, TensorShape([]))])
 STRING_OPS = tuple(_ELEMENTWISE) + ("StringToNumber", "AsString", "Substr", "ReduceJoin",
-                                    "UnsortedSegmentJoin")
+                                    "UnsortedSegmentJoin", "StringFormat")
 for _t in STRING_OPS:
     NotDifferentiable(_t)
 
@@ -246,6 +247,23 @@ def unsorted_segment_join(inputs, segment_ids, num_segments, separator="", name=
                                if ids.dtype.base_dtype in (_dt.int32, _dt.int64) else None)
     return _ops.apply_op("UnsortedSegmentJoin", [_strings(inputs, "inputs"), ids, n],
                          {"separator": separator}, name).outputs[0]
+
+
+def format(template, inputs, placeholder="{}", summarize=3, name=None):  # noqa: A001
+    """``template`` with each ``placeholder`` replaced by the next input tensor, written
+    as ``tf.print`` writes it (nested brackets, ``summarize`` entries at each end of a long
+    axis, strings quoted); a scalar string."""
+    if not isinstance(inputs, (list, tuple)):
+        inputs = [inputs]
+    inputs = [_ops.convert_to_tensor(t) for t in inputs]
+    expected = template.count(placeholder)
+    if expected != len(inputs):
+        raise ValueError(f"The template expects {expected} tensors, but the inputs only has "
+                         f"{len(inputs)}. Please ensure the number of placeholders in template "
+                         f"matches inputs length.")
+    attrs = {"T": [t.dtype.base_dtype for t in inputs], "template": template,
+             "placeholder": placeholder, "summarize": int(summarize)}
+    return _ops.apply_op("StringFormat", inputs, attrs, name).outputs[0]
 
 
 # TF 1.x's top-level spellings.

@@ -68,16 +68,16 @@ REASONS = [
      r".*", r"^(.*fft.*|audio|image|signal|"
      r"spectral|decode_(jpeg|png|gif|bmp|image|webp|jxl|and_crop_jpeg)|encode_(jpeg|png)|"
      r"extract_jpeg_shape|is_jpeg)$"),
-    ("string ops beyond string tensors' basics (tf.strings, regexes, hashing, base64)",
+    ("string ops with ragged or sparse results (bytes_split, Unicode decoding and "
+     "splitting, string_split, edit_distance) and unicode_script (ICU's script table)",
      r"^strings$", r".*"),
-    ("string ops beyond string tensors' basics (tf.strings, regexes, hashing, base64)",
+    ("string ops with ragged or sparse results (bytes_split, Unicode decoding and "
+     "splitting, string_split, edit_distance) and unicode_script (ICU's script table)",
      r".*", r"^(string_.*|substr|regex_replace|reduce_join|as_string|decode_base64|"
      r"encode_base64|decode_compressed|decode_raw|fingerprint|edit_distance|strings|"
      r"unicode_.*)$"),
-    ("linear algebra beyond dense matrices' decompositions and solvers (the LinearOperator "
-     "classes, tridiagonal solvers, logm)", r"^linalg$", r".*"),
-    ("linear algebra beyond dense matrices' decompositions and solvers (the LinearOperator "
-     "classes, tridiagonal solvers, logm)",
+    ("the circulant LinearOperators (they need FFTs)", r"^linalg$", r".*"),
+    ("the circulant LinearOperators (they need FFTs)",
      r".*", r"^(matrix_.*|cholesky.*|qr|svd|self_adjoint_.*|eye|diag|diag_part|trace|cross|"
      r"norm|linalg|adjoint|lu.*|logdet|slogdet|det|inv|pinv|expm|logm|sqrtm|eigh.*|"
      r"eigvalsh|tridiagonal_.*|band_part|set_diag|triangular_solve|solve|lstsq|matvec|"
