@@ -21,6 +21,7 @@ from dflab.ops.rnn import *  # noqa: F403
 from dflab.ops.script_ops import *  # noqa: F403
 from dflab.ops.state_ops import *  # noqa: F403
 from dflab.ops.tensor_array_ops import *  # noqa: F403
+from dflab.ops.template import *  # noqa: F403
 from dflab.ops.training_ops import *  # noqa: F403
 from dflab.ops.variable_scope import *  # noqa: F403
 from dflab.ops.variables import *  # noqa: F403
