@@ -21,7 +21,6 @@ from dflab.ops.rnn import *  # noqa: F403
 from dflab.ops.script_ops import *  # noqa: F403
 from dflab.ops.state_ops import *  # noqa: F403
 from dflab.ops.tensor_array_ops import *  # noqa: F403
-from dflab.ops.template import *  # noqa: F403
 from dflab.ops.training_ops import *  # noqa: F403
 from dflab.ops.variable_scope import *  # noqa: F403
 from dflab.ops.variables import *  # noqa: F403
@@ -38,3 +37,4 @@ from dflab.ops.reader_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
+from dflab.ops.template import *  # noqa: E402, F403
