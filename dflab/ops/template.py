@@ -13,12 +13,15 @@ in TF.
 from __future__ import annotations
 
 import functools
+import logging
 import traceback
 
 from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
 from dflab.ops import variable_scope as _vs
-from dflab.platform import tf_logging as _logging
+
+# tf.logging's logger (dflab/platform/tf_logging.py writes to the same one).
+_logger = logging.getLogger("dflab")
 
 
 class Template:
@@ -86,7 +89,7 @@ class Template:
                 f"{trainable[trainable_at_start:]}")
         variables = _ops.get_collection(GraphKeys.GLOBAL_VARIABLES)
         if vars_at_start != len(variables):
-            _logging.info("New variables created when calling a template after the first "
+            _logger.info("New variables created when calling a template after the first "
                           "time, perhaps you used tf.Variable when you meant "
                           "tf.get_variable: %s", variables[vars_at_start:])
         return result
