@@ -38,3 +38,4 @@ from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
 from dflab.ops.template import *  # noqa: E402, F403
+from dflab.ops.variable_enums import *  # noqa: E402, F403
