@@ -192,6 +192,10 @@ _FROM_MODULES = {
             log_uniform_candidate_sampler learned_unigram_candidate_sampler
             fixed_unigram_candidate_sampler all_candidate_sampler""",
     },
+    "lookup": {
+        "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex
+            TextFileInitializer""",
+    },
     "nest": {
         "dflab.framework.nest": """assert_same_structure flatten is_nested map_structure
             pack_sequence_as""",

@@ -31,6 +31,7 @@ from dflab.ops import io_ops as _io_ops  # noqa: E402 - registers the checkpoint
 from dflab.ops.data_flow_ops import *  # noqa: E402, F403
 from dflab.ops.fixed_length_record_ops import *  # noqa: E402, F403
 from dflab.ops.linalg_solve_ops import *  # noqa: E402, F403
+from dflab.ops.lookup_ops import *  # noqa: E402, F403
 from dflab.ops.matrix_ops import *  # noqa: E402, F403
 from dflab.ops.parsing_ops import *  # noqa: E402, F403
 from dflab.ops.reader_ops import *  # noqa: E402, F403
