@@ -261,6 +261,14 @@ _FROM_MODULES = {
             stateless_truncated_normal stateless_categorical stateless_multinomial split
             fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial""",
     },
+    "lookup": {
+        "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex
+            TextFileInitializer""",
+    },
+    "nest": {
+        "dflab.framework.nest": """assert_same_structure flatten is_nested map_structure
+            pack_sequence_as""",
+    },
 }
 
 

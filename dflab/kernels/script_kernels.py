@@ -1,4 +1,5 @@
-"""Kernels of ``PyFunc``/``PyFuncStateless`` (``tf.py_func``, ``tf.numpy_function``): call a
+"""Kernels of ``PyFunc``/``PyFuncStateless``/``EagerPyFunc`` (``tf.py_func``,
+``tf.numpy_function``, ``tf.py_function``): call a
 Python function of the user's process on the inputs' NumPy values.
 
 The function is never part of the graph's data: the op carries a ``token`` attribute, and the
@@ -107,3 +108,4 @@ def _py_func(node, ctx):
 
 kernel("PyFunc", host_only=True)(_py_func)
 kernel("PyFuncStateless", host_only=True)(_py_func)
+kernel("EagerPyFunc", host_only=True)(_py_func)

@@ -36,6 +36,7 @@ from dflab.ops.data_flow_ops import *  # noqa: E402, F403
 from dflab.ops.fft_ops import *  # noqa: E402, F403
 from dflab.ops.fixed_length_record_ops import *  # noqa: E402, F403
 from dflab.ops.linalg_solve_ops import *  # noqa: E402, F403
+from dflab.ops.lookup_ops import *  # noqa: E402, F403
 from dflab.ops.matrix_ops import *  # noqa: E402, F403
 from dflab.ops.more_array_ops import *  # noqa: E402, F403
 from dflab.ops.numerics_ops import *  # noqa: E402, F403
@@ -53,3 +54,5 @@ from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_hash_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
 from dflab.ops.tensor_io_ops import *  # noqa: E402, F403
+from dflab.ops.template import *  # noqa: E402, F403
+from dflab.ops.variable_enums import *  # noqa: E402, F403

@@ -75,7 +75,22 @@ def as_dense(g):
     return densify(g) if isinstance(g, IndexedSlices) else g
 
 
-def _aggregate(grads, name):
+class AggregationMethod:
+    """How ``tf.gradients`` sums the gradients reaching one tensor, as TF's: ``ADD_N`` (the
+    default) in one ``AddN``; the experimental methods as a chain of two-input sums, under
+    ``<op>_gradient_sum``, which frees each term as soon as it is added."""
+
+    ADD_N = 0
+    DEFAULT = ADD_N
+    EXPERIMENTAL_TREE = 1
+    EXPERIMENTAL_ACCUMULATE_N = 2
+
+
+_AGGREGATION_METHODS = [AggregationMethod.ADD_N, AggregationMethod.EXPERIMENTAL_TREE,
+                        AggregationMethod.EXPERIMENTAL_ACCUMULATE_N]
+
+
+def _aggregate(grads, name, method=AggregationMethod.ADD_N, op=None):
     grads = [g for g in grads if g is not None]
     if not grads:
         return None
@@ -86,7 +101,14 @@ def _aggregate(grads, name):
 
         return IndexedSlices(concat([g.values for g in grads], 0),
                              concat([g.indices for g in grads], 0), grads[0].dense_shape)
-    return math_ops.add_n([as_dense(g) for g in grads], name=name)
+    dense = [as_dense(g) for g in grads]
+    if method == AggregationMethod.ADD_N or op is None:
+        return math_ops.add_n(dense, name=name)
+    with _ops.name_scope(op.name + "_gradient_sum"):
+        total = dense[0]
+        for g in dense[1:]:
+            total = math_ops.add_n([total, g])
+        return total
 
 
 def _is_differentiable_dtype(t) -> bool:
@@ -182,6 +204,11 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
     if _ops.executing_eagerly():
         raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
                            "Use tf.GradientTape instead.")
+    if aggregation_method is None:
+        aggregation_method = AggregationMethod.DEFAULT
+    if aggregation_method not in _AGGREGATION_METHODS:
+        raise ValueError(f"Invalid `aggregation_method` specified {aggregation_method}. "
+                         f"Accepted values are {_AGGREGATION_METHODS}.")
     ys = _as_list(ys)
     xs_in = _as_list(xs)
     ys = [_ops.convert_to_tensor(y) for y in ys]
@@ -225,7 +252,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             if id(op) in visited:
                 continue
             visited.add(id(op))
-            out_grads = [_aggregate(grads.get(id(t), []), None) for t in op.outputs]
+            out_grads = [_aggregate(grads.get(id(t), []), None, aggregation_method, op)
+                         for t in op.outputs]
             for t, g in zip(op.outputs, out_grads):
                 if g is not None:
                     grads[id(t)] = [g]

@@ -215,6 +215,9 @@ class ResourceVariable(Variable):
         if variable_def is not None:
             self._init_from_existing(variable_def)
             return
+        self._synchronization, self._aggregation, trainable = \
+            variables_module.validate_synchronization_aggregation_trainable(
+                synchronization, aggregation, trainable, name)
         trainable, collections = variables_module._check_new_variable(
             initial_value, trainable, collections, name)
         init_from_fn = callable(initial_value)

@@ -61,20 +61,30 @@ register_op("PyFunc", _infer, stateful=True, expensive=True, blocking=True)
 register_op("PyFuncStateless", _infer, expensive=True, blocking=True)
 NotDifferentiable("PyFunc")
 NotDifferentiable("PyFuncStateless")
+# ``tf.py_function``'s op: the same kernel, given a function that runs eagerly (built, with
+# its gradient, in ``dflab.eager.py_function``, above this layer).
+register_op("EagerPyFunc", _infer, stateful=True, expensive=True, blocking=True)
 
 
 def py_func(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's argument name
     """Wrap ``func(*numpy_values)`` as an op; returns a tensor when ``Tout`` is one dtype, a
     list when it is a list, and the op when it is an empty list."""
+    op_type = "PyFunc" if stateful else "PyFuncStateless"
+    return script_op(op_type, func, inp, Tout, name or "PyFunc")
+
+
+def script_op(op_type: str, func, inp, Tout, name: str):  # noqa: N803 - TF's argument name
+    """A ``PyFunc``-like op of ``op_type`` calling ``func`` (what ``py_func`` and
+    ``py_function`` build): a tensor for one dtype, a list for a list, the op for ``[]``."""
     if not callable(func):
         raise TypeError(f"py_func needs a callable, got {type(func).__name__}")
     single = not isinstance(Tout, (list, tuple))
     tout = [_dt.as_dtype(t) for t in ([Tout] if single else Tout)]
     inputs = [_ops.convert_to_tensor(x) for x in (inp or [])]
     token = register_function(_ops.graph_of(inputs), func)
-    op = _ops.apply_op("PyFunc" if stateful else "PyFuncStateless", inputs,
+    op = _ops.apply_op(op_type, inputs,
                        {"token": token, "Tin": [t.dtype.base_dtype for t in inputs],
-                        "Tout": tout}, name or "PyFunc")
+                        "Tout": tout}, name)
     if single:
         return op.outputs[0]
     return list(op.outputs) if tout else op

@@ -62,7 +62,11 @@ class _VariableStore:
     def get_variable(self, name, shape=None, dtype=_dt.float32, initializer=None,
                      regularizer=None, reuse=None, trainable=None, collections=None,
                      caching_device=None, partitioner=None, validate_shape=True,
-                     use_resource=None, custom_getter=None, constraint=None, **kwargs):
+                     use_resource=None, custom_getter=None, constraint=None,
+                     synchronization=None, aggregation=None, **kwargs):
+        synchronization, aggregation, trainable = \
+            _variables.validate_synchronization_aggregation_trainable(
+                synchronization, aggregation, trainable, name)
         if custom_getter is not None:
             if not callable(custom_getter):
                 raise ValueError(f"Passed a custom_getter which is not callable: {custom_getter}")
@@ -70,29 +74,34 @@ class _VariableStore:
             def true_getter(name, shape=None, dtype=_dt.float32, initializer=None,
                             regularizer=None, reuse=None, trainable=None, collections=None,
                             caching_device=None, partitioner=None, validate_shape=True,
-                            use_resource=None, constraint=None, **kw):
+                            use_resource=None, constraint=None, synchronization=None,
+                            aggregation=None, **kw):
                 return self._get_single_variable(
                     name, shape, dtype, initializer, regularizer, reuse, trainable,
                     collections, caching_device, partitioner, validate_shape, constraint,
-                    use_resource)
+                    use_resource, synchronization, aggregation)
 
             return custom_getter(
                 getter=true_getter, name=name, shape=shape, dtype=dtype, initializer=initializer,
                 regularizer=regularizer, reuse=reuse, trainable=trainable,
                 collections=collections, caching_device=caching_device,
                 partitioner=partitioner, validate_shape=validate_shape,
-                use_resource=use_resource, constraint=constraint, **kwargs)
+                use_resource=use_resource, constraint=constraint,
+                synchronization=synchronization, aggregation=aggregation, **kwargs)
         if partitioner is not None and not (shape is not None and len(as_shape(shape)) == 0):
             return self._get_partitioned_variable(
                 name, shape, dtype, initializer, regularizer, reuse, trainable, collections,
-                caching_device, partitioner, validate_shape, constraint, use_resource)
+                caching_device, partitioner, validate_shape, constraint, use_resource,
+                synchronization, aggregation)
         return self._get_single_variable(name, shape, dtype, initializer, regularizer, reuse,
                                          trainable, collections, caching_device, partitioner,
-                                         validate_shape, constraint, use_resource)
+                                         validate_shape, constraint, use_resource,
+                                         synchronization, aggregation)
 
     def _get_partitioned_variable(self, name, shape, dtype, initializer, regularizer, reuse,
                                   trainable, collections, caching_device, partitioner,
-                                  validate_shape, constraint, use_resource=None):
+                                  validate_shape, constraint, use_resource=None,
+                                  synchronization=None, aggregation=None):
         """Shards ``name/part_i`` (``dflab.ops.partitioned_variables``); a second call with
         ``reuse`` finds the same shards."""
         from dflab.ops.partitioned_variables import create_partitioned_variable
@@ -118,7 +127,8 @@ class _VariableStore:
         def make_shard(shard_name, shard_shape, offset):
             return self._get_single_variable(
                 shard_name, shard_shape, dtype, initializer, regularizer, reuse, trainable,
-                collections, caching_device, None, validate_shape, constraint, use_resource)
+                collections, caching_device, None, validate_shape, constraint, use_resource,
+                synchronization, aggregation)
 
         pv = create_partitioned_variable(make_shard, name, shape,
                                          dtype if dtype is not None else _dt.float32,
@@ -128,7 +138,8 @@ class _VariableStore:
 
     def _get_single_variable(self, name, shape, dtype, initializer, regularizer, reuse,
                              trainable, collections, caching_device, partitioner,
-                             validate_shape, constraint, use_resource=None):
+                             validate_shape, constraint, use_resource=None,
+                             synchronization=None, aggregation=None):
         initializing_from_value = initializer is not None and not callable(initializer)
         if shape is not None and initializing_from_value:
             raise ValueError("If initializer is a constant, do not specify shape.")
@@ -182,7 +193,8 @@ class _VariableStore:
             v = _variables.Variable(initial_value=init_val, name=name, trainable=trainable,
                                     collections=collections, caching_device=caching_device,
                                     dtype=variable_dtype, validate_shape=validate_shape,
-                                    constraint=constraint, use_resource=use_resource)
+                                    constraint=constraint, use_resource=use_resource,
+                                    synchronization=synchronization, aggregation=aggregation)
         self._vars[name] = v
 
         if regularizer:
@@ -656,7 +668,8 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         _get_default_variable_store(), name, shape=shape, dtype=dtype, initializer=initializer,
         regularizer=regularizer, trainable=trainable, collections=collections,
         caching_device=caching_device, partitioner=partitioner, validate_shape=validate_shape,
-        use_resource=use_resource, custom_getter=custom_getter, constraint=constraint)
+        use_resource=use_resource, custom_getter=custom_getter, constraint=constraint,
+        synchronization=synchronization, aggregation=aggregation)
 
 
 def get_local_variable(name, shape=None, dtype=None, initializer=None, regularizer=None,
@@ -670,7 +683,8 @@ def get_local_variable(name, shape=None, dtype=None, initializer=None, regulariz
                         regularizer=regularizer, trainable=False, collections=collections,
                         caching_device=caching_device, partitioner=partitioner,
                         validate_shape=validate_shape, use_resource=use_resource,
-                        custom_getter=custom_getter, constraint=constraint)
+                        custom_getter=custom_getter, constraint=constraint,
+                        synchronization=synchronization, aggregation=aggregation)
 
 
 def variable(initial_value=None, trainable=None, collections=None, validate_shape=True,

@@ -15,6 +15,11 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
 from dflab.ops import array_ops, control_flow_ops, state_ops
+from dflab.ops.variable_enums import (
+    VariableAggregation,
+    VariableSynchronization,
+    validate_synchronization_aggregation_trainable,
+)
 
 
 def _check_new_variable(initial_value, trainable, collections, name):
@@ -106,6 +111,9 @@ class Variable(metaclass=_VariableMeta):
         if variable_def is not None:
             self._init_from_existing(variable_def)
             return
+        self._synchronization, self._aggregation, trainable = \
+            validate_synchronization_aggregation_trainable(synchronization, aggregation,
+                                                           trainable, name)
         trainable, collections = _check_new_variable(initial_value, trainable, collections,
                                                      name)
         init_from_fn = callable(initial_value)
@@ -199,6 +207,14 @@ class Variable(metaclass=_VariableMeta):
     @property
     def trainable(self) -> bool:
         return self._trainable
+
+    @property
+    def synchronization(self) -> VariableSynchronization:
+        return getattr(self, "_synchronization", VariableSynchronization.AUTO)
+
+    @property
+    def aggregation(self) -> VariableAggregation:
+        return getattr(self, "_aggregation", VariableAggregation.NONE)
 
     @property
     def constraint(self):

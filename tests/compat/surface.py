@@ -27,7 +27,7 @@ REASONS = [
      "SavedModel, distribution strategies, TPU/XLA, autograph, TFLite)",
      r"^(distribute|feature_column|experimental|autograph|tpu|xla|lite|mixed_precision|"
      r"saved_model|types|ragged|config|profiler|app|flags|test|sysconfig|resource_loader|"
-     r"user_ops|version|lookup)$", r".*"),
+     r"user_ops|version)$", r".*"),
     ("TF 2.x / eager-only, or a TF subsystem outside the paper's runtime (Keras, Estimator, "
      "SavedModel, distribution strategies, TPU/XLA, autograph, TFLite)",
      r".*", r"^(GradientTape|function|Module|.*Spec|TypeSpec|type_spec_from_value|"
@@ -36,8 +36,8 @@ REASONS = [
      r"variable_creator_scope|init_scope|is_symbolic_tensor|executing_eagerly_outside_"
      r"functions|vectorized_map|"
      r"nondifferentiable_batch_function|enable_.*|profiler|config|types|sysconfig|app|flags|"
-     r"test|resource_loader|user_ops|version|lookup|CriticalSection|Checkpoint.*|"
-     r"VariableAggregation|VariableSynchronization|Generator|get_global_generator|"
+     r"test|resource_loader|user_ops|version|CriticalSection|Checkpoint.*|"
+     r"Generator|get_global_generator|"
      r"set_global_generator|create_rng_state|random_index_shuffle|"
      r"TaskLevelStatusMessage)$"),
     ("build and platform facts of the TensorFlow binary, custom C++ op libraries",

@@ -1,0 +1,279 @@
+"""Lookup tables (``tf.lookup``): stateful key -> value maps kept on their device, as TF's.
+
+A table is a resource: ``HashTableV2`` outputs its handle (the table's state lives in the
+device's ``ResourceMgr``, keyed by ``shared_name`` or the op's name, as a queue's does; see
+``dflab.kernels.lookup_kernels``). It is filled once by an initializer op — ``LookupTableImportV2``
+from two tensors (``KeyValueTensorInitializer``) or ``InitializeTableFromTextFileV2`` from a text
+file (``TextFileInitializer``) — which joins the ``TABLE_INITIALIZERS`` collection, so
+``tf.tables_initializer()`` runs them all. ``LookupTableFindV2`` maps keys (any shape) to values,
+a missing key to the table's default; ``LookupTableSizeV2`` and ``LookupTableExportV2`` report
+what the table holds. Every op on a table is colocated with the table's op.
+"""
+
+from __future__ import annotations
+
+from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
+from dflab.framework.ops import GraphKeys
+from dflab.framework.registry import NotDifferentiable, register_op
+from dflab.framework.tensor_shape import TensorShape, unknown_shape
+from dflab.ops import control_flow_ops
+
+
+# --- schemas ----------------------------------------------------------------------------------
+def _table_infer(op):
+    return [(_dt.resource, TensorShape([]))]
+
+
+def _check_handle(op):
+    h = op.inputs[0]
+    if h.dtype.base_dtype is not _dt.resource:
+        raise TypeError(f"{op.type}: input 0 must be a table handle (resource), got "
+                        f"{h.dtype.name}")
+
+
+def _import_infer(op):
+    _check_handle(op)
+    keys, values = op.inputs[1], op.inputs[2]
+    if keys.shape.ndims not in (None, 1):
+        raise ValueError(f"{op.type}: keys must be a vector, got shape {keys.shape}")
+    if not keys.shape.is_compatible_with(values.shape):
+        raise ValueError(f"{op.type}: keys and values must have the same size, got shapes "
+                         f"{keys.shape} and {values.shape}")
+    return []
+
+
+def _text_init_infer(op):
+    _check_handle(op)
+    if op.inputs[1].shape.ndims not in (None, 0):
+        raise ValueError(f"{op.type}: filename must be a scalar, got shape {op.inputs[1].shape}")
+    return []
+
+
+def _find_infer(op):
+    _check_handle(op)
+    keys, default = op.inputs[1], op.inputs[2]
+    return [(default.dtype.base_dtype, keys.shape)]
+
+
+def _size_infer(op):
+    _check_handle(op)
+    return [(_dt.int64, TensorShape([]))]
+
+
+def _export_infer(op):
+    _check_handle(op)
+    return [(op.get_attr("Tkeys"), unknown_shape()), (op.get_attr("Tvalues"), unknown_shape())]
+
+
+register_op("HashTableV2", _table_infer, stateful=True)
+register_op("LookupTableImportV2", _import_infer, stateful=True)
+register_op("InitializeTableV2", _import_infer, stateful=True)
+register_op("InitializeTableFromTextFileV2", _text_init_infer, stateful=True)
+register_op("LookupTableFindV2", _find_infer, stateful=True)
+register_op("LookupTableSizeV2", _size_infer, stateful=True)
+register_op("LookupTableExportV2", _export_infer, stateful=True)
+for _t in ("HashTableV2", "LookupTableImportV2", "InitializeTableV2",
+           "InitializeTableFromTextFileV2", "LookupTableFindV2", "LookupTableSizeV2",
+           "LookupTableExportV2"):
+    NotDifferentiable(_t)
+
+
+# --- initializers -----------------------------------------------------------------------------
+class TableInitializerBase:
+    """What fills a table: its key and value dtypes and the op that does it."""
+
+    def __init__(self, key_dtype, value_dtype):
+        self._key_dtype = _dt.as_dtype(key_dtype)
+        self._value_dtype = _dt.as_dtype(value_dtype)
+
+    @property
+    def key_dtype(self):
+        return self._key_dtype
+
+    @property
+    def value_dtype(self):
+        return self._value_dtype
+
+    def initialize(self, table):
+        raise NotImplementedError
+
+    def _check_table_dtypes(self, table) -> None:
+        if self._key_dtype != table.key_dtype or self._value_dtype != table.value_dtype:
+            raise TypeError(f"Invalid key/value dtypes: table uses "
+                            f"{table.key_dtype}/{table.value_dtype}, initializer gives "
+                            f"{self._key_dtype}/{self._value_dtype}")
+
+
+class KeyValueTensorInitializer(TableInitializerBase):
+    """Fills a table from a vector of keys and one of values."""
+
+    def __init__(self, keys, values, key_dtype=None, value_dtype=None, name=None):
+        with _ops.name_scope(name, "key_value_init", [keys, values]) as scope:
+            self._keys = _ops.convert_to_tensor(keys, dtype=key_dtype, name="keys")
+            self._values = _ops.convert_to_tensor(values, dtype=value_dtype, name="values")
+            self._name = scope
+        super().__init__(self._keys.dtype.base_dtype, self._values.dtype.base_dtype)
+
+    def initialize(self, table):
+        self._check_table_dtypes(table)
+        with _ops.name_scope(self._name, values=[table.resource_handle, self._keys,
+                                                 self._values]):
+            with _ops.colocate_with(table.resource_handle.op):
+                op = _ops.apply_op("LookupTableImportV2",
+                                   [table.resource_handle, self._keys, self._values],
+                                   {"Tin": self._keys.dtype.base_dtype,
+                                    "Tout": self._values.dtype.base_dtype},
+                                   "LookupTableImportV2")
+        _ops.add_to_collection(GraphKeys.TABLE_INITIALIZERS, op)
+        return op
+
+
+class TextFileIndex:
+    """Which part of a line is a key or a value: the whole line, or its line number."""
+
+    WHOLE_LINE = -2
+    LINE_NUMBER = -1
+
+
+class TextFileInitializer(TableInitializerBase):
+    """Fills a table from a text file: one entry per line, the key and the value each the
+    whole line (``TextFileIndex.WHOLE_LINE``, a string), the line number
+    (``TextFileIndex.LINE_NUMBER``, an int64, from 0) or a column of the line split at
+    ``delimiter`` (converted to the dtype). ``vocab_size`` reads only that many lines, and
+    fails when the file has fewer."""
+
+    def __init__(self, filename, key_dtype, key_index, value_dtype, value_index,
+                 vocab_size=None, delimiter="\t", name=None, value_index_offset=0):
+        if not isinstance(filename, _ops.Tensor) and not filename:
+            raise ValueError("`filename` argument required for tf.lookup.TextFileInitializer")
+        self._filename_arg = filename
+        key_dtype = _dt.as_dtype(key_dtype)
+        value_dtype = _dt.as_dtype(value_dtype)
+        if key_index < -2:
+            raise ValueError(f"`key_index` should be >= -2, received: {key_index}.")
+        if key_index == TextFileIndex.LINE_NUMBER and key_dtype != _dt.int64:
+            raise ValueError("`key_dtype` must be int64 if `key_index` is -1, received: "
+                             f"{key_dtype}")
+        if key_index == TextFileIndex.WHOLE_LINE and not (key_dtype.is_integer
+                                                          or key_dtype == _dt.string):
+            raise ValueError("`key_dtype` should be either integer or string for `key_index` "
+                             f"-2, received: {key_dtype}")
+        if value_index < -2:
+            raise ValueError(f"`value_index` should be >= -2, received: {value_index}")
+        if value_index == TextFileIndex.LINE_NUMBER and value_dtype != _dt.int64:
+            raise ValueError("`value_dtype` must be int64 for `value_index` -1, received: "
+                             f"{value_dtype}")
+        if value_index == TextFileIndex.WHOLE_LINE and value_dtype != _dt.string:
+            raise ValueError("`value_dtype` must be string for `value_index` -2, received: "
+                             f"{value_dtype}")
+        if vocab_size is not None and vocab_size <= 0:
+            raise ValueError(f"`vocab_size` should be > 0, received: {vocab_size}")
+        self._key_index = key_index
+        self._value_index = value_index
+        self._vocab_size = vocab_size
+        self._delimiter = delimiter
+        self._name = name
+        self._offset = value_index_offset
+        super().__init__(key_dtype, value_dtype)
+
+    def initialize(self, table):
+        self._check_table_dtypes(table)
+        with _ops.name_scope(self._name, "text_file_init", [table.resource_handle]):
+            filename = _ops.convert_to_tensor(self._filename_arg, _dt.string, name="asset_filepath")
+            with _ops.colocate_with(table.resource_handle.op):
+                op = _ops.apply_op(
+                    "InitializeTableFromTextFileV2", [table.resource_handle, filename],
+                    {"key_index": self._key_index, "value_index": self._value_index,
+                     "vocab_size": -1 if self._vocab_size is None else int(self._vocab_size),
+                     "delimiter": self._delimiter, "offset": int(self._offset)},
+                    "InitializeTableFromTextFileV2")
+        _ops.add_to_collection(GraphKeys.TABLE_INITIALIZERS, op)
+        return op
+
+
+# --- tables -----------------------------------------------------------------------------------
+class StaticHashTable:
+    """A table filled once by ``initializer`` and read-only afterwards; a key it lacks looks up
+    ``default_value`` (TF1's ``tf.lookup.StaticHashTable``: its initializer op joins
+    ``TABLE_INITIALIZERS``)."""
+
+    def __init__(self, initializer, default_value, name=None, experimental_is_anonymous=False):
+        self._initializer = initializer
+        self._key_dtype = initializer.key_dtype
+        self._value_dtype = initializer.value_dtype
+        self._default_value = _ops.convert_to_tensor(default_value, dtype=self._value_dtype)
+        self._default_value.get_shape().merge_with(TensorShape([]))
+        self._resource_handle = _ops.apply_op(
+            "HashTableV2", [],
+            {"container": "", "shared_name": "", "use_node_name_sharing": True,
+             "key_dtype": self._key_dtype, "value_dtype": self._value_dtype},
+            name or "hash_table").outputs[0]
+        self._name = self._resource_handle.op.name.split("/")[-1]
+        self._init_op = initializer.initialize(self)
+
+    @property
+    def key_dtype(self):
+        return self._key_dtype
+
+    @property
+    def value_dtype(self):
+        return self._value_dtype
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def resource_handle(self):
+        return self._resource_handle
+
+    @property
+    def initializer(self):
+        """The op that fills the table."""
+        return self._init_op
+
+    init = initializer
+
+    @property
+    def default_value(self):
+        return self._default_value
+
+    def _op(self, op_type, inputs, attrs, name, default):
+        with _ops.name_scope(name, f"{self._name}_{default}", [self._resource_handle]):
+            with _ops.colocate_with(self._resource_handle.op):
+                return _ops.apply_op(op_type, [self._resource_handle, *inputs], attrs, op_type)
+
+    def lookup(self, keys, name=None):
+        """The values of ``keys`` (any shape), ``default_value`` where a key is missing."""
+        keys = _ops.convert_to_tensor(keys, name="keys")
+        if keys.dtype.base_dtype != self._key_dtype:
+            raise TypeError(f"Dtype of argument `keys` must be {self._key_dtype}, received: "
+                            f"{keys.dtype}")
+        op = self._op("LookupTableFindV2", [keys, self._default_value],
+                      {"Tin": self._key_dtype, "Tout": self._value_dtype}, name, "Lookup")
+        return op.outputs[0]
+
+    def size(self, name=None):
+        """The number of entries (0 before the table is initialized)."""
+        return self._op("LookupTableSizeV2", [], {}, name, "Size").outputs[0]
+
+    def export(self, name=None):
+        """(keys, values): every entry of the table, in no particular order."""
+        op = self._op("LookupTableExportV2", [],
+                      {"Tkeys": self._key_dtype, "Tvalues": self._value_dtype}, name,
+                      "Export")
+        return op.outputs[0], op.outputs[1]
+
+
+def tables_initializer(name="init_all_tables"):
+    """One op that runs every table initializer of the graph (``TABLE_INITIALIZERS``)."""
+    initializers = _ops.get_collection(GraphKeys.TABLE_INITIALIZERS)
+    if initializers:
+        return control_flow_ops.group(*initializers, name=name)
+    return control_flow_ops.no_op(name=name)
+
+
+initialize_all_tables = tables_initializer
+
+__all__ = ["tables_initializer", "initialize_all_tables"]

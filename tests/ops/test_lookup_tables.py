@@ -1,0 +1,46 @@
+"""Lookup tables as session state (what the TF fixtures of cases_misc.py cannot show): a
+table keeps its entries across runs of one session, a new session starts it uninitialized,
+and lookups of scalars and empty batches keep the keys' shape."""
+
+import numpy as np
+import pytest
+
+import dflab as tf
+
+
+def _table():
+    init = tf.lookup.KeyValueTensorInitializer(["x", "y", "z"], [7.0, 8.0, 9.0])
+    return tf.lookup.StaticHashTable(init, -1.0)
+
+
+def test_entries_live_with_the_session():
+    table = _table()
+    keys = tf.placeholder(tf.string, [None])
+    found = table.lookup(keys)
+    with tf.Session() as sess:
+        sess.run(tf.tables_initializer())
+        for batch in (["x"], ["z", "q", "y"], []):
+            want = [{"x": 7.0, "y": 8.0, "z": 9.0}.get(k, -1.0) for k in batch]
+            got = sess.run(found, {keys: batch})
+            assert got.dtype == np.float32 and got.shape == (len(batch),)
+            np.testing.assert_array_equal(got, want)
+        assert sess.run(table.lookup(tf.constant("y"))) == 8.0
+    with tf.Session() as sess:  # a new session: the table is new too
+        assert sess.run(table.size()) == 0
+        with pytest.raises(tf.errors.FailedPreconditionError, match="not initialized"):
+            sess.run(found, {keys: ["x"]})
+
+
+def test_initializers_collection_and_reinitialization():
+    table = _table()
+    assert tf.get_collection(tf.GraphKeys.TABLE_INITIALIZERS) == [table.initializer]
+    with tf.Session() as sess:
+        sess.run(table.initializer)
+        sess.run(table.initializer)  # the same entries again: allowed, as in TF
+        assert sess.run(table.size()) == 3
+
+
+def test_table_ops_stay_with_the_table():
+    table = _table()
+    found = table.lookup(tf.constant(["x"]))
+    assert found.op.colocation_groups() == table.resource_handle.op.colocation_groups()
