@@ -144,9 +144,9 @@ __all__ += ["batch_norm_with_global_normalization", "collapse_repeated",
             "relu_layer", "scale_regularization_loss", "silu", "sufficient_statistics",
             "swish", "weighted_moments"]
 
-from dflab.ops.raw_rnn import raw_rnn  # noqa: E402
+from dflab.ops.raw_rnn import raw_rnn, static_state_saving_rnn  # noqa: E402
 
-__all__ += ["raw_rnn"]
+__all__ += ["raw_rnn", "static_state_saving_rnn"]
 
 from dflab.ops.approx_topk_ops import approx_max_k, approx_min_k  # noqa: E402
 

@@ -1,5 +1,7 @@
 """Kernels of ``dflab.ops.conv_nd_ops`` (3-D convolution and pooling, depthwise 2-D
-convolution), written once against the device's ``xp`` for any number of spatial dimensions.
+convolution, the generic ``Conv`` of ``tf.conv``) and ``dflab.ops.morphology_ops``
+(``MaxPoolWithArgmax``, ``Dilation2D``), written once against the device's ``xp`` for any
+number of spatial dimensions.
 
 Layout: kernels compute channels-last (``N, spatial..., C``) and transpose channels-first data
 at the boundary; inputs are never written to. A convolution is im2col (the padded input viewed
@@ -7,7 +9,8 @@ as its windows with ``as_strided``, copied once) and one matrix product; its inp
 scatters the patch gradients back tap by tap (col2im, one slice-add per window position).
 The depthwise convolution and the pools work tap by tap: each window position is one strided
 slice of the padded input. The max-pool gradient routes each window's gradient to its first
-maximal cell in window order (TF's CPU tie-break).
+maximal cell in window order (TF's CPU tie-break); argmax pooling and dilation keep the first
+strictly greater tap the same way, over the taps inside the unpadded input.
 """
 
 from __future__ import annotations

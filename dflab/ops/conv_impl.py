@@ -103,11 +103,8 @@ def conv1d_transpose(input, filters, output_shape, strides, padding="SAME",  # n
                          f"data_format={data_format}")
     with _ops.name_scope(name, "conv1d_transpose", _tensors(input, filters, output_shape)) \
             as scope:
-        st = _as_list(strides, 1, "strides")[0] if not isinstance(strides, (list, tuple)) \
-            or len(strides) != 3 else strides[spatial]
-        dil = 1 if dilations is None else (
-            dilations[spatial] if isinstance(dilations, (list, tuple)) and len(dilations) == 3
-            else _as_list(dilations, 1, "dilations")[0])
+        st = _one_spatial(strides, spatial, "strides")
+        dil = _one_spatial(dilations, spatial, "dilations")
         full = [1, 1, 1, st] if fmt == "NCHW" else [1, 1, st, 1]
         full_dil = [1, 1, 1, dil] if fmt == "NCHW" else [1, 1, dil, 1]
         x = array_ops.expand_dims(input, spatial)
@@ -122,6 +119,14 @@ def conv1d_transpose(input, filters, output_shape, strides, padding="SAME",  # n
         y = conv_ops.conv2d_backprop_input(shape, f, x, strides=full, padding=padding,
                                            data_format=fmt, dilations=full_dil)
         return array_ops.squeeze(y, [spatial], name=scope)
+
+
+def _one_spatial(value, spatial, name):
+    """A 1-D op's stride or dilation: an int, or a list of 1 or 3 (the full NWC/NCW list, whose
+    spatial entry is at ``spatial``)."""
+    if isinstance(value, (list, tuple)) and len(value) == 3:
+        return int(value[spatial])
+    return _as_list(value, 1, name)[0]
 
 
 def conv_transpose(input, filters, output_shape, strides, padding="SAME",  # noqa: A002

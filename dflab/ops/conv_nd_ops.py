@@ -1,7 +1,8 @@
 """Convolutions and pools beyond ``Conv2D``/``MaxPool``/``AvgPool``: the 3-D ones (``Conv3D``
 with ``Conv3DBackpropInputV2``/``Conv3DBackpropFilterV2``, ``MaxPool3D``/``AvgPool3D`` with
-their gradients) and the depthwise 2-D convolution (``DepthwiseConv2dNative`` and its two
-backprops).
+their gradients), the depthwise 2-D convolution (``DepthwiseConv2dNative`` and its two
+backprops) and TF's generic ``Conv`` (``tf.conv``: extra batch dimensions, EXPLICIT padding,
+groups; no gradient, as in TF).
 
 Schemas, gradients and builders side by side (kernels in ``dflab.kernels.conv_nd_kernels``).
 The geometry is ``conv_ops.conv_output_size`` per spatial dimension, as in the 2-D ops, so the

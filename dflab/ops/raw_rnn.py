@@ -1,6 +1,7 @@
 """``tf.nn.raw_rnn``: an RNN loop whose inputs, stopping and emitted outputs are chosen step by
 step by the caller's ``loop_fn`` (TF's ``raw_rnn``, in a ``while_loop`` writing one
-``TensorArray`` per emitted output).
+``TensorArray`` per emitted output); and ``tf.nn.static_state_saving_rnn``, ``static_rnn``
+whose initial state comes from a state saver and whose final state is saved back to it.
 
 ``loop_fn(time, cell_output, cell_state, loop_state)`` returns ``(elements_finished,
 next_input, next_cell_state, emit_output, next_loop_state)``; at time 0 the last three inputs
@@ -17,6 +18,7 @@ from dflab.framework.constant_op import constant, constant_value_as_shape
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import array_ops, control_flow_ops, indexing_ops, math_ops, reduction_ops
 from dflab.ops import variable_scope as vs
+from dflab.ops.rnn import static_rnn
 from dflab.ops.rnn_cell_impl import assert_like_rnncell
 from dflab.ops.tensor_array_ops import TensorArray
 
@@ -123,6 +125,38 @@ def raw_rnn(cell, loop_fn, parallel_iterations=None, swap_memory=False, scope=No
         if init_loop_state is None:
             final_loop_state = None
         return emit_ta, final_state, final_loop_state
+
+
+def static_state_saving_rnn(cell, inputs, state_saver, state_name, sequence_length=None,
+                            scope=None):
+    """``static_rnn`` starting from ``state_saver.state(name)`` for each ``state_name`` (in the
+    cell's state structure); the last output and the final state wait for
+    ``state_saver.save_state(name, final)``."""
+    state_size = cell.state_size
+    is_tuple = nest.is_sequence(state_size)
+    if is_tuple != nest.is_sequence(state_name):
+        raise ValueError("state_name should be the same type as cell.state_size. Received: "
+                         f"state_name={state_name!s}, cell.state_size={state_size!s}.")
+    if is_tuple:
+        nest.assert_same_structure(state_name, state_size)
+        initial_state = nest.pack_sequence_as(
+            state_size, [state_saver.state(n) for n in nest.flatten(state_name)])
+    else:
+        initial_state = state_saver.state(state_name)
+    outputs, state = static_rnn(cell, inputs, initial_state=initial_state,
+                                sequence_length=sequence_length, scope=scope)
+    if is_tuple:
+        saves = [state_saver.save_state(n, s)
+                 for n, s in zip(nest.flatten(state_name), nest.flatten(state))]
+    else:
+        saves = [state_saver.save_state(state_name, state)]
+    with _ops.control_dependencies(saves):
+        last = outputs[-1]
+        outputs[-1] = nest.pack_sequence_as(
+            last, [array_ops.identity(o) for o in nest.flatten(last)])
+        state = nest.pack_sequence_as(state, [array_ops.identity(s)
+                                              for s in nest.flatten(state)])
+    return outputs, state
 
 
 __all__: list[str] = []
