@@ -57,6 +57,8 @@ TF_HOST_ONLY = frozenset({
     "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
     # Linear algebra TF has CPU kernels only for.
     "MatrixSolveLs", "MatrixSquareRoot",
+    # Tensors to and from bytes and files, and the host's clock.
+    "SerializeTensor", "ParseTensor", "WriteFile", "MatchingFiles", "Timestamp",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
