@@ -152,7 +152,8 @@ def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False,
 
     One ``tf.gradients`` per entry of the gradient, as TF builds it; TF loops over the
     entries in a ``while_loop``, which lets ``x``'s size be unknown, whereas here they are
-    unrolled, so each ``x`` must have a fully known shape (``ValueError`` otherwise)."""
+    unrolled, so each ``x`` must have a fully known shape (``ValueError`` otherwise). A
+    gradient entry that does not depend on ``x`` gives a row of zeros (TF fails on it)."""
     from dflab.ops.gradients import gradients
 
     xs = list(xs) if isinstance(xs, (list, tuple)) else [xs]

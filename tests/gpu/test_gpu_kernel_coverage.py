@@ -62,6 +62,8 @@ TF_HOST_ONLY = frozenset({
     "DrawBoundingBoxesV2", "PriorityQueueV2", "IdentityReaderV2",
     "SampleDistortedBoundingBoxV2", "StatelessRandomPoisson", "StatelessRandomBinomial",
     "ExtractGlimpse",
+    # Tensors to and from bytes and files, and the host's clock.
+    "SerializeTensor", "ParseTensor", "WriteFile", "MatchingFiles", "Timestamp",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep

@@ -91,3 +91,16 @@ def test_graph_with_custom_gradient_exports():
         tf.train.import_meta_graph(meta)
         op = tf.get_default_graph().get_operation_by_name("IdentityN")
         assert op.get_attr("_gradient_op_type").startswith("CustomGradient-")
+
+
+def test_hessians_need_known_shapes():
+    x = tf.placeholder(tf.float32, [None])
+    with pytest.raises(ValueError, match="fully known shape"):
+        tf.hessians(tf.reduce_sum(x * x), x)
+
+
+def test_hessians_of_a_linear_function_are_zero():
+    x = tf.placeholder(tf.float64, [2])
+    h = tf.hessians(tf.reduce_sum(x * 3.0), [x])[0]
+    with tf.Session() as sess:
+        np.testing.assert_array_equal(sess.run(h, {x: [1.0, 2.0]}), np.zeros([2, 2]))
