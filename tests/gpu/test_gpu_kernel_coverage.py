@@ -55,8 +55,11 @@ TF_HOST_ONLY = frozenset({
     "StringLength", "StringLower", "StringUpper", "StringStrip", "RegexFullMatch",
     "RegexReplace", "EncodeBase64", "DecodeBase64", "DecodeCompressed", "UnicodeTranscode",
     "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
+    "StringFormat", "StringNGrams", "UnicodeEncode",
+    # String hashing and fingerprints (TF registers them for CPUs only).
+    "StringToHashBucketFast", "StringToHashBucket", "StringToHashBucketStrong", "Fingerprint",
     # Linear algebra TF has CPU kernels only for.
-    "MatrixSolveLs", "MatrixSquareRoot",
+    "MatrixSolveLs", "MatrixSquareRoot", "MatrixLogarithm",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
