@@ -54,11 +54,6 @@ def _at_least(t, rank, what):
                          f"{'s' if rank > 1 else ''}.  Found: {t}")
 
 
-def _hints(**kw):
-    return {k: kw[k] for k in ("is_non_singular", "is_self_adjoint", "is_positive_definite",
-                               "is_square")}
-
-
 # --- full matrix ------------------------------------------------------------------------------
 class LinearOperatorFullMatrix(LinearOperator):
     """A [batch] dense matrix as an operator."""

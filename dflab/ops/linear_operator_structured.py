@@ -53,10 +53,6 @@ def _batch_shape_tensor_of(operators):
     return array_ops.shape(zeros)
 
 
-def _all_true(values):
-    return all(values)
-
-
 # --- adjoint and inversion -----------------------------------------------------------------------
 @register_operator
 class LinearOperatorAdjoint(LinearOperator):

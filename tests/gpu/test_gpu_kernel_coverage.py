@@ -55,6 +55,9 @@ TF_HOST_ONLY = frozenset({
     "StringLength", "StringLower", "StringUpper", "StringStrip", "RegexFullMatch",
     "RegexReplace", "EncodeBase64", "DecodeBase64", "DecodeCompressed", "UnicodeTranscode",
     "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
+    "StringFormat", "StringNGrams", "UnicodeEncode",
+    # String hashing and fingerprints (TF registers them for CPUs only).
+    "StringToHashBucketFast", "StringToHashBucket", "StringToHashBucketStrong", "Fingerprint",
     # Linear algebra TF has CPU kernels only for.
     "MatrixSolveLs", "MatrixSquareRoot",
     # Box ops and the priority queue TF has CPU kernels only for.
@@ -64,6 +67,7 @@ TF_HOST_ONLY = frozenset({
     "ExtractGlimpse",
     # Tensors to and from bytes and files, and the host's clock.
     "SerializeTensor", "ParseTensor", "WriteFile", "MatchingFiles", "Timestamp",
+    "MatrixSolveLs", "MatrixSquareRoot", "MatrixLogarithm",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
