@@ -67,7 +67,7 @@ TF_HOST_ONLY = frozenset({
     "ExtractGlimpse",
     # Tensors to and from bytes and files, and the host's clock.
     "SerializeTensor", "ParseTensor", "WriteFile", "MatchingFiles", "Timestamp",
-    "MatrixSolveLs", "MatrixSquareRoot", "MatrixLogarithm",
+    "MatrixLogarithm",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
