@@ -129,4 +129,8 @@ from dflab.train.training_util import (  # noqa: F401
     get_or_create_global_step,
     global_step,
 )
-from dflab.train.warm_starting import init_from_checkpoint  # noqa: F401, E402
+from dflab.train.warm_starting import (  # noqa: F401, E402
+    VocabInfo,
+    init_from_checkpoint,
+    warm_start,
+)
