@@ -152,3 +152,20 @@ _namespaces.refill(sys.modules[__name__])
 from dflab.supervisor import Supervisor as _Supervisor  # noqa: E402  isort: skip
 
 train.Supervisor = _Supervisor
+
+# TensorBoard's protos TF also has at the top level (tf.Summary, tf.Event, …): loaded on first
+# use, as tf.summary's are, so `import dflab` does not import tensorboard.
+_TOP_LEVEL_PROTOS = {"Summary": ("summary_pb2", "Summary"),
+                     "SummaryMetadata": ("summary_pb2", "SummaryMetadata"),
+                     "HistogramProto": ("histogram_pb2", "HistogramProto"),
+                     "Event": ("event_pb2", "Event"),
+                     "SessionLog": ("event_pb2", "SessionLog")}
+
+
+def __getattr__(name: str):
+    if name in _TOP_LEVEL_PROTOS:
+        from dflab.ops.summary_ops import tb_proto as _tb_proto
+
+        module, cls = _TOP_LEVEL_PROTOS[name]
+        return getattr(_tb_proto(module), cls)
+    raise AttributeError(f"module 'dflab' has no attribute {name!r}")

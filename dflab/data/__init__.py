@@ -4,7 +4,15 @@ See docs/data.md for what is supported and how it differs from TensorFlow.
 """
 
 from dflab.data import experimental
-from dflab.data.dataset import AUTOTUNE, Dataset, TextLineDataset, TFRecordDataset
+from dflab.data.dataset import (
+    AUTOTUNE,
+    INFINITE_CARDINALITY,
+    UNKNOWN_CARDINALITY,
+    Dataset,
+    FixedLengthRecordDataset,
+    TextLineDataset,
+    TFRecordDataset,
+)
 from dflab.data.iterator import (
     Iterator,
     get_output_classes,
@@ -13,8 +21,10 @@ from dflab.data.iterator import (
     make_initializable_iterator,
     make_one_shot_iterator,
 )
+from dflab.data.options import Options, ThreadingOptions
 
 __all__ = ["AUTOTUNE", "Dataset", "Iterator", "TFRecordDataset", "TextLineDataset",
-           "experimental",
+           "experimental", "FixedLengthRecordDataset", "INFINITE_CARDINALITY", "Options",
+           "ThreadingOptions", "UNKNOWN_CARDINALITY",
            "get_output_classes", "get_output_shapes", "get_output_types",
            "make_initializable_iterator", "make_one_shot_iterator"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dflab.data import options as _options
 from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
@@ -20,6 +21,9 @@ from dflab.ops import dataset_ops as _dso
 from dflab.ops.script_ops import register_function
 
 AUTOTUNE = -1
+# TF's cardinality of an endless dataset and of one it cannot count (dflab counts none yet).
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
 
 
 def _int64(value, name: str) -> _ops.Tensor:
@@ -48,10 +52,26 @@ class Dataset(_st.HasElementStructure):
         self._structure = structure
         self._types = [_dt.as_dtype(t).base_dtype for t in types]
         self._shapes = [as_shape(s) for s in shapes]
+        self._options_attr = None
 
     def _derive(self, op_type, inputs, attrs, structure, types, shapes) -> Dataset:
         variant = _dso.dataset_op(op_type, [self._variant_tensor, *inputs], attrs, types, shapes)
-        return Dataset(variant, structure, types, shapes)
+        derived = Dataset(variant, structure, types, shapes)
+        derived._options_attr = self._options_attr  # options hold for the whole pipeline
+        return derived
+
+    def options(self) -> _options.Options:
+        """The options set on this dataset and the datasets it was made from."""
+        return self._options_attr if self._options_attr is not None else _options.Options()
+
+    def with_options(self, options: _options.Options) -> Dataset:
+        """This dataset with ``options`` merged into its options (see ``dflab.data.options``:
+        they are validated and kept; none changes the elements)."""
+        if not isinstance(options, _options.Options):
+            raise TypeError(f"options must be a tf.data.Options, got {type(options).__name__}")
+        out = Dataset(self._variant_tensor, self._structure, self._types, self._shapes)
+        out._options_attr = self.options().merge(options)
+        return out
 
     def _same_structure(self, op_type, inputs, attrs=None) -> Dataset:
         return self._derive(op_type, inputs, attrs or {}, self._structure, self._types,
@@ -354,6 +374,34 @@ class TFRecordDataset(Dataset):
                                              name="compression_type"),
                       _int64(buffer_size or 0, "buffer_size")]
             variant = _dso.dataset_op("TFRecordDataset", inputs,
+                                      {"num_parallel_reads": cycle}, [_dt.string],
+                                      [TensorShape([])])
+        super().__init__(variant, _dt.string, [_dt.string], [TensorShape([])])
+
+
+class FixedLengthRecordDataset(Dataset):
+    """The ``record_bytes``-long records of binary files, after ``header_bytes`` and before
+    ``footer_bytes``, as scalar strings (TF1's ``tf.data.FixedLengthRecordDataset``);
+    ``compression_type`` and ``num_parallel_reads`` as for ``TFRecordDataset``; ``buffer_size``
+    is accepted and unused."""
+
+    def __init__(self, filenames, record_bytes, header_bytes=None, footer_bytes=None,
+                 buffer_size=None, compression_type=None, num_parallel_reads=None):
+        cycle = 1 if num_parallel_reads in (None, AUTOTUNE) else int(num_parallel_reads)
+        if cycle < 1:
+            raise ValueError(f"num_parallel_reads must be positive, got {num_parallel_reads}")
+        with _ops.name_scope(None, "FixedLengthRecordDataset"):
+            files = _ops.convert_to_tensor(filenames, dtype=_dt.string, name="filenames")
+            if files.shape.ndims not in (None, 0, 1):
+                raise TypeError("`filenames` must be a `tf.Tensor` of `tf.string` of rank 0 "
+                                "or 1")
+            inputs = [files, _int64(header_bytes or 0, "header_bytes"),
+                      _int64(record_bytes, "record_bytes"),
+                      _int64(footer_bytes or 0, "footer_bytes"),
+                      _int64(buffer_size or 0, "buffer_size"),
+                      _ops.convert_to_tensor(compression_type or "", dtype=_dt.string,
+                                             name="compression_type")]
+            variant = _dso.dataset_op("FixedLengthRecordDatasetV2", inputs,
                                       {"num_parallel_reads": cycle}, [_dt.string],
                                       [TensorShape([])])
         super().__init__(variant, _dt.string, [_dt.string], [TensorShape([])])

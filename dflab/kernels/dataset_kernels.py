@@ -396,6 +396,39 @@ class _TFRecords(_TextLines):
             position = (position + 1) % self.cycle
 
 
+class _FixedLengthRecords(_TFRecords):
+    """The fixed-length records of binary files after a header, before a footer (TF's
+    ``FixedLengthRecordDatasetV2``). As in TF, a plain file whose body is no whole number of
+    records yields nothing and fails (``InvalidArgumentError``); a compressed one yields its
+    whole records first, then fails (``DataLossError``)."""
+
+    def __init__(self, filenames, header_bytes, record_bytes, footer_bytes, compression,
+                 cycle: int = 1):
+        super().__init__(filenames, compression, cycle)
+        self.layout = [int(np.asarray(v)) for v in (header_bytes, record_bytes, footer_bytes)]
+        if self.layout[1] <= 0:
+            raise errors.InvalidArgumentError(None, None,
+                                              f"record_bytes must be > 0 not {self.layout[1]}")
+        if self.layout[0] < 0 or self.layout[2] < 0:
+            raise errors.InvalidArgumentError(None, None,
+                                              "header_bytes and footer_bytes must be >= 0")
+
+    def _records(self, name: str):
+        header, record, footer = self.layout
+        data = _open_text(name, self.compression)
+        body = max(len(data) - header - footer, 0)
+        whole = body - body % record
+        bad = (f"Excluding the header ({header} bytes) and footer ({footer} bytes), input file "
+               f"\"{name}\" has body length {body} bytes, which is not an exact multiple of the "
+               f"record length ({record} bytes).")
+        if whole != body and not self.compression:
+            raise errors.InvalidArgumentError(None, None, bad)
+        for pos in range(header, header + whole, record):
+            yield (np.array(data[pos:pos + record], dtype=object),)
+        if whole != body:
+            raise errors.DataLossError(None, None, bad)
+
+
 # --- dataset kernels ------------------------------------------------------------------------------
 register_kernel("TensorDataset", host_only=True, fn=lambda *components: _Tensors(components))
 
@@ -420,6 +453,13 @@ register_kernel("TextLineDataset", host_only=True, fn=lambda files, compression,
 def _tf_record_dataset(node, ctx):
     cycle = int(node.attr.get("num_parallel_reads", 1))
     return lambda files, compression, buffer_size: _TFRecords(files, compression, cycle)
+
+
+@kernel("FixedLengthRecordDatasetV2", host_only=True)
+def _fixed_length_record_dataset(node, ctx):
+    cycle = int(node.attr.get("num_parallel_reads", 1))
+    return lambda files, header, record, footer, buffer_size, compression: \
+        _FixedLengthRecords(files, header, record, footer, compression, cycle)
 
 
 @kernel("GeneratorDataset", host_only=True)

@@ -15,6 +15,7 @@ protobuf encoding. What they compute matches TF 1.x, so TensorBoard draws the sa
 from __future__ import annotations
 
 import io
+import struct
 import sys
 
 import numpy as np
@@ -198,6 +199,54 @@ def _image_summary(node, ctx):
             summary.value.add(tag=name, image=summary_pb2.Summary.Image(
                 height=img.shape[0], width=img.shape[1], colorspace=img.shape[2],
                 encoded_image_string=_png(img)))
+        return summary.SerializeToString()
+
+    return summarize
+
+
+# --- audio ----------------------------------------------------------------------------------
+
+def wav_s16le(samples: np.ndarray, sample_rate: int) -> bytes:
+    """A WAV file of ``[frames, channels]`` float samples as 16-bit PCM, as TF's ``wav_io``
+    writes it: each sample times 2^15, rounded half away from zero, clipped to int16."""
+    frames, channels = samples.shape
+    scaled = np.asarray(samples, np.float32) * np.float32(1 << 15)
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))
+    pcm = np.clip(rounded, -32768, 32767).astype("<i2").tobytes()
+    header = b"".join([
+        b"RIFF", struct.pack("<I", 36 + len(pcm)), b"WAVE",
+        b"fmt ", struct.pack("<IHHIIHH", 16, 1, channels, sample_rate,
+                             sample_rate * channels * 2, channels * 2, 16),
+        b"data", struct.pack("<I", len(pcm))])
+    return header + pcm
+
+
+@kernel("AudioSummaryV2", host_only=True)
+def _audio_summary(node, ctx):
+    summary_pb2 = tb_proto("summary_pb2")
+    max_outputs = int(node.attr.get("max_outputs", 3))
+
+    def summarize(tag, tensor, sample_rate):
+        tag = _tag(tag)
+        tensor = np.asarray(tensor, np.float32)
+        if tensor.ndim not in (2, 3):
+            raise errors.InvalidArgumentError(
+                None, None, f"Tensor must be 3-D or 2-D, got: {_dims(tensor.shape)}")
+        if np.ndim(sample_rate) != 0:
+            raise errors.InvalidArgumentError(None, None, "sample_rate must be rank-0, got "
+                                              f"shape {_dims(np.shape(sample_rate))}")
+        rate = float(sample_rate)
+        if not rate > 0.0:
+            raise errors.InvalidArgumentError(None, None, "sample_rate must be > 0")
+        clips = tensor if tensor.ndim == 3 else tensor[:, :, None]
+        rate_int = max(int(np.rint(np.float32(rate))), 1)
+        summary = summary_pb2.Summary()
+        for i in range(min(max_outputs, clips.shape[0])):
+            name = f"{tag}/audio/{i}" if max_outputs > 1 else f"{tag}/audio"
+            summary.value.add(tag=name, audio=summary_pb2.Summary.Audio(
+                sample_rate=rate, num_channels=clips.shape[2], length_frames=clips.shape[1],
+                encoded_audio_string=wav_s16le(clips[i], rate_int),
+                content_type="audio/wav"))
         return summary.SerializeToString()
 
     return summarize

@@ -34,7 +34,7 @@ DATASET_OPS = (
     "TensorDataset", "TensorSliceDataset", "RangeDataset", "GeneratorDataset", "MapDataset",
     "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
-    "ConcatenateDataset", "TextLineDataset", "TFRecordDataset",
+    "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
 )
 ITERATOR_OPS = ("IteratorV2", "OneShotIterator", "MakeIterator", "IteratorGetNext")
 

@@ -28,7 +28,7 @@ from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape
 
 SUMMARY_OP_TYPES = ("ScalarSummary", "HistogramSummary", "ImageSummary", "TensorSummaryV2",
-                    "MergeSummary")
+                    "MergeSummary", "AudioSummaryV2")
 
 INSTALL_HINT = ("dflab's summaries are TensorBoard protos: install the 'summary' extra "
                 "(pip install 'dflab[summary]', which brings the tensorboard package)")
@@ -160,6 +160,21 @@ def image(name, tensor, max_outputs=3, collections=None, family=None):
         tag_t = _string_const(tag, "tag")
         attrs = {"max_images": int(max_outputs), "bad_color": [255, 0, 0, 255]}
         val = _ops.apply_op("ImageSummary", [tag_t, tensor], attrs, scope).outputs[0]
+        _collect(val, collections, [_ops.GraphKeys.SUMMARIES])
+    return val
+
+
+def audio(name, tensor, sample_rate, max_outputs=3, collections=None, family=None):
+    """Up to ``max_outputs`` clips from a float32 ``[batch, frames]`` or ``[batch, frames,
+    channels]`` tensor of samples in [-1, 1] (clipped), 16-bit PCM WAV-encoded at
+    ``sample_rate`` Hz, for TensorBoard's audio dashboard."""
+    tensor = _ops.convert_to_tensor(tensor, dtype=_dt.float32)
+    with _SummaryScope(name, family, values=[tensor]) as (tag, scope):
+        sample_rate = _ops.convert_to_tensor(sample_rate, dtype=_dt.float32,
+                                             name="sample_rate")
+        tag_t = _string_const(tag, "tag")
+        val = _ops.apply_op("AudioSummaryV2", [tag_t, tensor, sample_rate],
+                            {"max_outputs": int(max_outputs)}, scope).outputs[0]
         _collect(val, collections, [_ops.GraphKeys.SUMMARIES])
     return val
 

@@ -11,6 +11,7 @@ tensorboard until a summary is built or written.
 from __future__ import annotations
 
 from dflab.ops.summary_ops import (
+    audio,
     clean_tag,
     histogram,
     image,
@@ -42,5 +43,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'dflab.summary' has no attribute {name!r}")
 
 
-__all__ = ["FileWriter", "FileWriterCache", "SummarySaverHook", "clean_tag", "histogram", "image",
+__all__ = ["FileWriter", "FileWriterCache", "SummarySaverHook", "audio", "clean_tag", "histogram",
+           "image",
            "merge", "merge_all", "scalar", "tensor_summary", "text", *_PROTO_CLASSES]
