@@ -93,23 +93,6 @@ train.Server = _Server
 
 __version__ = "0.1.0"
 
-# tf.app and tf.flags (dflab/app.py, dflab/flags.py) are absl's flags: imported on first use,
-# as absl is a large part of ``import dflab`` and only scripts' entry points use them.
-_ON_FIRST_USE = ("app", "flags")
-
-
-def __getattr__(name: str):
-    if name in _ON_FIRST_USE:
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_ON_FIRST_USE))
-
-
 def _render(obj, include=None, exclude=None):
     # Imported at display time: pygraphviz is an optional extra and costs nothing until then.
     from dflab.visualize import mimebundle
@@ -153,8 +136,10 @@ from dflab.supervisor import Supervisor as _Supervisor  # noqa: E402  isort: ski
 
 train.Supervisor = _Supervisor
 
-# TensorBoard's protos TF also has at the top level (tf.Summary, tf.Event, …): loaded on first
-# use, as tf.summary's are, so `import dflab` does not import tensorboard.
+# Names loaded on first use, so that ``import dflab`` imports neither absl nor tensorboard:
+# tf.app and tf.flags (dflab/app.py, dflab/flags.py: absl's flags, for scripts' entry points)
+# and TensorBoard's protos TF also has at the top level (tf.Summary, tf.Event, ...).
+_SUBMODULES_ON_FIRST_USE = ("app", "flags")
 _TOP_LEVEL_PROTOS = {"Summary": ("summary_pb2", "Summary"),
                      "SummaryMetadata": ("summary_pb2", "SummaryMetadata"),
                      "HistogramProto": ("histogram_pb2", "HistogramProto"),
@@ -163,9 +148,17 @@ _TOP_LEVEL_PROTOS = {"Summary": ("summary_pb2", "Summary"),
 
 
 def __getattr__(name: str):
+    if name in _SUBMODULES_ON_FIRST_USE:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _TOP_LEVEL_PROTOS:
         from dflab.ops.summary_ops import tb_proto as _tb_proto
 
         module, cls = _TOP_LEVEL_PROTOS[name]
         return getattr(_tb_proto(module), cls)
-    raise AttributeError(f"module 'dflab' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES_ON_FIRST_USE) | set(_TOP_LEVEL_PROTOS))
