@@ -197,7 +197,8 @@ _FROM_MODULES = {
             fixed_unigram_candidate_sampler all_candidate_sampler""",
         "dflab.ops.stateless_random_ops": """categorical stateless_uniform stateless_normal
             stateless_truncated_normal stateless_categorical stateless_multinomial split
-            fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial""",
+            fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial
+            stateless_parameterized_truncated_normal""",
     },
 }
 

@@ -182,8 +182,10 @@ def _broadcast_static(a, b):
     return a if a.ndims >= b.ndims else b
 
 
-for _t in ("StatelessRandomGammaV2", "StatelessRandomPoisson", "StatelessRandomBinomial"):
+for _t in ("StatelessRandomGammaV2", "StatelessRandomPoisson", "StatelessRandomBinomial",
+           "StatelessParameterizedTruncatedNormal"):
     register_op(_t, _batched_infer)
+NotDifferentiable("StatelessParameterizedTruncatedNormal")
 NotDifferentiable("StatelessRandomPoisson")
 NotDifferentiable("StatelessRandomBinomial")
 # StatelessRandomGammaV2 has no gradient: TF's reparameterised derivative with respect to
@@ -231,6 +233,27 @@ def stateless_random_binomial(shape, seed, counts, probs, output_dtype=_dt.int32
         return _ops.apply_op("StatelessRandomBinomial",
                              [shape_t, _seed_tensor(seed), counts, probs],
                              {"dtype": dtype, "T": probs.dtype.base_dtype}, sc).outputs[0]
+
+
+def stateless_parameterized_truncated_normal(shape, seed, means=0.0, stddevs=1.0,
+                                             minvals=-2.0, maxvals=2.0, name=None):
+    """Deterministic normal samples of shape ``shape`` (which ends with the parameters'
+    broadcast shape) with means ``means`` and deviations ``stddevs``, truncated to
+    ``[minvals, maxvals]``; TF's numbers for ``seed`` (as TF computes them on one thread:
+    TF splits a big output among its threads, which changes its numbers)."""
+    with _ops.name_scope(name, "stateless_parameterized_truncated_normal",
+                         _tensors(shape, means, stddevs, minvals, maxvals)) as scope:
+        shape_t = _shape_tensor(shape)
+        params = [_ops.convert_to_tensor(v, name=n) for v, n in (
+            (means, "means"), (stddevs, "stddevs"), (minvals, "minvals"),
+            (maxvals, "maxvals"))]
+        dtype = params[0].dtype.base_dtype
+        if not dtype.is_floating or any(p.dtype.base_dtype is not dtype for p in params):
+            raise TypeError("means, stddevs, minvals and maxvals must have one floating "
+                            f"dtype, got {[p.dtype.name for p in params]}")
+        return _ops.apply_op("StatelessParameterizedTruncatedNormal",
+                             [shape_t, _seed_tensor(seed), *params], {"dtype": dtype},
+                             scope).outputs[0]
 
 
 def _stateless_multinomial_impl(logits, num_samples, dtype, seed):

@@ -61,7 +61,7 @@ TF_HOST_ONLY = frozenset({
     "NonMaxSuppressionV5", "NonMaxSuppressionWithOverlaps", "CombinedNonMaxSuppression",
     "DrawBoundingBoxesV2", "PriorityQueueV2", "IdentityReaderV2",
     "SampleDistortedBoundingBoxV2", "StatelessRandomPoisson", "StatelessRandomBinomial",
-    "ExtractGlimpse",
+    "ExtractGlimpse", "StatelessParameterizedTruncatedNormal",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
