@@ -198,7 +198,7 @@ _FROM_MODULES = {
         "dflab.ops.stateless_random_ops": """categorical stateless_uniform stateless_normal
             stateless_truncated_normal stateless_categorical stateless_multinomial split
             fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial
-            stateless_parameterized_truncated_normal""",
+            stateless_parameterized_truncated_normal create_rng_state""",
     },
 }
 

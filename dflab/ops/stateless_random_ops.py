@@ -289,6 +289,33 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
         return _multinomial_op(logits, num_samples, seed, dtype)
 
 
+_STATE_SIZES = {1: 3, 2: 2, 3: 3}  # Philox: a 128-bit counter and a 64-bit key; ThreeFry
+
+
+def create_rng_state(seed, alg):
+    """TF's random-generator state (``int64``, 3 words for Philox, 2 for ThreeFry) from a
+    seed: a Python integer is cut into 64-bit words, low first; a tensor's first words are
+    kept and padded with zeros on the left."""
+    size = _STATE_SIZES.get(_alg_value(alg))
+    if size is None:
+        raise ValueError(f"Argument `alg` got unsupported value {alg}.")
+    if isinstance(seed, int):
+        words = []
+        for _ in range(size):
+            w = seed & (2**64 - 1)
+            words.append(w - 2**64 if w >= 2**63 else w)
+            seed >>= 64
+        seed = words
+    seed = array_ops.reshape(math_ops.cast(_ops.convert_to_tensor(seed), _dt.int64), [-1])
+    seed = seed[0:size]
+    n = seed.shape.as_list()[0]
+    pad = array_ops.zeros([size - n] if n is not None else
+                          math_ops.maximum(size - array_ops.shape(seed)[0], 0), _dt.int64)
+    state = array_ops.concat([pad, seed], 0)
+    state.set_shape([size])
+    return state
+
+
 def split(seed, num=2, alg="auto_select"):
     """``num`` new seeds (a ``[num, 2]`` tensor of ``seed``'s dtype) drawn from ``seed``."""
     seed = _ops.convert_to_tensor(seed)
