@@ -199,6 +199,8 @@ _FROM_MODULES = {
             stateless_truncated_normal stateless_categorical stateless_multinomial split
             fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial
             stateless_parameterized_truncated_normal create_rng_state""",
+        "dflab.ops.stateful_random_ops": """Generator get_global_generator
+            set_global_generator""",
     },
 }
 

@@ -41,6 +41,7 @@ from dflab.kernels import matrix_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import stateless_random_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import image_box_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import sample_box_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import stateful_random_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels.gpu_kernels import register_gpu_kernels
 
 # Last: the GPU mirrors every CPU kernel written against ``xp`` (see gpu_kernels).
