@@ -1,5 +1,6 @@
-"""Stateless random ops (``tf.random.stateless_*``, ``split``, ``fold_in``) and
-``tf.random.categorical``.
+"""Stateless random ops (``tf.random.stateless_*``: uniform, normal, truncated normal,
+categorical, gamma, Poisson, binomial, parameterized truncated normal; ``split``,
+``fold_in``, ``create_rng_state``) and ``tf.random.categorical``.
 
 A stateless op is a pure function of its shape and its ``seed`` input (a pair of int32 or int64
 numbers): the same seed gives the same numbers on every run, in every session, and TF's numbers
