@@ -259,7 +259,10 @@ _FROM_MODULES = {
             fixed_unigram_candidate_sampler all_candidate_sampler""",
         "dflab.ops.stateless_random_ops": """categorical stateless_uniform stateless_normal
             stateless_truncated_normal stateless_categorical stateless_multinomial split
-            fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial""",
+            fold_in Algorithm stateless_gamma stateless_poisson stateless_binomial
+            stateless_parameterized_truncated_normal create_rng_state""",
+        "dflab.ops.stateful_random_ops": """Generator get_global_generator
+            set_global_generator""",
     },
     "lookup": {
         "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex

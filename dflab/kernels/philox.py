@@ -148,7 +148,7 @@ def truncated_normal(key, counter, size: int, dtype) -> np.ndarray:
     skip = group * _RESERVED_PER_OUTPUT // 4
     n_groups = -(-size // group)
     out = np.empty((n_groups, group), np.float64 if double else np.float32)
-    blocks = 4  # words for 8 candidates (4 for double): enough for nearly every group
+    blocks = 3  # 6 candidates (3 for double): enough for all but about 0.3% of the groups
     starts = np.arange(n_groups, dtype=np.uint64) * np.uint64(skip)
     pending = np.arange(n_groups)
     while pending.size:
@@ -163,8 +163,9 @@ def truncated_normal(key, counter, size: int, dtype) -> np.ndarray:
         cand = np.stack(pair, axis=-1).reshape(pending.size, -1)
         ok = np.abs(cand) < 2.0
         done = ok.sum(axis=1) >= group
-        for row in np.nonzero(done)[0]:
-            out[pending[row]] = cand[row][ok[row]][:group]
+        # Each finished group keeps its first `group` accepted candidates, in order.
+        keep = ok & (np.cumsum(ok, axis=1) <= group)
+        out[pending[done]] = cand[done][keep[done]].reshape(-1, group)
         pending = pending[~done]
         blocks *= 4  # the rare group that needs more candidates draws again, from its start
     return out.reshape(-1)[:size].astype(dtype)
@@ -470,3 +471,105 @@ def binomial(key, counter, counts: np.ndarray, probs: np.ndarray, samples_per_ba
                                                                            float(p))
             out[s_idx, b_idx] = dcount - k if flip else k
     return out.astype(dtype)
+
+
+def _block_stream(key, counter, chunk: int = 64):
+    """The stream's blocks one after another, drawn ``chunk`` at a time."""
+    start = 0
+    while True:
+        yield from philox_blocks(key, counter, 0,
+                                 skip=np.arange(start, start + chunk, dtype=np.uint64))
+        start += chunk
+
+
+_MAX_ITERATIONS = 1000  # TF accepts a uniform or exponential proposal after this many misses
+
+
+def parameterized_truncated_normal(key, counter, means, stddevs, minvals, maxvals,
+                                   samples_per_batch: int, dtype) -> np.ndarray:
+    """TF's ``TruncatedNormalFunctorV2`` run as one shard (TF splits a big output among its
+    threads, each from its own offset, so its numbers for a big output depend on its thread
+    count): per batch element, normal rejection when a bound is far out, uniform proposals
+    for a narrow interval, Robert's exponential proposals otherwise (an interval below the
+    mean is flipped above it). Invalid parameters (``stddev <= 0``, ``min >= max``, both
+    bounds infinite) raise ``ValueError``. ``means`` … ``maxvals``
+    are the broadcast batch (same shape); returns ``[samples_per_batch, num_batches]``."""
+    dt = np.dtype(dtype)
+    t = dt.type
+    double = dt == np.float64
+    blocks = _block_stream(key, counter)
+
+    def uniforms():
+        b = next(blocks)
+        if double:
+            return [uint64_to_double(b[0], b[1]), uint64_to_double(b[2], b[3])]
+        return list(uint32_to_float(b).astype(dt))
+
+    def normals():
+        b = next(blocks)
+        if double:
+            return list(box_muller_double(*(np.uint64(w) for w in b)))
+        f0, f1 = box_muller_float(b[[0, 2]], b[[1, 3]])
+        return [t(f0[0]), t(f1[0]), t(f0[1]), t(f1[1])]
+
+    def fn(f, x):  # the C library's function of a float, as TF calls it
+        return t(f(np.float64(x)))
+
+    params = [np.ravel(v) for v in (means, stddevs, minvals, maxvals)]
+    out = np.empty((samples_per_batch, params[0].size), dt)
+    for b in range(params[0].size):
+        mean, sd, lo, hi = (t(p[b]) for p in params)
+        if not (sd > 0 and lo < hi and (np.isfinite(lo) or np.isfinite(hi))):
+            raise ValueError("Invalid parameters")
+        if np.isinf(lo) or hi < mean:  # flipped, so that the lower bound is the nearer one
+            lo, hi, sd = hi, lo, -sd
+        nmin, nmax = t((lo - mean) / sd), t((hi - mean) / sd)
+        sq = fn(np.sqrt, t(nmin * nmin) + t(4))
+        cutoff = t(t(2) * fn(np.exp, t(0.5) + t(t(nmin * t(nmin - sq)) / t(4))) / t(nmin + sq))
+        if (nmin < -1.3 and nmax >= 0) or (nmax > 1.3 and nmin <= 0):
+            draws = _normal_rejection(normals, nmin, nmax)
+        elif t(nmax - nmin) < cutoff:
+            draws = _uniform_rejection(uniforms, nmin, t(nmax - nmin), t, fn)
+        else:
+            draws = _exponential_rejection(uniforms, nmin, nmax, t, fn)
+        for s in range(samples_per_batch):
+            out[s, b] = t(next(draws) * sd + mean)
+    return out
+
+
+def _normal_rejection(normals, nmin, nmax):
+    while True:
+        for v in normals():
+            if nmin <= v <= nmax:
+                yield v
+
+
+def _uniform_rejection(uniforms, nmin, diff, t, fn):
+    plus = t(0) if nmin < 0 else t(nmin * nmin)
+    misses = 0
+    while True:
+        z = [t(x * diff + nmin) for x in uniforms()]
+        g = [t(t(plus - v * v) / t(2)) for v in z]
+        u = uniforms()
+        for i in range(len(z)):
+            if u[i] <= fn(np.exp, g[i]) or misses + 1 >= _MAX_ITERATIONS:
+                misses = 0
+                yield z[i]
+            else:
+                misses += 1
+
+
+def _exponential_rejection(uniforms, nmin, nmax, t, fn):
+    alpha = t(t(nmin + fn(np.sqrt, t(nmin * nmin) + t(4))) / t(2))
+    misses = 0
+    while True:
+        r = uniforms()
+        for i in range(0, len(r), 2):
+            z = t(t(-fn(np.log, r[i]) / alpha) + nmin)
+            x = t(alpha - z) if nmin < alpha else t(nmin - alpha)
+            g = fn(np.exp, t(-x * x) / t(2))
+            if (r[i + 1] <= g and z < nmax) or misses + 1 >= _MAX_ITERATIONS:
+                misses = 0
+                yield z
+            else:
+                misses += 1

@@ -4,7 +4,8 @@ Each call derives the Philox key and counter from the ``seed`` input (TF's ``Gen
 and draws with TF's distributions (``dflab.kernels.philox``); nothing is kept between calls,
 so a run gives the same numbers as every other run with the same seed. The seed, the shape and
 integer bounds are host-memory inputs, as in TF; the draw reaches the device through
-``xp.asarray``. The Poisson and binomial samplers run on host devices only, as TF's.
+``xp.asarray``. The Poisson, binomial and parameterized truncated normal samplers run on
+host devices only, as TF's.
 """
 
 from __future__ import annotations
@@ -145,3 +146,28 @@ def _binomial(node, ctx):
         return philox.binomial(key, counter, counts, probs, n, dt).reshape(dims)
 
     return binomial
+
+
+@_random_kernel("StatelessParameterizedTruncatedNormal", host_only=True)
+def _parameterized_truncated_normal(node, ctx):
+    dt = node.attr["dtype"]._np
+
+    def truncated(shape, seed, means, stddevs, minvals, maxvals):
+        dims = _shape(node, shape)
+        try:
+            params = np.broadcast_arrays(*(host(v) for v in (means, stddevs, minvals,
+                                                             maxvals)))
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                None, node, "means, stddevs, minvals and maxvals do not broadcast") from None
+        n = _samples_per_batch(node, dims, params[0].shape)
+        key, counter = _key_counter(node, seed)
+        if params[0].size == 0 or n == 0:
+            return np.zeros(dims, dt)
+        try:
+            out = philox.parameterized_truncated_normal(key, counter, *params, n, dt)
+        except ValueError as e:
+            raise errors.InvalidArgumentError(None, node, str(e)) from None
+        return out.reshape(dims)
+
+    return truncated

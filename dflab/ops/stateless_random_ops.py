@@ -1,5 +1,6 @@
-"""Stateless random ops (``tf.random.stateless_*``, ``split``, ``fold_in``) and
-``tf.random.categorical``.
+"""Stateless random ops (``tf.random.stateless_*``: uniform, normal, truncated normal,
+categorical, gamma, Poisson, binomial, parameterized truncated normal; ``split``,
+``fold_in``, ``create_rng_state``) and ``tf.random.categorical``.
 
 A stateless op is a pure function of its shape and its ``seed`` input (a pair of int32 or int64
 numbers): the same seed gives the same numbers on every run, in every session, and TF's numbers
@@ -182,8 +183,10 @@ def _broadcast_static(a, b):
     return a if a.ndims >= b.ndims else b
 
 
-for _t in ("StatelessRandomGammaV2", "StatelessRandomPoisson", "StatelessRandomBinomial"):
+for _t in ("StatelessRandomGammaV2", "StatelessRandomPoisson", "StatelessRandomBinomial",
+           "StatelessParameterizedTruncatedNormal"):
     register_op(_t, _batched_infer)
+NotDifferentiable("StatelessParameterizedTruncatedNormal")
 NotDifferentiable("StatelessRandomPoisson")
 NotDifferentiable("StatelessRandomBinomial")
 # StatelessRandomGammaV2 has no gradient: TF's reparameterised derivative with respect to
@@ -233,6 +236,27 @@ def stateless_random_binomial(shape, seed, counts, probs, output_dtype=_dt.int32
                              {"dtype": dtype, "T": probs.dtype.base_dtype}, sc).outputs[0]
 
 
+def stateless_parameterized_truncated_normal(shape, seed, means=0.0, stddevs=1.0,
+                                             minvals=-2.0, maxvals=2.0, name=None):
+    """Deterministic normal samples of shape ``shape`` (which ends with the parameters'
+    broadcast shape) with means ``means`` and deviations ``stddevs``, truncated to
+    ``[minvals, maxvals]``; TF's numbers for ``seed`` (as TF computes them on one thread:
+    TF splits a big output among its threads, which changes its numbers)."""
+    with _ops.name_scope(name, "stateless_parameterized_truncated_normal",
+                         _tensors(shape, means, stddevs, minvals, maxvals)) as scope:
+        shape_t = _shape_tensor(shape)
+        params = [_ops.convert_to_tensor(v, name=n) for v, n in (
+            (means, "means"), (stddevs, "stddevs"), (minvals, "minvals"),
+            (maxvals, "maxvals"))]
+        dtype = params[0].dtype.base_dtype
+        if not dtype.is_floating or any(p.dtype.base_dtype is not dtype for p in params):
+            raise TypeError("means, stddevs, minvals and maxvals must have one floating "
+                            f"dtype, got {[p.dtype.name for p in params]}")
+        return _ops.apply_op("StatelessParameterizedTruncatedNormal",
+                             [shape_t, _seed_tensor(seed), *params], {"dtype": dtype},
+                             scope).outputs[0]
+
+
 def _stateless_multinomial_impl(logits, num_samples, dtype, seed):
     logits = _ops.convert_to_tensor(logits, name="logits")
     dtype = _dt.as_dtype(dtype).base_dtype if dtype else _dt.int64
@@ -264,6 +288,33 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
     ``Multinomial`` op, seeded by TF1's rules)."""
     with _ops.name_scope(name, "categorical", _tensors(logits)):
         return _multinomial_op(logits, num_samples, seed, dtype)
+
+
+_STATE_SIZES = {1: 3, 2: 2, 3: 3}  # Philox: a 128-bit counter and a 64-bit key; ThreeFry
+
+
+def create_rng_state(seed, alg):
+    """TF's random-generator state (``int64``, 3 words for Philox, 2 for ThreeFry) from a
+    seed: a Python integer is cut into 64-bit words, low first; a tensor's first words are
+    kept and padded with zeros on the left."""
+    size = _STATE_SIZES.get(_alg_value(alg))
+    if size is None:
+        raise ValueError(f"Argument `alg` got unsupported value {alg}.")
+    if isinstance(seed, int):
+        words = []
+        for _ in range(size):
+            w = seed & (2**64 - 1)
+            words.append(w - 2**64 if w >= 2**63 else w)
+            seed >>= 64
+        seed = words
+    seed = array_ops.reshape(math_ops.cast(_ops.convert_to_tensor(seed), _dt.int64), [-1])
+    seed = seed[0:size]
+    n = seed.shape.as_list()[0]
+    pad = array_ops.zeros([size - n] if n is not None else
+                          math_ops.maximum(size - array_ops.shape(seed)[0], 0), _dt.int64)
+    state = array_ops.concat([pad, seed], 0)
+    state.set_shape([size])
+    return state
 
 
 def split(seed, num=2, alg="auto_select"):

@@ -37,8 +37,7 @@ REASONS = [
      r"functions|vectorized_map|"
      r"nondifferentiable_batch_function|enable_.*|profiler|config|types|sysconfig|app|flags|"
      r"test|resource_loader|user_ops|version|CriticalSection|Checkpoint.*|"
-     r"Generator|get_global_generator|"
-     r"set_global_generator|create_rng_state|random_index_shuffle|"
+     r"random_index_shuffle|"
      r"TaskLevelStatusMessage)$"),
     ("build and platform facts of the TensorFlow binary, custom C++ op libraries",
      r".*", r"^(VERSION|GIT_VERSION|COMPILER_VERSION|CXX11_ABI_FLAG|CXX_VERSION|"

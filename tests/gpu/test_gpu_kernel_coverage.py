@@ -68,6 +68,7 @@ TF_HOST_ONLY = frozenset({
     # Tensors to and from bytes and files, and the host's clock.
     "SerializeTensor", "ParseTensor", "WriteFile", "MatchingFiles", "Timestamp",
     "MatrixLogarithm",
+    "ExtractGlimpse", "StatelessParameterizedTruncatedNormal",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep

@@ -105,3 +105,41 @@ def test_philox_known_answer():
     a = philox.philox_blocks([1, 2], [ones, ones, 0, 0], 2)
     b = philox.philox_blocks([1, 2], [0, 0, 1, 0], 1)
     np.testing.assert_array_equal(a[1], b[0])
+
+
+def test_generator_state_moves_and_eager_reset():
+    with tf.Graph().as_default():
+        g = tf.random.Generator.from_seed(3)
+        x = g.normal([4])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            a, b = sess.run(x), sess.run(x)
+            assert not np.array_equal(a, b)  # the state moved on
+            assert sess.run(g.state).tolist() == [3 + 2 * 4 * 256, 0, 0]
+            sess.run(g.state.assign([3, 0, 0]))
+            np.testing.assert_array_equal(sess.run(x), a)  # the same state, the same numbers
+    with pytest.raises(ValueError):
+        tf.random.Generator.from_seed(1, alg="threefry")
+    with pytest.raises(ValueError):
+        tf.random.Generator(state=[1, 2], alg="philox")
+
+
+def test_generator_split_and_global_generator():
+    with tf.Graph().as_default():
+        g = tf.random.Generator.from_seed(5)
+        kids = g.split(2)
+        draws = [k.normal([3]) for k in kids]
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            a, b = sess.run(draws)
+            assert not np.array_equal(a, b)
+            # A child starts at counter 0 under its own key; three outputs moved it 3 * 256.
+            assert sess.run(kids[0].state)[:2].tolist() == [768, 0]
+        old = tf.random.get_global_generator()
+        assert tf.random.get_global_generator() is old
+        mine = tf.random.Generator.from_seed(9)
+        tf.random.set_global_generator(mine)
+        try:
+            assert tf.random.get_global_generator() is mine
+        finally:
+            tf.random.set_global_generator(old)
