@@ -83,7 +83,8 @@ _RENAMED = {
            "TFRecordOptions": "python_io.TFRecordOptions",
            "TFRecordCompressionType": "python_io.TFRecordCompressionType",
            "tf_record_iterator": "python_io.tf_record_iterator",
-           "write_graph": "train.write_graph"},
+           "write_graph": "train.write_graph",
+           "match_filenames_once": "train.match_filenames_once"},
     "debugging": {"assert_all_finite": "verify_tensor_all_finite"},
 }
 

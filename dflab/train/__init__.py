@@ -51,6 +51,7 @@ from dflab.train.input import (  # noqa: F401, E402
     batch_join,
     input_producer,
     limit_epochs,
+    match_filenames_once,
     maybe_batch,
     maybe_batch_join,
     maybe_shuffle_batch,

@@ -40,6 +40,7 @@ from dflab.ops import (
     random_ops,
     state_ops,
     summary_ops,
+    tensor_io_ops,
     variables,
 )
 from dflab.train.queue_runner import QueueRunner, add_queue_runner
@@ -298,6 +299,15 @@ def _with_static_batch(out, batch_size, allow_smaller):
 
 
 # --- epoch-counting input producers ---------------------------------------------------------------
+def match_filenames_once(pattern, name=None):
+    """A local variable holding the names of the files matching ``pattern`` (a glob, or a
+    vector of them), found once, when ``tf.local_variables_initializer()`` runs."""
+    with _ops.name_scope(name, "matching_filenames", [pattern]) as name:
+        return variables.Variable(tensor_io_ops.matching_files(pattern), name=name,
+                                  trainable=False, validate_shape=False,
+                                  collections=[GraphKeys.LOCAL_VARIABLES])
+
+
 def limit_epochs(tensor, num_epochs=None, name=None):
     """``tensor`` that may be evaluated only ``num_epochs`` times, then ``OutOfRangeError``.
 

@@ -470,3 +470,23 @@ def test_priority_queue_names_blocking_and_errors():
                      options=TIMEOUT)
         got = sess.run(deq)
         assert got["priority"] == -3 and got["x"] == -3.0
+
+
+def test_match_filenames_once_is_a_local_variable_found_when_initialized(tmp_path):
+    # As TF 2.21: a local, non-trainable variable "matching_filenames".
+    for name in ("b.txt", "a.txt", "c.csv"):
+        (tmp_path / name).write_text(name)
+    g = tf.Graph()
+    with g.as_default():
+        files = tf.train.match_filenames_once(str(tmp_path / "*.txt"))
+        none = tf.io.match_filenames_once(str(tmp_path / "nothing*"))
+        assert files.name == "matching_filenames:0"
+        assert files in tf.local_variables() and files not in tf.trainable_variables()
+        with tf.Session() as sess:
+            with pytest.raises(tf.errors.FailedPreconditionError):
+                sess.run(files)
+            sess.run(tf.local_variables_initializer())
+            (tmp_path / "d.txt").write_text("later")  # found once: not seen after init
+            got = sess.run(files)
+            assert list(got) == [str(tmp_path / n).encode() for n in ("a.txt", "b.txt")]
+            assert sess.run(none).shape == (0,)
