@@ -35,6 +35,7 @@ from dflab.ops.lookup_ops import *  # noqa: E402, F403
 from dflab.ops.matrix_ops import *  # noqa: E402, F403
 from dflab.ops.parsing_ops import *  # noqa: E402, F403
 from dflab.ops.reader_ops import *  # noqa: E402, F403
+from dflab.ops.session_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
