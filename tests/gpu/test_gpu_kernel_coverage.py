@@ -57,6 +57,10 @@ TF_HOST_ONLY = frozenset({
     "StringToNumber", "AsString", "Substr", "ReduceJoin", "UnsortedSegmentJoin",
     # Linear algebra TF has CPU kernels only for.
     "MatrixSolveLs", "MatrixSquareRoot",
+    # tf.py_function and lookup tables (host state), as TF's.
+    "EagerPyFunc", "HashTableV2", "LookupTableImportV2", "InitializeTableV2",
+    "InitializeTableFromTextFileV2", "LookupTableFindV2", "LookupTableSizeV2",
+    "LookupTableExportV2",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep
