@@ -25,7 +25,7 @@ import time
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
-from dflab.ops import control_flow_ops, variables
+from dflab.ops import control_flow_ops, lookup_ops, variables
 from dflab.ops.summary_ops import tb_proto
 from dflab.summary import FileWriter, merge_all
 from dflab.train import coordinator, training_util
@@ -120,7 +120,8 @@ class Supervisor:
 
     @staticmethod
     def _default_local_init_op():
-        return control_flow_ops.group(variables.local_variables_initializer())
+        return control_flow_ops.group(variables.local_variables_initializer(),
+                                      lookup_ops.tables_initializer())
 
     @staticmethod
     def _default_global_step_tensor():

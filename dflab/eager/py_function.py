@@ -42,7 +42,7 @@ class _EagerFunc:
         with _context.eager_mode():
             ctx = _ops.get_default_graph()
             args = [ctx.from_numpy(v) for v in values]
-            if not self.record_tape:
+            if not (self.record_tape or _eager_tape_recording()):
                 return self._outputs(self._func(*args))
             with GradientTape() as tape:
                 for a in args:
@@ -85,6 +85,11 @@ class _EagerFunc:
         return outputs.numpy()
 
 
+def _eager_tape_recording() -> bool:
+    """Whether a ``GradientTape`` records eager ops (which may want this op's gradient)."""
+    return any(getattr(t, "_graph", True) is None for t in list(_context._TAPES))
+
+
 def _build(func, inp, tout, name, is_grad_func=False):
     single = not isinstance(tout, (list, tuple))
     dtypes = [_dt.as_dtype(t) for t in ([tout] if single else tout)]
@@ -92,12 +97,13 @@ def _build(func, inp, tout, name, is_grad_func=False):
         raise ValueError(f"Expected func to be callable. Received func={func} of type "
                          f"{type(func)}.")
     wrapper = _EagerFunc(func, dtypes, is_grad_func)
-    result = _script_ops.script_op("EagerPyFunc", wrapper, inp, dtypes if not single else
-                                   dtypes[0], name or "EagerPyFunc")
-    op = result.op if isinstance(result, _ops.Tensor) else (
-        result[0].op if isinstance(result, list) else result)
-    wrapper.token = op.get_attr("token")
-    return result
+
+    def on_token(token):
+        wrapper.token = token
+
+    return _script_ops.script_op("EagerPyFunc", wrapper, inp,
+                                 dtypes if not single else dtypes[0], name or "EagerPyFunc",
+                                 on_token=on_token)
 
 
 def py_function(func=None, inp=None, Tout=None, name=None):  # noqa: N803 - TF's argument name

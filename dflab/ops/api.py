@@ -48,6 +48,7 @@ from dflab.ops.scatter_ops import *  # noqa: E402, F403
 from dflab.ops.segment_ops import *  # noqa: E402, F403
 from dflab.ops.sort_ops import *  # noqa: E402, F403
 from dflab.ops.space_ops import *  # noqa: E402, F403
+from dflab.ops.session_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_text_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403

@@ -12,6 +12,9 @@ what the table holds. Every op on a table is colocated with the table's op.
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
@@ -79,6 +82,14 @@ for _t in ("HashTableV2", "LookupTableImportV2", "InitializeTableV2",
     NotDifferentiable(_t)
 
 
+def _with_table(handle):
+    """Ops on a table are colocated with its op (eager ops have none: they run where the
+    table's state is)."""
+    if _ops.executing_eagerly():
+        return contextlib.nullcontext()
+    return _ops.colocate_with(handle.op)
+
+
 # --- initializers -----------------------------------------------------------------------------
 class TableInitializerBase:
     """What fills a table: its key and value dtypes and the op that does it."""
@@ -119,7 +130,7 @@ class KeyValueTensorInitializer(TableInitializerBase):
         self._check_table_dtypes(table)
         with _ops.name_scope(self._name, values=[table.resource_handle, self._keys,
                                                  self._values]):
-            with _ops.colocate_with(table.resource_handle.op):
+            with _with_table(table.resource_handle):
                 op = _ops.apply_op("LookupTableImportV2",
                                    [table.resource_handle, self._keys, self._values],
                                    {"Tin": self._keys.dtype.base_dtype,
@@ -181,7 +192,7 @@ class TextFileInitializer(TableInitializerBase):
         self._check_table_dtypes(table)
         with _ops.name_scope(self._name, "text_file_init", [table.resource_handle]):
             filename = _ops.convert_to_tensor(self._filename_arg, _dt.string, name="asset_filepath")
-            with _ops.colocate_with(table.resource_handle.op):
+            with _with_table(table.resource_handle):
                 op = _ops.apply_op(
                     "InitializeTableFromTextFileV2", [table.resource_handle, filename],
                     {"key_index": self._key_index, "value_index": self._value_index,
@@ -204,12 +215,16 @@ class StaticHashTable:
         self._value_dtype = initializer.value_dtype
         self._default_value = _ops.convert_to_tensor(default_value, dtype=self._value_dtype)
         self._default_value.get_shape().merge_with(TensorShape([]))
+        eager = _ops.executing_eagerly()
+        # An eager table has no op to name its state by: a name of its own, as TF 2's.
+        shared_name = f"hash_table_{uuid.uuid4()}" if eager else ""
         self._resource_handle = _ops.apply_op(
             "HashTableV2", [],
-            {"container": "", "shared_name": "", "use_node_name_sharing": True,
+            {"container": "", "shared_name": shared_name, "use_node_name_sharing": not eager,
              "key_dtype": self._key_dtype, "value_dtype": self._value_dtype},
             name or "hash_table").outputs[0]
-        self._name = self._resource_handle.op.name.split("/")[-1]
+        self._name = (name or "hash_table") if eager else \
+            self._resource_handle.op.name.split("/")[-1]
         self._init_op = initializer.initialize(self)
 
     @property
@@ -241,7 +256,7 @@ class StaticHashTable:
 
     def _op(self, op_type, inputs, attrs, name, default):
         with _ops.name_scope(name, f"{self._name}_{default}", [self._resource_handle]):
-            with _ops.colocate_with(self._resource_handle.op):
+            with _with_table(self._resource_handle):
                 return _ops.apply_op(op_type, [self._resource_handle, *inputs], attrs, op_type)
 
     def lookup(self, keys, name=None):

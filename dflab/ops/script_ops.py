@@ -73,15 +73,20 @@ def py_func(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's arg
     return script_op(op_type, func, inp, Tout, name or "PyFunc")
 
 
-def script_op(op_type: str, func, inp, Tout, name: str):  # noqa: N803 - TF's argument name
+def script_op(op_type: str, func, inp, Tout, name: str,  # noqa: N803 - TF's argument name
+              on_token=None):
     """A ``PyFunc``-like op of ``op_type`` calling ``func`` (what ``py_func`` and
-    ``py_function`` build): a tensor for one dtype, a list for a list, the op for ``[]``."""
+    ``py_function`` build): a tensor for one dtype, a list for a list, the op for ``[]``.
+    ``on_token(token)`` hears the function's token before the op exists (an eager op runs as
+    it is made)."""
     if not callable(func):
         raise TypeError(f"py_func needs a callable, got {type(func).__name__}")
     single = not isinstance(Tout, (list, tuple))
     tout = [_dt.as_dtype(t) for t in ([Tout] if single else Tout)]
     inputs = [_ops.convert_to_tensor(x) for x in (inp or [])]
     token = register_function(_ops.graph_of(inputs), func)
+    if on_token is not None:
+        on_token(token)
     op = _ops.apply_op(op_type, inputs,
                        {"token": token, "Tin": [t.dtype.base_dtype for t in inputs],
                         "Tout": tout}, name)

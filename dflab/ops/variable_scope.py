@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import enum
+import logging
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
@@ -26,6 +27,9 @@ from dflab.framework.ops import GraphKeys
 from dflab.framework.tensor_shape import as_shape
 from dflab.ops import init_ops
 from dflab.ops import variables as _variables
+
+# tf.logging's logger (dflab/platform/tf_logging.py writes to the same one).
+_logger = logging.getLogger("dflab")
 
 
 class _ReuseMode(enum.Enum):
@@ -106,9 +110,12 @@ class _VariableStore:
         ``reuse`` finds the same shards."""
         from dflab.ops.partitioned_variables import create_partitioned_variable
 
+        value = None
         if initializer is not None and not callable(initializer):
-            raise ValueError(f"Partitioned variable {name}: give an initializer function, not "
-                             "a value (each shard is initialized with its own shape)")
+            # A value: each shard is initialized with its own slice of it, as in TF.
+            value = _ops.convert_to_tensor(initializer, dtype=dtype)
+            dtype = value.dtype.base_dtype
+            shape = value.shape if shape is None else shape
         found = self._partitioned.get(name)
         if found is not None:
             if reuse is False or reuse is None:
@@ -125,6 +132,15 @@ class _VariableStore:
                              "reuse=tf.AUTO_REUSE in VarScope?")
 
         def make_shard(shard_name, shard_shape, offset):
+            if value is not None:
+                from dflab.ops.array_ops import slice as _slice
+
+                with _ops.name_scope(None):
+                    part = _slice(value, offset, shard_shape)
+                return self._get_single_variable(
+                    shard_name, None, dtype, part, regularizer, reuse, trainable,
+                    collections, caching_device, None, validate_shape, constraint, use_resource,
+                    synchronization, aggregation)
             return self._get_single_variable(
                 shard_name, shard_shape, dtype, initializer, regularizer, reuse, trainable,
                 collections, caching_device, None, validate_shape, constraint, use_resource,
@@ -697,6 +713,51 @@ def variable(initial_value=None, trainable=None, collections=None, validate_shap
                                constraint=constraint, use_resource=use_resource)
 
 
+def create_partitioned_variables(shape, slicing, initializer, dtype=_dt.float32, trainable=True,
+                                 collections=None, name=None, reuse=None) -> list:
+    """TF1's (deprecated) ``tf.create_partitioned_variables``: the shards of a variable of
+    ``shape`` split as ``slicing`` says (one count per dimension), named
+    ``<name>/part_<i>``; ``initializer`` is a function called per shard or a value sliced."""
+    if len(shape) != len(slicing):
+        raise ValueError("The 'shape' and 'slicing' of a partitioned Variable must have the "
+                         f"length: shape: {shape}, slicing: {slicing}")
+    if len(shape) < 1:
+        raise ValueError(f"A partitioned Variable must have rank at least 1: shape: {shape}")
+    with variable_scope(name, "PartitionedVariable", reuse=reuse) as scope:
+        with _ops.name_scope(None):
+            partitioned = _get_default_variable_store().get_variable(
+                scope.name, shape=shape, dtype=dtype, initializer=initializer,
+                trainable=trainable, collections=collections, reuse=scope.reuse,
+                partitioner=lambda **unused: list(slicing))
+    return list(partitioned)
+
+
+@contextlib.contextmanager
+def op_scope(values, name, default_name=None):
+    """TF1's deprecated ``tf.op_scope``: ``tf.name_scope`` with its arguments reordered."""
+    _logger.warning("tf.op_scope(values, name, default_name) is deprecated, use "
+                    "tf.name_scope(name, default_name, values)")
+    with _ops.name_scope(name, default_name, values) as scope:
+        yield scope
+
+
+@contextlib.contextmanager
+def variable_op_scope(values, name_or_scope, default_name=None, initializer=None,
+                      regularizer=None, caching_device=None, partitioner=None,
+                      custom_getter=None, reuse=None, dtype=None, use_resource=None,
+                      constraint=None):
+    """TF1's deprecated ``tf.variable_op_scope``: ``tf.variable_scope`` with its arguments
+    reordered."""
+    _logger.warning("tf.variable_op_scope(values, name, default_name) is deprecated, use "
+                    "tf.variable_scope(name, default_name, values)")
+    with variable_scope(name_or_scope, default_name=default_name, values=values,
+                        initializer=initializer, regularizer=regularizer,
+                        caching_device=caching_device, partitioner=partitioner,
+                        custom_getter=custom_getter, reuse=reuse, dtype=dtype,
+                        use_resource=use_resource, constraint=constraint) as scope:
+        yield scope
+
+
 def no_regularizer(_):
     """Use as ``regularizer=tf.no_regularizer`` to turn off a scope's default regularizer."""
     return None
@@ -704,5 +765,6 @@ def no_regularizer(_):
 
 __all__ = [
     "get_variable", "get_local_variable", "variable_scope", "get_variable_scope",
-    "VariableScope", "AUTO_REUSE", "no_regularizer",
+    "VariableScope", "AUTO_REUSE", "no_regularizer", "create_partitioned_variables", "op_scope",
+    "variable_op_scope",
 ]

@@ -15,15 +15,18 @@ from collections.abc import Mapping
 from dflab.framework import ops as _ops
 from dflab.framework.sparse_tensor import SparseTensor, SparseTensorValue
 from dflab.ops.gradients import IndexedSlices, IndexedSlicesValue
+from dflab.ops.session_ops import handle_fetches
 
 
 class _Mapper:
-    __slots__ = ("tensors", "targets", "build")
+    __slots__ = ("tensors", "targets", "build", "handles")
 
     def __init__(self, tensors, targets, build):
         self.tensors = tensors
         self.targets = targets
         self.build = build
+        # (position, dtype) of fetched session handles: returned as TensorHandles.
+        self.handles = handle_fetches(tensors)
 
 
 def _element(graph, x):

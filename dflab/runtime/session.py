@@ -33,6 +33,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.tensor_shape import TensorShape
+from dflab.ops.session_ops import TensorHandle
 from dflab.runtime import fetches as _fetches
 from dflab.runtime.config import ConfigProto, RunMetadata, RunOptions
 from dflab.runtime.devices import DeviceSet
@@ -242,6 +243,8 @@ class BaseSession:
         feed_tensors, feed_values = self._process_feeds(feed_dict)
         plan = self._master.get_plan(mapper.tensors, mapper.targets, feed_tensors)
         values = self._run_plan(plan, feed_values, options, run_metadata)
+        if mapper.handles:
+            values = self._as_handles(values, mapper.handles)
         return mapper.build(values)
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
@@ -253,15 +256,27 @@ class BaseSession:
         feed_tensors = [self._feed_key(k) for ks in keys for k in ks]
         plan = self._master.get_plan(mapper.tensors, mapper.targets, feed_tensors)
         convert = [self._feed_converter(t) for t in feed_tensors]
+        expands = len(feed_tensors) != len(feed_list)  # a SparseTensor feed: its components
 
         def call(*args, options=None, run_metadata=None):
             if len(args) != len(feed_list):
                 raise ValueError(f"Expected {len(feed_list)} feeds, got {len(args)}")
-            flat = [v for f, a in zip(feed_list, args) for _, v in _fetches.expand_feeds(f, a)]
-            vals = [c(a) for c, a in zip(convert, flat)]
-            return mapper.build(self._run_plan(plan, vals, options, run_metadata))
+            if expands:
+                args = [v for f, a in zip(feed_list, args) for _, v in _fetches.expand_feeds(f, a)]
+            vals = [c(a) for c, a in zip(convert, args)]
+            values = self._run_plan(plan, vals, options, run_metadata)
+            if mapper.handles:
+                values = self._as_handles(values, mapper.handles)
+            return mapper.build(values)
 
         return call
+
+    def _as_handles(self, values, handles) -> list:
+        """``values`` with the fetched session handles as ``TensorHandle``s of this session."""
+        values = list(values)
+        for k, dtype in handles:
+            values[k] = TensorHandle(values[k], dtype, self)
+        return values
 
     # --- feeds -----------------------------------------------------------------------------
     def _feed_key(self, key) -> _ops.Tensor:
@@ -301,6 +316,8 @@ class BaseSession:
                     "Acceptable feed values include Python scalars, strings, lists, numpy "
                     "ndarrays, or TensorHandles."
                 )
+            if isinstance(value, TensorHandle):
+                value = value.handle
             if dtype is _dt.string:
                 arr = np.asarray(value, dtype=object)
             else:

@@ -24,7 +24,7 @@ import time
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.ops import GraphKeys
-from dflab.ops import control_flow_ops
+from dflab.ops import control_flow_ops, lookup_ops
 from dflab.ops import variables as _variables
 from dflab.runtime.config import RunMetadata
 from dflab.runtime.session import Session
@@ -98,6 +98,7 @@ class Scaffold:
         self._local_init_op = self._get_or_default(
             graph, self._local_init_op, GraphKeys.LOCAL_INIT_OP,
             lambda: control_flow_ops.group(_variables.local_variables_initializer(),
+                                           lookup_ops.tables_initializer(),
                                            name="local_init"))
         self._saver = self._get_or_default(
             graph, self._saver, GraphKeys.SAVERS,

@@ -37,3 +37,28 @@ def test_runs_eagerly_inside_a_loop_body():
     with tf.Session() as sess:
         assert sess.run(out[1]) == 8.0
     assert calls == [1.0, 2.0, 4.0]
+
+
+def test_eagerly_with_a_tape():
+    from dflab.eager.context import eager_mode
+
+    with eager_mode():
+        x = tf.constant([1.0, 2.0])
+        np.testing.assert_array_equal(tf.py_function(lambda a: a * 3.0, [x], tf.float32).numpy(),
+                                      [3.0, 6.0])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.py_function(lambda a: a * a, [x], tf.float32)
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), [2.0, 4.0])
+
+
+def test_lookup_tables_run_eagerly_each_with_its_own_state():
+    from dflab.eager.context import eager_mode
+
+    with eager_mode():
+        first = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(["a"], [1]), -1)
+        second = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(["a"], [2]), -1)
+        keys = tf.constant(["a", "b"])
+        np.testing.assert_array_equal(first.lookup(keys).numpy(), [1, -1])
+        np.testing.assert_array_equal(second.lookup(keys).numpy(), [2, -1])
+        assert first.size().numpy() == 1

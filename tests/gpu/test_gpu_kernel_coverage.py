@@ -69,6 +69,10 @@ TF_HOST_ONLY = frozenset({
     "SerializeTensor", "ParseTensor", "WriteFile", "MatchingFiles", "Timestamp",
     "MatrixLogarithm",
     "ExtractGlimpse", "StatelessParameterizedTruncatedNormal",
+    # tf.py_function and lookup tables (host state), as TF's.
+    "EagerPyFunc", "HashTableV2", "LookupTableImportV2", "InitializeTableV2",
+    "InitializeTableFromTextFileV2", "LookupTableFindV2", "LookupTableSizeV2",
+    "LookupTableExportV2",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep

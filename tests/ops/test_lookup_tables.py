@@ -44,3 +44,18 @@ def test_table_ops_stay_with_the_table():
     table = _table()
     found = table.lookup(tf.constant(["x"]))
     assert found.op.colocation_groups() == table.resource_handle.op.colocation_groups()
+
+
+def test_monitored_session_initializes_tables():
+    # TF's Scaffold puts tables_initializer into its default local_init_op.
+    found = _table().lookup(tf.constant(["y", "w"]))
+    tf.train.get_or_create_global_step()
+    with tf.train.MonitoredTrainingSession() as sess:
+        np.testing.assert_array_equal(sess.run(found), [8.0, -1.0])
+
+
+def test_supervisor_initializes_tables(tmp_path):
+    found = _table().lookup(tf.constant(["z"]))
+    sv = tf.train.Supervisor(logdir=str(tmp_path), summary_op=None, save_model_secs=0)
+    with sv.managed_session() as sess:
+        assert sess.run(found)[0] == 9.0
