@@ -12,7 +12,8 @@ Batchers (``batch``, ``shuffle_batch``) build a queue (a ``FIFOQueue``, a ``Padd
 for ``dynamic_pad=True``, or a ``RandomShuffleQueue``), one enqueue op per thread, and register
 a ``QueueRunner`` in the ``QUEUE_RUNNERS`` collection; ``start_queue_runners`` starts the threads.
 The result has the structure of ``tensors`` (a tensor, a list, or a dict) with a batch dimension
-in front.
+in front; a ``SparseTensor`` passes the queue serialized and comes out as a ``SparseTensor``
+with the batch dimension in front (its other dimensions the largest of the batch's).
 
 Names follow TF 1.x (``input_producer/limit_epochs/epochs``,
 ``input_producer/input_producer_EnqueueMany``…), so checkpoints and graph views read the same.
@@ -29,6 +30,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
 from dflab.framework.ops import GraphKeys
+from dflab.framework.sparse_tensor import SparseTensor
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import (
     array_ops,
@@ -37,6 +39,7 @@ from dflab.ops import (
     data_flow_ops,
     math_ops,
     random_ops,
+    sparse_io_ops,
     state_ops,
     summary_ops,
     variables,
@@ -44,17 +47,42 @@ from dflab.ops import (
 from dflab.train.queue_runner import QueueRunner, add_queue_runner
 
 
+def _as_element(t):
+    return t if isinstance(t, SparseTensor) else _ops.convert_to_tensor(t)
+
+
 def _flatten(tensors):
-    """(list of tensors, rebuild function) for a tensor, list/tuple or dict."""
+    """(list of tensors or SparseTensors, rebuild function) for one, a list/tuple or a dict."""
     if isinstance(tensors, dict):
         keys = sorted(tensors)
-        return [_ops.convert_to_tensor(tensors[k]) for k in keys], \
-            lambda out: dict(zip(keys, out))
+        return [_as_element(tensors[k]) for k in keys], lambda out: dict(zip(keys, out))
     if isinstance(tensors, (list, tuple)):
         if not tensors:
             raise ValueError("Cannot batch an empty list of tensors")
-        return [_ops.convert_to_tensor(t) for t in tensors], list
-    return [_ops.convert_to_tensor(tensors)], lambda out: out[0]
+        return [_as_element(t) for t in tensors], list
+    return [_as_element(tensors)], lambda out: out[0]
+
+
+def _store_sparse(flat, enqueue_many):
+    """``flat`` with each ``SparseTensor`` as its serialized string form (one ``[3]`` row per
+    element), and the function that turns a dequeued batch back into ``SparseTensor``s with a
+    batch dimension in front (as TF's batchers pass sparse tensors through their queues)."""
+    restore = {}
+    out = []
+    for k, t in enumerate(flat):
+        if isinstance(t, SparseTensor):
+            rank = t.shape.ndims
+            restore[k] = (t.dtype.base_dtype, rank if enqueue_many or rank is None
+                          else rank + 1)
+            t = (sparse_io_ops.serialize_many_sparse(t) if enqueue_many
+                 else sparse_io_ops.serialize_sparse(t))
+        out.append(t)
+
+    def rebuild(batch):
+        return [sparse_io_ops.deserialize_many_sparse(v, *restore[k]) if k in restore else v
+                for k, v in enumerate(batch)]
+
+    return out, rebuild
 
 
 def _element_shapes(tensors, shapes, enqueue_many, dynamic_pad):
@@ -108,6 +136,7 @@ def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, s
           dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
     """Batches of ``batch_size`` from ``tensors``, in order, fed by ``num_threads`` threads."""
     flat, rebuild = _flatten(tensors)
+    flat, restore = _store_sparse(flat, enqueue_many)
     with _ops.name_scope(name, "batch", flat):
         elem_shapes = _element_shapes(flat, shapes, enqueue_many, dynamic_pad)
         dtypes = [t.dtype.base_dtype for t in flat]
@@ -120,7 +149,8 @@ def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, s
         _fill_fraction_summary(queue, capacity)
         out = _finish(queue, flat, num_threads, enqueue_many, batch_size,
                       allow_smaller_final_batch)
-    return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+        out = restore(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+    return rebuild(out)
 
 
 def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=1, seed=None,
@@ -129,6 +159,7 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
     """Random batches drawn from a ``RandomShuffleQueue`` holding at least
     ``min_after_dequeue`` elements (until its input runs out)."""
     flat, rebuild = _flatten(tensors)
+    flat, restore = _store_sparse(flat, enqueue_many)
     with _ops.name_scope(name, "shuffle_batch", flat):
         elem_shapes = _element_shapes(flat, shapes, enqueue_many, False)
         dtypes = [t.dtype.base_dtype for t in flat]
@@ -138,7 +169,8 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
         _fill_fraction_summary(queue, capacity, min_after_dequeue)
         out = _finish(queue, flat, num_threads, enqueue_many, batch_size,
                       allow_smaller_final_batch)
-    return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+        out = restore(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+    return rebuild(out)
 
 
 def _with_static_batch(out, batch_size, allow_smaller):
