@@ -1,7 +1,9 @@
 """Kernels of ``dflab.ops.sparse_ops``: ``SparseToDense`` scatters a coordinate list into a
 dense array with the device's ``xp`` (indices and shapes read on the host, as TF keeps them in
-host memory for its GPU kernels too); the ops on ``SparseTensor`` components are host-only,
-as TF's CPU kernels, and expect (or check, where TF does) row-major ordered indices."""
+host memory for its GPU kernels too); ``SparseTensorDenseMatMul`` and the ``SparseSegment*`` ops run
+anywhere too (one product with a one-hot matrix sums the rows), as TF has GPU kernels for them;
+the other ops on ``SparseTensor`` components are host-only, as TF's CPU kernels, and expect (or
+check, where TF does) row-major ordered indices."""
 
 from __future__ import annotations
 
@@ -112,45 +114,57 @@ def _same_shapes(node, a_shape, b_shape) -> None:
             f"{list(b_shape)}")
 
 
-@kernel("SparseReorder", host_only=True)
+# The ops TF also runs on GPUs read and write their indices and shapes in host memory and
+# move the values with the device's ``xp``.
+@kernel("SparseReorder", host_memory_inputs=(0, 2), host_memory_outputs=(0,))
 def _sparse_reorder(node, ctx):
+    xp = ctx.xp
+
     def run(indices, values, shape):
         idx = indices_matrix(node, indices, "Input indices")
         perm = row_major_order(idx)
-        return idx[perm], np.asarray(values)[perm]
+        return idx[perm], values[xp.asarray(perm)]
 
     return run
 
 
-@kernel("SparseTensorDenseMatMul", host_only=True)
+def _sum_rows(xp, rows: np.ndarray, n: int, parts):
+    """``parts``' rows summed into ``n`` rows by ``rows`` (host indices; repeats add up): one
+    product with a one-hot matrix, so the same code runs with NumPy and on a GPU."""
+    onehot = np.zeros((n, len(rows)), dtype=parts.dtype)
+    onehot[rows, np.arange(len(rows))] = 1
+    return xp.asarray(onehot) @ parts
+
+
+@kernel("SparseTensorDenseMatMul", host_memory_inputs=(0, 2))
 def _sparse_dense_matmul(node, ctx):
-    adj_a, adj_b = node.attr["adjoint_a"], node.attr["adjoint_b"]
+    xp, adj_a, adj_b = ctx.xp, node.attr["adjoint_a"], node.attr["adjoint_b"]
 
     def run(a_indices, a_values, a_shape, b):
-        idx, shape, b = indices_matrix(node, a_indices), shape_vector(a_shape), np.asarray(b)
+        idx, shape = indices_matrix(node, a_indices), shape_vector(a_shape)
         if b.ndim != 2:
             raise errors.InvalidArgumentError(None, node, "Tensor 'b' is not a matrix")
         if shape.size != 2:
             raise errors.InvalidArgumentError(None, node, "Tensor 'a_shape' is not a vector "
                                               "of length 2")
         rows, cols = (idx[:, 1], idx[:, 0]) if adj_a else (idx[:, 0], idx[:, 1])
-        out_rows, inner = (shape[1], shape[0]) if adj_a else (shape[0], shape[1])
-        b = np.conj(b.T) if adj_b else b
+        out_rows, inner = (int(shape[1]), int(shape[0])) if adj_a else (int(shape[0]),
+                                                                         int(shape[1]))
+        b = xp.conj(b.T) if adj_b else b
         if b.shape[0] != inner:
             raise errors.InvalidArgumentError(
                 None, node, f"Cannot multiply A and B because inner dimension does not match: "
                 f"{inner} vs. {b.shape[0]}.  Did you forget a transpose?  Dimensions of A: "
                 f"[{shape[0]}, {shape[1]}).  Dimensions of B: {list(b.shape)}")
-        for k, (r, c) in enumerate(zip(rows, cols)):
-            if not (0 <= r < out_rows and 0 <= c < inner):
-                raise errors.InvalidArgumentError(
-                    None, node, f"{'k' if adj_a else 'i'} ({r}) from index[{k}," f"0] out of "
-                    f"bounds (>={out_rows})")
-        vals = np.asarray(a_values)
-        vals = np.conj(vals) if adj_a else vals
-        out = np.zeros((out_rows, b.shape[1]), dtype=np.result_type(vals, b))
-        np.add.at(out, rows, vals[:, None] * b[cols])
-        return out.astype(vals.dtype, copy=False)
+        bad = np.flatnonzero((rows < 0) | (rows >= out_rows) | (cols < 0) | (cols >= inner))
+        if len(bad):
+            k = int(bad[0])
+            raise errors.InvalidArgumentError(
+                None, node, f"index[{k}] = [{', '.join(map(str, idx[k]))}] is out of bounds "
+                f"of A's shape [{shape[0]}, {shape[1]}]")
+        vals = xp.conj(a_values) if adj_a else a_values
+        parts = vals[:, None] * b[xp.asarray(cols)]
+        return _sum_rows(xp, rows, out_rows, parts.astype(vals.dtype, copy=False))
 
     return run
 
@@ -343,7 +357,7 @@ def _sparse_softmax(node, ctx):
     return run
 
 
-@kernel("SparseReshape", host_only=True)
+@kernel("SparseReshape", host_memory_inputs=(0, 1, 2), host_memory_outputs=(0, 1))
 def _sparse_reshape(node, ctx):
     def run(indices, shape, new_shape):
         idx, shape = indices_matrix(node, indices, "Input indices"), shape_vector(shape)
@@ -375,13 +389,18 @@ def _sparse_reshape(node, ctx):
     return run
 
 
-@kernel("SparseConcat", host_only=True)
+def _concat_host_inputs(node_def):
+    n = node_def.attr["N"]
+    return [*range(n), *range(2 * n, 3 * n)]
+
+
+@kernel("SparseConcat", host_memory_inputs=_concat_host_inputs, host_memory_outputs=(0, 2))
 def _sparse_concat(node, ctx):
-    n, dim = node.attr["N"], node.attr["concat_dim"]
+    xp, n, dim = ctx.xp, node.attr["N"], node.attr["concat_dim"]
 
     def run(*args):
         idxs = [indices_matrix(node, a) for a in args[:n]]
-        vals = [np.asarray(v) for v in args[n:2 * n]]
+        vals = list(args[n:2 * n])
         shapes = [shape_vector(s) for s in args[2 * n:]]
         rank = shapes[0].size
         d = dim + rank if dim < 0 else dim
@@ -400,11 +419,11 @@ def _sparse_concat(node, ctx):
             idx[:, d] += off
             moved.append(idx)
         out_idx = np.concatenate(moved).reshape(-1, rank)
-        out_vals = np.concatenate(vals)
+        out_vals = xp.concatenate(vals)
         perm = row_major_order(out_idx)
         out_shape = shapes[0].copy()
         out_shape[d] = sum(int(s[d]) for s in shapes)
-        return out_idx[perm], out_vals[perm], out_shape
+        return out_idx[perm], out_vals[xp.asarray(perm)], out_shape
 
     return run
 
@@ -420,42 +439,50 @@ def _slice_bounds(node, shape, start, size):
     return lo, hi
 
 
-@kernel("SparseSlice", host_only=True)
+@kernel("SparseSlice", host_memory_inputs=(0, 2, 3, 4), host_memory_outputs=(0, 2))
 def _sparse_slice(node, ctx):
+    xp = ctx.xp
+
     def run(indices, values, shape, start, size):
         idx, shape = indices_matrix(node, indices), shape_vector(shape)
         lo, hi = _slice_bounds(node, shape, start, size)
         inside = np.all((idx >= lo) & (idx < hi), axis=1) if len(idx) else np.zeros(0, bool)
         out_shape = np.maximum(hi - lo, 0)
-        return (idx[inside] - lo).reshape(-1, shape.size), np.asarray(values)[inside], \
-            out_shape
+        kept = values[xp.asarray(np.flatnonzero(inside))]
+        return (idx[inside] - lo).reshape(-1, shape.size), kept, out_shape
 
     return run
 
 
-@kernel("SparseSliceGrad", host_only=True)
+@kernel("SparseSliceGrad", host_memory_inputs=(1, 2, 3))
 def _sparse_slice_grad(node, ctx):
+    xp = ctx.xp
+
     def run(grad, input_indices, input_start, output_indices):
         idx = indices_matrix(node, input_indices)
         start = shape_vector(input_start)
-        grad = np.asarray(grad)
         where = {tuple(r + start): k for k, r in enumerate(indices_matrix(node, output_indices))}
-        out = np.zeros(len(idx), dtype=grad.dtype)
-        for k, r in enumerate(idx):
-            j = where.get(tuple(r))
-            if j is not None:
-                out[k] = grad[j]
+        pairs = [(k, where[tuple(r)]) for k, r in enumerate(idx) if tuple(r) in where]
+        out = xp.zeros(len(idx), dtype=grad.dtype)
+        if pairs:
+            dst, src = (np.array(p, dtype=np.int64) for p in zip(*pairs))
+            out[xp.asarray(dst)] = grad[xp.asarray(src)]
         return out
 
     return run
 
 
-@kernel("SparseSplit", host_only=True)
+def _split_host_outputs(node_def):
+    n = node_def.attr["num_split"]
+    return [*range(n), *range(2 * n, 3 * n)]
+
+
+@kernel("SparseSplit", host_memory_inputs=(0, 1, 3), host_memory_outputs=_split_host_outputs)
 def _sparse_split(node, ctx):
-    n = node.attr["num_split"]
+    xp, n = ctx.xp, node.attr["num_split"]
 
     def run(split_dim, indices, values, shape):
-        idx, shape, vals = indices_matrix(node, indices), shape_vector(shape), np.asarray(values)
+        idx, shape, vals = indices_matrix(node, indices), shape_vector(shape), values
         rank = shape.size
         d = int(host(split_dim))
         d = d + rank if d < 0 else d
@@ -479,18 +506,20 @@ def _sparse_split(node, ctx):
             shp = shape.copy()
             shp[d] = size
             outs_i.append(piece.reshape(-1, rank))
-            outs_v.append(vals[sel])
+            outs_v.append(vals[xp.asarray(np.flatnonzero(sel))])
             outs_s.append(shp)
         return (*outs_i, *outs_v, *outs_s)
 
     return run
 
 
-@kernel("SparseFillEmptyRows", host_only=True)
+@kernel("SparseFillEmptyRows", host_memory_inputs=(0, 2), host_memory_outputs=(0, 2, 3))
 def _sparse_fill_empty_rows(node, ctx):
+    xp = ctx.xp
+
     def run(indices, values, dense_shape, default_value):
         idx, shape = indices_matrix(node, indices), shape_vector(dense_shape)
-        vals = np.asarray(values)
+        vals = values
         if shape.size == 0:
             raise errors.InvalidArgumentError(None, node, "dense_shape must be a vector")
         rows = int(shape[0])
@@ -502,22 +531,24 @@ def _sparse_fill_empty_rows(node, ctx):
         filler = np.zeros((len(empty), shape.size), dtype=np.int64)
         filler[:, 0] = empty
         all_idx = np.concatenate([idx, filler]).reshape(-1, shape.size)
-        all_vals = np.concatenate([vals, np.full(len(empty), host(default_value),
+        all_vals = xp.concatenate([vals, xp.full(len(empty), host(default_value).item(),
                                                  dtype=vals.dtype)])
         # Stable by row: the input's entries keep their order within a row.
         perm = np.argsort(all_idx[:, 0], kind="stable")
         reverse = np.empty(len(idx), dtype=np.int64)
         reverse[perm[perm < len(idx)]] = np.flatnonzero(perm < len(idx))
-        return all_idx[perm], all_vals[perm], ~present, reverse
+        return all_idx[perm], all_vals[xp.asarray(perm)], ~present, reverse
 
     return run
 
 
-@kernel("SparseFillEmptyRowsGrad", host_only=True)
+@kernel("SparseFillEmptyRowsGrad", host_memory_inputs=(0,))
 def _sparse_fill_empty_rows_grad(node, ctx):
+    xp = ctx.xp
+
     def run(reverse_index_map, grad_values):
-        rev, grad = np.asarray(host(reverse_index_map), np.int64), np.asarray(grad_values)
-        d_values = grad[rev]
+        rev, grad = np.asarray(host(reverse_index_map), np.int64), grad_values
+        d_values = grad[xp.asarray(rev)]
         return d_values, (grad.sum() - d_values.sum()).astype(grad.dtype)
 
     return run
@@ -543,8 +574,9 @@ kernel("SparseSparseMinimum", host_only=True)(_min_max_kernel(np.minimum))
 
 def _segment_kernel(how: str, with_num: bool):
     def factory(node, ctx):
+        xp = ctx.xp
+
         def run(data, indices, segment_ids, *num):
-            data = np.asarray(data)
             idx = np.asarray(host(indices), np.int64).reshape(-1)
             seg = np.asarray(host(segment_ids), np.int64).reshape(-1)
             if idx.size != seg.size:
@@ -559,14 +591,16 @@ def _segment_kernel(how: str, with_num: bool):
                     None, node, f"Bad: indices[{bad[0]}] == {idx[bad[0]]} out of range "
                     f"[0, {data.shape[0]})")
             n = int(host(num[0])) if with_num else (int(seg[-1]) + 1 if len(seg) else 0)
-            out = np.zeros((n, *data.shape[1:]), dtype=data.dtype)
-            np.add.at(out, seg, data[idx])
+            if len(seg) and seg[-1] >= n:
+                raise errors.InvalidArgumentError(
+                    None, node, f"segment ids must be < num_segments ({n})")
+            rows = data[xp.asarray(idx)].reshape(len(idx), -1)
+            out = _sum_rows(xp, seg, n, rows)
             if how != "sum":
-                counts = np.bincount(seg, minlength=n).astype(data.dtype)
-                scale = np.maximum(counts, 1)
+                scale = np.maximum(np.bincount(seg, minlength=n), 1).astype(data.dtype)
                 scale = np.sqrt(scale) if how == "sqrt_n" else scale
-                out = out / scale.reshape((-1,) + (1,) * (data.ndim - 1))
-            return out.astype(data.dtype, copy=False)
+                out = out / xp.asarray(scale.reshape(-1, 1))
+            return out.astype(data.dtype, copy=False).reshape((n, *data.shape[1:]))
 
         return run
 
@@ -575,5 +609,5 @@ def _segment_kernel(how: str, with_num: bool):
 
 for _how, _op in (("sum", "SparseSegmentSum"), ("mean", "SparseSegmentMean"),
                   ("sqrt_n", "SparseSegmentSqrtN")):
-    kernel(_op, host_only=True)(_segment_kernel(_how, False))
-    kernel(_op + "WithNumSegments", host_only=True)(_segment_kernel(_how, True))
+    kernel(_op, host_memory_inputs=(1, 2))(_segment_kernel(_how, False))
+    kernel(_op + "WithNumSegments", host_memory_inputs=(1, 2, 3))(_segment_kernel(_how, True))

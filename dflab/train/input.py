@@ -29,6 +29,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant, constant_value
 from dflab.framework.ops import GraphKeys
+from dflab.framework.sparse_tensor import SparseTensor
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import (
     array_ops,
@@ -38,6 +39,7 @@ from dflab.ops import (
     indexing_ops,
     math_ops,
     random_ops,
+    sparse_io_ops,
     state_ops,
     summary_ops,
     tensor_io_ops,
@@ -46,19 +48,51 @@ from dflab.ops import (
 from dflab.train.queue_runner import QueueRunner, add_queue_runner
 
 
+def _as_element(t):
+    return t if isinstance(t, SparseTensor) else _ops.convert_to_tensor(t)
+
+
 def _flatten(tensors):
-    """(list of tensors, rebuild function) for a tensor, list/tuple or dict."""
+    """(list of tensors or SparseTensors, rebuild function) for a tensor, list/tuple or dict."""
     if isinstance(tensors, dict):
         keys = sorted(tensors)
-        return [_ops.convert_to_tensor(tensors[k]) for k in keys], \
+        return [_as_element(tensors[k]) for k in keys], \
             lambda out: dict(zip(keys, out))
     if isinstance(tensors, (list, tuple)):
         if not tensors:
             raise ValueError("Cannot batch an empty list of tensors")
         # TF's quirk, which programs rely on: a list of one tensor gives the bare batch.
         rebuild = (lambda out: out[0]) if len(tensors) == 1 else list
-        return [_ops.convert_to_tensor(t) for t in tensors], rebuild
-    return [_ops.convert_to_tensor(tensors)], lambda out: out[0]
+        return [_as_element(t) for t in tensors], rebuild
+    return [_as_element(tensors)], lambda out: out[0]
+
+
+def _store_sparse(flat, enqueue_many):
+    """``flat`` with each ``SparseTensor`` as its serialized string form (one ``[3]`` row per
+    element), and the function that turns a dequeued batch back into ``SparseTensor``s with a
+    batch dimension in front (as TF's batchers pass sparse tensors through their queues)."""
+    restore = {}
+    out = []
+    for k, t in enumerate(flat):
+        if isinstance(t, SparseTensor):
+            rank = t.shape.ndims
+            restore[k] = (t.dtype.base_dtype, rank if enqueue_many or rank is None
+                          else rank + 1)
+            t = (sparse_io_ops.serialize_many_sparse(t) if enqueue_many
+                 else sparse_io_ops.serialize_sparse(t))
+        out.append(t)
+
+    def rebuild(batch):
+        return [sparse_io_ops.deserialize_many_sparse(v, *restore[k]) if k in restore else v
+                for k, v in enumerate(batch)]
+
+    return out, rebuild
+
+
+def _store_sparse_lists(tensor_lists, enqueue_many):
+    """``_store_sparse`` over the inputs of a batcher (all of one structure)."""
+    stored = [_store_sparse(flat, enqueue_many) for flat in tensor_lists]
+    return [flat for flat, _ in stored], stored[0][1]
 
 
 def _element_shapes(tensors, shapes, enqueue_many, dynamic_pad):
@@ -171,6 +205,7 @@ def _fill_fraction_summary(queue, capacity, min_after_dequeue=None, name=None):
 def _batch(tensor_lists, rebuild, batch_size, capacity, enqueue_many, shapes, dynamic_pad,
            allow_smaller_final_batch, shared_name, name, default_name, keep_input=None):
     """The FIFO batchers (``batch``, ``batch_join`` and their ``maybe_`` forms)."""
+    tensor_lists, restore = _store_sparse_lists(tensor_lists, enqueue_many)
     with _ops.name_scope(name, default_name, tensor_lists[0]):
         if keep_input is not None:
             keep_input = _validate_keep_input(keep_input, enqueue_many)
@@ -185,13 +220,14 @@ def _batch(tensor_lists, rebuild, batch_size, capacity, enqueue_many, shapes, dy
         _fill_fraction_summary(queue, capacity)
         out = _finish(queue, tensor_lists, enqueue_many, batch_size,
                       allow_smaller_final_batch, keep_input)
-    return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+    return rebuild(restore(_with_static_batch(out, batch_size, allow_smaller_final_batch)))
 
 
 def _shuffle_batch(tensor_lists, rebuild, batch_size, capacity, min_after_dequeue, seed,
                    enqueue_many, shapes, allow_smaller_final_batch, shared_name, name,
                    default_name, keep_input=None):
     """The shuffling batchers (``shuffle_batch``, ``shuffle_batch_join``, ``maybe_`` forms)."""
+    tensor_lists, restore = _store_sparse_lists(tensor_lists, enqueue_many)
     with _ops.name_scope(name, default_name, tensor_lists[0]):
         if keep_input is not None:
             keep_input = _validate_keep_input(keep_input, enqueue_many)
@@ -203,7 +239,7 @@ def _shuffle_batch(tensor_lists, rebuild, batch_size, capacity, min_after_dequeu
         _fill_fraction_summary(queue, capacity, min_after_dequeue)
         out = _finish(queue, tensor_lists, enqueue_many, batch_size,
                       allow_smaller_final_batch, keep_input)
-    return rebuild(_with_static_batch(out, batch_size, allow_smaller_final_batch))
+    return rebuild(restore(_with_static_batch(out, batch_size, allow_smaller_final_batch)))
 
 
 def _threads(flat, num_threads):

@@ -73,6 +73,18 @@ TF_HOST_ONLY = frozenset({
     "EagerPyFunc", "HashTableV2", "LookupTableImportV2", "InitializeTableV2",
     "InitializeTableFromTextFileV2", "LookupTableFindV2", "LookupTableSizeV2",
     "LookupTableExportV2",
+    # Sparse ops TF registers for CPUs only (its GPU ones, SparseReorder, SparseReshape,
+    # SparseConcat, SparseSlice, SparseSplit, SparseFillEmptyRows, SparseTensorDenseMatMul,
+    # SparseSegment*, run on GPUs here too).
+    "SparseAdd", "SparseAddGrad", "SparseTensorDenseAdd", "SparseDenseCwiseAdd",
+    "SparseDenseCwiseDiv", "SparseDenseCwiseMul", "SparseReduceMax", "SparseReduceMaxSparse",
+    "SparseReduceSum", "SparseReduceSumSparse", "SparseSoftmax", "SparseSparseMaximum",
+    "SparseSparseMinimum", "SparseCrossV2", "DenseCountSparseOutput",
+    "SparseCountSparseOutput", "SerializeSparse", "SerializeManySparse",
+    "DeserializeManySparse", "EditDistance", "StringSplit", "StringSplitV2",
+    # Set operations (tf.sets).
+    "SetSize", "DenseToDenseSetOperation", "DenseToSparseSetOperation",
+    "SparseToSparseSetOperation",
 })
 
 _PACKAGE = os.path.dirname(dflab.__file__) + os.sep

@@ -168,14 +168,18 @@ def test_gradient_through_sparse_matmul_and_reduce(graph):
     np.testing.assert_allclose(gb, dense.T @ np.ones([3, 2]))
 
 
-def test_sparse_ops_stay_on_the_host():
-    g = tf.Graph()
-    with g.as_default():
-        st = tf.SparseTensor(IDX, [1.0, 2.0, 3.0], [3, 4])
-        out = tf.sparse.reduce_sum(tf.sparse.reorder(st))
-    from dflab.kernels.registry import is_host_only
+def test_sparse_ops_run_where_tfs_do():
+    from dflab.kernels.registry import has_kernel, is_host_only
 
-    assert is_host_only(out.op.type) and is_host_only("SparseReorder")
+    # TF registers these for GPUs too (their indices and shapes stay in host memory) ...
+    for op in ("SparseTensorDenseMatMul", "SparseSegmentSum", "SparseSegmentMean",
+               "SparseReorder", "SparseReshape", "SparseConcat", "SparseSlice", "SparseSplit",
+               "SparseFillEmptyRows", "SparseToDense"):
+        assert not is_host_only(op) and has_kernel(op, "CPU"), op
+    # ... and these for CPUs only.
+    for op in ("SparseReduceSum", "SparseAdd", "SparseSoftmax", "SparseTensorDenseAdd",
+               "SparseSparseMaximum", "SetSize", "EditDistance", "SerializeSparse"):
+        assert is_host_only(op), op
 
 
 def test_set_ops_check_the_sets_positions_at_run_time(graph):
