@@ -139,7 +139,7 @@ _FROM_MODULES = {
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
             polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
         "dflab.ops.more_math_ops": """reduce_std reduce_variance reduce_euclidean_norm""",
-        "dflab.ops.sort_ops": "bincount confusion_matrix",
+        "dflab.ops.sort_ops": "bincount confusion_matrix approx_max_k approx_min_k",
         "dflab.ops.accumulate_ops": "cumulative_logsumexp",
     },
     "spectral": {
@@ -160,6 +160,7 @@ _FROM_MODULES = {
             fixed_unigram_candidate_sampler all_candidate_sampler compute_accidental_hits""",
         "dflab.ops.sampled_losses": "nce_loss sampled_softmax_loss",
         "dflab.ops.normalization_ops": "lrn local_response_normalization",
+        "dflab.ops.sort_ops": "approx_max_k approx_min_k",
     },
     "image": {
         "dflab.ops.image_ops": """ResizeMethod resize resize_images resize_bilinear
