@@ -63,9 +63,9 @@ REASONS = [
     ("quantized types and ops, bfloat16",
      r".*", r"^(q(u)?int.*|bfloat16|to_bfloat16|quantize.*|dequantize|fake_quant.*|"
      r"quantized_.*)$"),
-    ("image, audio and signal processing (tf.image, FFTs, tf.signal)",
+    ("image, audio and signal processing (tf.image, tf.audio, tf.signal beyond the FFTs)",
      r"^(image|audio|signal|spectral)$", r".*"),
-    ("image, audio and signal processing (tf.image, FFTs, tf.signal)",
+    ("image, audio and signal processing (tf.image, tf.audio, tf.signal beyond the FFTs)",
      r".*", r"^(.*fft.*|extract_image_patches|extract_volume_patches|audio|image|signal|"
      r"spectral|decode_(jpeg|png|gif|bmp|image|webp|jxl|and_crop_jpeg)|encode_(jpeg|png)|"
      r"extract_jpeg_shape|is_jpeg)$"),
