@@ -1,7 +1,7 @@
 """``tf.signal`` beyond the FFTs: ``fftshift``/``ifftshift``, the ``hann``/``hamming``
 windows, ``frame`` and ``overlap_and_add``, the DCTs (types I-IV, ``dct``/``idct``, also in
-``tf.spectral``) and the short-time Fourier transform (``stft``, ``inverse_stft``,
-``inverse_stft_window_fn``).
+``tf.spectral``), the short-time Fourier transform (``stft``, ``inverse_stft``,
+``inverse_stft_window_fn``), the Vorbis and Kaiser windows, mel weight matrices and MFCCs.
 
 TF builds all of these in Python from other ops, and so does this module, with TF's
 arithmetic (so results and gradients agree); ``frame`` gathers the frames' samples by index
@@ -18,10 +18,11 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant, constant_value
-from dflab.ops import array_ops
+from dflab.ops import array_ops, nn_ops
 from dflab.ops import math_ops as _m
 from dflab.ops.fft_ops import irfft, rfft
 from dflab.ops.sort_ops import _static_axis, roll
+from dflab.ops.special_math_ops import bessel_i0e
 from dflab.ops.special_math_ops import complex as _complex
 from dflab.ops.special_math_ops import real as _real
 
@@ -360,7 +361,125 @@ def inverse_stft(stfts, frame_length, frame_step, fft_length=None, window_fn=han
         return overlap_and_add(frames, frame_step)
 
 
+# --- more windows, mel spectra, MFCCs ------------------------------------------------------------
+def _check_window_params(window_length, dtype):
+    dtype = _dt.as_dtype(dtype)
+    if not dtype.is_floating:
+        raise ValueError(f"dtype must be a floating point type. Found {dtype}")
+    window_length = _ops.convert_to_tensor(window_length, dtype=_dt.int32)
+    window_length.shape.assert_has_rank(0)
+    return window_length, dtype
+
+
+def vorbis_window(window_length, dtype=_dt.float32, name=None):
+    """A Vorbis power-complementary window of ``window_length`` samples."""
+    with _ops.name_scope(name, "vorbis_window"):
+        window_length, dtype = _check_window_params(window_length, dtype)
+        arg = _m.cast(_m.range(window_length), dtype)
+        inner = _m.sin(np.pi / _m.cast(window_length, dtype) * (arg + 0.5))
+        return _m.sin(np.pi / 2.0 * _m.pow(inner, constant(2.0, dtype=dtype)))
+
+
+def kaiser_window(window_length, beta=12.0, dtype=_dt.float32, name=None):
+    """A Kaiser window of ``window_length`` samples and shape parameter ``beta``."""
+    with _ops.name_scope(name, "kaiser_window"):
+        window_length, dtype = _check_window_params(window_length, dtype)
+        static = constant_value(window_length)
+        if static is not None and int(static) == 1:
+            return array_ops.ones([1], dtype=dtype)
+        half = (_m.cast(window_length, _dt.float32) - 1.0) / 2.0
+        arg = _m.cast(_m.range(-half, half + 0.1, dtype=_dt.float32), dtype)
+        beta = _m.cast(beta, dtype)
+        one = constant(1.0, dtype=dtype)
+        half = _m.cast(half, dtype)
+        num = beta * _m.sqrt(nn_ops.relu(one - _m.square(arg / half)))
+        return _m.exp(num - beta) * (bessel_i0e(num) / bessel_i0e(beta))
+
+
+def kaiser_bessel_derived_window(window_length, beta=12.0, dtype=_dt.float32, name=None):
+    """A Kaiser-Bessel-derived window (for MDCTs) of ``window_length`` samples."""
+    with _ops.name_scope(name, "kaiser_bessel_derived_window"):
+        window_length, dtype = _check_window_params(window_length, dtype)
+        half = window_length // 2
+        kaiser = kaiser_window(half + 1, beta, dtype=dtype)
+        csum = _m.cumsum(kaiser)
+        halfw = _m.sqrt(csum[:-1] / csum[-1])
+        return array_ops.concat((halfw, halfw[::-1]), axis=0)
+
+
+_MEL_BREAK_FREQUENCY_HERTZ = 700.0
+_MEL_HIGH_FREQUENCY_Q = 1127.0
+
+
+def _hertz_to_mel(frequencies_hertz):
+    return _MEL_HIGH_FREQUENCY_Q * _m.log(1.0 + (frequencies_hertz / _MEL_BREAK_FREQUENCY_HERTZ))
+
+
+def _validate_mel_arguments(num_mel_bins, sample_rate, lower_edge_hertz, upper_edge_hertz,
+                            dtype):
+    if num_mel_bins <= 0:
+        raise ValueError(f"num_mel_bins must be positive. Got: {num_mel_bins}")
+    if lower_edge_hertz < 0.0:
+        raise ValueError(f"lower_edge_hertz must be non-negative. Got: {lower_edge_hertz}")
+    if lower_edge_hertz >= upper_edge_hertz:
+        raise ValueError(f"lower_edge_hertz {lower_edge_hertz:.1f} >= upper_edge_hertz "
+                         f"{upper_edge_hertz:.1f}")
+    if not _ops.is_tensor_like(sample_rate) or isinstance(sample_rate, (int, float)):
+        if sample_rate <= 0.0:
+            raise ValueError(f"sample_rate must be positive. Got: {sample_rate}")
+        if upper_edge_hertz > sample_rate / 2:
+            raise ValueError(f"upper_edge_hertz must not be larger than the Nyquist frequency "
+                             f"(sample_rate / 2). Got {upper_edge_hertz} for sample_rate: "
+                             f"{sample_rate}")
+    if not dtype.is_floating:
+        raise ValueError(f"dtype must be a floating type. Got: {dtype}")
+
+
+def linear_to_mel_weight_matrix(num_mel_bins=20, num_spectrogram_bins=129, sample_rate=8000,
+                                lower_edge_hertz=125.0, upper_edge_hertz=3800.0,
+                                dtype=_dt.float32, name=None):
+    """``[num_spectrogram_bins, num_mel_bins]`` weights taking a linear-frequency spectrum to
+    mel bands (triangular filters, the HTK mel scale; TF's construction)."""
+    dtype = _dt.as_dtype(dtype)
+    with _ops.name_scope(name, "linear_to_mel_weight_matrix"):
+        if isinstance(sample_rate, _ops.Tensor):
+            const = constant_value(sample_rate)
+            if const is not None:
+                sample_rate = float(const)
+        _validate_mel_arguments(num_mel_bins, sample_rate, lower_edge_hertz, upper_edge_hertz,
+                                dtype)
+        sample_rate = _m.cast(sample_rate, dtype)
+        lower = _ops.convert_to_tensor(lower_edge_hertz, dtype=dtype)
+        upper = _ops.convert_to_tensor(upper_edge_hertz, dtype=dtype)
+        zero = constant(0.0, dtype=dtype)
+        linear = _m.linspace(zero, sample_rate / 2.0, num_spectrogram_bins)[1:]
+        bins_mel = array_ops.expand_dims(_hertz_to_mel(linear), 1)
+        edges = frame(_m.linspace(_hertz_to_mel(lower), _hertz_to_mel(upper),
+                                  num_mel_bins + 2), frame_length=3, frame_step=1)
+        lower_mel, center_mel, upper_mel = (array_ops.reshape(t, [1, num_mel_bins])
+                                            for t in array_ops.split(edges, 3, axis=1))
+        lower_slopes = (bins_mel - lower_mel) / (center_mel - lower_mel)
+        upper_slopes = (upper_mel - bins_mel) / (upper_mel - center_mel)
+        weights = _m.maximum(zero, _m.minimum(lower_slopes, upper_slopes))
+        return array_ops.pad(weights, [[1, 0], [0, 0]])
+
+
+def mfccs_from_log_mel_spectrograms(log_mel_spectrograms, name=None):
+    """Mel-frequency cepstral coefficients: the orthonormally scaled DCT-II of log-mel
+    spectrograms' last axis."""
+    with _ops.name_scope(name, "mfccs_from_log_mel_spectrograms", [log_mel_spectrograms]):
+        spectra = _ops.convert_to_tensor(log_mel_spectrograms)
+        bins = spectra.shape.as_list()[-1] if spectra.shape.ndims else None
+        if bins == 0:
+            raise ValueError(f"num_mel_bins must be positive. Got: {spectra}")
+        if bins is None:
+            bins = array_ops.shape(spectra)[-1]
+        dct2 = dct(spectra, type=2)
+        return dct2 * _m.rsqrt(_m.cast(bins, dct2.dtype.base_dtype) * 2.0)
+
+
 __all__: list[str] = []
 # Only in tf.signal (and dct/idct in tf.spectral; dflab.namespaces makes them): fftshift,
-# ifftshift, hann_window, hamming_window, frame, overlap_and_add, dct, idct, stft,
-# inverse_stft, inverse_stft_window_fn.
+# ifftshift, hann_window, hamming_window, vorbis_window, kaiser_window,
+# kaiser_bessel_derived_window, frame, overlap_and_add, dct, idct, stft, inverse_stft,
+# inverse_stft_window_fn, linear_to_mel_weight_matrix, mfccs_from_log_mel_spectrograms.
