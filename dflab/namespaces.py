@@ -153,7 +153,7 @@ _FROM_MODULES = {
         "dflab.ops.signal_ops": """fftshift ifftshift hann_window hamming_window frame
             overlap_and_add dct idct stft inverse_stft inverse_stft_window_fn vorbis_window
             kaiser_window kaiser_bessel_derived_window linear_to_mel_weight_matrix
-            mfccs_from_log_mel_spectrograms""",
+            mfccs_from_log_mel_spectrograms mdct inverse_mdct""",
     },
     "bitwise": {
         "dflab.ops.bitwise_ops": """bitwise_and bitwise_or bitwise_xor invert left_shift

@@ -407,6 +407,55 @@ def kaiser_bessel_derived_window(window_length, beta=12.0, dtype=_dt.float32, na
         return array_ops.concat((halfw, halfw[::-1]), axis=0)
 
 
+# --- MDCT -------------------------------------------------------------------------------------
+def mdct(signals, frame_length, window_fn=vorbis_window, pad_end=False, norm=None, name=None):
+    """The modified DCT of frames of ``frame_length`` (a multiple of 4) every half frame,
+    windowed by ``window_fn`` (None: a flat 1/sqrt(2))."""
+    with _ops.name_scope(name, "mdct", [signals, frame_length]):
+        signals = _ops.convert_to_tensor(signals, name="signals")
+        signals.shape.with_rank_at_least(1)
+        frame_length = _ops.convert_to_tensor(frame_length, name="frame_length")
+        frame_length.shape.assert_has_rank(0)
+        static = _static_int(frame_length)
+        if static is not None:
+            if static % 4 != 0:
+                raise ValueError("The frame length must be a multiple of 4.")
+            frame_step = constant(static // 2, dtype=frame_length.dtype.base_dtype)
+        else:
+            frame_step = frame_length // 2
+        framed = frame(signals, frame_length, frame_step, pad_end=pad_end)
+        if window_fn is not None:
+            framed *= window_fn(frame_length, dtype=framed.dtype.base_dtype)
+        else:
+            framed *= 1.0 / np.sqrt(2)
+        quarters = array_ops.split(framed, 4, axis=-1)
+        first = -array_ops.reverse(quarters[2], [-1]) - quarters[3]
+        second = quarters[0] - array_ops.reverse(quarters[1], [-1])
+        return dct(array_ops.concat((first, second), axis=-1), type=4, norm=norm)
+
+
+def inverse_mdct(mdcts, window_fn=vorbis_window, norm=None, name=None):
+    """Signals from their ``mdct`` (with a matching window: perfect reconstruction)."""
+    with _ops.name_scope(name, "inverse_mdct", [mdcts]):
+        mdcts = _ops.convert_to_tensor(mdcts, name="mdcts")
+        mdcts.shape.with_rank_at_least(2)
+        half_len = mdcts.shape.as_list()[-1]
+        if norm is None:
+            result = (0.5 / half_len) * dct(mdcts, type=4)
+        elif norm == "ortho":
+            result = dct(mdcts, type=4, norm="ortho")
+        else:
+            raise ValueError(f"Unknown normalization. Expected None or 'ortho', got: {norm}")
+        halves = array_ops.split(result, 2, axis=-1)
+        frames = array_ops.concat((halves[1], -array_ops.reverse(halves[1], [-1]),
+                                   -array_ops.reverse(halves[0], [-1]), -halves[0]), axis=-1)
+        if window_fn is not None:
+            frames *= window_fn(2 * half_len, dtype=mdcts.dtype.base_dtype)
+        else:
+            frames *= 1.0 / np.sqrt(2)
+        return overlap_and_add(frames, half_len)
+
+
 _MEL_BREAK_FREQUENCY_HERTZ = 700.0
 _MEL_HIGH_FREQUENCY_Q = 1127.0
 
@@ -481,5 +530,6 @@ def mfccs_from_log_mel_spectrograms(log_mel_spectrograms, name=None):
 __all__: list[str] = []
 # Only in tf.signal (and dct/idct in tf.spectral; dflab.namespaces makes them): fftshift,
 # ifftshift, hann_window, hamming_window, vorbis_window, kaiser_window,
-# kaiser_bessel_derived_window, frame, overlap_and_add, dct, idct, stft, inverse_stft,
-# inverse_stft_window_fn, linear_to_mel_weight_matrix, mfccs_from_log_mel_spectrograms.
+# kaiser_bessel_derived_window, frame, overlap_and_add, dct, idct, mdct, inverse_mdct, stft,
+# inverse_stft, inverse_stft_window_fn, linear_to_mel_weight_matrix,
+# mfccs_from_log_mel_spectrograms.

@@ -158,6 +158,15 @@ def _approx_top_k(operand, k, reduction_dimension, recall_target, is_max_k,
     return op.outputs[0], op.outputs[1]
 
 
+def approx_top_k(input, k, reduction_dimension=-1, recall_target=0.95,  # noqa: A002
+                 is_max_k=True, reduction_input_size_override=-1, aggregate_to_topk=True,
+                 name=None):
+    """The ``ApproxTopK`` op itself: ``approx_max_k`` or, with ``is_max_k=False``,
+    ``approx_min_k``."""
+    return _approx_top_k(input, k, reduction_dimension, recall_target, bool(is_max_k),
+                         reduction_input_size_override, aggregate_to_topk, name)
+
+
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
                  reduction_input_size_override=-1, aggregate_to_topk=True, name=None):
     """The ``k`` largest entries along ``reduction_dimension`` and their indices. TF trades
@@ -540,9 +549,10 @@ def is_strictly_increasing(x, name=None):
 
 
 __all__ = [
-    "sort", "argsort", "searchsorted", "roll", "meshgrid", "repeat", "unique_with_counts",
-    "setdiff1d", "unravel_index", "bincount", "confusion_matrix", "histogram_fixed_width",
-    "histogram_fixed_width_bins", "is_non_decreasing", "is_strictly_increasing",
+    "approx_top_k", "sort", "argsort", "searchsorted", "roll", "meshgrid", "repeat",
+    "unique_with_counts", "setdiff1d", "unravel_index", "bincount", "confusion_matrix",
+    "histogram_fixed_width", "histogram_fixed_width_bins", "is_non_decreasing",
+    "is_strictly_increasing",
 ]
 # Only in tf.math (and approx_* in tf.nn; dflab.namespaces puts them there): bincount,
 # confusion_matrix, approx_max_k, approx_min_k.
