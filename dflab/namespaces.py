@@ -144,16 +144,21 @@ _FROM_MODULES = {
             erfcinv ndtri xlogy xdivy xlog1py multiply_no_nan reciprocal_no_nan nextafter
             polyval divide_no_nan:div_no_nan polygamma zeta igamma igammac betainc""",
         "dflab.ops.more_math_ops": """reduce_std reduce_variance reduce_euclidean_norm""",
-        "dflab.ops.sort_ops": "bincount confusion_matrix",
+        "dflab.ops.sort_ops": "bincount confusion_matrix approx_max_k approx_min_k",
         "dflab.ops.accumulate_ops": "cumulative_logsumexp",
     },
     "spectral": {
         "dflab.ops.fft_ops": """fft ifft fft2d ifft2d fft3d ifft3d rfft irfft rfft2d irfft2d
             rfft3d irfft3d""",
+        "dflab.ops.signal_ops": "dct idct",
     },
     "signal": {
         "dflab.ops.fft_ops": """fft ifft fft2d ifft2d fft3d ifft3d rfft irfft rfft2d irfft2d
             rfft3d irfft3d""",
+        "dflab.ops.signal_ops": """fftshift ifftshift hann_window hamming_window frame
+            overlap_and_add dct idct stft inverse_stft inverse_stft_window_fn vorbis_window
+            kaiser_window kaiser_bessel_derived_window linear_to_mel_weight_matrix
+            mfccs_from_log_mel_spectrograms mdct inverse_mdct""",
     },
     "bitwise": {
         "dflab.ops.bitwise_ops": """bitwise_and bitwise_or bitwise_xor invert left_shift
@@ -167,6 +172,7 @@ _FROM_MODULES = {
         "dflab.ops.normalization_ops": "lrn local_response_normalization",
         "dflab.ops.sparse_embedding_ops": """embedding_lookup_sparse
             safe_embedding_lookup_sparse""",
+        "dflab.ops.sort_ops": "approx_max_k approx_min_k",
     },
     "image": {
         "dflab.ops.image_ops": """ResizeMethod resize resize_images resize_bilinear

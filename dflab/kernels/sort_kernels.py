@@ -41,6 +41,29 @@ kernel("LowerBound")(_bound("left"))
 kernel("UpperBound")(_bound("right"))
 
 
+@kernel("ApproxTopK")
+def _approx_top_k(node, ctx):
+    xp = ctx.xp
+    k, dim = node.attr["k"], node.attr["reduction_dimension"]
+    largest = node.attr["is_max_k"]
+
+    def approx_top_k(x):
+        # Exact: the k extreme entries in order, ties by lower index first (TF's CPU kernel).
+        x = xp.moveaxis(xp.asarray(x), dim, -1)
+        n = x.shape[-1]
+        if k > n:
+            raise _bad(node, f"k ({k}) must not exceed the reduction dimension ({n})")
+        if largest:
+            order = (n - 1 - xp.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1])
+        else:
+            order = xp.argsort(x, axis=-1, kind="stable")
+        idx = order[..., :k].astype(np.int32)
+        values = xp.take_along_axis(x, idx, -1)
+        return xp.moveaxis(values, -1, dim), xp.moveaxis(idx, -1, dim)
+
+    return approx_top_k
+
+
 @kernel("Roll", host_memory_inputs=(1, 2))
 def _roll(node, ctx):
     xp = ctx.xp

@@ -288,18 +288,27 @@ def _sub_grad(op, grad):
     return [_unbroadcast(grad, x), _unbroadcast(negative(grad), y)]
 
 
+def _conj_if_complex(t):
+    """``conj(t)`` for a complex ``t`` (TF's gradients of complex products use the conjugate),
+    ``t`` itself otherwise."""
+    if not t.dtype.base_dtype.is_complex:
+        return t
+    return _ops.apply_op("Conj", [t], None, None).outputs[0]
+
+
 @RegisterGradient("Mul")
 def _mul_grad(op, grad):
-    x, y = op.inputs
-    return [_unbroadcast(multiply(grad, y), x), _unbroadcast(multiply(x, grad), y)]
+    x, y = (_conj_if_complex(t) for t in op.inputs)
+    return [_unbroadcast(multiply(grad, y), op.inputs[0]),
+            _unbroadcast(multiply(x, grad), op.inputs[1])]
 
 
 @RegisterGradient("RealDiv")
 def _realdiv_grad(op, grad):
-    x, y = op.inputs
+    x, y = (_conj_if_complex(t) for t in op.inputs)
     gx = realdiv(grad, y)
     gy = multiply(grad, realdiv(realdiv(negative(x), y), y))
-    return [_unbroadcast(gx, x), _unbroadcast(gy, y)]
+    return [_unbroadcast(gx, op.inputs[0]), _unbroadcast(gy, op.inputs[1])]
 
 
 NotDifferentiable("FloorDiv")

@@ -1,4 +1,5 @@
 """Sorting, searching and counting: ``sort``/``argsort`` (TF's composition over ``top_k``),
+``math.approx_max_k``/``approx_min_k`` (``ApproxTopK``, exact here),
 ``searchsorted`` (``LowerBound``/``UpperBound``), ``roll``, ``meshgrid``, ``repeat``,
 ``unique_with_counts``, ``setdiff1d`` (``ListDiff``), ``unravel_index``, ``bincount``
 (``DenseBincount``), ``confusion_matrix``, the fixed-width histograms, and the monotonicity
@@ -99,6 +100,86 @@ def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
     del stable  # TF's sort is stable either way
     with _ops.name_scope(name, "argsort"):
         return _sort_or_argsort(values, axis, direction, return_argsort=True)
+
+
+# --- approx_max_k / approx_min_k ----------------------------------------------------------------
+def _approx_top_k_infer(op):
+    x = op.inputs[0]
+    dt = x.dtype.base_dtype
+    if dt not in (_dt.float16, _dt.float32):
+        raise TypeError(f"Value passed to parameter 'input' has DataType {dt.name} not in "
+                        f"list of allowed values: float16, float32")
+    k, dim = op.get_attr("k"), op.get_attr("reduction_dimension")
+    if x.shape.ndims is None:
+        return [(dt, TensorShape(None)), (_dt.int32, TensorShape(None))]
+    rank = x.shape.ndims
+    if not -rank <= dim < rank:
+        raise ValueError(f"reduction_dimension {dim} is out of range for rank {rank}")
+    dims = x.shape.as_list()
+    if dims[dim] is not None and k > dims[dim]:
+        raise ValueError(f"k ({k}) must not exceed the reduction dimension ({dims[dim]})")
+    dims[dim] = k
+    return [(dt, TensorShape(dims)), (_dt.int32, TensorShape(dims))]
+
+
+register_op("ApproxTopK", _approx_top_k_infer)
+
+
+@RegisterGradient("ApproxTopK")
+def _approx_top_k_grad(op, grad, _):
+    # TF's: each gradient entry scattered back to where its value came from.
+    idx = op.outputs[1]
+    shape = idx.shape.as_list()
+    rank = len(shape)
+    dim = op.get_attr("reduction_dimension") % rank
+    lifted = shape + [1]
+    parts = []
+    for d in range(rank):
+        if d == dim:
+            parts.append(array_ops.reshape(idx, lifted))
+            continue
+        iota = [1] * (rank + 1)
+        iota[d] = shape[d]
+        parts.append(array_ops.broadcast_to(array_ops.reshape(_m.range(shape[d]), iota),
+                                            lifted))
+    n = int(np.prod(shape))
+    flat_idx = array_ops.reshape(array_ops.concat(parts, axis=rank), [n, rank])
+    flat_grad = array_ops.reshape(array_ops._dense(grad), [n])
+    return [array_ops.scatter_nd(flat_idx, flat_grad, op.inputs[0].shape.as_list())]
+
+
+def _approx_top_k(operand, k, reduction_dimension, recall_target, is_max_k,
+                  reduction_input_size_override, aggregate_to_topk, name):
+    attrs = {"k": int(k), "reduction_dimension": int(reduction_dimension),
+             "recall_target": float(recall_target), "is_max_k": is_max_k,
+             "reduction_input_size_override": int(reduction_input_size_override),
+             "aggregate_to_topk": bool(aggregate_to_topk)}
+    op = _ops.apply_op("ApproxTopK", [_ops.convert_to_tensor(operand)], attrs, name)
+    return op.outputs[0], op.outputs[1]
+
+
+def approx_top_k(input, k, reduction_dimension=-1, recall_target=0.95,  # noqa: A002
+                 is_max_k=True, reduction_input_size_override=-1, aggregate_to_topk=True,
+                 name=None):
+    """The ``ApproxTopK`` op itself: ``approx_max_k`` or, with ``is_max_k=False``,
+    ``approx_min_k``."""
+    return _approx_top_k(input, k, reduction_dimension, recall_target, bool(is_max_k),
+                         reduction_input_size_override, aggregate_to_topk, name)
+
+
+def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True, name=None):
+    """The ``k`` largest entries along ``reduction_dimension`` and their indices. TF trades
+    recall for speed on accelerators; here the result is exact (recall 1)."""
+    return _approx_top_k(operand, k, reduction_dimension, recall_target, True,
+                         reduction_input_size_override, aggregate_to_topk, name)
+
+
+def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True, name=None):
+    """The ``k`` smallest entries along ``reduction_dimension`` and their indices (exact)."""
+    return _approx_top_k(operand, k, reduction_dimension, recall_target, False,
+                         reduction_input_size_override, aggregate_to_topk, name)
 
 
 # --- searchsorted -------------------------------------------------------------------------------
@@ -468,7 +549,10 @@ def is_strictly_increasing(x, name=None):
 
 
 __all__ = [
-    "sort", "argsort", "searchsorted", "roll", "meshgrid", "repeat", "unique_with_counts",
-    "setdiff1d", "unravel_index", "bincount", "confusion_matrix", "histogram_fixed_width",
-    "histogram_fixed_width_bins", "is_non_decreasing", "is_strictly_increasing",
+    "approx_top_k", "sort", "argsort", "searchsorted", "roll", "meshgrid", "repeat",
+    "unique_with_counts", "setdiff1d", "unravel_index", "bincount", "confusion_matrix",
+    "histogram_fixed_width", "histogram_fixed_width_bins", "is_non_decreasing",
+    "is_strictly_increasing",
 ]
+# Only in tf.math (and approx_* in tf.nn; dflab.namespaces puts them there): bincount,
+# confusion_matrix, approx_max_k, approx_min_k.

@@ -61,9 +61,11 @@ REASONS = [
     ("quantized types and ops, bfloat16",
      r".*", r"^(q(u)?int.*|bfloat16|to_bfloat16|quantize.*|dequantize|fake_quant.*|"
      r"quantized_.*)$"),
-    ("image, audio and signal processing (tf.image, FFTs, tf.signal)",
+    ("image and audio processing (tf.image, tf.audio), and tf.signal's N-d FFT wrappers "
+     "(TF 2.21 runs them on GPUs only)",
      r"^(image|audio|signal|spectral)$", r".*"),
-    ("image, audio and signal processing (tf.image, FFTs, tf.signal)",
+    ("image and audio processing (tf.image, tf.audio), and tf.signal's N-d FFT wrappers "
+     "(TF 2.21 runs them on GPUs only)",
      r".*", r"^(.*fft.*|audio|image|signal|"
      r"spectral|decode_(jpeg|png|gif|bmp|image|webp|jxl|and_crop_jpeg)|encode_(jpeg|png)|"
      r"extract_jpeg_shape|is_jpeg)$"),

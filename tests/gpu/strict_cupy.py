@@ -830,6 +830,16 @@ def make_module(device_count: int = 1, total_memory: int = 16 << 30) -> types.Mo
     mod.linalg = types.SimpleNamespace(**{n: _linalg(n) for n in (
         "cholesky", "inv", "det", "slogdet", "solve", "qr", "svd", "eigh", "eigvalsh",
         "pinv")})
+    def _fft(name):
+        def wrapped(*a, **k):
+            mod.calls[f"fft.{name}"] += 1
+            return _wrap_call(getattr(np.fft, name), a, k, strict=True)
+        wrapped.__name__ = name
+        return wrapped
+
+    # cupy.fft's N-d transforms (cuFFT plans; the ones dflab's kernels call).
+    mod.fft = types.SimpleNamespace(**{n: _fft(n) for n in (
+        "fftn", "ifftn", "rfftn", "irfftn")})
     mod.ElementwiseKernel = ElementwiseKernel
     mod.ReductionKernel = ElementwiseKernel
     def ascontiguousarray(value, dtype=None):

@@ -78,3 +78,21 @@ def test_nd_fft_lengths_and_axes_must_pair():
         out = tf.fftnd(tf.zeros([2, 3], tf.complex64), [2, 3], [0])
         with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError):
             sess.run(out)
+
+
+def test_approx_min_k_and_other_axes_are_exact():
+    # TF 2.21's CPU kernel serves only approx_max_k along the last axis; here every form runs
+    # and is exact (NumPy's stable sort as the reference).
+    x = np.array([[3, 1, 4, 1], [5, 9, 2, 6], [5, 3, 5, 8]], np.float32)
+    with tf.Graph().as_default():
+        outs = [*tf.math.approx_min_k(x, 2), *tf.nn.approx_max_k(x, 2, reduction_dimension=0),
+                *tf.nn.approx_min_k(x, 1, reduction_dimension=0)]
+        with tf.Session() as sess:
+            v, i, v0, i0, m0, j0 = sess.run(outs)
+    np.testing.assert_array_equal(i, np.argsort(x, axis=1, kind="stable")[:, :2])
+    np.testing.assert_array_equal(v, np.sort(x, axis=1)[:, :2])
+    np.testing.assert_array_equal(v0, [[5, 9, 5, 8], [5, 3, 4, 6]])
+    np.testing.assert_array_equal(i0, [[1, 1, 2, 2], [2, 2, 0, 1]])
+    np.testing.assert_array_equal(m0, [[3, 1, 2, 1]])
+    np.testing.assert_array_equal(j0, [[0, 0, 1, 0]])
+    assert i.dtype == np.int32
