@@ -147,7 +147,3 @@ __all__ += ["batch_norm_with_global_normalization", "collapse_repeated",
 from dflab.ops.raw_rnn import raw_rnn, static_state_saving_rnn  # noqa: E402
 
 __all__ += ["raw_rnn", "static_state_saving_rnn"]
-
-from dflab.ops.approx_topk_ops import approx_max_k, approx_min_k  # noqa: E402
-
-__all__ += ["approx_max_k", "approx_min_k"]

@@ -13,7 +13,6 @@ from dflab.kernels import intra_op
 from dflab.kernels.context import host
 from dflab.kernels.math_kernels import column_sums
 from dflab.kernels.registry import kernel, quiet, register_kernel
-from dflab.ops import approx_topk_ops  # noqa: F401 - the schema of ApproxTopK
 from dflab.ops.nn_ops import bias_channel_axis
 
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -297,21 +296,3 @@ def _top_k(xp, x, k):
 register_kernel("TopKV2", xp=_top_k)
 
 
-@kernel("ApproxTopK")
-def _approx_top_k(node, ctx):
-    # Exact, as TF's CPU kernel: the stable top k along the axis (lower index first among
-    # ties); the minimum is the top k of the negated input.
-    xp = ctx.xp
-    k, is_max = node.attr["k"], node.attr["is_max_k"]
-    axis = node.attr["reduction_dimension"]
-
-    def approx_top_k(x):
-        x = xp.moveaxis(xp.asarray(x), axis, -1)
-        try:
-            _, idx = _top_k(xp, x if is_max else -x, k)
-        except ValueError as e:
-            raise errors.InvalidArgumentError(None, node, str(e)) from None
-        values = xp.take_along_axis(x, idx, -1)
-        return xp.moveaxis(values, -1, axis), xp.moveaxis(idx, -1, axis)
-
-    return approx_top_k

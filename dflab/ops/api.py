@@ -30,8 +30,8 @@ _variables._overload_variable_operators()
 from dflab.ops import io_ops as _io_ops  # noqa: E402 - registers the checkpoint ops
 from dflab.ops.accumulate_ops import *  # noqa: E402, F403
 from dflab.ops.bitwise_ops import *  # noqa: E402, F403
-from dflab.ops.custom_gradient import *  # noqa: E402, F403
 from dflab.ops.conv_nd_ops import *  # noqa: E402, F403
+from dflab.ops.custom_gradient import *  # noqa: E402, F403
 from dflab.ops.data_flow_ops import *  # noqa: E402, F403
 from dflab.ops.fft_ops import *  # noqa: E402, F403
 from dflab.ops.fixed_length_record_ops import *  # noqa: E402, F403
@@ -42,18 +42,18 @@ from dflab.ops.more_array_ops import *  # noqa: E402, F403
 from dflab.ops.numerics_ops import *  # noqa: E402, F403
 from dflab.ops.parsing_ops import *  # noqa: E402, F403
 from dflab.ops.reader_ops import *  # noqa: E402, F403
-from dflab.ops.sparse_compose_ops import *  # noqa: E402, F403
-from dflab.ops.sparse_io_ops import *  # noqa: E402, F403
 from dflab.ops.scatter_ops import *  # noqa: E402, F403
 from dflab.ops.segment_ops import *  # noqa: E402, F403
+from dflab.ops.session_ops import *  # noqa: E402, F403
 from dflab.ops.sort_ops import *  # noqa: E402, F403
 from dflab.ops.space_ops import *  # noqa: E402, F403
-from dflab.ops.session_ops import *  # noqa: E402, F403
+from dflab.ops.sparse_compose_ops import *  # noqa: E402, F403
+from dflab.ops.sparse_io_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_ops import *  # noqa: E402, F403
 from dflab.ops.sparse_text_ops import *  # noqa: E402, F403
 from dflab.ops.special_math_ops import *  # noqa: E402, F403
 from dflab.ops.string_hash_ops import *  # noqa: E402, F403
 from dflab.ops.string_ops import *  # noqa: E402, F403
-from dflab.ops.tensor_io_ops import *  # noqa: E402, F403
 from dflab.ops.template import *  # noqa: E402, F403
+from dflab.ops.tensor_io_ops import *  # noqa: E402, F403
 from dflab.ops.variable_enums import *  # noqa: E402, F403

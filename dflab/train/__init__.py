@@ -135,9 +135,8 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | _PROTO_NAMES)
-from dflab.train.warm_starting import init_from_checkpoint  # noqa: F401, E402
 from dflab.train.warm_starting import (  # noqa: F401, E402
     VocabInfo,
-    init_from_checkpoint,
+    init_from_checkpoint,  # noqa: F401, E402
     warm_start,
 )

@@ -68,7 +68,7 @@ TF_HOST_ONLY = frozenset({
     # Tensors to and from bytes and files, and the host's clock.
     "SerializeTensor", "ParseTensor", "WriteFile", "MatchingFiles", "Timestamp",
     "MatrixLogarithm",
-    "ExtractGlimpse", "StatelessParameterizedTruncatedNormal",
+    "StatelessParameterizedTruncatedNormal",
     # tf.py_function and lookup tables (host state), as TF's.
     "EagerPyFunc", "HashTableV2", "LookupTableImportV2", "InitializeTableV2",
     "InitializeTableFromTextFileV2", "LookupTableFindV2", "LookupTableSizeV2",
