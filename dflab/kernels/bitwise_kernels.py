@@ -1,5 +1,6 @@
 """Kernels of ``dflab.ops.bitwise_ops`` and of ``CumulativeLogsumexp``
-(``dflab.ops.accumulate_ops``), written against the
+(``dflab.ops.accumulate_ops``: NumPy's ``logaddexp.accumulate`` on the host, a doubling scan
+of ``logaddexp`` elsewhere), written against the
 device's ``xp``.
 
 Shifts clamp the shift count into ``[0, bits)`` as TF's kernels do (C leaves other counts
@@ -90,7 +91,32 @@ def _bitcast(node, ctx):
     return bitcast
 
 
-# A running log-sum-exp needs ``logaddexp.accumulate`` (a shift by the maximum loses the small
-# early terms), which CuPy's ufuncs lack: it runs on the host.
-register_kernel("CumulativeLogsumexp", host_memory_inputs=(1,), host_only=True,
-                factory=_scan_kernel("logaddexp", "logaddexp", -np.inf))
+def _log_cumsum_exp(xp, x, axis):
+    """A running log-sum-exp along ``axis`` without ``logaddexp.accumulate`` (CuPy has none):
+    the doubling scan, log2(n) rounds of ``logaddexp`` with the entry ``shift`` back. (A shift
+    by the maximum instead would lose the small early terms.)"""
+    n = x.shape[axis]
+    shift = 1
+    while shift < n:
+        head = [slice(None)] * x.ndim
+        tail = [slice(None)] * x.ndim
+        back = [slice(None)] * x.ndim
+        head[axis], tail[axis], back[axis] = slice(0, shift), slice(shift, None), \
+            slice(0, n - shift)
+        x = xp.concatenate([x[tuple(head)],
+                            xp.logaddexp(x[tuple(tail)], x[tuple(back)])], axis=axis)
+        shift *= 2
+    return x
+
+
+def _logaddexp_accumulate(xp):
+    """``accumulate(x, axis=, dtype=)`` of ``logaddexp``: NumPy's own on the host, the doubling
+    scan in other namespaces."""
+    if xp is np:
+        return np.logaddexp.accumulate
+    return lambda x, axis, dtype: _log_cumsum_exp(xp, x, axis).astype(dtype, copy=False)
+
+
+register_kernel("CumulativeLogsumexp", host_memory_inputs=(1,),
+                factory=_scan_kernel("logaddexp", None, -np.inf,
+                                     accumulate_of=_logaddexp_accumulate))

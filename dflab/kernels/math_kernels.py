@@ -389,15 +389,20 @@ register_kernel("ArgMin", host_memory_inputs=(1,), factory=_arg_kernel("argmin")
 
 
 # --- scans ----------------------------------------------------------------------------------------
-def _scan_kernel(ufunc_name, fn_name, identity):
+def _scan_kernel(ufunc_name, fn_name, identity, accumulate_of=None):
     """Cumsum/Cumprod along an axis, in the input's dtype: ``xp.<ufunc_name>.accumulate``
     (what NumPy's ``cumsum``/``cumprod`` call, without their dispatch: about 1 us a call), or
-    ``xp.<fn_name>`` in a namespace whose ufuncs have no ``accumulate`` (CuPy before v13)."""
+    ``xp.<fn_name>`` in a namespace whose ufuncs have no ``accumulate`` (CuPy before v13);
+    ``accumulate_of(xp)``, where given, picks the accumulation itself."""
 
     def factory(node, ctx):
         exclusive, reverse = node.attr["exclusive"], node.attr["reverse"]
         xp = ctx.xp
-        accumulate = getattr(getattr(xp, ufunc_name), "accumulate", None) or getattr(xp, fn_name)
+        if accumulate_of is not None:
+            accumulate = accumulate_of(xp)
+        else:
+            accumulate = getattr(getattr(xp, ufunc_name), "accumulate", None) or \
+                getattr(xp, fn_name)
 
         def scan(x, axis):
             a = int(axis)

@@ -4,7 +4,8 @@ ones, written against the device's ``xp`` with the row scatter of the segment su
 (``math_kernels._segment_scatter``).
 
 What an empty segment holds is TF's: 0 for the sorted max, min and mean, 1 for products, and
-for the unsorted max and min the lowest (highest) value of the dtype.
+for the unsorted max and min the lowest (highest) value of the dtype. Products scatter with
+``multiply.at`` on the host; CuPy has none, so a device multiplies each segment's masked rows.
 """
 
 from __future__ import annotations
@@ -33,11 +34,36 @@ def _empty_rows_to_zero(xp, out, ids, n):
     return out
 
 
+def _masked_product(xp, data, ids, n):
+    """Segment products without ``multiply.at`` (CuPy has none): each segment's product over
+    the rows masked to it, ``[n, rows, ...]`` at once; negative ids are dropped."""
+    data, ids = xp.asarray(data), xp.asarray(ids)
+    if data.shape[:ids.ndim] != ids.shape:
+        raise ValueError(f"segment_ids shape {ids.shape} must be a prefix of data shape "
+                         f"{data.shape}")
+    rest = data.shape[ids.ndim:]
+    rows = data.reshape((-1,) + rest)
+    flat = ids.reshape(-1)
+    if flat.size and int(flat.max()) >= n:
+        raise ValueError(f"segment_ids value {int(flat.max())} is out of range [0, {n})")
+    mask = (flat[None, :] == xp.arange(n, dtype=flat.dtype)[:, None])
+    mask = mask.reshape(mask.shape + (1,) * len(rest))
+    one = xp.ones((), dtype=data.dtype)
+    return xp.prod(xp.where(mask, rows[None], one), axis=1, dtype=data.dtype)
+
+
+def _scatter_or_mask(xp, data, ids, n, combine, initial):
+    # NumPy scatters products with multiply.at; other namespaces multiply masked rows.
+    if combine == "multiply" and xp is not np:
+        return _masked_product(xp, data, ids, n)
+    return _segment_scatter(xp, data, ids, n, combine, initial)
+
+
 def _sorted(combine, identity_of, empty_to_zero):
     def segment(xp, data, ids):
         data = xp.asarray(data)
         n = _sorted_segment_count(xp, ids)
-        out = _segment_scatter(xp, data, ids, n, combine, identity_of(data.dtype))
+        out = _scatter_or_mask(xp, data, ids, n, combine, identity_of(data.dtype))
         return _empty_rows_to_zero(xp, out, ids, n) if empty_to_zero else out
 
     return segment
@@ -57,7 +83,7 @@ def _unsorted(combine, identity_of):
         if n < 0:
             raise ValueError(f"num_segments must be >= 0, got {n}")
         data = xp.asarray(data)
-        return _segment_scatter(xp, data, ids, n, combine, identity_of(data.dtype))
+        return _scatter_or_mask(xp, data, ids, n, combine, identity_of(data.dtype))
 
     return segment
 
@@ -81,7 +107,5 @@ register_kernel("UnsortedSegmentMax", host_memory_inputs=(2,),
                 xp=_unsorted("maximum", _lowest))
 register_kernel("UnsortedSegmentMin", host_memory_inputs=(2,),
                 xp=_unsorted("minimum", _highest))
-# Products scatter with ``multiply.at``, which CuPy lacks: they run on the host.
-register_kernel("SegmentProd", xp=_sorted("multiply", _one, False), host_only=True)
-register_kernel("UnsortedSegmentProd", host_memory_inputs=(2,),
-                xp=_unsorted("multiply", _one), host_only=True)
+register_kernel("SegmentProd", xp=_sorted("multiply", _one, False))
+register_kernel("UnsortedSegmentProd", host_memory_inputs=(2,), xp=_unsorted("multiply", _one))
