@@ -32,11 +32,13 @@ TF_HOST_ONLY = frozenset({
     "SparseAccumulatorTakeGradient", "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
     # Summaries: protobuf encoding of host values into a string.
     "ScalarSummary", "HistogramSummary", "ImageSummary", "TensorSummaryV2", "MergeSummary",
+    "AudioSummaryV2",
     # tf.data: datasets are host objects, iterators host state.
     "TensorDataset", "TensorSliceDataset", "RangeDataset", "GeneratorDataset", "MapDataset",
     "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
-    "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "IteratorV2",
+    "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
+    "IteratorV2",
     "OneShotIterator", "MakeIterator", "IteratorGetNext",
     # File readers and parsers read host files and strings.
     "TextLineReaderV2", "WholeFileReaderV2", "ReaderReadV2", "ReaderNumRecordsProducedV2",
