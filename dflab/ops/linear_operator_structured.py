@@ -39,6 +39,15 @@ def _same_dtype(operators, message):
     return dtype
 
 
+def _hints_shared_by_all(operators, is_non_singular, is_self_adjoint, is_positive_definite):
+    """The given hints, each set to True where every operator has it: a direct sum or a
+    Kronecker product keeps what all its factors are."""
+    given = (is_non_singular, is_self_adjoint, is_positive_definite)
+    hints = ("is_non_singular", "is_self_adjoint", "is_positive_definite")
+    return tuple(True if all(getattr(op, hint) for op in operators) else value
+                 for hint, value in zip(hints, given))
+
+
 def _batch_shape_of(operators):
     batch = operators[0].batch_shape
     for op in operators[1:]:
@@ -368,12 +377,8 @@ class LinearOperatorKronecker(LinearOperator):
                     raise ValueError(f"The Kronecker product of {what} operators is always "
                                      f"{what}. Expected argument `{hint}` to be True. "
                                      f"Received: {value}.")
-        if all(op.is_non_singular for op in operators):
-            is_non_singular = True
-        if all(op.is_self_adjoint for op in operators):
-            is_self_adjoint = True
-        if all(op.is_positive_definite for op in operators):
-            is_positive_definite = True
+        is_non_singular, is_self_adjoint, is_positive_definite = _hints_shared_by_all(
+            operators, is_non_singular, is_self_adjoint, is_positive_definite)
         name = "_x_".join(op.name for op in operators) if name is None else name
         with _ops.name_scope(name):
             super().__init__(dtype=dtype, is_non_singular=is_non_singular,
