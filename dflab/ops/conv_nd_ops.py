@@ -26,6 +26,7 @@ from dflab.ops.conv_ops import (
     _same_dtype,
     _shape_of,
     conv_output_size,
+    register_pool_gradients,
 )
 from dflab.ops.op_util import check_same_dtype
 
@@ -351,20 +352,7 @@ register_op("AvgPool3DGrad", _avg_pool3d_grad_infer, expensive=True)
 NotDifferentiable("MaxPool3DGrad")  # TF's MaxPool3DGradGrad is not implemented here
 
 
-@RegisterGradient("MaxPool3D")
-def _max_pool3d_grad(op, grad):
-    return [_apply("MaxPool3DGrad", [op.inputs[0], op.outputs[0], grad], op.attrs)]
-
-
-@RegisterGradient("AvgPool3D")
-def _avg_pool3d_grad(op, grad):
-    return [_apply("AvgPool3DGrad", [_shape_of(op.inputs[0]), grad], op.attrs)]
-
-
-@RegisterGradient("AvgPool3DGrad")
-def _avg_pool3d_grad_grad(op, grad):
-    # AvgPool3DGrad is the adjoint of the (linear) AvgPool3D, so its adjoint is AvgPool3D.
-    return [None, _apply("AvgPool3D", [grad], op.attrs)]
+register_pool_gradients("MaxPool3D", "AvgPool3D")
 
 
 def _pool3d_attrs(ksize, strides, padding, data_format):

@@ -397,20 +397,26 @@ def _pool_attr_kwargs(op):
             "data_format": a["data_format"]}
 
 
-@RegisterGradient("MaxPool")
-def _max_pool_grad(op, grad):
-    return [_apply("MaxPoolGrad", [op.inputs[0], op.outputs[0], grad], op.attrs)]
+def register_pool_gradients(max_pool: str, avg_pool: str) -> None:
+    """Registers the gradients of a max and an average pool op (``MaxPool``/``AvgPool`` or
+    their 3-D forms), whose backprops are the ``...Grad`` ops taking the same attrs."""
+
+    @RegisterGradient(max_pool)
+    def _max_pool_grad(op, grad):
+        return [_apply(max_pool + "Grad", [op.inputs[0], op.outputs[0], grad], op.attrs)]
+
+    @RegisterGradient(avg_pool)
+    def _avg_pool_grad(op, grad):
+        return [_apply(avg_pool + "Grad", [_shape_of(op.inputs[0]), grad], op.attrs)]
+
+    @RegisterGradient(avg_pool + "Grad")
+    def _avg_pool_grad_grad(op, grad):
+        # The average pool's backprop is the adjoint of the (linear) pool, so its adjoint is
+        # the pool again.
+        return [None, _apply(avg_pool, [grad], op.attrs)]
 
 
-@RegisterGradient("AvgPool")
-def _avg_pool_grad(op, grad):
-    return [_apply("AvgPoolGrad", [_shape_of(op.inputs[0]), grad], op.attrs)]
-
-
-@RegisterGradient("AvgPoolGrad")
-def _avg_pool_grad_grad(op, grad):
-    # AvgPoolGrad is the adjoint of the (linear) AvgPool, so its adjoint is AvgPool again.
-    return [None, _apply("AvgPool", [grad], op.attrs)]
+register_pool_gradients("MaxPool", "AvgPool")
 
 
 def _pool_builder_attrs(ksize, strides, padding, data_format):
