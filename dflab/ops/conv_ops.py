@@ -359,14 +359,20 @@ def _avg_pool_infer(op):
     return [(x.dtype.base_dtype, _pool_geometry(op, x.shape))]
 
 
+def check_pooled_shapes(out, *named) -> None:
+    """Raises the ValueError of a pool's backprop op whose ``(tensor, name)`` inputs, the
+    original output or the incoming gradient, do not have the pooling output shape ``out``."""
+    for t, nm in named:
+        if not out.is_compatible_with(t.shape):
+            raise ValueError(f"{nm} shape {t.shape} does not match the pooling output "
+                             f"shape {out}")
+
+
 def _max_pool_grad_infer(op):
     x, y, g = op.inputs
     dt = check_same_dtype(op, ["orig_input", "orig_output", "grad"])
     out = _pool_geometry(op, x.shape)
-    for t, nm in ((y, "orig_output"), (g, "grad")):
-        if not out.is_compatible_with(t.shape):
-            raise ValueError(f"{nm} shape {t.shape} does not match the pooling output "
-                             f"shape {out}")
+    check_pooled_shapes(out, (y, "orig_output"), (g, "grad"))
     return [(dt, x.shape)]
 
 
@@ -378,8 +384,7 @@ def _avg_pool_grad_infer(op):
     except ValueError:
         raise ValueError(f"orig_input_shape must have 4 elements, got {in_shape}") from None
     out = _pool_geometry(op, in_shape)
-    if not out.is_compatible_with(g.shape):
-        raise ValueError(f"grad shape {g.shape} does not match the pooling output shape {out}")
+    check_pooled_shapes(out, (g, "grad"))
     _check_float(op, g, "grad")
     return [(g.dtype.base_dtype, in_shape)]
 
