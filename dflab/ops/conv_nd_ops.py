@@ -25,7 +25,9 @@ from dflab.ops.conv_ops import (
     _check_padding,
     _same_dtype,
     _shape_of,
+    check_pooled_shapes,
     conv_output_size,
+    register_pool_gradients,
 )
 from dflab.ops.op_util import check_same_dtype
 
@@ -327,10 +329,7 @@ def _max_pool3d_grad_infer(op):
     if x.dtype.base_dtype is not y.dtype.base_dtype:
         raise TypeError("orig_input and orig_output must have the same dtype")
     out = _pool_out(op, _full_rank(x.shape, 5, "orig_input"))
-    for t, nm in ((y, "orig_output"), (g, "grad")):
-        if not out.is_compatible_with(t.shape):
-            raise ValueError(f"{nm} shape {t.shape} does not match the pooling output "
-                             f"shape {out}")
+    check_pooled_shapes(out, (y, "orig_output"), (g, "grad"))
     return [(dt, x.shape)]
 
 
@@ -338,8 +337,7 @@ def _avg_pool3d_grad_infer(op):
     sizes, g = op.inputs
     in_dims = _full_rank(constant_value_as_shape(sizes), 5, "orig_input_shape")
     out = _pool_out(op, in_dims)
-    if not out.is_compatible_with(g.shape):
-        raise ValueError(f"grad shape {g.shape} does not match the pooling output shape {out}")
+    check_pooled_shapes(out, (g, "grad"))
     _check_float(op, g, "grad")
     return [(g.dtype.base_dtype, TensorShape(in_dims))]
 
@@ -351,20 +349,7 @@ register_op("AvgPool3DGrad", _avg_pool3d_grad_infer, expensive=True)
 NotDifferentiable("MaxPool3DGrad")  # TF's MaxPool3DGradGrad is not implemented here
 
 
-@RegisterGradient("MaxPool3D")
-def _max_pool3d_grad(op, grad):
-    return [_apply("MaxPool3DGrad", [op.inputs[0], op.outputs[0], grad], op.attrs)]
-
-
-@RegisterGradient("AvgPool3D")
-def _avg_pool3d_grad(op, grad):
-    return [_apply("AvgPool3DGrad", [_shape_of(op.inputs[0]), grad], op.attrs)]
-
-
-@RegisterGradient("AvgPool3DGrad")
-def _avg_pool3d_grad_grad(op, grad):
-    # AvgPool3DGrad is the adjoint of the (linear) AvgPool3D, so its adjoint is AvgPool3D.
-    return [None, _apply("AvgPool3D", [grad], op.attrs)]
+register_pool_gradients("MaxPool3D", "AvgPool3D")
 
 
 def _pool3d_attrs(ksize, strides, padding, data_format):

@@ -359,14 +359,20 @@ def _avg_pool_infer(op):
     return [(x.dtype.base_dtype, _pool_geometry(op, x.shape))]
 
 
+def check_pooled_shapes(out, *named) -> None:
+    """Raises the ValueError of a pool's backprop op whose ``(tensor, name)`` inputs, the
+    original output or the incoming gradient, do not have the pooling output shape ``out``."""
+    for t, nm in named:
+        if not out.is_compatible_with(t.shape):
+            raise ValueError(f"{nm} shape {t.shape} does not match the pooling output "
+                             f"shape {out}")
+
+
 def _max_pool_grad_infer(op):
     x, y, g = op.inputs
     dt = check_same_dtype(op, ["orig_input", "orig_output", "grad"])
     out = _pool_geometry(op, x.shape)
-    for t, nm in ((y, "orig_output"), (g, "grad")):
-        if not out.is_compatible_with(t.shape):
-            raise ValueError(f"{nm} shape {t.shape} does not match the pooling output "
-                             f"shape {out}")
+    check_pooled_shapes(out, (y, "orig_output"), (g, "grad"))
     return [(dt, x.shape)]
 
 
@@ -378,8 +384,7 @@ def _avg_pool_grad_infer(op):
     except ValueError:
         raise ValueError(f"orig_input_shape must have 4 elements, got {in_shape}") from None
     out = _pool_geometry(op, in_shape)
-    if not out.is_compatible_with(g.shape):
-        raise ValueError(f"grad shape {g.shape} does not match the pooling output shape {out}")
+    check_pooled_shapes(out, (g, "grad"))
     _check_float(op, g, "grad")
     return [(g.dtype.base_dtype, in_shape)]
 
@@ -397,20 +402,26 @@ def _pool_attr_kwargs(op):
             "data_format": a["data_format"]}
 
 
-@RegisterGradient("MaxPool")
-def _max_pool_grad(op, grad):
-    return [_apply("MaxPoolGrad", [op.inputs[0], op.outputs[0], grad], op.attrs)]
+def register_pool_gradients(max_pool: str, avg_pool: str) -> None:
+    """Registers the gradients of a max and an average pool op (``MaxPool``/``AvgPool`` or
+    their 3-D forms), whose backprops are the ``...Grad`` ops taking the same attrs."""
+
+    @RegisterGradient(max_pool)
+    def _max_pool_grad(op, grad):
+        return [_apply(max_pool + "Grad", [op.inputs[0], op.outputs[0], grad], op.attrs)]
+
+    @RegisterGradient(avg_pool)
+    def _avg_pool_grad(op, grad):
+        return [_apply(avg_pool + "Grad", [_shape_of(op.inputs[0]), grad], op.attrs)]
+
+    @RegisterGradient(avg_pool + "Grad")
+    def _avg_pool_grad_grad(op, grad):
+        # The average pool's backprop is the adjoint of the (linear) pool, so its adjoint is
+        # the pool again.
+        return [None, _apply(avg_pool, [grad], op.attrs)]
 
 
-@RegisterGradient("AvgPool")
-def _avg_pool_grad(op, grad):
-    return [_apply("AvgPoolGrad", [_shape_of(op.inputs[0]), grad], op.attrs)]
-
-
-@RegisterGradient("AvgPoolGrad")
-def _avg_pool_grad_grad(op, grad):
-    # AvgPoolGrad is the adjoint of the (linear) AvgPool, so its adjoint is AvgPool again.
-    return [None, _apply("AvgPool", [grad], op.attrs)]
+register_pool_gradients("MaxPool", "AvgPool")
 
 
 def _pool_builder_attrs(ksize, strides, padding, data_format):

@@ -32,6 +32,7 @@ from dflab.ops.linear_operator_identity import LinearOperatorIdentity
 from dflab.ops.linear_operator_structured import (
     _batch_shape_of,
     _batch_shape_tensor_of,
+    _hints_shared_by_all,
     _same_dtype,
 )
 from dflab.ops.matrix_ops import matrix_diag_part
@@ -219,12 +220,8 @@ class LinearOperatorBlockDiag(_Blockwise):
                            ("is_positive_definite", "positive definite")):
             if all(getattr(op, hint) for op in operators) and given[hint] is False:
                 raise ValueError(f"The direct sum of {what} operators is always {what}.")
-        if all(op.is_non_singular for op in operators):
-            is_non_singular = True
-        if all(op.is_self_adjoint for op in operators):
-            is_self_adjoint = True
-        if all(op.is_positive_definite for op in operators):
-            is_positive_definite = True
+        is_non_singular, is_self_adjoint, is_positive_definite = _hints_shared_by_all(
+            operators, is_non_singular, is_self_adjoint, is_positive_definite)
         name = "_ds_".join(op.name for op in operators) if name is None else name
         with _ops.name_scope(name):
             super().__init__(dtype=dtype, is_non_singular=is_non_singular,

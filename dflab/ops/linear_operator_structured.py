@@ -39,6 +39,31 @@ def _same_dtype(operators, message):
     return dtype
 
 
+def _hints_kept_by(operator, relation, is_square, is_non_singular, is_self_adjoint,
+                   is_positive_definite):
+    """The hints of an operator's adjoint or inverse (``relation``), which has each hint that
+    ``operator`` has: the given hint or ``operator``'s, a ValueError where they contradict."""
+    combine = use_operator_or_provided_hint_unless_contradicting
+    what = "An operator is {0} if and only if its " + relation + " is {0}."
+    is_square = combine(operator, "is_square", is_square, what.format("square"))
+    is_non_singular = combine(operator, "is_non_singular", is_non_singular,
+                              what.format("non-singular"))
+    is_self_adjoint = combine(operator, "is_self_adjoint", is_self_adjoint,
+                              what.format("self-adjoint"))
+    is_positive_definite = combine(operator, "is_positive_definite", is_positive_definite,
+                                   what.format("positive-definite"))
+    return is_square, is_non_singular, is_self_adjoint, is_positive_definite
+
+
+def _hints_shared_by_all(operators, is_non_singular, is_self_adjoint, is_positive_definite):
+    """The given hints, each set to True where every operator has it: a direct sum or a
+    Kronecker product keeps what all its factors are."""
+    given = (is_non_singular, is_self_adjoint, is_positive_definite)
+    hints = ("is_non_singular", "is_self_adjoint", "is_positive_definite")
+    return tuple(True if all(getattr(op, hint) for op in operators) else value
+                 for hint, value in zip(hints, given))
+
+
 def _batch_shape_of(operators):
     batch = operators[0].batch_shape
     for op in operators[1:]:
@@ -64,15 +89,8 @@ class LinearOperatorAdjoint(LinearOperator):
                       is_self_adjoint=is_self_adjoint,
                       is_positive_definite=is_positive_definite, is_square=is_square, name=name)
         self._operator = operator
-        combine = use_operator_or_provided_hint_unless_contradicting
-        what = "An operator is {} if and only if its adjoint is {}."
-        is_square = combine(operator, "is_square", is_square, what.format("square", "square"))
-        is_non_singular = combine(operator, "is_non_singular", is_non_singular,
-                                  what.format("non-singular", "non-singular"))
-        is_self_adjoint = combine(operator, "is_self_adjoint", is_self_adjoint,
-                                  what.format("self-adjoint", "self-adjoint"))
-        is_positive_definite = combine(operator, "is_positive_definite", is_positive_definite,
-                                       what.format("positive-definite", "positive-definite"))
+        is_square, is_non_singular, is_self_adjoint, is_positive_definite = _hints_kept_by(
+            operator, "adjoint", is_square, is_non_singular, is_self_adjoint, is_positive_definite)
         name = operator.name + "_adjoint" if name is None else name
         with _ops.name_scope(name):
             super().__init__(dtype=operator.dtype, is_non_singular=is_non_singular,
@@ -165,15 +183,8 @@ class LinearOperatorInversion(LinearOperator):
                              f"hint `is_square` equal to `True` or `None`. Found "
                              f"`operator.is_square`: {operator.is_square}, `is_square`: "
                              f"{is_square}.")
-        combine = use_operator_or_provided_hint_unless_contradicting
-        what = "An operator is {0} if and only if its inverse is {0}."
-        is_square = combine(operator, "is_square", is_square, what.format("square"))
-        is_non_singular = combine(operator, "is_non_singular", is_non_singular,
-                                  what.format("non-singular"))
-        is_self_adjoint = combine(operator, "is_self_adjoint", is_self_adjoint,
-                                  what.format("self-adjoint"))
-        is_positive_definite = combine(operator, "is_positive_definite", is_positive_definite,
-                                       what.format("positive-definite"))
+        is_square, is_non_singular, is_self_adjoint, is_positive_definite = _hints_kept_by(
+            operator, "inverse", is_square, is_non_singular, is_self_adjoint, is_positive_definite)
         name = operator.name + "_inv" if name is None else name
         with _ops.name_scope(name):
             super().__init__(dtype=operator.dtype, is_non_singular=is_non_singular,
@@ -368,12 +379,8 @@ class LinearOperatorKronecker(LinearOperator):
                     raise ValueError(f"The Kronecker product of {what} operators is always "
                                      f"{what}. Expected argument `{hint}` to be True. "
                                      f"Received: {value}.")
-        if all(op.is_non_singular for op in operators):
-            is_non_singular = True
-        if all(op.is_self_adjoint for op in operators):
-            is_self_adjoint = True
-        if all(op.is_positive_definite for op in operators):
-            is_positive_definite = True
+        is_non_singular, is_self_adjoint, is_positive_definite = _hints_shared_by_all(
+            operators, is_non_singular, is_self_adjoint, is_positive_definite)
         name = "_x_".join(op.name for op in operators) if name is None else name
         with _ops.name_scope(name):
             super().__init__(dtype=dtype, is_non_singular=is_non_singular,

@@ -90,13 +90,9 @@ def _with_table(handle):
     return _ops.colocate_with(handle.op)
 
 
-# --- initializers -----------------------------------------------------------------------------
-class TableInitializerBase:
-    """What fills a table: its key and value dtypes and the op that does it."""
-
-    def __init__(self, key_dtype, value_dtype):
-        self._key_dtype = _dt.as_dtype(key_dtype)
-        self._value_dtype = _dt.as_dtype(value_dtype)
+class _KeyValueDtypes:
+    """The ``key_dtype`` and ``value_dtype`` that a table and its initializer both report,
+    read from the ``_key_dtype`` and ``_value_dtype`` their constructors set."""
 
     @property
     def key_dtype(self):
@@ -105,6 +101,15 @@ class TableInitializerBase:
     @property
     def value_dtype(self):
         return self._value_dtype
+
+
+# --- initializers -----------------------------------------------------------------------------
+class TableInitializerBase(_KeyValueDtypes):
+    """What fills a table: its key and value dtypes and the op that does it."""
+
+    def __init__(self, key_dtype, value_dtype):
+        self._key_dtype = _dt.as_dtype(key_dtype)
+        self._value_dtype = _dt.as_dtype(value_dtype)
 
     def initialize(self, table):
         raise NotImplementedError
@@ -204,7 +209,7 @@ class TextFileInitializer(TableInitializerBase):
 
 
 # --- tables -----------------------------------------------------------------------------------
-class StaticHashTable:
+class StaticHashTable(_KeyValueDtypes):
     """A table filled once by ``initializer`` and read-only afterwards; a key it lacks looks up
     ``default_value`` (TF1's ``tf.lookup.StaticHashTable``: its initializer op joins
     ``TABLE_INITIALIZERS``)."""
@@ -226,14 +231,6 @@ class StaticHashTable:
         self._name = (name or "hash_table") if eager else \
             self._resource_handle.op.name.split("/")[-1]
         self._init_op = initializer.initialize(self)
-
-    @property
-    def key_dtype(self):
-        return self._key_dtype
-
-    @property
-    def value_dtype(self):
-        return self._value_dtype
 
     @property
     def name(self) -> str:

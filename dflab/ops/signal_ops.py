@@ -276,6 +276,15 @@ def _enclosing_power_of_two(value):
                    value.dtype.base_dtype)
 
 
+def _frame_scalars(frame_length, frame_step):
+    """``frame_length`` and ``frame_step`` as tensors, checked to be scalars."""
+    frame_length = _ops.convert_to_tensor(frame_length, name="frame_length")
+    frame_length.shape.assert_has_rank(0)
+    frame_step = _ops.convert_to_tensor(frame_step, name="frame_step")
+    frame_step.shape.assert_has_rank(0)
+    return frame_length, frame_step
+
+
 def stft(signals, frame_length, frame_step, fft_length=None, window_fn=hann_window,
          pad_end=False, name=None):
     """The short-time Fourier transform: ``rfft`` of each windowed frame,
@@ -283,10 +292,7 @@ def stft(signals, frame_length, frame_step, fft_length=None, window_fn=hann_wind
     with _ops.name_scope(name, "stft", [signals, frame_length, frame_step]):
         signals = _ops.convert_to_tensor(signals, name="signals")
         signals.shape.with_rank_at_least(1)
-        frame_length = _ops.convert_to_tensor(frame_length, name="frame_length")
-        frame_length.shape.assert_has_rank(0)
-        frame_step = _ops.convert_to_tensor(frame_step, name="frame_step")
-        frame_step.shape.assert_has_rank(0)
+        frame_length, frame_step = _frame_scalars(frame_length, frame_step)
         if fft_length is None:
             fft_length = _enclosing_power_of_two(frame_length)
         else:
@@ -330,10 +336,7 @@ def inverse_stft(stfts, frame_length, frame_step, fft_length=None, window_fn=han
     with _ops.name_scope(name, "inverse_stft", [stfts]):
         stfts = _ops.convert_to_tensor(stfts, name="stfts")
         stfts.shape.with_rank_at_least(2)
-        frame_length = _ops.convert_to_tensor(frame_length, name="frame_length")
-        frame_length.shape.assert_has_rank(0)
-        frame_step = _ops.convert_to_tensor(frame_step, name="frame_step")
-        frame_step.shape.assert_has_rank(0)
+        frame_length, frame_step = _frame_scalars(frame_length, frame_step)
         if fft_length is None:
             fft_length = _enclosing_power_of_two(frame_length)
         else:
