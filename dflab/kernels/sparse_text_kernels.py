@@ -9,8 +9,8 @@ import itertools
 
 import numpy as np
 
+from dflab.framework import dtypes as _dt
 from dflab.framework import errors
-from dflab.kernels import tensor_wire
 from dflab.kernels.registry import kernel
 from dflab.kernels.sparse_kernels import (
     check_indices,
@@ -19,6 +19,8 @@ from dflab.kernels.sparse_kernels import (
     row_major_order,
     shape_vector,
 )
+from dflab.lib import tensor_proto as _tp
+from dflab.lib.io.tensor_bundle import dtype_of_enum
 
 
 # --- text: EditDistance, StringSplit, StringSplitV2 --------------------------------------------
@@ -333,8 +335,9 @@ def _sparse_count(node, ctx):
 # --- serialization: SerializeSparse, SerializeManySparse, DeserializeManySparse -----------------
 def _serialized(idx, vals, shape, dtype) -> np.ndarray:
     out = np.empty(3, dtype=object)
-    out[:] = [tensor_wire.encode(idx, "int64"), tensor_wire.encode(vals, dtype),
-              tensor_wire.encode(shape, "int64")]
+    out[:] = [_tp.as_proto_tensor_content(idx, _dt.int64).SerializeToString(),
+              _tp.as_proto_tensor_content(vals, dtype).SerializeToString(),
+              _tp.as_proto_tensor_content(shape, _dt.int64).SerializeToString()]
     return out
 
 
@@ -374,9 +377,14 @@ def _deserialize_many_sparse(node, ctx):
     dtype = node.attr["dtype"]
 
     def parse(data: bytes, what: str, want: str):
+        from google.protobuf.message import DecodeError  # protobuf is loaded on first use
+
         try:
-            name, arr = tensor_wire.decode(data)
-        except ValueError:
+            proto = _tp.TensorProto.FromString(bytes(data))
+            dt = dtype_of_enum(proto.dtype)
+            name = dt.name if dt is not None else None
+            arr = _tp.make_ndarray(proto) if dt is not None else None
+        except (DecodeError, ValueError, IndexError, TypeError):
             raise errors.InvalidArgumentError(
                 None, node, f"Could not parse serialized_sparse[{what}]") from None
         if name != want:

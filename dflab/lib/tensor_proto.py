@@ -1,10 +1,12 @@
 """NumPy arrays to and from TF's ``TensorProto``, byte for byte as TF writes them.
 
-Two writers, as in TF: ``make_tensor_proto`` (Python's ``tf.make_tensor_proto``: raw
+Three writers, as in TF: ``make_tensor_proto`` (Python's ``tf.make_tensor_proto``: raw
 ``tensor_content`` for more than one element of a number type, the typed ``*_val`` fields
-otherwise, and a single value broadcast over a larger ``shape``), and ``as_proto_content``
-(the C++ ``Tensor::AsProtoTensorContent`` behind the ``SerializeTensor`` kernel: raw content
-for every number type, ``string_val`` for strings). ``make_ndarray`` reads either (TF's
+otherwise, and a single value broadcast over a larger ``shape``), ``as_proto_content`` (what
+the ``SerializeTensor`` kernel writes: raw content for every number type, ``string_val`` for
+strings) and ``as_proto_tensor_content`` (the C++ ``Tensor::AsProtoTensorContent`` behind
+sparse serialization: raw content for every type, strings as TF's string list: every length
+as a varint, then every string's bytes). ``make_ndarray`` reads any of them (TF's
 ``MakeNdarray``: a short ``*_val`` list is padded with its last value).
 """
 
@@ -15,8 +17,6 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.lib import protos
 from dflab.lib.io.tensor_bundle import dtype_enum, dtype_of_enum
-
-TensorProto = protos.TensorProto
 
 # Number types whose many-element protos carry raw bytes (TF's _TENSOR_CONTENT_TYPES).
 # (Not uint16, bool, complex or strings: those always go to their *_val field.)
@@ -117,7 +117,7 @@ def make_tensor_proto(values, dtype=None, shape=None, verify_shape=False,
     """A ``TensorProto`` holding ``values`` (TF's ``tf.make_tensor_proto``, same bytes)."""
     if allow_broadcast and verify_shape:
         raise ValueError("allow_broadcast and verify_shape are not both allowed.")
-    if isinstance(values, TensorProto):
+    if isinstance(values, protos.TensorProto):
         return values
     dtype = _dt.as_dtype(dtype).base_dtype if dtype else None
     if shape is not None and int(np.prod(shape, dtype=np.int64)) == 0:
@@ -146,7 +146,7 @@ def make_tensor_proto(values, dtype=None, shape=None, verify_shape=False,
             if arr.size > size:
                 raise ValueError(f"Too many elements provided. Takes at most {size:d}, but "
                                  f"got {arr.size:d}.")
-    proto = TensorProto(dtype=dtype_enum(found))
+    proto = protos.TensorProto(dtype=dtype_enum(found))
     _set_shape(proto, shape)
     if same_size and found.name in _CONTENT_TYPES and size > 1:
         proto.tensor_content = np.ascontiguousarray(arr).tobytes()
@@ -155,18 +155,63 @@ def make_tensor_proto(values, dtype=None, shape=None, verify_shape=False,
     return proto
 
 
-def as_proto_content(arr) -> TensorProto:
+def as_proto_content(arr) -> protos.TensorProto:
     """``arr`` as TF's ``Tensor::AsProtoTensorContent`` writes it: raw little-endian
     content for numbers and bools, ``string_val`` for strings."""
     arr = np.asarray(arr)
     dtype = _dtype_of(arr)
-    proto = TensorProto(dtype=dtype_enum(dtype))
+    proto = protos.TensorProto(dtype=dtype_enum(dtype))
     _set_shape(proto, arr.shape)
     if dtype is _dt.string:
         _append_values(proto, dtype, arr.ravel())
     elif arr.size:
         proto.tensor_content = np.ascontiguousarray(arr).tobytes()
     return proto
+
+
+def as_proto_tensor_content(arr, dtype=None) -> protos.TensorProto:
+    """``arr`` (as ``dtype`` where given) as TF's ``Tensor::AsProtoTensorContent`` writes it:
+    everything in ``tensor_content``, strings as TF's string list."""
+    dtype = _dt.as_dtype(dtype).base_dtype if dtype is not None else _dtype_of(np.asarray(arr))
+    if dtype is not _dt.string:
+        return as_proto_content(np.asarray(arr, dtype=dtype.as_numpy_dtype))
+    arr = np.asarray(arr, dtype=object)
+    proto = protos.TensorProto(dtype=dtype_enum(dtype))
+    _set_shape(proto, arr.shape)
+    items = [v if isinstance(v, bytes) else str(v).encode() for v in arr.ravel()]
+    proto.tensor_content = b"".join(_varint(len(v)) for v in items) + b"".join(items)
+    return proto
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _string_list(content: bytes, count: int) -> list:
+    """The strings of TF's string list (``count`` varint lengths, then the bytes)."""
+    lengths, pos = [], 0
+    for _ in range(count):
+        n = shift = 0
+        while True:
+            byte = content[pos]
+            pos += 1
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        lengths.append(n)
+    out = []
+    for n in lengths:
+        if pos + n > len(content):
+            raise ValueError("a string list shorter than its lengths")
+        out.append(bytes(content[pos:pos + n]))
+        pos += n
+    return out
 
 
 def make_ndarray(tensor) -> np.ndarray:
@@ -176,6 +221,10 @@ def make_ndarray(tensor) -> np.ndarray:
     dtype = dtype_of_enum(tensor.dtype)
     if dtype is None:
         raise TypeError(f"Unsupported tensor type: {tensor.dtype}.")
+    if tensor.tensor_content and dtype is _dt.string:
+        values = np.empty(count, dtype=object)
+        values[:] = _string_list(tensor.tensor_content, count)
+        return values.reshape(shape)
     if tensor.tensor_content:
         return np.frombuffer(tensor.tensor_content, dtype=dtype.as_numpy_dtype).copy() \
             .reshape(shape)
@@ -197,3 +246,11 @@ def make_ndarray(tensor) -> np.ndarray:
     if values.size != count:
         values = np.pad(values, (0, count - values.size), "edge")
     return values.reshape(shape)
+
+
+def __getattr__(name: str):
+    # ``TensorProto`` is protobuf's class, made when first asked for (dflab.lib.protos is
+    # loaded on first use).
+    if name == "TensorProto":
+        return protos.TensorProto
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

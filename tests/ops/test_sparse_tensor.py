@@ -220,19 +220,25 @@ def test_ops_that_want_a_tensor_refuse_a_sparse_tensor(graph):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "uint8", "bool",
                                    "complex64", "float16", "string"])
-def test_tensor_wire_round_trips(dtype):
-    from dflab.kernels import tensor_wire
+def test_tensor_content_protos_round_trip(dtype):
+    # Sparse serialization writes every tensor as TF's AsProtoTensorContent does (strings as
+    # a string list inside tensor_content); make_ndarray reads it back.
+    from dflab.lib import tensor_proto
 
     if dtype == "string":
         value = np.empty((2, 2), dtype=object)
         value[:] = [[b"", b"ab"], [b"\x00\xff", b"x" * 200]]
     else:
         value = (np.arange(6).reshape(2, 3) % 2).astype(dtype)
-    name, back = tensor_wire.decode(tensor_wire.encode(value, dtype))
-    assert name == dtype and back.shape == value.shape
-    assert back.tolist() == value.tolist()
-    with pytest.raises(ValueError):
-        tensor_wire.decode(b"\x08")
+    proto = tensor_proto.as_proto_tensor_content(value, dtype)
+    assert proto.tensor_content and not proto.string_val
+    back = tensor_proto.make_ndarray(tensor_proto.TensorProto.FromString(
+        proto.SerializeToString()))
+    assert back.shape == value.shape and back.tolist() == value.tolist()
+    truncated = tensor_proto.as_proto_tensor_content(value, dtype)
+    truncated.tensor_content = truncated.tensor_content[:3]
+    with pytest.raises((ValueError, IndexError)):
+        tensor_proto.make_ndarray(truncated)
 
 
 def test_sparse_tensors_pass_a_string_queue(graph):
@@ -246,3 +252,10 @@ def test_sparse_tensors_pass_a_string_queue(graph):
     assert got.indices.tolist() == [[0, 1], [1, 0], [1, 2]]
     np.testing.assert_array_equal(got.values, np.float32([1, 2, 3]))
     assert got.dense_shape.tolist() == [2, 3]
+
+
+def test_deserializing_bytes_that_are_no_tensor_proto_names_the_op(graph):
+    rows = tf.constant([[b"junk", b"\x08", b""]])
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Could not parse"):
+            sess.run(tf.deserialize_many_sparse(rows, tf.float32, name="from_junk"))
