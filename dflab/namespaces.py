@@ -116,6 +116,8 @@ def _metrics_module() -> types.ModuleType:
     mod = types.ModuleType("dflab.metrics", "``tf.metrics``: see dflab.ops.metrics_impl.")
     for name in ("mean", "accuracy", "mean_squared_error", "mean_absolute_error"):
         setattr(mod, name, getattr(metrics_impl, name))
+    for name in metrics_impl.METRICS:
+        setattr(mod, name, getattr(metrics_impl, name))
     return mod
 
 
