@@ -459,6 +459,139 @@ def mean_iou(labels, predictions, num_classes, weights=None, metrics_collections
 
 __all__: list = []
 
+
+def mean_relative_error(labels, predictions, normalizer, weights=None, metrics_collections=None,
+                        updates_collections=None, name=None):
+    """The mean of ``|labels - predictions| / normalizer`` (0 where ``normalizer`` is 0)."""
+    predictions, labels, weights = _remove_squeezable_dimensions(predictions, labels, weights)
+    normalizer = _ops.convert_to_tensor(normalizer)
+    pr, nr = predictions.shape.ndims, normalizer.shape.ndims
+    if pr is not None and nr is not None:
+        if nr - pr == 1 and normalizer.shape.as_list()[-1] in (1, None):
+            normalizer = array_ops.squeeze(normalizer, [-1])
+        elif pr - nr == 1 and predictions.shape.as_list()[-1] in (1, None):
+            predictions = array_ops.squeeze(predictions, [-1])
+    predictions.shape.assert_is_compatible_with(normalizer.shape)
+    relative_errors = array_ops.where(
+        math_ops.equal(normalizer, 0.0), array_ops.zeros_like(labels),
+        math_ops.truediv(math_ops.abs(labels - predictions), normalizer))
+    return mean(relative_errors, weights, metrics_collections, updates_collections,
+                name or "mean_relative_error")
+
+
+def mean_cosine_distance(labels, predictions, dim, weights=None, metrics_collections=None,
+                         updates_collections=None, name=None):
+    """``1 - mean(sum(labels * predictions, dim))`` (inputs taken as unit vectors)."""
+    predictions, labels, weights = _remove_squeezable_dimensions(predictions, labels, weights)
+    radial = math_ops.reduce_sum(math_ops.multiply(predictions, labels), axis=[dim],
+                                 keepdims=True)
+    mean_distance, update_op = mean(radial, weights, None, None,
+                                    name or "mean_cosine_distance")
+    value = math_ops.subtract(1.0, mean_distance)
+    update_op = math_ops.subtract(1.0, update_op)
+    _add_to(metrics_collections, value)
+    _add_to(updates_collections, update_op)
+    return value, update_op
+
+
+def mean_tensor(values, weights=None, metrics_collections=None, updates_collections=None,
+                name=None):
+    """The element-wise (weighted) mean of every ``values`` seen so far (fixed shape)."""
+    from dflab.ops.special_math_ops import div_no_nan
+
+    with _vs.variable_scope(name, "mean", (values, weights)):
+        values = math_ops.cast(_ops.convert_to_tensor(values), _dt.float32)
+        total = _metric_variable(values.shape, _dt.float32, "total_tensor")
+        count = _metric_variable(values.shape, _dt.float32, "count_tensor")
+        num_values = array_ops.ones_like(values)
+        if weights is not None:
+            values, _, weights = _remove_squeezable_dimensions(values, None, weights)
+            weights = math_ops.multiply(math_ops.cast(weights, _dt.float32),
+                                        array_ops.ones_like(values))
+            values = math_ops.multiply(values, weights)
+            num_values = math_ops.multiply(num_values, weights)
+        update_total = state_ops.assign_add(total, values)
+        with _ops.control_dependencies([values]):
+            update_count = state_ops.assign_add(count, num_values)
+        value = div_no_nan(total.value(), math_ops.maximum(count.value(), 0.0), name="value")
+        update_op = div_no_nan(update_total, math_ops.maximum(update_count, 0.0),
+                               name="update_op")
+    _add_to(metrics_collections, value)
+    _add_to(updates_collections, update_op)
+    return value, update_op
+
+
+def percentage_below(values, threshold, weights=None, metrics_collections=None,
+                     updates_collections=None, name=None):
+    """The (weighted) fraction of values below ``threshold`` seen so far."""
+    below = math_ops.cast(math_ops.less(values, threshold), _dt.float32)
+    return mean(below, weights, metrics_collections, updates_collections,
+                name or "percentage_below_threshold")
+
+
+def _even_thresholds(num_thresholds, last):
+    """``num_thresholds`` thresholds: just below 0, evenly spaced inside (0, 1), ``last``."""
+    inner = [(i + 1) * 1.0 / (num_thresholds - 1) for i in range(num_thresholds - 2)]
+    return [0.0 - 1e-7] + inner + [last]
+
+
+def sensitivity_at_specificity(labels, predictions, specificity, weights=None,
+                               num_thresholds=200, metrics_collections=None,
+                               updates_collections=None, name=None):
+    """The recall at the threshold whose specificity is nearest ``specificity``."""
+    if specificity < 0 or specificity > 1:
+        raise ValueError("`specificity` must be in the range [0, 1]. Currently, "
+                         f"`specificity` got {specificity}.")
+    with _vs.variable_scope(name, "sensitivity_at_specificity",
+                            (predictions, labels, weights)):
+        kepsilon = 1e-7
+        thresholds = _even_thresholds(num_thresholds, 1.0 + kepsilon)
+        values, update_ops = _confusion_matrix_at_thresholds(labels, predictions, thresholds,
+                                                             weights)
+
+        def compute(c, name):
+            specificities = math_ops.truediv(c["tn"], c["tn"] + c["fp"] + kepsilon)
+            index = math_ops.cast(
+                math_ops.argmin(math_ops.abs(specificities - specificity), 0), _dt.int32)
+            tp, fn = c["tp"][index], c["fn"][index]
+            return math_ops.truediv(tp, tp + fn + kepsilon, name=name)
+
+        value = compute(values, "value")
+        update_op = compute(update_ops, "update_op")
+    _add_to(metrics_collections, value)
+    _add_to(updates_collections, update_op)
+    return value, update_op
+
+
+def specificity_at_sensitivity(labels, predictions, sensitivity, weights=None,
+                               num_thresholds=200, metrics_collections=None,
+                               updates_collections=None, name=None):
+    """The specificity at the last threshold whose recall is nearest ``sensitivity``."""
+    if sensitivity < 0 or sensitivity > 1:
+        raise ValueError("`sensitivity` must be in the range [0, 1]. Currently, "
+                         f"`sensitivity` is {sensitivity}.")
+    with _vs.variable_scope(name, "specificity_at_sensitivity",
+                            (predictions, labels, weights)):
+        kepsilon = 1e-7
+        # TF's last threshold here is 1 - epsilon (not 1 + epsilon as elsewhere).
+        thresholds = _even_thresholds(num_thresholds, 1.0 - kepsilon)
+        values, update_ops = _confusion_matrix_at_thresholds(labels, predictions, thresholds,
+                                                             weights)
+
+        def compute(c, name):
+            sensitivities = math_ops.truediv(c["tp"], c["tp"] + c["fn"] + kepsilon)
+            gap = math_ops.abs(sensitivities - sensitivity)
+            at_min = math_ops.cast(math_ops.equal(gap, math_ops.reduce_min(gap)), _dt.int64)
+            index = math_ops.cast(math_ops.argmax(math_ops.cumsum(at_min), 0), _dt.int32)
+            tn, fp = c["tn"][index], c["fp"][index]
+            return math_ops.truediv(tn, tn + fp + kepsilon, name=name)
+
+        value = compute(values, "value")
+        update_op = compute(update_ops, "update_op")
+    _add_to(metrics_collections, value)
+    _add_to(updates_collections, update_op)
+    return value, update_op
+
 # The metrics beyond the first four, all served as ``tf.metrics.<name>``.
 METRICS = (
     "true_positives", "false_positives", "true_negatives", "false_negatives",
@@ -466,4 +599,6 @@ METRICS = (
     "true_negatives_at_thresholds", "false_negatives_at_thresholds",
     "precision", "recall", "precision_at_thresholds", "recall_at_thresholds", "auc",
     "root_mean_squared_error", "mean_per_class_accuracy", "mean_iou",
+    "mean_relative_error", "mean_cosine_distance", "mean_tensor", "percentage_below",
+    "sensitivity_at_specificity", "specificity_at_sensitivity",
 )
