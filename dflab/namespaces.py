@@ -118,6 +118,10 @@ def _metrics_module() -> types.ModuleType:
         setattr(mod, name, getattr(metrics_impl, name))
     for name in metrics_impl.METRICS:
         setattr(mod, name, getattr(metrics_impl, name))
+    from dflab.ops import metrics_at_k
+
+    for name in metrics_at_k.METRICS:
+        setattr(mod, name, getattr(metrics_at_k, name))
     return mod
 
 
