@@ -58,3 +58,55 @@ def test_metric_updates_and_values_join_the_collections_asked_for():
     assert tf.get_collection("m") == [acc] and tf.get_collection("u") == [update]
     with pytest.raises(ValueError, match="incompatible"):
         tf.metrics.accuracy(tf.constant([1, 2]), tf.constant([1, 2, 3]))
+
+
+def test_new_metrics_fill_the_collections_they_are_given():
+    labels = tf.placeholder(tf.float32, [None])
+    preds = tf.placeholder(tf.float32, [None])
+    built = [
+        tf.metrics.precision(labels, preds, metrics_collections=["v"], updates_collections=["u"]),
+        tf.metrics.auc(labels, preds, metrics_collections=["v"], updates_collections=["u"]),
+        tf.metrics.true_negatives_at_thresholds(labels, preds, [0.5], metrics_collections=["v"],
+                                                updates_collections=["u"]),
+        tf.metrics.root_mean_squared_error(labels, preds, metrics_collections=["v"],
+                                           updates_collections=["u"]),
+        tf.metrics.mean_iou(tf.cast(labels, tf.int32), tf.cast(preds, tf.int32), 2,
+                            metrics_collections=["v"], updates_collections=["u"]),
+        tf.metrics.precision_at_k(tf.cast(tf.expand_dims(labels, 1), tf.int64),
+                                  tf.stack([preds, 1 - preds], 1), 1,
+                                  metrics_collections=["v"], updates_collections=["u"]),
+    ]
+    assert tf.get_collection("v") == [v for v, _ in built]
+    assert tf.get_collection("u") == [u for _, u in built]
+    assert not tf.trainable_variables()
+    assert set(tf.local_variables()) == set(tf.get_collection(tf.GraphKeys.METRIC_VARIABLES))
+
+
+def test_auc_checks_predictions_are_probabilities_when_run():
+    labels = tf.placeholder(tf.float32, [None])
+    preds = tf.placeholder(tf.float32, [None])
+    _, update = tf.metrics.auc(labels, preds)
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        sess.run(update, {labels: [1.0, 0.0], preds: [0.2, 0.9]})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="predictions must be in"):
+            sess.run(update, {labels: [1.0], preds: [1.5]})
+
+
+def test_precision_and_recall_match_numpy_counts():
+    rng = np.random.RandomState(3)
+    labels = tf.placeholder(tf.bool, [None])
+    preds = tf.placeholder(tf.bool, [None])
+    p, p_up = tf.metrics.precision(labels, preds)
+    r, r_up = tf.metrics.recall(labels, preds)
+    seen_l, seen_p = np.zeros(0, bool), np.zeros(0, bool)
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        assert sess.run([p, r]) == [0.0, 0.0]
+        for n in (5, 8, 3):
+            lab, pred = rng.rand(n) > 0.5, rng.rand(n) > 0.4
+            seen_l, seen_p = np.concatenate([seen_l, lab]), np.concatenate([seen_p, pred])
+            sess.run([p_up, r_up], {labels: lab, preds: pred})
+        tp = np.sum(seen_l & seen_p)
+        assert sess.run(p) == pytest.approx(tp / np.sum(seen_p))
+        assert sess.run(r) == pytest.approx(tp / np.sum(seen_l))
