@@ -52,9 +52,9 @@ REASONS = [
      r"(FixedLen|VarLen|Sparse)(Sequence)?Feature|RaggedFeature|parse_.*|TFRecord.*|"
      r"tf_record_iterator|decode_proto|encode_proto|serialize_.*|deserialize_.*|"
      r"decode_json_example|python_io|summary_iterator)$"),
-    ("sparse tensors: TF's fingerprint hashing of crosses and the sparse-label metrics",
+    ("sparse tensors: TF's fingerprint hashing of crosses",
      r"^sparse$", r".*"),
-    ("sparse tensors: TF's fingerprint hashing of crosses and the sparse-label metrics",
+    ("sparse tensors: TF's fingerprint hashing of crosses",
      r".*", r"^(SparseTensor.*|sparse_.*|.*_sparse|sparse|sparse_placeholder|"
      r"convert_to_tensor_or_sparse_tensor|SparseConditionalAccumulator)$"),
     ("quantized types and ops, bfloat16", r"^quantization$", r".*"),
@@ -100,7 +100,6 @@ REASONS = [
      r"sufficient_statistics|scale_regularization_loss|compute_average_loss|silu|swish|"
      r"max_pool1d|avg_pool1d|max_pool_v2|avg_pool_v2|conv_transpose|convolution|"
      r"embedding_lookup_sparse|safe_embedding_lookup_sparse)$"),
-    ("tf.metrics (streaming metrics on local variables)", r"^metrics$", r".*"),
     ("training utilities not built yet (file-pattern variables, SDCA, quantized training, "
      "the noisy schedule)",
      r"^train$", r".*"),
