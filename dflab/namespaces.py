@@ -274,6 +274,9 @@ _FROM_MODULES = {
     "initializers": {
         "dflab.ops.init_ops": "he_normal he_uniform lecun_normal lecun_uniform identity:Identity",
     },
+    "debugging": {
+        "dflab.runtime.config": "get_log_device_placement set_log_device_placement",
+    },
     "lookup": {
         "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex
             TextFileInitializer""",
