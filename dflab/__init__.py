@@ -51,6 +51,7 @@ from dflab.runtime.session import InteractiveSession, Session, get_default_sessi
 
 from dflab import compat, data, layers, losses, nn, summary, train  # noqa: E402  isort: skip
 from dflab import python_io  # noqa: E402  isort: skip
+from dflab.framework import graph_util  # noqa: E402  isort: skip
 from dflab import autograph, contrib  # noqa: E402  isort: skip
 from dflab.distributed.cluster import ClusterSpec as _ClusterSpec  # noqa: E402  isort: skip
 from dflab.distributed.server import Server as _Server  # noqa: E402  isort: skip

@@ -156,6 +156,93 @@ def sigmoid_cross_entropy(multi_class_labels, logits, weights=1.0, label_smoothi
         return compute_weighted_loss(losses, weights, sc, loss_collection, reduction)
 
 
+def _as_float32_pair(labels, predictions):
+    """Both cast to float32 with compatible static shapes, as TF1's later losses require."""
+    predictions = math_ops.cast(predictions, _dt.float32)
+    labels = math_ops.cast(labels, _dt.float32)
+    predictions.shape.assert_is_compatible_with(labels.shape)
+    return labels, predictions
+
+
+def cosine_distance(labels, predictions, axis=None, weights=1.0, scope=None,
+                    loss_collection=GraphKeys.LOSSES,
+                    reduction=Reduction.SUM_BY_NONZERO_WEIGHTS, dim=None):
+    """1 - sum(labels * predictions, axis): both are assumed unit-normalized along ``axis``."""
+    if dim is not None:
+        if axis is not None:
+            raise ValueError("Cannot specify both 'axis' and 'dim'")
+        axis = dim
+    if axis is None:
+        raise ValueError("You must specify argument `axis`.")
+    if labels is None:
+        raise ValueError("Argument `labels` must not be None.")
+    if predictions is None:
+        raise ValueError("Argument `predictions` must not be None.")
+    with _ops.name_scope(scope, "cosine_distance_loss", [predictions, labels, weights]) as sc:
+        labels, predictions = _as_float32_pair(labels, predictions)
+        radial = math_ops.multiply(predictions, labels)
+        losses = 1 - math_ops.reduce_sum(radial, axis=(axis,), keepdims=True)
+        return compute_weighted_loss(losses, weights, sc, loss_collection, reduction)
+
+
+def hinge_loss(labels, logits, weights=1.0, scope=None, loss_collection=GraphKeys.LOSSES,
+               reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
+    """max(0, 1 - y * logits) with labels in {0, 1} mapped to y in {-1, 1}."""
+    from dflab.ops import nn_ops
+
+    if labels is None:
+        raise ValueError("Argument `labels` must not be None.")
+    if logits is None:
+        raise ValueError("Argument `logits` must not be None.")
+    with _ops.name_scope(scope, "hinge_loss", [logits, labels, weights]) as sc:
+        labels, logits = _as_float32_pair(labels, logits)
+        all_ones = array_ops.ones_like(labels)
+        signs = math_ops.subtract(2 * labels, all_ones)
+        losses = nn_ops.relu(math_ops.subtract(all_ones, math_ops.multiply(signs, logits)))
+        return compute_weighted_loss(losses, weights, sc, loss_collection, reduction)
+
+
+def mean_pairwise_squared_error(labels, predictions, weights=1.0, scope=None,
+                                loss_collection=GraphKeys.LOSSES):
+    """The mean over pairs (i, j) within each batch entry of ((p_i - p_j) - (l_i - l_j))^2.
+
+    Computed as TF1 does, without forming the pairs: per batch entry, 2 * sum(d^2) / (n - 1)
+    - 2 * sum(d)^2 / (n * (n - 1)) with d = predictions - labels and n the entries present
+    (non-zero weight); the per-entry results are weighted and summed.
+    """
+    from dflab.ops import sequence_ops, special_math_ops
+
+    if labels is None:
+        raise ValueError("Argument `labels` must not be None.")
+    if predictions is None:
+        raise ValueError("Argument `predictions` must not be None.")
+    with _ops.name_scope(scope, "mean_pairwise_squared_error",
+                         [predictions, labels, weights]):
+        weights = math_ops.cast(weights, _dt.float32)
+        labels, predictions = _as_float32_pair(labels, predictions)
+        diffs = math_ops.subtract(predictions, labels)
+        axis = sequence_ops.range(1, array_ops.rank(diffs))
+        sum_squares = math_ops.reduce_sum(math_ops.square(diffs), axis=axis, keepdims=True)
+        with _ops.name_scope(None, "num_present", [diffs, weights]):
+            present = array_ops.where(math_ops.equal(weights, 0.0),
+                                      array_ops.zeros_like(weights),
+                                      array_ops.ones_like(weights))
+            present = present * array_ops.ones_like(diffs)
+            n = math_ops.reduce_sum(present, axis=sequence_ops.range(1, array_ops.rank(present)),
+                                    keepdims=True)
+        term1 = 2.0 * special_math_ops.div_no_nan(sum_squares, math_ops.maximum(n - 1, 0.0),
+                                                  name="value")
+        sum_diff = math_ops.reduce_sum(diffs, axis=axis, keepdims=True)
+        term2 = 2.0 * special_math_ops.div_no_nan(
+            math_ops.square(sum_diff), math_ops.maximum(math_ops.multiply(n, n - 1), 0.0),
+            name="value")
+        loss = math_ops.reduce_sum(math_ops.multiply(term1 - term2, weights))
+        mean_loss = array_ops.where(math_ops.greater(math_ops.reduce_sum(n), 0.0), loss,
+                                    array_ops.zeros_like(loss), name="value")
+        add_loss(mean_loss, loss_collection)
+        return mean_loss
+
+
 def add_loss(loss, loss_collection=GraphKeys.LOSSES):
     if loss_collection:
         _ops.add_to_collection(loss_collection, loss)

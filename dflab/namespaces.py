@@ -277,6 +277,12 @@ _FROM_MODULES = {
         "dflab.ops.stateful_random_ops": """Generator get_global_generator
             set_global_generator""",
     },
+    "initializers": {
+        "dflab.ops.init_ops": "he_normal he_uniform lecun_normal lecun_uniform identity:Identity",
+    },
+    "debugging": {
+        "dflab.runtime.config": "get_log_device_placement set_log_device_placement",
+    },
     "lookup": {
         "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex
             TextFileInitializer""",

@@ -7,6 +7,8 @@ at dflab's internals.
 
 from __future__ import annotations
 
+import warnings
+
 OK = 0
 CANCELLED = 1
 UNKNOWN = 2
@@ -118,4 +120,26 @@ for _cls in list(globals().values()):
     if isinstance(_cls, type) and issubclass(_cls, OpError) and _cls is not OpError:
         _cls.__module__ = __name__
 
-__all__ = [n for n in dir() if n.endswith("Error") or n.isupper()]
+_CODE_TO_EXCEPTION_CLASS = {cls.error_code: cls for cls in list(globals().values())
+                            if isinstance(cls, type) and issubclass(cls, OpError)
+                            and cls is not OpError}
+_EXCEPTION_CLASS_TO_CODE = {cls: code for code, cls in _CODE_TO_EXCEPTION_CLASS.items()}
+
+
+def exception_type_from_error_code(error_code: int) -> type:
+    """The OpError subclass for a canonical error code (KeyError for OK or an unknown code)."""
+    return _CODE_TO_EXCEPTION_CLASS[error_code]
+
+
+def error_code_from_exception_type(cls: type) -> int | None:
+    """The canonical error code of an OpError subclass; None, with a warning, for any other
+    class (OpError itself included), as TF does."""
+    try:
+        return _EXCEPTION_CLASS_TO_CODE[cls]
+    except (KeyError, TypeError):
+        warnings.warn("Unknown class exception", stacklevel=2)
+        return None
+
+
+__all__ = [n for n in dir() if (n.endswith("Error") or n.isupper()) and n[0] != "_"] + [
+    "exception_type_from_error_code", "error_code_from_exception_type"]

@@ -313,6 +313,26 @@ def _build_time_rng(op_seed):
     return np.random.default_rng([int(seed1 or 0), int(seed2 or 0)])
 
 
+def he_normal(seed=None) -> VarianceScaling:
+    """He et al.'s normal initializer: truncated normal with stddev sqrt(2 / fan_in)."""
+    return VarianceScaling(scale=2.0, mode="fan_in", distribution="truncated_normal", seed=seed)
+
+
+def he_uniform(seed=None) -> VarianceScaling:
+    """He et al.'s uniform initializer: uniform on [-limit, limit], limit sqrt(6 / fan_in)."""
+    return VarianceScaling(scale=2.0, mode="fan_in", distribution="uniform", seed=seed)
+
+
+def lecun_normal(seed=None) -> VarianceScaling:
+    """LeCun's normal initializer: truncated normal with stddev sqrt(1 / fan_in)."""
+    return VarianceScaling(scale=1.0, mode="fan_in", distribution="truncated_normal", seed=seed)
+
+
+def lecun_uniform(seed=None) -> VarianceScaling:
+    """LeCun's uniform initializer: uniform on [-limit, limit], limit sqrt(3 / fan_in)."""
+    return VarianceScaling(scale=1.0, mode="fan_in", distribution="uniform", seed=seed)
+
+
 # TF1's public names are the classes themselves.
 zeros_initializer = Zeros
 ones_initializer = Ones

@@ -543,3 +543,24 @@ class RunMetadata(_Message, RichDisplay):
         self.partition_graphs = []
         self.transfers = []
         self.step_replay = {}
+
+
+# TF 2.x keeps log_device_placement in its context's config, which a Session made without a
+# config starts from; dflab keeps just that flag (tf.debugging.set_log_device_placement).
+_log_device_placement = False
+
+
+def get_log_device_placement() -> bool:
+    """Whether sessions made without a ``config`` log where each op is placed."""
+    return _log_device_placement
+
+
+def set_log_device_placement(enabled) -> None:
+    """Make sessions created later without a ``config`` log op placements (``enabled``)."""
+    global _log_device_placement
+    _log_device_placement = bool(enabled)
+
+
+def default_config() -> ConfigProto:
+    """The config of a session made without one."""
+    return ConfigProto(log_device_placement=_log_device_placement)

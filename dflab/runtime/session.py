@@ -34,6 +34,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops.session_ops import TensorHandle
+from dflab.runtime import config as _config
 from dflab.runtime import fetches as _fetches
 from dflab.runtime.config import ConfigProto, RunMetadata, RunOptions
 from dflab.runtime.devices import DeviceSet
@@ -171,7 +172,7 @@ class BaseSession:
             raise TypeError("target must be a string")
         self._target = target or ""
         self._graph = graph if graph is not None else _ops.get_default_graph()
-        self._config = config if config is not None else ConfigProto()
+        self._config = config if config is not None else _config.default_config()
         ms = self._config.operation_timeout_in_ms
         # Seconds any step may take unless RunOptions say otherwise (None: no limit).
         self._operation_timeout = ms / 1000.0 if ms else None

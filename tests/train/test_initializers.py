@@ -245,3 +245,58 @@ def test_initializer_config_round_trip():
     again = tf.variance_scaling_initializer.from_config(cfg)
     assert (again.scale, again.mode, again.distribution, again.seed) == (2.0, "fan_out",
                                                                          "uniform", 3)
+
+
+# --- tf.initializers' He and LeCun spellings (TF1: VarianceScaling with fixed arguments) ------
+@pytest.mark.parametrize("name, scale, distribution", [
+    ("he_normal", 2.0, "truncated_normal"),
+    ("he_uniform", 2.0, "uniform"),
+    ("lecun_normal", 1.0, "truncated_normal"),
+    ("lecun_uniform", 1.0, "uniform"),
+])
+def test_he_and_lecun_initializers_scale_by_fan_in(name, scale, distribution):
+    make = getattr(tf.initializers, name)
+    init = make(seed=11)
+    assert init.get_config() == {"scale": scale, "mode": "fan_in",
+                                 "distribution": distribution, "seed": 11, "dtype": "float32"}
+    shape = [3, 3, 40, 20]  # fan_in = 9 * 40 = 360 (the output depth does not count)
+    v = _values(init, shape)
+    assert v.shape == tuple(shape) and v.dtype == np.float32
+    want_std = math.sqrt(scale / 360)
+    assert abs(v.mean()) < 0.05 * want_std
+    assert abs(v.std() - want_std) < 0.03 * want_std
+    if distribution == "uniform":
+        limit = math.sqrt(3.0 * scale / 360)
+        assert np.abs(v).max() <= limit and np.abs(v).max() > 0.99 * limit
+    else:
+        assert np.abs(v).max() <= 2 * want_std / TRUNC_STD + 1e-6
+    again = _values(make(seed=11), shape)
+    np.testing.assert_array_equal(v, again)
+    assert _values(init, [4, 5], dtype=tf.float64).dtype == np.float64
+    with pytest.raises(ValueError):
+        init([4, 5], dtype=tf.int32)
+
+
+def test_he_normal_with_get_variable_under_graph_seed():
+    def initial(seed_graph):
+        with tf.Graph().as_default():
+            tf.set_random_seed(seed_graph)
+            v = tf.get_variable("w", [50, 30], initializer=tf.initializers.he_normal())
+            with tf.Session() as sess:
+                sess.run(tf.global_variables_initializer())
+                return sess.run(v)
+
+    a, b, c = initial(1), initial(1), initial(2)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert np.abs(a).max() <= 2 * math.sqrt(2.0 / 50) / TRUNC_STD + 1e-6
+
+
+def test_initializers_identity_rejects_non_matrices_and_integer_dtypes():
+    from dflab.ops.init_ops import Identity
+
+    assert tf.initializers.identity is Identity
+    with pytest.raises(ValueError, match="2D matrices"):
+        tf.initializers.identity()([2, 2, 2])
+    with pytest.raises(ValueError):
+        tf.initializers.identity(dtype=tf.int32)
