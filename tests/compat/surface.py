@@ -39,6 +39,16 @@ REASONS = [
      r"test|resource_loader|user_ops|version|CriticalSection|Checkpoint.*|"
      r"random_index_shuffle|"
      r"TaskLevelStatusMessage)$"),
+    ("TF 2.x / eager-only, or a TF subsystem outside the paper's runtime (Keras, Estimator, "
+     "SavedModel, distribution strategies, TPU/XLA, autograph, TFLite)",
+     r"^(compat|summary|debugging|data)$", r"^(v2|all_v2_summary_ops|initialize|"
+     r".*traceback_filtering.*|NumpyIterator)$"),
+    ("TF 1.x's tf.distributions (deprecated in TF 1.13, removed from TF 2's own API; "
+     "TensorFlow Probability replaced it)", r".*", r"^distributions$"),
+    ("no TF 2.21 CPU kernel to check against (TF registers these for GPUs only), or a "
+     "function that only reads graph nodes dflab never builds",
+     r".*", r"^(conv2d_backprop_filter_v2|conv2d_backprop_input_v2|"
+     r"get_summary_description)$"),
     ("build and platform facts of the TensorFlow binary, custom C++ op libraries",
      r".*", r"^(VERSION|GIT_VERSION|COMPILER_VERSION|CXX11_ABI_FLAG|CXX_VERSION|"
      r"MONOLITHIC_BUILD|GRAPH_DEF_VERSION.*|load_.*library|raw_ops|check_pinned|"
@@ -58,6 +68,7 @@ REASONS = [
      r".*", r"^(SparseTensor.*|sparse_.*|.*_sparse|sparse|sparse_placeholder|"
      r"convert_to_tensor_or_sparse_tensor|SparseConditionalAccumulator)$"),
     ("quantized types and ops, bfloat16", r"^quantization$", r".*"),
+    ("quantized types and ops, bfloat16", r".*", r"^quantization$"),
     ("quantized types and ops, bfloat16",
      r".*", r"^(q(u)?int.*|bfloat16|to_bfloat16|quantize.*|dequantize|fake_quant.*|"
      r"quantized_.*)$"),
@@ -69,11 +80,11 @@ REASONS = [
      r".*", r"^(.*fft.*|audio|image|signal|"
      r"spectral|decode_(jpeg|png|gif|bmp|image|webp|jxl|and_crop_jpeg)|encode_(jpeg|png)|"
      r"extract_jpeg_shape|is_jpeg)$"),
-    ("string ops with ragged or sparse results (bytes_split, Unicode decoding and "
-     "splitting, string_split, edit_distance) and unicode_script (ICU's script table)",
+    ("string ops with ragged results (bytes_split, Unicode decoding and splitting) and "
+     "unicode_script (ICU's script table)",
      r"^strings$", r".*"),
-    ("string ops with ragged or sparse results (bytes_split, Unicode decoding and "
-     "splitting, string_split, edit_distance) and unicode_script (ICU's script table)",
+    ("string ops with ragged results (bytes_split, Unicode decoding and splitting) and "
+     "unicode_script (ICU's script table)",
      r".*", r"^(string_.*|substr|regex_replace|reduce_join|as_string|decode_base64|"
      r"encode_base64|decode_compressed|decode_raw|fingerprint|edit_distance|strings|"
      r"unicode_.*)$"),
@@ -83,14 +94,15 @@ REASONS = [
      r"norm|linalg|adjoint|lu.*|logdet|slogdet|det|inv|pinv|expm|logm|sqrtm|eigh.*|"
      r"eigvalsh|tridiagonal_.*|band_part|set_diag|triangular_solve|solve|lstsq|matvec|"
      r"tensor_diag.*|matrix_rank|normalize|LinearOperator.*)$"),
-    ("special functions (gamma family, error functions, Bessel, zeta, hyperbolic and inverse "
-     "trigonometric ops)",
+    ("special functions not built yet (tf.math.special's Bessel J/Y/K, Fresnel, Dawson, "
+     "exponential integral and Spence functions; Sobol sequences)",
      r".*", r"^(lgamma|digamma|polygamma|igamma|igammac|betainc|zeta|lbeta|erf|erfc|erfinv|"
      r"erfcinv|ndtri|bessel_.*|special|acos|acosh|asin|asinh|atan|atan2|atanh|cosh|sinh|tan|"
      r"expm1|xlog1py|nextafter|sobol_sample|polyval|cumulative_logsumexp|angle|conj|real|"
      r"imag|complex|log_sigmoid|rint|reciprocal_no_nan|multiply_no_nan|divide_no_nan|"
      r"div_no_nan|xdivy|xlogy)$"),
-    ("sampled and candidate-sampling losses, CTC, and other specialised nn ops",
+    ("nn ops not built yet (CTC losses and decoders, fractional pooling, "
+     "with_space_to_batch)",
      r".*", r"^(.*candidate_sampler|compute_accidental_hits|nce_loss|sampled_softmax_loss|"
      r"ctc_.*|collapse_repeated|fractional_.*|dilation2d|erosion2d|.*3d.*|conv1d_transpose|"
      r"atrous_.*|depthwise_.*|separable_conv.*|with_space_to_batch|pool|lrn|"
@@ -100,8 +112,7 @@ REASONS = [
      r"sufficient_statistics|scale_regularization_loss|compute_average_loss|silu|swish|"
      r"max_pool1d|avg_pool1d|max_pool_v2|avg_pool_v2|conv_transpose|convolution|"
      r"embedding_lookup_sparse|safe_embedding_lookup_sparse)$"),
-    ("training utilities not built yet (file-pattern variables, SDCA, quantized training, "
-     "the noisy schedule)",
+    ("training utilities not built yet (SDCA, quantized training, the noisy schedule)",
      r"^train$", r".*"),
 ]
 OTHER = "not built yet"
