@@ -13,10 +13,12 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.ops import (
     array_ops,
+    control_flow_ops,
     conv_impl,
     conv_nd_ops,
     init_ops,
     math_ops,
+    nn_impl,
     nn_ops,
     variable_scope,
 )
@@ -315,3 +317,131 @@ def separable_conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
 
 __all__ += ["average_pooling3d", "conv3d", "conv3d_transpose", "max_pooling3d",
             "separable_conv1d", "separable_conv2d"]
+
+
+# --- batch normalization -------------------------------------------------------------------
+def _bn_axes(ndims, axis):
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    axes = sorted(int(a) % ndims for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"Duplicate axis: {axis}")
+    return axes
+
+
+def _bn_uses_fused(fused, ndims, axes):
+    """TF's Keras 2 rule: the fused kernel for 4-D (5-D) inputs normalised over the channel
+    axis (first or last after the batch); ``fused=True`` elsewhere is an error."""
+    usable = ndims in (4, 5) and axes in ([1], [ndims - 1])
+    if fused and not usable:
+        raise ValueError("Passing `fused=True` is only supported when the input is a 4D or 5D "
+                         f"tensor and axis is the channel axis. Got axis={axes}")
+    return usable if fused is None else bool(fused)
+
+
+def _bn_moving_update(variable, value, momentum, name):
+    """``variable -= (variable - value) * (1 - momentum)``, as Keras updates moving stats."""
+    with _ops.name_scope(None, name, [variable, value]):
+        decay = _ops.convert_to_tensor(1.0 - momentum, dtype=variable.dtype.base_dtype)
+        delta = math_ops.multiply(math_ops.subtract(variable.read_value(), value), decay)
+        return variable.assign_sub(delta)
+
+
+def _bn_select(training, true_fn, false_fn):
+    if isinstance(training, (bool, np.bool_)):
+        return true_fn() if training else false_fn()
+    return control_flow_ops.cond(training, true_fn, false_fn)
+
+
+def _batch_norm(inputs, training, axis, momentum, epsilon, center, scale, beta_initializer,
+                gamma_initializer, moving_mean_initializer, moving_variance_initializer,
+                beta_regularizer, gamma_regularizer, trainable, fused):
+    """Normalises ``inputs`` inside the current variable scope; returns the output and the
+    moving-statistics update ops (none when ``training`` is the constant False)."""
+    ndims = inputs.shape.ndims
+    if ndims is None:
+        raise ValueError("Input has undefined rank.")
+    axes = _bn_axes(ndims, axis)
+    static = inputs.shape.as_list()
+    if any(static[a] is None for a in axes):
+        raise ValueError(f"Input has undefined `axis` dimension. Received input with shape "
+                         f"{tuple(static)} and axis={axis}")
+    use_fused = _bn_uses_fused(fused, ndims, axes)
+    dtype = inputs.dtype.base_dtype
+    param_shape = [static[a] for a in axes]
+    # Parameters broadcast against the input unless they span exactly its last axis.
+    bshape = None if axes == [ndims - 1] else [static[i] if i in axes else 1
+                                               for i in range(ndims)]
+
+    def var(name, init, reg, train):
+        return get_variable(name, param_shape, dtype=dtype, initializer=init, regularizer=reg,
+                            trainable=train and trainable)
+
+    gamma = var("gamma", gamma_initializer or init_ops.ones_initializer(), gamma_regularizer,
+                True) if scale else None
+    beta = var("beta", beta_initializer or init_ops.zeros_initializer(), beta_regularizer,
+               True) if center else None
+    moving_mean = var("moving_mean", moving_mean_initializer or init_ops.zeros_initializer(),
+                      None, False)
+    moving_var = var("moving_variance",
+                     moving_variance_initializer or init_ops.ones_initializer(), None, False)
+
+    def bcast(t):
+        return t if t is None or bshape is None else array_ops.reshape(t, bshape)
+
+    reduce_axes = [i for i in range(ndims) if i not in axes]
+
+    def batch_stats():
+        mean, variance = nn_impl.moments(inputs, reduce_axes)
+        return mean, variance
+
+    def moving_stats():
+        return moving_mean.read_value(), moving_var.read_value()
+
+    if isinstance(training, (bool, np.bool_)) and not training:
+        mean, variance = moving_stats()
+        updates = []
+    else:
+        mean, variance = _bn_select(training, batch_stats, moving_stats)
+        new_mean, new_var = mean, variance
+        if use_fused:
+            # The fused kernel hands back the unbiased (n / (n - 1)) batch variance, and the
+            # moving variance averages that one.
+            n = math_ops.cast(math_ops.truediv(array_ops.size(inputs),
+                                               array_ops.size(moving_mean)), dtype)
+            one = _ops.convert_to_tensor(1.0, dtype=dtype)
+            factor = math_ops.truediv(n, math_ops.maximum(math_ops.subtract(n, one), one))
+            new_var = _bn_select(training, lambda: math_ops.multiply(variance, factor),
+                                 lambda: variance)
+        updates = [_bn_moving_update(moving_mean, new_mean, momentum, "AssignMovingAvg"),
+                   _bn_moving_update(moving_var, new_var, momentum, "AssignMovingAvg_1")]
+    out = nn_impl.batch_normalization(inputs, bcast(mean), bcast(variance), bcast(beta),
+                                      bcast(gamma), epsilon)
+    return out, updates
+
+
+def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                        beta_initializer=None, gamma_initializer=None,
+                        moving_mean_initializer=None, moving_variance_initializer=None,
+                        beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                        gamma_constraint=None, training=False, trainable=True, name=None,
+                        reuse=None, renorm=False, renorm_clipping=None, renorm_momentum=0.99,
+                        fused=None, virtual_batch_size=None, adjustment=None):
+    """TF1's batch normalization layer: batch statistics when ``training`` (a Python bool or a
+    boolean tensor) is true, the moving ones otherwise. Variables ``gamma``, ``beta`` and the
+    non-trainable ``moving_mean``, ``moving_variance``; the moving averages' update ops go to
+    ``tf.GraphKeys.UPDATE_OPS``, to be run with the training step."""
+    if renorm or virtual_batch_size is not None or adjustment is not None:
+        raise NotImplementedError("dflab's batch_normalization has no batch renormalization, "
+                                  "virtual batches or adjustment")
+    inputs = _ops.convert_to_tensor(inputs)
+    with _layer_scope(name, "batch_normalization", reuse):
+        out, updates = _batch_norm(
+            inputs, training, axis, momentum, epsilon, center, scale, beta_initializer,
+            gamma_initializer, moving_mean_initializer, moving_variance_initializer,
+            beta_regularizer, gamma_regularizer, trainable, fused)
+    for op in updates:
+        _ops.add_to_collection(_ops.GraphKeys.UPDATE_OPS, op)
+    return out
+
+
+__all__ += ["batch_normalization"]
