@@ -445,3 +445,72 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
 
 
 __all__ += ["batch_normalization"]
+
+
+# --- 1-D convolution and pooling, transposed 2-D convolution -------------------------------
+def conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
+           data_format="channels_last", dilation_rate=1, activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None):
+    """1-D convolution layer (``kernel`` [width, in, filters] and ``bias``)."""
+    _channels_last_only(data_format, "conv1d")
+    inputs = _ops.convert_to_tensor(inputs)
+    in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
+    (k,), (s,), (d,) = (_ntuple(kernel_size, 1), _ntuple(strides, 1),
+                        _ntuple(dilation_rate, 1))
+    with _layer_scope(name, "conv1d", reuse):
+        kernel = get_variable("kernel", [k, in_ch, filters], dtype=dtype,
+                              initializer=kernel_initializer or _glorot(),
+                              regularizer=kernel_regularizer, trainable=trainable)
+        out = nn_impl.conv1d(inputs, kernel, s, padding.upper(), dilations=d)
+        return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
+                                    bias_regularizer, activation, trainable)
+
+
+def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+                     data_format="channels_last", activation=None, use_bias=True,
+                     kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+                     bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                     bias_constraint=None, trainable=True, name=None, reuse=None):
+    """Transposed 2-D convolution layer (``kernel`` [h, w, filters, in])."""
+    _channels_last_only(data_format, "conv2d_transpose")
+    inputs = _ops.convert_to_tensor(inputs)
+    in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
+    ks, st = _ntuple(kernel_size, 2), _ntuple(strides, 2)
+    with _layer_scope(name, "conv2d_transpose", reuse):
+        kernel = get_variable("kernel", [*ks, filters, in_ch], dtype=dtype,
+                              initializer=kernel_initializer or _glorot(),
+                              regularizer=kernel_regularizer, trainable=trainable)
+        dyn = array_ops.shape(inputs)
+        static = inputs.shape.as_list()
+        sizes = [_deconv_length(static[i + 1], ks[i], st[i], padding) for i in range(2)]
+        out_shape = array_ops.stack_ints(
+            [static[0] if static[0] is not None else dyn[0]]
+            + [s if s is not None else _deconv_length(dyn[i + 1], ks[i], st[i], padding)
+               for i, s in enumerate(sizes)] + [filters])
+        out = nn_ops.conv2d_transpose(inputs, kernel, out_shape, [1, *st, 1], padding.upper())
+        out.set_shape([static[0], *sizes, filters])
+        return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
+                                    bias_regularizer, activation, trainable)
+
+
+def _pool1d(fn, default_name, inputs, pool_size, strides, padding, data_format, name):
+    _channels_last_only(data_format, default_name)
+    with _ops.name_scope(name, default_name, [inputs]):
+        return fn(inputs, _ntuple(pool_size, 1)[0], _ntuple(strides, 1)[0], padding.upper())
+
+
+def max_pooling1d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                  name=None):
+    return _pool1d(conv_impl.max_pool1d, "max_pooling1d", inputs, pool_size, strides,
+                   padding, data_format, name)
+
+
+def average_pooling1d(inputs, pool_size, strides, padding="valid",
+                      data_format="channels_last", name=None):
+    return _pool1d(conv_impl.avg_pool1d, "average_pooling1d", inputs, pool_size, strides,
+                   padding, data_format, name)
+
+
+__all__ += ["average_pooling1d", "conv1d", "conv2d_transpose", "max_pooling1d"]
