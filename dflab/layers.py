@@ -7,6 +7,9 @@ Each layer is a ``variable_scope`` holding its variables (``kernel``, ``bias``) 
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import numpy as np
 
 from dflab.framework import dtypes as _dt
@@ -514,3 +517,159 @@ def average_pooling1d(inputs, pool_size, strides, padding="valid",
 
 
 __all__ += ["average_pooling1d", "conv1d", "conv2d_transpose", "max_pooling1d"]
+
+
+# --- layer classes ---------------------------------------------------------------------------
+def _snake(name):
+    """Keras's class-name-to-layer-name rule (``Conv2DTranspose`` -> ``conv2d_transpose``)."""
+    return re.sub("([a-z])([A-Z])", r"\1_\2",
+                  re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", name)).lower()
+
+
+class Layer:
+    """TF1's layer base: ``build(input_shape)`` makes the variables (``add_weight``) in the
+    layer's variable scope on the first call, ``call(inputs)`` computes; later calls reuse the
+    same variables. Update ops the call adds go to ``tf.GraphKeys.UPDATE_OPS``."""
+
+    def __init__(self, trainable: bool = True, name: str | None = None, dtype=None,
+                 **kwargs) -> None:
+        self.trainable = trainable
+        self._name = name
+        self._base_name = name or _snake(type(self).__name__)
+        self.dtype = None if dtype is None else _dt.as_dtype(dtype)
+        self.built = False
+        self._scope = None
+        self._updates: list = []
+
+    @property
+    def name(self) -> str:
+        return self._scope.name if self._scope is not None else self._base_name
+
+    def build(self, input_shape) -> None:
+        self.built = True
+
+    def call(self, inputs, **kwargs):
+        return inputs
+
+    def add_weight(self, name, shape, dtype=None, initializer=None, regularizer=None,
+                   trainable=True, **kwargs):
+        return get_variable(name, shape, dtype=dtype or self.dtype or _dt.float32,
+                            initializer=initializer, regularizer=regularizer,
+                            trainable=trainable and self.trainable)
+
+    def add_update(self, updates, inputs=None) -> None:
+        updates = updates if isinstance(updates, (list, tuple)) else [updates]
+        for op in updates:
+            _ops.add_to_collection(_ops.GraphKeys.UPDATE_OPS, op)
+
+    def __call__(self, inputs, *args, **kwargs):
+        if self._scope is None:
+            with variable_scope.variable_scope(self._name, default_name=self._base_name) as sc:
+                self._scope = sc
+        before = list(_ops.get_collection(_ops.GraphKeys.UPDATE_OPS))
+        with variable_scope.variable_scope(self._scope, reuse=True if self.built else None):
+            if not self.built:
+                self.build(_ops.convert_to_tensor(inputs).shape
+                           if not isinstance(inputs, (list, tuple)) else
+                           [_ops.convert_to_tensor(t).shape for t in inputs])
+                self.built = True
+            out = self.call(inputs, *args, **kwargs)
+        self._updates += [op for op in _ops.get_collection(_ops.GraphKeys.UPDATE_OPS)
+                          if not any(op is b for b in before)]
+        return out
+
+    def _collected(self, key):
+        if self._scope is None:
+            return []
+        return list(_ops.get_collection(key, scope=self._scope.name + "/"))
+
+    @property
+    def variables(self) -> list:
+        return self._collected(_ops.GraphKeys.GLOBAL_VARIABLES)
+
+    weights = variables
+
+    @property
+    def trainable_weights(self) -> list:
+        return self._collected(_ops.GraphKeys.TRAINABLE_VARIABLES)
+
+    trainable_variables = trainable_weights
+
+    @property
+    def non_trainable_weights(self) -> list:
+        trainable = self.trainable_weights
+        return [v for v in self.variables if not any(v is t for t in trainable)]
+
+    non_trainable_variables = non_trainable_weights
+
+    @property
+    def updates(self) -> list:
+        return list(self._updates)
+
+
+class _FunctionLayer(Layer):
+    """A class over one of the functions above: the constructor takes the function's
+    arguments (less ``inputs`` and ``reuse``); calling it runs the function in the layer's
+    scope, reusing the variables after the first call."""
+
+    _fn = None
+    _call_args: tuple = ()  # the function's arguments given per call (``training``)
+
+    def __init__(self, *args, **kwargs):
+        params = [p for p in inspect.signature(type(self)._fn).parameters
+                  if p not in ("inputs", "reuse", "name") + self._call_args]
+        bound = dict(zip(params, args))
+        bound.update(kwargs)
+        name = bound.pop("name", None)
+        dtype = bound.pop("dtype", None)
+        super().__init__(trainable=bound.get("trainable", True), name=name, dtype=dtype)
+        unknown = set(bound) - set(params)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(unknown)}")
+        self._kwargs = bound
+
+    def call(self, inputs, **kwargs):
+        fn = type(self)._fn
+        extra = {"reuse": True} if self._takes_reuse() and self._called else {}
+        self._called = True
+        if self._takes_reuse():
+            extra["name"] = self._scope
+        return fn(inputs, **self._kwargs, **kwargs, **extra)
+
+    _called = False
+
+    @classmethod
+    def _takes_reuse(cls) -> bool:
+        return "reuse" in inspect.signature(cls._fn).parameters
+
+
+def _class(fn, class_name, call_args=()):
+    return type(class_name, (_FunctionLayer,),
+                {"_fn": staticmethod(fn), "_call_args": call_args,
+                 "__doc__": f"The class form of ``tf.layers.{fn.__name__}``.",
+                 "__module__": __name__})
+
+
+Dense = _class(dense, "Dense")
+Conv1D = _class(conv1d, "Conv1D")
+Conv2D = _class(conv2d, "Conv2D")
+Conv2DTranspose = _class(conv2d_transpose, "Conv2DTranspose")
+Conv3D = _class(conv3d, "Conv3D")
+Conv3DTranspose = _class(conv3d_transpose, "Conv3DTranspose")
+SeparableConv1D = _class(separable_conv1d, "SeparableConv1D")
+SeparableConv2D = _class(separable_conv2d, "SeparableConv2D")
+MaxPooling1D = _class(max_pooling1d, "MaxPooling1D")
+MaxPooling2D = _class(max_pooling2d, "MaxPooling2D")
+MaxPooling3D = _class(max_pooling3d, "MaxPooling3D")
+AveragePooling1D = _class(average_pooling1d, "AveragePooling1D")
+AveragePooling2D = _class(average_pooling2d, "AveragePooling2D")
+AveragePooling3D = _class(average_pooling3d, "AveragePooling3D")
+Flatten = _class(flatten, "Flatten")
+Dropout = _class(dropout, "Dropout", call_args=("training",))
+BatchNormalization = _class(batch_normalization, "BatchNormalization",
+                            call_args=("training",))
+
+__all__ += ["AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "BatchNormalization",
+            "Conv1D", "Conv2D", "Conv2DTranspose", "Conv3D", "Conv3DTranspose", "Dense",
+            "Dropout", "Flatten", "Layer", "MaxPooling1D", "MaxPooling2D", "MaxPooling3D",
+            "SeparableConv1D", "SeparableConv2D"]
