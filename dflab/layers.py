@@ -1,8 +1,9 @@
-"""``tf.layers``: the TF1 functional layers (dense, 2-D and 3-D convolutions and pooling,
-transposed 3-D and separable convolutions, flatten, dropout).
+"""``tf.layers``: the TF1 layers, as functions and as classes (dense, 1-D to 3-D and
+transposed and separable convolutions, pooling, flatten, dropout, batch normalization).
 
 Each layer is a ``variable_scope`` holding its variables (``kernel``, ``bias``) made with
-``get_variable``, so reuse and naming follow TF1 (``dense/kernel``, ``dense_1/kernel`` …).
+``get_variable``, so reuse and naming follow TF1 (``dense/kernel``, ``dense_1/kernel`` …). A
+layer class calls its function inside the scope it opened on its first call.
 """
 
 from __future__ import annotations
