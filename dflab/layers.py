@@ -1,11 +1,15 @@
-"""``tf.layers``: the TF1 functional layers (dense, 2-D and 3-D convolutions and pooling,
-transposed 3-D and separable convolutions, flatten, dropout).
+"""``tf.layers``: the TF1 layers, as functions and as classes (dense, 1-D to 3-D and
+transposed and separable convolutions, pooling, flatten, dropout, batch normalization).
 
 Each layer is a ``variable_scope`` holding its variables (``kernel``, ``bias``) made with
-``get_variable``, so reuse and naming follow TF1 (``dense/kernel``, ``dense_1/kernel`` …).
+``get_variable``, so reuse and naming follow TF1 (``dense/kernel``, ``dense_1/kernel`` …). A
+layer class calls its function inside the scope it opened on its first call.
 """
 
 from __future__ import annotations
+
+import inspect
+import re
 
 import numpy as np
 
@@ -13,10 +17,12 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.ops import (
     array_ops,
+    control_flow_ops,
     conv_impl,
     conv_nd_ops,
     init_ops,
     math_ops,
+    nn_impl,
     nn_ops,
     variable_scope,
 )
@@ -315,3 +321,356 @@ def separable_conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
 
 __all__ += ["average_pooling3d", "conv3d", "conv3d_transpose", "max_pooling3d",
             "separable_conv1d", "separable_conv2d"]
+
+
+# --- batch normalization -------------------------------------------------------------------
+def _bn_axes(ndims, axis):
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    axes = sorted(int(a) % ndims for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"Duplicate axis: {axis}")
+    return axes
+
+
+def _bn_uses_fused(fused, ndims, axes):
+    """TF's Keras 2 rule: the fused kernel for 4-D (5-D) inputs normalised over the channel
+    axis (first or last after the batch); ``fused=True`` elsewhere is an error."""
+    usable = ndims in (4, 5) and axes in ([1], [ndims - 1])
+    if fused and not usable:
+        raise ValueError("Passing `fused=True` is only supported when the input is a 4D or 5D "
+                         f"tensor and axis is the channel axis. Got axis={axes}")
+    return usable if fused is None else bool(fused)
+
+
+def _bn_moving_update(variable, value, momentum, name):
+    """``variable -= (variable - value) * (1 - momentum)``, as Keras updates moving stats."""
+    with _ops.name_scope(None, name, [variable, value]):
+        decay = _ops.convert_to_tensor(1.0 - momentum, dtype=variable.dtype.base_dtype)
+        delta = math_ops.multiply(math_ops.subtract(variable.read_value(), value), decay)
+        return variable.assign_sub(delta)
+
+
+def _bn_select(training, true_fn, false_fn):
+    if isinstance(training, (bool, np.bool_)):
+        return true_fn() if training else false_fn()
+    return control_flow_ops.cond(training, true_fn, false_fn)
+
+
+def _batch_norm(inputs, training, axis, momentum, epsilon, center, scale, beta_initializer,
+                gamma_initializer, moving_mean_initializer, moving_variance_initializer,
+                beta_regularizer, gamma_regularizer, trainable, fused):
+    """Normalises ``inputs`` inside the current variable scope; returns the output and the
+    moving-statistics update ops (none when ``training`` is the constant False)."""
+    ndims = inputs.shape.ndims
+    if ndims is None:
+        raise ValueError("Input has undefined rank.")
+    axes = _bn_axes(ndims, axis)
+    static = inputs.shape.as_list()
+    if any(static[a] is None for a in axes):
+        raise ValueError(f"Input has undefined `axis` dimension. Received input with shape "
+                         f"{tuple(static)} and axis={axis}")
+    use_fused = _bn_uses_fused(fused, ndims, axes)
+    dtype = inputs.dtype.base_dtype
+    param_shape = [static[a] for a in axes]
+    # Parameters broadcast against the input unless they span exactly its last axis.
+    bshape = None if axes == [ndims - 1] else [static[i] if i in axes else 1
+                                               for i in range(ndims)]
+
+    def var(name, init, reg, train):
+        return get_variable(name, param_shape, dtype=dtype, initializer=init, regularizer=reg,
+                            trainable=train and trainable)
+
+    gamma = var("gamma", gamma_initializer or init_ops.ones_initializer(), gamma_regularizer,
+                True) if scale else None
+    beta = var("beta", beta_initializer or init_ops.zeros_initializer(), beta_regularizer,
+               True) if center else None
+    moving_mean = var("moving_mean", moving_mean_initializer or init_ops.zeros_initializer(),
+                      None, False)
+    moving_var = var("moving_variance",
+                     moving_variance_initializer or init_ops.ones_initializer(), None, False)
+
+    def bcast(t):
+        return t if t is None or bshape is None else array_ops.reshape(t, bshape)
+
+    reduce_axes = [i for i in range(ndims) if i not in axes]
+
+    def batch_stats():
+        mean, variance = nn_impl.moments(inputs, reduce_axes)
+        return mean, variance
+
+    def moving_stats():
+        return moving_mean.read_value(), moving_var.read_value()
+
+    if isinstance(training, (bool, np.bool_)) and not training:
+        mean, variance = moving_stats()
+        updates = []
+    else:
+        mean, variance = _bn_select(training, batch_stats, moving_stats)
+        new_mean, new_var = mean, variance
+        if use_fused:
+            # The fused kernel hands back the unbiased (n / (n - 1)) batch variance, and the
+            # moving variance averages that one.
+            n = math_ops.cast(math_ops.truediv(array_ops.size(inputs),
+                                               array_ops.size(moving_mean)), dtype)
+            one = _ops.convert_to_tensor(1.0, dtype=dtype)
+            factor = math_ops.truediv(n, math_ops.maximum(math_ops.subtract(n, one), one))
+            new_var = _bn_select(training, lambda: math_ops.multiply(variance, factor),
+                                 lambda: variance)
+        updates = [_bn_moving_update(moving_mean, new_mean, momentum, "AssignMovingAvg"),
+                   _bn_moving_update(moving_var, new_var, momentum, "AssignMovingAvg_1")]
+    out = nn_impl.batch_normalization(inputs, bcast(mean), bcast(variance), bcast(beta),
+                                      bcast(gamma), epsilon)
+    return out, updates
+
+
+def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                        beta_initializer=None, gamma_initializer=None,
+                        moving_mean_initializer=None, moving_variance_initializer=None,
+                        beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                        gamma_constraint=None, training=False, trainable=True, name=None,
+                        reuse=None, renorm=False, renorm_clipping=None, renorm_momentum=0.99,
+                        fused=None, virtual_batch_size=None, adjustment=None):
+    """TF1's batch normalization layer: batch statistics when ``training`` (a Python bool or a
+    boolean tensor) is true, the moving ones otherwise. Variables ``gamma``, ``beta`` and the
+    non-trainable ``moving_mean``, ``moving_variance``; the moving averages' update ops go to
+    ``tf.GraphKeys.UPDATE_OPS``, to be run with the training step."""
+    if renorm or virtual_batch_size is not None or adjustment is not None:
+        raise NotImplementedError("dflab's batch_normalization has no batch renormalization, "
+                                  "virtual batches or adjustment")
+    inputs = _ops.convert_to_tensor(inputs)
+    with _layer_scope(name, "batch_normalization", reuse):
+        out, updates = _batch_norm(
+            inputs, training, axis, momentum, epsilon, center, scale, beta_initializer,
+            gamma_initializer, moving_mean_initializer, moving_variance_initializer,
+            beta_regularizer, gamma_regularizer, trainable, fused)
+    for op in updates:
+        _ops.add_to_collection(_ops.GraphKeys.UPDATE_OPS, op)
+    return out
+
+
+__all__ += ["batch_normalization"]
+
+
+# --- 1-D convolution and pooling, transposed 2-D convolution -------------------------------
+def conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
+           data_format="channels_last", dilation_rate=1, activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None):
+    """1-D convolution layer (``kernel`` [width, in, filters] and ``bias``)."""
+    _channels_last_only(data_format, "conv1d")
+    inputs = _ops.convert_to_tensor(inputs)
+    in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
+    (k,), (s,), (d,) = (_ntuple(kernel_size, 1), _ntuple(strides, 1),
+                        _ntuple(dilation_rate, 1))
+    with _layer_scope(name, "conv1d", reuse):
+        kernel = get_variable("kernel", [k, in_ch, filters], dtype=dtype,
+                              initializer=kernel_initializer or _glorot(),
+                              regularizer=kernel_regularizer, trainable=trainable)
+        out = nn_impl.conv1d(inputs, kernel, s, padding.upper(), dilations=d)
+        return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
+                                    bias_regularizer, activation, trainable)
+
+
+def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+                     data_format="channels_last", activation=None, use_bias=True,
+                     kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+                     bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                     bias_constraint=None, trainable=True, name=None, reuse=None):
+    """Transposed 2-D convolution layer (``kernel`` [h, w, filters, in])."""
+    _channels_last_only(data_format, "conv2d_transpose")
+    inputs = _ops.convert_to_tensor(inputs)
+    in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
+    ks, st = _ntuple(kernel_size, 2), _ntuple(strides, 2)
+    with _layer_scope(name, "conv2d_transpose", reuse):
+        kernel = get_variable("kernel", [*ks, filters, in_ch], dtype=dtype,
+                              initializer=kernel_initializer or _glorot(),
+                              regularizer=kernel_regularizer, trainable=trainable)
+        dyn = array_ops.shape(inputs)
+        static = inputs.shape.as_list()
+        sizes = [_deconv_length(static[i + 1], ks[i], st[i], padding) for i in range(2)]
+        out_shape = array_ops.stack_ints(
+            [static[0] if static[0] is not None else dyn[0]]
+            + [s if s is not None else _deconv_length(dyn[i + 1], ks[i], st[i], padding)
+               for i, s in enumerate(sizes)] + [filters])
+        out = nn_ops.conv2d_transpose(inputs, kernel, out_shape, [1, *st, 1], padding.upper())
+        out.set_shape([static[0], *sizes, filters])
+        return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
+                                    bias_regularizer, activation, trainable)
+
+
+def _pool1d(fn, default_name, inputs, pool_size, strides, padding, data_format, name):
+    _channels_last_only(data_format, default_name)
+    with _ops.name_scope(name, default_name, [inputs]):
+        return fn(inputs, _ntuple(pool_size, 1)[0], _ntuple(strides, 1)[0], padding.upper())
+
+
+def max_pooling1d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                  name=None):
+    return _pool1d(conv_impl.max_pool1d, "max_pooling1d", inputs, pool_size, strides,
+                   padding, data_format, name)
+
+
+def average_pooling1d(inputs, pool_size, strides, padding="valid",
+                      data_format="channels_last", name=None):
+    return _pool1d(conv_impl.avg_pool1d, "average_pooling1d", inputs, pool_size, strides,
+                   padding, data_format, name)
+
+
+__all__ += ["average_pooling1d", "conv1d", "conv2d_transpose", "max_pooling1d"]
+
+
+# --- layer classes ---------------------------------------------------------------------------
+def _snake(name):
+    """Keras's class-name-to-layer-name rule (``Conv2DTranspose`` -> ``conv2d_transpose``)."""
+    return re.sub("([a-z])([A-Z])", r"\1_\2",
+                  re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", name)).lower()
+
+
+class Layer:
+    """TF1's layer base: ``build(input_shape)`` makes the variables (``add_weight``) in the
+    layer's variable scope on the first call, ``call(inputs)`` computes; later calls reuse the
+    same variables. Update ops the call adds go to ``tf.GraphKeys.UPDATE_OPS``."""
+
+    def __init__(self, trainable: bool = True, name: str | None = None, dtype=None,
+                 **kwargs) -> None:
+        self.trainable = trainable
+        self._name = name
+        self._base_name = name or _snake(type(self).__name__)
+        self.dtype = None if dtype is None else _dt.as_dtype(dtype)
+        self.built = False
+        self._scope = None
+        self._updates: list = []
+
+    @property
+    def name(self) -> str:
+        return self._scope.name if self._scope is not None else self._base_name
+
+    def build(self, input_shape) -> None:
+        self.built = True
+
+    def call(self, inputs, **kwargs):
+        return inputs
+
+    def add_weight(self, name, shape, dtype=None, initializer=None, regularizer=None,
+                   trainable=True, **kwargs):
+        return get_variable(name, shape, dtype=dtype or self.dtype or _dt.float32,
+                            initializer=initializer, regularizer=regularizer,
+                            trainable=trainable and self.trainable)
+
+    def add_update(self, updates, inputs=None) -> None:
+        updates = updates if isinstance(updates, (list, tuple)) else [updates]
+        for op in updates:
+            _ops.add_to_collection(_ops.GraphKeys.UPDATE_OPS, op)
+
+    def __call__(self, inputs, *args, **kwargs):
+        if self._scope is None:
+            with variable_scope.variable_scope(self._name, default_name=self._base_name) as sc:
+                self._scope = sc
+        before = list(_ops.get_collection(_ops.GraphKeys.UPDATE_OPS))
+        with variable_scope.variable_scope(self._scope, reuse=True if self.built else None):
+            if not self.built:
+                self.build(_ops.convert_to_tensor(inputs).shape
+                           if not isinstance(inputs, (list, tuple)) else
+                           [_ops.convert_to_tensor(t).shape for t in inputs])
+                self.built = True
+            out = self.call(inputs, *args, **kwargs)
+        self._updates += [op for op in _ops.get_collection(_ops.GraphKeys.UPDATE_OPS)
+                          if not any(op is b for b in before)]
+        return out
+
+    def _collected(self, key):
+        if self._scope is None:
+            return []
+        return list(_ops.get_collection(key, scope=self._scope.name + "/"))
+
+    @property
+    def variables(self) -> list:
+        return self._collected(_ops.GraphKeys.GLOBAL_VARIABLES)
+
+    weights = variables
+
+    @property
+    def trainable_weights(self) -> list:
+        return self._collected(_ops.GraphKeys.TRAINABLE_VARIABLES)
+
+    trainable_variables = trainable_weights
+
+    @property
+    def non_trainable_weights(self) -> list:
+        trainable = self.trainable_weights
+        return [v for v in self.variables if not any(v is t for t in trainable)]
+
+    non_trainable_variables = non_trainable_weights
+
+    @property
+    def updates(self) -> list:
+        return list(self._updates)
+
+
+class _FunctionLayer(Layer):
+    """A class over one of the functions above: the constructor takes the function's
+    arguments (less ``inputs`` and ``reuse``); calling it runs the function in the layer's
+    scope, reusing the variables after the first call."""
+
+    _fn = None
+    _call_args: tuple = ()  # the function's arguments given per call (``training``)
+
+    def __init__(self, *args, **kwargs):
+        params = [p for p in inspect.signature(type(self)._fn).parameters
+                  if p not in ("inputs", "reuse", "name") + self._call_args]
+        bound = dict(zip(params, args))
+        bound.update(kwargs)
+        name = bound.pop("name", None)
+        dtype = bound.pop("dtype", None)
+        super().__init__(trainable=bound.get("trainable", True), name=name, dtype=dtype)
+        unknown = set(bound) - set(params)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(unknown)}")
+        self._kwargs = bound
+
+    def call(self, inputs, **kwargs):
+        fn = type(self)._fn
+        extra = {"reuse": True} if self._takes_reuse() and self._called else {}
+        self._called = True
+        if self._takes_reuse():
+            extra["name"] = self._scope
+        return fn(inputs, **self._kwargs, **kwargs, **extra)
+
+    _called = False
+
+    @classmethod
+    def _takes_reuse(cls) -> bool:
+        return "reuse" in inspect.signature(cls._fn).parameters
+
+
+def _class(fn, class_name, call_args=()):
+    return type(class_name, (_FunctionLayer,),
+                {"_fn": staticmethod(fn), "_call_args": call_args,
+                 "__doc__": f"The class form of ``tf.layers.{fn.__name__}``.",
+                 "__module__": __name__})
+
+
+Dense = _class(dense, "Dense")
+Conv1D = _class(conv1d, "Conv1D")
+Conv2D = _class(conv2d, "Conv2D")
+Conv2DTranspose = _class(conv2d_transpose, "Conv2DTranspose")
+Conv3D = _class(conv3d, "Conv3D")
+Conv3DTranspose = _class(conv3d_transpose, "Conv3DTranspose")
+SeparableConv1D = _class(separable_conv1d, "SeparableConv1D")
+SeparableConv2D = _class(separable_conv2d, "SeparableConv2D")
+MaxPooling1D = _class(max_pooling1d, "MaxPooling1D")
+MaxPooling2D = _class(max_pooling2d, "MaxPooling2D")
+MaxPooling3D = _class(max_pooling3d, "MaxPooling3D")
+AveragePooling1D = _class(average_pooling1d, "AveragePooling1D")
+AveragePooling2D = _class(average_pooling2d, "AveragePooling2D")
+AveragePooling3D = _class(average_pooling3d, "AveragePooling3D")
+Flatten = _class(flatten, "Flatten")
+Dropout = _class(dropout, "Dropout", call_args=("training",))
+BatchNormalization = _class(batch_normalization, "BatchNormalization",
+                            call_args=("training",))
+
+__all__ += ["AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "BatchNormalization",
+            "Conv1D", "Conv2D", "Conv2DTranspose", "Conv3D", "Conv3DTranspose", "Dense",
+            "Dropout", "Flatten", "Layer", "MaxPooling1D", "MaxPooling2D", "MaxPooling3D",
+            "SeparableConv1D", "SeparableConv2D"]
