@@ -207,32 +207,42 @@ def _deconv_length(size, k, stride, padding):
     return size * stride if padding == "same" else size * stride + max(k - stride, 0)
 
 
+def _conv_transpose(rank, op, default_name, inputs, filters, kernel_size, strides, padding,
+                    data_format, activation, use_bias, kernel_initializer, bias_initializer,
+                    kernel_regularizer, bias_regularizer, trainable, name, reuse):
+    """The transposed convolution layers of ``rank`` spatial dimensions (``kernel``
+    [*spatial, filters, in]), through ``op`` (``conv2d_transpose`` or ``conv3d_transpose``)."""
+    _channels_last_only(data_format, default_name)
+    inputs = _ops.convert_to_tensor(inputs)
+    in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
+    ks, st = _ntuple(kernel_size, rank), _ntuple(strides, rank)
+    with _layer_scope(name, default_name, reuse):
+        kernel = get_variable("kernel", [*ks, filters, in_ch], dtype=dtype,
+                              initializer=kernel_initializer or _glorot(),
+                              regularizer=kernel_regularizer, trainable=trainable)
+        dyn = array_ops.shape(inputs)
+        static = inputs.shape.as_list()
+        sizes = [_deconv_length(static[i + 1], ks[i], st[i], padding) for i in range(rank)]
+        out_shape = array_ops.stack_ints(
+            [static[0] if static[0] is not None else dyn[0]]
+            + [s if s is not None else _deconv_length(dyn[i + 1], ks[i], st[i], padding)
+               for i, s in enumerate(sizes)] + [filters])
+        out = op(inputs, kernel, out_shape, [1, *st, 1], padding.upper())
+        out.set_shape([static[0], *sizes, filters])
+        return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
+                                    bias_regularizer, activation, trainable)
+
+
 def conv3d_transpose(inputs, filters, kernel_size, strides=(1, 1, 1), padding="valid",
                      data_format="channels_last", activation=None, use_bias=True,
                      kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
                      bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
                      bias_constraint=None, trainable=True, name=None, reuse=None):
     """Transposed 3-D convolution layer (``kernel`` [d, h, w, filters, in])."""
-    _channels_last_only(data_format, "conv3d_transpose")
-    inputs = _ops.convert_to_tensor(inputs)
-    in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
-    ks, st = _ntuple(kernel_size, 3), _ntuple(strides, 3)
-    with _layer_scope(name, "conv3d_transpose", reuse):
-        kernel = get_variable("kernel", [*ks, filters, in_ch], dtype=dtype,
-                              initializer=kernel_initializer or _glorot(),
-                              regularizer=kernel_regularizer, trainable=trainable)
-        dyn = array_ops.shape(inputs)
-        static = inputs.shape.as_list()
-        sizes = [_deconv_length(static[i + 1], ks[i], st[i], padding) for i in range(3)]
-        out_shape = array_ops.stack_ints(
-            [static[0] if static[0] is not None else dyn[0]]
-            + [s if s is not None else _deconv_length(dyn[i + 1], ks[i], st[i], padding)
-               for i, s in enumerate(sizes)] + [filters])
-        out = conv_nd_ops.conv3d_transpose(inputs, kernel, out_shape, [1, *st, 1],
-                                           padding.upper())
-        out.set_shape([static[0], *sizes, filters])
-        return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
-                                    bias_regularizer, activation, trainable)
+    return _conv_transpose(3, conv_nd_ops.conv3d_transpose, "conv3d_transpose", inputs,
+                           filters, kernel_size, strides, padding, data_format, activation,
+                           use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+                           bias_regularizer, trainable, name, reuse)
 
 
 def _pool3d(fn, default_name, inputs, pool_size, strides, padding, data_format, name):
@@ -478,25 +488,10 @@ def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="vali
                      bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
                      bias_constraint=None, trainable=True, name=None, reuse=None):
     """Transposed 2-D convolution layer (``kernel`` [h, w, filters, in])."""
-    _channels_last_only(data_format, "conv2d_transpose")
-    inputs = _ops.convert_to_tensor(inputs)
-    in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
-    ks, st = _ntuple(kernel_size, 2), _ntuple(strides, 2)
-    with _layer_scope(name, "conv2d_transpose", reuse):
-        kernel = get_variable("kernel", [*ks, filters, in_ch], dtype=dtype,
-                              initializer=kernel_initializer or _glorot(),
-                              regularizer=kernel_regularizer, trainable=trainable)
-        dyn = array_ops.shape(inputs)
-        static = inputs.shape.as_list()
-        sizes = [_deconv_length(static[i + 1], ks[i], st[i], padding) for i in range(2)]
-        out_shape = array_ops.stack_ints(
-            [static[0] if static[0] is not None else dyn[0]]
-            + [s if s is not None else _deconv_length(dyn[i + 1], ks[i], st[i], padding)
-               for i, s in enumerate(sizes)] + [filters])
-        out = nn_ops.conv2d_transpose(inputs, kernel, out_shape, [1, *st, 1], padding.upper())
-        out.set_shape([static[0], *sizes, filters])
-        return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
-                                    bias_regularizer, activation, trainable)
+    return _conv_transpose(2, nn_ops.conv2d_transpose, "conv2d_transpose", inputs, filters,
+                           kernel_size, strides, padding, data_format, activation, use_bias,
+                           kernel_initializer, bias_initializer, kernel_regularizer,
+                           bias_regularizer, trainable, name, reuse)
 
 
 def _pool1d(fn, default_name, inputs, pool_size, strides, padding, data_format, name):
