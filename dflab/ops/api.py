@@ -8,7 +8,12 @@ from dflab.ops.array_ops import *  # noqa: F403
 from dflab.ops.check_ops import *  # noqa: F403
 from dflab.ops.control_flow_ops import *  # noqa: F403
 from dflab.ops.functional_ops import *  # noqa: F403
-from dflab.ops.gradients import IndexedSlices, IndexedSlicesValue, gradients  # noqa: F401
+from dflab.ops.gradients import (  # noqa: F401
+    IndexedSlices,
+    IndexedSlicesValue,
+    convert_to_tensor_or_indexed_slices,
+    gradients,
+)
 from dflab.ops.init_ops import *  # noqa: F403
 from dflab.ops.logging_ops import *  # noqa: F403
 from dflab.ops.logging_ops import print_v2 as print  # noqa: A004 - TF's public name

@@ -63,6 +63,18 @@ class IndexedSlices:
                 f"dense_shape={self.dense_shape})")
 
 
+def convert_to_tensor_or_indexed_slices(value, dtype=None, name=None):
+    """``value`` itself when it is an ``IndexedSlices`` (of a dtype compatible with
+    ``dtype``), else ``value`` converted to a ``Tensor``, as TF's."""
+    if isinstance(value, IndexedSlices):
+        if dtype is not None and not _dt.as_dtype(dtype).is_compatible_with(value.dtype):
+            raise ValueError(f"Incompatible tensor conversion requested to `dtype` "
+                             f"{_dt.as_dtype(dtype).name} for `value` ({value}) with dtype "
+                             f"{value.dtype.name}.")
+        return value
+    return _ops.convert_to_tensor(value, dtype=dtype, name=name)
+
+
 def densify(s: IndexedSlices):
     """Dense tensor of an IndexedSlices (rows with repeated indices are summed)."""
     if s.dense_shape is None:

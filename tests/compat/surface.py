@@ -41,8 +41,9 @@ REASONS = [
      r"TaskLevelStatusMessage)$"),
     ("TF 2.x / eager-only, or a TF subsystem outside the paper's runtime (Keras, Estimator, "
      "SavedModel, distribution strategies, TPU/XLA, autograph, TFLite)",
-     r"^(compat|summary|debugging|data)$", r"^(v2|all_v2_summary_ops|initialize|"
-     r".*traceback_filtering.*|NumpyIterator)$"),
+     r"^(compat|summary|debugging|data|errors)$", r"^(v2|all_v2_summary_ops|initialize|"
+     r".*traceback_filtering.*|NumpyIterator|disable_check_numerics|"
+     r"raise_exception_on_not_ok_status)$"),
     ("TF 1.x's tf.distributions (deprecated in TF 1.13, removed from TF 2's own API; "
      "TensorFlow Probability replaced it)", r".*", r"^distributions$"),
     ("no TF 2.21 CPU kernel to check against (TF registers these for GPUs only), or a "

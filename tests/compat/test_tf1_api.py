@@ -209,3 +209,15 @@ def test_small_tf1_helpers():
     assert tf.queue.FIFOQueue is tf.FIFOQueue and tf.manip.reshape is tf.reshape
     with tf.Session() as sess:
         np.testing.assert_array_equal(sess.run(tf.scalar_mul(3.0, x)), [[3.0, 6.0]])
+
+
+def test_convert_to_tensor_or_indexed_slices_as_tf():
+    # TF 2.21: the IndexedSlices itself (dtype permitting), else a Tensor.
+    with tf.Graph().as_default():
+        s = tf.IndexedSlices(tf.constant([[1.0, 2.0]]), tf.constant([0]), tf.constant([3, 2]))
+        assert tf.convert_to_tensor_or_indexed_slices(s) is s
+        assert tf.convert_to_tensor_or_indexed_slices(s, dtype=tf.float32) is s
+        with pytest.raises(ValueError, match="Incompatible tensor conversion"):
+            tf.convert_to_tensor_or_indexed_slices(s, dtype=tf.int32)
+        t = tf.convert_to_tensor_or_indexed_slices([1, 2])
+        assert isinstance(t, tf.Tensor) and t.dtype == tf.int32
