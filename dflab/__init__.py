@@ -33,6 +33,7 @@ from dflab.framework.ops import (
     get_collection_ref,
     get_default_graph,
     name_scope,
+    register_tensor_conversion_function,
     reset_default_graph,
 )
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, no_gradient

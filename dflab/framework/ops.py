@@ -235,6 +235,47 @@ def _holds_tensor(value) -> bool:
     return is_tensor_like(value)
 
 
+# tf.register_tensor_conversion_function's table: (priority, order, base types, function).
+_CONVERSIONS: list = []
+
+
+def register_tensor_conversion_function(base_type, conversion_func, priority=100):
+    """Make ``convert_to_tensor`` turn instances of ``base_type`` into tensors with
+    ``conversion_func(value, dtype=None, name=None, as_ref=False)`` (lower ``priority``
+    first); a function may return ``NotImplemented`` to pass. As TF's."""
+    types = base_type if isinstance(base_type, tuple) else (base_type,)
+    if not all(isinstance(t, type) for t in types):
+        raise TypeError(f"Argument `base_type` must be a type or a tuple of types. Obtained: "
+                        f"{base_type}")
+    if any(issubclass(t, (int, float, complex, np.generic, np.ndarray)) for t in types):
+        raise TypeError("Cannot register conversions for Python numeric types and NumPy "
+                        "scalars and arrays.")
+    if not callable(conversion_func):
+        raise TypeError("conversion_func must be callable.")
+    _CONVERSIONS.append((priority, len(_CONVERSIONS), types, conversion_func))
+    _CONVERSIONS.sort(key=lambda entry: entry[:2])
+
+
+def _registered_conversion(value, dtype, name):
+    """The tensor a registered conversion function makes of ``value``; None where none
+    applies (or every one that applies returns ``NotImplemented``)."""
+    for _, _, types, func in _CONVERSIONS:
+        if not isinstance(value, types):
+            continue
+        out = func(value, dtype=dtype, name=name, as_ref=False)
+        if out is NotImplemented:
+            continue
+        if not isinstance(out, Tensor):
+            raise RuntimeError(f"Conversion function {func!r} for type {type(value)} returned "
+                               f"non-Tensor: {out!r}")
+        if dtype is not None and not _dt.as_dtype(dtype).is_compatible_with(out.dtype):
+            raise RuntimeError(f"Conversion function {func!r} for type {type(value)} returned "
+                               f"incompatible dtype: requested = {_dt.as_dtype(dtype).name}, "
+                               f"actual = {out.dtype.base_dtype.name}")
+        return out
+    return None
+
+
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_hint=None):
     """A Tensor for ``value``: tensors pass through (dtype checked), others become constants."""
     if isinstance(value, Tensor):
@@ -249,6 +290,10 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_
         return convert_to_tensor(conv(), dtype, name)
     if isinstance(value, Operation):
         raise TypeError(f"Can't convert Operation '{value.name}' to Tensor (target dtype={dtype})")
+    if _CONVERSIONS:
+        converted = _registered_conversion(value, dtype, name)
+        if converted is not None:
+            return converted
     if getattr(value, "_is_composite_tensor", False):  # a SparseTensor is no Tensor, as in TF
         raise TypeError(f"Failed to convert elements of {value} to Tensor. Consider casting "
                         "elements to a supported type.")

@@ -221,3 +221,40 @@ def test_convert_to_tensor_or_indexed_slices_as_tf():
             tf.convert_to_tensor_or_indexed_slices(s, dtype=tf.int32)
         t = tf.convert_to_tensor_or_indexed_slices([1, 2])
         assert isinstance(t, tf.Tensor) and t.dtype == tf.int32
+
+
+def test_register_tensor_conversion_function_as_tf():
+    # TF 2.21's behaviour and messages for the same program.
+    class Pair:
+        def __init__(self, v):
+            self.v = v
+
+    class Five:
+        pass
+
+    class Pass:
+        pass
+
+    tf.register_tensor_conversion_function(
+        Pair, lambda v, dtype=None, name=None, as_ref=False: tf.constant(v.v, dtype=dtype,
+                                                                         name=name))
+    tf.register_tensor_conversion_function(Five, lambda v, dtype=None, name=None, as_ref=False: 5)
+    tf.register_tensor_conversion_function(
+        Pass, lambda v, dtype=None, name=None, as_ref=False: NotImplemented)
+    with tf.Graph().as_default():
+        t = tf.add(Pair(1.0), 2.0)
+        assert t.dtype == tf.float32
+        with tf.Session() as sess:
+            assert sess.run(t) == 3.0
+        with pytest.raises(RuntimeError, match="returned non-Tensor: 5"):
+            tf.convert_to_tensor(Five())
+        # A function returning NotImplemented passes: the next one registered for the type
+        # converts it.
+        tf.register_tensor_conversion_function(
+            Pass, lambda v, dtype=None, name=None, as_ref=False: tf.constant(7), priority=200)
+        with tf.Session() as sess:
+            assert sess.run(tf.convert_to_tensor(Pass())) == 7
+    with pytest.raises(TypeError, match="Python numeric types"):
+        tf.register_tensor_conversion_function(float, lambda *a, **k: None)
+    with pytest.raises(TypeError, match="must be a type or a tuple of types"):
+        tf.register_tensor_conversion_function(3, lambda *a, **k: None)
