@@ -94,6 +94,7 @@ REDUCTIONS: dict[str, tuple[str, str, str]] = {
 
 FUSIBLE_DTYPES = ("float16", "float32", "float64")
 _C_TYPE = {"float16": "float", "float32": "float", "float64": "double"}
+_ARRAY_C_TYPE = {"float16": "float16", "float32": "float", "float64": "double"}
 _INF = {"float": "CUDART_INF_F", "double": "CUDART_INF"}
 
 
@@ -321,6 +322,12 @@ def cuda_kernel_args(expr: FusedExpression) -> dict:
         args["operation"] = f"out0 = {call}"
         return args
     reduce_expr, identity, post_map = REDUCTIONS[expr.reduction[0]]
+    # CuPy reduces one contiguous input through CUB (its default accelerator) with a template
+    # that names the input's and output's types as its own simple reductions declare them;
+    # declared here too (C++ allows a typedef repeated with the same type). The arrays' element
+    # type, not the compute type: a float16 array holds CuPy's float16.
+    raw = _ARRAY_C_TYPE[expr.dtype]
+    args["preamble"] += f"typedef {raw} type_in0_raw;\ntypedef {raw} type_out0_raw;\n"
     args.update(map_expr=call, reduce_expr=reduce_expr, post_map_expr=post_map,
                 identity=identity.format(inf=_INF[ct]), reduce_type=ct)
     return args

@@ -41,6 +41,19 @@ def test_each_reduction_compiles(nvrtc, reduction, dtype):
     assert _compile(nvrtc, expr)[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_reduction_declares_the_types_cupys_cub_template_names(nvrtc, dtype):
+    """CuPy reduces one contiguous input through CUB with a template that reads the input's and
+    output's element types as ``type_in0_raw``/``type_out0_raw`` (an H200 run failed with
+    'identifier "type_in0_raw" is undefined' before the preamble declared them)."""
+    args = cuda_kernel_args(FusedExpression(1, (("Square", (0,)),), dtype, ("Sum", False)))
+    unit = (args["preamble"] + "typedef type_in0_raw type_mid_in;\n"
+            "typedef type_out0_raw type_mid_out;\n"
+            'extern "C" __global__ void k(const type_mid_in* x, type_mid_out* y) '
+            "{ y[0] = fused((float)x[0]); }\n")
+    assert compile_cuda(nvrtc, unit)[:4] == b"\x7fELF"
+
+
 def test_a_long_chain_of_every_op_compiles(nvrtc):
     steps, n = [], 2
     for op_type in sorted(ELEMENTWISE):
