@@ -236,9 +236,31 @@ def _pack(node, ctx):
         shapes = {np.shape(x) for x in xs}
         if len(shapes) > 1:
             raise _bad(node, f"Shapes of all inputs must match: {sorted(shapes)}")
-        return xp.stack(xs, axis=axis)
+        if not _capturing(xp):
+            return xp.stack(xs, axis=axis)
+        a = axis + xs[0].ndim + 1 if axis < 0 else axis
+        return _join_on_device(xp, [xp.expand_dims(x, a) for x in xs], a)
 
     return pack
+
+
+def _capturing(xp) -> bool:
+    """Whether this kernel runs inside a CUDA stream capture (a GPU's step being recorded)."""
+    return xp is not np and xp.cuda.get_current_stream().is_capturing()
+
+
+def _join_on_device(xp, xs, axis):
+    """``xs`` concatenated along ``axis`` by one copy per input into the result, for a step
+    being captured: CuPy's own concatenation of many inputs copies a table of their addresses
+    from host memory, which a capturing stream refuses."""
+    shape = list(xs[0].shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    out = xp.empty(shape, xs[0].dtype)
+    lead, start = (slice(None),) * axis, 0
+    for x in xs:
+        out[lead + (slice(start, start + x.shape[axis]),)] = x
+        start += x.shape[axis]
+    return out
 
 
 @kernel("Unpack")
@@ -319,7 +341,9 @@ def _concat(node, ctx):
                     xs[0].shape[:a] + xs[0].shape[a + 1:]:
                 raise _bad(node, f"ConcatOp : Dimensions of inputs should match: shape[0] = "
                                f"{list(xs[0].shape)} vs. shape[{k}] = {list(x.shape)}")
-        return xp.concatenate(xs, axis=a)
+        if not _capturing(xp) or len(xs) == 1:
+            return xp.concatenate(xs, axis=a)
+        return _join_on_device(xp, xs, a)
 
     return concat
 
