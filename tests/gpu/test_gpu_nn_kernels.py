@@ -87,8 +87,11 @@ def test_an_out_of_range_label_is_nan_on_the_gpu_as_in_tf(strict_gpu):
     assert np.isnan(got[1:]).all() and np.isnan(g[1:]).all() and not np.isnan(g[0]).any()
 
 
-@pytest.mark.parametrize("shape", [(7, 5), (4, 6, 6, 9), (2, 3, 1030)])
-def test_bias_add_gradient_is_one_launch(strict_gpu, counts, shape):
+@pytest.mark.parametrize("shape,launches", [((7, 5), 1), ((4, 6, 6, 9), 1), ((2, 3, 1030), 1),
+                                            ((64, 28, 28, 32), 2), ((9000, 70), 2)])
+def test_bias_add_gradient_is_one_launch_or_two_over_many_rows(strict_gpu, counts, shape,
+                                                                launches):
+    """Many rows and few channels: chunks' sums, then their sum, so that the GPU is filled."""
     x = RNG.normal(size=shape).astype(np.float32)
 
     def build():
@@ -98,7 +101,7 @@ def test_bias_add_gradient_is_one_launch(strict_gpu, counts, shape):
         return [tf.gradients(tf.reduce_sum(y * y), b)[0]]
 
     launched = _compare(build, counts, rtol=1e-4)
-    assert launched["dflab_bias_add_grad_float32"] == 1
+    assert launched["dflab_bias_add_grad_float32"] == launches
 
 
 POOLS = [
@@ -235,3 +238,27 @@ def test_an_optimizers_updates_are_one_launch_for_all_its_variables(strict_gpu, 
     assert launched[f"dflab_apply_{OP_OF[name]}_float32_x4"] == 1
     assert types.count("_MultiApply") == 1
     assert not any(t.startswith("ResourceApply") for t in types)
+
+
+@pytest.mark.parametrize("shape,axes,keep,launches", [
+    ((64, 28, 28, 32), [0, 1, 2], False, 2),  # a convolution's bias added with +: chunked
+    ((7, 5), [0], True, 1),
+    ((4, 6, 6, 9), [0, 1], False, 1),
+    ((3, 4, 5), [-3], False, 1),
+])
+def test_a_sum_over_leading_axes_runs_as_column_sums(strict_gpu, counts, shape, axes, keep,
+                                                     launches):
+    """CuPy gives each output of a reduction one block: a few channels over many rows would
+    leave a GPU idle, so the GPU's Sum runs the column-sum program (chunked over many rows)."""
+    x = RNG.normal(size=shape).astype(np.float32)
+    launched = _compare(lambda: [tf.reduce_sum(tf.constant(x), axes, keepdims=keep)], counts,
+                        rtol=1e-4)
+    assert launched["dflab_bias_add_grad_float32"] == launches
+
+
+def test_other_sums_keep_the_shared_kernel(strict_gpu, counts):
+    x = RNG.normal(size=(4, 6, 5)).astype(np.float32)
+    launched = _compare(lambda: [tf.reduce_sum(tf.constant(x), [1]),
+                                 tf.reduce_sum(tf.constant(x), [0, 2]),
+                                 tf.reduce_sum(tf.constant(x.astype(np.int32)), [0])], counts)
+    assert "dflab_bias_add_grad_float32" not in launched
