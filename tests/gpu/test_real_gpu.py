@@ -133,8 +133,9 @@ def _model_losses(name, device_config, steps=3):
     loss = [op.outputs[0] for op in model.session.graph.get_operations()
             if op.type in ("Mean", "RealDiv", "truediv")][-1]
     losses = [model.session.run([loss, model.fetch], model.feed)[0] for _ in range(steps)]
-    part = next(p for p in model.session._master._plans.values()
-                if model.fetch in p.placement).parts[0]
+    # The plan these runs built last (the builder's first step, fetching its own loss, may be
+    # another plan, run once).
+    part = list(model.session._master._plans.values())[-1].parts[0]
     model.session.close()
     return np.array(losses), part
 
