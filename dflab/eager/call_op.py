@@ -172,7 +172,7 @@ def _straight_call(eplan, n_out):
 
     def call(step, *args):
         try:
-            out = run(args)
+            out = run(args, step)
         except Exception as e:  # noqa: BLE001 - named after the body's node, as a step's
             failed = failed_node(e, line_to_node, SCHEDULE_FILE)
             raise node_error(e, eplan.nodes[failed].op) from e

@@ -566,7 +566,7 @@ class Execution:
         if fn is not None:
             n_feeds = len(self.plan.feeds)
             try:
-                out = fn(slots[:n_feeds])
+                out = fn(slots[:n_feeds], self)
             except BaseException as e:
                 if isinstance(e, (KeyboardInterrupt, SystemExit)):
                     raise

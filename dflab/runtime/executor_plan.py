@@ -352,17 +352,20 @@ def on_stream(fn, stream):
 
 
 def _compile_schedule(plan, stream=None):
-    """Generate ``run(feeds) -> fetches`` for an inline-capable plan; (None, None) if too
-    big."""
+    """Generate ``run(feeds, step) -> fetches`` for an inline-capable plan (``step``: what a
+    kernel that takes the step receives, the running execution); (None, None) if too big."""
     if len(plan.nodes) > _MAX_COMPILED_NODES:
         return None, None
-    lines = ["def run(F):"]
+    lines = ["def run(F, S=None):"]
     line_to_node = {}
     if plan.feeds:
         lines.append("    " + ", ".join(f"v{k}" for k in range(len(plan.feeds))) + ", = F")
     fetched = set(plan.fetch_slots)
     for node in plan.nodes:
-        call = f"k{node.index}(" + ", ".join(f"v{s}" for s in node.inputs) + ")"
+        args = [f"v{s}" for s in node.inputs]
+        if node.takes_step:  # a function call's kernel runs its body within this step
+            args.insert(0, "S")
+        call = f"k{node.index}(" + ", ".join(args) + ")"
         if node.n_out == 1:
             text = f"v{node.out_base} = {call}"
         elif node.n_out == 0:
@@ -380,7 +383,7 @@ def _compile_schedule(plan, stream=None):
     kernel_args = ", ".join(f"k{n.index}=K[{n.index}]" for n in plan.nodes)
     src = "def make(K):\n" + "\n".join("    " + ln for ln in lines) + "\n    return run\n"
     if kernel_args:
-        src = src.replace("def run(F):", f"def run(F, {kernel_args}):", 1)
+        src = src.replace("def run(F, S=None):", f"def run(F, S=None, {kernel_args}):", 1)
     namespace: dict = {}
     exec(compile(src, SCHEDULE_FILE, "exec"), namespace)  # noqa: S102 - indices only
     run = namespace["make"]([on_stream(n.fn, stream) if stream is not None and n.expensive

@@ -177,6 +177,26 @@ def test_called_from_graph_mode_as_a_call_op_placed_and_differentiated():
     assert devices and devices[0].endswith("CPU:1")
 
 
+def test_called_from_a_graph_run_inline_on_one_device():
+    """A one-device step runs its compiled straight-line schedule, which passes the step to a
+    call's kernel (it once called the kernel without it: 'not enough values to unpack')."""
+    @tf.function
+    def inner(x):
+        return x * 2.0 + 1.0
+
+    @tf.function
+    def outer(x):
+        return inner(x) - inner(x * 0.5)
+
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [3])
+        y, z = inner(x), outer(x)
+        with tf.Session() as s:
+            got_y, got_z = s.run([y, z], {x: [0.0, 1.0, 2.0]})
+    np.testing.assert_allclose(got_y, [1.0, 3.0, 5.0])
+    np.testing.assert_allclose(got_z, [0.0, 1.0, 2.0])
+
+
 def test_called_inside_a_while_loop_in_a_graph():
     @tf.function
     def double(x):
