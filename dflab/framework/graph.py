@@ -86,6 +86,8 @@ class Graph(RichDisplay):
         self._building_function = False
         # Called with each new op (``add_op_observer``: a graph transaction records its ops).
         self._op_observers: list[Callable[[Operation], None]] = []
+        # gradient_override_map's op type -> gradient name, for the ops being created.
+        self._gradient_overrides: dict[str, str] = {}
         # Ops that read an op a transaction removed: kept for display, refused at run time.
         self._stale: dict[Operation, StaleMark] = {}
         # Why each removed op went (weak: a removed op lives only while something refers to it).
@@ -357,6 +359,21 @@ class Graph(RichDisplay):
         finally:
             st.colocate, st.device = old_col, old_dev
 
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map):
+        """TF1's ``Graph.gradient_override_map``: ops of a mapped type created in the block take
+        their gradient from the function registered (``RegisterGradient``) under the mapped
+        name, through the ``_gradient_op_type`` attribute the gradient lookup reads."""
+        if not isinstance(op_type_map, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()):
+            raise TypeError("op_type_map must be a dictionary mapping strings to strings")
+        saved = dict(self._gradient_overrides)
+        self._gradient_overrides.update(op_type_map)
+        try:
+            yield
+        finally:
+            self._gradient_overrides = saved
+
     # --- op creation ---------------------------------------------------------------------
     def create_op(self, op_type, inputs, dtypes=None, input_types=None, name=None, attrs=None,
                   op_def=None, compute_shapes=True, compute_device=True):
@@ -414,6 +431,9 @@ class Graph(RichDisplay):
                 control.extend(c for c in extra_control if c not in control)
             if self._removed:
                 self._refuse_removed_inputs(name, op_type, inputs, control)
+            override = self._gradient_overrides.get(op_type)
+            if override is not None:
+                attrs = {**attrs, "_gradient_op_type": override}
             op = Operation(self, name, op_type, inputs, attrs, "", control,
                            site if site is not None else _user_site())
             if st.colocate:

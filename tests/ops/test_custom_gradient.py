@@ -104,3 +104,56 @@ def test_hessians_of_a_linear_function_are_zero():
     h = tf.hessians(tf.reduce_sum(x * 3.0), [x])[0]
     with tf.Session() as sess:
         np.testing.assert_array_equal(sess.run(h, {x: [1.0, 2.0]}), np.zeros([2, 2]))
+
+
+# --- Graph.gradient_override_map (TF1) ----------------------------------------------------------
+@tf.RegisterGradient("GuidedReluForOverrideTest")
+def _guided_relu(op, grad):
+    return tf.where(grad > 0.0, grad, tf.zeros_like(grad)) * tf.cast(op.outputs[0] > 0.0,
+                                                                     grad.dtype)
+
+
+def test_gradient_override_map_gives_mapped_ops_the_named_gradient():
+    """Guided backpropagation as TF1 programs write it; the numbers are TF 2.21's for the same
+    program ([1, 0, 0, 0] overridden, [1, -2, 0, -4] for ReLU's own gradient)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4])
+        with g.gradient_override_map({"Relu": "GuidedReluForOverrideTest"}):
+            y = tf.nn.relu(x)
+            with g.gradient_override_map({"Relu": "Relu"}):  # nested: mapped back
+                y2 = tf.nn.relu(x)
+            z = tf.identity(x)  # a type the map does not name
+        y3 = tf.nn.relu(x)  # after the block: no override
+        assert y.op.get_attr("_gradient_op_type") == "GuidedReluForOverrideTest"
+        assert y2.op.get_attr("_gradient_op_type") == "Relu"
+        for t in (y3, z):
+            with pytest.raises(ValueError, match="no attr named '_gradient_op_type'"):
+                t.op.get_attr("_gradient_op_type")
+        w = tf.constant([1.0, -2.0, 3.0, -4.0])
+        gx = tf.gradients(y * w, x)[0]
+        gx2 = tf.gradients(y2 * w, x)[0]
+        gx3 = tf.gradients(y3 * w, x)[0]
+        with tf.Session() as s:
+            got = s.run([gx, gx2, gx3], {x: [1.0, 2.0, -3.0, 4.0]})
+    np.testing.assert_array_equal(got[0], [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(got[1], [1.0, -2.0, 0.0, -4.0])
+    np.testing.assert_array_equal(got[2], [1.0, -2.0, 0.0, -4.0])
+
+
+@pytest.mark.parametrize("bad", [[("Relu", "X")], {"Relu": 3}, {1: "Relu"}])
+def test_gradient_override_map_takes_a_dict_of_strings(bad):
+    g = tf.Graph()
+    with pytest.raises(TypeError, match="dictionary mapping strings to strings"):
+        with g.gradient_override_map(bad):
+            pass
+
+
+def test_an_override_naming_no_gradient_fails_as_tf():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [2])
+        with g.gradient_override_map({"Relu": "NoGradientRegisteredUnderThisName"}):
+            y = tf.nn.relu(x)
+        with pytest.raises(LookupError, match="No gradient defined for operation 'Relu'"):
+            tf.gradients(y, x)
