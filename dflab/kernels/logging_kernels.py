@@ -4,9 +4,10 @@ text of a failed ``Assert``.
 Values are written the way TF's kernels write them, so printed logs read the same:
 ``summarize_flat`` is TF1's ``Tensor::SummarizeValue`` (the first *n* entries, flattened,
 space-separated, ``...`` when some are left out; strings raw) used by ``Print`` and ``Assert``;
-``summarize_nested`` is ``tf.print``'s NumPy-like nesting, keeping *n* entries at each end of
-every long axis. The stream is looked up when the op runs, not at import: Jupyter swaps
-``sys.stderr`` for its own stream per kernel.
+``summarize_nested`` is ``tf.print``'s form, TF's ``SummarizeValue(n, print_v2=true)``
+(``string_kernels.summarize_v2``), keeping *n* entries at each end of every long axis. The
+stream is looked up when the op runs, not at import: Jupyter swaps ``sys.stderr`` for its own
+stream per kernel.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.registry import kernel
+from dflab.kernels.string_kernels import summarize_v2
 
 
 def _text(x) -> str:
@@ -38,20 +40,13 @@ def _scalar(x) -> str:
 
 
 def summarize_nested(value, n: int) -> str:
-    """``tf.print``'s form: strings raw, arrays nested like NumPy without commas, with ``n``
-    entries kept at each end of every axis longer than ``2 n`` (``n`` < 0 keeps all)."""
+    """``tf.print``'s form of a value: TF's ``SummarizeValue`` for printing (nested brackets,
+    ``n`` entries at each end of every axis longer than ``2 n``, floats in their shortest
+    round-trip form, bools as 1 and 0, strings quoted inside arrays); a scalar string raw."""
     arr = np.asarray(value)
-    if arr.dtype == object or arr.dtype.kind in "SU":
-        if arr.ndim == 0:
-            return _text(arr.item())
-        arr = np.vectorize(_text, otypes=[object])(arr)
-    summarized = n >= 0 and any(d > 2 * n for d in arr.shape)
-    if arr.ndim == 0:
-        return _scalar(arr[()])
-    # TF writes floats in their shortest form without a trailing dot: [1 2.5], not [1.  2.5].
-    return np.array2string(arr, separator=" ", edgeitems=max(n, 0) or 1,
-                           threshold=0 if summarized else sys.maxsize,
-                           formatter={"object": str, "float_kind": _scalar})
+    if arr.ndim == 0 and (arr.dtype == object or arr.dtype.kind in "SU"):
+        return _text(arr.item())
+    return summarize_v2(value, n).decode("utf-8", "replace")
 
 
 def _first_n(first_n: int):
@@ -87,7 +82,12 @@ def _print_v2(node, ctx):
 
     def print_values(*inputs):
         values = iter(inputs)
-        text = sep.join(p if p is not None else summarize_nested(next(values), summarize)
+
+        def piece(p):
+            return p if p is not None else summarize_nested(next(values), summarize)
+
+        # A part is literal text, a value (None), or a structure's pieces (a list).
+        text = sep.join("".join(map(piece, p)) if isinstance(p, list) else piece(p)
                         for p in parts)
         out = sys.stdout if stream == "stdout" else sys.stderr
         out.write(text + end)

@@ -53,18 +53,70 @@ def _stream_name(output_stream) -> str:
 
 
 def print_v2(*inputs, output_stream=sys.stderr, summarize=3, sep=" ", end="\n", name=None):
-    """TF's ``tf.print``: an op that prints ``inputs`` (tensors, nested as NumPy does without
-    commas, ``summarize`` entries at each end of a long axis; other values as ``str``)."""
+    """TF's ``tf.print``: an op that prints ``inputs`` (tensors as TF's ``SummarizeValue``
+    writes them, ``summarize`` entries at each end of a long axis; a scalar string raw; a list,
+    tuple or dict holding tensors as Python writes it with each tensor's value in its place;
+    other values as ``str``)."""
     parts, tensors = [], []
     for x in inputs:
         if _ops.is_tensor_like(x):
             parts.append(None)
             tensors.append(_ops.convert_to_tensor(x))
+        elif isinstance(x, (list, tuple, dict)) and _holds_tensors(x):
+            parts.append(_structure_pieces(x, tensors))
         else:
             parts.append(str(x))
     attrs = {"parts": parts, "output_stream": _stream_name(output_stream), "sep": str(sep),
              "end": str(end), "summarize": -1 if summarize is None else int(summarize)}
     return _ops.apply_op("PrintV2", tensors, attrs, name or "PrintV2")
+
+
+def _holds_tensors(x) -> bool:
+    from dflab.framework import nest
+
+    return any(_ops.is_tensor_like(v) for v in nest.flatten(x))
+
+
+class _Slot:
+    """Stands for a tensor inside a printed structure: Python's ``str`` of the structure writes
+    its token where the tensor's value goes."""
+
+    def __init__(self, token: str):
+        self.token = token
+
+    def __repr__(self) -> str:
+        return self.token
+
+
+def _keys_sorted(x):
+    """``x`` with every dict's keys in sorted order, as TF writes a printed structure."""
+    if isinstance(x, dict):
+        return type(x)((k, _keys_sorted(x[k])) for k in sorted(x))
+    if isinstance(x, list):
+        return [_keys_sorted(v) for v in x]
+    if isinstance(x, tuple):
+        items = [_keys_sorted(v) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
+    return x
+
+
+def _structure_pieces(x, tensors: list) -> list:
+    """``str(x)`` as pieces: literal text, and None where each tensor's value goes (in
+    ``nest.flatten``'s order, which is the order TF writes them: dicts by sorted key)."""
+    from dflab.framework import nest
+
+    token = "\x00dflab-print-slot\x00"
+    flat = nest.flatten(x)
+    slots = [_Slot(token) if _ops.is_tensor_like(v) else v for v in flat]
+    text = str(_keys_sorted(nest.pack_sequence_as(x, slots)))
+    pieces = []
+    for i, literal in enumerate(text.split(token)):
+        if i:
+            pieces.append(None)
+        if literal:
+            pieces.append(literal)
+    tensors.extend(_ops.convert_to_tensor(v) for v in flat if _ops.is_tensor_like(v))
+    return pieces
 
 
 __all__ = ["Print"]

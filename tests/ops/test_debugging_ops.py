@@ -54,6 +54,36 @@ def test_tf_print_formats_like_tf_and_runs_as_a_dependency(capsys):
         tf.print(x, output_stream="a file")
 
 
+# What TF 2.21's tf.print wrote for these values (compat.v1, graph mode, output_stream stdout).
+TF_PRINTED = [
+    (np.float32(1e10), "1e+10"), (np.float32([1.5, 2.0, 3.25]), "[1.5 2 3.25]"),
+    (True, "1"), ([True, False], "[1 0]"), ("hi", "hi"), (["a", "bc"], '["a" "bc"]'),
+    (np.arange(12, dtype=np.int32).reshape(3, 4), "[[0 1 2 3]\n [4 5 6 7]\n [8 9 10 11]]"),
+    (np.arange(20, dtype=np.float32), "[0 1 2 ... 17 18 19]"), (np.float32(0.1), "0.1"),
+    (np.float64(1) / 3, "0.33333333333333331"), (np.float32(-0.0), "-0"),
+    (np.float32(123456789.0), "123456792"), (np.float32([np.nan, np.inf, -np.inf]),
+                                             "[nan inf -inf]"),
+]
+
+
+@pytest.mark.parametrize("value,want", TF_PRINTED)
+def test_tf_print_writes_values_as_tf(capsys, value, want):
+    with tf.Session() as sess:
+        sess.run(tf.print(tf.constant(value), output_stream="stdout"))
+    assert capsys.readouterr().out == want + "\n"
+
+
+def test_tf_print_writes_tensors_inside_structures_by_value(capsys):
+    """TF writes a list or dict holding tensors as Python does, each tensor's value in its
+    place (dflab once wrote the tensors' reprs)."""
+    t = tf.constant(7)
+    v = tf.constant([1.5, 2.0])
+    with tf.Session() as sess:
+        sess.run(tf.print("x =", v, "and", {"k": t, "a": "s"}, [t, 2, (v,)],
+                          output_stream="stdout"))
+    assert capsys.readouterr().out == "x = [1.5 2] and {'a': 's', 'k': 7} [7, 2, ([1.5 2],)]\n"
+
+
 # --- the assert_* checks --------------------------------------------------------------------------
 @pytest.mark.parametrize("check,good,bad", [
     (tf.assert_equal, ([1, 2], [1, 2]), ([1, 2], [1, 3])),
