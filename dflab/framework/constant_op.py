@@ -18,19 +18,31 @@ def _const_infer(op):
 register_op("Const", _const_infer)
 
 
+def _not_a_tensor(value) -> TypeError:
+    return TypeError(f"Failed to convert elements of {value!r} to Tensor. Consider casting "
+                     "elements to a supported type. See "
+                     "https://www.tensorflow.org/api_docs/python/tf/dtypes for supported TF "
+                     "dtypes.")
+
+
 def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarray:
     """Convert a Python/NumPy value to a read-only ndarray of ``dtype``, checking lossy casts."""
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.dtype_of_value(value)
     np_dt = dt.base_dtype._np
     if dt.base_dtype is _dt.string:
+        if value is None:
+            raise ValueError("None values not supported.")
         arr = np.asarray(value, dtype=object)
+        if arr.size and not all(isinstance(s, (str, bytes)) for s in arr.flat):
+            # An object that is no number and no string is no tensor (None in a list, a dict,
+            # an arbitrary object), rather than a string constant of its repr.
+            raise _not_a_tensor(value)
         arr = np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(
             arr) if arr.size else arr
     else:
         src = np.asarray(value)
         if src.dtype == object:
-            raise TypeError(f"Failed to convert object of type {type(value).__name__} to Tensor. "
-                            f"Contents: {value!r}")
+            raise _not_a_tensor(value)
         if src.dtype.kind in "US":
             raise TypeError(f"Expected {dt.name}, got {value!r} of type 'str' instead.")
         if dt.is_integer or dt.is_bool:

@@ -200,3 +200,32 @@ def test_colocate_with_overrides_device_scope():
         c = tf.identity(a, name="c")
     assert b.op.device == "/device:CPU:0" and b.op.colocation_groups() == [b"loc:@a"]
     assert c.op.device == "/device:GPU:0"
+
+
+class _Opaque:
+    pass
+
+
+@pytest.mark.parametrize("value", [_Opaque(), {1: 2}, [_Opaque()], [1, None], ["a", None]])
+def test_values_that_are_no_tensor_raise_tfs_type_error(value):
+    """TF 2.21 refuses to make a tensor of an arbitrary object (dflab once made a string
+    constant of its repr, which failed later and far from the user's line)."""
+    with tf.Graph().as_default():
+        with pytest.raises(TypeError, match="Failed to convert elements of .* to Tensor"):
+            tf.convert_to_tensor(value)
+        with pytest.raises(TypeError, match="Failed to convert elements"):
+            tf.add(tf.constant(1.0), value)
+
+
+def test_none_is_no_tensor_value():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="None values not supported"):
+            tf.convert_to_tensor(None)
+
+
+@pytest.mark.parametrize("value,shape", [("s", []), ([b"a", "b"], [2]),
+                                         (np.array(["x", "y"]), [2]), (np.array([b"x"]), [1])])
+def test_strings_still_make_string_tensors(value, shape):
+    with tf.Graph().as_default():
+        t = tf.convert_to_tensor(value)
+        assert t.dtype == tf.string and t.shape.as_list() == shape
