@@ -229,7 +229,9 @@ class ResourceVariable(Variable):
                 value = initial_value() if init_from_fn else initial_value
                 self._initial_value = _ops.convert_to_tensor(value, dtype=dtype,
                                                              name="initial_value")
-            var_shape = self._initial_value.shape if validate_shape else TensorShape(None)
+            # The initial value's shape, as TF 2.21 gives it, known or not (validate_shape=False
+            # only lifts the need for a fully known one, and lets assignments change it).
+            var_shape = self._initial_value.shape
             if validate_shape and not var_shape.is_fully_defined():
                 raise ValueError(
                     f"initial_value must have a shape specified: {self._initial_value}")

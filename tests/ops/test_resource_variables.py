@@ -372,3 +372,17 @@ def test_gather_on_a_resource_variable_reads_only_its_rows_as_tf_does():
         np.testing.assert_array_equal(s.run(v), expected)
     ref = tf.Variable(table, use_resource=False)
     assert tf.gather(ref, [0]).op.type == "GatherV2"  # a reference variable's value is gathered
+
+
+def test_validate_shape_false_keeps_the_initial_values_shape_as_tf():
+    """TF 2.21: (2, 3) for a known initial value, (None, 3) for a partly known one; the
+    handle's shape attr says the same, and a read's static shape follows it."""
+    with tf.Graph().as_default():
+        v = tf.Variable(tf.zeros([2, 3]), validate_shape=False, use_resource=True)
+        p = tf.placeholder(tf.float32, [None, 3])
+        w = tf.Variable(p, validate_shape=False, use_resource=True)
+        assert v.shape.as_list() == [2, 3] and v.read_value().shape.as_list() == [2, 3]
+        assert w.shape.as_list() == [None, 3] and w.read_value().shape.as_list() == [None, 3]
+        with tf.Session() as s:
+            s.run(w.initializer, {p: np.ones((5, 3), np.float32)})
+            assert s.run(w).shape == (5, 3)
