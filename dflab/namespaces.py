@@ -285,7 +285,7 @@ _FROM_MODULES = {
     },
     "lookup": {
         "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex
-            TextFileInitializer""",
+            TextFileInitializer StaticVocabularyTable""",
     },
     "nest": {
         "dflab.framework.nest": """assert_same_structure flatten is_nested map_structure
