@@ -282,6 +282,7 @@ _FROM_MODULES = {
     },
     "debugging": {
         "dflab.runtime.config": "get_log_device_placement set_log_device_placement",
+        "dflab.ops.check_ops": "assert_shapes",
     },
     "lookup": {
         "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex
