@@ -130,7 +130,8 @@ def _reader_factory(kind: str):
 
         def reader():
             return ctx.resources.lookup_or_create(
-                "reader", key, lambda: ReaderState(kind, skip, compression))
+                "reader", key, lambda: ReaderState(kind, skip, compression),
+                node.attr.get("container", ""))
 
         return reader
 
