@@ -323,7 +323,8 @@ def _sparse_rank_check(x, rank, at_least, ranks, data, summarize, prefix, name):
     static rank where known, else the length of ``dense_shape``."""
     wanted = ranks if ranks else (rank,)
     relation = "in" if ranks else ("at least" if at_least else "")
-    with _ops.name_scope(name, "assert_rank"):
+    default_name = "assert_rank" + ("_in" if ranks else "_at_least" if at_least else "")
+    with _ops.name_scope(name, default_name):
         have = x.shape.ndims
         if have is not None:
             ok = have >= rank if at_least else have in wanted
