@@ -25,6 +25,7 @@ from dflab.framework.ops import (
     add_to_collection,
     add_to_collections,
     colocate_with,
+    container,
     control_dependencies,
     convert_to_tensor,
     device,

@@ -282,10 +282,11 @@ _FROM_MODULES = {
     },
     "debugging": {
         "dflab.runtime.config": "get_log_device_placement set_log_device_placement",
+        "dflab.ops.check_ops": "assert_shapes",
     },
     "lookup": {
         "dflab.ops.lookup_ops": """KeyValueTensorInitializer StaticHashTable TextFileIndex
-            TextFileInitializer""",
+            TextFileInitializer StaticVocabularyTable""",
     },
     "nest": {
         "dflab.framework.nest": """assert_same_structure flatten is_nested map_structure

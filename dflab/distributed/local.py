@@ -259,13 +259,14 @@ def session_worker(target: str, config, session) -> ClusterWorker:
 
 
 def reset(target: str, containers) -> None:
-    """``Session.reset`` on an in-process cluster: clear the state every running task holds."""
+    """``Session.reset`` on an in-process cluster: clear ``containers`` (none: the default
+    one) on every running task."""
     try:
         tasks, _ = _tasks_of_cluster(target[len(TARGET_PREFIX):])
     except errors.UnavailableError:
         return
     for task in tasks:
-        task.worker.devices.close()
+        task.worker.devices.clear_containers(containers)
 
 
 def describe(cluster: ClusterSpec) -> list[dict]:

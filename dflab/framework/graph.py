@@ -92,6 +92,8 @@ class Graph(RichDisplay):
         self._stale: dict[Operation, StaleMark] = {}
         # Why each removed op went (weak: a removed op lives only while something refers to it).
         self._removed: weakref.WeakKeyDictionary[Operation, str] = weakref.WeakKeyDictionary()
+        # The resource container of new stateful ops (``container``): graph-wide, as TF's.
+        self._container = ""
 
     # --- per-thread scope stacks ---------------------------------------------------------
     def _st(self):
@@ -374,6 +376,19 @@ class Graph(RichDisplay):
         finally:
             self._gradient_overrides = saved
 
+    @contextlib.contextmanager
+    def container(self, container_name):
+        """A block whose new stateful ops with an empty ``container`` attr (variables, queues,
+        tables, readers, accumulators, iterators) get ``container_name``: their state lives
+        in that container of their device, which ``Session.reset(target, [name])`` clears.
+        ``""`` or None goes back to the default container. Yields the name, as TF's."""
+        old = self._container
+        self._container = container_name
+        try:
+            yield self._container
+        finally:
+            self._container = old
+
     # --- op creation ---------------------------------------------------------------------
     def create_op(self, op_type, inputs, dtypes=None, input_types=None, name=None, attrs=None,
                   op_def=None, compute_shapes=True, compute_device=True):
@@ -436,6 +451,8 @@ class Graph(RichDisplay):
                 attrs = {**attrs, "_gradient_op_type": override}
             op = Operation(self, name, op_type, inputs, attrs, "", control,
                            site if site is not None else _user_site())
+            if self._container and op._op_def.stateful and op._attrs.get("container") == "":
+                op._attrs["container"] = self._container
             if st.colocate:
                 target = st.colocate[-1]
                 op._colocation = list(target._colocation) or [f"loc:@{target.name}"]

@@ -198,6 +198,11 @@ def colocate_with(op, ignore_existing=False):
     return get_default_graph().colocate_with(op, ignore_existing)
 
 
+def container(container_name):
+    """``Graph.container`` of the default graph."""
+    return get_default_graph().container(container_name)
+
+
 def add_to_collection(name, value):
     get_default_graph().add_to_collection(name, value)
 

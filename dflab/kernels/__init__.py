@@ -34,6 +34,7 @@ from dflab.kernels import sparse_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import sparse_text_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import normalization_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import fixed_length_record_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import lmdb_reader_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import image_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import image_color_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import image_codec_kernels  # noqa: F401, E402  isort: skip

@@ -179,7 +179,8 @@ def _accumulator_factory(sparse: bool):
         def create():
             return AccumulatorState(key, a["dtype"], a["shape"], a["reduction_type"], sparse)
 
-        return lambda: ctx.resources.lookup_or_create("accumulator", key, create)
+        return lambda: ctx.resources.lookup_or_create("accumulator", key, create,
+                                                      a.get("container", ""))
 
     return factory
 

@@ -383,7 +383,8 @@ def _queue_factory(kind: str):
                               a.get("min_after_dequeue", 0), seed)
 
         def queue():
-            return ctx.resources.lookup_or_create("queue", key, create)
+            return ctx.resources.lookup_or_create("queue", key, create,
+                                                  a.get("container", ""))
 
         return queue
 

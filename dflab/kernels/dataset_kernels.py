@@ -571,7 +571,8 @@ def _iterator_factory(one_shot: bool):
             return IteratorState(key, node.attr["output_types"], node.attr["output_shapes"])
 
         def lookup():
-            return ctx.resources.lookup_or_create("iterator", key, create)
+            return ctx.resources.lookup_or_create("iterator", key, create,
+                                                  node.attr.get("container", ""))
 
         if not one_shot:
             return lookup

@@ -83,6 +83,7 @@ def _fixed_length_reader(node, ctx):
 
     def reader():
         return ctx.resources.lookup_or_create(
-            "reader", key, lambda: FixedLengthRecordState(*layout, encoding))
+            "reader", key, lambda: FixedLengthRecordState(*layout, encoding),
+            node.attr.get("container", ""))
 
     return reader

@@ -71,7 +71,8 @@ def _hash_table(node, ctx):
     def create():
         return TableState(key, a["key_dtype"], a["value_dtype"])
 
-    return lambda: ctx.resources.lookup_or_create("table", key, create)
+    return lambda: ctx.resources.lookup_or_create("table", key, create,
+                                                  a.get("container", ""))
 
 
 def _import(node, ctx):

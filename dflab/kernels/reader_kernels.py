@@ -130,7 +130,8 @@ def _reader_factory(kind: str):
 
         def reader():
             return ctx.resources.lookup_or_create(
-                "reader", key, lambda: ReaderState(kind, skip, compression))
+                "reader", key, lambda: ReaderState(kind, skip, compression),
+                node.attr.get("container", ""))
 
         return reader
 
@@ -156,6 +157,59 @@ def _read(node, ctx):
                 return
             if record is not None:
                 done(record)
+                return
+            if empty_files[0] >= _MAX_EMPTY_FILES:
+                done(error=errors.OutOfRangeError(
+                    None, None, f"{node.name}: {_MAX_EMPTY_FILES} files in a row had no records"))
+                return
+            queue.dequeue(0, False, execution, on_filename, ctx)
+
+        def on_filename(outputs=None, error=None):
+            if error is not None:
+                done(error=error)
+                return
+            try:
+                reader.start_file(_name(outputs))
+            except errors.OpError as e:
+                done(error=e)
+                return
+            empty_files[0] += 1
+            attempt()
+
+        attempt()
+
+    return read
+
+
+@kernel("ReaderReadUpToV2", host_only=True, is_async=True)
+def _read_up_to(node, ctx):
+    def read(execution, done, reader, queue, num_records):
+        wanted = int(num_records)
+        if wanted < 0:
+            done(error=errors.InvalidArgumentError(
+                None, None, f"{node.name}: num_records must be >= 0, got {wanted}"))
+            return
+        keys, values, empty_files = [], [], [0]
+
+        def finish():
+            done((np.array(keys, dtype=object).reshape(-1),
+                  np.array(values, dtype=object).reshape(-1)))
+
+        def attempt():
+            # TF's ReaderBase::ReadUpTo: records of the current file until it ends or there
+            # are enough; only a call that got none goes on to the next file.
+            try:
+                while len(keys) < wanted:
+                    record = reader.next_record()
+                    if record is None:
+                        break
+                    keys.append(record[0].item())
+                    values.append(record[1].item())
+            except errors.OpError as e:
+                done(error=e)
+                return
+            if keys or wanted == 0:
+                finish()
                 return
             if empty_files[0] >= _MAX_EMPTY_FILES:
                 done(error=errors.OutOfRangeError(

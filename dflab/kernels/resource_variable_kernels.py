@@ -31,7 +31,8 @@ from dflab.kernels.state_kernels import (
 
 @kernel("VarHandleOp")
 def _var_handle(node, ctx):
-    state = ctx.resources.variable(node.attr.get("shared_name") or node.name)
+    state = ctx.resources.variable(node.attr.get("shared_name") or node.name,
+                                   node.attr.get("container", ""))
     return lambda: state
 
 

@@ -107,7 +107,7 @@ def _write_in_place(xp, ref, value) -> bool:
 
 @kernel("VariableV2")
 def _variable(node, ctx):
-    state = ctx.resources.variable(node.name)
+    state = ctx.resources.variable(node.name, node.attr.get("container", ""))
     return lambda: state
 
 

@@ -41,6 +41,7 @@ from dflab.ops.data_flow_ops import *  # noqa: E402, F403
 from dflab.ops.fft_ops import *  # noqa: E402, F403
 from dflab.ops.fixed_length_record_ops import *  # noqa: E402, F403
 from dflab.ops.linalg_solve_ops import *  # noqa: E402, F403
+from dflab.ops.lmdb_reader_ops import *  # noqa: E402, F403
 from dflab.ops.lookup_ops import *  # noqa: E402, F403
 from dflab.ops.matrix_ops import *  # noqa: E402, F403
 from dflab.ops.more_array_ops import *  # noqa: E402, F403

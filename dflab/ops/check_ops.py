@@ -11,11 +11,14 @@ tf.control_dependencies([tf.assert_positive(x)]): ...``) or fetch it.
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework import ops as _ops
+from dflab.framework import sparse_tensor as _sparse
 from dflab.framework.constant_op import constant_value
 from dflab.ops import array_ops, control_flow_ops, math_ops
 
@@ -112,14 +115,15 @@ def _rank_check(x, rank, data, summarize, message, name, default_name, at_least)
         static_rank = constant_value(rank)
         if rank.shape.ndims not in (None, 0):
             raise ValueError(f"Rank must be a scalar, got shape {rank.shape}")
+        prefix = f"{message}.  " if message else ""
         if static_rank is not None and x.shape.ndims is not None:
             have, want = x.shape.ndims, int(static_rank)
             if have < want or (not at_least and have != want):
-                raise ValueError(f"{message + ' ' if message else ''}Tensor {x.name} must have "
-                                 f"rank {relation}{want}. Received rank {have}, shape {x.shape}")
+                raise ValueError(f"{prefix}Tensor {x.name} must have rank {relation}{want}.  "
+                                 f"Received rank {have}, shape {x.shape}")
             return control_flow_ops.no_op(name="static_checks_determined_all_ok")
         if data is None:
-            data = [message or "", f"Tensor {x.name} must have rank {relation}", rank,
+            data = [prefix, f"Tensor {x.name} must have rank {relation}".rstrip(), rank,
                     "Received shape: ", array_ops.shape(x)]
         compare = math_ops.greater_equal if at_least else math_ops.equal
         return control_flow_ops.Assert(compare(array_ops.rank(x), rank), data,
@@ -253,3 +257,177 @@ __all__ = ["assert_equal", "assert_none_equal", "assert_less", "assert_less_equa
            "assert_rank_at_least", "assert_type", "assert_integer", "assert_scalar",
            "assert_rank_in", "assert_same_float_dtype", "assert_proper_iterable",
            "is_numeric_tensor"]
+
+
+# --- assert_shapes ----------------------------------------------------------------------------
+_ShapeSpec = collections.namedtuple("_ShapeSpec", ["x", "leading_any", "sizes", "symbols"])
+
+
+def _shape_name(x) -> str:
+    """How TF's messages name a tensor (a SparseTensor by its shape and dtype)."""
+    if isinstance(x, _sparse.SparseTensor):
+        return f"shape={x.shape} dtype={x.dtype.name}"
+    return x.name
+
+
+def _dynamic_shape(x):
+    if isinstance(x, _sparse.SparseTensor):
+        return math_ops.cast(x.dense_shape, _dt.int32)
+    return array_ops.shape(x)
+
+
+def _dimension_sizes(x):
+    """The sizes of ``x``'s dimensions: ints where known statically, tensors otherwise (a
+    scalar counts as one dimension of size 1, as in TF)."""
+    ndims = x.shape.ndims
+    if ndims == 0:
+        return (1,)
+    dynamic = _dynamic_shape(x)
+    if ndims is not None:
+        return [int(d) if d is not None else dynamic[i] for i, d in enumerate(x.shape.as_list())]
+    is_scalar = math_ops.equal(array_ops.size(dynamic), 0)
+    return control_flow_ops.cond(is_scalar, lambda: array_ops.constant([1]), lambda: dynamic)
+
+
+def _known_size(size) -> bool:
+    """Whether a size symbol or a dimension is a number (not a name, a wildcard or a tensor)."""
+    if size is None or isinstance(size, _ops.Tensor):
+        return False
+    try:
+        int(size)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _parse_shape_spec(x, shape, prefix) -> _ShapeSpec:
+    if not (hasattr(shape, "__iter__") or hasattr(shape, "__getitem__")):
+        raise ValueError(f"{prefix}Tensor {_shape_name(x)}.  Specified shape must be an "
+                         f"iterable.  An iterable has the attribute `__iter__` or "
+                         f"`__getitem__`.  Received specified shape: {shape}")
+    symbols = tuple(shape)
+    leading_any = False
+    for i, symbol in enumerate(symbols):
+        if symbol is Ellipsis or (isinstance(symbol, str) and symbol == "*"):
+            if i != 0:
+                raise ValueError(f"{prefix}Tensor {_shape_name(x)} specified shape index {i}.  "
+                                 f"Symbol `...` or `*` for a variable number of unspecified "
+                                 f"dimensions is only allowed as the first entry")
+            leading_any = True
+    symbols = symbols[1:] if leading_any else symbols
+    return _ShapeSpec(x, leading_any, _dimension_sizes(x), symbols or (1,))
+
+
+def _sparse_rank_check(x, rank, at_least, ranks, data, summarize, prefix, name):
+    """TF's rank checks of a SparseTensor (named by nothing in the message, as TF's): the
+    static rank where known, else the length of ``dense_shape``."""
+    wanted = ranks if ranks else (rank,)
+    relation = "in" if ranks else ("at least" if at_least else "")
+    default_name = "assert_rank" + ("_in" if ranks else "_at_least" if at_least else "")
+    with _ops.name_scope(name, default_name):
+        have = x.shape.ndims
+        if have is not None:
+            ok = have >= rank if at_least else have in wanted
+            if not ok:
+                shown = f"{wanted}" if ranks else f"{rank}"
+                words = f"{relation} {shown}" if relation else shown
+                raise ValueError(f"{prefix}Tensor  must have rank {words}.  Received rank "
+                                 f"{have}, shape {x.shape}")
+            return control_flow_ops.no_op(name="static_checks_determined_all_ok")
+        actual = array_ops.size(x.dense_shape)
+        condition = (math_ops.greater_equal(actual, rank) if at_least else
+                     math_ops.reduce_any(array_ops.stack([math_ops.equal(actual, r)
+                                                          for r in wanted])))
+        if data is None:
+            data = [prefix, f"Tensor  must have rank{' ' + relation if relation else ''}",
+                    *wanted, "Received shape: ", _dynamic_shape(x)]
+        return control_flow_ops.Assert(condition, data, summarize=summarize)
+
+
+def _rank_assertion(spec, data, summarize, message, name):
+    """The rank check of one tensor's spec, or None when any rank will do."""
+    rank = len(spec.symbols)
+    x = spec.x
+    sparse = isinstance(x, _sparse.SparseTensor)
+    prefix = f"{message}.  " if message else ""
+    if spec.leading_any:
+        if rank in (0, 1):
+            return None  # any rank, a scalar being one dimension of size 1
+        if sparse:
+            return _sparse_rank_check(x, rank, True, None, data, summarize, prefix, name)
+        return assert_rank_at_least(x, rank, data=data, summarize=summarize, message=message,
+                                    name=name)
+    if rank in (0, 1):
+        if sparse:
+            return _sparse_rank_check(x, None, False, (0, 1), data, summarize, prefix, name)
+        return assert_rank_in(x, [0, 1], data=data, summarize=summarize, message=message,
+                              name=name)
+    if sparse:
+        return _sparse_rank_check(x, rank, False, None, data, summarize, prefix, name)
+    return assert_rank(x, rank, data=data, summarize=summarize, message=message, name=name)
+
+
+def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
+    """Check the shapes of several tensors and the relations between their dimensions, as
+    TF's ``tf.debugging.assert_shapes``.
+
+    ``shapes`` is a list of ``(tensor, shape)`` pairs (or a dict). Each entry of a shape is a
+    size (an int), a name shared across the tensors (``"N"``: the same size wherever it
+    appears), or any size (``None`` or ``"."``); a first entry ``"*"`` or ``...`` lets any
+    number of leading dimensions come first. A scalar and a shape ``()`` count as one
+    dimension of size 1. What the static shapes decide fails now (``ValueError`` with TF's
+    message); the rest becomes ``Assert`` ops (``InvalidArgumentError`` at run time). Returns
+    one op that runs every check (a no-op when all were decided statically), for
+    ``tf.control_dependencies``."""
+    if isinstance(shapes, dict):
+        shapes = shapes.items()
+    prefix = f"{message}.  " if message else ""
+    with _ops.name_scope(name, "assert_shapes", [shapes, data]):
+        specs = []
+        for x, shape in shapes:
+            if shape is None:
+                continue
+            if not isinstance(x, _sparse.SparseTensor):
+                x = _ops.convert_to_tensor(x)
+            specs.append(_parse_shape_spec(x, shape, prefix))
+        rank_checks = [a for a in (_rank_assertion(s, data, summarize, message, name)
+                                   for s in specs) if a is not None]
+        size_checks = _size_assertions(specs, rank_checks, data, summarize, prefix)
+    with _ops.control_dependencies(rank_checks):
+        return control_flow_ops.group(size_checks)
+
+
+def _size_assertions(specs, rank_checks, data, summarize, prefix):
+    """The checks of every dimension against its number or the first size its name got."""
+    checks, named = [], {}
+    for spec in specs:
+        for i, symbol in enumerate(spec.symbols):
+            if symbol is None or (isinstance(symbol, str) and symbol == "."):
+                continue
+            dim = i - len(spec.symbols) if spec.leading_any else i
+            # Read a dynamic size only after the rank checks, so that a wrong rank fails
+            # them rather than the slice.
+            with _ops.control_dependencies(rank_checks):
+                actual = spec.sizes[dim]
+            if _known_size(symbol):
+                wanted, how = int(symbol), "Specified explicitly"
+            elif symbol in named:
+                wanted, by, at = named[symbol]
+                how = f"Specified by tensor {_shape_name(by)} dimension {at}"
+            else:
+                named[symbol] = (actual, spec.x, dim)
+                continue
+            if _known_size(actual) and _known_size(wanted):
+                if int(actual) != int(wanted):
+                    raise ValueError(f"{prefix}{how}.  Tensor {_shape_name(spec.x)} dimension "
+                                     f"{dim} must have size {int(wanted)}.  Received size "
+                                     f"{int(actual)}, shape {spec.x.shape}")
+                continue
+            condition = math_ops.equal(_ops.convert_to_tensor(actual),
+                                       _ops.convert_to_tensor(wanted))
+            shown = data
+            if data is None:
+                shown = [prefix, how, f"Tensor {_shape_name(spec.x)} dimension", dim,
+                         "must have size", wanted, "Received shape: ", _dynamic_shape(spec.x)]
+            checks.append(control_flow_ops.Assert(condition, shown, summarize=summarize))
+    return checks

@@ -8,6 +8,8 @@ file (``TextFileInitializer``) — which joins the ``TABLE_INITIALIZERS`` collec
 ``tf.tables_initializer()`` runs them all. ``LookupTableFindV2`` maps keys (any shape) to values,
 a missing key to the table's default; ``LookupTableSizeV2`` and ``LookupTableExportV2`` report
 what the table holds. Every op on a table is colocated with the table's op.
+``StaticVocabularyTable`` wraps a ``StaticHashTable`` and sends keys it lacks to hash buckets
+(FarmHash's ``Fingerprint64``, as TF's), built from ordinary ops.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import uuid
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
+from dflab.framework import sparse_tensor as _sparse
 from dflab.framework.ops import GraphKeys
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape, unknown_shape
-from dflab.ops import control_flow_ops
+from dflab.ops import control_flow_ops, indexing_ops, math_ops, string_hash_ops, string_ops
 
 
 # --- schemas ----------------------------------------------------------------------------------
@@ -276,6 +279,109 @@ class StaticHashTable(_KeyValueDtypes):
                       {"Tkeys": self._key_dtype, "Tvalues": self._value_dtype}, name,
                       "Export")
         return op.outputs[0], op.outputs[1]
+
+
+class StaticVocabularyTable(_KeyValueDtypes):
+    """Keys to int64 ids: a key the initializer's table holds maps to its value, any other key
+    to ``vocab_size + Fingerprint64(key) % num_oov_buckets`` (an integer key hashed as its
+    decimal string), as TF1's ``tf.lookup.StaticVocabularyTable``. Without an initializer
+    every key goes to a bucket. The table part is a ``StaticHashTable`` with default -1; the
+    rest is a composition of ordinary ops, as TF's is."""
+
+    def __init__(self, initializer, num_oov_buckets, lookup_key_dtype=None, name=None,
+                 experimental_is_anonymous=False):
+        if num_oov_buckets <= 0:
+            raise ValueError("`num_oov_buckets` must be > 0; use StaticHashTable.")
+        if name:
+            name = name.rstrip("/")
+        if initializer:
+            lookup_key_dtype = _check_vocabulary_dtypes(initializer, lookup_key_dtype)
+            self._table = StaticHashTable(initializer, default_value=-1)
+            name = name or self._table.name
+        else:
+            lookup_key_dtype = _dt.string
+            self._table = None
+            name = name or "hash_bucket"
+        if not lookup_key_dtype.is_integer and lookup_key_dtype != _dt.string:
+            raise TypeError(f"Invalid `key_dtype`, expected integer or string, got "
+                            f"{lookup_key_dtype}")
+        self._num_oov_buckets = num_oov_buckets
+        self._table_name = name.split("/")[-1]
+        self._key_dtype = lookup_key_dtype
+        self._value_dtype = _dt.int64
+
+    @property
+    def name(self) -> str:
+        return self._table_name
+
+    @property
+    def resource_handle(self):
+        """The vocabulary table's handle (None without an initializer)."""
+        return None if self._table is None else self._table.resource_handle
+
+    @property
+    def initializer(self):
+        """The op that fills the vocabulary table (a fresh no-op without one)."""
+        if self._table is not None:
+            return self._table.initializer
+        with _ops.name_scope(None, "init"):
+            return control_flow_ops.no_op()
+
+    def size(self, name=None):
+        """The vocabulary's size plus ``num_oov_buckets``."""
+        with _ops.name_scope(name, f"{self.name}_Size"):
+            if self._table is not None:
+                size = self._table.size()
+            else:
+                size = _ops.convert_to_tensor(0, dtype=_dt.int64)
+            return size + self._num_oov_buckets
+
+    def lookup(self, keys, name=None):
+        """The ids of ``keys`` (a tensor of any shape, or a ``SparseTensor`` whose values are
+        looked up)."""
+        if keys.dtype.base_dtype != self._key_dtype:
+            raise TypeError(f"Dtype of argument `keys` must be {self._key_dtype}, received: "
+                            f"{keys.dtype}")
+        sparse = isinstance(keys, _sparse.SparseTensor)
+        values = keys.values if sparse else keys
+        if self._table is not None and self._table.key_dtype.base_dtype == _dt.int64:
+            values = math_ops.cast(values, _dt.int64)
+        with _ops.name_scope(name, f"{self.name}_Lookup"):
+            if values.dtype.base_dtype != _dt.string:
+                values_str = string_ops.as_string(values)
+            else:
+                values_str = values
+            ids = string_hash_ops.string_to_hash_bucket_fast(
+                values_str, num_buckets=self._num_oov_buckets, name="hash_bucket")
+            if self._table is not None:
+                found = self._table.lookup(values)
+                buckets = math_ops.add(ids, self._table.size())
+                known = math_ops.not_equal(found, self._table.default_value)
+                ids = indexing_ops.where_v2(known, found, buckets)
+        if sparse:
+            return _sparse.SparseTensor(keys.indices, ids, keys.dense_shape)
+        return ids
+
+    def __getitem__(self, keys):
+        return self.lookup(keys)
+
+
+def _check_vocabulary_dtypes(initializer, lookup_key_dtype):
+    """The lookup key dtype a vocabulary table takes, after TF's checks of the initializer."""
+    lookup_key_dtype = initializer.key_dtype if lookup_key_dtype is None else \
+        _dt.as_dtype(lookup_key_dtype)
+    supported = (_dt.int64, _dt.string)
+    if initializer.key_dtype not in supported:
+        raise TypeError(f"Invalid `key_dtype`, expected one of (tf.int64, tf.string), but got "
+                        f"{initializer.key_dtype}.")
+    if initializer.key_dtype.is_integer != lookup_key_dtype.is_integer:
+        wanted = "integer" if lookup_key_dtype.is_integer else "non-integer"
+        raise TypeError(f"Invalid `key_dtype`, expected {wanted} but got "
+                        f"{initializer.key_dtype}.")
+    if initializer.value_dtype != _dt.int64:
+        raise TypeError(f"Invalid `value_dtype`, expected {_dt.int64} but got "
+                        f"{initializer.value_dtype}.")
+    return lookup_key_dtype
 
 
 def tables_initializer(name="init_all_tables"):

@@ -39,6 +39,17 @@ def _read_infer(op):
     return [(_dt.string, TensorShape([])), (_dt.string, TensorShape([]))]
 
 
+def _read_up_to_infer(op):
+    _handle(op, 0)
+    _handle(op, 1, "queue")
+    n = op.inputs[2]
+    if n.dtype.base_dtype is not _dt.int64:
+        raise TypeError(f"ReaderReadUpToV2: num_records must be int64, got {n.dtype.name}")
+    if not n.shape.is_compatible_with(TensorShape([])):
+        raise ValueError(f"ReaderReadUpToV2: num_records must be a scalar, got shape {n.shape}")
+    return [(_dt.string, TensorShape([None])), (_dt.string, TensorShape([None]))]
+
+
 def _num_records_infer(op):
     _handle(op)
     return [(_dt.int64, TensorShape([]))]
@@ -75,16 +86,17 @@ def _read_file_infer(op):
 for _t in _READERS:
     register_op(_t, _reader_infer, stateful=True)
 register_op("ReaderReadV2", _read_infer, stateful=True)
+register_op("ReaderReadUpToV2", _read_up_to_infer, stateful=True)
 register_op("ReaderNumRecordsProducedV2", _num_records_infer, stateful=True)
 register_op("ReaderResetV2", _reset_infer, stateful=True)
 register_op("DecodeCSV", _decode_csv_infer)
 register_op("ReadFile", _read_file_infer, stateful=True)
-for _t in _READERS + ("ReaderReadV2", "ReaderNumRecordsProducedV2", "ReaderResetV2",
-                      "DecodeCSV", "ReadFile"):
+for _t in _READERS + ("ReaderReadV2", "ReaderReadUpToV2", "ReaderNumRecordsProducedV2",
+                      "ReaderResetV2", "DecodeCSV", "ReadFile"):
     NotDifferentiable(_t)
 
-READER_OPS = _READERS + ("ReaderReadV2", "ReaderNumRecordsProducedV2", "ReaderResetV2",
-                         "ReadFile")
+READER_OPS = _READERS + ("ReaderReadV2", "ReaderReadUpToV2", "ReaderNumRecordsProducedV2",
+                         "ReaderResetV2", "ReadFile")
 
 
 # --- the Python classes ---------------------------------------------------------------------------
@@ -115,6 +127,14 @@ class ReaderBase:
     def read(self, queue, name=None):
         """``(key, value)``: the next record, from the next file of ``queue`` when needed."""
         op = self._op("ReaderReadV2", [_queue_handle(queue)], name, "ReaderReadV2")
+        return op.outputs[0], op.outputs[1]
+
+    def read_up_to(self, queue, num_records, name=None):
+        """``(keys, values)``: up to ``num_records`` records (int64), all from one file: fewer
+        when that file ends first, as TF's (the next call goes on with the next file)."""
+        num_records = _ops.convert_to_tensor(num_records, dtype=_dt.int64, name="num_records")
+        op = self._op("ReaderReadUpToV2", [_queue_handle(queue), num_records], name,
+                      "ReaderReadUpToV2")
         return op.outputs[0], op.outputs[1]
 
     def num_records_produced(self, name=None):

@@ -472,6 +472,11 @@ class DeviceSet:
         for d in self.devices:
             d.resources.clear()
 
+    def clear_containers(self, containers) -> None:
+        """``ResourceMgr.clear_containers`` on every device (TF's ``ClearContainers``)."""
+        for d in self.devices:
+            d.resources.clear_containers(containers)
+
 
 def _check_params(dtype: str, index: int, params: dict) -> None:
     for k, v in params.items():

@@ -1,4 +1,9 @@
-"""Per-device resource containers: variable state (and later queues) owned by a session.
+"""Per-device resource containers: variable state, queues, tables and other kernel state.
+
+Resources live in named containers, as TF's: an op's ``container`` attr (set by
+``tf.container``) names it, an empty one means the default container (TF's "localhost"), and
+``clear_containers`` (what ``Session.reset(target, containers)`` does on a task) drops the
+resources of the containers it names, or of the default one when it names none.
 
 A ``VarState`` is what a ref-typed tensor carries at run time: the variable's current value and
 its lock. Values are immutable by convention (stored read-only; updates install a new array), so
@@ -103,33 +108,44 @@ class Forgotten:
             table[key] = resource
 
 
+DEFAULT_CONTAINER = "localhost"  # where an op with an empty ``container`` attr keeps its state
+
+
+def _container(name: str) -> str:
+    return name or DEFAULT_CONTAINER
+
+
 class ResourceMgr:
-    """Named resources of one device: variables, and any stateful kernel's private state."""
+    """Named resources of one device, per container: variables (keyed ``(container, name)``),
+    and any stateful kernel's private state (keyed ``(kind, name, container)``)."""
 
     def __init__(self, device: str):
         self.device = device
         self._lock = threading.Lock()
-        self._vars: dict[str, VarState] = {}
-        self._other: dict[tuple[str, str], object] = {}
+        self._vars: dict[tuple[str, str], VarState] = {}
+        self._other: dict[tuple[str, str, str], object] = {}
         # Variables dropped while the lock was held (see destroy_variable), removed by the
         # next caller that takes it.
         self._doomed: list[str] = []
 
-    def variable(self, name: str) -> VarState:
-        v = self._vars.get(name)
+    def variable(self, name: str, container: str = "") -> VarState:
+        key = (_container(container), name)
+        v = self._vars.get(key)
         if v is None:
             with self._lock:
-                v = self._vars.get(name)
+                v = self._vars.get(key)
                 if v is None:
-                    v = self._vars[name] = VarState(name, self.device)
+                    v = self._vars[key] = VarState(name, self.device)
                 self._remove_doomed()
         return v
 
     def variables(self) -> dict[str, VarState]:
+        """The variables by name (one of the default container where names repeat)."""
         if self._doomed:
             with self._lock:
                 self._remove_doomed()
-        return dict(self._vars)
+        items = sorted(self._vars.items(), key=lambda kv: kv[0][0] == DEFAULT_CONTAINER)
+        return {name: state for (_, name), state in items}
 
     def destroy_variable(self, name: str) -> None:
         """Remove the variable ``name`` and its value (TF's ``DestroyResourceOp``: an eager
@@ -139,7 +155,7 @@ class ResourceMgr:
         rather than waiting for it (which would wait forever)."""
         if self._lock.acquire(blocking=False):
             try:
-                self._vars.pop(name, None)
+                self._vars.pop((DEFAULT_CONTAINER, name), None)
                 self._remove_doomed()
             finally:
                 self._lock.release()
@@ -148,10 +164,10 @@ class ResourceMgr:
 
     def _remove_doomed(self) -> None:
         while self._doomed:  # list.pop is atomic: a finalizer may append meanwhile
-            self._vars.pop(self._doomed.pop(), None)
+            self._vars.pop((DEFAULT_CONTAINER, self._doomed.pop()), None)
 
-    def lookup_or_create(self, kind: str, name: str, create):
-        key = (kind, name)
+    def lookup_or_create(self, kind: str, name: str, create, container: str = ""):
+        key = (kind, name, _container(container))
         r = self._other.get(key)
         if r is None:
             with self._lock:
@@ -165,13 +181,13 @@ class ResourceMgr:
         (keyed by the op's name, as ``forget`` finds it): e.g. a random op's generator."""
         names = set(op_names)
         with self._lock:
-            return [(kind, key, r) for (kind, key), r in self._other.items()
+            return [(kind, key, r) for (kind, key, _), r in self._other.items()
                     if key.split(":")[0] in names]
 
     def kind_of(self, resource) -> tuple[str, str] | None:
         """``(kind, key)`` under which ``resource`` is kept here, or None if it is not ours."""
         with self._lock:
-            for (kind, key), r in self._other.items():
+            for (kind, key, _), r in self._other.items():
                 if r is resource:
                     return kind, key
         return None
@@ -183,7 +199,7 @@ class ResourceMgr:
         names = set(op_names)
         record = Forgotten()
         with self._lock:
-            for name, state in self._vars.items():
+            for (_, name), state in self._vars.items():
                 if name in names and state.value is not None:
                     record.values.append((state, state.value))
                     state.value = None
@@ -196,3 +212,14 @@ class ResourceMgr:
         with self._lock:
             self._vars.clear()
             self._other.clear()
+
+    def clear_containers(self, containers) -> None:
+        """Drop every resource of ``containers`` (names as ops give them; none: the default
+        container), as TF's ``ResourceMgr::Cleanup`` of each: a variable there is
+        uninitialized when next used, a queue or table empty, resources elsewhere untouched."""
+        doomed = set(containers) if containers else {DEFAULT_CONTAINER}
+        with self._lock:
+            for key in [k for k in self._vars if k[0] in doomed]:
+                self._vars.pop(key).value = None
+            for key in [k for k in self._other if k[2] in doomed]:
+                del self._other[key]

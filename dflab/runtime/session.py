@@ -576,14 +576,10 @@ class Session(BaseSession):
 
     @staticmethod
     def reset(target: str, containers=None, config=None) -> None:
-        """Close every session connected to ``target`` and clear the state (variables,
-        queues…) its tasks hold, as TF's ``Session.reset``. dflab keeps all of a task's state
-        in one container: ``containers`` may only name the default one ("")."""
-        named = [c for c in (containers or []) if c]
-        if named:
-            raise errors.UnimplementedError(
-                None, None, f"Session.reset of named containers {named}: dflab keeps a task's "
-                "state in the default container only")
+        """Close every session connected to ``target`` and clear the resource containers
+        ``containers`` (variables, queues, tables… that ops built under ``tf.container`` keep
+        there) on its tasks, as TF's ``Session.reset``; no containers: the default one (TF's
+        "localhost", where ops with no container keep their state)."""
         target = target or ""
         for s in list(_live_sessions):
             if s._target == target and not s._closed:

@@ -184,8 +184,40 @@ def test_session_reset_clears_the_tasks_state_and_closes_its_sessions(cluster):
     with tf.Session(target, graph=g) as s2:
         with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized"):
             s2.run(v)
-    with pytest.raises(tf.errors.UnimplementedError, match="named containers"):
-        tf.Session.reset(target, containers=["experiment"])
+
+
+def test_session_reset_clears_only_the_containers_it_names(cluster):
+    # As TF: what tf.container put in "exp0" goes with reset(["exp0"]); the default container
+    # (TF's "localhost") and "exp1" keep their values; no containers means the default one.
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:ps/task:0"):
+        with tf.container("exp0"):
+            a = tf.Variable([1.0, 2.0], name="a")
+            q = tf.FIFOQueue(4, tf.float32, name="q")
+        b = tf.Variable(3.0, name="b")
+        with g.container("exp1"):
+            c = tf.get_variable("c", initializer=4.0, use_resource=True)
+        init = tf.global_variables_initializer()
+        enqueue, size = q.enqueue(5.0), q.size()
+        uninitialized = tf.report_uninitialized_variables()
+    target = cluster["worker", 0].target
+    with tf.Session(target, graph=g) as s:
+        s.run([init, enqueue])
+    tf.Session.reset(target, ["exp0"])
+    with tf.Session(target, graph=g) as s:
+        assert s.run([b, c, size]) == [3.0, 4.0, 0]
+        assert list(s.run(uninitialized)) == [b"a"]
+        with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized value a"):
+            s.run(a)
+        s.run(init)
+    tf.Session.reset(target)
+    with tf.Session(target, graph=g) as s:
+        assert list(s.run(uninitialized)) == [b"b"]
+    tf.Session.reset(target, [""])  # no container is named "": nothing goes
+    tf.Session.reset(target, ["localhost", "exp1"])
+    with tf.Session(target, graph=g) as s:
+        assert list(s.run(uninitialized)) == [b"b", b"c"]
+        np.testing.assert_array_equal(s.run(a), [1.0, 2.0])
 
 
 def test_a_step_on_a_stopped_task_fails_naming_it(cluster):

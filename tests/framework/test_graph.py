@@ -191,3 +191,27 @@ def test_constant_conversion_rules():
         tf.constant([1, 2, 3], shape=[2, 2], verify_shape=True)
     with pytest.raises(TypeError):
         tf.constant(2**40, dtype=tf.int32)
+
+
+def test_container_sets_the_attr_of_stateful_ops_that_have_one():
+    g = tf.Graph()
+    with g.as_default():
+        with tf.container("exp") as name:
+            assert name == "exp"
+            v = tf.Variable(1.0)
+            c = tf.constant(2.0)
+            q = tf.FIFOQueue(2, tf.float32)
+            with pytest.raises(RuntimeError):
+                with g.container("inner"):
+                    raise RuntimeError
+            after = tf.Variable(3.0)
+        outside = tf.Variable(4.0)
+        init = tf.variables_initializer([v, outside])
+    assert v.op.get_attr("container") == "exp" and after.op.get_attr("container") == "exp"
+    assert q.queue_ref.op.get_attr("container") == "exp"
+    assert outside.op.get_attr("container") == ""
+    with pytest.raises(ValueError):  # a stateless op gets no container attr
+        c.op.get_attr("container")
+    with tf.Session(graph=g) as s:  # a local session keeps the container's state too
+        s.run(init)
+        assert s.run([v, outside]) == [1.0, 4.0]

@@ -48,7 +48,7 @@ TF_HOST_ONLY = frozenset({
     # Candidate samplers draw on the host (TF registers them for CPUs only).
     "UniformCandidateSampler", "LogUniformCandidateSampler", "LearnedUnigramCandidateSampler",
     "FixedUnigramCandidateSampler", "AllCandidateSampler", "ComputeAccidentalHits",
-    "FixedLengthRecordReaderV2",
+    "FixedLengthRecordReaderV2", "LMDBReader", "ReaderReadUpToV2",
     # Image codecs (Pillow on the host; TF registers them for CPUs only).
     "DecodePng", "DecodeJpeg", "DecodeBmp", "DecodeWebP", "DecodeGif", "DecodeImage",
     "DecodeAndCropJpeg", "EncodePng", "EncodeJpeg", "EncodeJpegVariableQuality",

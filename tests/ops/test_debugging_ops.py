@@ -150,8 +150,10 @@ def test_assert_near_uses_tolerances():
 
 
 def test_rank_checks_static_and_dynamic():
-    with pytest.raises(ValueError, match="must have rank 2. Received rank 1"):
+    with pytest.raises(ValueError, match=r"^Tensor zeros:0 must have rank 2\.  Received rank 1"):
         tf.assert_rank(tf.zeros([3]), 2)
+    with pytest.raises(ValueError, match=r"^why\.  Tensor .* must have rank at least 3\.  "):
+        tf.assert_rank_at_least(tf.zeros([3, 2]), 3, message="why")
     with pytest.raises(ValueError, match="must have rank at least 3"):
         tf.assert_rank_at_least(tf.zeros([3, 2]), 3)
     x = tf.placeholder(tf.float32)  # unknown rank: checked when it runs
@@ -308,3 +310,33 @@ def test_a_graph_read_back_in_its_process_calls_the_registered_function_while_it
         with tf.Session() as sess:
             with pytest.raises(tf.errors.NotFoundError, match="no Python function"):
                 sess.run("f:0")
+
+
+def test_assert_shapes_guards_a_computation_at_run_time():
+    # The shapes are unknown while the graph is built: the check runs with the step, and
+    # the step fails naming the Assert op; once the sizes agree, the guarded value flows.
+    x = tf.placeholder(tf.float32, [None, 3])
+    w = tf.placeholder(tf.float32, [None, None])
+    check = tf.debugging.assert_shapes([(x, ("N", "D")), (w, ("D", "K"))])
+    with tf.control_dependencies([check]):
+        y = tf.matmul(x, w)
+    xs = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ws = np.ones((3, 4), np.float32)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(y, {x: xs, w: ws}), xs @ ws)
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"Specified by tensor .* dimension 1.*must have size.*\[3\]"):
+            sess.run(y, {x: xs, w: np.ones((4, 4), np.float32)})
+
+
+def test_assert_shapes_static_checks_build_no_assert():
+    a, b = tf.zeros([5, 2]), tf.zeros([7, 5, 2])
+    op = tf.debugging.assert_shapes([(a, ("N", "Q")), (b, ("*", "N", "Q"))])
+    assert op.type == "NoOp"
+    assert not [o for o in tf.get_default_graph().get_operations() if o.type == "Assert"]
+    with pytest.raises(ValueError, match=r"^Specified by tensor zeros:0 dimension 1\.  Tensor "
+                                         r"zeros_1:0 dimension -2 must have size 2\.  "
+                                         r"Received size 5, shape \(7, 5, 2\)$"):
+        tf.debugging.assert_shapes([(a, ("N", "Q")), (b, ("*", "Q", "N"))])
+    assert tf.compat.v1.debugging.assert_shapes is tf.debugging.assert_shapes
+    assert not hasattr(tf, "assert_shapes")  # TF 1.x has it only in tf.debugging

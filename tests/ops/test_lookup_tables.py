@@ -59,3 +59,41 @@ def test_supervisor_initializes_tables(tmp_path):
     sv = tf.train.Supervisor(logdir=str(tmp_path), summary_op=None, save_model_secs=0)
     with sv.managed_session() as sess:
         assert sess.run(found)[0] == 9.0
+
+
+def _vocab(num_oov_buckets=3, **kw):
+    init = tf.lookup.KeyValueTensorInitializer(["x", "y"], tf.constant([0, 1], tf.int64))
+    return tf.lookup.StaticVocabularyTable(init, num_oov_buckets, **kw)
+
+
+def test_vocabulary_table_buckets_are_fingerprints():
+    # The bucket of an unknown key is 2 + Fingerprint64(key) % 3 (FarmHash, dflab.lib.hash).
+    from dflab.lib.hash import fingerprint64
+
+    table = _vocab()
+    words = ["x", "q", "zebra", "", "y"]
+    ids = table.lookup(tf.constant(words))
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="not initialized"):
+            sess.run(ids)
+        sess.run(table.initializer)
+        want = [{"x": 0, "y": 1}.get(w, 2 + fingerprint64(w.encode()) % 3) for w in words]
+        np.testing.assert_array_equal(sess.run(ids), want)
+        assert sess.run(table.size()) == 5
+
+
+def test_vocabulary_table_errors_as_tf():
+    with pytest.raises(ValueError, match=r"`num_oov_buckets` must be > 0; use StaticHashTable"):
+        _vocab(0)
+    with pytest.raises(TypeError, match="Invalid `key_dtype`, expected integer but got"):
+        _vocab(lookup_key_dtype=tf.int32)
+    with pytest.raises(TypeError, match="Dtype of argument `keys` must be tf.string"):
+        _vocab().lookup(tf.constant([1]))
+    init = tf.lookup.KeyValueTensorInitializer(["a"], [1])
+    with pytest.raises(TypeError, match="Invalid `value_dtype`, expected tf.int64 but got"):
+        tf.lookup.StaticVocabularyTable(init, 2)
+
+
+def test_vocabulary_table_in_compat_v1():
+    assert tf.compat.v1.lookup.StaticVocabularyTable is tf.lookup.StaticVocabularyTable
+    assert _vocab(name="vocab/").name == "vocab"

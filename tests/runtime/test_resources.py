@@ -1,4 +1,5 @@
-"""ResourceMgr: an eager variable's state removed by a finalizer, wherever the collector runs it."""
+"""ResourceMgr: an eager variable's state removed by a finalizer, wherever the collector runs it;
+resources kept per container and cleared per container."""
 
 from __future__ import annotations
 
@@ -44,4 +45,20 @@ def test_a_deferred_removal_happens_at_the_next_variable_created():
     with mgr._lock:
         mgr.destroy_variable("dropped")
     state = mgr.variable("new")
-    assert "dropped" not in mgr._vars and mgr._vars["new"] is state
+    assert ("localhost", "dropped") not in mgr._vars and mgr._vars[("localhost", "new")] is state
+
+
+def test_containers_keep_apart_and_clear_apart():
+    mgr = ResourceMgr("/cpu:0")
+    default, named = mgr.variable("v"), mgr.variable("v", "exp")
+    assert default is not named and mgr.variable("v", "") is default
+    default.set(1.0)
+    named.set(2.0)
+    queues = [mgr.lookup_or_create("queue", "q", object, c) for c in ("", "exp")]
+    mgr.clear_containers(["exp"])
+    assert default.read() == 1.0 and not named.initialized
+    assert mgr.variable("v", "exp") is not named and not mgr.variable("v", "exp").initialized
+    assert mgr.lookup_or_create("queue", "q", object) is queues[0]
+    assert mgr.lookup_or_create("queue", "q", object, "exp") is not queues[1]
+    mgr.clear_containers([])  # none named: the default container ("localhost")
+    assert not mgr.variable("v").initialized

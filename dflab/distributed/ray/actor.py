@@ -159,8 +159,8 @@ class TaskActor:
         self.task.gate.open(holder)
 
     # --- state ---------------------------------------------------------------------------------
-    async def reset(self) -> None:
-        self.task.worker.devices.close()
+    async def reset(self, containers=()) -> None:
+        self.task.worker.devices.clear_containers(containers)
 
     async def forget(self, op_names) -> None:
         self.task.worker.forget_resources(op_names)

@@ -258,10 +258,11 @@ def _running_actor(namespace: str, job: str, index: int):
 
 
 def reset(target: str, containers) -> None:
-    """``Session.reset`` on a Ray target: clear the state every running task holds."""
+    """``Session.reset`` on a Ray target: clear ``containers`` (none: the default one) on
+    every running task."""
     namespace, cluster = _cluster_of_target(target)
     actors = [_running_actor(namespace, j, i) for j, i, _ in cluster.tasks()]
-    ray.get([a.reset.remote() for a in actors if a is not None])
+    ray.get([a.reset.remote(list(containers or [])) for a in actors if a is not None])
 
 
 def describe(target: str) -> list[dict]:
