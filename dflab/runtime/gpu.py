@@ -302,14 +302,18 @@ class GPUDevice(Device):
         with self.cuda_device, self.cupy.cuda.using_allocator(self._allocate):
             return self.cupy.empty(shape, dtype)
 
-    def copy_from_host(self, out, host: np.ndarray) -> None:
+    def copy_from_host(self, out, host: np.ndarray, reused: bool = False) -> None:
         """Copy the C-contiguous host array ``host`` into the device array ``out`` (same shape
         and dtype): one copy, issued on the host-to-device stream, and the compute stream waits
         for its event, so the copy overlaps earlier compute and no later kernel starts before it
         ends. No pinned staging copy: the copy reads the host array itself, which is kept
-        alive until the copy's event has completed."""
+        alive until the copy's event has completed. ``reused``: ``out`` is a buffer earlier
+        kernels may still read (a captured step's static input), so the copy first waits for
+        the work issued to the compute stream."""
         copy = self.streams["host_to_device"].cuda
         with self._issue, self.cuda_device, copy:
+            if reused:
+                copy.wait_event(self.streams["compute"].cuda.record())
             out.set(host, stream=copy)
             done = copy.record()
         self.streams["compute"].cuda.wait_event(done)

@@ -230,9 +230,14 @@ class PartitionReplay:
 
         self._lock = threading.Lock()  # one step of this partition at a time on its stream
         self.replay = StepReplay(device.cupy, device.streams["compute"].cuda, step,
-                                 max_captures, load=device.copy_from_host,
+                                 max_captures, load=self._load_feed,
                                  to_device=device.from_host,
                                  retain=device.retaining_allocations, empty=device.empty)
+
+    def _load_feed(self, buffer, host) -> None:
+        # The previous replay may still read the static buffer (a step whose fetches do not
+        # wait for the device): the copy waits for the compute stream first.
+        self.device.copy_from_host(buffer, host, reused=True)
 
     @property
     def captures(self) -> int:

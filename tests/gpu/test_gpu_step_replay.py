@@ -69,6 +69,18 @@ def test_a_captured_training_step_gives_the_uncaptured_numbers(strict_gpu, optim
     assert [buf.data.pool for buf in capture.static_inputs] == [pool, pool]
 
 
+def test_a_feed_copied_into_a_static_buffer_waits_for_earlier_compute(strict_gpu):
+    """A replay's feeds overwrite the capture's static buffers, which the previous replay may
+    still read on the compute stream: each such copy is ordered after the compute stream's
+    work (an event of the compute stream, waited on by the host-to-device stream)."""
+    *_, part = _train(True, "sgd", [8] * 4)
+    device = part.replay.device
+    compute = device.streams["compute"].cuda
+    waits = device.streams["host_to_device"].cuda.waits
+    # Steps 2-4 load two feeds each into static buffers: six waits on the compute stream.
+    assert sum(e.recorded_on is compute for e in waits) == 6
+
+
 @pytest.mark.parametrize("use_resource", [True, False])
 def test_a_new_feed_signature_is_captured_again(strict_gpu, use_resource):
     steps = [8, 8, 8, 5, 5, 5, 8]
