@@ -144,39 +144,46 @@ kernel("TFRecordReaderV2", host_only=True)(_reader_factory("tf_record"))
 kernel("IdentityReaderV2", host_only=True)(_reader_factory("identity"))
 
 
+def _read_across_files(node, ctx, execution, done, reader, queue, take) -> None:
+    """Call ``take()`` on the current file until it gives a result (then ``done(result)``),
+    dequeuing the next filename each time it gives None (the file is used up), as TF's
+    ``ReaderBase``; ``_MAX_EMPTY_FILES`` files in a row without a result end the read."""
+    empty_files = [0]
+
+    def attempt():
+        try:
+            result = take()
+        except errors.OpError as e:
+            done(error=e)
+            return
+        if result is not None:
+            done(result)
+            return
+        if empty_files[0] >= _MAX_EMPTY_FILES:
+            done(error=errors.OutOfRangeError(
+                None, None, f"{node.name}: {_MAX_EMPTY_FILES} files in a row had no records"))
+            return
+        queue.dequeue(0, False, execution, on_filename, ctx)
+
+    def on_filename(outputs=None, error=None):
+        if error is not None:
+            done(error=error)
+            return
+        try:
+            reader.start_file(_name(outputs))
+        except errors.OpError as e:
+            done(error=e)
+            return
+        empty_files[0] += 1
+        attempt()
+
+    attempt()
+
+
 @kernel("ReaderReadV2", host_only=True, is_async=True)
 def _read(node, ctx):
     def read(execution, done, reader, queue):
-        empty_files = [0]
-
-        def attempt():
-            try:
-                record = reader.next_record()
-            except errors.OpError as e:
-                done(error=e)
-                return
-            if record is not None:
-                done(record)
-                return
-            if empty_files[0] >= _MAX_EMPTY_FILES:
-                done(error=errors.OutOfRangeError(
-                    None, None, f"{node.name}: {_MAX_EMPTY_FILES} files in a row had no records"))
-                return
-            queue.dequeue(0, False, execution, on_filename, ctx)
-
-        def on_filename(outputs=None, error=None):
-            if error is not None:
-                done(error=error)
-                return
-            try:
-                reader.start_file(_name(outputs))
-            except errors.OpError as e:
-                done(error=e)
-                return
-            empty_files[0] += 1
-            attempt()
-
-        attempt()
+        _read_across_files(node, ctx, execution, done, reader, queue, reader.next_record)
 
     return read
 
@@ -189,47 +196,23 @@ def _read_up_to(node, ctx):
             done(error=errors.InvalidArgumentError(
                 None, None, f"{node.name}: num_records must be >= 0, got {wanted}"))
             return
-        keys, values, empty_files = [], [], [0]
+        keys, values = [], []
 
-        def finish():
-            done((np.array(keys, dtype=object).reshape(-1),
-                  np.array(values, dtype=object).reshape(-1)))
-
-        def attempt():
+        def take():
             # TF's ReaderBase::ReadUpTo: records of the current file until it ends or there
             # are enough; only a call that got none goes on to the next file.
-            try:
-                while len(keys) < wanted:
-                    record = reader.next_record()
-                    if record is None:
-                        break
-                    keys.append(record[0].item())
-                    values.append(record[1].item())
-            except errors.OpError as e:
-                done(error=e)
-                return
-            if keys or wanted == 0:
-                finish()
-                return
-            if empty_files[0] >= _MAX_EMPTY_FILES:
-                done(error=errors.OutOfRangeError(
-                    None, None, f"{node.name}: {_MAX_EMPTY_FILES} files in a row had no records"))
-                return
-            queue.dequeue(0, False, execution, on_filename, ctx)
+            while len(keys) < wanted:
+                record = reader.next_record()
+                if record is None:
+                    break
+                keys.append(record[0].item())
+                values.append(record[1].item())
+            if not keys and wanted:
+                return None
+            return (np.array(keys, dtype=object).reshape(-1),
+                    np.array(values, dtype=object).reshape(-1))
 
-        def on_filename(outputs=None, error=None):
-            if error is not None:
-                done(error=error)
-                return
-            try:
-                reader.start_file(_name(outputs))
-            except errors.OpError as e:
-                done(error=e)
-                return
-            empty_files[0] += 1
-            attempt()
-
-        attempt()
+        _read_across_files(node, ctx, execution, done, reader, queue, take)
 
     return read
 
