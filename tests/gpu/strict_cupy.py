@@ -172,9 +172,18 @@ _serials = itertools.count()
 
 
 def _root(a: np.ndarray) -> np.ndarray:
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
+    """The array owning ``a``'s memory. A strided view (``as_strided``,
+    ``sliding_window_view``) has NumPy's ``DummyArray`` as its base, which holds the viewed
+    array in its own ``base``: followed too, as a window view's apparent extent (windows
+    times window size) reaches far past the memory it views, into other arrays'."""
+    while True:
+        base = a.base
+        if isinstance(base, np.ndarray):
+            a = base
+        elif isinstance(getattr(base, "base", None), np.ndarray):
+            a = base.base
+        else:
+            return a
 
 
 def _snapshot():
@@ -710,7 +719,11 @@ def array_at(ptr: int, shape, dtype, strides=None) -> np.ndarray:
         root = _root(arr._a)
         start = int(root.__array_interface__["data"][0])
         if start <= ptr and ptr + extent <= start + root.nbytes:
-            return np.ndarray(shape, dtype, buffer=root.reshape(-1).view(np.uint8),
+            # One block in memory order (a view of a copy would take a library's writes
+            # away from device memory).
+            block = root.reshape(-1, order="A")
+            assert np.shares_memory(block, root), "a device allocation is one block"
+            return np.ndarray(shape, dtype, buffer=block.view(np.uint8),
                               offset=ptr - start, strides=strides)
     raise ValueError(f"{ptr:#x}: {extent} bytes outside any live device allocation")
 

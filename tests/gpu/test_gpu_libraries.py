@@ -227,3 +227,19 @@ def test_a_library_call_checks_its_operands(strict_gpu):
                      a.data.ptr, 2, np.zeros(1, np.float32).ctypes.data, a.data.ptr, 2)
     with pytest.raises(ValueError, match="outside any live device allocation"):
         strict_cupy.array_at(a.data.ptr + 8, (4,), np.float32)
+
+
+def test_a_library_operand_resolves_to_its_own_memory_past_a_window_view(strict_gpu):
+    # A window view (im2col's sliding_window_view) seems to span windows x window size bytes,
+    # far past the memory it views. An operand lying in that span resolved to a copy of the
+    # window view, so a captured convolution wrote its output there and left it garbage.
+    block = np.zeros(256)  # device memory holding both arrays, the window view's first
+    base = strict_cupy.ndarray(block[:64])
+    windows = strict_gpu.lib.stride_tricks.sliding_window_view(base, 32)
+    del base  # (its memory lives on in the window view)
+    a = strict_cupy.ndarray(block[100:104])
+    assert windows.nbytes > 104 * 8  # a lies in the window view's apparent span
+    view = strict_cupy.array_at(a.data.ptr, (4,), np.float64)
+    view[...] = 7.0
+    np.testing.assert_array_equal(a.get(), 7.0)
+    np.testing.assert_array_equal(block[:100], 0.0)
