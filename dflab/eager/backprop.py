@@ -199,7 +199,7 @@ class GradientTape:
                          else _sum(grads.get(id(t))) for t in op.outputs]
             if all(g is None for g in out_grads):
                 continue
-            in_grads = _call_gradient(op, out_grads)
+            in_grads = _call_gradient(op, out_grads, self._watched)
             for t, g in zip(op.inputs, in_grads):
                 if g is None or not _differentiable(t.dtype):
                     continue
@@ -263,7 +263,7 @@ def _sum(grads):
     return math_ops.add_n([_dense(g) for g in grads])
 
 
-def _call_gradient(op, out_grads):
+def _call_gradient(op, out_grads, watched):
     known, fn = op_gradient_function(op)
     if not known:
         raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
@@ -271,7 +271,15 @@ def _call_gradient(op, out_grads):
         return [None] * len(op.inputs)
     filled = [g if g is not None or not _differentiable(t.dtype) else array_ops.zeros_like(t)
               for t, g in zip(op.outputs, out_grads)]
-    in_grads = fn(op, *filled)
+    # An input the tape does not watch leads to no source: as TF's tape, tell the gradient
+    # function so, and it may skip that input's gradient (a matmul's data input: a whole
+    # product saved per layer and step).
+    skip = tuple(i for i, t in enumerate(op.inputs) if id(t) not in watched)
+    op.skip_input_indices = skip or None
+    try:
+        in_grads = fn(op, *filled)
+    finally:
+        op.skip_input_indices = None
     if not isinstance(in_grads, (list, tuple)):
         in_grads = [in_grads]
     return list(in_grads)

@@ -61,7 +61,8 @@ class EagerOp:
     type, name, inputs, outputs and attributes (no graph position)."""
 
     __slots__ = ("type", "name", "inputs", "outputs", "_outputs", "_attrs", "graph", "device",
-                 "creation_site", "control_flow_info", "control_flow_context")
+                 "creation_site", "control_flow_info", "control_flow_context",
+                 "skip_input_indices")
 
     def __init__(self, op_type, name, inputs, attrs, graph, device="", outputs=None, site=""):
         self.type = op_type
@@ -74,6 +75,9 @@ class EagerOp:
         self.creation_site = site
         self.control_flow_info = None
         self.control_flow_context = None
+        # Set by a tape while it differentiates the op: the positions of inputs no gradient
+        # is wanted for (TF's ``op.skip_input_indices``), which a gradient function may skip.
+        self.skip_input_indices = None
 
     @property
     def op_def(self):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from dflab.framework import dtypes as _dt
@@ -25,6 +27,19 @@ def _not_a_tensor(value) -> TypeError:
                      "dtypes.")
 
 
+@functools.cache
+def _int_range(np_dt) -> tuple[int, int]:
+    info = np.iinfo(np_dt)
+    return int(info.min), int(info.max)
+
+
+def _python_ints(value) -> bool:
+    """Whether ``value`` is a Python int or a non-empty list or tuple of Python ints."""
+    if type(value) is int:
+        return True
+    return type(value) in (list, tuple) and bool(value) and all(type(v) is int for v in value)
+
+
 def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarray:
     """Convert a Python/NumPy value to a read-only ndarray of ``dtype``, checking lossy casts."""
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.dtype_of_value(value)
@@ -39,6 +54,14 @@ def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarra
             raise _not_a_tensor(value)
         arr = np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(
             arr) if arr.size else arr
+    elif dt.is_integer and _python_ints(value):
+        # Shapes, axes and sizes: a Python int or a short list of them, checked in Python (the
+        # NumPy checks below cost several times the conversion).
+        lo, hi = _int_range(np_dt)
+        ints = (value,) if type(value) is int else value
+        if min(ints) < lo or max(ints) > hi:
+            raise TypeError(f"Value {value!r} is out of range for {dt.name}")
+        arr = np.array(value, dtype=np_dt)
     else:
         src = np.asarray(value)
         if src.dtype == object:

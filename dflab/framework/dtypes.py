@@ -165,6 +165,10 @@ def dtype_of_value(value) -> DType:
     """The DType TF gives a Python/NumPy value passed to ``constant`` without a dtype."""
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
         return as_dtype(value.dtype)
+    if type(value) is float:  # the common scalars, without an array
+        return float32
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return int32 if -(2**31) <= value < 2**31 else int64
     arr = np.asarray(value)
     if arr.dtype == np.float64:
         return float32

@@ -18,6 +18,7 @@ from dflab.framework.constant_op import constant, constant_value_as_shape
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import array_ops
+from dflab.ops.math_ops import skipped_inputs
 from dflab.ops.op_util import check_same_dtype
 
 
@@ -242,8 +243,9 @@ def _shape_of(t):
 def _conv2d_grad(op, grad):
     x, f = op.inputs
     kw = _conv_attr_kwargs(op)
-    return [conv2d_backprop_input(_shape_of(x), f, grad, **kw),
-            conv2d_backprop_filter(x, _shape_of(f), grad, **kw)]
+    skip = skipped_inputs(op)  # (a first layer's image: its gradient is wanted by no one)
+    return [None if 0 in skip else conv2d_backprop_input(_shape_of(x), f, grad, **kw),
+            None if 1 in skip else conv2d_backprop_filter(x, _shape_of(f), grad, **kw)]
 
 
 @RegisterGradient("Conv2DBackpropInput")

@@ -660,18 +660,37 @@ def _matmul_infer(op):
 register_op("MatMul", _matmul_infer, expensive=True)
 
 
+def skipped_inputs(op) -> tuple:
+    """The positions of ``op``'s inputs whose gradients nobody wants (a tape's
+    ``skip_input_indices``; a graph op has none: pruning drops what is not fetched)."""
+    return getattr(op, "skip_input_indices", None) or ()
+
+
+# Each input's gradient of a product, by (transpose_a, transpose_b): the factors (a, b or the
+# output's gradient g) and whether each is transposed (adjoint for a batched product).
+_PRODUCT_GRADS = {
+    (False, False): (("g", "b", False, True), ("a", "g", True, False)),
+    (False, True): (("g", "b", False, False), ("g", "a", True, False)),
+    (True, False): (("b", "g", False, True), ("a", "g", False, False)),
+    (True, True): (("b", "g", True, True), ("g", "a", True, True)),
+}
+
+
+def _product_grads(op, grad, flags, product) -> list:
+    """The gradients of a product ``op`` for the inputs a tape wants (``product(x, y, tx,
+    ty)`` multiplies)."""
+    a, b = op.inputs
+    factors = {"a": a, "b": b, "g": grad}
+    skip = skipped_inputs(op)
+    return [None if k in skip else product(factors[x], factors[y], tx, ty)
+            for k, (x, y, tx, ty) in enumerate(_PRODUCT_GRADS[flags])]
+
+
 @RegisterGradient("MatMul")
 def _matmul_grad(op, grad):
-    a, b = op.inputs
-    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    if not ta and not tb:
-        return [matmul(grad, b, transpose_b=True), matmul(a, grad, transpose_a=True)]
-    if not ta and tb:
-        return [matmul(grad, b), matmul(grad, a, transpose_a=True)]
-    if ta and not tb:
-        return [matmul(b, grad, transpose_b=True), matmul(a, grad)]
-    return [matmul(b, grad, transpose_a=True, transpose_b=True),
-            matmul(grad, a, transpose_a=True, transpose_b=True)]
+    flags = (op.get_attr("transpose_a"), op.get_attr("transpose_b"))
+    return _product_grads(op, grad, flags, lambda x, y, tx, ty: matmul(
+        x, y, transpose_a=tx, transpose_b=ty))
 
 
 def _batch_matmul_infer(op):
@@ -697,19 +716,13 @@ register_op("BatchMatMulV2", _batch_matmul_infer, expensive=True)
 
 @RegisterGradient("BatchMatMulV2")
 def _batch_matmul_grad(op, grad):
-    a, b = op.inputs
-    adj_a, adj_b = op.get_attr("adj_x"), op.get_attr("adj_y")
-    if not adj_a and not adj_b:
-        ga, gb = matmul(grad, b, adjoint_b=True), matmul(a, grad, adjoint_a=True)
-    elif not adj_a and adj_b:
-        ga, gb = matmul(grad, b), matmul(grad, a, adjoint_a=True)
-    elif adj_a and not adj_b:
-        ga, gb = matmul(b, grad, adjoint_b=True), matmul(a, grad)
-    else:
-        ga = matmul(b, grad, adjoint_a=True, adjoint_b=True)
-        gb = matmul(grad, a, adjoint_a=True, adjoint_b=True)
+    flags = (op.get_attr("adj_x"), op.get_attr("adj_y"))
+    ga, gb = _product_grads(op, grad, flags, lambda x, y, tx, ty: matmul(
+        x, y, adjoint_a=tx, adjoint_b=ty))
     # Only the batch dims can have been broadcast, so the generic helper is right here.
-    return [_unbroadcast(ga, a), _unbroadcast(gb, b)]
+    a, b = op.inputs
+    return [None if ga is None else _unbroadcast(ga, a), None if gb is None else
+            _unbroadcast(gb, b)]
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,

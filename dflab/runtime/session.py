@@ -177,6 +177,9 @@ class BaseSession:
         # Seconds any step may take unless RunOptions say otherwise (None: no limit).
         self._operation_timeout = ms / 1000.0 if ms else None
         self._closed = False
+        # Closed by ``Session.reset`` on its target: as TF, its runs are aborted (the master no
+        # longer knows it) until the user closes it too.
+        self._reset = False
         self._worker = _worker_for(self._target, self._config, self)
         self._master = Master(self._graph, self._config, self._worker)
         self._partial_runs: dict = {}
@@ -230,16 +233,29 @@ class BaseSession:
         self.close()
 
     def close(self) -> None:
+        if self._reset:
+            self._reset = False  # (TF's close says so once; then the session is closed)
+            raise self._reset_error(" Possibly, this master has restarted.")
         if self._closed:
             return
         self._closed = True
         self._worker.close()
 
+    def check_open(self) -> None:
+        """Raise what using this session raises once it is closed (or was reset)."""
+        if self._reset:
+            raise self._reset_error()
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+
+    def _reset_error(self, more: str = "") -> errors.AbortedError:
+        return errors.AbortedError(None, None, f"Session {id(self):x} is not found.{more}")
+
     # --- run -------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options: RunOptions | None = None,
             run_metadata: RunMetadata | None = None):
         if self._closed:
-            raise RuntimeError("Attempted to use a closed Session.")
+            self.check_open()
         mapper = _fetches.mapper_for(self._graph, fetches)
         feed_tensors, feed_values = self._process_feeds(feed_dict)
         plan = self._master.get_plan(mapper.tensors, mapper.targets, feed_tensors)
@@ -394,8 +410,7 @@ class BaseSession:
     def prepare_step(self, fetches, feed_dict=None):
         """What ``run(fetches, feed_dict)`` would run, without running it:
         ``(fetch mapper, plan, converted feed values)``."""
-        if self._closed:
-            raise RuntimeError("Attempted to use a closed Session.")
+        self.check_open()
         mapper = _fetches.mapper_for(self._graph, fetches)
         feed_tensors, feed_values = self._process_feeds(feed_dict)
         return mapper, self._master.get_plan(mapper.tensors, mapper.targets,
@@ -584,6 +599,7 @@ class Session(BaseSession):
         for s in list(_live_sessions):
             if s._target == target and not s._closed:
                 s.close()
+                s._reset = True
         for prefix, reset in _TARGET_RESETS.items():
             if target and target.startswith(prefix):
                 reset(target, containers)

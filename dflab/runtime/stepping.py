@@ -319,8 +319,7 @@ class StepRun:
         """Run one ready node, recording an event (``reuse``: the recorded one being redone)."""
         if self.error is not None:
             raise self.error
-        if self.session.closed:  # its devices' state is gone: no node may run any more
-            raise RuntimeError("Attempted to use a closed Session.")
+        self.session.check_open()  # (a closed one's devices' state is gone)
         ex, item = self._find_ready(node)
         op = ex.plan.nodes[item[0]].op
         name = _user_name(op)
@@ -365,8 +364,7 @@ class StepRun:
         """Re-execute the recorded event at ``position``; its outputs must be the same."""
         if self.error is not None:
             raise self.error
-        if self.session.closed:
-            raise RuntimeError("Attempted to use a closed Session.")
+        self.session.check_open()
         recorded = self.history[self.position]
         if not any(r.key == recorded.key for r in self.ready):
             raise self._divergence(recorded, "could not run: it is not ready now")
@@ -421,8 +419,7 @@ class StepRun:
         return out
 
     def _rewind(self, k: int) -> Rewind:
-        if self.session.closed:
-            raise RuntimeError("Attempted to use a closed Session.")
+        self.session.check_open()
         records = [(e.index, e.name, e.record) for e in self.history[: self.position]
                    if e.record is not None]
         undo_log.check_undoable(records)  # refuse before anything changes

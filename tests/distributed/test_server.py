@@ -181,6 +181,16 @@ def test_session_reset_clears_the_tasks_state_and_closes_its_sessions(cluster):
     s.run(init)
     tf.Session.reset(target)
     assert s.closed
+    # As TF: a reset session's runs are aborted, its master knows it no more; closing it says
+    # so once; then it is an ordinary closed session.
+    for _ in range(2):
+        with pytest.raises(tf.errors.AbortedError, match=r"Session \w+ is not found"):
+            s.run(v)
+    with pytest.raises(tf.errors.AbortedError, match="is not found"):
+        s.close()
+    with pytest.raises(RuntimeError, match="closed Session"):
+        s.run(v)
+    s.close()
     with tf.Session(target, graph=g) as s2:
         with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized"):
             s2.run(v)

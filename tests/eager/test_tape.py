@@ -202,3 +202,39 @@ def test_tf_gradients_is_refused_when_executing_eagerly():
     x = tf.constant(1.0)
     with pytest.raises(RuntimeError, match="GradientTape"):
         tf.gradients(x * x, x)
+
+
+@pytest.mark.parametrize("op", ["matmul", "batch_matmul", "conv2d"])
+def test_a_tape_skips_the_gradients_of_unwatched_inputs(op, monkeypatch):
+    # As TF's tape (skip_input_indices): a layer's data input leads to no source, so its
+    # gradient (a whole product per layer and step) is not computed; the watched input's is.
+    from dflab.ops import conv_ops, math_ops
+
+    if op == "conv2d":
+        xv, wv = RNG.standard_normal((2, 5, 5, 3)), RNG.standard_normal((3, 3, 3, 4))
+        fn = lambda x, w: tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")  # noqa: E731
+        builder = (conv_ops, "conv2d_backprop_input")  # the image's gradient only
+    else:
+        shapes = [(2, 4, 3), (2, 3, 5)] if op == "batch_matmul" else [(4, 3), (3, 5)]
+        xv, wv = (RNG.standard_normal(s) for s in shapes)
+        fn = tf.matmul
+        builder = (math_ops, "matmul")  # each input's gradient is one product
+    made = []
+    real = getattr(*builder)
+    monkeypatch.setattr(*builder, lambda *a, **k: made.append(1) or real(*a, **k))
+    x, w = tf.constant(xv), tf.Variable(wv)
+    gy = RNG.standard_normal(fn(x, w).shape.as_list())
+    want_x, want_w = (_numeric(fn, [xv, wv], k, [gy]) for k in (0, 1))
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(fn(x, w) * gy)
+    made.clear()
+    np.testing.assert_allclose(t.gradient(y, w).numpy(), want_w, rtol=1e-5, atol=1e-7)
+    unwatched = len(made)
+    with tf.GradientTape() as t:  # x watched: its gradient is made too
+        t.watch(x)
+        y = tf.reduce_sum(fn(x, w) * gy)
+    made.clear()
+    gx, gw = t.gradient(y, [x, w])
+    assert len(made) == unwatched + 1
+    np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gw.numpy(), want_w, rtol=1e-5, atol=1e-7)
