@@ -18,8 +18,7 @@ from dflab.framework.constant_op import constant, constant_value_as_shape
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import array_ops
-from dflab.ops.math_ops import skipped_inputs
-from dflab.ops.op_util import check_same_dtype
+from dflab.ops.op_util import check_same_dtype, skipped_inputs
 
 
 def _apply(op_type, inputs, attrs=None, name=None):

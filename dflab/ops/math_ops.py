@@ -30,7 +30,7 @@ from dflab.framework.registry import NotDifferentiable, RegisterGradient, regist
 from dflab.framework.tensor import override_operator
 from dflab.framework.tensor_shape import TensorShape, broadcast_shapes
 from dflab.ops import array_ops
-from dflab.ops.op_util import check_same_dtype
+from dflab.ops.op_util import check_same_dtype, skipped_inputs
 
 
 # --- dtype classes and shape rules shared by the elementwise ops --------------------------------
@@ -658,12 +658,6 @@ def _matmul_infer(op):
 
 
 register_op("MatMul", _matmul_infer, expensive=True)
-
-
-def skipped_inputs(op) -> tuple:
-    """The positions of ``op``'s inputs whose gradients nobody wants (a tape's
-    ``skip_input_indices``; a graph op has none: pruning drops what is not fetched)."""
-    return getattr(op, "skip_input_indices", None) or ()
 
 
 # Each input's gradient of a product, by (transpose_a, transpose_b): the factors (a, b or the

@@ -90,3 +90,9 @@ def axis_list(axis, rank):
             raise ValueError(f"axis {a} is out of range for a tensor of rank {rank}")
         out.append(a % rank if rank else 0)
     return sorted(set(out))
+
+
+def skipped_inputs(op) -> tuple:
+    """The positions of ``op``'s inputs whose gradients nobody wants (a tape's
+    ``skip_input_indices``; a graph op has none: pruning drops what is not fetched)."""
+    return getattr(op, "skip_input_indices", None) or ()
