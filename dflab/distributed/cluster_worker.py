@@ -17,9 +17,13 @@ Everything the two transports share is here, once:
   the task that did not answer or the step that ran late;
 * stepping through a cluster step, or its refusal, in one place.
 
-A plan that runs unpartitioned over devices of several tasks (a while loop whose body spans
-devices, a partial run) can only run where those devices are objects of this process: it runs
-on a worker of this process over them, admitted through the same gates.
+Where the tasks' partitions are objects of this process (a stub's ``runs_here``: an
+in-process cluster without simulated links), they run on a worker of this process over the
+tasks' devices, admitted through the same gates and tracked by the tasks' workers: a plan that
+runs unpartitioned over devices of several tasks (a while loop whose body spans devices, a
+partial run), which can run nowhere else, and every untraced step, which then costs what the
+same partitions cost in one session (a traced step runs as shares, so that its trace shows
+each task's share and the tensors crossing tasks).
 """
 
 from __future__ import annotations
@@ -91,7 +95,9 @@ class ClusterWorker:
         self.devices = DeviceSet(_filtered([d for s in stubs for d in s.devices()],
                                            config.device_filters))
         self._origins: dict = {}
-        self._spanning: Worker | None = None  # for plans spanning tasks unpartitioned
+        # A worker of this process over the tasks' devices, where they are objects of this
+        # process: it runs plans spanning tasks unpartitioned, and steps run here (_run_here).
+        self._here: Worker | None = None
         self._token = uuid.uuid4().hex  # names this session as a holder of task gates
         self.steps = RunningSteps()  # step id -> its _ClusterStep, while it runs
         self._layouts: dict = {}  # (id of a plan's partition list, main) -> its _Layout
@@ -118,20 +124,20 @@ class ClusterWorker:
             self._origins.update(origins)
         if not spec.device:
             return ClusterPartition(None, None, spec, writes,
-                                    self._spanning_worker().register_partition(spec, origins))
+                                    self._here_worker().register_partition(spec, origins))
         stub = self._stub(task_of_device(spec.device))
         handle, local = stub.register_partition(spec, origins)
         return ClusterPartition(stub.task, handle, spec, writes, local)
 
-    def _spanning_worker(self) -> Worker:
+    def _here_worker(self) -> Worker:
         if any(isinstance(d, RemoteDevice) for d in self.devices):
             raise errors.UnimplementedError(
                 None, None, "This plan runs unpartitioned over several devices (a while "
                 "loop whose body spans devices, or a partial run); with tasks in other "
                 "processes each loop must stay on one task's device, fed from the others")
-        if self._spanning is None:
-            self._spanning = Worker(self._config, self._owner, devices=self.devices)
-        return self._spanning
+        if self._here is None:
+            self._here = Worker(self._config, self._owner, devices=self.devices)
+        return self._here
 
     # --- steps ---------------------------------------------------------------------------------
     def run_partition(self, part: ClusterPartition, feed_values, step_id, timeout=None,
@@ -147,12 +153,17 @@ class ClusterWorker:
         first error (see the module docstring)."""
         step_id = STEP_ID_BASE | step_id
         layout = self._layout(parts, main)
+        here = layout.here and observer is None
         for stub in layout.stub_list:
             stub.check()
+            if here and not stub.runs_here():
+                here = False
         holder = self._holder() if layout.writing else ""
         if layout.spanning:  # spanning tasks: run here, admitted there
             return self._run_spanning(parts, feed_values, step_id, timeout, observer,
                                       layout.writing, holder)
+        if here:
+            return self._run_here(layout, feed_values, step_id, timeout, main, holder)
         # Several writing tasks admit the step first; one decides alone, with its share (the
         # layout's gate per share says so).
         gates = self.admit(layout.writing, holder, timeout) if len(layout.writing) > 1 \
@@ -190,16 +201,39 @@ class ClusterWorker:
     def _run_spanning(self, parts, feed_values, step_id, timeout, observer, writing,
                       holder) -> StepResult:
         [part] = parts
-        admitted = self.admit(writing, holder, timeout) if writing else {}
+        admitted = self.admit(writing, holder, timeout) if writing else ()
         try:
-            values = self._spanning.run_partition(part.local, feed_values, step_id, timeout,
-                                                  observer)
+            return StepResult([self._here.run_partition(part.local, feed_values, step_id,
+                                                        timeout, observer)])
         except errors.OpError as e:
             return StepResult(None, e)
         finally:
-            for task in admitted:
-                self._stubs[task].gate_exit()
-        return StepResult([values])
+            if admitted:
+                self._count_out(admitted)
+
+    def _run_here(self, layout: _Layout, feed_values, step_id, timeout, main,
+                  holder) -> StepResult:
+        """A step whose partitions are all objects of this process (the tasks of an
+        in-process cluster, with no simulated link between them), untraced: run here as one
+        session runs its partitions, in one step group with one rendezvous, admitted through
+        the tasks' gates and tracked by their workers, so that a task's stopping cancels it.
+        Per task, a share of its own (request, rendezvous, step group, outcome) would cost
+        more than a small step's work; a traced step takes that way, so that its trace shows
+        each task's share and the tensors crossing tasks."""
+        admitted = self.admit(layout.writing, holder, timeout) if layout.writing else ()
+        try:
+            here = self._here or self._here_worker()
+            group = here.begin_step(layout.local_parts, feed_values, step_id, None, main,
+                                    trackers=layout.trackers)
+            return here.finish_step(group, timeout)
+        finally:
+            if admitted:
+                self._count_out(admitted)
+
+    def _count_out(self, admitted) -> None:
+        """A step run here has ended: the gates that admitted it count it out."""
+        for task in admitted:
+            self._stubs[task].gate_exit()
 
     def start_step(self, parts, feed_values, step_id, observer=None) -> list:
         """The executions of one step of ``parts``, not started (the stepper drives them);
@@ -207,7 +241,7 @@ class ClusterWorker:
         step_id = STEP_ID_BASE | step_id
         self._check(parts)
         if any(p.task is None for p in parts):
-            return self._spanning.start_step([p.local for p in parts], feed_values, step_id,
+            return self._here.start_step([p.local for p in parts], feed_values, step_id,
                                              observer)
         by_task: dict = {}
         for i, part in enumerate(parts):
@@ -236,13 +270,13 @@ class ClusterWorker:
         step_id = STEP_ID_BASE | step_id
         if self.steps.abort(step_id, error):
             return True
-        return self._spanning is not None and self._spanning.abort_step(step_id, error)
+        return self._here is not None and self._here.abort_step(step_id, error)
 
     def cancel_steps(self, error: BaseException) -> None:
         """Cancel every step of this session running on the cluster."""
         self.steps.cancel_all(error)
-        if self._spanning is not None:
-            self._spanning.cancel_steps(error)
+        if self._here is not None:
+            self._here.cancel_steps(error)
 
     def _check(self, parts) -> None:
         """A step may run only while every task it uses serves."""
@@ -294,8 +328,8 @@ class ClusterWorker:
         self.cancel_steps(errors.CancelledError(None, None, "The session was closed"))
         for stub in self._stubs.values():
             stub.close()
-        if self._spanning is not None:
-            self._spanning.close()
+        if self._here is not None:
+            self._here.close()
 
 
 class _Layout:
@@ -305,12 +339,18 @@ class _Layout:
     of the main partition and its gate mode where it alone decides; the tasks whose variables
     the step changes."""
 
-    __slots__ = ("parts", "stubs", "stub_list", "shares", "writing", "spanning")
+    __slots__ = ("parts", "stubs", "stub_list", "shares", "writing", "spanning", "here",
+                 "local_parts", "trackers")
 
     def __init__(self, parts, main: int, stubs: dict):
         self.parts = parts
         self.writing = sorted({t for p in parts for t in p.writes})
         self.spanning = any(p.task is None for p in parts)
+        # Every partition an object of this process: the step may run here (``_run_here``),
+        # tracked by the running steps of each task's worker.
+        self.here = not self.spanning and all(p.local is not None for p in parts)
+        self.local_parts = [p.local for p in parts] if self.here else []
+        self.trackers = tuple({id(p.steps): p.steps for p in self.local_parts}.values())
         by_task: dict = {}
         for i, part in enumerate(parts):
             by_task.setdefault(part.task, []).append(i)

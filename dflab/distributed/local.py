@@ -3,10 +3,13 @@
 A started ``tf.train.Server`` (protocol "grpc", which this transport stands in for) registers
 its task here under the address the cluster gives it; an address serves one task at a time, as
 a port does. A session on ``grpc://<address>`` gets a ``ClusterWorker`` over an
-``InProcessStub`` per running task of that cluster: calls are direct, and a tensor crossing
-tasks is handed from the sender's rendezvous to the receiver's without a copy (between memory
-spaces, the sending device copies it onto the receiving one). Where ``simulate_network`` gives
-the cluster's links a cost, a pulled tensor arrives when its link delivers it.
+``InProcessStub`` per running task of that cluster, and calls are direct. The tasks'
+partitions are objects of this process, so an untraced step runs in the client's own step
+group (``ClusterWorker._run_here``): a tensor crossing tasks meets its receiver in one
+rendezvous, as between two devices of one session. A traced step, or any step where
+``simulate_network`` gives the cluster's links a cost, runs as a share per task: a tensor
+crossing tasks is pulled from the sender's rendezvous without a copy (between memory spaces,
+the sending device copies it onto the receiving one), and arrives when its link delivers it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dflab.distributed.cluster_worker import ClusterWorker
 from dflab.distributed.names import task_name
 from dflab.distributed.network import delay_line, network_at, network_key
 from dflab.distributed.stub import Done, StepRequest, TaskOutcome
-from dflab.distributed.task import NOT_SENT, Task
+from dflab.distributed.task import Task
 from dflab.distributed.wire import unavailable
 from dflab.framework import errors
 from dflab.framework.rendezvous import parse_key
@@ -45,8 +48,7 @@ def start_task(cluster: ClusterSpec, job: str, index: int, config) -> Task:
                 None, None, f"Could not start server for {name}: address {address} is in use "
                 f"by {other[0].name} (stop that server first)")
         task = Task(job, index, config, None)
-        task.pull = puller = _Puller(task, cluster)
-        task.take = puller.take
+        task.pull = _Puller(task, cluster)
         _running[address] = (task, cluster)
     return task
 
@@ -131,24 +133,6 @@ class _Puller:
 
         peer.serve_pull(step_id, key, arrived)
 
-    def take(self, src_task: str, step_id: int, key: str):
-        """The value of ``key`` that ``src_task`` already sent in ``step_id``, taken and moved
-        onto our device; ``NOT_SENT`` where it is not there yet, and where a simulated link
-        must deliver it or the peer is not known to be serving (the pull says why)."""
-        peer = self._peers.get(src_task)
-        if peer is None or peer.closed:
-            return NOT_SENT
-        network = network_at(self._network_key)
-        if network is not None and network.link(src_task, self._task.name) is not None:
-            return NOT_SENT
-        value = peer.sent_value(step_id, key)
-        if value is NOT_SENT:
-            return value
-        move = self._moves.get(key.split(";", 1)[1], False)
-        if move is False:
-            move = self._move(peer, key)
-        return value if move is None else move(value)
-
     def _move(self, peer: Task, key: str):
         """How a value of ``key`` moves from ``peer``'s device onto ours: None where the two
         share a memory space (found once per pair of devices: keys repeat every step)."""
@@ -171,10 +155,11 @@ class InProcessStub:
     transport = "in-process"
     supports_stepping = True
 
-    def __init__(self, task: Task):
+    def __init__(self, task: Task, cluster: ClusterSpec):
         self.task = task.name
         self.where = task.name  # how errors name it
         self._task = task
+        self._network_key = network_key(cluster)
         self._handles: list = []
 
     def devices(self) -> list:
@@ -184,6 +169,10 @@ class InProcessStub:
         if self._task.closed:
             raise unavailable(self.task, "its server stopped (a restarted task starts empty; "
                               "create a new session to use it)")
+
+    def runs_here(self) -> bool:
+        # A simulated link delivers a tensor crossing tasks through the pull (``_Puller``).
+        return network_at(self._network_key) is None
 
     def register_partition(self, spec, origins=None):
         part = self._task.worker.register_partition(spec, origins)
@@ -254,8 +243,9 @@ class _LocalShare:
 def session_worker(target: str, config, session) -> ClusterWorker:
     """The worker of ``tf.Session("grpc://<address>")``: every running task of the cluster of
     the task at that address, that task's devices first."""
-    tasks, _ = _tasks_of_cluster(target[len(TARGET_PREFIX):])
-    return ClusterWorker(config, session, [InProcessStub(t) for t in tasks], tasks[0].name)
+    tasks, cluster = _tasks_of_cluster(target[len(TARGET_PREFIX):])
+    return ClusterWorker(config, session, [InProcessStub(t, cluster) for t in tasks],
+                         tasks[0].name)
 
 
 def reset(target: str, containers) -> None:

@@ -93,6 +93,10 @@ class TaskStub(Protocol):
     def check(self) -> None:
         """Raise ``UnavailableError`` if the task is known to be gone."""
 
+    def runs_here(self) -> bool:
+        """Whether the task's partitions may run in the client's own step group now: they are
+        objects of this process, and no simulated link stands between the cluster's tasks."""
+
     def register_partition(self, spec, origins=None):
         """Register a ``PartitionSpec``; returns the task's handle for it."""
 

@@ -7,9 +7,9 @@ transport's actor (``dflab.distributed.ray.actor``) wraps one. What differs betw
 one hook a task is built with, TF's ``RecvFromRemoteAsync``: ``pull(src_task, step_id, key,
 done)`` — receive ``key`` of step ``step_id`` from the task that sent it, and call
 ``done(value, error, sent_ns)`` with the value on the receiving device (``sent_ns``: when it
-left the sender, for traces; None when unknown). A transport whose peers' rendezvous are in
-reach (in-process) also sets ``take(src_task, step_id, key)``: the value the peer already sent,
-taken, or ``NOT_SENT``; a receive it answers skips the pull and its callbacks.
+left the sender, for traces; None when unknown). (An in-process cluster's untraced steps do not
+come here at all: the client runs them in one step group of its own, see
+``ClusterWorker._run_here``.)
 
 A step's rendezvous on a task (``TaskRendezvous``) is made by whichever comes first, the task's
 share of the step or a peer's pull (every task starts at once), and kept until the client says
@@ -30,8 +30,6 @@ from dflab.framework.rendezvous import parse_key
 from dflab.runtime.devices import HOST_MEMORY
 from dflab.runtime.rendezvous import LocalRendezvous
 from dflab.runtime.worker import Worker
-
-NOT_SENT = object()  # what ``TaskRendezvous.take_sent`` answers for a value not (yet) there
 
 
 class TaskRendezvous(LocalRendezvous):
@@ -55,14 +53,6 @@ class TaskRendezvous(LocalRendezvous):
             src = self._task.owner_of(device)
         if src is None:
             return super().recv_async(key, callback)
-        take = self._task.take
-        if take is not None and self._error is None and not self.traced:
-            # Sent already (the sender's share ran first): no pull, no waiter to register.
-            # A traced step pulls, to record the transfer.
-            value = take(src, self.step_id, key)
-            if value is not NOT_SENT:
-                callback(value, None)
-                return
         with self._lock:
             error = self._error
             if error is None:
@@ -88,15 +78,6 @@ class TaskRendezvous(LocalRendezvous):
         """A peer's pull of ``key``, which this task sends: always a local key, so straight to
         the table (``recv_async`` would ask again who sends it)."""
         LocalRendezvous.recv_async(self, key, done)
-
-    def take_sent(self, key: str):
-        """``key``'s value if it was sent and not yet received (taken), else ``NOT_SENT``: a
-        pull that finds its value already here is answered without a callback."""
-        # No lock: a dict pop is atomic, and a send or an abort racing it falls before or
-        # after it, as it would under the lock (aborted: the pull's own path reports it).
-        if self._error is not None:
-            return NOT_SENT
-        return self._values.pop(key, NOT_SENT)
 
 
 class _CopyingTaskRendezvous(TaskRendezvous):
@@ -135,7 +116,6 @@ class Task:
         self.worker = Worker(config, task=self.name)
         self.gate = TaskGate(self.name)
         self.pull = pull
-        self.take = None  # the transport's fast path for values already sent (see above)
         self._rendezvous: dict[int, TaskRendezvous] = {}
         # Whether the task stopped: its worker is closed with it, and only then. An attribute
         # rather than the worker's property: every step and pull asks.
@@ -167,12 +147,6 @@ class Task:
             # pull) one's rendezvous is kept and both get it.
             rdv = self._rendezvous.setdefault(step_id, self._rendezvous_class(step_id, self))
         return rdv
-
-    def sent_value(self, step_id: int, key: str):
-        """The value of ``key`` this task sent in ``step_id`` and nobody received yet, taken
-        (``NOT_SENT`` if it is not here yet): a peer's pull served without waiting."""
-        rdv = self._rendezvous.get(step_id)  # atomic; no rendezvous yet: nothing sent
-        return NOT_SENT if rdv is None else rdv.take_sent(key)
 
     def drop_rendezvous(self, step_id: int) -> None:
         # No lock: a dict pop is atomic, and one racing ``rendezvous`` (a late pull) makes a
@@ -285,8 +259,12 @@ class Task:
                 steps.append(self._rendezvous.popitem()[1])
             except KeyError:  # emptied meanwhile (a step dropped its own)
                 break
+        stopped = errors.CancelledError(None, None, f"Task {self.name} stopped")
         for rdv in steps:
-            rdv.abort(errors.CancelledError(None, None, f"Task {self.name} stopped"))
+            rdv.abort(stopped)
+        # Steps running over this task's partitions are cancelled, here or in the client's
+        # group (``ClusterWorker._run_here``), before its devices close under them.
+        self.worker.cancel_steps(stopped)
         self.worker.close()
 
 

@@ -132,7 +132,7 @@ class RegisteredPartition:
     the device whose memory its feeds and fetches cross into and out of (None: host memory)."""
 
     __slots__ = ("handle", "device", "executor_plan", "feed_index", "cheap_start", "stream",
-                 "memory", "_feeds_as_given", "replay", "_replay_reason")
+                 "memory", "_feeds_as_given", "replay", "_replay_reason", "steps")
 
     def __init__(self, handle: int, device: str, executor_plan: ExecutorPlan, feed_index,
                  stream, memory=None):
@@ -150,6 +150,10 @@ class RegisteredPartition:
         # eligible; otherwise why not.
         self.replay = None
         self._replay_reason: str | None = None
+        # The running steps of the worker it is registered with: a step that another worker
+        # of this process runs over it is tracked there too, so that closing this one (its
+        # task stopping) cancels that step (``Worker.begin_step``'s ``trackers``).
+        self.steps: RunningSteps | None = None
 
     @property
     def replay_reason(self) -> str | None:
@@ -205,7 +209,8 @@ class StepGroup:
     cancellation of a receive; TF's status groups prefer the root cause in the same way).
     ``on_error``, when set, hears the first error (a cluster step cancels its other tasks)."""
 
-    __slots__ = ("rendezvous", "executions", "parts", "error", "_lock", "step_id", "on_error")
+    __slots__ = ("rendezvous", "executions", "parts", "error", "_lock", "step_id", "on_error",
+                 "trackers")
 
     def __init__(self, rendezvous, step_id):
         self.rendezvous = rendezvous
@@ -215,6 +220,7 @@ class StepGroup:
         self._lock = threading.Lock()
         self.step_id = step_id
         self.on_error = None
+        self.trackers = ()  # other workers' running steps that track it (``begin_step``)
 
     def failed(self, error) -> None:
         with self._lock:
@@ -393,6 +399,7 @@ class Worker:
             memory = None
         part = RegisteredPartition(next(self._handles), spec.device, eplan, spec.feed_index,
                                    stream, memory)
+        part.steps = self.steps
         if self._config.dflab.gpu_step_replay:
             self._set_up_replay(part)
         self._partitions[part.handle] = part
@@ -544,14 +551,21 @@ class Worker:
         return group
 
     def begin_step(self, parts, feed_values, step_id: int, observer=None, main: int | None = 0,
-                   rendezvous=None, on_error=None) -> StepGroup:
+                   rendezvous=None, on_error=None, trackers=()) -> StepGroup:
         """Start one step of ``parts``, concurrently: partitions with work to do at once go to
         the pool; those whose start is cheap, and ``main`` (the biggest; None: none) last, run
         on the calling thread until they finish or wait. ``on_error(error)`` is called once,
-        with the step's first error, from whichever thread meets it. ``finish_step`` waits."""
+        with the step's first error, from whichever thread meets it. ``trackers``: the running
+        steps of other workers that track the step too (those of the tasks whose partitions
+        it runs, when it runs here over their devices: their closing cancels it).
+        ``finish_step`` waits."""
         group = self._new_group(parts, feed_values, step_id, observer, rendezvous)
         group.on_error = on_error
         self.steps.track(step_id, group)
+        if trackers:
+            group.trackers = trackers
+            for steps in trackers:
+                steps.track(step_id, group)
         pool = self._pool or self.inter_op_pool()  # made once: most steps skip the call
         execs = group.executions
         if len(execs) == 1:  # a task's one partition of a cluster step: no order to keep
@@ -587,6 +601,8 @@ class Worker:
                         pass
         finally:
             self.steps.untrack(group.step_id, group)
+            for steps in group.trackers:
+                steps.untrack(group.step_id, group)
         error = group.error
         if error is None:
             try:

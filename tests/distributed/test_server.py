@@ -13,7 +13,6 @@ from cluster_test_util import (
 )
 
 import dflab as tf
-from dflab.distributed.task import NOT_SENT
 
 CLUSTER = {"ps": ["ps0:2222"], "worker": ["w0:2222", "w1:2222"]}
 
@@ -344,7 +343,21 @@ def test_a_step_across_tasks_can_be_stepped_node_by_node_through_the_task_stubs(
         assert_bit_identical(again.result, want)
 
 
-def test_a_value_already_sent_is_taken_at_once_and_one_not_yet_sent_is_pulled(cluster):
+def _spy_pulls(cluster, keys) -> list:
+    """Record (sending task, receiving task) of every pull of the tasks at ``keys``."""
+    pulled = []
+    for key in keys:
+        task = cluster[key]._task
+
+        def spy_pull(src, step_id, k, done, pull=task.pull, name=task.name):
+            pulled.append((src, name))
+            pull(src, step_id, k, done)
+
+        task.pull = spy_pull
+    return pulled
+
+
+def test_an_untraced_step_runs_in_the_clients_group_and_a_traced_or_linked_one_pulls(cluster):
     g = tf.Graph()
     with g.as_default():
         with tf.device("/job:ps/task:0"):
@@ -354,42 +367,60 @@ def test_a_value_already_sent_is_taken_at_once_and_one_not_yet_sent_is_pulled(cl
         with tf.device("/job:worker/task:1"):
             c = b * 10.0
         with tf.device("/job:worker/task:0"):
-            # The biggest partition: worker 0's share runs last, once the others started.
             d = tf.add_n([c, a, tf.constant(1.0), tf.constant(2.0), tf.constant(3.0)])
-    taken, pulled = [], []
-    for key in [("worker", 0), ("worker", 1)]:
-        task = cluster[key]._task
-        take, pull = task.take, task.pull
-
-        def spy_take(src, step_id, k, take=take, name=task.name):
-            value = take(src, step_id, k)
-            if value is not NOT_SENT:
-                taken.append((src, name))
-            return value
-
-        def spy_pull(src, step_id, k, done, pull=pull, name=task.name):
-            pulled.append((src, name))
-            pull(src, step_id, k, done)
-
-        task.take, task.pull = spy_take, spy_pull
+    pulled = _spy_pulls(cluster, [("worker", 0), ("worker", 1)])
     ps, w0, w1 = (f"/job:{j}/replica:0/task:{i}" for j, i in [("ps", 0), ("worker", 0),
                                                              ("worker", 1)])
+    crossing = sorted([(ps, w0), (w0, w1), (w1, w0)])  # a, b and c
     with tf.Session(cluster["worker", 0].target, graph=g) as s:
-        assert s.run(d) == 82.0  # the first pull from each peer finds it
+        # One step group here over the three tasks' partitions: a, b and c meet their
+        # receivers in its rendezvous, and no task pulls.
         for _ in range(3):
-            taken.clear()
-            pulled.clear()
             assert s.run(d) == 82.0
-            # ps sent a before worker 0 started: taken from its rendezvous, no pull; worker 1
-            # asked for b before worker 0 sent it: pulled, answered when it was sent.
-            assert (ps, w0) in taken and (ps, w0) not in pulled
-            assert (w0, w1) in pulled and (w0, w1) not in taken
-            assert len(taken) + len(pulled) == 3  # a, b and c crossed once each
-        # A traced step always pulls, so that every transfer is recorded.
-        taken.clear()
-        pulled.clear()
+        assert pulled == []
+        # A traced step runs a share per task: every tensor crossing tasks is pulled, and
+        # recorded.
         md = tf.RunMetadata()
         options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
         assert s.run(d, options=options, run_metadata=md) == 82.0
-        assert not taken and len(pulled) == 3
+        assert sorted(pulled) == crossing
         assert len(md.transfers) >= 3
+        # A simulated link must deliver what crosses tasks: shares and pulls again.
+        pulled.clear()
+        tf.distributed.simulate_network(cluster["ps", 0], latency_s=0.0)
+        try:
+            assert s.run(d) == 82.0
+        finally:
+            tf.distributed.clear_network(cluster["ps", 0])
+        assert sorted(pulled) == crossing
+
+
+def test_a_task_that_stops_cancels_a_step_running_in_the_clients_group(cluster):
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/job:ps/task:0"):
+            waiting = tf.FIFOQueue(2, tf.float32, shapes=[[]]).dequeue()
+        with tf.device("/job:worker/task:0"):
+            fetch = waiting + 1.0
+    s = tf.Session(cluster["worker", 0].target, graph=g)
+    box = []
+
+    def run():
+        try:
+            # The deadline only bounds the test should the step not be cancelled.
+            s.run(fetch, options=tf.RunOptions(timeout_in_ms=30000))
+            box.append(None)
+        except tf.errors.OpError as e:
+            box.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(0.5)
+    assert t.is_alive()  # parked in the ps's dequeue
+    cluster["ps", 0].stop()
+    t.join(10)
+    assert not t.is_alive()
+    [error] = box
+    assert isinstance(error, tf.errors.CancelledError), repr(error)
+    assert "Task /job:ps/replica:0/task:0 stopped" in str(error)
+    s.close()

@@ -61,6 +61,9 @@ class RayTaskStub:
     def check(self) -> None:
         """A dead actor is found by the step's calls."""
 
+    def runs_here(self) -> bool:
+        return False  # the task's partitions live in its actor's process
+
     def _call(self, method, *args, timeout: float | None = None):
         """``actor.method(*args)``, its Ray failures as the task's OpErrors."""
         try:
