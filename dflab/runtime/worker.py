@@ -367,13 +367,14 @@ class Worker:
         when each pays); with ``n`` 0 (the default) on one, BLAS and oneDNN on their own.
         The pool also tells kernels whether they may run on oneDNN (``options.onednn``).
         Devices owned elsewhere (a cluster's servers) keep their owner's."""
+        if not self._owns_devices:
+            return  # nothing here would use a pool, and BLAS's threads are the owner's to set
         self._intra_op = intra_op.IntraOpPool(n or 1, options.intra_op_split_products,
                                               library_threads=n, onednn=options.onednn)
         if n:
             self._intra_op.hold_blas()
-        if self._owns_devices:
-            for device in self.devices:
-                device.context.intra_op = self._intra_op
+        for device in self.devices:
+            device.context.intra_op = self._intra_op
 
     @property
     def closed(self) -> bool:

@@ -363,3 +363,26 @@ def test_closing_a_session_closes_its_pool():
         (worker,) = pool._workers
     worker.thread.join(5)
     assert not worker.thread.is_alive()
+
+
+def test_a_cluster_session_leaves_blas_to_the_servers_that_own_the_devices():
+    spec = tf.train.ClusterSpec({"ps": ["blas-ps:1"], "worker": ["blas-w:1"]})
+    servers = [tf.train.Server(spec, job_name=j, task_index=0) for j in ("ps", "worker")]
+    try:
+        before = _blas_threads()
+        g = tf.Graph()
+        with g.as_default():
+            with tf.device("/job:ps/task:0"):
+                a = tf.constant(2.0) * 3.0
+            with tf.device("/job:worker/task:0"):
+                b = a + 1.0
+        # The client's setting would hold BLAS at 3 threads were it the devices' owner; the
+        # step runs in the client's own group over the servers' devices all the same.
+        config = tf.ConfigProto(intra_op_parallelism_threads=3,
+                                dflab={"intra_op_split_products": False})
+        with tf.Session(servers[1].target, graph=g, config=config) as s:
+            assert s.run(b) == 7.0
+            assert _blas_threads() == before
+    finally:
+        for s in servers:
+            s.stop()
