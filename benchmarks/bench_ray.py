@@ -10,6 +10,10 @@ client against the same graph on an in-process cluster: what a step's Ray calls 
 the array, another ``ray.get``-ing it and returning one element. Both move the array through
 Ray's object store once; the ratio is raw time / dflab time (target: >= 0.8x raw Ray).
 
+For scale, raw Ray's own floor is timed alongside: one call to an async actor (as each task's
+actor is), and a call to an actor that itself calls another and awaits it, which is the
+least a step in which one task pulls a tensor from another can cost.
+
 Needs ``pip install dflab[ray]``; starts (and stops) its own local Ray instance.
 """
 
@@ -73,6 +77,32 @@ def _null_steps(result, args):
             result.add(label, seconds * 1e3, "ms/step", f"{seconds / base:.1f}x in-process")
         ratios[n] = times[f"Ray, 1 ps + {n} workers"]
     return ratios
+
+
+def _raw_ray_floor(result, args) -> float:
+    """Raw Ray's round trips, as a step uses them; the time of an actor call that calls
+    another actor."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Hop:
+        async def ping(self):
+            return 1
+
+        async def relay(self, other):
+            return await other.ping.remote()
+
+    a, b = Hop.remote(), Hop.remote()
+    assert ray.get(a.relay.remote(b)) == 1
+    chain = "raw Ray: a call to an actor that calls another"
+    times = h.compare({"raw Ray: one call to an async actor": lambda: ray.get(a.ping.remote()),
+                       chain: lambda: ray.get(a.relay.remote(b))},
+                      repeat=h.repeats(args, 7), sample_s=0.3, warmup=5)
+    for actor in (a, b):
+        ray.kill(actor)
+    for label, seconds in times.items():
+        result.add(label, seconds * 1e3, "ms/call")
+    return times[chain]
 
 
 def _raw_ray_pull():
@@ -140,12 +170,14 @@ def main() -> h.Result:
     try:
         with threadpool_limits(1):
             steps = _null_steps(result, args)
+            floor = _raw_ray_floor(result, args)
             speed = _transfer(result, args)
     finally:
         ray.shutdown()
     result.target = f"64 MB between two Ray tasks >= {TARGET_X:g}x raw Ray"
     result.measured = f"{speed:.2f}x; null step " + ", ".join(
-        f"N={n}: {s * 1e3:.1f} ms" for n, s in steps.items())
+        f"N={n}: {s * 1e3:.1f} ms" for n, s in steps.items()) + \
+        f" (raw Ray's actor-to-actor call {floor * 1e3:.1f} ms)"
     result.met = speed >= TARGET_X
     h.report(result, args)
     return result
