@@ -11,6 +11,11 @@ pool:
   (``elementwise``), pooling and its gradient over the batch, dense optimizer updates over
   blocks (``chunks``/``run_chunks``). A waiting thread blocks.
 
+A split pays for a hand-off: waking a blocked pool thread and joining it. Each pool measures
+what its splits cost beyond their work and splits only work that repays that cost
+(``IntraOpPool.min_work``): a few microseconds on an idle workstation, 80-150 us on a VM whose
+idle vCPUs halt at once, more on a loaded machine.
+
 Why not BLAS's own threads for the products: an OpenBLAS worker busy-waits for about 0.1 s
 after each threaded call, so on a machine with few cores it takes a core from whatever runs
 next: this pool's chunks (an Adam update on two threads took 10.3 ms, 18.9 ms right after a
@@ -39,18 +44,37 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
 
-# Below this many multiply-adds a split costs more than it saves: handing a chunk to another
-# thread and waiting for it costs about 12 us on an idle machine, and more on a loaded one.
+# Below this many multiply-adds a split costs more than it saves where handing a chunk to
+# another thread and waiting for it costs ``REFERENCE_HANDOFF_S``; a pool that measures its
+# splits costing more wants the work its extra cost would have done (``IntraOpPool.min_work``).
 MIN_WORK = 1 << 24
 # Matrix products gain from a split sooner: a 20x400x800 product (6.4M multiply-adds, an LSTM
 # cell's) took 255 us on one thread and 195 us split, a 20x200x800 one 110 against 117 us.
 MIN_PRODUCT_WORK = 1 << 22
 # Fewest rows per chunk of a product split by rows (see ``matmul``).
 _MIN_CHUNK_ROWS = 64
+
+# What a split's hand-off and join cost where the thresholds above were measured (an idle
+# 2-core machine whose idle cores wake in microseconds). On a VM whose idle vCPUs halt at once
+# (no guest halt-polling, as Firecracker's), waking a blocked pool thread costs 80-150 us
+# instead: a 784x512 SGD update took 200 us on one thread and 380 us split.
+REFERENCE_HANDOFF_S = 12e-6
+# Splits whose overhead a pool's estimate averages, less the worst one (a descheduled hand-off
+# on a loaded machine). The mean, not the median: on a halting VM a split right after another
+# costs ~5 us and one after a pause ~100 us, and what a split costs is their mix.
+_HANDOFF_SAMPLES = 15
+# A split's overhead counts at most this much: beyond it the threads were descheduled (a loaded
+# machine, a noisy neighbour), which says more about that moment than about hand-offs.
+_HANDOFF_CAP_S = 300e-6
+# One in this many splits declined only for the measured cost is made anyway, so that the
+# estimate follows a machine that became quiet (otherwise no split would measure it again).
+_PROBE_EVERY = 32
 
 
 class _Worker:
@@ -74,10 +98,12 @@ class _Worker:
             if self._task is None:  # ``stop``: the pool closed
                 return
             fn, lo, hi = self._task
+            start = time.perf_counter()
             try:
-                self._outcome = (fn(lo, hi), None)
+                result = (fn(lo, hi), None)
             except BaseException as e:  # noqa: BLE001 - handed to the waiting caller
-                self._outcome = (None, e)
+                result = (None, e)
+            self._outcome = result + (time.perf_counter() - start,)
             # Let the chunk's closure go before waiting for the next: it holds the op's arrays,
             # which would otherwise stay alive (and look held to an in-place update) until then.
             fn = self._task = None
@@ -88,7 +114,7 @@ class _Worker:
         self._go.release()
 
     def wait(self) -> tuple:
-        """(result, error) of the chunk started last."""
+        """(result, error, seconds it ran) of the chunk started last."""
         self._done.acquire()
         outcome, self._outcome = self._outcome, None
         return outcome
@@ -121,6 +147,11 @@ class IntraOpPool:
         self._workers: list[_Worker] = []  # every pool thread started
         self._idle: list[_Worker] = []  # those not running a chunk now
         self._closed = False
+        # The overheads of the pool's last splits (wall time beyond the longest chunk), and
+        # what they make of a split's cost; see ``min_work``.
+        self._handoffs: deque[float] = deque(maxlen=_HANDOFF_SAMPLES)
+        self._handoff_s = REFERENCE_HANDOFF_S
+        self._declined = 0  # splits declined for the measured cost only (``_PROBE_EVERY``)
 
     def __repr__(self):
         how = "products split" if self.splits_products else "products on BLAS's threads"
@@ -162,14 +193,35 @@ class IntraOpPool:
                 _apply_blas()
 
     # --- splitting ----------------------------------------------------------------------------
+    @property
+    def handoff_s(self) -> float:
+        """What a split costs this pool beyond its work, as measured: the mean of its last
+        splits' overheads less the worst one (``REFERENCE_HANDOFF_S`` before any)."""
+        return self._handoff_s
+
+    def min_work(self, products: bool = False) -> float:
+        """The least work ``chunks`` splits: ``MIN_PRODUCT_WORK`` (``MIN_WORK``) where a split
+        costs ``REFERENCE_HANDOFF_S``, plus the work that a split's extra measured cost would
+        have done, thrice (two threads save at most half an op's time, and two halves that
+        share the memory bus or a core each take ~0.65 of the whole). TF's Eigen pool sidesteps
+        the cost by spinning its threads between ops; a Python thread cannot wait for work
+        without blocking (or holding the GIL), so this pool splits only what repays a wake-up
+        on the machine it runs on."""
+        extra = max(self._handoff_s - REFERENCE_HANDOFF_S, 0.0)
+        if products:
+            return MIN_PRODUCT_WORK + 3 * extra * PRODUCT_WORK_PER_S
+        return MIN_WORK + 3 * extra * PASS_WORK_PER_S
+
     def chunks(self, xp, n: int, work: float, products: bool = False) -> list[tuple[int, int]]:
         """Contiguous ``[lo, hi)`` bounds splitting ``range(n)`` among the pool's threads, or
-        one chunk when there is one thread, ``xp`` is not NumPy or ``work`` is too small.
-        Work that is mostly matrix products (``products``) is one chunk unless products are
-        split: BLAS threads it."""
+        one chunk when there is one thread, ``xp`` is not NumPy or ``work`` is too small for
+        what a split costs here (``min_work``). Work that is mostly matrix products
+        (``products``) is one chunk unless products are split: BLAS threads it."""
         k = min(self.threads, n)
-        if k <= 1 or xp is not np or work < (MIN_PRODUCT_WORK if products else MIN_WORK) or (
-                products and not self.split_products):
+        if k <= 1 or xp is not np or (products and not self.split_products):
+            return [(0, n)]
+        if work < self.min_work(products) and not self._probe(
+                work >= (MIN_PRODUCT_WORK if products else MIN_WORK)):
             return [(0, n)]
         step, extra = divmod(n, k)
         bounds, lo = [], 0
@@ -178,6 +230,20 @@ class IntraOpPool:
             bounds.append((lo, hi))
             lo = hi
         return bounds
+
+    def _probe(self, worth_at_reference: bool) -> bool:
+        """Whether to make a split the measured cost declines anyway, to measure it again:
+        one in ``_PROBE_EVERY`` of those that would pay at the reference cost."""
+        if not worth_at_reference:
+            return False
+        self._declined += 1  # a lost count between racing callers only shifts a probe
+        return self._declined % _PROBE_EVERY == 0
+
+    def _record_handoff(self, seconds: float) -> None:
+        with self._lock:
+            self._handoffs.append(min(max(seconds, 0.0), _HANDOFF_CAP_S))
+            kept = sorted(self._handoffs)[:-1] or list(self._handoffs)  # less the worst one
+        self._handoff_s = sum(kept) / len(kept)
 
     def run_chunks(self, fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) -> list:
         """``[fn(lo, hi) for (lo, hi) in bounds]``, the first chunk on the calling thread and
@@ -188,17 +254,23 @@ class IntraOpPool:
             return [fn(*bounds[0])]
         helpers = self._take_helpers(len(bounds) - 1)
         k = len(helpers)
+        start = time.perf_counter()
         for worker, (lo, hi) in zip(helpers, bounds[1:]):
             worker.start(fn, lo, hi)
+        own_start = time.perf_counter()
         own = []  # the first chunk, then those no helper was free for
         for lo, hi in [bounds[0]] + bounds[1 + k:]:
             try:
                 own.append((fn(lo, hi), None))
             except BaseException as e:  # noqa: BLE001 - raised below, after the others finish
                 own.append((None, e))
+        own_s = time.perf_counter() - own_start
         helped = [worker.wait() for worker in helpers]
+        wall = time.perf_counter() - start
         self._give_back(helpers)
-        outcomes = own[:1] + helped + own[1:]  # in the order of ``bounds``
+        if helped:  # what the split cost beyond its longest share of the work
+            self._record_handoff(wall - max(own_s, max(s for _, _, s in helped)))
+        outcomes = own[:1] + [(r, e) for r, e, _ in helped] + own[1:]  # ``bounds``' order
         error = next((e for _, e in outcomes if e is not None), None)
         if error is not None:
             raise error
@@ -333,6 +405,12 @@ def _apply_blas() -> None:
 # An elementwise op starts to gain from a split at about 512K elements (measured: a 256K-element
 # add took 0.11 ms whole, 0.15 ms split; at 512K both 0.22 ms; at 1.6M 1.7 against 1.0 ms).
 PASS_WORK = 32
+
+# Work one core does per second (``min_work``): a BLAS product's multiply-adds (a 128x784x512
+# product in 1.2 ms, a 20x400x800 one in 0.2 ms), and elementwise passes at ~0.3 ns an element
+# (a 1M-element add in 0.18 ms, 3.2M in 1.5 ms).
+PRODUCT_WORK_PER_S = 3e10
+PASS_WORK_PER_S = PASS_WORK / 0.3e-9
 
 
 def _passes(args) -> int:

@@ -53,6 +53,55 @@ def test_run_chunks_raises_the_error_after_every_chunk_ran(three_threads):
     assert three_threads.run_chunks(lambda lo, hi: hi - lo, [(0, 4), (4, 7)]) == [4, 3]
 
 
+def test_a_pool_whose_splits_cost_more_splits_only_work_that_repays_them(three_threads,
+                                                                        monkeypatch):
+    # Make every hand-off cost twice the most a split's overhead counts (a wake-up on a halting
+    # VM costs ~0.1 ms): the pool measures it and wants that much more work before it splits.
+    pool = three_threads
+    real_start = intra_op._Worker.start
+
+    def start(worker, fn, lo, hi):
+        threading.Event().wait(2 * intra_op._HANDOFF_CAP_S)
+        real_start(worker, fn, lo, hi)
+
+    monkeypatch.setattr(intra_op._Worker, "start", start)
+    # nothing measured yet: the reference cost and thresholds
+    assert pool.handoff_s == intra_op.REFERENCE_HANDOFF_S
+    assert (pool.min_work(), pool.min_work(True)) == (1000, 1000)
+    for _ in range(intra_op._HANDOFF_SAMPLES):
+        assert pool.run_chunks(lambda lo, hi: lo, [(0, 1), (1, 2)]) == [0, 1]
+    costly = pool.handoff_s
+    assert costly == intra_op._HANDOFF_CAP_S
+    # three times the work the extra cost would have done, on top of the reference threshold
+    extra = costly - intra_op.REFERENCE_HANDOFF_S
+    assert pool.min_work() == pytest.approx(1000 + 3 * extra * intra_op.PASS_WORK_PER_S)
+    assert pool.min_work(True) == pytest.approx(1000 + 3 * extra * intra_op.PRODUCT_WORK_PER_S)
+    assert pool.chunks(np, 10, pool.min_work() / 2) == [(0, 10)]
+    assert len(pool.chunks(np, 10, pool.min_work() * 2)) == 3
+    assert pool.chunks(np, 10, pool.min_work(True) / 2, products=True) == [(0, 10)]
+
+
+def test_a_costly_pool_still_probes_one_split_in_so_many_and_ignores_one_outlier():
+    pool = intra_op.IntraOpPool(2)
+    try:
+        for _ in range(intra_op._HANDOFF_SAMPLES):
+            pool._record_handoff(100 * intra_op.REFERENCE_HANDOFF_S)
+        # worth splitting at the reference cost, not at this one: one in _PROBE_EVERY splits
+        made = [len(pool.chunks(np, 10, intra_op.MIN_WORK * 2)) for _ in range(64)]
+        assert made.count(2) == 64 // intra_op._PROBE_EVERY
+        # work too small even at the reference cost is never probed
+        assert all(pool.chunks(np, 10, intra_op.MIN_WORK - 1) == [(0, 10)] for _ in range(64))
+        # cheap hand-offs and one descheduled one: the reference thresholds again
+        for _ in range(intra_op._HANDOFF_SAMPLES - 1):
+            pool._record_handoff(intra_op.REFERENCE_HANDOFF_S / 4)
+        pool._record_handoff(0.05)
+        assert pool.handoff_s < intra_op.REFERENCE_HANDOFF_S
+        assert pool.min_work() == intra_op.MIN_WORK
+        assert pool.chunks(np, 10, intra_op.MIN_WORK) == [(0, 5), (5, 10)]
+    finally:
+        pool.close()
+
+
 def test_run_chunks_from_many_threads_at_once_gives_each_its_own_results(three_threads):
     # Eight callers share two pool threads: a chunk no idle thread is left for runs on its
     # caller, and every caller gets its chunks' results in order.
@@ -144,6 +193,14 @@ def _count_splits(monkeypatch) -> list:
     return calls
 
 
+def _split_small_ops(monkeypatch, least):
+    """Split ops of ``least`` work and more, whatever the splits are measured to cost: the
+    small ops of these tests would soon stop splitting on a machine whose hand-offs are slow."""
+    monkeypatch.setattr(intra_op, "MIN_WORK", least)
+    monkeypatch.setattr(intra_op, "MIN_PRODUCT_WORK", least)
+    monkeypatch.setattr(intra_op, "REFERENCE_HANDOFF_S", float("inf"))
+
+
 def _blas_threads():
     from threadpoolctl import threadpool_info
     return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
@@ -151,8 +208,7 @@ def _blas_threads():
 
 @pytest.mark.parametrize("split_products", [False, True])
 def test_session_with_intra_op_threads_computes_the_same_values(monkeypatch, split_products):
-    monkeypatch.setattr(intra_op, "MIN_WORK", 1)  # split even these small ops
-    monkeypatch.setattr(intra_op, "MIN_PRODUCT_WORK", 1)
+    _split_small_ops(monkeypatch, 1)
     graph, fetches = _conv_net_values()
     with tf.Session(graph=graph) as sess:
         want = sess.run(fetches)
@@ -293,8 +349,7 @@ def test_pool_threads_let_go_of_a_finished_chunks_arrays():
 
 
 def test_sessions_with_different_intra_op_threads_split_each_by_its_own(monkeypatch):
-    monkeypatch.setattr(intra_op, "MIN_WORK", 1 << 10)  # split even these small ops
-    monkeypatch.setattr(intra_op, "MIN_PRODUCT_WORK", 1 << 10)
+    _split_small_ops(monkeypatch, 1 << 10)
     rng = np.random.default_rng(7)
     x_val = rng.standard_normal((64, 300)).astype(np.float32)
     b_val = rng.standard_normal(300).astype(np.float32)
