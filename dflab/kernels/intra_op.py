@@ -155,7 +155,8 @@ class IntraOpPool:
 
     def __repr__(self):
         how = "products split" if self.splits_products else "products on BLAS's threads"
-        return f"<IntraOpPool {self.threads} threads, {how}>"
+        cost = f", splits cost {self._handoff_s * 1e6:.0f} us" if self.threads > 1 else ""
+        return f"<IntraOpPool {self.threads} threads, {how}{cost}>"
 
     @property
     def splits_products(self) -> bool:
