@@ -2,6 +2,7 @@
 written here), inferred static shapes, gradients vs finite differences, and error classes."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -97,9 +98,12 @@ def test_relu_special_values_bit_for_bit(shape):
     x = np.resize(special, shape).astype(np.float32)
     cfg = tf.ConfigProto(intra_op_parallelism_threads=2)
     with tf.Graph().as_default(), tf.device("/cpu:0"):
-        y = tf.nn.relu(tf.constant(x))
-        with tf.Session(config=cfg) as s:
-            got = s.run(y)
+        t = tf.constant(x)
+        y = tf.nn.relu(t)
+        (dx,) = tf.gradients(y, t, grad_ys=tf.constant(np.resize(special[::-1], shape)))
+        with tf.Session(config=cfg) as s, warnings.catch_warnings():
+            warnings.simplefilter("error")  # TF returns these silently; so must NumPy
+            got, _ = s.run([y, dx])
     want = np.maximum(x, np.float32(0))  # NumPy's own rules for NaN and signed zeros
     assert got.shape == want.shape
     np.testing.assert_array_equal(np.asarray(got).view(np.int32), want.view(np.int32))
