@@ -154,8 +154,10 @@ def _cast(node, ctx):
 @kernel("MatMul")
 def _matmul(node, ctx):
     ta, tb = node.attr["transpose_a"], node.attr["transpose_b"]
-    # On the host, a product big enough is split among the intra-op threads (see intra_op).
-    matmul = ctx.intra_op.matmul if ctx.xp is np else ctx.xp.matmul
+    # On the host, a product big enough is split among the intra-op threads (see intra_op);
+    # a pool that leaves products to BLAS gets NumPy's own call (a frame less per small op).
+    host_split = ctx.xp is np and ctx.intra_op.splits_products
+    matmul = ctx.intra_op.matmul if host_split else ctx.xp.matmul
     if not ta and not tb:
         return matmul
     return lambda a, b: matmul(a.T if ta else a, b.T if tb else b)
