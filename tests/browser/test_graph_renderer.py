@@ -29,8 +29,12 @@ def _rendered(nb, marker: str):
 
 
 def _saved_documents(path) -> dict[str, dict]:
-    """Cell marker -> the graph document saved in that cell's outputs."""
-    saved = json.loads(path.read_text(encoding="utf-8"))
+    """Cell marker -> the graph document saved in that cell's outputs (none while the server
+    is still writing the file: it truncates, then writes)."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {}
     docs = {}
     for cell in saved["cells"]:
         source = "".join(cell.get("source", ""))
