@@ -37,8 +37,10 @@ def _check(results, worker_after_chief: bool) -> None:
         assert results == TF_CHIEF_ALONE
     else:
         assert results[0][0] + results[1][0] in TOTAL_STEPS, results
-        # StopAtStepHook stops a replica once the global step it fetched reaches 29 (+1).
-        assert all(fetched >= 29 for _, fetched in results.values()), results
+        # StopAtStepHook stops a replica once the global step it fetched reaches 29 (+1). The
+        # other may instead end on its next step, refused once the job is over, with an
+        # earlier step as the last it fetched (28 seen once in some thousand runs).
+        assert max(fetched for _, fetched in results.values()) >= 29, results
 
 
 @pytest.mark.slow
