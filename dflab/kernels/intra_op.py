@@ -63,7 +63,7 @@ _MIN_CHUNK_ROWS = 64
 # What a split's hand-off and join cost where the thresholds above were measured (an idle
 # 2-core machine whose idle cores wake in microseconds). On a VM whose idle vCPUs halt at once
 # (no guest halt-polling, as Firecracker's), waking a blocked pool thread costs 80-150 us
-# instead: a 784x512 SGD update took 200 us on one thread and 380 us split.
+# instead: the blocked 784x512 SGD update took 200 us on one thread and 380 us split.
 REFERENCE_HANDOFF_S = 12e-6
 # Splits whose overhead a pool's estimate averages, less the worst one (a descheduled hand-off
 # on a loaded machine). The mean, not the median: on a halting VM a split right after another
