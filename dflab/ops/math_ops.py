@@ -162,11 +162,41 @@ def _static_reduction_axes(from_shape, to_shape):
     return list(_py.range(lead)), inner
 
 
-def _unbroadcast(grad, x):
-    """Sum ``grad`` over the axes along which ``x`` was broadcast; result has x's shape."""
+def _pairwise_reduction_axes(x_shape, other_shape):
+    """(leading, inner) axes to sum a gradient of ``x op other`` over so that it becomes x's,
+    from the two inputs' static shapes (TF's ``_InferGradientReductionAxes``): an axis of the
+    broadcast shape is summed for x where x's dim is 1 and the other's is not (an unknown
+    other dim may turn out 1, and summing a size-1 axis changes nothing) and never where the
+    other's dim is 1; where neither is 1 and either is unknown the shapes cannot tell (None).
+    The axes x lacks (leading) are always summed, so the sum has x's rank: a dense layer's
+    ``x @ w + b`` (batch unknown) sums b's gradient over the batch and passes x's on as it is,
+    with no shape arithmetic at run time."""
+    xs, ys = x_shape.as_tuple(), other_shape.as_tuple()
+    if xs is None or ys is None:
+        return None
+    n = max(len(xs), len(ys))
+    px, py = (1,) * (n - len(xs)) + xs, (1,) * (n - len(ys)) + ys
+    inner = []
+    for i in _py.range(n):
+        if px[i] == 1 and py[i] != 1:
+            inner.append(i)
+        elif not (py[i] == 1 and px[i] != 1) and (px[i] is None or py[i] is None):
+            return None
+    lead = n - len(xs)
+    return list(_py.range(lead)), [i for i in inner if i >= lead]
+
+
+def _unbroadcast(grad, x, other=None):
+    """Sum ``grad`` over the axes along which ``x`` was broadcast; result has x's shape.
+    ``other``: the binary op's other input, whose static shape can tell where the gradient's
+    alone cannot (see ``_pairwise_reduction_axes``)."""
     if grad is None:
         return None
-    axes = _static_reduction_axes(grad.shape, x.shape)
+    axes = None
+    if other is not None:
+        axes = _pairwise_reduction_axes(x.shape, other.shape)
+    if axes is None:
+        axes = _static_reduction_axes(grad.shape, x.shape)
     if axes is not None:
         lead, inner = axes
         if inner:
@@ -279,13 +309,13 @@ def squared_difference(x, y, name=None):
 @RegisterGradient("AddV2")
 def _add_grad(op, grad):
     x, y = op.inputs
-    return [_unbroadcast(grad, x), _unbroadcast(grad, y)]
+    return [_unbroadcast(grad, x, y), _unbroadcast(grad, y, x)]
 
 
 @RegisterGradient("Sub")
 def _sub_grad(op, grad):
     x, y = op.inputs
-    return [_unbroadcast(grad, x), _unbroadcast(negative(grad), y)]
+    return [_unbroadcast(grad, x, y), _unbroadcast(negative(grad), y, x)]
 
 
 def _conj_if_complex(t):
@@ -299,8 +329,8 @@ def _conj_if_complex(t):
 @RegisterGradient("Mul")
 def _mul_grad(op, grad):
     x, y = (_conj_if_complex(t) for t in op.inputs)
-    return [_unbroadcast(multiply(grad, y), op.inputs[0]),
-            _unbroadcast(multiply(x, grad), op.inputs[1])]
+    a, b = op.inputs
+    return [_unbroadcast(multiply(grad, y), a, b), _unbroadcast(multiply(x, grad), b, a)]
 
 
 @RegisterGradient("RealDiv")
@@ -308,7 +338,8 @@ def _realdiv_grad(op, grad):
     x, y = (_conj_if_complex(t) for t in op.inputs)
     gx = realdiv(grad, y)
     gy = multiply(grad, realdiv(realdiv(negative(x), y), y))
-    return [_unbroadcast(gx, op.inputs[0]), _unbroadcast(gy, op.inputs[1])]
+    a, b = op.inputs
+    return [_unbroadcast(gx, a, b), _unbroadcast(gy, b, a)]
 
 
 NotDifferentiable("FloorDiv")
@@ -318,7 +349,7 @@ NotDifferentiable("FloorDiv")
 def _floormod_grad(op, grad):
     x, y = op.inputs
     gy = multiply(grad, negative(floordiv(x, y)))
-    return [_unbroadcast(grad, x), _unbroadcast(gy, y)]
+    return [_unbroadcast(grad, x, y), _unbroadcast(gy, y, x)]
 
 
 @RegisterGradient("Pow")
@@ -331,7 +362,7 @@ def _pow_grad(op, grad):
     pos = _mask(greater(x, _scalar_like(0, x)), x)
     safe_x = add(multiply(x, pos), subtract(_scalar_like(1, x), pos))
     gy = multiply(grad, multiply(z, multiply(log(safe_x), pos)))
-    return [_unbroadcast(gx, x), _unbroadcast(gy, y)]
+    return [_unbroadcast(gx, x, y), _unbroadcast(gy, y, x)]
 
 
 def _min_max_grad(op, grad, x_wins):
@@ -339,7 +370,7 @@ def _min_max_grad(op, grad, x_wins):
     m = _mask(x_wins(x, y), grad)
     gx = multiply(grad, m)
     gy = multiply(grad, subtract(_scalar_like(1, m), m))
-    return [_unbroadcast(gx, x), _unbroadcast(gy, y)]
+    return [_unbroadcast(gx, x, y), _unbroadcast(gy, y, x)]
 
 
 @RegisterGradient("Maximum")
@@ -356,7 +387,7 @@ def _minimum_grad(op, grad):
 def _squared_difference_grad(op, grad):
     x, y = op.inputs
     gx = multiply(multiply(_scalar_like(2, grad), grad), subtract(x, y))
-    return [_unbroadcast(gx, x), _unbroadcast(negative(gx), y)]
+    return [_unbroadcast(gx, x, y), _unbroadcast(negative(gx), y, x)]
 
 
 # --- comparisons and logic (not differentiable) --------------------------------------------------

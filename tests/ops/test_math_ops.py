@@ -292,6 +292,42 @@ def test_binary_gradient_with_partial_shapes_uses_runtime_broadcast_args():
     np.testing.assert_allclose(gyv, xv.sum(axis=1, keepdims=True))
 
 
+@pytest.mark.parametrize("sx,sy,fed_x,fed_y,static", [
+    ([None, 3], [3], (4, 3), (3,), True),  # a dense layer's bias add
+    ([None, 3], [3], (1, 3), (3,), True),  # ... at batch 1: summing a size-1 axis is harmless
+    ([None, 1], [5], (3, 1), (5,), True),  # x broadcast along its known 1, y along the batch
+    ([1, 4], [None, 4], (1, 4), (2, 4), True),  # x's 1 against an unknown dim: summed anyway
+    ([1, None], [None, 4], (1, 4), (2, 4), False),  # x's unknown dim may be a broadcast 1
+])
+def test_binary_gradient_reads_the_broadcast_axes_from_both_static_shapes(sx, sy, fed_x, fed_y,
+                                                                          static):
+    # The other input's shape tells which unknown dims were not broadcast (TF's
+    # _InferGradientReductionAxes): then no BroadcastGradientArgs runs; the sums are NumPy's.
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float64, sx)
+        y = tf.placeholder(tf.float64, sy)
+        wval = rand(np.broadcast_shapes(fed_x, fed_y)[-1:])
+        w = tf.constant(wval)
+        gx, gy = tf.gradients(tf.reduce_sum(x * y * w), [x, y])
+        xv, yv = rand(fed_x), rand(fed_y)
+        with tf.Session() as sess:
+            gxv, gyv = sess.run([gx, gy], {x: xv, y: yv})
+    types = {op.type for op in g.get_operations()}
+    assert ("BroadcastGradientArgs" not in types) == static
+    out = np.broadcast_shapes(fed_x, fed_y)
+    upstream = np.broadcast_to(wval, out)
+
+    def reduce_to(a, shape):
+        lead = a.ndim - len(shape)
+        a = a.sum(axis=tuple(range(lead)))
+        return a.sum(axis=tuple(i for i, d in enumerate(shape) if d == 1 and a.shape[i] != 1),
+                     keepdims=True)
+
+    np.testing.assert_allclose(gxv, reduce_to(upstream * yv, fed_x))
+    np.testing.assert_allclose(gyv, reduce_to(upstream * xv, fed_y))
+
+
 # --- comparisons and logic ----------------------------------------------------------------------
 COMPARE = [(tf.equal, np.equal), (tf.not_equal, np.not_equal), (tf.less, np.less),
            (tf.less_equal, np.less_equal), (tf.greater, np.greater),
