@@ -9,8 +9,9 @@ consistent snapshots), written into the variables' own buffers on a GPU (so a tr
 can be captured and replayed); sparse updates sum repeated indices, then write the touched
 rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
 
-On the host a big dense update runs block by block (each block's temporaries stay in cache:
-one pass over memory per input and per output). A resource variable's update writes into the
+On the host a big dense update of a rule of many steps (Adam) runs block by block (each block's
+temporaries stay in cache: one pass over memory per input and per output); SGD's two steps take
+the array whole (``_SHORT_RULE_BLOCK``). A resource variable's update writes into the
 arrays of the variable and its slots when nothing but the variable holds them (no reader kept
 an earlier value), under the variables' locks, which resource reads take too: as TF's kernels
 update a buffer nobody else references. Otherwise it writes into output buffers recycled from
