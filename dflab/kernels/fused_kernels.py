@@ -57,6 +57,8 @@ ELEMENTWISE: dict[str, ElementwiseOp] = {
     "Pow": ElementwiseOp(2, "pow({0}, {1})"),
     "SquaredDifference": ElementwiseOp(2, "(({0} - {1}) * ({0} - {1}))"),
     "ReluGrad": ElementwiseOp(2, "({0} * ({1} > 0))"),
+    "SigmoidGrad": ElementwiseOp(2, "({1} * {0} * (1 - {0}))"),
+    "TanhGrad": ElementwiseOp(2, "({1} * (1 - {0} * {0}))"),
     "Neg": ElementwiseOp(1, "(-{0})", np.negative),
     "Abs": ElementwiseOp(1, "fabs({0})", np.abs),
     "Sign": ElementwiseOp(1, "({0} > 0 ? 1 : ({0} < 0 ? -1 : {0}))", np.sign),

@@ -128,6 +128,29 @@ for _t, _f in (("Rsqrt", _rsqrt), ("Sigmoid", _sigmoid)):
     register_kernel(_t, xp=_f, quiet_fp=True)
 
 
+def _sigmoid_grad(xp, y, dy, out=None):
+    """TF's ``SigmoidGrad(y, dy)``: ``dy * y * (1 - y)``, three passes into one buffer (y's,
+    unless ``out`` is given or dy broadcasts beyond y, as in a fused group)."""
+    if out is None and (not getattr(y, "ndim", 0) or y.shape != dy.shape):
+        return xp.asarray(dy * (y * (1 - y)))
+    t = xp.subtract(1, y, out=out)
+    xp.multiply(t, y, out=t)
+    return xp.multiply(t, dy, out=t)
+
+
+def _tanh_grad(xp, y, dy, out=None):
+    """TF's ``TanhGrad(y, dy)``: ``dy * (1 - y * y)``, as ``_sigmoid_grad`` does it."""
+    if out is None and (not getattr(y, "ndim", 0) or y.shape != dy.shape):
+        return xp.asarray(dy * (1 - y * y))
+    t = xp.multiply(y, y, out=out)
+    xp.subtract(1, t, out=t)
+    return xp.multiply(t, dy, out=t)
+
+
+register_kernel("SigmoidGrad", xp=_sigmoid_grad, elementwise=True)
+register_kernel("TanhGrad", xp=_tanh_grad, elementwise=True)
+
+
 def _add_n(xp, *xs, out=None):
     """The inputs summed left to right. Elementwise: on the host a big sum is split over rows
     among the intra-op threads, each adding all inputs over its rows (an LSTM's 20 gradient

@@ -44,7 +44,8 @@ FREE_OPS = frozenset({
 ELEMENTWISE_OPS = frozenset({
     "Abs", "AddV2", "Add", "Sub", "Mul", "RealDiv", "Div", "FloorDiv", "FloorMod", "Maximum",
     "Minimum", "Neg", "Square", "SquaredDifference", "Sign", "Reciprocal", "Relu", "Relu6",
-    "ReluGrad", "Relu6Grad", "LeakyRelu", "LeakyReluGrad", "Floor", "Ceil", "Round", "Cast",
+    "ReluGrad", "Relu6Grad", "LeakyRelu", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "Floor",
+    "Ceil", "Round", "Cast",
     "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd",
     "LogicalOr", "LogicalNot", "Select", "SelectV2", "BiasAdd", "Softsign", "SoftsignGrad",
     "IsFinite", "IsInf", "IsNan", "ZerosLike", "OnesLike", "Fill",

@@ -88,6 +88,19 @@ def test_unary_gradient(fn, ref, gen, diff):
     check_grads(fn, [x])
 
 
+@pytest.mark.parametrize("fn,grad_type", [(tf.tanh, "TanhGrad"), (tf.sigmoid, "SigmoidGrad")])
+def test_tanh_and_sigmoid_gradients_are_one_op_each_with_second_derivatives(fn, grad_type):
+    # As in TF: the derivative from the output is one op; its own gradient (with respect to
+    # the output and to the incoming gradient) is checked against finite differences through
+    # an incoming gradient that depends on x too.
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float64, [4])
+        (dx,) = tf.gradients(fn(x), x)
+        assert dx.op.type == grad_type and dx.op.inputs[0].op.type == fn(x).op.type
+    check_grads(lambda t: tf.gradients(fn(t), t, grad_ys=t * t)[0], [rand((2, 3))])
+
+
 @pytest.mark.parametrize("fn,ref", [(tf.negative, np.negative), (tf.abs, np.abs),
                                     (tf.sign, np.sign), (tf.square, np.square),
                                     (tf.round, np.round)])
