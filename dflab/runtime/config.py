@@ -61,6 +61,11 @@ class DflabOptions:
         "float32) through oneDNN when its library is installed "
         "(the 'onednn' extra; dflab.kernels.onednn.status() says whether it is), as TF's CPU "
         "build does; False: NumPy's kernels everywhere"))
+    retain_host_memory: bool = field(default=True, metadata=_doc(
+        "keep the host memory that freed arrays held for the next step's arrays, as TF's "
+        "allocator does, instead of glibc giving big blocks back to the system and the next "
+        "step faulting them in again (process-wide once a session sets it; "
+        "dflab.runtime.host_allocator)"))
     ray_namespace: str | None = field(default=None, metadata=_doc(
         "the Ray namespace of a server's task actors (else $DFLAB_RAY_NAMESPACE, else "
         "'dflab')"))
@@ -83,6 +88,7 @@ class DflabOptions:
         _check_type("gpu_allow_tf32", self.gpu_allow_tf32, bool)
         _check_type("intra_op_split_products", self.intra_op_split_products, bool)
         _check_type("onednn", self.onednn, bool)
+        _check_type("retain_host_memory", self.retain_host_memory, bool)
         if self.ray_namespace is not None:
             _check_type("ray_namespace", self.ray_namespace, str)
         _check_mapping("ray_task", self.ray_task, object)

@@ -38,6 +38,7 @@ from dflab.framework import errors
 from dflab.framework.graph_io import GraphDef, graph_def_from_json
 from dflab.framework.rendezvous import parse_key
 from dflab.kernels import intra_op
+from dflab.runtime import host_allocator
 from dflab.runtime.devices import HOST_MEMORY, LOCAL_TASK, DeviceSet, Stream
 from dflab.runtime.executor import Execution, to_client_value
 from dflab.runtime.executor_plan import ExecutorPlan
@@ -365,10 +366,14 @@ class Worker:
         big work in chunks, matrix products too with ``split_products`` (BLAS then on one
         thread per call), else on BLAS's ``n`` threads (see ``dflab.kernels.intra_op`` for
         when each pays); with ``n`` 0 (the default) on one, BLAS and oneDNN on their own.
+        Freed host memory is kept for the next step where the options say so
+        (``runtime/host_allocator.py``).
         The pool also tells kernels whether they may run on oneDNN (``options.onednn``).
         Devices owned elsewhere (a cluster's servers) keep their owner's."""
         if not self._owns_devices:
             return  # nothing here would use a pool, and BLAS's threads are the owner's to set
+        if options.retain_host_memory:
+            host_allocator.retain_freed_memory()
         self._intra_op = intra_op.IntraOpPool(n or 1, options.intra_op_split_products,
                                               library_threads=n, onednn=options.onednn)
         if n:
