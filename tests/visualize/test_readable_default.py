@@ -99,7 +99,9 @@ def test_named_scopes_are_open_whatever_fits():
     layout = layout_graph(tf.get_default_graph(), expanded=["gradients"])
     assert "gradients" in layout.expanded
     (box,) = [c for c in layout.clusters if c["name"] == "gradients"]
-    assert box["kind"] == "scope" and box["n_ops"] == 31
+    in_scope = [op for op in tf.get_default_graph().get_operations()
+                if op.name.startswith("gradients/")]
+    assert box["kind"] == "scope" and box["n_ops"] == len(in_scope) > 20
     inside = layout.nodes[layout.name_to_id["gradients/loss_grad/Shape"]]
     assert inside["name"].startswith("gradients/") and not inside.get("auxiliary")
 
