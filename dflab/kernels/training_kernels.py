@@ -331,7 +331,8 @@ def _update_blocks(update, attrs, arrays, outs, scalars, grad, pool) -> None:
     consts = into.prepare(var, scalars) if into is not None else None
     size = var.size
 
-    block = into.block if into is not None else _UPDATE_BLOCK
+    # Read at each update (not bound when the rules are registered): tests shrink the blocks.
+    block = _SHORT_RULE_BLOCK if into is not None and into.short else _UPDATE_BLOCK
 
     def chunk(first, last):  # elements first..last-1, block by block
         scratch = None
@@ -479,14 +480,14 @@ class _Into:
     """A rule's block-into-outputs form ``fn(blocks, consts, grad, outs, scratch)``, the
     constants it takes from the update's scalars (``prepare(var, scalars)``, once per update),
     and when it applies (``accepts(attrs, arrays, grad)``: the same dtype throughout, so that
-    ``out=`` steps round as the rule does); ``block``: elements per block (see
-    ``_SHORT_RULE_BLOCK``)."""
+    ``out=`` steps round as the rule does); ``short``: a rule of a few steps, run in
+    ``_SHORT_RULE_BLOCK``-element blocks rather than ``_UPDATE_BLOCK``-element ones."""
 
-    def __init__(self, fn, prepare=None, extra=None, block: int = _UPDATE_BLOCK):
+    def __init__(self, fn, prepare=None, extra=None, short: bool = False):
         self.fn = fn
         self.prepare = prepare or (lambda var, scalars: scalars)
         self.extra = extra
-        self.block = block
+        self.short = short
 
     def accepts(self, attrs, arrays, grad) -> bool:
         same = all(a.dtype == arrays[0].dtype for a in arrays) and grad.dtype == arrays[0].dtype
@@ -603,7 +604,7 @@ def _sparse_adagrad_da(xp, attrs, slots, scalars, grad):
 
 _INTO = {
     _adam: _Into(_adam_into, _adam_constants, lambda attrs: not attrs.get("use_nesterov", False)),
-    _gradient_descent: _Into(_gradient_descent_into, block=_SHORT_RULE_BLOCK),
+    _gradient_descent: _Into(_gradient_descent_into, short=True),
 }
 
 _training_kernel("ApplyGradientDescent", _gradient_descent)

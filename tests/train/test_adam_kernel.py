@@ -46,6 +46,7 @@ class _Ref:
 def test_blocked_update_matches_the_whole_array_update_bit_for_bit(monkeypatch, op_type, size,
                                                                    nesterov, in_place):
     monkeypatch.setattr(tk, "_UPDATE_BLOCK", 64)  # several blocks and a partial last one
+    monkeypatch.setattr(tk, "_SHORT_RULE_BLOCK", 64)  # SGD's too
     rule, n_slots = RULES[op_type]
     rng = np.random.default_rng(size)
     arrays = [rng.standard_normal((size // 8, 8) if size % 8 == 0 else (size,))
@@ -73,6 +74,7 @@ def test_blocked_update_matches_the_whole_array_update_bit_for_bit(monkeypatch, 
 @pytest.mark.parametrize("op_type", ["ApplyAdam", "ApplyGradientDescent", "ApplyRMSProp"])
 def test_blocks_shared_among_intra_op_threads_give_the_same_bits(monkeypatch, op_type):
     monkeypatch.setattr(tk, "_UPDATE_BLOCK", 64)
+    monkeypatch.setattr(tk, "_SHORT_RULE_BLOCK", 64)
     monkeypatch.setattr(tk, "_PASSES", 1 << 20)  # split even this small update
     rule, n_slots = RULES[op_type]
     rng = np.random.default_rng(11)
@@ -99,6 +101,7 @@ def test_a_gradient_of_another_dtype_takes_the_rule_path(monkeypatch, op_type):
     # the out= forms round every step to the variable's dtype; a float64 gradient is left to
     # the rule itself (NumPy promotes, the result is cast once), as the whole-array update does
     monkeypatch.setattr(tk, "_UPDATE_BLOCK", 64)
+    monkeypatch.setattr(tk, "_SHORT_RULE_BLOCK", 64)
     rule, n_slots = RULES[op_type]
     rng = np.random.default_rng(7)
     arrays = [np.abs(rng.standard_normal(300)).astype(np.float32) + 0.5 for _ in range(n_slots)]
