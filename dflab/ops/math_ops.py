@@ -180,7 +180,9 @@ def _pairwise_reduction_axes(x_shape, other_shape):
     for i in _py.range(n):
         if px[i] == 1 and py[i] != 1:
             inner.append(i)
-        elif not (py[i] == 1 and px[i] != 1) and (px[i] is None or py[i] is None):
+        elif py[i] == 1:  # the other was broadcast here, or neither
+            continue
+        elif px[i] is None or py[i] is None:
             return None
     lead = n - len(xs)
     return list(_py.range(lead)), [i for i in inner if i >= lead]
