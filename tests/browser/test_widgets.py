@@ -94,6 +94,15 @@ def test_stepper_buttons_drive_the_kernel(notebook, expect):
     nb.screenshot("stepper_finished", root)
 
 
+def _bar_names_shown(root) -> list[bool]:
+    return root.locator("text.dflab-bar-name").evaluate_all(
+        "ts => ts.map(t => getComputedStyle(t).display !== 'none')")
+
+
+def _name_fits(name: str, width: float) -> bool:
+    return width >= 6 * min(len(name), 24) + 6
+
+
 def test_timeline_draws_a_bar_per_traced_op(notebook, expect):
     nb = notebook.open_and_run("timeline.ipynb")
     traced = nb.output_json("# [trace]")
@@ -105,11 +114,19 @@ def test_timeline_draws_a_bar_per_traced_op(notebook, expect):
         "bars => bars.map(b => [b.getAttribute('data-name'), b.getBBox().width])")
     assert sorted({name for name, _ in drawn}) == traced
     assert all(width > 0 for _, width in drawn), drawn
-    # Op names sit on the bars wide enough for them; the widest bar always has its name.
-    names = root.locator("text.dflab-bar-name").evaluate_all(
-        "ts => ts.map(t => [t.textContent, getComputedStyle(t).display !== 'none'])")
-    widest = max(drawn, key=lambda d: d[1])[0]
-    assert [widest, True] in [list(n) for n in names], names
+    # Op names sit on the bars wide enough for them (about 6 px a character), on no others.
+    assert _bar_names_shown(root) == [_name_fits(name, width) for name, width in drawn]
+    # Zooming in on the widest bar (the wheel, over it) widens it until its name shows.
+    widest = max(range(len(drawn)), key=lambda i: drawn[i][1])
+    box = bars.nth(widest).bounding_box()
+    nb.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    for _ in range(12):
+        nb.page.mouse.wheel(0, -300)
+        nb.page.wait_for_timeout(50)
+        if _bar_names_shown(root)[widest]:
+            break
+    assert _bar_names_shown(root)[widest], drawn[widest]
+    assert bars.nth(widest).bounding_box()["width"] > box["width"]
     # Every tick label stays inside the chart (the last one used to run off its right edge).
     svg_right = root.locator("svg.dflab-gantt").bounding_box()
     for box in root.locator("text.dflab-tick-label").evaluate_all(
