@@ -6,7 +6,8 @@ pool:
 
 * **Matrix products** (MatMul, and the GEMM of each convolution and its backprops) split into
   row or column chunks (convolutions over the batch), one per thread, with BLAS pinned to one
-  thread per call (``IntraOpPool.matmul``, ``chunks(..., products=True)``).
+  thread per call (``IntraOpPool.matmul``, ``chunks(..., products=True)``). Those a kernel
+  library takes (oneDNN's float32 convolutions and products) run on the library's threads.
 * **Everything else that is big** splits the same way: elementwise ops over their first axis
   (``elementwise``), pooling and its gradient over the batch, dense optimizer updates over
   blocks (``chunks``/``run_chunks``). A waiting thread blocks.
@@ -133,16 +134,18 @@ class IntraOpPool:
 
     It also carries how the worker's host kernels may use a kernel library
     (``dflab.kernels.onednn``): whether they may (``onednn``, the session's option of that
-    name) and on how many threads the library runs each op (``library_threads``: the
-    session's ``intra_op_parallelism_threads``, or with 0, TF's default, every core the
-    process may use)."""
+    name; ``onednn_products`` for matrix products) and on how many threads the library runs
+    each op (``library_threads``: the session's ``intra_op_parallelism_threads``, or with 0,
+    TF's default, every core the process may use)."""
 
     def __init__(self, threads: int = 1, split_products: bool = True, *,
-                 library_threads: int | None = None, onednn: bool = True):
+                 library_threads: int | None = None, onednn: bool = True,
+                 onednn_products: bool = True):
         self.threads = max(int(threads), 1)
         self.split_products = bool(split_products)
         self._library_threads = self.threads if library_threads is None else library_threads
         self.onednn = bool(onednn)
+        self.onednn_products = bool(onednn_products)
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []  # every pool thread started
         self._idle: list[_Worker] = []  # those not running a chunk now

@@ -15,6 +15,7 @@ import inspect
 
 import numpy as np
 
+from dflab.kernels import onednn
 from dflab.kernels.context import host
 from dflab.kernels.registry import kernel, quiet, register_kernel
 from dflab.ops.sequence_ops import range_size
@@ -174,6 +175,12 @@ def _cast(node, ctx):
 
 
 # --- matmul ---------------------------------------------------------------------------------------
+# Multiply-adds from which a float32 product runs on oneDNN: a oneDNN call costs ~9 us more
+# than NumPy's, which a product of a million multiply-adds repays (a 128x128x128 product: 29
+# against 32 us; 64x64x64: 12 against 6).
+ONEDNN_MIN_PRODUCT = 1 << 20
+
+
 @kernel("MatMul")
 def _matmul(node, ctx):
     ta, tb = node.attr["transpose_a"], node.attr["transpose_b"]
@@ -181,9 +188,39 @@ def _matmul(node, ctx):
     # a pool that leaves products to BLAS gets NumPy's own call (a frame less per small op).
     host_split = ctx.xp is np and ctx.intra_op.splits_products
     matmul = ctx.intra_op.matmul if host_split else ctx.xp.matmul
+    dnn = None
+    if ctx.intra_op.onednn_products:
+        dnn = onednn.for_kernel(ctx, node.output_types[0].as_numpy_dtype)
+    if dnn is not None:
+        matmul = _on_onednn(dnn, matmul)
     if not ta and not tb:
         return matmul
-    return lambda a, b: matmul(a.T if ta else a, b.T if tb else b)
+
+    def transposed(a, b):
+        return matmul(a.T if ta else a, b.T if tb else b)
+
+    if dnn is not None:  # the label the traces read is the inner function's
+        transposed.fn = matmul
+    return transposed
+
+
+def _on_onednn(dnn, blas):
+    """``a @ b`` on oneDNN (TF's CPU build runs MatMul there too: ``_MklMatMul``), and on
+    ``blas`` for a product too small to repay a library call or that oneDNN does not take
+    (operands it cannot describe by strides, empty ones). A transposed operand is a view that
+    oneDNN reads through its strides. ``kernel_label`` names where the last call ran."""
+    label = onednn.label("MatMul")
+
+    def matmul(a, b):
+        c = None
+        if a.ndim == 2 and b.ndim == 2 and a.shape[0] * a.shape[1] * b.shape[-1] >= \
+                ONEDNN_MIN_PRODUCT:
+            c = dnn.matmul(a, b)
+        matmul.kernel_label = label if c is not None else None
+        return c if c is not None else blas(a, b)
+
+    matmul.kernel_label = None
+    return matmul
 
 
 @kernel("BatchMatMulV2")

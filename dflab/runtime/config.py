@@ -61,6 +61,10 @@ class DflabOptions:
         "float32) through oneDNN when its library is installed "
         "(the 'onednn' extra; dflab.kernels.onednn.status() says whether it is), as TF's CPU "
         "build does; False: NumPy's kernels everywhere"))
+    onednn_products: bool = field(default=True, metadata=_doc(
+        "with onednn, run float32 matrix products (MatMul, from a million multiply-adds) "
+        "through oneDNN too, as TF's CPU build does; False leaves them to NumPy's BLAS, "
+        "which is faster on some CPUs and shapes (docs/cpu.md)"))
     retain_host_memory: bool = field(default=True, metadata=_doc(
         "keep the host memory that freed arrays held for the next step's arrays, as TF's "
         "allocator does, instead of glibc giving big blocks back to the system and the next "
@@ -88,6 +92,7 @@ class DflabOptions:
         _check_type("gpu_allow_tf32", self.gpu_allow_tf32, bool)
         _check_type("intra_op_split_products", self.intra_op_split_products, bool)
         _check_type("onednn", self.onednn, bool)
+        _check_type("onednn_products", self.onednn_products, bool)
         _check_type("retain_host_memory", self.retain_host_memory, bool)
         if self.ray_namespace is not None:
             _check_type("ray_namespace", self.ray_namespace, str)

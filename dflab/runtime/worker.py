@@ -368,14 +368,16 @@ class Worker:
         when each pays); with ``n`` 0 (the default) on one, BLAS and oneDNN on their own.
         Freed host memory is kept for the next step where the options say so
         (``runtime/host_allocator.py``).
-        The pool also tells kernels whether they may run on oneDNN (``options.onednn``).
+        The pool also tells kernels whether they may run on oneDNN (``options.onednn``,
+        products ``options.onednn_products``).
         Devices owned elsewhere (a cluster's servers) keep their owner's."""
         if not self._owns_devices:
             return  # nothing here would use a pool, and BLAS's threads are the owner's to set
         if options.retain_host_memory:
             host_allocator.retain_freed_memory()
-        self._intra_op = intra_op.IntraOpPool(n or 1, options.intra_op_split_products,
-                                              library_threads=n, onednn=options.onednn)
+        self._intra_op = intra_op.IntraOpPool(
+            n or 1, options.intra_op_split_products, library_threads=n, onednn=options.onednn,
+            onednn_products=options.onednn_products)
         if n:
             self._intra_op.hold_blas()
         for device in self.devices:

@@ -2,11 +2,11 @@
 
 Each case runs the same graph in two sessions, one with ``ConfigProto(dflab={"onednn":
 False})``, and compares every output. Tolerances, relative to the largest magnitude of the
-NumPy result: convolutions and their gradients 1e-5 (oneDNN sums in another order: the
-differences seen are 1e-7 to 5e-7), average pooling and its gradient 1e-6; max pooling and
-its gradient exactly (choosing a maximum and routing to it compute nothing). The trace names
-the kernel that ran (``_MklConv2D``, TF's name for its oneDNN kernel); the NumPy path keeps
-the op's type.
+NumPy result: matrix products, convolutions and their gradients 1e-5 (oneDNN sums in another
+order: the differences seen are 1e-7 to 5e-7), average pooling and its gradient 1e-6; max
+pooling and its gradient exactly (choosing a maximum and routing to it compute nothing). The
+trace names the kernel that ran (``_MklConv2D``, TF's name for its oneDNN kernel); the NumPy
+path keeps the op's type.
 
 The cases that need the library are skipped where it is not installed (the ``onednn``
 extra, which scripts/test installs, so CI runs them); the fallback tests run everywhere.
@@ -230,6 +230,78 @@ def test_float64_and_empty_tensors_stay_on_numpy():
     assert on_types["conv"] == "Conv2D" and on_types["empty_pool"] == "MaxPool"
 
 
+# --- matrix products ------------------------------------------------------------------------
+MATMUL_CASES = [
+    # (a's shape as stored, b's shape as stored, transpose_a, transpose_b)
+    ((20, 400), (400, 800), False, False),  # an LSTM cell's product
+    ((20, 800), (400, 800), False, True),  # its input gradient
+    ((20, 400), (20, 800), True, False),  # its weight gradient
+    ((128, 784), (784, 512), False, False),  # the MLP's first layer
+    ((784, 128), (512, 784), True, True),
+    ((64, 3136), (3136, 1024), False, False),  # the CNN's dense layer
+    ((7, 5), (5, 3), False, False),  # below ONEDNN_MIN_PRODUCT: NumPy's kernel
+]
+
+
+@needs_library
+@pytest.mark.parametrize("case", MATMUL_CASES, ids=lambda c: f"{c[0]}{c[1]}t{c[2]:d}{c[3]:d}")
+def test_matrix_products_and_their_gradients_match_numpy(case):
+    """MatMul and the two MatMuls of its gradient, through oneDNN (transposed operands read
+    through their strides) against NumPy's BLAS: within 1e-5 of the largest magnitude."""
+    from dflab.kernels.math_kernels import ONEDNN_MIN_PRODUCT
+
+    a_shape, b_shape, ta, tb = case
+    a_val, b_val = (RNG.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
+
+    def build():
+        a, b = tf.placeholder(tf.float32, a_shape), tf.placeholder(tf.float32, b_shape)
+        y = tf.matmul(a, b, transpose_a=ta, transpose_b=tb, name="mm")
+        ga, gb = tf.gradients(tf.reduce_sum(y * y), [a, b])
+        return [y, ga, gb], [a, b]
+
+    on, off, on_types, off_types = run_both(build, lambda: [a_val, b_val])
+    want = (a_val.T if ta else a_val) @ (b_val.T if tb else b_val)
+    assert_close(off[0], want, 1e-5)
+    for got, ref in zip(on, off):
+        assert_close(got, ref, 1e-5)
+        assert got.flags.c_contiguous
+    m, k = want.shape[0], (a_shape[0] if ta else a_shape[1])
+    big = m * k * want.shape[1] >= ONEDNN_MIN_PRODUCT
+    assert on_types["mm"] == ("_MklMatMul" if big else "MatMul")
+    assert off_types["mm"] == "MatMul"
+    products = [t for name, t in on_types.items() if name.startswith("gradients")
+                and t.endswith("MatMul")]
+    assert len(products) == 2 and all(t == on_types["mm"] for t in products)
+
+
+@needs_library
+def test_product_operands_onednn_cannot_take_go_to_blas():
+    """Every other column (an inner stride of 2), a broadcast row, float64 and empty operands:
+    oneDNN refuses or is not asked, and the kernel's product is NumPy's, exactly."""
+    from dflab.kernels import math_kernels
+    from dflab.kernels.onednn import ops, plans
+
+    lib = onednn.library()
+    a = RNG.standard_normal((64, 512)).astype(np.float32)
+    b = RNG.standard_normal((256, 256)).astype(np.float32)
+    with pytest.raises(plans.UnsupportedError, match="broadcast"):
+        ops.matmul(lib, 1, np.broadcast_to(a[:1], (64, 512))[:, :256], b)
+    with pytest.raises(plans.UnsupportedError, match="dtype"):
+        ops.matmul(lib, 1, a[:, :256].astype(np.float64), b)
+    with pytest.raises(plans.UnsupportedError, match="non-empty"):
+        ops.matmul(lib, 1, a[:0, :256], b)
+    kernel = math_kernels._on_onednn(onednn.Backend(lib, 1), np.matmul)
+    for x in (a[:, ::2], np.broadcast_to(a[:1], (64, 512))[:, :256]):
+        got = kernel(x, b)
+        try:
+            want = ops.matmul(lib, 1, x, b)  # where oneDNN takes it, it is its result
+        except plans.UnsupportedError:
+            want = np.matmul(x, b)
+            assert kernel.kernel_label is None
+        assert_close(got, want, 0)
+        assert_close(got, np.matmul(x, b), 1e-5)
+
+
 # --- threads, concurrency -------------------------------------------------------------------
 @needs_library
 @pytest.mark.parametrize("threads, expected", [(0, intra_op.usable_cores()), (1, 1), (2, 2)])
@@ -329,7 +401,27 @@ def test_status_says_what_is_in_use():
 def test_option_is_typed():
     with pytest.raises(TypeError, match="onednn must be bool"):
         tf.ConfigProto(dflab={"onednn": "no"})
+    with pytest.raises(TypeError, match="onednn_products must be bool"):
+        tf.ConfigProto(dflab={"onednn_products": 1})
     assert tf.ConfigProto().dflab.onednn is True
+    assert tf.ConfigProto().dflab.onednn_products is True
+
+
+@needs_library
+def test_products_can_stay_on_blas_while_convolutions_use_the_library():
+    x_val = RNG.standard_normal((2, 8, 8, 4)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, x_val.shape)
+        y = tf.nn.conv2d(x, tf.ones([3, 3, 4, 8]), [1, 1, 1, 1], "SAME", name="conv")
+        z = tf.matmul(tf.reshape(y, [2, -1]), tf.ones([512, 1024]), name="mm")
+    config = tf.ConfigProto(dflab={"onednn_products": False})
+    with tf.Session(graph=g, config=config) as sess:
+        md = tf.RunMetadata()
+        got = sess.run(z, {x: x_val}, options=tf.RunOptions(trace_level=3), run_metadata=md)
+    types = _kernel_types(md)
+    assert types["conv"] == "_MklConv2D" and types["mm"] == "MatMul"
+    np.testing.assert_allclose(got[:, :1], got[:, 1:2])  # every column sums the same row
 
 
 def test_import_dflab_does_not_load_the_library():

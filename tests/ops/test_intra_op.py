@@ -361,8 +361,11 @@ def test_sessions_with_different_intra_op_threads_split_each_by_its_own(monkeypa
         m = tf.matmul(x, w)  # a product
     want = {y: np.maximum(x_val + b_val, 0), m: x_val @ w_val}
     splits = _count_splits(monkeypatch)
-    one = tf.Session(graph=graph, config=tf.ConfigProto(intra_op_parallelism_threads=1))
-    two = tf.Session(graph=graph, config=tf.ConfigProto(intra_op_parallelism_threads=2))
+    blas = {"onednn_products": False}  # products split by the pool, not run on oneDNN's
+    one = tf.Session(graph=graph, config=tf.ConfigProto(intra_op_parallelism_threads=1,
+                                                        dflab=blas))
+    two = tf.Session(graph=graph, config=tf.ConfigProto(intra_op_parallelism_threads=2,
+                                                        dflab=blas))
     try:
         # Plans of each session built and run between the other's: the one-thread session's
         # first plan is built after the two-thread session opened, its second after the

@@ -1,9 +1,10 @@
-"""oneDNN as the host's kernel library: convolution and both of its gradients, and max and
-average pooling and their gradients, run through Intel's oneDNN, as TensorFlow's CPU build
-runs them, when it is installed (the ``onednn`` extra: ``pip install dflab[onednn]``);
-NumPy's kernels are the portable fallback and the reference the tests compare against.
-Matrix products stay on NumPy's BLAS: on the cores measured (benchmarks/RESULTS.md, "oneDNN")
-oneDNN 3.2's own GEMM was no faster than OpenBLAS, and half as fast on a dense layer's.
+"""oneDNN as the host's kernel library: matrix products (MatMul), convolution and both of its
+gradients, and max and average pooling and their gradients, run through Intel's oneDNN, as
+TensorFlow's CPU build runs them, when it is installed (the ``onednn`` extra: ``pip install
+dflab[onednn]``); NumPy's kernels (and its BLAS) are the portable fallback and the reference
+the tests compare against. Products below a million multiply-adds stay on BLAS (a library
+call costs more than they do), and ``ConfigProto(dflab={"onednn_products": False})`` keeps
+all of them there: which GEMM is faster depends on the CPU (docs/cpu.md, "Matrix products").
 
 A kernel asks ``for_kernel(ctx, dtype)`` when a plan binds it: a ``Backend`` when oneDNN
 computes that kernel's dtype (float32) on that device (one computing with NumPy) and the
@@ -93,6 +94,9 @@ class Backend:
             return fn(self.lib, self.threads, *args)
         except self._unsupported:
             return None
+
+    def matmul(self, a, b):
+        return self._call(self._ops.matmul, a, b)
 
     def conv2d(self, x, f, fmt, win):
         return self._call(self._ops.conv2d, x, f, fmt, self.geometry(win), (win.oh, win.ow))

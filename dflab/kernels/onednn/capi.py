@@ -121,6 +121,7 @@ _PROTOTYPES = {
         ((_P, _H, _I, _I, _H, _H, Dims, Dims, Dims, Dims, Dims, _H), _I),
     "dnnl_pooling_backward_primitive_desc_create":
         ((_P, _H, _I, _H, _H, Dims, Dims, Dims, Dims, Dims, _H, _H), _I),
+    "dnnl_matmul_primitive_desc_create": ((_P, _H, _H, _H, _H, _H, _H), _I),
     "dnnl_reorder_primitive_desc_create": ((_P, _H, _H, _H, _H, _H), _I),
     "dnnl_primitive_desc_query_md": ((_H, _I, _I), _H),
     "dnnl_primitive_desc_query": ((_H, _I, _I, _H), _I),

@@ -1,5 +1,5 @@
-"""The kernels' computations on oneDNN: convolution and its two gradients, max and average
-pooling and their gradients, float32, on NumPy arrays.
+"""The kernels' computations on oneDNN: matrix products, convolution and its two gradients,
+max and average pooling and their gradients, float32, on NumPy arrays.
 
 Each function takes its operands as the kernel received them (NHWC or NCHW, strided views
 included: oneDNN reads them through their strides, with no copy), allocates its result as a
@@ -80,6 +80,35 @@ def _key(*parts) -> tuple:
 
 def _layout(a: np.ndarray) -> tuple:
     return a.shape, a.strides
+
+
+# --- matrix product ---------------------------------------------------------------------------
+def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """MatMul: ``a @ b`` of 2-d arrays (a transposed operand is a view: its strides say so);
+    the result C-contiguous."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or not (a.size and b.size):
+        raise plans.UnsupportedError("not a product of two non-empty matrices")
+    shape = (a.shape[0], b.shape[1])
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        src, weights = plan.desc(*array_dims(a, (0, 1))), plan.desc(*array_dims(b, (0, 1)))
+        dst = plan.desc(shape, (shape[1], 1))
+        pd = plan.primitive_desc(
+            lambda out: lib.dnnl_matmul_primitive_desc_create(
+                out, lib.engine, src, weights, None, dst, plan.attr()),
+            "dnnl_matmul_primitive_desc_create")
+        plan.impl = lib.impl_info(pd)
+        for name, md in (("a", src), ("b", weights), ("c", dst)):
+            plan.slot(name, md)
+        plan.step(pd, [(capi.ARG_SRC, "a"), (capi.ARG_WEIGHTS, "b"), (capi.ARG_DST, "c")])
+        return plan
+
+    plan = plans.cached(_key("matmul", threads, *_layout(a), *_layout(b)), build)
+    c = np.empty(shape, np.float32)
+    plan.run(a=a, b=b, c=c)
+    return c
 
 
 # --- convolution ----------------------------------------------------------------------------
