@@ -37,6 +37,7 @@ BENCHMARKS = [
     "bench_frontend.py",
     "bench_import.py",
     "bench_models.py",
+    "bench_products.py",
     "bench_eager.py",
     "bench_rl.py",
 ]
