@@ -167,10 +167,16 @@ def _cast(node, ctx):
 
 
 # --- matmul ---------------------------------------------------------------------------------------
-# Multiply-adds from which a float32 product runs on oneDNN: a oneDNN call costs ~9 us more
-# than NumPy's, which a product of a million multiply-adds repays (a 128x128x128 product: 29
-# against 32 us; 64x64x64: 12 against 6).
+# The float32 products that run on oneDNN, by multiply-adds. From a million: a oneDNN call
+# costs ~9 us more than NumPy's, which such a product repays (128x128x128: 29 against 32 us;
+# 64x64x64: 12 against 6). Below 32M: there oneDNN's OpenMP team, which spins briefly between
+# calls, beats BLAS's threads and the intra-op pool, whose wake-ups cost 80-150 us on a VM
+# with halting vCPUs (an LSTM cell's 20x400x800 product: 0.09 ms against 0.12 on BLAS's two
+# threads and 0.19 split; the LSTM step 20% faster). Bigger products are bound by the GEMM
+# itself, where the paths measured within noise of each other on the models' shapes
+# (benchmarks/bench_products.py), and the CNN step ran slower with its dense layer there.
 ONEDNN_MIN_PRODUCT = 1 << 20
+ONEDNN_MAX_PRODUCT = 1 << 25
 
 
 @kernel("MatMul")
@@ -197,16 +203,17 @@ def _matmul(node, ctx):
 
 
 def _on_onednn(dnn, blas):
-    """``a @ b`` on oneDNN (TF's CPU build runs MatMul there too: ``_MklMatMul``), and on
-    ``blas`` for a product too small to repay a library call or that oneDNN does not take
-    (operands it cannot describe by strides, empty ones). A transposed operand is a view that
-    oneDNN reads through its strides. ``kernel_label`` names where the last call ran."""
+    """``a @ b`` on oneDNN (TF's CPU build runs MatMul there too: ``_MklMatMul``) for the
+    sizes where it pays (``ONEDNN_MIN_PRODUCT``, ``ONEDNN_MAX_PRODUCT``), and on ``blas``
+    for the others and what oneDNN does not take (operands it cannot describe by strides).
+    A transposed operand is a view that oneDNN reads through its strides. ``kernel_label``
+    names where the last call ran."""
     label = onednn.label("MatMul")
 
     def matmul(a, b):
         c = None
-        if a.ndim == 2 and b.ndim == 2 and a.shape[0] * a.shape[1] * b.shape[-1] >= \
-                ONEDNN_MIN_PRODUCT:
+        if a.ndim == 2 and b.ndim == 2 and \
+                ONEDNN_MIN_PRODUCT <= a.shape[0] * a.shape[1] * b.shape[1] < ONEDNN_MAX_PRODUCT:
             c = dnn.matmul(a, b)
         matmul.kernel_label = label if c is not None else None
         return c if c is not None else blas(a, b)

@@ -2,9 +2,11 @@
 gradients, and max and average pooling and their gradients, run through Intel's oneDNN, as
 TensorFlow's CPU build runs them, when it is installed (the ``onednn`` extra: ``pip install
 dflab[onednn]``); NumPy's kernels (and its BLAS) are the portable fallback and the reference
-the tests compare against. Products below a million multiply-adds stay on BLAS (a library
-call costs more than they do), and ``ConfigProto(dflab={"onednn_products": False})`` keeps
-all of them there: which GEMM is faster depends on the CPU (docs/cpu.md, "Matrix products").
+the tests compare against. Products run on oneDNN from a million multiply-adds (a library
+call costs more than smaller ones) up to 32M (bigger ones are bound by the GEMM itself, where
+BLAS measured as fast: ``math_kernels.ONEDNN_MAX_PRODUCT``);
+``ConfigProto(dflab={"onednn_products": False})`` keeps them all on BLAS. Which is faster
+depends on the CPU (docs/cpu.md, "Matrix products").
 
 A kernel asks ``for_kernel(ctx, dtype)`` when a plan binds it: a ``Backend`` when oneDNN
 computes that kernel's dtype (float32) on that device (one computing with NumPy) and the
