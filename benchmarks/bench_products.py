@@ -7,8 +7,9 @@ MatMul kernel can take: NumPy's BLAS on one thread and on ``--threads`` threads,
 one thread each), and oneDNN's matmul primitive (``onednn.Backend.matmul``) on one thread and
 on ``--threads``. Each path's samples are taken together, after a pause for the previous
 path's spinning threads to stop (``_times_apart``). The ratio per shape is BLAS's best
-over oneDNN's at ``--threads``: above 1, oneDNN is faster. Reported, not judged: it is what the
-``onednn_products`` option (docs/cpu.md) decides by.
+over oneDNN's at ``--threads``: above 1, oneDNN is faster. Reported, not judged: the figures
+behind the MatMul kernel's size range for oneDNN and the ``onednn_products`` option
+(docs/cpu.md, "Matrix products").
 """
 
 from __future__ import annotations
