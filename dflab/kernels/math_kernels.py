@@ -172,9 +172,9 @@ def _cast(node, ctx):
 # 64x64x64: 12 against 6). Below 32M: there oneDNN's OpenMP team, which spins briefly between
 # calls, beats BLAS's threads and the intra-op pool, whose wake-ups cost 80-150 us on a VM
 # with halting vCPUs (an LSTM cell's 20x400x800 product: 0.09 ms against 0.12 on BLAS's two
-# threads and 0.19 split; the LSTM step 20% faster). Bigger products are bound by the GEMM
-# itself, where the paths measured within noise of each other on the models' shapes
-# (benchmarks/bench_products.py), and the CNN step ran slower with its dense layer there.
+# threads and 0.19 split; the LSTM step 66-77 ms against 79-86). Bigger products are bound by
+# the GEMM itself, where the paths traded places from one run to the next on the models'
+# shapes (benchmarks/bench_products.py: 0.6x to 1.7x), so they keep BLAS's longer record.
 ONEDNN_MIN_PRODUCT = 1 << 20
 ONEDNN_MAX_PRODUCT = 1 << 25
 
