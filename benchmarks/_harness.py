@@ -26,6 +26,11 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A session splits big kernels on every core by default, as TensorFlow's does; a benchmark that
+# holds NumPy to one BLAS thread gives dflab's sessions one intra-op thread too
+# (``tf.ConfigProto(**ONE_THREAD)``).
+ONE_THREAD = {"intra_op_parallelism_threads": 1}
 if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 

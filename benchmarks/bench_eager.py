@@ -132,7 +132,7 @@ def main() -> list:
             gw1, gw2 = tf.Variable(w["w1"]), tf.Variable(w["w2"])
             px, py = tf.placeholder(tf.float32, [64, 784]), tf.placeholder(tf.int32, [64])
             train = tf.train.GradientDescentOptimizer(0.1).minimize(_loss(px, py, gw1, gw2))
-            sess = tf.Session(graph=g)
+            sess = tf.Session(graph=g, config=tf.ConfigProto(**h.ONE_THREAD))
             sess.run(tf.global_variables_initializer())
         step_graph = sess.make_callable(train, [px, py])
         with eager_mode():

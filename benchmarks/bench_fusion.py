@@ -61,7 +61,7 @@ def _numpy_in_place(x):
 
 def _session(fetch, mode):
     cfg = tf.ConfigProto(graph_options=tf.GraphOptions(
-        rewrite_options=tf.RewriterConfig(remapping=mode)))
+        rewrite_options=tf.RewriterConfig(remapping=mode)), **h.ONE_THREAD)
     return tf.Session(graph=fetch.graph, config=cfg)
 
 

@@ -34,7 +34,7 @@ def main() -> h.Result:
         right = tf.matmul(tf.constant(c), tf.constant(d))
     sessions = {
         threads: tf.Session(graph=graph, config=tf.ConfigProto(
-            inter_op_parallelism_threads=threads))
+            inter_op_parallelism_threads=threads, **h.ONE_THREAD))
         for threads in (1, 2)
     }
     pool = ThreadPoolExecutor(2)

@@ -48,7 +48,7 @@ def main() -> h.Result:
         y = x
         for i in range(N_OPS):
             y = tf.add(y, 0.5) if i % 2 == 0 else tf.multiply(y, 0.999)
-    sess = tf.Session(graph=graph)
+    sess = tf.Session(graph=graph, config=tf.ConfigProto(**h.ONE_THREAD))
 
     def numpy_loop():
         y = x_val

@@ -53,7 +53,7 @@ def main() -> h.Result:
 
     with threadpool_limits(1):
         graph, x, y = _dflab_chain()
-        sess = tf.Session(graph=graph)
+        sess = tf.Session(graph=graph, config=tf.ConfigProto(**h.ONE_THREAD))
         np.testing.assert_allclose(sess.run(y, {x: x_val}), numpy_loop(), rtol=1e-5)
         options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
 

@@ -58,7 +58,8 @@ def _chain(alternate: bool):
 def main() -> h.Result:
     args = h.parse_args(__doc__.splitlines()[0])
     result = h.Result("partition", "8. Two branches on two CPU devices; cost of a transfer")
-    config = tf.ConfigProto(device_count={"CPU": 2}, inter_op_parallelism_threads=1)
+    config = tf.ConfigProto(device_count={"CPU": 2}, inter_op_parallelism_threads=1,
+                            **h.ONE_THREAD)
     with threadpool_limits(1):
         sessions, candidates = [], {}
         for label, two in (("one device", False), ("two devices", True)):

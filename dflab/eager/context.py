@@ -173,7 +173,7 @@ class EagerContext(Graph):
     def __init__(self, config: ConfigProto | None = None):
         super().__init__()
         self.config = config if config is not None else ConfigProto()
-        self.worker = Worker(self.config, owner=self)
+        self.worker = Worker(self.config, owner=self, ops_in_steps=False)
         self.devices = self.worker.devices
         self.host = self.devices.host
         self._cache: dict = {}

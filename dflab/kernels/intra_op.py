@@ -1,5 +1,5 @@
-"""Intra-op parallelism on the host: with ``ConfigProto.intra_op_parallelism_threads`` above
-one, a kernel's big work runs on that many threads.
+"""Intra-op parallelism on the host: a kernel's big work runs on
+``ConfigProto.intra_op_parallelism_threads`` threads (the default, 0: every usable core).
 
 One pool per worker does all of it, as TensorFlow's CPU runtime runs everything on one Eigen
 pool:
@@ -30,14 +30,18 @@ split against 115-137 ms on BLAS's threads; the MLP and the LSTM were 5-10% fast
 Each worker owns its pool (``IntraOpPool``), made from its session's config, with its own
 threads and its own split-products setting; kernels reach it through their context
 (``ctx.intra_op``, read once when a plan binds them), so two sessions with different settings
-never see each other's. With the default (0 threads) a worker's pool has one thread, which
-never splits, and BLAS keeps its own threads (as oneDNN's kernels do: ``library_threads``, every
-usable core). The pool also carries the session's ``onednn`` option to the kernels (see
-``dflab.kernels.onednn``). BLAS's thread count is the one
-process-wide part: a pool that ``hold_blas``-es sets it while it is open (one thread per call
-when it splits products), the most recently opened pool's wish winning, and the process's own
-setting comes back when the last such pool closes. Only NumPy work is split: a GPU's kernels
-run on its stream.
+never see each other's. With the default (0 threads) a session's pool has every usable core,
+as TF's default does, and oneDNN's kernels run on all of them (``library_threads``); an eager
+context's pool has one thread, which never splits, BLAS and oneDNN keeping every core. The
+pool also carries the session's ``onednn`` option to the kernels (see
+``dflab.kernels.onednn``).
+
+BLAS's thread count is the one process-wide part. A pool of a session that asked for intra-op
+threads sets it while it is open (``hold_blas``: one thread per call when it splits products),
+the most recently opened pool's wish winning, and the process's own setting comes back when the
+last such pool closes. A default session sets it to one thread only while a step with
+expensive kernels runs (``pin_blas``), so that the user's NumPy code between steps keeps
+BLAS's threads. Only NumPy work is split: a GPU's kernels run on its stream.
 """
 
 from __future__ import annotations
@@ -182,7 +186,7 @@ class IntraOpPool:
         """Set BLAS's threads to ``blas_threads`` while this pool is open (``close``)."""
         with _blas_lock:
             _blas_holders.append(self)
-            _apply_blas()
+            _apply_blas(rescan=True)
 
     def close(self) -> None:
         """End the pool's threads (a chunk running finishes first) and let go of BLAS."""
@@ -194,7 +198,7 @@ class IntraOpPool:
         with _blas_lock:
             if self in _blas_holders:
                 _blas_holders.remove(self)
-                _apply_blas()
+                _apply_blas(rescan=True)
 
     # --- splitting ----------------------------------------------------------------------------
     @property
@@ -383,25 +387,63 @@ def usable_cores() -> int:
 # on their caller alone; a library kernel runs on every core, as with the default config.
 SERIAL = IntraOpPool(1, library_threads=0)
 
-# BLAS's thread count is process-wide: the pools holding it (``hold_blas``), oldest first; the
-# newest one's wish is in force, and the limits from before the first come back after the last.
+# BLAS's thread count is process-wide. Two things set it: the pools holding it while they are
+# open (``hold_blas``: sessions with intra-op threads), oldest first, the newest one's wish in
+# force; and the steps running now of sessions that pin it to one thread while they run
+# (``pin_blas``: default sessions), which win while any runs. The counts from before either
+# began come back once neither does.
 _blas_lock = threading.Lock()
 _blas_holders: list[IntraOpPool] = []
-_blas_before = None  # threadpoolctl's record of the limits before the first holder
+_pinned_steps = 0
+_blas_before: list[tuple[object, int]] | None = None  # (library, its own count), as found
+_blas_libraries = None  # threadpoolctl's controllers of the BLAS libraries loaded, found once
 
 
-def _apply_blas() -> None:
-    """Put BLAS's threads where the holders say (called with ``_blas_lock`` held)."""
-    global _blas_before
-    from threadpoolctl import threadpool_limits
+def pin_blas() -> None:
+    """Put BLAS on one thread until the matching ``unpin_blas``, for a step whose pool splits
+    its products: each chunk is then a single-threaded call, and no BLAS worker spins after a
+    threaded call on a core the step's next kernels need. Steps nest and overlap (a count),
+    and NumPy code between a default session's steps keeps BLAS's threads. About 2 us a step
+    (``ctypes`` calls on cached controllers, not threadpoolctl's library scan)."""
+    global _pinned_steps
+    with _blas_lock:
+        _pinned_steps += 1
+        if _pinned_steps == 1:
+            _apply_blas()
 
-    if _blas_holders:
-        if _blas_before is None:
-            _blas_before = threadpool_limits(limits=None)  # records, changes nothing
-        threadpool_limits(_blas_holders[-1].blas_threads)
-    elif _blas_before is not None:
-        _blas_before.restore_original_limits()
+
+def unpin_blas() -> None:
+    """End a ``pin_blas``; the last one running puts BLAS where the holders say."""
+    global _pinned_steps
+    with _blas_lock:
+        _pinned_steps -= 1
+        if _pinned_steps == 0:
+            _apply_blas()
+
+
+def _apply_blas(rescan: bool = False) -> None:
+    """Put BLAS's threads where the pins and holders say (called with ``_blas_lock`` held).
+    ``rescan``: look for BLAS libraries loaded since the last look (a pool opening or
+    closing; steps use the libraries found before)."""
+    global _blas_before, _blas_libraries
+    if _blas_libraries is None or rescan:
+        from threadpoolctl import ThreadpoolController
+
+        _blas_libraries = [lib for lib in ThreadpoolController().lib_controllers
+                           if lib.user_api == "blas"]
+    if not (_pinned_steps or _blas_holders):
+        for lib, threads in _blas_before or ():
+            lib.set_num_threads(threads)
         _blas_before = None
+        return
+    if _blas_before is None:
+        _blas_before = []
+    known = {lib.filepath for lib, _ in _blas_before}
+    _blas_before += [(lib, lib.get_num_threads()) for lib in _blas_libraries
+                     if lib.filepath not in known]
+    threads = 1 if _pinned_steps else _blas_holders[-1].blas_threads
+    for lib in _blas_libraries:
+        lib.set_num_threads(threads)
 
 
 # Work (in multiply-adds, as MIN_WORK) of one element of one memory-bound elementwise pass:
@@ -415,6 +457,18 @@ PASS_WORK = 32
 # (a 1M-element add in 0.18 ms, 3.2M in 1.5 ms).
 PRODUCT_WORK_PER_S = 3e10
 PASS_WORK_PER_S = PASS_WORK / 0.3e-9
+
+
+def never_split(output_shapes, n_inputs: int) -> bool:
+    """Whether an elementwise op of ``n_inputs`` inputs whose static output shapes are
+    ``output_shapes`` is too small for ``IntraOpPool.elementwise`` ever to split it: no input
+    is bigger than the (fully known) output, and the output is below what the split's first
+    look lets through. Unknown shapes may be big."""
+    shape = output_shapes[0] if len(output_shapes) == 1 else None
+    if shape is None or not getattr(shape, "is_fully_defined", bool)():
+        return False
+    least = MIN_WORK // (PASS_WORK * max(n_inputs - 1, 1))
+    return shape.num_elements() < least
 
 
 def _passes(args) -> int:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels import intra_op
 from dflab.kernels.context import HOST
 
 # Where a kernel's host-memory inputs or outputs are: positions (negative ones count from the
@@ -163,10 +164,12 @@ def _xp_factory(xp_fn: str | Callable, quiet_fp: bool, elementwise: bool) -> Cal
         if quiet_fp:
             fn = quiet(fn)
         # Each split part runs fn (quiet included: NumPy's error state is per thread). A plan
-        # bound with one intra-op thread (its worker's pool) calls fn bare: the split's check
-        # costs a small op about a fifth of its time.
+        # bound with one intra-op thread (its worker's pool), or an op its static shape says is
+        # too small ever to split, calls fn bare: the split's check costs a 100-element op
+        # about as much as the op itself (0.28 us).
         pool = ctx.intra_op
-        if elementwise and namespace is np and pool.threads > 1:
+        if (elementwise and namespace is np and pool.threads > 1
+                and not intra_op.never_split(node_def.output_shapes, len(node_def.input_types))):
             return pool.elementwise(fn)
         return fn
 

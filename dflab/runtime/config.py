@@ -54,8 +54,9 @@ class DflabOptions:
         "as TensorFlow: float32 matrix products and convolutions on a GPU may round their "
         "inputs to TF32 on tensor cores (Ampere and later); False computes them in float32"))
     intra_op_split_products: bool = field(default=True, metadata=_doc(
-        "with intra_op_parallelism_threads above one, split matrix products among the "
-        "intra-op threads (BLAS on one thread per call) rather than on BLAS's own threads"))
+        "with more than one intra-op thread (the default, 0, is every core), split matrix "
+        "products among the intra-op threads (BLAS on one thread per call) rather than on "
+        "BLAS's own threads"))
     onednn: bool = field(default=True, metadata=_doc(
         "run the heavy host kernels (convolutions and pooling, and their gradients; "
         "float32) through oneDNN when its library is installed "
@@ -239,7 +240,9 @@ class GraphOptions:
 
 
 class ConfigProto:
-    """Session configuration. ``inter_op_parallelism_threads=0`` means one per core."""
+    """Session configuration. ``intra_op_parallelism_threads=0`` means every usable core, and
+    ``inter_op_parallelism_threads=0`` one per core; with both left at 0, expensive host kernels
+    run one at a time, each on every core (``runtime/worker.py``, ``Worker._set_intra_op``)."""
 
     def __init__(self, device_count=None, intra_op_parallelism_threads=0,
                  inter_op_parallelism_threads=0, use_per_session_threads=False,

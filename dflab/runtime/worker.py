@@ -211,7 +211,7 @@ class StepGroup:
     ``on_error``, when set, hears the first error (a cluster step cancels its other tasks)."""
 
     __slots__ = ("rendezvous", "executions", "parts", "error", "_lock", "step_id", "on_error",
-                 "trackers")
+                 "trackers", "pins_blas")
 
     def __init__(self, rendezvous, step_id):
         self.rendezvous = rendezvous
@@ -222,6 +222,7 @@ class StepGroup:
         self.step_id = step_id
         self.on_error = None
         self.trackers = ()  # other workers' running steps that track it (``begin_step``)
+        self.pins_blas = False  # BLAS is on one thread until ``finish_step`` (``pin_blas``)
 
     def failed(self, error) -> None:
         with self._lock:
@@ -341,10 +342,14 @@ def _first_line(error) -> str:
 class Worker:
     """The devices of one task and the partitions registered with it (see module docstring)."""
 
-    def __init__(self, config, owner=None, task: str = LOCAL_TASK, devices=None):
+    def __init__(self, config, owner=None, task: str = LOCAL_TASK, devices=None,
+                 ops_in_steps: bool = True):
         """``task``: the name its devices carry. ``devices``: run on devices owned elsewhere
-        (a cluster's servers) instead of making its own; closing then leaves their state."""
+        (a cluster's servers) instead of making its own; closing then leaves their state.
+        ``ops_in_steps``: its ops run in steps (sessions, functions), not one by one as an
+        eager context's; see ``_set_intra_op``."""
         self._config = config
+        self._ops_in_steps = ops_in_steps
         self._owns_devices = devices is None
         if devices is None:
             devices = DeviceSet.from_config(config, self if owner is None else owner, task)
@@ -356,6 +361,8 @@ class Worker:
         self._pool_lock = threading.Lock()
         self._closed = False
         self._intra_op = None
+        self._pins_blas = False  # its steps put BLAS on one thread while they run
+        self._serial_host_ops = False  # expensive host kernels run one at a time
         self._set_intra_op(config.intra_op_parallelism_threads, config.dflab)
         # Values cross between devices as they are unless two memory spaces meet here.
         spaces = {d.memory_space for d in self.devices}
@@ -365,21 +372,36 @@ class Worker:
         """Host kernels of this worker's devices run on ``n`` threads of a pool of its own:
         big work in chunks, matrix products too with ``split_products`` (BLAS then on one
         thread per call), else on BLAS's ``n`` threads (see ``dflab.kernels.intra_op`` for
-        when each pays); with ``n`` 0 (the default) on one, BLAS and oneDNN on their own.
+        when each pays). BLAS keeps that count while the worker is open.
+
+        With ``n`` 0 (the default), as TF, every usable core: the pool splits on all of them,
+        and BLAS is put on one thread only while a step runs (``intra_op.pin_blas``), so that
+        NumPy code between steps keeps BLAS's threads. An eager context (``ops_in_steps``
+        False) has no steps to pin BLAS around: its kernels run on the calling thread, BLAS
+        and oneDNN on every core.
+        While such a pool spans every core and the inter-op setting is the default too,
+        expensive host kernels run one at a time (``_stream_of``): each already has every
+        core, and a second beside it only oversubscribes them (the LSTM and CNN steps of
+        benchmarks/bench_models.py took 18-28% longer with two at once on 2 cores).
+
         Freed host memory is kept for the next step where the options say so
-        (``runtime/host_allocator.py``).
-        The pool also tells kernels whether they may run on oneDNN (``options.onednn``,
-        products ``options.onednn_products``).
+        (``runtime/host_allocator.py``). The pool also tells kernels whether they may run on
+        oneDNN (``options.onednn``, products ``options.onednn_products``).
         Devices owned elsewhere (a cluster's servers) keep their owner's."""
         if not self._owns_devices:
             return  # nothing here would use a pool, and BLAS's threads are the owner's to set
         if options.retain_host_memory:
             host_allocator.retain_freed_memory()
+        threads = n or (intra_op.usable_cores() if self._ops_in_steps else 1)
         self._intra_op = intra_op.IntraOpPool(
-            n or 1, options.intra_op_split_products, library_threads=n, onednn=options.onednn,
-            onednn_products=options.onednn_products)
+            threads, options.intra_op_split_products, library_threads=n,
+            onednn=options.onednn, onednn_products=options.onednn_products)
         if n:
             self._intra_op.hold_blas()
+        else:
+            self._pins_blas = self._intra_op.splits_products
+            self._serial_host_ops = (self._intra_op.threads > 1
+                                     and not self._config.inter_op_parallelism_threads)
         for device in self.devices:
             device.context.intra_op = self._intra_op
 
@@ -472,7 +494,7 @@ class Worker:
 
     def _stream_of(self, device: str) -> Stream | None:
         dev = self.devices[device]
-        if self._config.inter_op_threads() < 2:
+        if self._serial_host_ops or self._config.inter_op_threads() < 2:
             return dev.streams["compute"]
         return dev.compute_stream
 
@@ -520,6 +542,20 @@ class Worker:
         ex = Execution(eplan, feed_values, step_id)
         ex.device = part.device
         ex.observer = observer
+        if self._pins_blas and eplan.n_expensive:
+            intra_op.pin_blas()
+            try:
+                self._execute(part, ex, step_id, timeout)
+            finally:
+                intra_op.unpin_blas()
+        else:
+            self._execute(part, ex, step_id, timeout)
+        return part.fetch_values(ex)
+
+    def _execute(self, part: RegisteredPartition, ex: Execution, step_id: int,
+                 timeout: float | None) -> None:
+        """Drive ``ex``, an execution of ``part``, to its end on the fastest driver it allows."""
+        eplan = part.executor_plan
         if timeout is None and eplan.straight_line:
             ex.run_inline()
         elif timeout is None and part.stream is not None and eplan.inline_capable:
@@ -534,7 +570,6 @@ class Worker:
                 ex.run_dataflow(self.inter_op_pool(), timeout, part.stream)
             finally:
                 self.steps.untrack(step_id, running)
-        return part.fetch_values(ex)
 
     def start_step(self, parts, feed_values, step_id: int, observer=None,
                    rendezvous=None) -> list:
@@ -574,6 +609,9 @@ class Worker:
             group.trackers = trackers
             for steps in trackers:
                 steps.track(step_id, group)
+        if self._pins_blas and any(p.executor_plan.n_expensive for p in parts):
+            intra_op.pin_blas()
+            group.pins_blas = True
         pool = self._pool or self.inter_op_pool()  # made once: most steps skip the call
         execs = group.executions
         if len(execs) == 1:  # a task's one partition of a cluster step: no order to keep
@@ -611,6 +649,9 @@ class Worker:
             self.steps.untrack(group.step_id, group)
             for steps in group.trackers:
                 steps.untrack(group.step_id, group)
+            if group.pins_blas:
+                group.pins_blas = False
+                intra_op.unpin_blas()
         error = group.error
         if error is None:
             try:

@@ -2,6 +2,7 @@
 ``intra_op_parallelism_threads`` gives its kernels a pool of their own, which another session's
 setting never changes."""
 
+import os
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -444,3 +445,146 @@ def test_a_cluster_session_leaves_blas_to_the_servers_that_own_the_devices():
     finally:
         for s in servers:
             s.stop()
+
+
+def _two_products_graph():
+    """Two independent 256x256 products and a py_func beside them that reports BLAS's
+    threads while the step runs."""
+    rng = np.random.default_rng(3)
+    a_val, b_val = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/cpu:0"):
+        a, b = tf.constant(a_val), tf.constant(b_val)
+        left, right = tf.matmul(a, b, name="left"), tf.matmul(b, a, name="right")
+        during = tf.py_func(lambda: np.int64(max(_blas_threads())), [], tf.int64)
+    return graph, (left, right, during), (a_val @ b_val, b_val @ a_val)
+
+
+def test_the_default_session_splits_on_every_core_with_blas_on_one_thread_per_step(
+        monkeypatch):
+    monkeypatch.setattr(intra_op, "usable_cores", lambda: 3)
+    graph, (left, right, during), (want_left, want_right) = _two_products_graph()
+    before = _blas_threads()
+    with tf.Session(graph=graph) as sess:
+        pool = _pool_of(sess)
+        assert (pool.threads, pool.splits_products, pool.library_threads) == (3, True, 3)
+        # Between steps NumPy keeps BLAS's threads; during one BLAS runs one per call.
+        assert _blas_threads() == before
+        got_left, got_right, blas_in_step = sess.run([left, right, during])
+        assert blas_in_step == 1
+        assert _blas_threads() == before
+        np.testing.assert_allclose(got_left, want_left, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(got_right, want_right, rtol=1e-4, atol=1e-3)
+        # A step with no expensive kernel leaves BLAS alone (and pays nothing for it).
+        pins = []
+        monkeypatch.setattr(intra_op, "pin_blas", lambda: pins.append(1))
+        assert sess.run(left + 1.0, {left: want_left}).shape == (256, 256)
+        assert pins == []
+    assert _blas_threads() == before
+
+
+def test_blas_pins_nest_and_the_last_one_puts_the_counts_back():
+    before = _blas_threads()
+    intra_op.pin_blas()
+    intra_op.pin_blas()
+    assert _blas_threads() == {1}
+    intra_op.unpin_blas()
+    assert _blas_threads() == {1}  # a step still runs
+    intra_op.unpin_blas()
+    assert _blas_threads() == before
+
+
+def test_a_pool_opened_during_a_step_keeps_its_blas_setting_after_it():
+    before = _blas_threads()
+    intra_op.pin_blas()
+    on_blas = tf.Session(config=tf.ConfigProto(
+        intra_op_parallelism_threads=3, dflab={"intra_op_split_products": False}))
+    try:
+        intra_op.unpin_blas()
+        assert _blas_threads() == {3}
+    finally:
+        on_blas.close()
+    assert _blas_threads() == before
+
+
+def _overlap(stats: dict, a: str, b: str) -> bool:
+    (s1, e1), (s2, e2) = stats[a], stats[b]
+    return s1 < e2 and s2 < e1
+
+
+def _kernel_intervals(sess, fetches) -> dict:
+    meta = tf.RunMetadata()
+    sess.run(fetches, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+             run_metadata=meta)
+    out = {}
+    for dev in meta.step_stats.dev_stats:
+        for ns in dev.node_stats:
+            start = ns.all_start_micros + ns.op_start_rel_micros
+            out[ns.node_name] = (start, ns.all_start_micros + ns.op_end_rel_micros)
+    return out
+
+
+def test_the_default_session_runs_expensive_host_kernels_one_at_a_time(monkeypatch):
+    monkeypatch.setattr(intra_op, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the default inter-op threads
+    graph, (left, right, _), _ = _two_products_graph()
+    with tf.Session(graph=graph) as sess:
+        assert _pool_of(sess).threads == 2
+        for _ in range(5):
+            assert not _overlap(_kernel_intervals(sess, [left, right]), "left", "right")
+    # Asked for inter-op threads, or an intra-op pool short of every core: in parallel.
+    for config in (tf.ConfigProto(inter_op_parallelism_threads=2),
+                   tf.ConfigProto(intra_op_parallelism_threads=1)):
+        with tf.Session(graph=graph, config=config) as sess:
+            assert sess._worker._stream_of("/job:localhost/replica:0/task:0/device:CPU:0") \
+                is None
+    with tf.Session(graph=graph) as sess:
+        assert sess._worker._stream_of("/job:localhost/replica:0/task:0/device:CPU:0") \
+            is not None
+
+
+def test_an_eager_context_runs_host_kernels_on_the_calling_thread():
+    from dflab.eager.context import EagerContext
+
+    ctx = EagerContext()
+    try:
+        pool = ctx.host.context.intra_op
+        assert (pool.threads, pool.library_threads) == (1, intra_op.usable_cores())
+    finally:
+        ctx.close()
+
+
+def test_elementwise_kernels_too_small_ever_to_split_are_bound_bare(monkeypatch):
+    monkeypatch.setattr(intra_op, "usable_cores", lambda: 2)
+    graph = tf.Graph()
+    with graph.as_default():
+        small = tf.placeholder(tf.float32, [100])
+        # A py_func's result has no static shape (a fed placeholder's plan knows the feed's).
+        unknown = tf.py_func(lambda: np.full(7, 0.5, np.float32), [], tf.float32)
+        big = tf.placeholder(tf.float32, [1 << 20])
+        outs = [tf.tanh(small, name="small"), tf.tanh(unknown, name="unknown"),
+                tf.tanh(big, name="big")]
+    values = [np.ones(100, np.float32), np.full(7, 0.5, np.float32), np.ones(1 << 20, np.float32)]
+    with tf.Session(graph=graph) as sess:
+        got = sess.run(outs, {small: values[0], big: values[2]})
+        (part,) = sess._worker._partitions.values()
+        bound = {n.op.name: n.fn for n in part.executor_plan.nodes}
+    for g, v in zip(got, values):
+        np.testing.assert_allclose(g, np.tanh(v), rtol=1e-6)
+    # The static 100 elements never split: no check per call. An unknown size may be big.
+    assert bound["small"] is np.tanh
+    assert "split_fn" in bound["unknown"].__qualname__
+    assert "split_fn" in bound["big"].__qualname__
+
+
+def test_never_split_needs_a_fully_known_single_output_below_the_least_split():
+    from dflab.framework.tensor_shape import TensorShape
+
+    least = intra_op.MIN_WORK // intra_op.PASS_WORK
+    assert intra_op.never_split((TensorShape([least - 1]),), 2)
+    assert not intra_op.never_split((TensorShape([least]),), 2)
+    assert not intra_op.never_split((TensorShape([None, 4]),), 2)
+    assert not intra_op.never_split((TensorShape([4]), TensorShape([4])), 2)
+    # An AddN of 9 terms makes 8 passes: it splits from an eighth of the size.
+    assert not intra_op.never_split((TensorShape([least // 8]),), 9)
+    assert intra_op.never_split((TensorShape([least // 8 - 1]),), 9)
