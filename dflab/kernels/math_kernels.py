@@ -167,16 +167,15 @@ def _cast(node, ctx):
 
 
 # --- matmul ---------------------------------------------------------------------------------------
-# The float32 products that run on oneDNN, by multiply-adds. From a million: a oneDNN call
-# costs ~9 us more than NumPy's, which such a product repays (128x128x128: 29 against 32 us;
-# 64x64x64: 12 against 6). Below 32M: there oneDNN's OpenMP team, which spins briefly between
-# calls, beats BLAS's threads and the intra-op pool, whose wake-ups cost 80-150 us on a VM
-# with halting vCPUs (an LSTM cell's 20x400x800 product: 0.09 ms against 0.12 on BLAS's two
-# threads and 0.19 split; the LSTM step 66-77 ms against 79-86). Bigger products are bound by
-# the GEMM itself, where the paths traded places from one run to the next on the models'
-# shapes (benchmarks/bench_products.py: 0.6x to 1.7x), so they keep BLAS's longer record.
+# The float32 products that run on oneDNN: from a million multiply-adds, where a oneDNN call,
+# ~9 us more than NumPy's, is repaid (128x128x128: 29 against 32 us; 64x64x64: 12 against 6).
+# oneDNN's OpenMP team, which spins briefly between calls, beats the intra-op pool's split,
+# whose wake-ups cost 80-150 us on a VM with halting vCPUs, on every product of the models
+# (benchmarks/bench_products.py, 2026-11-28: an LSTM cell's 20x400x800 0.08 against 0.18 ms,
+# the MLP's 128x784x512 0.48 against 0.61, the LSTM softmax's 400x200x10000 8.1 against 9.1);
+# BLAS's own threads, which a session with ``intra_op_split_products`` False gives products,
+# traded places with it on the biggest (0.96x to 1.3x).
 ONEDNN_MIN_PRODUCT = 1 << 20
-ONEDNN_MAX_PRODUCT = 1 << 25
 
 
 @kernel("MatMul")
@@ -204,7 +203,7 @@ def _matmul(node, ctx):
 
 def _on_onednn(dnn, blas):
     """``a @ b`` on oneDNN (TF's CPU build runs MatMul there too: ``_MklMatMul``) for the
-    sizes where it pays (``ONEDNN_MIN_PRODUCT``, ``ONEDNN_MAX_PRODUCT``), and on ``blas``
+    sizes where it pays (from ``ONEDNN_MIN_PRODUCT``), and on ``blas``
     for the others and what oneDNN does not take (operands it cannot describe by strides).
     A transposed operand is a view that oneDNN reads through its strides. ``kernel_label``
     names where the last call ran."""
@@ -213,7 +212,7 @@ def _on_onednn(dnn, blas):
     def matmul(a, b):
         c = None
         if a.ndim == 2 and b.ndim == 2 and \
-                ONEDNN_MIN_PRODUCT <= a.shape[0] * a.shape[1] * b.shape[1] < ONEDNN_MAX_PRODUCT:
+                a.shape[0] * a.shape[1] * b.shape[1] >= ONEDNN_MIN_PRODUCT:
             c = dnn.matmul(a, b)
         matmul.kernel_label = label if c is not None else None
         return c if c is not None else blas(a, b)

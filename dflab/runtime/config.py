@@ -63,7 +63,7 @@ class DflabOptions:
         "(the 'onednn' extra; dflab.kernels.onednn.status() says whether it is), as TF's CPU "
         "build does; False: NumPy's kernels everywhere"))
     onednn_products: bool = field(default=True, metadata=_doc(
-        "with onednn, run float32 matrix products (MatMul) of 1M to 32M multiply-adds "
+        "with onednn, run float32 matrix products (MatMul) of 1M multiply-adds and more "
         "through oneDNN too, as TF's CPU build does; False leaves them to NumPy's BLAS, "
         "which is faster on some CPUs and shapes (docs/cpu.md)"))
     retain_host_memory: bool = field(default=True, metadata=_doc(

@@ -3,8 +3,7 @@ gradients, and max and average pooling and their gradients, run through Intel's 
 TensorFlow's CPU build runs them, when it is installed (the ``onednn`` extra: ``pip install
 dflab[onednn]``); NumPy's kernels (and its BLAS) are the portable fallback and the reference
 the tests compare against. Products run on oneDNN from a million multiply-adds (a library
-call costs more than smaller ones) up to 32M (bigger ones are bound by the GEMM itself, where
-BLAS measured as fast: ``math_kernels.ONEDNN_MAX_PRODUCT``);
+call costs more than smaller ones: ``math_kernels.ONEDNN_MIN_PRODUCT``);
 ``ConfigProto(dflab={"onednn_products": False})`` keeps them all on BLAS. Which is faster
 depends on the CPU (docs/cpu.md, "Matrix products").
 
