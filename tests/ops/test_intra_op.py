@@ -557,7 +557,7 @@ def test_an_eager_context_runs_host_kernels_on_the_calling_thread():
 def test_elementwise_kernels_too_small_ever_to_split_are_bound_bare(monkeypatch):
     monkeypatch.setattr(intra_op, "usable_cores", lambda: 2)
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), tf.device("/cpu:0"):
         small = tf.placeholder(tf.float32, [100])
         # A py_func's result has no static shape (a fed placeholder's plan knows the feed's).
         unknown = tf.py_func(lambda: np.full(7, 0.5, np.float32), [], tf.float32)
@@ -567,8 +567,8 @@ def test_elementwise_kernels_too_small_ever_to_split_are_bound_bare(monkeypatch)
     values = [np.ones(100, np.float32), np.full(7, 0.5, np.float32), np.ones(1 << 20, np.float32)]
     with tf.Session(graph=graph) as sess:
         got = sess.run(outs, {small: values[0], big: values[2]})
-        (part,) = sess._worker._partitions.values()
-        bound = {n.op.name: n.fn for n in part.executor_plan.nodes}
+        bound = {n.op.name: n.fn for part in sess._worker._partitions.values()
+                 for n in part.executor_plan.nodes}
     for g, v in zip(got, values):
         np.testing.assert_allclose(g, np.tanh(v), rtol=1e-6)
     # The static 100 elements never split: no check per call. An unknown size may be big.
