@@ -19,6 +19,7 @@ import sys
 
 import _harness as h
 import numpy as np
+from _harness import ONE_THREAD
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
@@ -132,7 +133,7 @@ def main() -> list:
             gw1, gw2 = tf.Variable(w["w1"]), tf.Variable(w["w2"])
             px, py = tf.placeholder(tf.float32, [64, 784]), tf.placeholder(tf.int32, [64])
             train = tf.train.GradientDescentOptimizer(0.1).minimize(_loss(px, py, gw1, gw2))
-            sess = tf.Session(graph=g, config=tf.ConfigProto(**h.ONE_THREAD))
+            sess = tf.Session(graph=g, config=tf.ConfigProto(**ONE_THREAD))
             sess.run(tf.global_variables_initializer())
         step_graph = sess.make_callable(train, [px, py])
         with eager_mode():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import _harness as h
 import numpy as np
+from _harness import ONE_THREAD
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
@@ -61,7 +62,7 @@ def _numpy_in_place(x):
 
 def _session(fetch, mode):
     cfg = tf.ConfigProto(graph_options=tf.GraphOptions(
-        rewrite_options=tf.RewriterConfig(remapping=mode)), **h.ONE_THREAD)
+        rewrite_options=tf.RewriterConfig(remapping=mode)), **ONE_THREAD)
     return tf.Session(graph=fetch.graph, config=cfg)
 
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import _harness as h
 import numpy as np
+from _harness import ONE_THREAD
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
@@ -34,7 +35,7 @@ def main() -> h.Result:
         right = tf.matmul(tf.constant(c), tf.constant(d))
     sessions = {
         threads: tf.Session(graph=graph, config=tf.ConfigProto(
-            inter_op_parallelism_threads=threads, **h.ONE_THREAD))
+            inter_op_parallelism_threads=threads, **ONE_THREAD))
         for threads in (1, 2)
     }
     pool = ThreadPoolExecutor(2)

@@ -15,6 +15,7 @@ import tracemalloc
 
 import _harness as h
 import numpy as np
+from _harness import ONE_THREAD
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
@@ -48,7 +49,7 @@ def main() -> h.Result:
         y = x
         for i in range(N_OPS):
             y = tf.add(y, 0.5) if i % 2 == 0 else tf.multiply(y, 0.999)
-    sess = tf.Session(graph=graph, config=tf.ConfigProto(**h.ONE_THREAD))
+    sess = tf.Session(graph=graph, config=tf.ConfigProto(**ONE_THREAD))
 
     def numpy_loop():
         y = x_val

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _harness as h
 import numpy as np
+from _harness import ONE_THREAD
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
@@ -80,7 +81,7 @@ def build_dflab(params):
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=h))
         train_op = tf.train.GradientDescentOptimizer(LR).minimize(loss)
         init = tf.global_variables_initializer()
-    sess = tf.Session(graph=graph, config=tf.ConfigProto(**h.ONE_THREAD))
+    sess = tf.Session(graph=graph, config=tf.ConfigProto(**ONE_THREAD))
     sess.run(init)
     return sess, x, labels, variables, train_op
 

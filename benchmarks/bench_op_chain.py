@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _harness as h
 import numpy as np
+from _harness import ONE_THREAD
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
@@ -53,7 +54,7 @@ def main() -> h.Result:
 
     with threadpool_limits(1):
         graph, x, y = _dflab_chain()
-        sess = tf.Session(graph=graph, config=tf.ConfigProto(**h.ONE_THREAD))
+        sess = tf.Session(graph=graph, config=tf.ConfigProto(**ONE_THREAD))
         np.testing.assert_allclose(sess.run(y, {x: x_val}), numpy_loop(), rtol=1e-5)
         options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import _harness as h
 import numpy as np
+from _harness import ONE_THREAD
 from threadpoolctl import threadpool_limits
 
 import dflab as tf
@@ -59,7 +60,7 @@ def main() -> h.Result:
     args = h.parse_args(__doc__.splitlines()[0])
     result = h.Result("partition", "8. Two branches on two CPU devices; cost of a transfer")
     config = tf.ConfigProto(device_count={"CPU": 2}, inter_op_parallelism_threads=1,
-                            **h.ONE_THREAD)
+                            **ONE_THREAD)
     with threadpool_limits(1):
         sessions, candidates = [], {}
         for label, two in (("one device", False), ("two devices", True)):
