@@ -382,7 +382,7 @@ class Worker:
         While such a pool spans every core and the inter-op setting is the default too,
         expensive host kernels run one at a time (``_stream_of``): each already has every
         core, and a second beside it only oversubscribes them (the LSTM and CNN steps of
-        benchmarks/bench_models.py took 18-28% longer with two at once on 2 cores).
+        benchmarks/bench_models.py took 19-29% longer with two at once on 2 cores).
 
         Freed host memory is kept for the next step where the options say so
         (``runtime/host_allocator.py``). The pool also tells kernels whether they may run on
