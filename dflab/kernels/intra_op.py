@@ -318,7 +318,7 @@ class IntraOpPool:
         def split_fn(*args):
             # The common case, a small op, returns after one cheap look at each argument.
             if threads > 1:
-                least = MIN_WORK // (PASS_WORK * _passes(args))
+                least = _least_split_size(len(args))
                 for a in args:
                     if getattr(a, "size", 0) >= least:
                         return split(args)
@@ -464,11 +464,15 @@ def never_split(output_shapes, n_inputs: int) -> bool:
     ``output_shapes`` is too small for ``IntraOpPool.elementwise`` ever to split it: no input
     is bigger than the (fully known) output, and the output is below what the split's first
     look lets through. Unknown shapes may be big."""
-    shape = output_shapes[0] if len(output_shapes) == 1 else None
-    if shape is None or not getattr(shape, "is_fully_defined", bool)():
+    if len(output_shapes) != 1 or not output_shapes[0].is_fully_defined():
         return False
-    least = MIN_WORK // (PASS_WORK * max(n_inputs - 1, 1))
-    return shape.num_elements() < least
+    return output_shapes[0].num_elements() < _least_split_size(n_inputs)
+
+
+def _least_split_size(n_args: int) -> int:
+    """The fewest elements an argument of an elementwise op of ``n_args`` arguments must have
+    for ``IntraOpPool.elementwise`` to consider splitting it (``MIN_WORK``'s worth of passes)."""
+    return MIN_WORK // (PASS_WORK * max(n_args - 1, 1))
 
 
 def _passes(args) -> int:
