@@ -33,7 +33,7 @@ import threading
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels import intra_op
+from dflab.kernels import intra_op, onednn
 from dflab.kernels.registry import kernel
 from dflab.kernels.state_kernels import SOLE_OWNER_REFS, unshare_locked, write_variable
 from dflab.ops.training_ops import signature
@@ -176,11 +176,16 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         unshares = resource and (writes_rows or xp is not np)
         spares = _Spares(n_refs)
         device_update = None if sparse else _DEVICE_UPDATES.get((ctx.device_type, op_type))
+        # oneDNN for a rule that has a oneDNN form (Adam); a resource form's dtype is its
+        # variable's, known only when it runs: another dtype goes to NumPy then.
+        dnn = None
+        if not sparse and _INTO.get(update) is not None and _INTO[update].onednn:
+            dnn = onednn.for_kernel(ctx, np.float32)
 
-        def apply(refs, values, scalars, grad) -> None:
-            """The update, with the locks it needs held. Its arrays die when it returns, before
-            the locks are released, so the next update finds the buffers held by their
-            variables only."""
+        def apply(refs, values, scalars, grad) -> bool:
+            """The update, with the locks it needs held; whether oneDNN computed it. Its arrays
+            die when it returns, before the locks are released, so the next update finds the
+            buffers held by their variables only."""
             if unshares:
                 for state in refs:
                     unshare_locked(state, xp)
@@ -189,15 +194,14 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
                 _check_dense(op_type, ref_names, arrays, grad)
                 if device_update is not None and device_update(xp, attrs, arrays, scalars,
                                                                grad):
-                    return
+                    return False
                 if xp is np and arrays[0].size >= _UPDATE_BLOCK:
-                    _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares,
-                                       in_place, ctx.intra_op)
-                    return
+                    return _host_dense_update(update, attrs, refs, arrays, scalars, grad,
+                                              spares, in_place, ctx.intra_op, dnn)
                 new = update(xp, attrs, arrays, scalars, xp.asarray(grad))
                 for r, a in zip(refs, new):
                     write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
-                return
+                return False
             _check_dense(op_type, ref_names, arrays, arrays[0])
             if arrays[0].ndim == 0:
                 raise _invalid("var must be at least 1 dimensional")
@@ -210,20 +214,24 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
                 new = update(xp, attrs, arrays, scalars, rows, g)
                 for r, a in zip(refs, new):
                     write_variable(xp, r, xp.asarray(a, dtype=arrays[0].dtype))
-                return
+                return False
             new = update(xp, attrs, [a[rows] for a in arrays], scalars, g)
             del arrays  # _write_rows reads each buffer afresh
             for r, a in zip(refs, new):
                 _write_rows(xp, r, rows, a)
+            return False
 
         def run(*args):
             refs, values = args[:n_refs], args[n_refs:]
             scalars = [values[p] for p in scalar_pos]
             _check_scalars(scalar_names, scalars)
             with _locked(refs, locking), np.errstate(all="ignore"):
-                apply(refs, values, scalars, values[grad_pos])
+                on_dnn = apply(refs, values, scalars, values[grad_pos])
+            run.kernel_label = label if on_dnn else None
             return refs[0]
 
+        label = onednn.label(node.op)
+        run.kernel_label = None
         return run
 
     kernel(op_type)(factory)
@@ -276,7 +284,8 @@ _PASSES = 4
 
 
 def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spares,
-                       in_place: bool, pool: intra_op.IntraOpPool = intra_op.SERIAL) -> None:
+                       in_place: bool, pool: intra_op.IntraOpPool = intra_op.SERIAL,
+                       dnn: onednn.Backend | None = None) -> bool:
     """``update`` applied block by block, into the variable's and its slots' own arrays when
     ``in_place`` is allowed and nothing else holds them, else into recycled buffers, which are
     then installed. The rules are elementwise, so the blocks give the whole-array update's
@@ -285,7 +294,9 @@ def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spar
     copied there. With intra-op threads the blocks are shared among them: an update is bound
     by memory bandwidth, and one core alone does not draw all of it (Adam on 3.2M elements:
     18.6 ms on one thread, 10.3 ms on two). Writing in place saves a third of the memory
-    traffic of SGD (2M elements: 1.54 ms into another buffer, 1.08 ms in place)."""
+    traffic of SGD (2M elements: 1.54 ms into another buffer, 1.08 ms in place). A rule with a
+    oneDNN form runs on ``dnn`` when given and able (see ``_update_blocks``); returns whether
+    it did."""
     in_place = in_place and _held_by_variables_only(arrays)
     var = arrays[0]
     if in_place:
@@ -295,7 +306,7 @@ def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spar
     else:
         outs = [spares.take(i, var.shape, var.dtype) for i in range(len(arrays))]
     try:
-        _update_blocks(update, attrs, arrays, outs, scalars, grad, pool)
+        on_dnn = _update_blocks(update, attrs, arrays, outs, scalars, grad, pool, dnn)
     finally:
         if in_place:
             for a in arrays:
@@ -304,6 +315,7 @@ def _host_dense_update(update, attrs, refs, arrays, scalars, grad, spares: _Spar
         for i, (r, o) in enumerate(zip(refs, outs)):
             write_variable(np, r, o)
             spares.give(i, arrays[i])
+    return on_dnn
 
 
 def _held_by_variables_only(arrays) -> bool:
@@ -318,9 +330,11 @@ def _held_by_variables_only(arrays) -> bool:
     return all(sys.getrefcount(arrays[i]) <= SOLE_OWNER_REFS for i in range(len(arrays)))
 
 
-def _update_blocks(update, attrs, arrays, outs, scalars, grad, pool) -> None:
+def _update_blocks(update, attrs, arrays, outs, scalars, grad, pool, dnn=None) -> bool:
     """The blocked update of ``arrays`` into ``outs``, which may be ``arrays`` themselves:
-    each block is read whole before any of it is written."""
+    each block is read whole before any of it is written. A rule with a oneDNN form runs on
+    ``dnn`` (its blocks, and their threads, are oneDNN's: ``onednn.ops.adam``) where it takes
+    the arrays; returns whether it did."""
     var = arrays[0]
     flat_in = [a.reshape(-1) for a in arrays]  # a copy only for a non-contiguous buffer
     flat_out = [o.reshape(-1) for o in outs]
@@ -329,6 +343,9 @@ def _update_blocks(update, attrs, arrays, outs, scalars, grad, pool) -> None:
     if into is not None and not into.accepts(attrs, flat_in, g):
         into = None
     consts = into.prepare(var, scalars) if into is not None else None
+    if dnn is not None and into is not None and into.onednn and \
+            getattr(dnn, into.onednn)(flat_in, g, flat_out, consts):
+        return True
     size = var.size
 
     # Read at each update (not bound when the rules are registered): tests shrink the blocks.
@@ -351,6 +368,7 @@ def _update_blocks(update, attrs, arrays, outs, scalars, grad, pool) -> None:
 
     work = float(size) * len(arrays) * _PASSES * intra_op.PASS_WORK
     pool.run_chunks(chunk, pool.chunks(np, size, work))
+    return False
 
 
 def _resource_form(factory):
@@ -363,6 +381,7 @@ def _resource_form(factory):
         def resource_run(*args):
             run(*args)
 
+        resource_run.fn = run  # where traces find its kernel label
         return resource_run
 
     return resource_factory
@@ -481,10 +500,14 @@ class _Into:
     constants it takes from the update's scalars (``prepare(var, scalars)``, once per update),
     and when it applies (``accepts(attrs, arrays, grad)``: the same dtype throughout, so that
     ``out=`` steps round as the rule does); ``short``: a rule of a few steps, run in
-    ``_SHORT_RULE_BLOCK``-element blocks rather than ``_UPDATE_BLOCK``-element ones."""
+    ``_SHORT_RULE_BLOCK``-element blocks rather than ``_UPDATE_BLOCK``-element ones;
+    ``onednn``: the name of the ``onednn.Backend`` method computing the same blocks with the
+    same bits, where there is one."""
 
-    def __init__(self, fn, prepare=None, extra=None, short: bool = False):
+    def __init__(self, fn, prepare=None, extra=None, short: bool = False,
+                 onednn: str | None = None):
         self.fn = fn
+        self.onednn = onednn
         self.prepare = prepare or (lambda var, scalars: scalars)
         self.extra = extra
         self.short = short
@@ -603,7 +626,8 @@ def _sparse_adagrad_da(xp, attrs, slots, scalars, grad):
 
 
 _INTO = {
-    _adam: _Into(_adam_into, _adam_constants, lambda attrs: not attrs.get("use_nesterov", False)),
+    _adam: _Into(_adam_into, _adam_constants, lambda attrs: not attrs.get("use_nesterov", False),
+                 onednn="adam"),
     _gradient_descent: _Into(_gradient_descent_into, short=True),
 }
 

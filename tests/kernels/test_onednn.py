@@ -4,7 +4,8 @@ Each case runs the same graph in two sessions, one with ``ConfigProto(dflab={"on
 False})``, and compares every output. Tolerances, relative to the largest magnitude of the
 NumPy result: matrix products, convolutions and their gradients 1e-5 (oneDNN sums in another
 order: the differences seen are 1e-7 to 5e-7), average pooling and its gradient 1e-6; max
-pooling and its gradient exactly (choosing a maximum and routing to it compute nothing). The
+pooling and its gradient exactly (choosing a maximum and routing to it compute nothing), and
+the Adam update exactly (NumPy's operations in NumPy's order). The
 trace names the kernel that ran (``_MklConv2D``, TF's name for its oneDNN kernel); the NumPy
 path keeps the op's type.
 
@@ -503,3 +504,115 @@ def test_the_label_shows_through_the_executors_wrappers():
         md = tf.RunMetadata()
         sess.run(y, {x: x_val}, options=tf.RunOptions(trace_level=3), run_metadata=md)
     assert _kernel_types(md)["conv"] == "_MklConv2D"
+
+
+# --- the Adam update ----------------------------------------------------------------------------
+ADAM_SCALARS = [0.9 ** 3, 0.999 ** 3, 1e-3, 0.9, 0.999, 1e-8]
+
+
+class _Var:
+    """A stand-in variable state for calling the host update directly."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def set(self, value):
+        value.flags.writeable = False
+        self.value = value
+
+
+def _adam_arrays(size, dtype=np.float32, seed=5):
+    rng = np.random.default_rng(seed)
+    var, m = (rng.standard_normal(size).astype(dtype) for _ in range(2))
+    v = np.abs(rng.standard_normal(size)).astype(dtype)
+    g = rng.standard_normal(size).astype(dtype)
+    # zeros where the denominator is epsilon alone, a huge gradient, a NaN carried through
+    g[:3], v[:3], m[:3] = 0, 0, 0
+    g[3], g[4] = 3e38, np.nan
+    return [var, m, v], g
+
+
+def _host_adam(arrays, g, in_place, dnn, attrs=None, scalars=ADAM_SCALARS):
+    from dflab.kernels import training_kernels as tk
+
+    refs = [_Var(a) for a in arrays]
+    for a in arrays:
+        a.flags.writeable = False  # as installed
+    del a  # one more holder of the last array would forbid writing in place
+    dtype = arrays[0].dtype
+    with np.errstate(all="ignore"):
+        ran = tk._host_dense_update(tk._adam, attrs or {}, refs, arrays,
+                                    [dtype.type(x) for x in scalars], g, tk._Spares(3),
+                                    in_place, intra_op.SERIAL, dnn)
+    return ran, [r.value for r in refs]
+
+
+@needs_library
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("size", [3 * 64, 2 * 64 + 37, 20])
+def test_adam_update_on_the_library_has_numpys_bits(monkeypatch, size, threads, in_place):
+    from dflab.kernels import training_kernels as tk
+    from dflab.kernels.onednn import ops
+
+    monkeypatch.setattr(ops, "ADAM_BLOCK", 64)  # several blocks, and a partial last one
+    arrays, g = _adam_arrays(size)
+    with np.errstate(all="ignore"):
+        want = tk._adam(np, {}, [a.copy() for a in arrays], [np.float32(x) for x in ADAM_SCALARS],
+                        g)
+    ids = [id(a) for a in arrays]
+    ran, got = _host_adam(arrays, g, in_place, onednn.Backend(onednn.library(), threads))
+    assert ran
+    for new, w, old in zip(got, want, ids):
+        assert (id(new) == old) == in_place  # written in place exactly when allowed
+        np.testing.assert_array_equal(new, w)
+    assert np.isnan(got[0][4]) and np.isfinite(got[0][:4]).all()
+
+
+@needs_library
+@pytest.mark.parametrize("case", ["nesterov", "float64", "float64 gradient"])
+def test_adam_updates_the_library_does_not_compute_the_same_way_stay_on_numpy(case):
+    from dflab.kernels import training_kernels as tk
+
+    dtype = np.dtype(np.float64 if case == "float64" else np.float32)
+    arrays, g = _adam_arrays(300, dtype)
+    if case == "float64 gradient":
+        g = g.astype(np.float64)
+    attrs = {"use_nesterov": case == "nesterov"}
+    scalars = [dtype.type(x) for x in ADAM_SCALARS]
+    with np.errstate(all="ignore"):
+        want = tk._adam(np, attrs, [a.copy() for a in arrays], scalars, g)
+    ran, got = _host_adam(arrays, g, True, onednn.Backend(onednn.library(), 1), attrs)
+    assert not ran
+    for new, w in zip(got, want):
+        with np.errstate(over="ignore"):  # the huge gradient's float64 terms
+            np.testing.assert_array_equal(new, np.asarray(w, dtype))
+
+
+@needs_library
+@pytest.mark.parametrize("use_resource", [True, False])
+def test_adam_training_on_the_library_matches_numpy_bit_for_bit(use_resource):
+    """Three Adam steps on a variable big enough for the blocked update, with oneDNN and
+    without: the same values, and the trace names the kernel that ran."""
+    results = []
+    for on in (True, False):
+        g = tf.Graph()
+        with g.as_default():
+            rng = np.random.default_rng(2)
+            w = tf.get_variable("w", initializer=rng.standard_normal((300, 256))
+                                .astype(np.float32), use_resource=use_resource)
+            x = tf.constant(rng.standard_normal((4, 300)).astype(np.float32))
+            loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+            train = tf.train.AdamOptimizer(0.01).minimize(loss)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, config=tf.ConfigProto(dflab={"onednn": on})) as sess:
+            sess.run(init)
+            md = tf.RunMetadata()
+            for _ in range(3):
+                sess.run(train, options=tf.RunOptions(trace_level=3), run_metadata=md)
+            labels = {t for t in _kernel_types(md).values() if "Adam" in t}
+            results.append((sess.run(w), labels))
+    (on_w, on_labels), (off_w, off_labels) = results
+    op = "ResourceApplyAdam" if use_resource else "ApplyAdam"
+    assert on_labels == {"_Mkl" + op} and off_labels == {op}
+    np.testing.assert_array_equal(on_w, off_w)

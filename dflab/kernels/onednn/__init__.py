@@ -1,11 +1,11 @@
 """oneDNN as the host's kernel library: matrix products (MatMul), convolution and both of its
-gradients, and max and average pooling and their gradients, run through Intel's oneDNN, as
-TensorFlow's CPU build runs them, when it is installed (the ``onednn`` extra: ``pip install
-dflab[onednn]``); NumPy's kernels (and its BLAS) are the portable fallback and the reference
-the tests compare against. Products run on oneDNN from a million multiply-adds (a library
-call costs more than smaller ones: ``math_kernels.ONEDNN_MIN_PRODUCT``);
-``ConfigProto(dflab={"onednn_products": False})`` keeps them all on BLAS. Which is faster
-depends on the CPU (docs/cpu.md, "Matrix products").
+gradients, max and average pooling and their gradients, and big dense Adam updates run
+through Intel's oneDNN, as TensorFlow's CPU build runs them, when it is installed (the
+``onednn`` extra: ``pip install dflab[onednn]``); NumPy's kernels (and its BLAS) are the
+portable fallback and the reference the tests compare against. Products run on oneDNN from
+a million multiply-adds (a library call costs more than smaller ones:
+``math_kernels.ONEDNN_MIN_PRODUCT``); ``ConfigProto(dflab={"onednn_products": False})``
+keeps them all on BLAS. Which is faster depends on the CPU (docs/cpu.md, "Matrix products").
 
 A kernel asks ``for_kernel(ctx, dtype)`` when a plan binds it: a ``Backend`` when oneDNN
 computes that kernel's dtype (float32) on that device (one computing with NumPy) and the
@@ -18,7 +18,8 @@ was MKL-DNN), through the ``kernel_label`` attribute of the function its factory
 Results agree with NumPy's within float32 rounding (oneDNN sums in another order; the tests
 in tests/kernels/test_onednn.py say how closely, op by op); routing choices are exact (a max
 pool's gradient goes to the first maximum of its window in row-major order, as TF's CPU
-kernel). Inputs oneDNN handles differently are sent to NumPy: a max pool over a NaN or -inf
+kernel); the Adam update computes NumPy's operations in NumPy's order, so its bits are
+NumPy's. Inputs oneDNN handles differently are sent to NumPy: a max pool over a NaN or -inf
 (oneDNN never picks a NaN and starts from the lowest finite float).
 """
 
@@ -116,6 +117,14 @@ class Backend:
     def pool_grad(self, kind, x_shape, x, g, fmt, win):
         return self._call(self._ops.pool_grad, kind, tuple(x_shape), x, g, fmt,
                           self.geometry(win))
+
+    def adam(self, arrays, grad, outs, consts) -> bool:
+        """The Adam update into ``outs`` (see ``ops.adam``); False: not done, NumPy's turn."""
+        try:
+            self._ops.adam(self.lib, self.threads, arrays, grad, outs, consts)
+        except self._unsupported:
+            return False
+        return True
 
 
 def for_kernel(ctx, dtype) -> Backend | None:

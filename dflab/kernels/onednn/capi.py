@@ -41,6 +41,12 @@ FORWARD_INFERENCE = 96
 CONVOLUTION_DIRECT = 1
 POOLING_MAX = 0x1FF
 POOLING_AVG_EXCLUDE_PADDING = 0x3FF
+ELTWISE_SQRT = 0x25
+ELTWISE_LINEAR = 0x26  # alpha * x + beta
+BINARY_ADD = 0x1FFF0
+BINARY_MUL = 0x1FFF1
+BINARY_DIV = 0x1FFF4
+BINARY_SUB = 0x1FFF5
 
 QUERY_IMPL_INFO_STR = 8
 QUERY_SRC_MD = 129
@@ -54,6 +60,8 @@ QUERY_SCRATCHPAD_MD = 136
 SCRATCHPAD_USER = 1
 
 ARG_SRC = 1
+ARG_SRC_0 = ARG_SRC
+ARG_SRC_1 = 2
 ARG_DST = 17
 ARG_WEIGHTS = 33
 ARG_BIAS = 41
@@ -64,6 +72,13 @@ ARG_DIFF_DST = 145
 ARG_DIFF_WEIGHTS = 161
 ARG_FROM = ARG_SRC
 ARG_TO = ARG_DST
+ARG_ATTR_SCALES = 4096  # | the argument scaled: its runtime scale
+
+
+def arg_post_op(index: int, arg: int) -> int:
+    """The argument ``arg`` (``ARG_SRC_1``: the other operand) of post-op ``index``."""
+    return 32768 * (index + 1) | arg
+
 
 MAX_NDIMS = 12
 LIBRARY_ENV = "DFLAB_ONEDNN_LIBRARY"
@@ -111,6 +126,13 @@ _PROTOTYPES = {
     "dnnl_primitive_attr_create": ((_P,), _I),
     "dnnl_primitive_attr_destroy": ((_H,), _I),
     "dnnl_primitive_attr_set_scratchpad_mode": ((_H, _I), _I),
+    "dnnl_primitive_attr_set_scales_mask": ((_H, _I, _I), _I),
+    "dnnl_primitive_attr_set_post_ops": ((_H, _H), _I),
+    "dnnl_post_ops_create": ((_P,), _I),
+    "dnnl_post_ops_destroy": ((_H,), _I),
+    "dnnl_post_ops_append_eltwise": ((_H, _I, ctypes.c_float, ctypes.c_float), _I),
+    "dnnl_post_ops_append_binary": ((_H, _I, _H), _I),
+    "dnnl_binary_primitive_desc_create": ((_P, _H, _I, _H, _H, _H, _H), _I),
     "dnnl_convolution_forward_primitive_desc_create":
         ((_P, _H, _I, _I, _H, _H, _H, _H, Dims, Dims, Dims, Dims, _H), _I),
     "dnnl_convolution_backward_data_primitive_desc_create":

@@ -1,5 +1,5 @@
 """The kernels' computations on oneDNN: matrix products, convolution and its two gradients,
-max and average pooling and their gradients, float32, on NumPy arrays.
+max and average pooling and their gradients, the Adam update, float32, on NumPy arrays.
 
 Each function takes its operands as the kernel received them (NHWC or NCHW, strided views
 included: oneDNN reads them through their strides, with no copy), allocates its result as a
@@ -322,3 +322,83 @@ def pool_grad(lib, threads: int, kind: str, x_shape: tuple, x: np.ndarray | None
     else:
         plan.run(g=g_out, dx=dx)
     return dx
+
+
+# --- the Adam update --------------------------------------------------------------------------
+# Elements per block: each block's passes after the first read it from cache (four arrays of
+# a megabyte each), and a block's dozen calls through ctypes (about 20 us) stay small beside
+# its work. A 3.2M-element update on two cores of an AMD EPYC: 2.9 ms in blocks of 229,376
+# elements, 3.2 ms whole (memory-bound), 4.8 ms in blocks of 65,536 (the calls).
+ADAM_BLOCK = 1 << 18
+
+_ONE = np.ones(1, np.float32)  # the other operand of an exact copy (x * 1)
+
+
+def _adam_plan(lib, threads: int, n: int) -> Plan:
+    """The Adam update of ``n`` elements: four binary primitives, each with post-ops, that
+    compute TF's expressions in ``training_kernels._adam``'s order, one operation at a time
+    (the same roundings: the same bits as NumPy's)."""
+    plan = Plan(lib, threads)
+    vec, one = plan.desc((n,), (1,)), plan.desc((1,), (1,))
+    for name in ("grad", "var", "m", "v", "var_out", "m_out", "v_out"):
+        plan.slot(name, vec)
+    for name in ("one", "c1", "c2", "epsilon", "alpha"):
+        plan.slot(name, one)
+    plan.buffer("denom", vec)
+
+    def binary(alg, src1, post_ops, args, scaled=()):
+        attr = plan.attr(post_ops, scaled)
+        pd = plan.primitive_desc(
+            lambda out: lib.dnnl_binary_primitive_desc_create(
+                out, lib.engine, alg, vec, src1, vec, attr),
+            "dnnl_binary_primitive_desc_create")
+        plan.impl = plan.impl or lib.impl_info(pd)
+        plan.step(pd, args)
+
+    post = capi.arg_post_op
+    src0, src1, dst = capi.ARG_SRC_0, capi.ARG_SRC_1, capi.ARG_DST
+    # m_out = (grad - m) * (1 - beta1) + m
+    binary(capi.BINARY_SUB, vec, [("binary", capi.BINARY_MUL, one),
+                                  ("binary", capi.BINARY_ADD, vec)],
+           [(src0, "grad"), (src1, "m"), (post(0, src1), "c1"), (post(1, src1), "m"),
+            (dst, "m_out")])
+    # v_out = (grad * grad - v) * (1 - beta2) + v
+    binary(capi.BINARY_MUL, vec, [("binary", capi.BINARY_SUB, vec),
+                                  ("binary", capi.BINARY_MUL, one),
+                                  ("binary", capi.BINARY_ADD, vec)],
+           [(src0, "grad"), (src1, "grad"), (post(0, src1), "v"), (post(1, src1), "c2"),
+            (post(2, src1), "v"), (dst, "v_out")])
+    # denom = sqrt(v_out) + epsilon (an eltwise primitive with post-ops is oneDNN's
+    # reference one: a product by one is the fast way to a chain starting with a sqrt)
+    binary(capi.BINARY_MUL, one, [("eltwise", capi.ELTWISE_SQRT, 0.0, 0.0),
+                                  ("binary", capi.BINARY_ADD, one)],
+           [(src0, "v_out"), (src1, "one"), (post(1, src1), "epsilon"), (dst, "denom")])
+    # var_out = var - m_out * alpha / denom, as -((m_out * alpha / denom) - var): exact
+    binary(capi.BINARY_DIV, vec, [("binary", capi.BINARY_SUB, vec),
+                                  ("eltwise", capi.ELTWISE_LINEAR, -1.0, 0.0)],
+           [(src0, "m_out"), (src1, "denom"), (capi.ARG_ATTR_SCALES | src0, "alpha"),
+            (post(0, src1), "var"), (dst, "var_out")], scaled=[src0])
+    return plan
+
+
+def adam(lib, threads: int, arrays, grad: np.ndarray, outs, consts) -> None:
+    """ApplyAdam (without Nesterov) of the flat float32 arrays ``arrays`` (var, m, v) and
+    ``grad`` into ``outs``, which may be ``arrays`` themselves (each element is read before
+    it is written), block by block on the calling thread, each block's primitives on
+    ``threads`` threads. ``consts``: (1 - beta1, 1 - beta2, epsilon, alpha) as
+    ``training_kernels._adam_constants`` computes them."""
+    flat = [*arrays, grad, *outs]
+    if any(a.dtype != np.float32 or a.ndim != 1 or not a.flags.c_contiguous
+           or a.shape != grad.shape for a in flat) or not grad.size:
+        raise plans.UnsupportedError("not flat contiguous float32 arrays of one size")
+    (var, m, v), (var_out, m_out, v_out) = arrays, outs
+    c1, c2, epsilon, alpha = (np.full(1, c, np.float32) for c in consts)
+    n = grad.size
+    lib.use_threads(threads)
+    for lo in range(0, n, ADAM_BLOCK):
+        hi = min(lo + ADAM_BLOCK, n)
+        plan = plans.cached(_key("adam", threads, hi - lo),
+                            lambda: _adam_plan(lib, threads, hi - lo))  # noqa: B023
+        plan.run(grad=grad[lo:hi], var=var[lo:hi], m=m[lo:hi], v=v[lo:hi],
+                 var_out=var_out[lo:hi], m_out=m_out[lo:hi], v_out=v_out[lo:hi], one=_ONE,
+                 c1=c1, c2=c2, epsilon=epsilon, alpha=alpha)

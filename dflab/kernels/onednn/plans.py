@@ -123,15 +123,38 @@ class Plan:
     def same(self, a: Handle, b: Handle) -> bool:
         return bool(self.lib.dnnl_memory_desc_equal(a, b))
 
-    def attr(self) -> Handle:
+    def attr(self, post_ops: Sequence[tuple] = (), scaled: Sequence[int] = ()) -> Handle:
         """Primitive attributes with a user scratchpad (one per calling thread, see
-        ``scratchpad``), so that a primitive may run on several threads at once."""
+        ``scratchpad``), so that a primitive may run on several threads at once; with
+        ``post_ops`` applied to its result in order, each ``("eltwise", alg, alpha, beta)`` or
+        ``("binary", alg, md)`` (the result op another memory, given at run time as
+        ``capi.arg_post_op(index, capi.ARG_SRC_1)``); ``scaled``: the arguments multiplied
+        by a runtime scale first (one value, ``capi.ARG_ATTR_SCALES | arg``)."""
         attr = Handle()
         check(self.lib.dnnl_primitive_attr_create(ctypes.byref(attr)),
               "dnnl_primitive_attr_create")
+        self._attrs.append(attr)
         check(self.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, capi.SCRATCHPAD_USER),
               "dnnl_primitive_attr_set_scratchpad_mode")
-        self._attrs.append(attr)
+        for arg in scaled:
+            check(self.lib.dnnl_primitive_attr_set_scales_mask(attr, arg, 0),
+                  "dnnl_primitive_attr_set_scales_mask")
+        if post_ops:
+            chain = Handle()
+            check(self.lib.dnnl_post_ops_create(ctypes.byref(chain)), "dnnl_post_ops_create")
+            try:
+                for kind, *params in post_ops:
+                    if kind == "eltwise":
+                        check(self.lib.dnnl_post_ops_append_eltwise(chain, *params),
+                              "dnnl_post_ops_append_eltwise")
+                    else:
+                        check(self.lib.dnnl_post_ops_append_binary(chain, *params),
+                              "dnnl_post_ops_append_binary")
+                # The attributes keep a copy of the chain.
+                check(self.lib.dnnl_primitive_attr_set_post_ops(attr, chain),
+                      "dnnl_primitive_attr_set_post_ops")
+            finally:
+                self.lib.dnnl_post_ops_destroy(chain)
         return attr
 
     def slot(self, name: str, md: Handle) -> None:
