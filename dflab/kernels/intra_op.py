@@ -328,6 +328,12 @@ class IntraOpPool:
             shape = _broadcast_shape(args)
             if not shape or shape[0] < 2:
                 return fn(*args)
+            wide = _widened(args, shape)
+            if wide is not None:
+                return split_rows(wide, _broadcast_shape(wide)).reshape(shape)
+            return split_rows(args, shape)
+
+        def split_rows(args, shape):
             size = math.prod(shape)
             bounds = self.chunks(np, shape[0], float(size) * PASS_WORK * _passes(args))
             if len(bounds) == 1:
@@ -479,6 +485,40 @@ def _passes(args) -> int:
     """Passes over the output an elementwise op of ``args`` makes: one per input after the
     first (an AddN of 20 terms makes 19), at least one."""
     return max(len(args) - 1, 1)
+
+
+# A row of a widened elementwise op has at least this many elements (see ``_widened``).
+_WIDE_ROW = 1024
+
+
+def _widened(args, shape):
+    """``args`` of an elementwise op whose other operands are vectors along its last axis
+    (a bias add over NHWC activations: ``x + b``, ``b`` of shape (C,)), viewed as rows of at
+    least ``_WIDE_ROW`` elements: each full-shape array as rows of m * C elements, each vector
+    tiled m times. NumPy loops over the last axis innermost; over 32 channels its per-row
+    overhead made a 1.6M-element bias add 3.2 times a same-shape add, over 1,024 elements
+    2.1 times. The same element pairs meet: the same bits. None where this does not apply."""
+    channels = shape[-1]
+    if len(shape) < 2 or channels >= _WIDE_ROW or channels < 1:
+        return None
+    rows = math.prod(shape[:-1])
+    m = 1
+    while rows % (2 * m) == 0 and channels * m < _WIDE_ROW:
+        m *= 2
+    if m == 1:
+        return None
+    out, vectors = [], False
+    for a in args:
+        if not isinstance(a, np.ndarray) or a.ndim == 0:
+            out.append(a)
+        elif a.shape == shape and a.flags.c_contiguous:
+            out.append(a.reshape(rows // m, channels * m))
+        elif a.size == channels and a.shape[-1] == channels:
+            out.append(np.tile(a.reshape(channels), m))
+            vectors = True
+        else:
+            return None
+    return out if vectors else None
 
 
 def _broadcast_shape(args) -> tuple | None:

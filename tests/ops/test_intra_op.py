@@ -311,6 +311,36 @@ def test_elementwise_split_leaves_what_it_cannot_split_to_the_kernel():
         pool.close()
 
 
+@pytest.mark.parametrize("shape, vector", [
+    ((64, 28, 28, 32), (32,)),        # a bias over NHWC activations: widened
+    ((8, 6, 5, 3), (1, 1, 1, 3)),     # a vector with leading ones; rows of an odd count
+    ((8, 6, 4), (6, 1)),              # along another axis: left as it is
+])
+def test_vectors_along_the_last_axis_widen_the_rows_with_the_same_bits(three_threads, monkeypatch,
+                                                                      shape, vector):
+    monkeypatch.setattr(intra_op, "_WIDE_ROW", 64)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    v = rng.standard_normal(vector).astype(np.float32)
+    seen = []
+
+    def add(*args, out=None):
+        seen.append([np.shape(a) for a in args])
+        return np.add(*args, out=out)
+
+    add_split = three_threads.elementwise(add)
+    for args in ((x, v), (v, x), (x, v, x)):
+        fn = add_split if len(args) == 2 else three_threads.elementwise(
+            lambda a, b, c, out=None: np.add(np.add(a, b), c, out=out))
+        got = fn(*args)
+        want = np.add(np.add(args[0], args[1]), args[2]) if len(args) == 3 else np.add(*args)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    widened = len(vector) == 1 or vector[-1] == shape[-1]
+    assert seen and all(max(len(s) for s in shapes) == (2 if widened else len(shape))
+                        for shapes in seen)
+
+
 def test_add_n_of_many_terms_splits_where_two_terms_of_the_same_size_would_not(monkeypatch):
     rng = np.random.default_rng(6)
     terms = [rng.standard_normal((64, 40)).astype(np.float32) for _ in range(12)]
