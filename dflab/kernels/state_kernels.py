@@ -266,23 +266,37 @@ def _as_records(a):
 def _sum_repeats(ufunc, var, flat, rows, new) -> None:
     """Set ``new``'s rows at every repeated index of ``flat`` to ``ufunc(var[i], sum of that
     index's updates)``; the unrepeated rows are left as they are."""
-    # Any order does (a repeated index's updates are summed in some order); the stable sort
-    # of integers is a radix sort: 24 us for 2176 indices where the default took 61.
-    order = np.argsort(flat, kind="stable")
-    ordered = flat[order]
-    same = ordered[1:] == ordered[:-1]
-    if not same.any():
+    where = _repeated_positions(flat, var.shape[0])
+    if not where.size:
         return
-    repeated = np.zeros(flat.size, bool)  # positions in ``order`` of a repeated index
-    repeated[1:] |= same
-    repeated[:-1] |= same
-    where = order[repeated]  # grouped by index
-    keys = ordered[repeated]
+    keys = flat[where]
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
     sizes = np.diff(np.append(starts, keys.size))
     values = ufunc(var[keys[starts]], _group_sums(rows, where, starts, sizes))
     values = values.astype(var.dtype, copy=False)
     new[where] = np.repeat(values, sizes, axis=0)
+
+
+# Up to this many rows of the variable per index, repeats are found by counting (a pass over
+# a count per row) rather than by sorting the indices: in a word2vec step (2,176 indices
+# into 50,000 rows) the sort took 110 us, the count 12 us.
+_COUNT_ROWS_PER_INDEX = 32
+
+
+def _repeated_positions(flat, n_rows: int):
+    """The positions in ``flat`` (in-range indices) of the indices it holds more than once,
+    grouped by index. Within a group any order does: its updates are summed in some order."""
+    if n_rows <= _COUNT_ROWS_PER_INDEX * flat.size:
+        counts = np.bincount(flat, minlength=n_rows)
+        where = np.flatnonzero(counts[flat] > 1)  # usually a few: sorted cheaply
+        return where[np.argsort(flat[where], kind="stable")]
+    order = np.argsort(flat, kind="stable")  # a few indices into many rows
+    ordered = flat[order]
+    same = ordered[1:] == ordered[:-1]
+    repeated = np.zeros(flat.size, bool)  # positions in ``order`` of a repeated index
+    repeated[1:] |= same
+    repeated[:-1] |= same
+    return order[repeated]
 
 
 # Most repeated indices of a sampled batch repeat a few times: their updates are summed one

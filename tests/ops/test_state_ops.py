@@ -137,6 +137,29 @@ def test_scatter_add_sub_accumulate_repeated_rows(fn, ufunc, idx):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("n_indices", [6, 40], ids=["sorted", "counted"])
+def test_repeats_are_found_by_sorting_few_indices_and_by_counting_many(n_indices):
+    # Few indices into many rows are sorted to find repeats; many are counted per row.
+    from dflab.kernels import state_kernels
+
+    rows = 200
+    assert (rows <= state_kernels._COUNT_ROWS_PER_INDEX * n_indices) == (n_indices == 40)
+    rng = np.random.default_rng(n_indices)
+    idx = rng.choice([150, 7, 3, 199, 0], n_indices)
+    init = rng.standard_normal((rows, 3)).astype(np.float32)
+    upd = rng.standard_normal((n_indices, 3)).astype(np.float32)
+    v = tf.Variable(init)
+    op = tf.scatter_sub(v, idx, upd)
+    with tf.Session() as s:
+        s.run(v.initializer)
+        got = s.run(op)
+    want = init.copy()
+    np.subtract.at(want, idx, upd)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    untouched = np.setdiff1d(np.arange(rows), idx)
+    np.testing.assert_array_equal(got[untouched], init[untouched])
+
+
 def test_scatter_out_of_range_is_invalid_argument():
     v = tf.Variable(tf.zeros([3, 2]))
     op = tf.scatter_add(v, [5], tf.ones([1, 2]))
