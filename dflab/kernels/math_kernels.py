@@ -318,6 +318,20 @@ def column_sums(x):
         return np.ones(x.shape[0], x.dtype) @ x
 
 
+def row_sums(x):
+    """The sums along the rows of a 2-D host array, as a product with a vector of ones when
+    the rows are short (``_GEMV_MAX_ROW`` elements) and ``x`` a big float32/float64 array
+    (``None`` otherwise): NumPy's reduction pays a loop set-up per row (a word2vec step's
+    (2176, 128) logits: 80 us against 17 us; (65536, 10): 1.27 ms against 0.15 ms). Over
+    long rows NumPy's pairwise sums are the more exact, and BLAS's no faster than twice."""
+    if (x.dtype not in _GEMV_DTYPES or x.ndim != 2 or x.shape[1] > _GEMV_MAX_ROW
+            or x.shape[1] < 2 or x.size < _GEMV_MIN_SIZE):
+        return None
+    with np.errstate(all="ignore"):
+        return x @ np.ones(x.shape[1], x.dtype)
+
+
+_GEMV_MAX_ROW = 256
 _GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _GEMV_MIN_SIZE = 4096  # below this the ones vector and the BLAS call cost about what they save
 
@@ -331,7 +345,8 @@ def _reduction(fn_name, keep_dtype, identity=None):
         dt = node.input_types[0]._np
         xp = ctx.xp
         xp_fn = getattr(xp, fn_name)
-        by_gemv = fn_name == "sum" and xp is np  # sums over leading axes: see column_sums
+        # Sums over leading axes or along short rows: see column_sums and row_sums.
+        by_gemv = fn_name == "sum" and xp is np
         kwargs = {"dtype": dt} if keep_dtype else {}
         fill = None  # the identity an empty reduction is filled with, where xp_fn cannot
         if identity is not None:
@@ -350,13 +365,16 @@ def _reduction(fn_name, keep_dtype, identity=None):
                 # 64x28x28x32 activation).
                 return x
             merged = _coalesce(x, ax) if isinstance(x, xp.ndarray) else None
-            if merged is None and ax == (0,) and isinstance(x, xp.ndarray) and x.ndim == 2:
+            if merged is None and ax in ((0,), (1,)) and isinstance(x, xp.ndarray) and \
+                    x.ndim == 2:
                 merged = x, ax
             if merged is None:
                 return xp.asarray(xp_fn(x, axis=ax, keepdims=keep, **kwargs))
             y = None
             if by_gemv and merged[1] == (0,):
                 y = column_sums(merged[0])
+            elif by_gemv and merged[1] == (1,) and merged[0].ndim == 2:
+                y = row_sums(merged[0])
             if y is None:
                 y = xp.asarray(xp_fn(merged[0], axis=merged[1], **kwargs))
             return y.reshape(_reduced_dims(x.shape, ax, keep))

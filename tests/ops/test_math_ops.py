@@ -1139,6 +1139,44 @@ def test_sums_over_leading_axes_of_big_arrays_are_as_exact_as_numpy(dtype, shape
     np.testing.assert_array_equal(kept.reshape(got.shape), got)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, axes", [((128, 17, 128), [2]), ((65536, 10), 1),
+                                         ((300, 4, 8), [1, 2]), ((2000, 256), -1)])
+def test_sums_along_short_rows_of_big_arrays_are_as_exact_as_numpy(dtype, shape, axes):
+    # word2vec's logits: the host sums short rows as a product with a vector of ones (BLAS).
+    from dflab.kernels.math_kernels import row_sums
+
+    x = (np.random.default_rng(0).random(shape) - 0.3).astype(dtype)
+    ax = tuple(a % len(shape) for a in np.atleast_1d(axes))
+    per_row = int(np.prod([shape[a] for a in ax]))
+    assert row_sums(x.reshape(-1, per_row)) is not None
+    got = run(tf.reduce_sum(tf.constant(x), axis=axes))
+    flat = x.reshape(-1, per_row)
+    exact = np.array([math.fsum(row) for row in flat]).reshape(got.shape)
+    assert got.dtype == dtype
+    numpy_error = np.abs(x.sum(axis=ax, dtype=dtype) - exact).max()
+    tolerance = 2 * max(numpy_error, np.finfo(dtype).eps * np.abs(exact).max())
+    assert np.abs(got - exact).max() <= tolerance
+    kept = run(tf.reduce_sum(tf.constant(x), axis=axes, keepdims=True))
+    np.testing.assert_array_equal(kept.reshape(got.shape), got)
+
+
+def test_row_sums_leave_long_rows_small_integer_and_special_arrays_to_numpy():
+    from dflab.kernels.math_kernels import row_sums
+
+    assert row_sums(np.ones((8, 8), np.float32)) is None  # too small to pay
+    assert row_sums(np.ones((50, 10000), np.float32)) is None  # long rows: NumPy's pairwise
+    assert row_sums(np.ones((5000, 4), np.int32)) is None  # BLAS sums floats only
+    x = np.zeros((5000, 4), np.float32)
+    x[7, 0], x[9, 1], x[11, 2], x[11, 3] = np.inf, np.nan, np.inf, -np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # inf - inf is NaN silently, as TF
+        got = run(tf.reduce_sum(tf.constant(x), axis=1))
+    with np.errstate(invalid="ignore"):
+        want = x.sum(axis=1)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_column_sums_leave_small_integer_and_special_arrays_to_numpy():
     from dflab.kernels.math_kernels import column_sums
 
