@@ -1,13 +1,14 @@
 """The host's blocked dense optimizer updates: the same bits as the whole-array update for every
 dense rule, in place or into another buffer, in place or into recycled output buffers only when
 nobody else holds them, and values read or fetched before an update (resource and ref variables)
-unchanged by it, as in TF."""
+unchanged by it, as in TF; Adam's update on oneDNN gives NumPy's bits, and what it does not take
+(Nesterov, float64) stays on NumPy."""
 
 import numpy as np
 import pytest
 
 import dflab as tf
-from dflab.kernels import intra_op
+from dflab.kernels import intra_op, onednn
 from dflab.kernels import training_kernels as tk
 
 SCALARS = {  # op type -> its scalar inputs, in the op's order
@@ -263,3 +264,72 @@ def test_adam_steps_agree_with_a_numpy_adam():
             lr = 0.1 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
             w64 = w64 - lr * m / (np.sqrt(v) + 1e-8)
         np.testing.assert_allclose(sess.run(read), w64, rtol=1e-4, atol=1e-4)
+
+
+# --- the update on oneDNN (onednn.ops.adam): NumPy's operations in NumPy's order ------------
+HAVE_LIBRARY = onednn.library() is not None
+needs_library = pytest.mark.skipif(not HAVE_LIBRARY, reason=onednn.status())
+ADAM_SCALARS = SCALARS["ApplyAdam"]
+
+
+def _adam_arrays(size, dtype=np.float32, seed=5):
+    rng = np.random.default_rng(seed)
+    var, m = (rng.standard_normal(size).astype(dtype) for _ in range(2))
+    v = np.abs(rng.standard_normal(size)).astype(dtype)
+    g = rng.standard_normal(size).astype(dtype)
+    # zeros where the denominator is epsilon alone, a huge gradient, a NaN carried through
+    g[:3], v[:3], m[:3] = 0, 0, 0
+    g[3], g[4] = 3e38, np.nan
+    return [var, m, v], g
+
+
+def _host_adam(arrays, g, in_place, dnn, attrs=None, scalars=ADAM_SCALARS):
+    refs = [_Ref(a) for a in arrays]
+    for a in arrays:
+        a.flags.writeable = False  # as installed
+    del a  # one more holder of the last array would forbid writing in place
+    dtype = arrays[0].dtype
+    with np.errstate(all="ignore"):
+        ran = tk._host_dense_update(tk._adam, attrs or {}, refs, arrays,
+                                    [dtype.type(x) for x in scalars], g, tk._Spares(3),
+                                    in_place, intra_op.SERIAL, dnn)
+    return ran, [r.value for r in refs]
+
+
+@needs_library
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("size", [3 * 64, 2 * 64 + 37, 20])
+def test_adam_update_on_the_library_has_numpys_bits(monkeypatch, size, threads, in_place):
+    from dflab.kernels.onednn import ops
+
+    monkeypatch.setattr(ops, "ADAM_BLOCK", 64)  # several blocks, and a partial last one
+    arrays, g = _adam_arrays(size)
+    with np.errstate(all="ignore"):
+        want = tk._adam(np, {}, [a.copy() for a in arrays], [np.float32(x) for x in ADAM_SCALARS],
+                        g)
+    ids = [id(a) for a in arrays]
+    ran, got = _host_adam(arrays, g, in_place, onednn.Backend(onednn.library(), threads))
+    assert ran
+    for new, w, old in zip(got, want, ids):
+        assert (id(new) == old) == in_place  # written in place exactly when allowed
+        np.testing.assert_array_equal(new, w)
+    assert np.isnan(got[0][4]) and np.isfinite(got[0][:4]).all()
+
+
+@needs_library
+@pytest.mark.parametrize("case", ["nesterov", "float64", "float64 gradient"])
+def test_adam_updates_the_library_does_not_compute_the_same_way_stay_on_numpy(case):
+    dtype = np.dtype(np.float64 if case == "float64" else np.float32)
+    arrays, g = _adam_arrays(300, dtype)
+    if case == "float64 gradient":
+        g = g.astype(np.float64)
+    attrs = {"use_nesterov": case == "nesterov"}
+    scalars = [dtype.type(x) for x in ADAM_SCALARS]
+    with np.errstate(all="ignore"):
+        want = tk._adam(np, attrs, [a.copy() for a in arrays], scalars, g)
+    ran, got = _host_adam(arrays, g, True, onednn.Backend(onednn.library(), 1), attrs)
+    assert not ran
+    for new, w in zip(got, want):
+        with np.errstate(over="ignore"):  # the huge gradient's float64 terms
+            np.testing.assert_array_equal(new, np.asarray(w, dtype))
