@@ -10,18 +10,19 @@ can be captured and replayed); sparse updates sum repeated indices, then write t
 rows in place into the variables' own buffers, so a step costs O(rows), not O(variable).
 
 On the host a big dense update of a rule of many steps (Adam) runs block by block (each block's
-temporaries stay in cache: one pass over memory per input and per output); SGD's two steps take
-the array whole (``_SHORT_RULE_BLOCK``). A resource variable's update writes into the
-arrays of the variable and its slots when nothing but the variable holds them (no reader kept
-an earlier value), under the variables' locks, which resource reads take too: as TF's kernels
-update a buffer nobody else references. Otherwise it writes into output buffers recycled from
-the arrays the kernel's previous update displaced (``_Spares``), once nothing else holds them
-(a fresh multi-megabyte array is faulted in page by page on every step), and installs them: a
-value a reader still holds is never written to. With intra-op threads the blocks are shared
-among them. The resource forms copy a shared buffer (``unshare_locked``, under the same locks)
-before the other writes into the variable's own buffer (sparse rows, a GPU's dense update).
-The formulas follow TF's ``training_ops`` kernels term by term, computed with the device's
-array namespace (``ctx.xp``), so slots live where their variable does.
+temporaries stay in cache: one pass over memory per input and per output), Adam's on oneDNN
+where it is installed (four fused primitives a block, NumPy's bits: ``onednn.ops.adam``); SGD's
+two steps take the array whole (``_SHORT_RULE_BLOCK``). A resource variable's update writes
+into the arrays of the variable and its slots when nothing but the variable holds them (no
+reader kept an earlier value), under the variables' locks, which resource reads take too: as
+TF's kernels update a buffer nobody else references. Otherwise it writes into output buffers
+recycled from the arrays the kernel's previous update displaced (``_Spares``), once nothing
+else holds them (a fresh multi-megabyte array is faulted in page by page on every step), and
+installs them: a value a reader still holds is never written to. With intra-op threads the
+blocks are shared among them. The resource forms copy a shared buffer (``unshare_locked``,
+under the same locks) before the other writes into the variable's own buffer (sparse rows, a
+GPU's dense update). The formulas follow TF's ``training_ops`` kernels term by term, computed
+with the device's array namespace (``ctx.xp``), so slots live where their variable does.
 """
 
 from __future__ import annotations
