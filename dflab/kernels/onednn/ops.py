@@ -1,5 +1,6 @@
-"""The kernels' computations on oneDNN: matrix products, convolution and its two gradients,
-max and average pooling and their gradients, the Adam update, float32, on NumPy arrays.
+"""The kernels' computations on oneDNN: matrix products (batched too), convolution and its two
+gradients, max and average pooling and their gradients, the Adam update, float32, on NumPy
+arrays.
 
 Each function takes its operands as the kernel received them (NHWC or NCHW, strided views
 included: oneDNN reads them through their strides, with no copy), allocates its result as a
@@ -84,17 +85,20 @@ def _layout(a: np.ndarray) -> tuple:
 
 # --- matrix product ---------------------------------------------------------------------------
 def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """MatMul: ``a @ b`` of 2-d arrays (a transposed operand is a view: its strides say so);
-    the result C-contiguous."""
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or not (a.size and b.size):
-        raise plans.UnsupportedError("not a product of two non-empty matrices")
-    shape = (a.shape[0], b.shape[1])
+    """MatMul of 2-d arrays, or BatchMatMul of 3-d ones with the same batch: ``a @ b`` (a
+    transposed operand is a view: its strides say so); the result C-contiguous."""
+    nd = a.ndim
+    if nd not in (2, 3) or b.ndim != nd or a.shape[-1] != b.shape[-2] or \
+            a.shape[:-2] != b.shape[:-2] or not (a.size and b.size):
+        raise plans.UnsupportedError("not a product of two non-empty matrices or batches")
+    shape = a.shape[:-1] + b.shape[-1:]
+    axes = tuple(range(nd))
 
     def build():
         lib.use_threads(threads)
         plan = Plan(lib, threads)
-        src, weights = plan.desc(*array_dims(a, (0, 1))), plan.desc(*array_dims(b, (0, 1)))
-        dst = plan.desc(shape, (shape[1], 1))
+        src, weights = plan.desc(*array_dims(a, axes)), plan.desc(*array_dims(b, axes))
+        dst = plan.desc(shape, contiguous_strides(shape, axes))
         pd = plan.primitive_desc(
             lambda out: lib.dnnl_matmul_primitive_desc_create(
                 out, lib.engine, src, weights, None, dst, plan.attr()),
