@@ -245,6 +245,20 @@ MATMUL_CASES = [
 ]
 
 
+def _products_both_ways(a_shape, b_shape, **matmul_args):
+    """``tf.matmul(a, b, **matmul_args)`` (named "mm") and the two products of its gradient,
+    with oneDNN and without: (a, b, on values, off values, on kernel types, off ones)."""
+    a_val, b_val = (RNG.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
+
+    def build():
+        a, b = tf.placeholder(tf.float32, a_shape), tf.placeholder(tf.float32, b_shape)
+        y = tf.matmul(a, b, name="mm", **matmul_args)
+        ga, gb = tf.gradients(tf.reduce_sum(y * y), [a, b])
+        return [y, ga, gb], [a, b]
+
+    return (a_val, b_val) + run_both(build, lambda: [a_val, b_val])
+
+
 @needs_library
 @pytest.mark.parametrize("case", MATMUL_CASES, ids=lambda c: f"{c[0]}{c[1]}t{c[2]:d}{c[3]:d}")
 def test_matrix_products_and_their_gradients_match_numpy(case):
@@ -253,15 +267,8 @@ def test_matrix_products_and_their_gradients_match_numpy(case):
     from dflab.kernels.math_kernels import ONEDNN_MIN_PRODUCT
 
     a_shape, b_shape, ta, tb = case
-    a_val, b_val = (RNG.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
-
-    def build():
-        a, b = tf.placeholder(tf.float32, a_shape), tf.placeholder(tf.float32, b_shape)
-        y = tf.matmul(a, b, transpose_a=ta, transpose_b=tb, name="mm")
-        ga, gb = tf.gradients(tf.reduce_sum(y * y), [a, b])
-        return [y, ga, gb], [a, b]
-
-    on, off, on_types, off_types = run_both(build, lambda: [a_val, b_val])
+    a_val, b_val, on, off, on_types, off_types = _products_both_ways(
+        a_shape, b_shape, transpose_a=ta, transpose_b=tb)
     want = (a_val.T if ta else a_val) @ (b_val.T if tb else b_val)
     assert_close(off[0], want, 1e-5)
     for got, ref in zip(on, off):
@@ -292,23 +299,16 @@ def test_batched_products_and_their_gradients_match_numpy(case):
     """BatchMatMulV2 and its gradient's products on oneDNN's batched GEMM against NumPy's
     stacked product: within 1e-5 of the largest magnitude; the trace names the kernel."""
     a_shape, b_shape, adj_x, adj_y, on_library = case
-    a_val, b_val = (RNG.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
-
-    def build():
-        a, b = tf.placeholder(tf.float32, a_shape), tf.placeholder(tf.float32, b_shape)
-        y = tf.matmul(a, b, adjoint_a=adj_x, adjoint_b=adj_y, name="bmm")
-        ga, gb = tf.gradients(tf.reduce_sum(y * y), [a, b])
-        return [y, ga, gb], [a, b]
-
-    on, off, on_types, off_types = run_both(build, lambda: [a_val, b_val])
+    a_val, b_val, on, off, on_types, off_types = _products_both_ways(
+        a_shape, b_shape, adjoint_a=adj_x, adjoint_b=adj_y)
     want = (np.swapaxes(a_val, -1, -2) if adj_x else a_val) @ \
         (np.swapaxes(b_val, -1, -2) if adj_y else b_val)
     assert_close(off[0], want, 1e-5)
     for got, ref in zip(on, off):
         assert got.shape == ref.shape
         assert_close(got, ref, 1e-5)
-    assert on_types["bmm"] == ("_MklBatchMatMulV2" if on_library else "BatchMatMulV2")
-    assert off_types["bmm"] == "BatchMatMulV2"
+    assert on_types["mm"] == ("_MklBatchMatMulV2" if on_library else "BatchMatMulV2")
+    assert off_types["mm"] == "BatchMatMulV2"
 
 
 @needs_library

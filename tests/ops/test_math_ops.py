@@ -1169,13 +1169,19 @@ def test_row_sums_leave_long_rows_small_integer_and_special_arrays_to_numpy():
     assert row_sums(np.ones((5000, 4), np.int32)) is None  # BLAS sums floats only
     x = np.zeros((5000, 4), np.float32)
     x[7, 0], x[9, 1], x[11, 2], x[11, 3] = np.inf, np.nan, np.inf, -np.inf
+    _assert_host_sum_is_numpys(x, 1)
+
+
+def _assert_host_sum_is_numpys(x, axis):
+    """The host's sum of ``x`` over ``axis`` (a product with ones) is NumPy's, inf, NaN and
+    inf - inf included, and raises no floating-point warning."""
     with tf.device("/cpu:0"):  # the host's sum by a product with ones
-        total = tf.reduce_sum(tf.constant(x), axis=1)
+        total = tf.reduce_sum(tf.constant(x), axis=axis)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # inf - inf is NaN silently, as TF
+        warnings.simplefilter("error")  # the kernel sums inf - inf to NaN silently, as TF
         got = run(total)
     with np.errstate(invalid="ignore"):
-        want = x.sum(axis=1)
+        want = x.sum(axis=axis)
     np.testing.assert_array_equal(got, want)
 
 
@@ -1186,14 +1192,7 @@ def test_column_sums_leave_small_integer_and_special_arrays_to_numpy():
     assert column_sums(np.ones((5000, 4), np.int32)) is None  # BLAS sums floats only
     x = np.zeros((5000, 4), np.float32)
     x[7, 0], x[9, 1], x[11, 2], x[12, 2] = np.inf, np.nan, np.inf, -np.inf
-    with tf.device("/cpu:0"):  # the host's sum by a product with ones
-        total = tf.reduce_sum(tf.constant(x), axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the kernel sums inf - inf to NaN silently, as TF
-        got = run(total)
-    with np.errstate(invalid="ignore"):
-        want = x.sum(axis=0)
-    np.testing.assert_array_equal(got, want)  # inf, NaN and inf - inf as NumPy
+    _assert_host_sum_is_numpys(x, 0)
     g = (np.random.default_rng(1).random((32, 9, 9, 16)) - 0.5).astype(np.float32)
     b = tf.zeros([16])
     y = tf.nn.bias_add(tf.zeros([32, 9, 9, 16]), b)
