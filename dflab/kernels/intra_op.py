@@ -330,7 +330,7 @@ class IntraOpPool:
                 return fn(*args)
             wide = _widened(args, shape)
             if wide is not None:
-                return split_rows(wide, _broadcast_shape(wide)).reshape(shape)
+                return split_rows(*wide).reshape(shape)
             return split_rows(args, shape)
 
         def split_rows(args, shape):
@@ -494,10 +494,11 @@ _WIDE_ROW = 1024
 def _widened(args, shape):
     """``args`` of an elementwise op whose other operands are vectors along its last axis
     (a bias add over NHWC activations: ``x + b``, ``b`` of shape (C,)), viewed as rows of at
-    least ``_WIDE_ROW`` elements: each full-shape array as rows of m * C elements, each vector
-    tiled m times. NumPy loops over the last axis innermost; over 32 channels its per-row
-    overhead made a 1.6M-element bias add 3.2 times a same-shape add, over 1,024 elements
-    2.1 times. The same element pairs meet: the same bits. None where this does not apply."""
+    least ``_WIDE_ROW`` elements, and their broadcast shape: each full-shape array as rows of
+    m * C elements, each vector tiled m times. NumPy loops over the last axis innermost; over
+    32 channels its per-row overhead made a 1.6M-element bias add 3.2 times a same-shape add,
+    over 1,024 elements 2.1 times. The same element pairs meet: the same bits. None where
+    this does not apply."""
     channels = shape[-1]
     if len(shape) < 2 or channels >= _WIDE_ROW or channels < 1:
         return None
@@ -518,7 +519,7 @@ def _widened(args, shape):
             vectors = True
         else:
             return None
-    return out if vectors else None
+    return (out, (rows // m, channels * m)) if vectors else None
 
 
 def _broadcast_shape(args) -> tuple | None:

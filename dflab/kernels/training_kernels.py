@@ -180,7 +180,7 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         # oneDNN for a rule that has a oneDNN form (Adam); a resource form's dtype is its
         # variable's, known only when it runs: another dtype goes to NumPy then.
         dnn = None
-        if not sparse and _INTO.get(update) is not None and _INTO[update].onednn:
+        if not sparse and getattr(_INTO.get(update), "onednn", None):
             dnn = onednn.for_kernel(ctx, np.float32)
 
         def apply(refs, values, scalars, grad) -> bool:
