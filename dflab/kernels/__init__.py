@@ -56,6 +56,7 @@ from dflab.kernels import tridiagonal_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import string_hash_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import string_sequence_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import lookup_kernels  # noqa: F401, E402  isort: skip
+from dflab.kernels import contraction_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import stateful_random_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels import session_kernels  # noqa: F401, E402  isort: skip
 from dflab.kernels.gpu_kernels import register_gpu_kernels

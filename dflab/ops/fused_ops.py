@@ -1,18 +1,24 @@
-"""``_FusedElementwise``: the op the elementwise fusion pass puts in place of a fused group.
+"""The ops graph rewrites put in place of the ops they fuse: ``_FusedElementwise`` (the
+elementwise fusion pass, ``dflab.runtime.fusion``) and TF's ``_FusedMatMul`` and
+``_FusedConv2D`` (a contraction, the bias added to its result and an activation of the sum:
+``dflab.runtime.remapper``).
 
-Like ``_Send``/``_Recv`` it is not user-facing and never an op of a user's ``Graph``: the pass
-(``dflab.runtime.fusion``) creates it as a node of an execution plan, carrying the group's
-``FusedExpression`` and the ops it replaces. Its kernels are in ``dflab.kernels.fused_kernels``.
+Like ``_Send``/``_Recv`` they are not user-facing and never ops of a user's ``Graph``: a pass
+creates them as nodes of an execution plan, carrying the ops they replace. Their kernels are
+in ``dflab.kernels.fused_kernels`` and ``dflab.kernels.contraction_kernels``.
 """
 
 from __future__ import annotations
 
 from dflab.framework.registry import NotDifferentiable, register_op
 
-
-def _fused_infer(op):
-    raise TypeError("_FusedElementwise nodes are made by the fusion pass, not built in a graph")
+REWRITE_OPS = ("_FusedElementwise", "_FusedMatMul", "_FusedConv2D")
 
 
-register_op("_FusedElementwise", _fused_infer)
-NotDifferentiable("_FusedElementwise")
+def _made_by_a_pass(op):
+    raise TypeError(f"{op.type} nodes are made by a graph rewrite, not built in a graph")
+
+
+for _op_type in REWRITE_OPS:
+    register_op(_op_type, _made_by_a_pass)
+    NotDifferentiable(_op_type)

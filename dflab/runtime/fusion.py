@@ -32,23 +32,36 @@ from dflab.ops import fused_ops as _fused_ops  # noqa: F401 - registers _FusedEl
 from dflab.runtime.node import FUSED, Node
 
 
-def fused_node(members, inputs, control_inputs, expression: FusedExpression,
-               device: str) -> Node:
-    """The ``_FusedElementwise`` node replacing ``members`` (the sink last): named after the
-    sink, producing the sink's outputs, carrying the members and their expression."""
+def replacing_node(op_type: str, members, inputs, control_inputs, device: str,
+                   attrs: dict) -> Node:
+    """A node of ``op_type`` replacing ``members`` (in order, the sink last): named after the
+    sink and producing its outputs (so consumers, fetches and ``_Send`` nodes read it
+    unchanged), created where the sink was; ``attrs`` gain the members' names, types and
+    creation sites (``fused_ops``, ``fused_types``, ``_fused_sites``), which graph views,
+    traces and errors read."""
     sink = members[-1]
     attrs = {
-        "T": expression.dtype,
+        **attrs,
         "fused_ops": [m.name for m in members],
         "fused_types": [m.type for m in members],
+        "_fused_sites": [getattr(m, "creation_site", "") or "" for m in members],
+    }
+    node = Node(op_type, sink.name, device, attrs, sink.creation_site, sink.graph, inputs,
+                control_inputs, outputs=sink.outputs)
+    node.fused_ops = list(members)
+    return node
+
+
+def fused_node(members, inputs, control_inputs, expression: FusedExpression,
+               device: str) -> Node:
+    """The ``_FusedElementwise`` node replacing ``members`` (the sink last), carrying their
+    expression."""
+    node = replacing_node(FUSED, members, inputs, control_inputs, device, {
+        "T": expression.dtype,
         "expression": expression.describe(),
         # What a kernel is built from, in another process too (FusedExpression.from_attr).
         "_fused_expression": expression.to_attr(),
-        "_fused_sites": [getattr(m, "creation_site", "") or "" for m in members],
-    }
-    node = Node(FUSED, sink.name, device, attrs, sink.creation_site, sink.graph, inputs,
-                control_inputs, outputs=sink.outputs)
-    node.fused_ops = list(members)
+    })
     node.expression = expression
     return node
 
@@ -89,19 +102,35 @@ def _reduction_dtype(node) -> str | None:
 
 
 # --- the pass ----------------------------------------------------------------------------------
-class _Graph:
-    """Consumers and positions of one node list."""
+class NodeUses:
+    """Who reads what in one node list (its ``nodes`` in topological order): consumers of each
+    tensor, the nodes that are control inputs, and the tensors to ``keep`` (fetched or fed)."""
 
     def __init__(self, nodes, keep):
         self.position = {id(n): i for i, n in enumerate(nodes)}
         self.consumers: dict[int, set] = {}
+        self.readers: dict[int, list] = {}
         self.controls: set[int] = set()
         for n in nodes:
             for t in n.inputs:
                 self.consumers.setdefault(id(t), set()).add(id(n))
+                self.readers.setdefault(id(t), []).append(n)
             for c in n.control_inputs:
                 self.controls.add(id(c))
         self.keep = keep
+
+    def sole_reader(self, t):
+        """The one node of the list that reads ``t`` (once), where ``t`` is needed nowhere
+        else: not kept, not read by another node; else None."""
+        readers = self.readers.get(id(t), ())
+        if id(t) in self.keep or len(readers) != 1:
+            return None
+        return readers[0]
+
+    def replaceable(self, node) -> bool:
+        """Whether ``node`` is in the list and may vanish into a fused node: it is no control
+        input (a control edge from it would lose its source)."""
+        return id(node) in self.position and id(node) not in self.controls
 
     def joinable(self, t, dtype, group: set) -> bool:
         p = t.op
@@ -110,7 +139,7 @@ class _Graph:
                 and self.consumers.get(id(t), set()) <= group)
 
 
-def _grow(g: _Graph, sink, dtype, taken: set) -> list:
+def _grow(g: NodeUses, sink, dtype, taken: set) -> list:
     """The sink and every producer that can join it, in node order."""
     members = {id(sink): sink}
     start = sink.inputs[:1] if sink.type in REDUCTIONS else sink.inputs  # not the axes
@@ -156,15 +185,20 @@ def _expression(members, dtype) -> tuple[FusedExpression, list]:
     return FusedExpression(n, steps, dtype, red), inputs
 
 
-def _fused_node(members, dtype, device) -> Node:
-    expr, inputs = _expression(members, dtype)
+def member_controls(members) -> list:
+    """The control inputs of every member, each once: a fused node waits for all of them."""
     controls, seen = [], set()
     for m in members:
         for c in m.control_inputs:
             if id(c) not in seen:
                 seen.add(id(c))
                 controls.append(c)
-    return fused_node(members, inputs, controls, expr, device)
+    return controls
+
+
+def _fused_node(members, dtype, device) -> Node:
+    expr, inputs = _expression(members, dtype)
+    return fused_node(members, inputs, member_controls(members), expr, device)
 
 
 def fuse_elementwise(nodes, device: str, keep=()) -> tuple[list, list]:
@@ -173,7 +207,7 @@ def fuse_elementwise(nodes, device: str, keep=()) -> tuple[list, list]:
     ``keep``: tensors that must stay computed as they are (fetched or fed ones). Returns the new
     node list, in topological order, and the fused nodes made.
     """
-    g = _Graph(nodes, {id(t) for t in keep})
+    g = NodeUses(nodes, {id(t) for t in keep})
     taken: set[int] = set()
     replaced: dict[int, Node] = {}
     fused = []

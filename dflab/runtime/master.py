@@ -5,8 +5,9 @@ For each signature (fetches, targets, fed tensors, the graph's plan epoch) the m
 what the fetches need, cutting at fed tensors; order it (a cycle is an error naming its nodes);
 place every op on a device (``runtime/placer.py``; stateful ops keep the device an earlier plan
 gave them); if the plan spans devices, partition it into one subgraph per device joined by
-``_Send``/``_Recv`` pairs (``runtime/partition.py``); fuse elementwise groups where the device's
-policy or ``RewriterConfig.remapping`` asks for it (``runtime/fusion.py``). Each resulting
+``_Send``/``_Recv`` pairs (``runtime/partition.py``); fuse contractions with their bias and
+activation (``runtime/remapper.py``) and elementwise groups (``runtime/fusion.py``) where the
+device's policy or ``RewriterConfig.remapping`` asks for it. Each resulting
 partition becomes plain data — a ``PartitionSpec`` of typed node defs — registered with the
 worker that owns its device, which rebuilds it and binds kernels there.
 
@@ -19,10 +20,13 @@ from __future__ import annotations
 import threading
 import weakref
 
+import numpy as np
+
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.graph_io import GraphDef
 from dflab.kernels.registry import has_kernel
+from dflab.runtime import remapper
 from dflab.runtime.config import RewriterConfig
 from dflab.runtime.executor import to_client_value
 from dflab.runtime.fusion import fuse_elementwise
@@ -162,8 +166,8 @@ class Master:
                         "execution"
         device = next(iter(used)) if len(used) == 1 else ""
         nodes = list(ordered)
-        if device and self.fuses_on(device):
-            nodes = self._fused(nodes, device, list(fetch_tensors) + list(feed_tensors))
+        if device:
+            nodes = self._rewritten(nodes, device, list(fetch_tensors) + list(feed_tensors))
         in_plan = {id(op) for op in ordered}
         nodes = [_plan_node(n, placement[n].device if not isinstance(n, Node) else "", in_plan)
                  for n in nodes]
@@ -185,9 +189,36 @@ class Master:
             return self.devices[device].fuses_by_default
         return mode == RewriterConfig.ON
 
-    @staticmethod
-    def _fused(nodes, device, keep) -> list:
-        return fuse_elementwise(nodes, device, keep)[0]
+    def remapped_contractions(self, device: str) -> tuple:
+        """The contractions the remapper fuses on ``device``'s part of a plan
+        (``RewriterConfig.remapping``: by default on CPU devices whose kernels run on oneDNN,
+        see ``dflab.runtime.remapper``); empty where it does not run."""
+        mode = self.config.graph_options.rewrite_options.remapping
+        dev = self.devices[device]
+        if mode == RewriterConfig.OFF or dev.kernel_device_type != "CPU" or \
+                not has_kernel("_FusedMatMul", dev.kernel_device_type):
+            return ()
+        if mode == RewriterConfig.ON:
+            return tuple(remapper.CONTRACTIONS)
+        pool = dev.context.intra_op
+        if dev.device_type != "CPU" or dev.xp is not np or not pool.onednn:
+            return ()
+        from dflab.kernels import onednn  # loads the library: only asked when it may help
+
+        if onednn.library() is None:
+            return ()
+        return ("Conv2D", "MatMul") if pool.onednn_products else ("Conv2D",)
+
+    def _rewritten(self, nodes, device, keep) -> list:
+        """``device``'s nodes after the graph rewrites that run there: contraction fusion,
+        then elementwise fusion (what runs is what the partition graphs show)."""
+        if remapper.has_contraction(nodes):
+            contractions = self.remapped_contractions(device)
+            if contractions:
+                nodes = remapper.fuse_contractions(nodes, device, keep, contractions)[0]
+        if self.fuses_on(device):
+            nodes = fuse_elementwise(nodes, device, keep)[0]
+        return nodes
 
     def _grouped(self, node_defs, device: str, keep=()) -> list:
         """``node_defs`` with each optimizer's updates grouped into one node, on a device that
@@ -209,10 +240,8 @@ class Master:
                        device_order=[d.name for d in devices])
         specs, parts, position = [], [], {}
         for device, part in pt.partitions.items():
-            nodes = part.nodes
-            if self.fuses_on(device):
-                # What runs is what the partition graphs show: the fused nodes, not the groups.
-                nodes = part.nodes = self._fused(part.nodes, device, part.fetches + part.feeds)
+            # What runs is what the partition graphs show: the fused nodes, not the groups.
+            nodes = part.nodes = self._rewritten(part.nodes, device, part.fetches + part.feeds)
             keep = [t.op.name for t in part.fetches + part.feeds]
             spec = PartitionSpec(device, GraphDef(self._grouped(
                 [_node_def(n, device) for n in nodes], device, keep)),

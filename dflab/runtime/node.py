@@ -2,7 +2,8 @@
 
 A plan runs nodes of four origins: the user's ops (one device's view of them, inputs rewired to
 that partition's tensors), the ``_Send``/``_Recv`` pairs the partitioner adds, the nodes of a
-partition's control loop, and the ``_FusedElementwise`` nodes of the fusion pass. All four are
+partition's control loop, and the fused nodes of the rewrite passes (``_FusedElementwise``,
+``_FusedMatMul``, ``_FusedConv2D``: a node that records ``fused_ops``). All four are
 ``Node`` objects, and a node converts to and from a typed ``NodeDef`` (name, op type, inputs by
 name, device, attributes, input and output dtypes, output shapes, creation site) — the plain
 data a worker registers and rebuilds, in this process or another (``nodes_from_node_defs``).
@@ -211,7 +212,7 @@ def nodes_from_node_defs(node_defs, feeds=(), origins=None, graph=None):
     nodes, pending = [], []
     for nd in node_defs:
         # A fused node took its sink's name: it stands for no single user op.
-        original = None if nd.op == FUSED else origins.get(nd.name)
+        original = None if nd.attr.get("fused_ops") else origins.get(nd.name)
         node = Node(nd.op, nd.name, nd.device, nd.attr, nd.site, graph, (), (),
                     nd.output_types, nd.output_shapes, original=original)
         node._node_def = nd

@@ -7,11 +7,11 @@ what is drawn: which ops are shown alone, which name scopes are collapsed into o
 open scopes, while-loop frames and device partitions become clusters, and which edges join the
 drawn units, aggregated with a count when several tensors run between the same two units.
 
-A fused node (``_FusedElementwise``, made by the fusion pass in partition graphs) is drawn as one
-unit of kind ``fused`` standing for the ops it replaced; naming it in ``expanded`` (as a scope is
-opened) draws a ``fused`` cluster holding one unit per replaced op instead, wired as the
-partition runs them. That needs the user's graph (the ops' own records); without it a fused node
-stays collapsed.
+A fused node (``_FusedElementwise``, ``_FusedMatMul``, ``_FusedConv2D``: made by the fusion and
+remapper passes in partition graphs) is drawn as one unit of kind ``fused`` standing for the
+ops it replaced; naming it in ``expanded`` (as a scope is opened) draws a ``fused`` cluster
+holding one unit per replaced op instead, wired as the partition runs them. That needs the
+user's graph (the ops' own records); without it a fused node stays collapsed.
 
 In a big drawing, a unit joined to very many others (a ``gradients`` or ``Adam`` metanode, a
 constant read everywhere) is a *hub*: as TensorBoard does with its auxiliary nodes, its edges to
@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from dflab.framework.op_kinds import BACK_EDGE_OPS, ENTER_OPS
 from dflab.framework.op_kinds import RECV_OPS as RECV_TYPES
 from dflab.framework.op_kinds import SEND_OPS as SEND_TYPES
-from dflab.runtime.node import FUSED as FUSED_TYPE
 from dflab.visualize import grouping as _grouping
 from dflab.visualize import text as _text
 
@@ -58,7 +57,8 @@ class OpRecord:
 
     @property
     def is_fused(self) -> bool:
-        return self.type == FUSED_TYPE
+        """A node a rewrite made of several ops (elementwise or contraction fusion)."""
+        return bool(self.attrs.get("fused_ops"))
 
     @property
     def fused_ops(self) -> list[str]:
@@ -128,7 +128,7 @@ def _node_def_outputs(nd, by_name, observed) -> list:
     _Recv, those of the tensor it receives), else what the traced step observed, else (for a
     _Recv) its declared type and shape."""
     op = by_name.get(nd.name)
-    if op is not None and (op.type == nd.op or nd.op == FUSED_TYPE):
+    if op is not None and (op.type == nd.op or nd.attr.get("fused_ops")):
         return _static(op)  # a fused node produces its sink's outputs, under its name
     if nd.op in RECV_TYPES and "tensor_name" in nd.attr:
         src, slot, is_control = _parse_input(nd.attr["tensor_name"])

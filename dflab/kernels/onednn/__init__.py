@@ -97,11 +97,13 @@ class Backend:
         except self._unsupported:
             return None
 
-    def matmul(self, a, b):
-        return self._call(self._ops.matmul, a, b)
+    def matmul(self, a, b, bias=None, activation=None):
+        """``a @ b``; with ``bias`` and ``activation`` (``ops._epilogue``) fused into it."""
+        return self._call(self._ops.matmul, a, b, bias, activation)
 
-    def conv2d(self, x, f, fmt, win):
-        return self._call(self._ops.conv2d, x, f, fmt, self.geometry(win), (win.oh, win.ow))
+    def conv2d(self, x, f, fmt, win, bias=None, activation=None):
+        return self._call(self._ops.conv2d, x, f, fmt, self.geometry(win), (win.oh, win.ow),
+                          bias, activation)
 
     def conv2d_backprop_input(self, input_shape, f, dy, fmt, win):
         return self._call(self._ops.conv2d_backprop_input, tuple(input_shape), f, dy, fmt,

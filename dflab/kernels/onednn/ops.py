@@ -84,14 +84,30 @@ def _layout(a: np.ndarray) -> tuple:
 
 
 # --- matrix product ---------------------------------------------------------------------------
-def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _epilogue(activation) -> tuple:
+    """The post-ops of a fused activation: ``(alg, alpha, beta)`` (capi's ELTWISE values) or
+    None for none."""
+    return () if activation is None else (("eltwise", *activation),)
+
+
+def _check_bias(bias, n: int) -> None:
+    if bias is not None and (bias.dtype != np.float32 or bias.shape != (n,) or
+                             not bias.flags.c_contiguous):
+        raise plans.UnsupportedError("not a contiguous float32 vector of the output's channels")
+
+
+def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
+           activation: tuple | None = None) -> np.ndarray:
     """MatMul of 2-d arrays, or BatchMatMul of 3-d ones with the same batch: ``a @ b`` (a
-    transposed operand is a view: its strides say so); the result C-contiguous."""
+    transposed operand is a view: its strides say so); the result C-contiguous. With ``bias``
+    (a vector along the result's last axis) and ``activation`` (see ``_epilogue``), the fused
+    ``activation(a @ b + bias)`` of TF's ``_FusedMatMul``: one pass over the result."""
     nd = a.ndim
     if nd not in (2, 3) or b.ndim != nd or a.shape[-1] != b.shape[-2] or \
             a.shape[:-2] != b.shape[:-2] or not (a.size and b.size):
         raise plans.UnsupportedError("not a product of two non-empty matrices or batches")
     shape = a.shape[:-1] + b.shape[-1:]
+    _check_bias(bias, shape[-1])
     axes = tuple(range(nd))
 
     def build():
@@ -99,19 +115,31 @@ def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         plan = Plan(lib, threads)
         src, weights = plan.desc(*array_dims(a, axes)), plan.desc(*array_dims(b, axes))
         dst = plan.desc(shape, contiguous_strides(shape, axes))
+        slots = [("a", src), ("b", weights), ("c", dst)]
+        args = [(capi.ARG_SRC, "a"), (capi.ARG_WEIGHTS, "b"), (capi.ARG_DST, "c")]
+        bias_md = None
+        if bias is not None:  # broadcast over the rows: dimensions of 1 but the last
+            bias_md = plan.desc((1,) * (nd - 1) + shape[-1:], (shape[-1],) * (nd - 1) + (1,))
+            slots.append(("bias", bias_md))
+            args.append((capi.ARG_BIAS, "bias"))
+        attr = plan.attr(_epilogue(activation))
         pd = plan.primitive_desc(
             lambda out: lib.dnnl_matmul_primitive_desc_create(
-                out, lib.engine, src, weights, None, dst, plan.attr()),
+                out, lib.engine, src, weights, bias_md, dst, attr),
             "dnnl_matmul_primitive_desc_create")
         plan.impl = lib.impl_info(pd)
-        for name, md in (("a", src), ("b", weights), ("c", dst)):
+        for name, md in slots:
             plan.slot(name, md)
-        plan.step(pd, [(capi.ARG_SRC, "a"), (capi.ARG_WEIGHTS, "b"), (capi.ARG_DST, "c")])
+        plan.step(pd, args)
         return plan
 
-    plan = plans.cached(_key("matmul", threads, *_layout(a), *_layout(b)), build)
+    plan = plans.cached(_key("matmul", threads, *_layout(a), *_layout(b), bias is not None,
+                             activation), build)
     c = np.empty(shape, np.float32)
-    plan.run(a=a, b=b, c=c)
+    if bias is None:
+        plan.run(a=a, b=b, c=c)
+    else:
+        plan.run(a=a, b=b, c=c, bias=bias)
     return c
 
 
@@ -138,11 +166,15 @@ def _use_weights(plan: Plan, pd, user_md, query: int, slot: str) -> str:
 
 
 def conv2d(lib, threads: int, x: np.ndarray, f: np.ndarray, fmt: str, g: Geometry,
-           out_hw: tuple[int, int]) -> np.ndarray:
-    """Conv2D: ``x`` in ``fmt``, ``f`` HWIO; the output in ``fmt``."""
+           out_hw: tuple[int, int], bias: np.ndarray | None = None,
+           activation: tuple | None = None) -> np.ndarray:
+    """Conv2D: ``x`` in ``fmt``, ``f`` HWIO; the output in ``fmt``. With ``bias`` (one value
+    per output channel) and ``activation`` (see ``_epilogue``), TF's ``_FusedConv2D``:
+    ``activation(conv2d(x, f) + bias)`` in the convolution's own pass over its output."""
     n, c = x.shape[0], x.shape[_DATA_AXES[fmt][1]]
     co = f.shape[3]
     logical_out = (n, co) + tuple(out_hw)
+    _check_bias(bias, co)
 
     def build():
         lib.use_threads(threads)
@@ -150,21 +182,34 @@ def conv2d(lib, threads: int, x: np.ndarray, f: np.ndarray, fmt: str, g: Geometr
         src, user_w = _data_desc(plan, x, fmt), _filter_desc(plan, f)
         dst = _new_data_desc(plan, logical_out, fmt)
         weights = plan.any_desc((co, c, g.kh, g.kw))
+        slots = [("x", src), ("f", user_w), ("y", dst)]
+        bias_md = None
+        if bias is not None:
+            bias_md = plan.desc((co,), (1,))
+            slots.append(("bias", bias_md))
+        attr = plan.attr(_epilogue(activation))
         pd = plan.primitive_desc(
             lambda out: lib.dnnl_convolution_forward_primitive_desc_create(
                 out, lib.engine, capi.FORWARD_INFERENCE, capi.CONVOLUTION_DIRECT, src,
-                weights, None, dst, *g.conv_args(), plan.attr()),
+                weights, bias_md, dst, *g.conv_args(), attr),
             "dnnl_convolution_forward_primitive_desc_create")
         plan.impl = lib.impl_info(pd)
-        for name, md in (("x", src), ("f", user_w), ("y", dst)):
+        for name, md in slots:
             plan.slot(name, md)
         w = _use_weights(plan, pd, user_w, capi.QUERY_WEIGHTS_MD, "f")
-        plan.step(pd, [(capi.ARG_SRC, "x"), (capi.ARG_WEIGHTS, w), (capi.ARG_DST, "y")])
+        args = [(capi.ARG_SRC, "x"), (capi.ARG_WEIGHTS, w), (capi.ARG_DST, "y")]
+        if bias is not None:
+            args.append((capi.ARG_BIAS, "bias"))
+        plan.step(pd, args)
         return plan
 
-    plan = plans.cached(_key("conv", fmt, g, threads, *_layout(x), *_layout(f), out_hw), build)
+    plan = plans.cached(_key("conv", fmt, g, threads, *_layout(x), *_layout(f), out_hw,
+                             bias is not None, activation), build)
     y = np.empty(_to_layout(logical_out, fmt), np.float32)
-    plan.run(x=x, f=f, y=y)
+    if bias is None:
+        plan.run(x=x, f=f, y=y)
+    else:
+        plan.run(x=x, f=f, y=y, bias=bias)
     return y
 
 

@@ -1,0 +1,145 @@
+"""TF's fused contractions on the host: ``_FusedMatMul`` and ``_FusedConv2D``, the nodes the
+remapper (``dflab.runtime.remapper``) puts in place of a MatMul or Conv2D, the bias added to
+its result and an optional activation of the sum.
+
+On oneDNN (float32, the shapes its contraction takes) the bias and the activation are applied
+as the product or convolution writes its result (the primitive's bias and an eltwise post-op),
+and the kernel labels itself ``_MklFusedMatMul`` / ``_MklFusedConv2D`` as TF's do. Otherwise
+(no oneDNN, a product too small for it, an operand it cannot describe) the kernel runs the
+members' own kernels one after another: exactly what the unfused ops compute, errors included
+(they name the member that failed).
+
+Numerics: the bias is added to the float32 result and the activation applied to the rounded
+sum, as unfused; Relu, Relu6 and LeakyRelu are exact, so the fused result is the unfused
+oneDNN one to the bit; Elu, Tanh and Sigmoid are oneDNN's own approximations, within a few
+float32 ulps of NumPy's (tests/kernels/test_contraction_fusion.py says how close).
+"""
+
+from __future__ import annotations
+
+from dflab.framework import errors
+from dflab.framework.graph_io import NodeDef
+from dflab.kernels import onednn
+from dflab.kernels.conv_kernels import _nonempty, _window
+from dflab.kernels.math_kernels import ONEDNN_MIN_PRODUCT
+from dflab.kernels.registry import get_kernel_def, kernel
+
+
+def _activation(node) -> tuple | None:
+    """oneDNN's eltwise post-op ``(alg, alpha, beta)`` for the fused activation, or None."""
+    from dflab.kernels.onednn import capi
+
+    types = node.attr["fused_types"]
+    if len(types) < 3:
+        return None
+    return {
+        "Relu": (capi.ELTWISE_RELU, 0.0, 0.0),
+        "Relu6": (capi.ELTWISE_CLIP_V2, 0.0, 6.0),
+        "LeakyRelu": (capi.ELTWISE_RELU, float(node.attr.get("leakyrelu_alpha", 0.2)), 0.0),
+        "Elu": (capi.ELTWISE_ELU, 1.0, 0.0),
+        "Tanh": (capi.ELTWISE_TANH, 0.0, 0.0),
+        "Sigmoid": (capi.ELTWISE_LOGISTIC, 0.0, 0.0),
+    }[types[2]]
+
+
+def _member_defs(node) -> list[NodeDef]:
+    """Typed node defs of the members (contraction, bias add, activation if any), for their
+    own kernels: the contraction keeps the fused node's attributes (its own, as the remapper
+    copied them)."""
+    names, types = node.attr["fused_ops"], node.attr["fused_types"]
+    sites = node.attr.get("_fused_sites") or [""] * len(names)
+    t = node.output_types[0]
+    fmt = node.attr.get("data_format", "NHWC") if types[0] == "Conv2D" else "NHWC"
+    defs = [NodeDef(names[0], types[0], attr=node.attr, site=sites[0],
+                    input_types=node.input_types[:2], output_types=node.output_types),
+            NodeDef(names[1], types[1], attr={"T": t, "data_format": fmt}, site=sites[1],
+                    input_types=(t, t), output_types=(t,))]
+    if len(types) > 2:
+        defs.append(NodeDef(names[2], types[2],
+                            attr={"T": t, "alpha": node.attr.get("leakyrelu_alpha", 0.2)},
+                            site=sites[2], input_types=(t,), output_types=(t,)))
+    return defs
+
+
+def _as_member(fn, member: NodeDef):
+    """``fn`` raising what it raises as an error of ``member`` (which the runtime turns into
+    the user's op), as the executor does for an unfused kernel."""
+    def run(*args):
+        try:
+            return fn(*args)
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, FloatingPointError) as e:
+            raise errors.InvalidArgumentError(None, member, f"{type(e).__name__}: {e}") from None
+
+    return run
+
+
+def _unfused(node, ctx):
+    """``fn(a, b, bias)``: the members' own kernels one after another."""
+    fns = [_as_member(get_kernel_def(nd, "CPU").factory(nd, ctx), nd)
+           for nd in _member_defs(node)]
+    contraction, add = fns[0], fns[1]
+    act = fns[2] if len(fns) > 2 else None
+
+    def unfused(a, b, bias):
+        y = add(contraction(a, b), bias)
+        return act(y) if act is not None else y
+
+    return unfused
+
+
+def _backend(node, ctx, products: bool):
+    """oneDNN for this kernel, or None (``products``: a MatMul, which the session's
+    ``onednn_products`` may keep on BLAS)."""
+    if products and not ctx.intra_op.onednn_products:
+        return None
+    return onednn.for_kernel(ctx, node.output_types[0].as_numpy_dtype)
+
+
+def _fused_kernel(node, ctx, on_library, op_type: str):
+    """The kernel function: ``on_library(dnn, act, a, b, bias)`` (the fused result, or None
+    where oneDNN does not take the call) when oneDNN is there, else the members' kernels.
+    ``kernel_label`` names oneDNN's kernel when the last call ran on it."""
+    dnn = _backend(node, ctx, products=op_type == "MatMul")
+    act = _activation(node)
+    unfused = _unfused(node, ctx)
+    label = onednn.label("Fused" + op_type)
+
+    def fused(a, b, bias):
+        y = on_library(dnn, act, a, b, bias) if dnn is not None else None
+        fused.kernel_label = label if y is not None else None
+        return y if y is not None else unfused(a, b, bias)
+
+    fused.kernel_label = None
+    return fused
+
+
+@kernel("_FusedMatMul")
+def _fused_matmul(node, ctx):
+    ta, tb = node.attr.get("transpose_a", False), node.attr.get("transpose_b", False)
+
+    def on_library(dnn, act, a, b, bias):
+        if a.ndim != 2 or b.ndim != 2:
+            return None
+        a, b = (a.T if ta else a), (b.T if tb else b)  # views oneDNN reads by strides
+        if a.shape[0] * a.shape[1] * b.shape[1] < ONEDNN_MIN_PRODUCT:
+            return None
+        return dnn.matmul(a, b, bias, act)
+
+    return _fused_kernel(node, ctx, on_library, "MatMul")
+
+
+@kernel("_FusedConv2D")
+def _fused_conv2d(node, ctx):
+    fmt = node.attr.get("data_format", "NHWC")
+
+    def on_library(dnn, act, x, f, bias):
+        if x.ndim != 4 or f.ndim != 4 or not _nonempty(x, f):
+            return None
+        n, h, w, c = x.shape if fmt == "NHWC" else (x.shape[0], *x.shape[2:], x.shape[1])
+        kh, kw, ci, _ = f.shape
+        if c != ci:
+            return None  # the members' kernels say what is wrong
+        win = _window(node, ctx, h, w, kh, kw)
+        return None if win.empty_output else dnn.conv2d(x, f, fmt, win, bias, act)
+
+    return _fused_kernel(node, ctx, on_library, "Conv2D")
