@@ -9,7 +9,10 @@ simulated GPUs plus the host CPU, BLAS limited to one thread. Three placements:
 
 *Estimated* step time is ``cost_model.estimate_step_time`` of each placement, with the device
 throughput calibrated on this machine (one-thread NumPy matmul); *measured* is the median
-``Session.run`` time with ``inter_op_parallelism_threads=2``. Target: the cost model at least
+``Session.run`` time with ``inter_op_parallelism_threads=2`` and one intra-op thread, so that
+each kernel computes on one core as the calibration assumes (with every core per kernel,
+the session default since 2026-11-28, one device's matmuls alone fill the host and no
+placement can be faster). Target: the cost model at least
 1.5x faster than TF's rules on both. The model runs each device one op at a time (the white
 paper's simulator), and so does the runtime for GPU devices, simulated ones included (one
 compute stream per GPU, as in TF): all on GPU:0 is serial, spread over two GPUs it uses two
@@ -74,6 +77,7 @@ def main() -> h.Result:
                                   ("cost model", "cost_model", False)]:
             graph, total = _build(rr)
             cfg = tf.ConfigProto(device_count={"GPU": 2}, inter_op_parallelism_threads=2,
+                                 intra_op_parallelism_threads=1,
                                  dflab={"placement": policy,
                                         "device_params": {"CPU": params, "GPU": params}})
             sess = tf.Session(graph=graph, config=cfg)

@@ -10,36 +10,46 @@ members' own kernels one after another: exactly what the unfused ops compute, er
 (they name the member that failed).
 
 Numerics: the bias is added to the float32 result and the activation applied to the rounded
-sum, as unfused; Relu, Relu6 and LeakyRelu are exact, so the fused result is the unfused
-oneDNN one to the bit; Elu, Tanh and Sigmoid are oneDNN's own approximations, within a few
-float32 ulps of NumPy's (tests/kernels/test_contraction_fusion.py says how close).
+sum, as unfused. Relu and Relu6 then run on the sum in place with NumPy's kernels: oneDNN's
+take a maximum that turns a NaN into 0, where TF's and NumPy's keep it. LeakyRelu is exact;
+with these three the fused results were the unfused oneDNN ones to the bit on the CPUs
+measured. Elu, Tanh and Sigmoid are oneDNN's approximations, within float32 tolerance of
+NumPy's. NaN and infinities come out as NumPy's (tests/kernels/test_contraction_fusion.py).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from dflab.framework import errors
 from dflab.framework.graph_io import NodeDef
 from dflab.kernels import onednn
 from dflab.kernels.conv_kernels import _nonempty, _window
 from dflab.kernels.math_kernels import ONEDNN_MIN_PRODUCT
+from dflab.kernels.nn_kernels import _relu, _relu6
 from dflab.kernels.registry import get_kernel_def, kernel
 
 
-def _activation(node) -> tuple | None:
-    """oneDNN's eltwise post-op ``(alg, alpha, beta)`` for the fused activation, or None."""
+def _activation(node) -> tuple:
+    """(oneDNN's eltwise post-op ``(alg, alpha, beta)`` or None, NumPy's in-place activation
+    or None) for the fused activation. oneDNN's Relu and Relu6 take a maximum that turns a NaN
+    into 0, where TF's (and NumPy's) keep it: those two run on the fused sum in place."""
     from dflab.kernels.onednn import capi
 
     types = node.attr["fused_types"]
-    if len(types) < 3:
-        return None
-    return {
-        "Relu": (capi.ELTWISE_RELU, 0.0, 0.0),
-        "Relu6": (capi.ELTWISE_CLIP_V2, 0.0, 6.0),
+    act = types[2] if len(types) > 2 else None
+    if act == "Relu":
+        return None, lambda y: _relu(np, y, out=y)
+    if act == "Relu6":
+        return None, lambda y: _relu6(np, y, out=y)
+    post = {
+        None: None,
         "LeakyRelu": (capi.ELTWISE_RELU, float(node.attr.get("leakyrelu_alpha", 0.2)), 0.0),
         "Elu": (capi.ELTWISE_ELU, 1.0, 0.0),
         "Tanh": (capi.ELTWISE_TANH, 0.0, 0.0),
         "Sigmoid": (capi.ELTWISE_LOGISTIC, 0.0, 0.0),
-    }[types[2]]
+    }[act]
+    return post, None
 
 
 def _member_defs(node) -> list[NodeDef]:
@@ -100,14 +110,16 @@ def _fused_kernel(node, ctx, on_library, op_type: str):
     where oneDNN does not take the call) when oneDNN is there, else the members' kernels.
     ``kernel_label`` names oneDNN's kernel when the last call ran on it."""
     dnn = _backend(node, ctx, products=op_type == "MatMul")
-    act = _activation(node)
+    post, in_place = _activation(node)
     unfused = _unfused(node, ctx)
     label = onednn.label("Fused" + op_type)
 
     def fused(a, b, bias):
-        y = on_library(dnn, act, a, b, bias) if dnn is not None else None
+        y = on_library(dnn, post, a, b, bias) if dnn is not None else None
         fused.kernel_label = label if y is not None else None
-        return y if y is not None else unfused(a, b, bias)
+        if y is None:
+            return unfused(a, b, bias)
+        return y if in_place is None else in_place(y)
 
     fused.kernel_label = None
     return fused
@@ -139,7 +151,10 @@ def _fused_conv2d(node, ctx):
         kh, kw, ci, _ = f.shape
         if c != ci:
             return None  # the members' kernels say what is wrong
-        win = _window(node, ctx, h, w, kh, kw)
+        try:
+            win = _window(node, ctx, h, w, kh, kw)
+        except errors.InvalidArgumentError:
+            return None  # the Conv2D's own kernel reports it, under its name
         return None if win.empty_output else dnn.conv2d(x, f, fmt, win, bias, act)
 
     return _fused_kernel(node, ctx, on_library, "Conv2D")

@@ -41,8 +41,8 @@ def _relu_grad(xp, g, y, out=None):
     return xp.multiply(g, y > 0, dtype=g.dtype, out=out)
 
 
-def _relu6(xp, x):
-    return xp.clip(x, _like(xp, x, 0), _like(xp, x, 6))
+def _relu6(xp, x, out=None):
+    return xp.clip(x, _like(xp, x, 0), _like(xp, x, 6), out=out)
 
 
 def _relu6_grad(xp, g, y):

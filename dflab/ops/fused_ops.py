@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from dflab.framework.registry import NotDifferentiable, register_op
 
-REWRITE_OPS = ("_FusedElementwise", "_FusedMatMul", "_FusedConv2D")
+# op type -> whether it is expensive (the executor's and the worker's scheduling class): a
+# fused contraction is as expensive as the contraction it computes.
+REWRITE_OPS = {"_FusedElementwise": False, "_FusedMatMul": True, "_FusedConv2D": True}
 
 
 def _made_by_a_pass(op):
     raise TypeError(f"{op.type} nodes are made by a graph rewrite, not built in a graph")
 
 
-for _op_type in REWRITE_OPS:
-    register_op(_op_type, _made_by_a_pass)
+for _op_type, _expensive in REWRITE_OPS.items():
+    register_op(_op_type, _made_by_a_pass, expensive=_expensive)
     NotDifferentiable(_op_type)

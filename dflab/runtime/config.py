@@ -213,9 +213,11 @@ class OptimizerOptions:
 
 
 class RewriterConfig:
-    """TF's graph-rewriter switches. ``remapping`` controls elementwise fusion
-    (``dflab.runtime.fusion``): ``DEFAULT`` fuses on real GPU devices, ``ON`` on every device
-    (CPU partitions run the fused group's NumPy evaluator), ``OFF`` never."""
+    """TF's graph-rewriter switches. ``remapping`` controls the fusing passes: elementwise
+    fusion (``dflab.runtime.fusion``) and contraction fusion (``dflab.runtime.remapper``).
+    ``DEFAULT`` fuses elementwise groups on real GPU devices and contractions with their bias
+    and activation on host CPUs whose kernels run on oneDNN; ``ON`` fuses both on every device
+    with CPU kernels too (the NumPy evaluator, the members' kernels); ``OFF`` never."""
 
     DEFAULT = 0
     ON = 1

@@ -63,10 +63,12 @@ def _bias_of(add, contraction):
     if add.type == "BiasAdd":
         if add.inputs[0] is not out or add.inputs[1] is out:
             return None
+        # A MatMul's channels are its last axis: NCHW would add along axis 1 of a batched
+        # operand of unknown rank.
         fmt = add.attrs.get("data_format", "NHWC")
-        same_layout = contraction.type == "MatMul" or \
-            fmt == contraction.attrs.get("data_format", "NHWC")
-        return add.inputs[1] if same_layout else None
+        layout = "NHWC" if contraction.type == "MatMul" else \
+            contraction.attrs.get("data_format", "NHWC")
+        return add.inputs[1] if fmt == layout else None
     x, y = add.inputs
     if (x is out) == (y is out) or not _channels_last(contraction):
         return None
@@ -104,6 +106,9 @@ def _fused(members, bias, device):
     act = members[2] if len(members) == 3 else None
     if act is not None and act.type == "LeakyRelu":
         attrs["leakyrelu_alpha"] = float(act.attrs.get("alpha", 0.2))
+    # The body as graph views show a fused node's (elementwise fusion's ``expression``).
+    body = f"BiasAdd({contraction.type}(in0, in1), in2)"
+    attrs["expression"] = f"{act.type}({body})" if act is not None else body
     inputs = [*contraction.inputs, bias]
     return replacing_node(CONTRACTIONS[contraction.type], members, inputs,
                           member_controls(members), device, attrs)

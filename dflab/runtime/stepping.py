@@ -518,7 +518,7 @@ class StepRun:
             if fused_into is not None:
                 raise errors.NotFoundError(
                     None, None, f"{name} does not run on its own in this step: it is fused into "
-                    f"{fused_into} (elementwise fusion; RewriterConfig.remapping=OFF keeps it).")
+                    f"{fused_into} (a graph rewrite; RewriterConfig.remapping=OFF keeps it).")
             raise errors.NotFoundError(
                 None, None, f"{name} is not part of this step (it is not needed by the "
                 "fetches, or does not exist).")

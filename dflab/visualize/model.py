@@ -194,9 +194,11 @@ def _rewire(members, fused: OpRecord) -> bool:
     names = {m.name for m in members}
     data = _external(members, names, lambda m: m.inputs)
     controls = _external(members, names, lambda m: m.control_inputs)
-    if len(data) != len(fused.inputs) or len(controls) != len(fused.control_inputs):
+    # A fused contraction reads its operands by position, a tensor twice in ``x @ x``.
+    inputs = list(dict.fromkeys(fused.inputs))
+    if len(data) != len(inputs) or len(controls) != len(fused.control_inputs):
         return False
-    to_node = dict(zip(data, fused.inputs))
+    to_node = dict(zip(data, inputs))
     to_control = dict(zip(controls, fused.control_inputs))
     for m in members:
         m.inputs = [to_node.get(ref, ref) for ref in m.inputs]
