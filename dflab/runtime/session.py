@@ -455,8 +455,8 @@ class BaseSession:
                                                 tracer)
         except errors.OpError as e:
             raise _user_error(e) from None
-        if tracer is not None:
-            self._fill_trace(tracer, plan, options, run_metadata)
+        if options is not None:
+            self._fill_metadata(tracer, plan, options, run_metadata)
         return values
 
     def _step_timeout(self, options) -> float | None:
@@ -464,6 +464,14 @@ class BaseSession:
         ``operation_timeout_in_ms``; None for no limit."""
         ms = options.timeout_in_ms if options is not None else 0
         return ms / 1000.0 if ms else self._operation_timeout
+
+    def _fill_metadata(self, tracer, plan, options, run_metadata) -> None:
+        """What ``options`` asks of ``run_metadata``: the step's trace when it was traced, and
+        the partition graphs, which TF gives whatever the trace level."""
+        if tracer is not None:
+            self._fill_trace(tracer, plan, options, run_metadata)
+        elif options.output_partition_graphs and run_metadata is not None:
+            run_metadata.partition_graphs[:] = plan.partition_graph_defs()
 
     def _fill_trace(self, tracer, plan, options, run_metadata) -> None:
         from dflab.runtime.gpu_replay import replay_status
@@ -486,8 +494,8 @@ class BaseSession:
                                        tracer, plan.main_partition)
         if result.error is not None:
             raise _user_error(result.error)
-        if tracer is not None:
-            self._fill_trace(tracer, plan, options, run_metadata)
+        if options is not None:
+            self._fill_metadata(tracer, plan, options, run_metadata)
         return plan.fetched_values(result.values, feed_values)
 
     # --- partial runs ----------------------------------------------------------------------

@@ -194,6 +194,21 @@ def test_output_partition_graphs_two_devices():
     assert {"a", "mm", "c", "d"} <= names
 
 
+@pytest.mark.parametrize("devices", [1, 2])
+def test_partition_graphs_come_without_a_trace_as_in_tf(devices):
+    """TF fills ``RunMetadata.partition_graphs`` whenever they are asked for: no trace level
+    needed, and then no step stats."""
+    out = _two_device_graph() if devices == 2 else _chain_graph()
+    md = tf.RunMetadata()
+    with tf.Session(config=tf.ConfigProto(device_count={"CPU": devices})) as sess:
+        sess.run(out, options=tf.RunOptions(output_partition_graphs=True), run_metadata=md)
+        assert len(md.partition_graphs) == devices
+        assert md.step_stats.dev_stats == []
+        md = tf.RunMetadata()
+        sess.run(out, options=tf.RunOptions(), run_metadata=md)
+        assert md.partition_graphs == []
+
+
 def test_cost_graph_has_devices_costs_and_output_sizes():
     d = _two_device_graph()
     _, md = _traced(d, config=tf.ConfigProto(device_count={"CPU": 2}))
