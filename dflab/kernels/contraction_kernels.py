@@ -1,6 +1,7 @@
 """TF's fused contractions on the host: ``_FusedMatMul`` and ``_FusedConv2D``, the nodes the
 remapper (``dflab.runtime.remapper``) puts in place of a MatMul or Conv2D, the bias added to
-its result and an optional activation of the sum.
+its result and an optional activation of the sum; and ``_FusedMatMulSum``, an AddN of MatMuls
+(see its kernel).
 
 On oneDNN (float32, the shapes its contraction takes) the bias and the activation are applied
 as the product or convolution writes its result (the primitive's bias and an eltwise post-op),
@@ -158,3 +159,76 @@ def _fused_conv2d(node, ctx):
         return None if win.empty_output else dnn.conv2d(x, f, fmt, win, bias, act)
 
     return _fused_kernel(node, ctx, on_library, "Conv2D")
+
+
+# --- sums of products ---------------------------------------------------------------------------
+def _sum_member_defs(node) -> tuple[list[NodeDef], NodeDef]:
+    """Typed node defs of a ``_FusedMatMulSum``'s MatMuls and of its AddN."""
+    names, n = node.attr["fused_ops"], node.attr["N"]
+    sites = node.attr.get("_fused_sites") or [""] * len(names)
+    t = node.output_types[0]
+    products = [NodeDef(names[k], "MatMul", site=sites[k], input_types=(t, t), output_types=(t,),
+                        attr={"T": t, "transpose_a": node.attr["transpose_a"][k],
+                              "transpose_b": node.attr["transpose_b"][k]})
+                for k in range(n)]
+    add_n = NodeDef(names[n], "AddN", attr={"T": t, "N": n}, site=sites[n],
+                    input_types=(t,) * n, output_types=(t,))
+    return products, add_n
+
+
+def _bound(nd: NodeDef, ctx):
+    return _as_member(get_kernel_def(nd, "CPU").factory(nd, ctx), nd)
+
+
+@kernel("_FusedMatMulSum")
+def _fused_matmul_sum(node, ctx):
+    """``AddN(MatMul(a0, b0), MatMul(a1, b1), ...)``: the first product computed by its own
+    kernel, each next one added into it in the AddN's order, on oneDNN as it is written (a sum
+    post-op: the term is never stored), else computed by its kernel and added in place. Operands
+    whose products are not all 2-d of one shape get the members' kernels and the AddN's."""
+    product_defs, add_def = _sum_member_defs(node)
+    products = [_bound(nd, ctx) for nd in product_defs]
+    add_n = _bound(add_def, ctx)
+    tas, tbs = node.attr["transpose_a"], node.attr["transpose_b"]
+    dnn = _backend(node, ctx, products=True)
+    label = onednn.label("FusedMatMulSum")
+
+    def operands(a, b, k):  # views oneDNN reads by strides
+        return (a.T if tas[k] else a), (b.T if tbs[k] else b)
+
+    def one_shape(pairs) -> bool:
+        shapes = set()
+        for k, (a, b) in enumerate(pairs):
+            if a.ndim != 2 or b.ndim != 2:
+                return False
+            a, b = operands(a, b, k)
+            if a.shape[1] != b.shape[0]:
+                return False
+            shapes.add((a.shape[0], b.shape[1]))
+        return len(shapes) == 1
+
+    def added_on_library(k, a, b, out) -> bool:
+        a, b = operands(a, b, k)
+        if a.shape[0] * a.shape[1] * b.shape[1] < ONEDNN_MIN_PRODUCT:
+            return False
+        return dnn.matmul(a, b, into=out) is not None
+
+    def fused_matmul_sum(*arrays):
+        pairs = list(zip(arrays[0::2], arrays[1::2]))
+        fused_matmul_sum.kernel_label = None
+        if not one_shape(pairs):
+            return add_n(*[p(a, b) for p, (a, b) in zip(products, pairs)])
+        out = products[0](*pairs[0])
+        if not (out.flags.writeable and out.flags.c_contiguous and out.dtype == np.float32):
+            return add_n(out, *[p(a, b) for p, (a, b) in zip(products[1:], pairs[1:])])
+        every = dnn is not None
+        for k in range(1, len(pairs)):
+            a, b = pairs[k]
+            if dnn is None or not added_on_library(k, a, b, out):
+                every = False
+                np.add(out, products[k](a, b), out=out)  # as the AddN adds it
+        fused_matmul_sum.kernel_label = label if every else None
+        return out
+
+    fused_matmul_sum.kernel_label = None
+    return fused_matmul_sum

@@ -9,6 +9,12 @@ contraction writes its result: oneDNN's post-ops, one pass over the output inste
 CPU build does the same (its ``_MklFusedConv2D`` and ``_MklFusedMatMul``); a model's dense and
 convolution layers are exactly this pattern, forward.
 
+Backward, an unrolled RNN's weight gradient is an ``AddN`` of one MatMul per time step. Where
+MatMuls fuse, an AddN whose every input is a MatMul read by it alone becomes one
+``_FusedMatMulSum``: the first product is computed, each next one added into it as oneDNN
+writes it (a sum post-op), so the terms are never stored and the sum makes no pass of its own.
+It adds in the AddN's order, one rounding per term, as the AddN does.
+
 A pattern fuses only where nothing else needs the intermediate values: the contraction's output
 is read by the bias add alone and the sum by the activation alone (a gradient that reads the
 sum, as LeakyRelu's does, keeps the activation out); neither is fetched or fed, nor a control
@@ -31,6 +37,8 @@ from dflab.runtime.fusion import NodeUses, member_controls, replacing_node
 
 # The contractions that fuse, and the op each becomes.
 CONTRACTIONS = {"MatMul": "_FusedMatMul", "Conv2D": "_FusedConv2D"}
+# What an AddN of MatMuls becomes: the products accumulated into one result.
+SUM_OF_PRODUCTS = "_FusedMatMulSum"
 BIAS_ADDS = frozenset({"BiasAdd", "Add", "AddV2"})
 ACTIVATIONS = frozenset({"Relu", "Relu6", "LeakyRelu", "Elu", "Tanh", "Sigmoid"})
 DTYPE = "float32"
@@ -114,21 +122,65 @@ def _fused(members, bias, device):
                           member_controls(members), device, attrs)
 
 
+def _product_sum(uses: NodeUses, add_n):
+    """The MatMuls an AddN sums, each read by it alone, or None: a sum of products only."""
+    if not _float32(add_n) or not uses.replaceable(add_n) or len(add_n.inputs) < 2:
+        return None
+    products = []
+    for t in add_n.inputs:
+        p = t.op
+        if p.type != "MatMul" or uses.sole_reader(t) is not add_n or \
+                not uses.replaceable(p) or not _float32(p):
+            return None
+        products.append(p)
+    return products
+
+
+def _fused_sum(products, add_n, device):
+    attrs = {"T": add_n.attrs.get("T"), "N": len(products),
+             "transpose_a": [bool(p.attrs.get("transpose_a", False)) for p in products],
+             "transpose_b": [bool(p.attrs.get("transpose_b", False)) for p in products],
+             "expression": "AddN(" + ", ".join(
+                 f"MatMul(in{2 * k}, in{2 * k + 1})" for k in range(len(products))) + ")"}
+    members = [*products, add_n]
+    inputs = [t for p in products for t in p.inputs]
+    return replacing_node(SUM_OF_PRODUCTS, members, inputs, member_controls(members), device,
+                          attrs)
+
+
+def _match(uses: NodeUses, node, device):
+    """(members, fused node) of the fusion ``node`` starts (a contraction) or ends (an AddN
+    of products), or None."""
+    if node.type == "AddN":
+        products = _product_sum(uses, node)
+        if products is None:
+            return None
+        return [*products, node], _fused_sum(products, node, device)
+    found = _pattern(uses, node)
+    if found is None:
+        return None
+    members, bias = found
+    return members, _fused(members, bias, device)
+
+
 def fuse_contractions(nodes, device: str, keep=(), contractions=tuple(CONTRACTIONS)):
     """Fuse each contraction of ``nodes`` (``device``'s nodes in topological order) with its
-    bias add and activation (see the module docstring); ``contractions``: the op types that
-    may fuse. ``keep``: tensors that must stay computed as they are (fetched or fed ones).
-    Returns the new node list, in topological order, and the fused nodes made."""
+    bias add and activation, and each sum of MatMuls where MatMuls fuse (see the module
+    docstring); ``contractions``: the op types that may fuse. ``keep``: tensors that must stay
+    computed as they are (fetched or fed ones). Returns the new node list, in topological
+    order, and the fused nodes made."""
     uses = NodeUses(nodes, {id(t) for t in keep})
     replaced, gone, fused = {}, set(), []
+    candidates = set(contractions) | ({"AddN"} if "MatMul" in contractions else set())
     for node in nodes:
-        if node.type not in contractions or id(node) in gone:
+        if node.type not in candidates or id(node) in gone:
             continue
-        found = _pattern(uses, node)
+        found = _match(uses, node, device)
         if found is None:
             continue
-        members, bias = found
-        f = _fused(members, bias, device)
+        members, f = found
+        if any(id(m) in gone for m in members):
+            continue
         gone.update(id(m) for m in members)
         replaced[id(members[-1])] = f
         fused.append(f)

@@ -1,7 +1,7 @@
 """Contraction fusion (``dflab.runtime.remapper``) and its kernels
-(``dflab.kernels.contraction_kernels``): which patterns fuse, what the fused node records, and
-its results against the unfused graph (NumPy's kernels, the reference, and oneDNN's unfused
-ones).
+(``dflab.kernels.contraction_kernels``): which patterns fuse (layers, sums of products), what
+the fused node records, and its results against the unfused graph (NumPy's kernels, the
+reference, and oneDNN's unfused ones).
 
 Tolerances, relative to the largest magnitude of the NumPy result: 1e-5 for the contraction
 (oneDNN sums in another order) with any activation (Elu, Tanh and Sigmoid are oneDNN's
@@ -21,7 +21,7 @@ from dflab.runtime.remapper import fuse_contractions
 
 HAVE_LIBRARY = onednn.library() is not None
 needs_library = pytest.mark.skipif(not HAVE_LIBRARY, reason=onednn.status())
-FUSED = ("_FusedMatMul", "_FusedConv2D")
+FUSED = ("_FusedMatMul", "_FusedConv2D", "_FusedMatMulSum")
 ON, OFF, DEFAULT = tf.RewriterConfig.ON, tf.RewriterConfig.OFF, tf.RewriterConfig.DEFAULT
 
 
@@ -173,7 +173,8 @@ def test_convolutions_fuse_and_match_numpy(act, fmt, strides, padding):
 
 def test_the_fallback_computes_what_the_unfused_kernels_do_to_the_bit():
     for build, feeds in (_dense("Relu"), _dense("Tanh", bias_add=False), _conv("Elu"),
-                         _conv("Relu6", "NCHW"), _dense("LeakyRelu", m=2, k=3, n=4)):
+                         _conv("Relu6", "NCHW"), _dense("LeakyRelu", m=2, k=3, n=4),
+                         _unrolled(steps=3, batch=4, n_in=5, n_out=6), _unrolled(steps=4)):
         fused, nodes, kernels = _run(build, feeds, ON, onednn=False)
         plain, _, _ = _run(build, feeds, OFF, onednn=False)
         [node] = _fused(nodes).values()
@@ -183,11 +184,14 @@ def test_the_fallback_computes_what_the_unfused_kernels_do_to_the_bit():
 
 
 @needs_library
-def test_small_products_run_the_members_and_keep_no_library_label():
-    build, feeds = _dense("Relu", m=2, k=3, n=4)
+@pytest.mark.parametrize("case", ["layer", "sum of products"])
+def test_small_products_run_the_members_and_keep_no_library_label(case):
+    build, feeds = _dense("Relu", m=2, k=3, n=4) if case == "layer" else \
+        _unrolled(steps=3, batch=4, n_in=5, n_out=6)
     fused, nodes, kernels = _run(build, feeds)
     plain, _, _ = _run(build, feeds, OFF)
-    assert kernels["Relu"] == "_FusedMatMul"
+    [node] = _fused(nodes).values()
+    assert kernels[node.name] == node.op  # no product took oneDNN
     for a, b in zip(_flat(fused), _flat(plain)):
         np.testing.assert_array_equal(a, b)
 
@@ -408,3 +412,64 @@ def test_nan_and_infinities_come_out_as_numpys(act, layer):
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
     finite = np.isfinite(want)
     _close([got[finite]], [want[finite]])
+
+
+# --- sums of products ---------------------------------------------------------------------------
+def _unrolled(steps=6, batch=20, n_in=400, n_out=800, seed=21):
+    """An unrolled RNN's weight gradient: one MatMul per step, summed by an AddN."""
+    rng = _rng(seed)
+    xs_np = rng.standard_normal((steps, batch, n_in)).astype(np.float32)
+    w_np = (rng.standard_normal((n_in, n_out)) / 20).astype(np.float32)
+
+    def build():
+        xs = tf.placeholder(tf.float32, xs_np.shape, name="xs")
+        w = tf.Variable(w_np, name="w")
+        loss = tf.add_n([tf.reduce_sum(tf.tanh(tf.matmul(xs[t], w))) for t in range(steps)])
+        return [loss, tf.gradients(loss, [w, xs])], [xs]
+
+    return build, lambda: [xs_np]
+
+
+@needs_library
+def test_an_unrolled_weight_gradient_is_one_sum_of_products():
+    build, feeds = _unrolled()
+    fused, nodes, kernels = _run(build, feeds)
+    plain, _, plain_kernels = _run(build, feeds, OFF)
+    numpy_vals, _, _ = _run(build, feeds, onednn=False)
+    [node] = _fused(nodes).values()
+    assert node.attr["fused_types"] == ["MatMul"] * 6 + ["AddN"]
+    assert node.attr["transpose_a"] == [True] * 6 and node.attr["N"] == 6
+    assert kernels[node.name] == "_MklFusedMatMulSum"
+    assert plain_kernels[node.name] == "AddN"
+    _close(_flat(fused), _flat(numpy_vals))
+    _close(_flat(fused), _flat(plain))
+
+
+def test_only_sums_of_products_read_by_the_sum_alone_fuse():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [8, 8], name="x")
+        w = tf.constant(np.ones((8, 8), np.float32))
+        p1, p2, p3 = (tf.matmul(x, w, name=f"p{k}") for k in range(1, 4))
+        mixed = tf.add_n([p1, x], name="mixed")  # not every term a product
+        shared = tf.add_n([p2, tf.matmul(w, x, name="p4")], name="shared")
+        also = tf.identity(p2, name="also")  # p2 is read twice
+        twice = tf.add_n([p3, p3], name="twice")  # one product, twice
+        good = tf.add_n([tf.matmul(x, w, name="q1"), tf.matmul(w, x, transpose_b=True,
+                                                              name="q2")], name="good")
+        dbl = tf.add_n([tf.matmul(tf.cast(x, tf.float64), tf.cast(w, tf.float64)),
+                        tf.matmul(tf.cast(w, tf.float64), tf.cast(x, tf.float64))], name="dbl")
+    fetches = [mixed, shared, also, twice, good, dbl]
+    ops = g.get_operations()
+    _, made = fuse_contractions(ops, "/cpu:0", keep=fetches)
+    assert [(m.name, m.attrs["fused_ops"]) for m in made] == [("good", ["q1", "q2", "good"])]
+    assert made[0].attrs["transpose_b"] == [False, True]
+    _, made = fuse_contractions(ops, "/cpu:0", keep=fetches, contractions=("Conv2D",))
+    assert made == []  # products left to BLAS: no sums either
+    xv = _rng(2).standard_normal((8, 8)).astype(np.float32)
+    with tf.Session(graph=g, config=_config(ON)) as sess:
+        got = sess.run(fetches, {x: xv})
+    with tf.Session(graph=g, config=_config(OFF)) as sess:
+        want = sess.run(fetches, {x: xv})
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

@@ -97,9 +97,10 @@ class Backend:
         except self._unsupported:
             return None
 
-    def matmul(self, a, b, bias=None, activation=None):
-        """``a @ b``; with ``bias`` and ``activation`` (``ops._epilogue``) fused into it."""
-        return self._call(self._ops.matmul, a, b, bias, activation)
+    def matmul(self, a, b, bias=None, activation=None, into=None):
+        """``a @ b``; with ``bias`` and ``activation`` (``ops._epilogue``) fused into it, or
+        added into ``into`` (``into += a @ b``, returning ``into``)."""
+        return self._call(self._ops.matmul, a, b, bias, activation, into)
 
     def conv2d(self, x, f, fmt, win, bias=None, activation=None):
         return self._call(self._ops.conv2d, x, f, fmt, self.geometry(win), (win.oh, win.ow),

@@ -137,6 +137,7 @@ _PROTOTYPES = {
     "dnnl_post_ops_destroy": ((_H,), _I),
     "dnnl_post_ops_append_eltwise": ((_H, _I, ctypes.c_float, ctypes.c_float), _I),
     "dnnl_post_ops_append_binary": ((_H, _I, _H), _I),
+    "dnnl_post_ops_append_sum": ((_H, ctypes.c_float, ctypes.c_int32, _I), _I),
     "dnnl_binary_primitive_desc_create": ((_P, _H, _I, _H, _H, _H, _H), _I),
     "dnnl_convolution_forward_primitive_desc_create":
         ((_P, _H, _I, _I, _H, _H, _H, _H, Dims, Dims, Dims, Dims, _H), _I),

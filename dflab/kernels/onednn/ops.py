@@ -97,17 +97,22 @@ def _check_bias(bias, n: int) -> None:
 
 
 def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
-           activation: tuple | None = None) -> np.ndarray:
+           activation: tuple | None = None, into: np.ndarray | None = None) -> np.ndarray:
     """MatMul of 2-d arrays, or BatchMatMul of 3-d ones with the same batch: ``a @ b`` (a
     transposed operand is a view: its strides say so); the result C-contiguous. With ``bias``
     (a vector along the result's last axis) and ``activation`` (see ``_epilogue``), the fused
-    ``activation(a @ b + bias)`` of TF's ``_FusedMatMul``: one pass over the result."""
+    ``activation(a @ b + bias)`` of TF's ``_FusedMatMul``: one pass over the result. With
+    ``into`` (a C-contiguous float32 array of the result's shape), ``into += a @ b`` in place,
+    the product added as it is written (a sum of products without its terms)."""
     nd = a.ndim
     if nd not in (2, 3) or b.ndim != nd or a.shape[-1] != b.shape[-2] or \
             a.shape[:-2] != b.shape[:-2] or not (a.size and b.size):
         raise plans.UnsupportedError("not a product of two non-empty matrices or batches")
     shape = a.shape[:-1] + b.shape[-1:]
     _check_bias(bias, shape[-1])
+    if into is not None and (into.shape != shape or into.dtype != np.float32 or
+                             not into.flags.c_contiguous or bias is not None):
+        raise plans.UnsupportedError("not a float32 C-contiguous sum of the product's shape")
     axes = tuple(range(nd))
 
     def build():
@@ -122,7 +127,7 @@ def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray, bias: np.ndarray | N
             bias_md = plan.desc((1,) * (nd - 1) + shape[-1:], (shape[-1],) * (nd - 1) + (1,))
             slots.append(("bias", bias_md))
             args.append((capi.ARG_BIAS, "bias"))
-        attr = plan.attr(_epilogue(activation))
+        attr = plan.attr((("sum",),) * (into is not None) + _epilogue(activation))
         pd = plan.primitive_desc(
             lambda out: lib.dnnl_matmul_primitive_desc_create(
                 out, lib.engine, src, weights, bias_md, dst, attr),
@@ -134,8 +139,8 @@ def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray, bias: np.ndarray | N
         return plan
 
     plan = plans.cached(_key("matmul", threads, *_layout(a), *_layout(b), bias is not None,
-                             activation), build)
-    c = np.empty(shape, np.float32)
+                             activation, into is not None), build)
+    c = np.empty(shape, np.float32) if into is None else into
     if bias is None:
         plan.run(a=a, b=b, c=c)
     else:

@@ -126,7 +126,8 @@ class Plan:
     def attr(self, post_ops: Sequence[tuple] = (), scaled: Sequence[int] = ()) -> Handle:
         """Primitive attributes with a user scratchpad (one per calling thread, see
         ``scratchpad``), so that a primitive may run on several threads at once; with
-        ``post_ops`` applied to its result in order, each ``("eltwise", alg, alpha, beta)`` or
+        ``post_ops`` applied to its result in order, each ``("eltwise", alg, alpha, beta)``,
+        ``("sum",)`` (plus what the destination held: an accumulation) or
         ``("binary", alg, md)`` (the result op another memory, given at run time as
         ``capi.arg_post_op(index, capi.ARG_SRC_1)``); ``scaled``: the arguments multiplied
         by a runtime scale first (one value, ``capi.ARG_ATTR_SCALES | arg``)."""
@@ -147,6 +148,9 @@ class Plan:
                     if kind == "eltwise":
                         check(self.lib.dnnl_post_ops_append_eltwise(chain, *params),
                               "dnnl_post_ops_append_eltwise")
+                    elif kind == "sum":  # the result plus what the destination held
+                        check(self.lib.dnnl_post_ops_append_sum(chain, 1.0, 0, capi.F32),
+                              "dnnl_post_ops_append_sum")
                     else:
                         check(self.lib.dnnl_post_ops_append_binary(chain, *params),
                               "dnnl_post_ops_append_binary")
