@@ -84,10 +84,14 @@ def _as_member(fn, member: NodeDef):
     return run
 
 
+def _bound(nd: NodeDef, ctx):
+    """Member ``nd``'s own kernel, bound on ``ctx``, its errors the member's."""
+    return _as_member(get_kernel_def(nd, "CPU").factory(nd, ctx), nd)
+
+
 def _unfused(node, ctx):
     """``fn(a, b, bias)``: the members' own kernels one after another."""
-    fns = [_as_member(get_kernel_def(nd, "CPU").factory(nd, ctx), nd)
-           for nd in _member_defs(node)]
+    fns = [_bound(nd, ctx) for nd in _member_defs(node)]
     contraction, add = fns[0], fns[1]
     act = fns[2] if len(fns) > 2 else None
 
@@ -174,10 +178,6 @@ def _sum_member_defs(node) -> tuple[list[NodeDef], NodeDef]:
     add_n = NodeDef(names[n], "AddN", attr={"T": t, "N": n}, site=sites[n],
                     input_types=(t,) * n, output_types=(t,))
     return products, add_n
-
-
-def _bound(nd: NodeDef, ctx):
-    return _as_member(get_kernel_def(nd, "CPU").factory(nd, ctx), nd)
 
 
 @kernel("_FusedMatMulSum")

@@ -20,8 +20,6 @@ from __future__ import annotations
 import threading
 import weakref
 
-import numpy as np
-
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.graph_io import GraphDef
@@ -195,13 +193,12 @@ class Master:
         see ``dflab.runtime.remapper``); empty where it does not run."""
         mode = self.config.graph_options.rewrite_options.remapping
         dev = self.devices[device]
-        if mode == RewriterConfig.OFF or dev.kernel_device_type != "CPU" or \
-                not has_kernel("_FusedMatMul", dev.kernel_device_type):
+        if mode == RewriterConfig.OFF or dev.kernel_device_type != "CPU":
             return ()
         if mode == RewriterConfig.ON:
             return tuple(remapper.CONTRACTIONS)
         pool = dev.context.intra_op
-        if dev.device_type != "CPU" or dev.xp is not np or not pool.onednn:
+        if dev.device_type != "CPU" or not pool.onednn:  # a simulated GPU is left as written
             return ()
         from dflab.kernels import onednn  # loads the library: only asked when it may help
 

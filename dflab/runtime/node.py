@@ -3,10 +3,11 @@
 A plan runs nodes of four origins: the user's ops (one device's view of them, inputs rewired to
 that partition's tensors), the ``_Send``/``_Recv`` pairs the partitioner adds, the nodes of a
 partition's control loop, and the fused nodes of the rewrite passes (``_FusedElementwise``,
-``_FusedMatMul``, ``_FusedConv2D``: a node that records ``fused_ops``). All four are
-``Node`` objects, and a node converts to and from a typed ``NodeDef`` (name, op type, inputs by
-name, device, attributes, input and output dtypes, output shapes, creation site) — the plain
-data a worker registers and rebuilds, in this process or another (``nodes_from_node_defs``).
+``_FusedMatMul``, ``_FusedConv2D``, ``_FusedMatMulSum``: a node that records ``fused_ops``).
+All four are ``Node`` objects, and a node converts to and from a typed ``NodeDef`` (name, op
+type, inputs by name, device, attributes, input and output dtypes, output shapes, creation
+site) — the plain data a worker registers and rebuilds, in this process or another
+(``nodes_from_node_defs``).
 
 What a node keeps that is not data: ``original``, the user's ``Operation`` it stands for (None
 for nodes the runtime made, and for nodes rebuilt where the user's graph does not exist), used

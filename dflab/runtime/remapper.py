@@ -59,8 +59,7 @@ def _float32(node) -> bool:
 def _channels_last(contraction) -> bool:
     """Whether the contraction's output has its channels on the last axis (where an added
     vector broadcasts)."""
-    return contraction.type == "MatMul" or \
-        contraction.attrs.get("data_format", "NHWC") in ("NHWC", b"NHWC")
+    return contraction.type == "MatMul" or contraction.attrs.get("data_format", "NHWC") == "NHWC"
 
 
 def _bias_of(add, contraction):
@@ -172,15 +171,15 @@ def fuse_contractions(nodes, device: str, keep=(), contractions=tuple(CONTRACTIO
     uses = NodeUses(nodes, {id(t) for t in keep})
     replaced, gone, fused = {}, set(), []
     candidates = set(contractions) | ({"AddN"} if "MatMul" in contractions else set())
+    # Patterns never overlap: each member after the first is the sole reader of another's
+    # output, and a contraction read by a bias add is no AddN's term.
     for node in nodes:
-        if node.type not in candidates or id(node) in gone:
+        if node.type not in candidates:
             continue
         found = _match(uses, node, device)
         if found is None:
             continue
         members, f = found
-        if any(id(m) in gone for m in members):
-            continue
         gone.update(id(m) for m in members)
         replaced[id(members[-1])] = f
         fused.append(f)

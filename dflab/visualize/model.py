@@ -7,11 +7,12 @@ what is drawn: which ops are shown alone, which name scopes are collapsed into o
 open scopes, while-loop frames and device partitions become clusters, and which edges join the
 drawn units, aggregated with a count when several tensors run between the same two units.
 
-A fused node (``_FusedElementwise``, ``_FusedMatMul``, ``_FusedConv2D``: made by the fusion and
-remapper passes in partition graphs) is drawn as one unit of kind ``fused`` standing for the
-ops it replaced; naming it in ``expanded`` (as a scope is opened) draws a ``fused`` cluster
-holding one unit per replaced op instead, wired as the partition runs them. That needs the
-user's graph (the ops' own records); without it a fused node stays collapsed.
+A fused node (``_FusedElementwise``, ``_FusedMatMul``, ``_FusedConv2D``, ``_FusedMatMulSum``:
+made by the fusion and remapper passes in partition graphs) is drawn as one unit of kind
+``fused`` standing for the ops it replaced; naming it in ``expanded`` (as a scope is opened)
+draws a ``fused`` cluster holding one unit per replaced op instead, wired as the partition
+runs them. That needs the user's graph (the ops' own records); without it a fused node stays
+collapsed.
 
 In a big drawing, a unit joined to very many others (a ``gradients`` or ``Adam`` metanode, a
 constant read everywhere) is a *hub*: as TensorBoard does with its auxiliary nodes, its edges to

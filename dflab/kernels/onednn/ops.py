@@ -90,6 +90,11 @@ def _epilogue(activation) -> tuple:
     return () if activation is None else (("eltwise", *activation),)
 
 
+def _bias_arg(bias) -> dict:
+    """The bias slot's array for ``Plan.run``, where the plan has one."""
+    return {} if bias is None else {"bias": bias}
+
+
 def _check_bias(bias, n: int) -> None:
     if bias is not None and (bias.dtype != np.float32 or bias.shape != (n,) or
                              not bias.flags.c_contiguous):
@@ -141,10 +146,7 @@ def matmul(lib, threads: int, a: np.ndarray, b: np.ndarray, bias: np.ndarray | N
     plan = plans.cached(_key("matmul", threads, *_layout(a), *_layout(b), bias is not None,
                              activation, into is not None), build)
     c = np.empty(shape, np.float32) if into is None else into
-    if bias is None:
-        plan.run(a=a, b=b, c=c)
-    else:
-        plan.run(a=a, b=b, c=c, bias=bias)
+    plan.run(a=a, b=b, c=c, **_bias_arg(bias))
     return c
 
 
@@ -211,10 +213,7 @@ def conv2d(lib, threads: int, x: np.ndarray, f: np.ndarray, fmt: str, g: Geometr
     plan = plans.cached(_key("conv", fmt, g, threads, *_layout(x), *_layout(f), out_hw,
                              bias is not None, activation), build)
     y = np.empty(_to_layout(logical_out, fmt), np.float32)
-    if bias is None:
-        plan.run(x=x, f=f, y=y)
-    else:
-        plan.run(x=x, f=f, y=y, bias=bias)
+    plan.run(x=x, f=f, y=y, **_bias_arg(bias))
     return y
 
 
