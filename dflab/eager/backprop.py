@@ -41,6 +41,11 @@ def _differentiable(dtype) -> bool:
     return dt.is_floating or dt.is_complex or dt is _dt.resource
 
 
+# The dtypes a tape follows, as a set: ``record`` asks for every output of every op it keeps.
+_DIFFERENTIABLE = frozenset(_dt.as_dtype(name) for name in (
+    "float16", "float32", "float64", "complex64", "complex128", "resource"))
+
+
 class GradientTape:
     """Records eager ops for automatic differentiation (TF's ``tf.GradientTape``)."""
 
@@ -145,7 +150,7 @@ class GradientTape:
             return
         self._records.append(op)
         for out in op.outputs:
-            if _differentiable(out.dtype):
+            if out.dtype in _DIFFERENTIABLE:
                 watched.add(id(out))
 
     # --- differentiating -------------------------------------------------------------------

@@ -54,6 +54,8 @@ _NOT_FROZEN = object()
 # Attribute values that are their own frozen form (``_freeze`` returns them unchanged).
 _PLAIN_ATTRS = frozenset({str, int, float, bool, bytes, type(None), _dt.DType, TensorShape})
 _eager_variable_ids = itertools.count(1)
+# Python numbers an eager op converts to a cached constant of the other input's dtype.
+_NUMBERS = frozenset({int, float, bool})
 
 
 class EagerOp:
@@ -119,12 +121,13 @@ class _EagerStep:
 class _Entry:
     """A cached kernel: the bound function, its outputs' dtypes and the device it runs on."""
 
-    __slots__ = ("fn", "out_dtypes", "n_out", "device", "node_def")
+    __slots__ = ("fn", "out_dtypes", "n_out", "dtype", "device", "node_def")
 
     def __init__(self, fn, out_dtypes, device, node_def):
         self.fn = fn
         self.out_dtypes = out_dtypes
         self.n_out = len(out_dtypes)
+        self.dtype = out_dtypes[0] if out_dtypes else None
         self.device = device
         self.node_def = node_def
 
@@ -177,6 +180,10 @@ class EagerContext(Graph):
         self.devices = self.worker.devices
         self.host = self.devices.host
         self._cache: dict = {}
+        # (op type, *input dtypes) -> entry, for the attribute-free ops of one or two inputs
+        # that ran outside any device scope with one output on one memory space: the kernels
+        # ``run_binary``/``run_unary`` find without building ``_entry``'s key.
+        self._plain: dict = {}
         self._scalars: dict = {}
         self._spaces = len({d.memory_space for d in self.devices}) > 1
         self.closed = False
@@ -339,6 +346,61 @@ class EagerContext(Graph):
             raise _kernel_error(e, op_type, name, tensors, attrs, self, entry.device) from None
         return EagerTensor(out, entry.out_dtypes[0], entry.device)
 
+    def run_binary(self, op_type, x, y, name=None, attrs=None):
+        """``apply_op_output(op_type, [x, y], attrs, name)`` for an op without attributes or
+        with ``FrozenAttrs`` (``ops.apply_binary``). When two eager tensors meet a kernel in
+        ``_plain`` and no listener listens, the kernel runs at once (TF's fast path for eager
+        ops, ``TFE_Py_FastPathExecute``): no input list, no scope key, no second look-up; a
+        recording tape gets the op's record as ``apply_op`` would give it."""
+        if type(x) is EagerTensor and not self.op_listeners:
+            if type(y) is not EagerTensor:  # a Python number: its cached constant, if made
+                number = y
+                y = self._scalars.get((type(y), y, x._dtype)) if type(y) in _NUMBERS else None
+                if y is None:
+                    return self.apply_op_output(op_type, [x, number], attrs, name)
+            entry = self._plain.get((op_type, x._dtype, y._dtype) if attrs is None else
+                                    (op_type, x._dtype, y._dtype, attrs.key))
+            if entry is not None:
+                try:  # inside a ``tf.device`` scope the kernel may be another device's
+                    if self._stacks.device:
+                        return self.apply_op_output(op_type, [x, y], attrs, name)
+                except AttributeError:  # this thread's first op here: no scope yet
+                    pass
+                try:
+                    out = entry.fn(x._value, y._value)
+                except Exception as e:  # noqa: BLE001 - every kernel failure is a TF error
+                    raise _kernel_error(e, op_type, name, [x, y], attrs, self,
+                                        entry.device) from None
+                out = EagerTensor(out, entry.dtype, entry.device)
+                if _TAPES:
+                    _record(EagerOp(op_type, name or op_type, (x, y), attrs, self,
+                                    entry.device.name, [out]))
+                return out
+        return self.apply_op_output(op_type, [x, y], attrs, name)
+
+    def run_unary(self, op_type, x, name=None):
+        """``run_binary`` for an op of one input (``ops.apply_unary``). Written out, not
+        shared with ``run_binary`` through a helper: a frame is a tenth of a small op's cost."""
+        if type(x) is EagerTensor and not self.op_listeners:
+            entry = self._plain.get((op_type, x._dtype))
+            if entry is not None:
+                try:  # inside a ``tf.device`` scope the kernel may be another device's
+                    if self._stacks.device:
+                        return self.apply_op_output(op_type, [x], None, name)
+                except AttributeError:  # this thread's first op here: no scope yet
+                    pass
+                try:
+                    out = entry.fn(x._value)
+                except Exception as e:  # noqa: BLE001 - every kernel failure is a TF error
+                    raise _kernel_error(e, op_type, name, [x], None, self,
+                                        entry.device) from None
+                out = EagerTensor(out, entry.dtype, entry.device)
+                if _TAPES:
+                    _record(EagerOp(op_type, name or op_type, (x,), None, self,
+                                    entry.device.name, [out]))
+                return out
+        return self.apply_op_output(op_type, [x], None, name)
+
     def _entry(self, op_type, tensors, attrs, name) -> _Entry:
         """The kernel for ``op_type`` on ``tensors``: from the cache, keyed by (op type, input
         dtypes, attributes, ``tf.device`` scopes, a resource input's device), else built."""
@@ -355,7 +417,10 @@ class EagerContext(Graph):
         except AttributeError:  # this thread's first op here: it starts the scope stacks
             request = self._st().device
         resource = _dt.resource in dts
-        akey = _attrs_key(attrs) if attrs else None
+        if type(attrs) is _ops.FrozenAttrs:
+            akey = attrs.key
+        else:
+            akey = _attrs_key(attrs) if attrs else None
         key = (op_type, dts, akey, _request_key(self._st(), request) if request else None,
                tensors[dts.index(_dt.resource)]._device_obj if resource else None)
         entry = self._cache.get(key) if akey is not _NOT_FROZEN else None
@@ -363,6 +428,10 @@ class EagerContext(Graph):
             entry = self._build(op_type, tensors, attrs, name, request, resource)
             if akey is not _NOT_FROZEN and op_type not in _UNCACHED:
                 self._cache[key] = entry
+                if not request and not resource and n <= 2 and entry.n_out == 1 and \
+                        not self._spaces and (akey is None or type(attrs) is _ops.FrozenAttrs):
+                    self._plain[(op_type, *dts) if akey is None else (op_type, *dts, akey)] = \
+                        entry
         return entry
 
     def _run(self, entry, op_type, tensors, attrs, name) -> list:

@@ -368,6 +368,45 @@ def apply_op_output(op_type: str, inputs, attrs: dict | None = None, name: str |
     return _build_op(default, op_type, inputs, attrs, name, dtype).outputs[0]
 
 
+class FrozenAttrs(dict):
+    """A builder's constant attributes (``transpose_a=False, transpose_b=False``), made once
+    at import: read-only, with their hashable ``key`` computed once, so an eager call keys its
+    kernel without walking them. Graph ops copy them into attributes of their own."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, **attrs):
+        super().__init__(**attrs)
+        self.key = tuple(attrs.items())
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a builder's constant attributes are read-only")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _read_only
+
+
+def apply_binary(op_type: str, x, y, name: str | None = None,
+                 attrs: FrozenAttrs | None = None) -> Tensor:
+    """``apply_op_output(op_type, [x, y], attrs, name)`` for an op without attributes or with
+    a builder's constant ones (most math builders): executing eagerly, the context's
+    ``run_binary`` runs it with no list, key building or scope look-up where it can, TF's fast
+    path for eager ops."""
+    stack = _thread_graphs.stack
+    default = stack[-1] if stack else _global_default_graph
+    if default.executes_eagerly:
+        return default.run_binary(op_type, x, y, name, attrs)
+    return _build_op(default, op_type, [x, y], attrs, name, None).outputs[0]
+
+
+def apply_unary(op_type: str, x, name: str | None = None) -> Tensor:
+    """``apply_binary`` for an op of one input."""
+    stack = _thread_graphs.stack
+    default = stack[-1] if stack else _global_default_graph
+    if default.executes_eagerly:
+        return default.run_unary(op_type, x, name)
+    return _build_op(default, op_type, [x], None, name, None).outputs[0]
+
+
 def _build_op(default: Graph, op_type, inputs, attrs, name, dtype) -> Operation:
     inputs = list(inputs)
     g = _graph_from_values([v._as_tensor() if hasattr(v, "_as_tensor") else v

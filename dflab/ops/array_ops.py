@@ -161,7 +161,7 @@ def _identity_grad(op, grad):
 
 
 def identity(input, name=None):  # noqa: A002
-    return _apply("Identity", [input], None, name)
+    return _ops.apply_unary("Identity", input, name)
 
 
 register_op("StopGradient", unary_infer)
@@ -169,7 +169,7 @@ NotDifferentiable("StopGradient")
 
 
 def stop_gradient(input, name=None):  # noqa: A002
-    return _apply("StopGradient", [input], None, name)
+    return _ops.apply_unary("StopGradient", input, name)
 
 
 # --- Shape / ShapeN / Size / Rank --------------------------------------------------------------

@@ -26,6 +26,7 @@ import builtins as _py
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
+from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor import override_operator
 from dflab.framework.tensor_shape import TensorShape, broadcast_shapes
@@ -99,12 +100,9 @@ def _register_binary(op_type, allowed, out_dtype=None):
     register_op(op_type, infer)
 
 
-def _binary(op_type, x, y, name):
-    return _ops.apply_op_output(op_type, [x, y], None, name)
-
-
-def _unary(op_type, x, name):
-    return _ops.apply_op_output(op_type, [x], None, name)
+# Builders of attribute-free ops go straight to the entry points (no frame of their own).
+_binary = _ops.apply_binary
+_unary = _ops.apply_unary
 
 
 def _pair(x, y):
@@ -782,6 +780,10 @@ def _batch_matmul_grad(op, grad):
             _unbroadcast(gb, b)]
 
 
+_MATMUL_ATTRS = {(ta, tb): _ops.FrozenAttrs(transpose_a=ta, transpose_b=tb)
+                 for ta in (False, True) for tb in (False, True)}
+
+
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, name=None):
     """``a @ b`` over the last two dims; rank-2 inputs give ``MatMul``, others a batched op."""
@@ -789,20 +791,33 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         raise ValueError("Only one of transpose_a and adjoint_a can be True.")
     if transpose_b and adjoint_b:
         raise ValueError("Only one of transpose_b and adjoint_b can be True.")
-    a, b = _pair(a, b)
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
-    ra, rb = a.shape.ndims, b.shape.ndims
+    if type(a) is EagerTensor and type(b) is EagerTensor and a._dtype is b._dtype:
+        ra, rb = a._value.ndim, b._value.ndim  # nothing to convert; the arrays know their ranks
+    else:
+        a, b = _pair(a, b)
+        ra, rb = a.shape.ndims, b.shape.ndims
     if ra == 2 and rb == 2:
-        return _ops.apply_op_output("MatMul", [a, b],
-                                    {"transpose_a": bool(ta), "transpose_b": bool(tb)}, name)
+        return _ops.apply_binary("MatMul", a, b, name, _MATMUL_ATTRS[bool(ta), bool(tb)])
     return _ops.apply_op_output("BatchMatMulV2", [a, b], {"adj_x": bool(ta), "adj_y": bool(tb)},
                                 name)
 
 
 # --- Tensor operator overloads (TF1: == and != stay identity comparisons) -----------------------
-def _overload(dunder, builder_name, op_name, reverse=False):
+def _overload_direct(dunder, op_type, op_name):
+    """``a <op> b`` straight to ``apply_binary``, for builders that only apply ``op_type``:
+    one frame fewer on every eager ``a + b``."""
     def binary(a, b):
-        fn = globals()[builder_name]
+        return _ops.apply_binary(op_type, a, b, op_name)
+
+    binary.__name__ = dunder
+    override_operator(dunder, binary)
+
+
+def _overload(dunder, builder_name, op_name, reverse=False):
+    fn = globals()[builder_name]  # every builder is defined before the operators install
+
+    def binary(a, b):
         if reverse:
             b = _ops.convert_to_tensor(b, dtype=a.dtype.base_dtype)
             return fn(b, a, name=op_name)
@@ -821,12 +836,18 @@ def _install_operators():
         ("and", "logical_and", "and"), ("or", "logical_or", "or"),
         ("xor", "logical_xor", "xor"), ("div", "div", "div"),
     ]
+    # Builders that only apply one op: the operator skips them.
+    direct = {"add": "AddV2", "sub": "Sub", "mul": "Mul", "mod": "FloorMod",
+              "and": "LogicalAnd", "or": "LogicalOr"}
     for stem, builder, op_name in table:
-        _overload(f"__{stem}__", builder, op_name)
+        if stem in direct:
+            _overload_direct(f"__{stem}__", direct[stem], op_name)
+        else:
+            _overload(f"__{stem}__", builder, op_name)
         _overload(f"__r{stem}__", builder, op_name, reverse=True)
-    for stem, builder in {"lt": "less", "le": "less_equal", "gt": "greater",
-                          "ge": "greater_equal"}.items():
-        _overload(f"__{stem}__", builder, None)
+    for stem, op_type in {"lt": "Less", "le": "LessEqual", "gt": "Greater",
+                          "ge": "GreaterEqual"}.items():
+        _overload_direct(f"__{stem}__", op_type, None)
     override_operator("__neg__", lambda a: negative(a))
     override_operator("__abs__", lambda a: globals()["abs"](a))
     override_operator("__invert__", lambda a: globals()["logical_not"](a))

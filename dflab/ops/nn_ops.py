@@ -123,22 +123,22 @@ def _softplus_grad_grad(op, grad):
 
 def relu(features, name=None):
     """max(features, 0)."""
-    return _apply("Relu", [features], None, name)
+    return _ops.apply_unary("Relu", features, name)
 
 
 def relu6(features, name=None):
     """min(max(features, 0), 6)."""
-    return _apply("Relu6", [features], None, name)
+    return _ops.apply_unary("Relu6", features, name)
 
 
 def elu(features, name=None):
     """``features`` where positive, ``exp(features) - 1`` elsewhere."""
-    return _apply("Elu", [features], None, name)
+    return _ops.apply_unary("Elu", features, name)
 
 
 def selu(features, name=None):
     """Scaled ELU with the self-normalising constants of Klambauer et al. (2017)."""
-    return _apply("Selu", [features], None, name)
+    return _ops.apply_unary("Selu", features, name)
 
 
 def leaky_relu(features, alpha=0.2, name=None):
@@ -151,12 +151,12 @@ def leaky_relu(features, alpha=0.2, name=None):
 
 def softplus(features, name=None):
     """log(exp(features) + 1), computed without overflow."""
-    return _apply("Softplus", [features], None, name)
+    return _ops.apply_unary("Softplus", features, name)
 
 
 def softsign(features, name=None):
     """features / (abs(features) + 1)."""
-    return _apply("Softsign", [features], None, name)
+    return _ops.apply_unary("Softsign", features, name)
 
 
 # ==============================================================================================
@@ -444,7 +444,7 @@ def _l2_loss_grad(op, grad):
 
 def l2_loss(t, name=None):
     """sum(t ** 2) / 2."""
-    return _apply("L2Loss", [t], None, name)
+    return _ops.apply_unary("L2Loss", t, name)
 
 
 def _in_top_k_infer(op):

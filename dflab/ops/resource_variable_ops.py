@@ -181,9 +181,15 @@ def var_handle_op(dtype, shape, name="Variable", shared_name=""):
     return _ops.apply_op("VarHandleOp", [], attrs, name).outputs[0]
 
 
+# A read's attributes per dtype, made once: every eager read of a variable keys its kernel.
+_READ_ATTRS: dict = {}
+
+
 def read_variable_op(handle, dtype, name=None):
-    return _ops.apply_op_output("ReadVariableOp", [handle], {"dtype": _dt.as_dtype(dtype)},
-                                name or "ReadVariableOp")
+    attrs = _READ_ATTRS.get(dtype)
+    if attrs is None:
+        attrs = _READ_ATTRS[dtype] = _ops.FrozenAttrs(dtype=_dt.as_dtype(dtype))
+    return _ops.apply_op_output("ReadVariableOp", [handle], attrs, name or "ReadVariableOp")
 
 
 def _write(op_type, handle, dtype, inputs, name, **attrs):

@@ -163,3 +163,76 @@ def test_an_op_on_a_thread_that_never_entered_a_scope(ctx):
         t.join()
     np.testing.assert_array_equal(seen["value"], [2.0, 4.0])
     assert seen["device"].endswith("CPU:0")
+
+
+# --- the fast path (``run_binary``/``run_unary``): hits that skip the generic look-up ---------
+def test_fast_path_hits_give_the_results_and_errors_of_misses(ctx):
+    x = np.array([1.5, -2.0, np.nan, -0.0], np.float32)
+    a, b = tf.constant(x), tf.constant(x[::-1].copy())
+    firsts = [a + b, a - b, a * b, tf.nn.relu(a), tf.abs(a), a < b]
+    seconds = [a + b, a - b, a * b, tf.nn.relu(a), tf.abs(a), a < b]
+    for f, s, want in zip(firsts, seconds, [x + x[::-1], x - x[::-1], x * x[::-1],
+                                             np.maximum(x, np.float32(0)), np.abs(x),
+                                             x < x[::-1]]):
+        assert f.dtype is s.dtype and s.device == f.device
+        np.testing.assert_array_equal(s.numpy(), want)
+        assert s.numpy().tobytes() == f.numpy().tobytes()  # NaN and -0.0 bit for bit
+    # The fast path took them: their kernels are in the plain table the second time.
+    assert ("AddV2", tf.float32, tf.float32) in ctx._plain and ("Relu", tf.float32) in ctx._plain
+    m = tf.constant(np.ones((2, 3), np.float32))
+    tf.add(m, m)
+    with pytest.raises(tf.errors.InvalidArgumentError) as hit:
+        tf.add(m, tf.constant(np.ones((2, 2), np.float32)))  # fast hit: the kernel refuses
+    assert "[Op:AddV2]" in str(hit.value) and _line_of("fast hit: the kernel") in str(hit.value)
+
+
+def test_numbers_on_the_fast_path_convert_as_on_a_miss(ctx):
+    ints = tf.constant([1, 2, 3])
+    assert (ints * 2).dtype is tf.int32 and (ints * 2).numpy().tolist() == [2, 4, 6]
+    with pytest.raises(TypeError):
+        ints * 2.5  # a float into an int32 tensor: refused on a hit as on a miss
+    with pytest.raises(TypeError):
+        ints * 2.5
+    halves = tf.constant([1.0, 3.0], tf.float16)
+    for _ in range(2):
+        out = halves * 2
+        assert out.dtype is tf.float16
+        np.testing.assert_array_equal(out.numpy(), np.array([2.0, 6.0], np.float16))
+    assert (tf.constant([True, False]) & True).numpy().tolist() == [True, False]
+
+
+def test_fast_path_ops_are_recorded_by_a_tape_and_heard_by_listeners(ctx):
+    x = tf.constant([-1.0, 2.0, 3.0])
+    w = tf.constant([0.5, 0.5, 2.0])
+    tf.nn.relu(x * w), tf.matmul(tf.reshape(x, [1, 3]), tf.reshape(w, [3, 1]))  # cache them
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf.nn.relu(x * w) * 3.0)
+        z = tf.matmul(tf.reshape(x, [1, 3]), tf.reshape(w, [3, 1]))
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [0.0, 1.5, 6.0])
+    np.testing.assert_allclose(tape.gradient(z, x).numpy(), [0.5, 0.5, 2.0])
+    heard = []
+    ctx.op_listeners.append(lambda op_type, device, start, end: heard.append((op_type, device)))
+    try:
+        tf.nn.relu(x * w)
+    finally:
+        ctx.op_listeners.pop()
+    assert [t for t, _ in heard] == ["Mul", "Relu"] and heard[0][1].endswith("CPU:0")
+
+
+def test_constant_attributes_are_read_only_and_graph_ops_copy_them():
+    attrs = _ops.FrozenAttrs(transpose_a=False, transpose_b=True)
+    assert attrs.key == (("transpose_a", False), ("transpose_b", True))
+    for change in (lambda: attrs.__setitem__("transpose_a", True), lambda: attrs.pop("x"),
+                   lambda: attrs.update(a=1), lambda: attrs.clear()):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    with tf.Graph().as_default():
+        m = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+        p = tf.matmul(m, m, transpose_b=True)
+        q = tf.matmul(m, m, transpose_b=True)
+        assert type(p.op._attrs) is dict and p.op._attrs is not q.op._attrs
+        p.op._attrs["transpose_a"] = True  # one op's attributes are its own
+        assert q.op.get_attr("transpose_a") is False and p.op.get_attr("transpose_a") is True
+    from dflab.ops.math_ops import _MATMUL_ATTRS
+    assert _MATMUL_ATTRS[False, True]["transpose_a"] is False

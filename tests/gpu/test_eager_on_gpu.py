@@ -18,6 +18,9 @@ def test_eager_ops_run_on_the_gpu_and_values_come_back(strict_gpu):
             assert a.device.endswith("CPU:0")  # a constant lives on the host
             b = tf.matmul(a, a) + 1.0  # the GPU has priority where it has a kernel
             assert b.device.endswith("GPU:0")
+            again = tf.matmul(a, a) + 1.0  # kernels met again: the host input still copied
+            assert again.device.endswith("GPU:0")
+            np.testing.assert_array_equal(again.numpy(), b.numpy())
             assert not isinstance(b.value_in_memory(), np.ndarray)  # a device array
             np.testing.assert_allclose(b.numpy(), [[8.0, 11.0], [16.0, 23.0]])
             with tf.device("/cpu:0"):

@@ -91,11 +91,15 @@ def test_relu_accepts_ints_softplus_does_not():
         tf.nn.softplus(tf.constant([1, 2]))
 
 
-@pytest.mark.parametrize("shape", [(), (10,), (3, 10), (600, 1000)])  # the last one splits
-def test_relu_special_values_bit_for_bit(shape):
+# Small inputs compare against a 0-d zero, (16, 16) and up against a row of zeros; the last
+# shape splits among threads.
+@pytest.mark.parametrize("shape,dtype", [
+    (shape, dtype) for shape in [(), (10,), (3, 10), (16, 16)]
+    for dtype in (np.float32, np.float16, np.float64)] + [((600, 1000), np.float32)])
+def test_relu_special_values_bit_for_bit(shape, dtype):
     special = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-45, -1e-45, 3.0, -2.0],
-                       np.float32)
-    x = np.resize(special, shape).astype(np.float32)
+                       dtype)
+    x = np.resize(special, shape).astype(dtype)
     cfg = tf.ConfigProto(intra_op_parallelism_threads=2)
     with tf.Graph().as_default(), tf.device("/cpu:0"):
         t = tf.constant(x)
@@ -104,9 +108,10 @@ def test_relu_special_values_bit_for_bit(shape):
         with tf.Session(config=cfg) as s, warnings.catch_warnings():
             warnings.simplefilter("error")  # TF returns these silently; so must NumPy
             got, _ = s.run([y, dx])
-    want = np.maximum(x, np.float32(0))  # NumPy's own rules for NaN and signed zeros
-    assert got.shape == want.shape
-    np.testing.assert_array_equal(np.asarray(got).view(np.int32), want.view(np.int32))
+    want = np.maximum(x, dtype(0))  # NumPy's own rules for NaN and signed zeros
+    assert got.shape == want.shape and got.dtype == want.dtype
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[want.itemsize]
+    np.testing.assert_array_equal(np.asarray(got).view(bits), want.view(bits))
 
 
 def test_softplus_is_stable_for_large_inputs():
