@@ -27,7 +27,7 @@ from dflab.framework.tensor_shape import TensorShape
 class EagerTensor(Tensor):
     """A tensor with a concrete value (see the module docstring)."""
 
-    __slots__ = ("_value", "_device_obj", "_name", "_meta")
+    __slots__ = ("_value", "_device_obj", "_name")
 
     is_eager = True
 
@@ -38,7 +38,6 @@ class EagerTensor(Tensor):
         self._op = op
         self._name = name
         self._shape = None
-        self._meta = None
 
     def set_source(self, op, name: str) -> None:
         """Name a resource handle and record the op that made it (``VarHandleOp``'s record,

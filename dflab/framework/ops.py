@@ -398,6 +398,20 @@ def apply_binary(op_type: str, x, y, name: str | None = None,
     return _build_op(default, op_type, [x, y], attrs, name, None).outputs[0]
 
 
+def binary_operator(op_type: str, op_name: str | None):
+    """``lambda a, b: apply_binary(op_type, a, b, op_name)`` with ``apply_binary`` written
+    into it: the function behind ``a + b`` and the other operators of one op, one frame less
+    on every eager ``a + b``."""
+    def operator(a, b):
+        stack = _thread_graphs.stack
+        default = stack[-1] if stack else _global_default_graph
+        if default.executes_eagerly:
+            return default.run_binary(op_type, a, b, op_name)
+        return _build_op(default, op_type, [a, b], None, op_name, None).outputs[0]
+
+    return operator
+
+
 def apply_unary(op_type: str, x, name: str | None = None) -> Tensor:
     """``apply_binary`` for an op of one input."""
     stack = _thread_graphs.stack

@@ -805,11 +805,9 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
 
 # --- Tensor operator overloads (TF1: == and != stay identity comparisons) -----------------------
 def _overload_direct(dunder, op_type, op_name):
-    """``a <op> b`` straight to ``apply_binary``, for builders that only apply ``op_type``:
-    one frame fewer on every eager ``a + b``."""
-    def binary(a, b):
-        return _ops.apply_binary(op_type, a, b, op_name)
-
+    """``a <op> b`` applying ``op_type`` itself, for builders that only apply it (no frame of
+    the builder's)."""
+    binary = _ops.binary_operator(op_type, op_name)
     binary.__name__ = dunder
     override_operator(dunder, binary)
 
