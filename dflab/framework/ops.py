@@ -382,7 +382,21 @@ class FrozenAttrs(dict):
     def _read_only(self, *args, **kwargs):
         raise TypeError("a builder's constant attributes are read-only")
 
-    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _read_only
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    update = setdefault = pop = popitem = clear = _read_only
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):  # rebuilt from its items: a dict's pickling would set them one by one
+        return _frozen_attrs, (self.key,)
+
+
+def _frozen_attrs(items) -> FrozenAttrs:
+    return FrozenAttrs(**dict(items))
 
 
 def apply_binary(op_type: str, x, y, name: str | None = None,

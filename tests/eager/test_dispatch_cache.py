@@ -5,8 +5,10 @@ with and without a recording tape, on a thread of its own)."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
+import pickle
 import threading
 
 import numpy as np
@@ -224,9 +226,14 @@ def test_constant_attributes_are_read_only_and_graph_ops_copy_them():
     attrs = _ops.FrozenAttrs(transpose_a=False, transpose_b=True)
     assert attrs.key == (("transpose_a", False), ("transpose_b", True))
     for change in (lambda: attrs.__setitem__("transpose_a", True), lambda: attrs.pop("x"),
-                   lambda: attrs.update(a=1), lambda: attrs.clear()):
+                   lambda: attrs.update(a=1), lambda: attrs.clear(),
+                   lambda: attrs.__ior__({"a": 1})):
         with pytest.raises(TypeError, match="read-only"):
             change()
+    assert copy.deepcopy(attrs) is attrs and copy.copy(attrs) is attrs
+    again = pickle.loads(pickle.dumps(attrs))
+    assert type(again) is _ops.FrozenAttrs and again == attrs and again.key == attrs.key
+    assert {**attrs, "transpose_a": True}["transpose_a"] is True  # a copy is a plain dict
     with tf.Graph().as_default():
         m = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
         p = tf.matmul(m, m, transpose_b=True)
