@@ -355,11 +355,11 @@ class EagerContext(Graph):
         if type(x) is EagerTensor and not self.op_listeners:
             if type(y) is not EagerTensor:  # a Python number: its cached constant, if made
                 number = y
-                y = self._scalars.get((type(y), y, x._dtype)) if type(y) in _NUMBERS else None
+                y = self._scalars.get((type(y), y, x.dtype)) if type(y) in _NUMBERS else None
                 if y is None:
                     return self.apply_op_output(op_type, [x, number], attrs, name)
-            entry = self._plain.get((op_type, x._dtype, y._dtype) if attrs is None else
-                                    (op_type, x._dtype, y._dtype, attrs.key))
+            entry = self._plain.get((op_type, x.dtype, y.dtype) if attrs is None else
+                                    (op_type, x.dtype, y.dtype, attrs.key))
             if entry is not None:
                 try:  # inside a ``tf.device`` scope the kernel may be another device's
                     if self._stacks.device:
@@ -382,7 +382,7 @@ class EagerContext(Graph):
         """``run_binary`` for an op of one input (``ops.apply_unary``). Written out, not
         shared with ``run_binary`` through a helper: a frame is a tenth of a small op's cost."""
         if type(x) is EagerTensor and not self.op_listeners:
-            entry = self._plain.get((op_type, x._dtype))
+            entry = self._plain.get((op_type, x.dtype))
             if entry is not None:
                 try:  # inside a ``tf.device`` scope the kernel may be another device's
                     if self._stacks.device:

@@ -792,7 +792,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if transpose_b and adjoint_b:
         raise ValueError("Only one of transpose_b and adjoint_b can be True.")
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
-    if type(a) is EagerTensor and type(b) is EagerTensor and a._dtype is b._dtype:
+    if type(a) is EagerTensor and type(b) is EagerTensor and a.dtype is b.dtype:
         ra, rb = a._value.ndim, b._value.ndim  # nothing to convert; the arrays know their ranks
     else:
         a, b = _pair(a, b)
