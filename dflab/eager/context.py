@@ -256,8 +256,9 @@ class EagerContext(Graph):
 
     def scalar(self, value, dtype):
         """An eager tensor of the Python number ``value`` in ``dtype`` (cached: tensors are
-        immutable, and ``x + 1`` in a loop should not rebuild its constant)."""
-        key = (type(value), value, dtype)
+        immutable, and ``x + 1`` in a loop should not rebuild its constant). Zeros are keyed by
+        their text: 0.0 and -0.0 are equal, and hash alike, but are different constants."""
+        key = (type(value), value if value else repr(value), dtype)
         t = self._scalars.get(key)
         if t is None:
             from dflab.framework.constant_op import constant
@@ -354,8 +355,9 @@ class EagerContext(Graph):
         recording tape gets the op's record as ``apply_op`` would give it."""
         if type(x) is EagerTensor and not self.op_listeners:
             if type(y) is not EagerTensor:  # a Python number: its cached constant, if made
-                number = y
-                y = self._scalars.get((type(y), y, x.dtype)) if type(y) in _NUMBERS else None
+                number = y  # (zeros, which ``scalar`` keys by sign, take the generic path)
+                y = self._scalars.get((type(y), y, x.dtype)) if type(y) in _NUMBERS and y \
+                    else None
                 if y is None:
                     return self.apply_op_output(op_type, [x, number], attrs, name)
             entry = self._plain.get((op_type, x.dtype, y.dtype) if attrs is None else

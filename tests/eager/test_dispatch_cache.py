@@ -203,6 +203,15 @@ def test_numbers_on_the_fast_path_convert_as_on_a_miss(ctx):
     assert (tf.constant([True, False]) & True).numpy().tolist() == [True, False]
 
 
+def test_signed_zeros_stay_apart_in_the_constant_cache(ctx):
+    a = tf.constant([1.0, -2.0])
+    for _ in range(2):  # miss, then hit
+        assert np.signbit((a - -0.0).numpy()).tolist() == [False, True]
+        assert np.signbit((a * 0.0).numpy()).tolist() == [False, True]
+        assert np.signbit((a * -0.0).numpy()).tolist() == [True, False]
+        assert (tf.constant([1, 2]) * 0).numpy().tolist() == [0, 0]
+
+
 def test_fast_path_ops_are_recorded_by_a_tape_and_heard_by_listeners(ctx):
     x = tf.constant([-1.0, 2.0, 3.0])
     w = tf.constant([0.5, 0.5, 2.0])
