@@ -42,8 +42,9 @@ def _differentiable(dtype) -> bool:
 
 
 # The dtypes a tape follows, as a set: ``record`` asks for every output of every op it keeps.
-_DIFFERENTIABLE = frozenset(_dt.as_dtype(name) for name in (
-    "float16", "float32", "float64", "complex64", "complex128", "resource"))
+_DIFFERENTIABLE = frozenset(_dt.as_dtype(name) for base in (
+    "float16", "float32", "float64", "complex64", "complex128") for name in (base, base + "_ref")
+) | {_dt.resource}
 
 
 class GradientTape:

@@ -134,7 +134,9 @@ class _Entry:
 
 def _freeze(value):
     """A hashable stand-in for an attribute value (``_NOT_FROZEN`` if there is none)."""
-    if isinstance(value, (str, int, float, bool, bytes, _dt.DType, TensorShape)) or value is None:
+    if isinstance(value, float):
+        return _ops.attr_key_value(value)
+    if isinstance(value, (str, int, bool, bytes, _dt.DType, TensorShape)) or value is None:
         return value
     if isinstance(value, (list, tuple)):
         items = tuple(_freeze(v) for v in value)
@@ -143,20 +145,25 @@ def _freeze(value):
         items = tuple(sorted((k, _freeze(v)) for k, v in value.items()))
         return _NOT_FROZEN if any(v is _NOT_FROZEN for _, v in items) else ("dict", items)
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+        return _ops.attr_key_value(value) if type(value) is float else value
     return _NOT_FROZEN
 
 
 def _attrs_key(attrs):
     """A hashable key for an op's attributes (``_NOT_FROZEN`` if one has no frozen form), in
     the dict's order: builders list an op's attributes in one order, and another order only
-    costs a second cache entry."""
+    costs a second cache entry. ``FrozenAttrs`` carry theirs, made by the same rule."""
+    if type(attrs) is _ops.FrozenAttrs:
+        return attrs.key
     out = []
     for k, v in attrs.items():
         if type(v) not in _PLAIN_ATTRS:
             v = _freeze(v)
             if v is _NOT_FROZEN:
                 return _NOT_FROZEN
+        elif type(v) is float:
+            v = _ops.attr_key_value(v)
         out.append((k, v))
     return tuple(out)
 
@@ -363,11 +370,12 @@ class EagerContext(Graph):
             entry = self._plain.get((op_type, x.dtype, y.dtype) if attrs is None else
                                     (op_type, x.dtype, y.dtype, attrs.key))
             if entry is not None:
-                try:  # inside a ``tf.device`` scope the kernel may be another device's
-                    if self._stacks.device:
-                        return self.apply_op_output(op_type, [x, y], attrs, name)
+                try:
+                    scoped = self._stacks.device
                 except AttributeError:  # this thread's first op here: no scope yet
-                    pass
+                    scoped = None
+                if scoped:  # inside a ``tf.device`` scope the kernel may be another device's
+                    return self.apply_op_output(op_type, [x, y], attrs, name)
                 try:
                     out = entry.fn(x._value, y._value)
                 except Exception as e:  # noqa: BLE001 - every kernel failure is a TF error
@@ -386,11 +394,12 @@ class EagerContext(Graph):
         if type(x) is EagerTensor and not self.op_listeners:
             entry = self._plain.get((op_type, x.dtype))
             if entry is not None:
-                try:  # inside a ``tf.device`` scope the kernel may be another device's
-                    if self._stacks.device:
-                        return self.apply_op_output(op_type, [x], None, name)
+                try:
+                    scoped = self._stacks.device
                 except AttributeError:  # this thread's first op here: no scope yet
-                    pass
+                    scoped = None
+                if scoped:  # inside a ``tf.device`` scope the kernel may be another device's
+                    return self.apply_op_output(op_type, [x], None, name)
                 try:
                     out = entry.fn(x._value)
                 except Exception as e:  # noqa: BLE001 - every kernel failure is a TF error
@@ -419,7 +428,7 @@ class EagerContext(Graph):
         except AttributeError:  # this thread's first op here: it starts the scope stacks
             request = self._st().device
         resource = _dt.resource in dts
-        if type(attrs) is _ops.FrozenAttrs:
+        if type(attrs) is _ops.FrozenAttrs:  # (what _attrs_key answers, without its frame)
             akey = attrs.key
         else:
             akey = _attrs_key(attrs) if attrs else None
@@ -430,10 +439,12 @@ class EagerContext(Graph):
             entry = self._build(op_type, tensors, attrs, name, request, resource)
             if akey is not _NOT_FROZEN and op_type not in _UNCACHED:
                 self._cache[key] = entry
-                if not request and not resource and n <= 2 and entry.n_out == 1 and \
-                        not self._spaces and (akey is None or type(attrs) is _ops.FrozenAttrs):
-                    self._plain[(op_type, *dts) if akey is None else (op_type, *dts, akey)] = \
-                        entry
+        # What the fast path may find next time (a hit too: the kernel may have been built
+        # by a caller that passed the same attributes as a plain dict).
+        if not request and not resource and n <= 2 and not self._spaces and \
+                (akey is None or type(attrs) is _ops.FrozenAttrs) and entry.n_out == 1 and \
+                op_type not in _UNCACHED:
+            self._plain[(op_type, *dts) if akey is None else (op_type, *dts, akey)] = entry
         return entry
 
     def _run(self, entry, op_type, tensors, attrs, name) -> list:

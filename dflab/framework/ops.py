@@ -368,6 +368,12 @@ def apply_op_output(op_type: str, inputs, attrs: dict | None = None, name: str |
     return _build_op(default, op_type, inputs, attrs, name, dtype).outputs[0]
 
 
+def attr_key_value(value: float):
+    """A float attribute as a cache key holds it: zeros and NaN by their text, since 0.0 and
+    -0.0 are equal (and hash alike) but not the same attribute, and NaN equals nothing."""
+    return value if value and value == value else ("float", repr(value))
+
+
 class FrozenAttrs(dict):
     """A builder's constant attributes (``transpose_a=False, transpose_b=False``), made once
     at import: read-only, with their hashable ``key`` computed once, so an eager call keys its
@@ -377,7 +383,8 @@ class FrozenAttrs(dict):
 
     def __init__(self, **attrs):
         super().__init__(**attrs)
-        self.key = tuple(attrs.items())
+        self.key = tuple((k, attr_key_value(v) if type(v) is float else v)
+                         for k, v in attrs.items())
 
     def _read_only(self, *args, **kwargs):
         raise TypeError("a builder's constant attributes are read-only")

@@ -252,3 +252,41 @@ def test_constant_attributes_are_read_only_and_graph_ops_copy_them():
         assert q.op.get_attr("transpose_a") is False and p.op.get_attr("transpose_a") is True
     from dflab.ops.math_ops import _MATMUL_ATTRS
     assert _MATMUL_ATTRS[False, True]["transpose_a"] is False
+
+
+def test_an_error_inside_a_device_scope_is_the_scoped_ops_own(ctx):
+    a = tf.constant([1.0, -2.0])
+    tf.nn.relu(a)  # the unscoped kernel, cached
+    with tf.device("/cpu:1"), pytest.raises(AttributeError):
+        tf.nn.relu(a, name=7)  # a bad name fails the scoped op; the cached kernel must not run
+
+
+def test_float_attributes_key_kernels_by_sign_and_nan_by_text(ctx):
+    x = tf.constant([-1.0, 2.0])
+    assert np.signbit(tf.nn.leaky_relu(x, alpha=0.0).numpy()).tolist() == [True, False]
+    assert np.signbit(tf.nn.leaky_relu(x, alpha=-0.0).numpy()).tolist() == [False, False]
+    n = _kernels(ctx)
+    for _ in range(5):
+        assert np.isnan(tf.nn.leaky_relu(x, alpha=float("nan")).numpy()[0])
+    assert _kernels(ctx) == n + 1  # one kernel for NaN, not one per call
+    assert _ops.FrozenAttrs(a=0.0).key != _ops.FrozenAttrs(a=-0.0).key
+    assert _ops.FrozenAttrs(a=float("nan")).key == _ops.FrozenAttrs(a=float("nan")).key
+
+
+def test_a_kernel_built_for_plain_attributes_serves_the_fast_path(ctx):
+    m = tf.constant(np.eye(2, dtype=np.float32))
+    _ops.apply_op_output("MatMul", [m, m], {"transpose_a": False, "transpose_b": False})
+    tf.matmul(m, m)
+    assert any(k[0] == "MatMul" for k in ctx._plain)
+
+
+def test_the_tape_follows_the_dtypes_it_always_did():
+    from dflab.eager import backprop
+    from dflab.framework import dtypes
+
+    names = ["float16", "float32", "float64", "complex64", "complex128", "int32", "int64",
+             "bool", "string", "uint8", "resource", "variant"]
+    every = [dtypes.as_dtype(n) for n in names] + [
+        dtypes.as_dtype(n + "_ref") for n in names if n not in ("resource", "variant")]
+    for dt in every:
+        assert (dt in backprop._DIFFERENTIABLE) == backprop._differentiable(dt), dt
