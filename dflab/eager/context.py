@@ -145,17 +145,15 @@ def _freeze(value):
         items = tuple(sorted((k, _freeze(v)) for k, v in value.items()))
         return _NOT_FROZEN if any(v is _NOT_FROZEN for _, v in items) else ("dict", items)
     if isinstance(value, np.generic):
-        value = value.item()
-        return _ops.attr_key_value(value) if type(value) is float else value
+        return _freeze(value.item())
     return _NOT_FROZEN
 
 
 def _attrs_key(attrs):
     """A hashable key for an op's attributes (``_NOT_FROZEN`` if one has no frozen form), in
     the dict's order: builders list an op's attributes in one order, and another order only
-    costs a second cache entry. ``FrozenAttrs`` carry theirs, made by the same rule."""
-    if type(attrs) is _ops.FrozenAttrs:
-        return attrs.key
+    costs a second cache entry. (``FrozenAttrs`` carry theirs, made by the same rule: ``_entry``
+    reads it.)"""
     out = []
     for k, v in attrs.items():
         if type(v) not in _PLAIN_ATTRS:
@@ -428,7 +426,7 @@ class EagerContext(Graph):
         except AttributeError:  # this thread's first op here: it starts the scope stacks
             request = self._st().device
         resource = _dt.resource in dts
-        if type(attrs) is _ops.FrozenAttrs:  # (what _attrs_key answers, without its frame)
+        if type(attrs) is _ops.FrozenAttrs:  # its key made once (``_attrs_key``'s rule)
             akey = attrs.key
         else:
             akey = _attrs_key(attrs) if attrs else None
