@@ -185,9 +185,10 @@ class EagerContext(Graph):
         self.devices = self.worker.devices
         self.host = self.devices.host
         self._cache: dict = {}
-        # (op type, *input dtypes) -> entry, for the attribute-free ops of one or two inputs
-        # that ran outside any device scope with one output on one memory space: the kernels
-        # ``run_binary``/``run_unary`` find without building ``_entry``'s key.
+        # (op type, *input dtypes[, FrozenAttrs token[, the input's device]]) -> entry, for
+        # ops of one or two inputs, no attributes or constant ones, that ran outside any device
+        # scope with one output on one memory space: the kernels ``run_binary``/``run_unary``
+        # find without building ``_entry``'s key (``_entry`` fills it).
         self._plain: dict = {}
         self._scalars: dict = {}
         self._spaces = len({d.memory_space for d in self.devices}) > 1
@@ -357,16 +358,28 @@ class EagerContext(Graph):
         with ``FrozenAttrs`` (``ops.apply_binary``). When two eager tensors meet a kernel in
         ``_plain`` and no listener listens, the kernel runs at once (TF's fast path for eager
         ops, ``TFE_Py_FastPathExecute``): no input list, no scope key, no second look-up; a
-        recording tape gets the op's record as ``apply_op`` would give it."""
+        recording tape gets the op's record as ``apply_op`` would give it. A variable operand
+        is read first (as the generic path reads it), and its value may take the fast path."""
+        if type(x) is not EagerTensor:
+            as_tensor = getattr(x, "_as_tensor", None)
+            if as_tensor is None:
+                return self.apply_op_output(op_type, [x, y], attrs, name)
+            x = as_tensor()
         if type(x) is EagerTensor and not self.op_listeners:
-            if type(y) is not EagerTensor:  # a Python number: its cached constant, if made
-                number = y  # (zeros, which ``scalar`` keys by sign, take the generic path)
-                y = self._scalars.get((type(y), y, x.dtype)) if type(y) in _NUMBERS and y \
-                    else None
-                if y is None:
-                    return self.apply_op_output(op_type, [x, number], attrs, name)
+            if type(y) is not EagerTensor:
+                if type(y) in _NUMBERS:  # a Python number: its cached constant, if made
+                    number = y  # (zeros, which ``scalar`` keys by sign, take the generic path)
+                    y = self._scalars.get((type(y), y, x.dtype)) if y else None
+                    if y is None:
+                        return self.apply_op_output(op_type, [x, number], attrs, name)
+                else:
+                    as_tensor = getattr(y, "_as_tensor", None)
+                    if as_tensor is not None:
+                        y = as_tensor()
+                    if type(y) is not EagerTensor:
+                        return self.apply_op_output(op_type, [x, y], attrs, name)
             entry = self._plain.get((op_type, x.dtype, y.dtype) if attrs is None else
-                                    (op_type, x.dtype, y.dtype, attrs.key))
+                                    (op_type, x.dtype, y.dtype, attrs.token))
             if entry is not None:
                 try:
                     scoped = self._stacks.device
@@ -386,29 +399,32 @@ class EagerContext(Graph):
                 return out
         return self.apply_op_output(op_type, [x, y], attrs, name)
 
-    def run_unary(self, op_type, x, name=None):
+    def run_unary(self, op_type, x, name=None, attrs=None):
         """``run_binary`` for an op of one input (``ops.apply_unary``). Written out, not
-        shared with ``run_binary`` through a helper: a frame is a tenth of a small op's cost."""
+        shared with ``run_binary`` through a helper: a frame is a tenth of a small op's cost.
+        An op with attributes is keyed by its input's device too: its input may be a
+        resource handle (a variable's read), whose op runs where the resource lives."""
         if type(x) is EagerTensor and not self.op_listeners:
-            entry = self._plain.get((op_type, x.dtype))
+            entry = self._plain.get((op_type, x.dtype) if attrs is None else
+                                    (op_type, x.dtype, attrs.token, x._device_obj))
             if entry is not None:
                 try:
                     scoped = self._stacks.device
                 except AttributeError:  # this thread's first op here: no scope yet
                     scoped = None
                 if scoped:  # inside a ``tf.device`` scope the kernel may be another device's
-                    return self.apply_op_output(op_type, [x], None, name)
+                    return self.apply_op_output(op_type, [x], attrs, name)
                 try:
                     out = entry.fn(x._value)
                 except Exception as e:  # noqa: BLE001 - every kernel failure is a TF error
-                    raise _kernel_error(e, op_type, name, [x], None, self,
+                    raise _kernel_error(e, op_type, name, [x], attrs, self,
                                         entry.device) from None
                 out = EagerTensor(out, entry.dtype, entry.device)
                 if _TAPES:
-                    _record(EagerOp(op_type, name or op_type, (x,), None, self,
+                    _record(EagerOp(op_type, name or op_type, (x,), attrs, self,
                                     entry.device.name, [out]))
                 return out
-        return self.apply_op_output(op_type, [x], None, name)
+        return self.apply_op_output(op_type, [x], attrs, name)
 
     def _entry(self, op_type, tensors, attrs, name) -> _Entry:
         """The kernel for ``op_type`` on ``tensors``: from the cache, keyed by (op type, input
@@ -439,10 +455,15 @@ class EagerContext(Graph):
                 self._cache[key] = entry
         # What the fast path may find next time (a hit too: the kernel may have been built
         # by a caller that passed the same attributes as a plain dict).
-        if not request and not resource and n <= 2 and not self._spaces and \
-                (akey is None or type(attrs) is _ops.FrozenAttrs) and entry.n_out == 1 and \
-                op_type not in _UNCACHED:
-            self._plain[(op_type, *dts) if akey is None else (op_type, *dts, akey)] = entry
+        if not request and n <= 2 and not self._spaces and entry.n_out == 1 and \
+                (akey is None or type(attrs) is _ops.FrozenAttrs) and op_type not in _UNCACHED:
+            if akey is None:
+                if not resource:
+                    self._plain[(op_type, *dts)] = entry
+            elif n == 1:  # ``run_unary``'s key: the input's device too (a resource's)
+                self._plain[(op_type, dts[0], attrs.token, tensors[0]._device_obj)] = entry
+            elif not resource:
+                self._plain[(op_type, *dts, attrs.token)] = entry
         return entry
 
     def _run(self, entry, op_type, tensors, attrs, name) -> list:

@@ -17,6 +17,7 @@ acyclic.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable
 
@@ -374,17 +375,24 @@ def attr_key_value(value: float):
     return value if value and value == value else ("float", repr(value))
 
 
+_ATTR_TOKENS: dict = {}  # FrozenAttrs.key -> its token
+_NEXT_TOKEN = itertools.count()  # next() is atomic: two threads never draw one token
+
+
 class FrozenAttrs(dict):
     """A builder's constant attributes (``transpose_a=False, transpose_b=False``), made once
     at import: read-only, with their hashable ``key`` computed once, so an eager call keys its
     kernel without walking them. Graph ops copy them into attributes of their own."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "token")
 
     def __init__(self, **attrs):
         super().__init__(**attrs)
         self.key = tuple((k, attr_key_value(v) if type(v) is float else v)
                          for k, v in attrs.items())
+        # A small int per distinct key, what the eager fast path keys kernels by: hashing the
+        # key's nested tuples on every call would cost half a dict look-up more.
+        self.token = _ATTR_TOKENS.setdefault(self.key, next(_NEXT_TOKEN))
 
     def _read_only(self, *args, **kwargs):
         raise TypeError("a builder's constant attributes are read-only")
@@ -433,13 +441,14 @@ def binary_operator(op_type: str, op_name: str | None):
     return operator
 
 
-def apply_unary(op_type: str, x, name: str | None = None) -> Tensor:
-    """``apply_binary`` for an op of one input."""
+def apply_unary(op_type: str, x, name: str | None = None,
+                attrs: FrozenAttrs | None = None) -> Tensor:
+    """``apply_binary`` for an op of one input (a resource handle too: a variable's read)."""
     stack = _thread_graphs.stack
     default = stack[-1] if stack else _global_default_graph
     if default.executes_eagerly:
-        return default.run_unary(op_type, x, name)
-    return _build_op(default, op_type, [x], None, name, None).outputs[0]
+        return default.run_unary(op_type, x, name, attrs)
+    return _build_op(default, op_type, [x], attrs, name, None).outputs[0]
 
 
 def _build_op(default: Graph, op_type, inputs, attrs, name, dtype) -> Operation:

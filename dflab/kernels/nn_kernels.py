@@ -6,13 +6,15 @@ Small host-side arguments (``k`` of top-k) are read with NumPy. Convolution and 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels import intra_op
 from dflab.kernels.context import host
 from dflab.kernels.math_kernels import column_sums
-from dflab.kernels.registry import kernel, quiet, register_kernel
+from dflab.kernels.registry import kernel, quiet, register_kernel, split_elementwise
 from dflab.ops.nn_ops import bias_channel_axis
 
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -27,21 +29,33 @@ def _like(xp, x, value):
 
 
 # --- activations ----------------------------------------------------------------------------
-# 0-d zeros per dtype: what a small ReLU compares against (no row to allocate).
-_ZEROS = {np.dtype(t): np.zeros((), t) for t in (np.float16, np.float32, np.float64)}
+def _host_relu(zero):
+    """ReLU on the host for ``zero``'s dtype (a 0-d zero of a float dtype). NumPy vectorizes
+    ``maximum`` only when the second operand steps along the rows as the first does: against
+    a scalar 0 it takes a scalar loop (a 128x512 ReLU: 58 us, 27 us against a row of zeros). A
+    small input takes the 0-d zero instead: allocating the row is most of its cost (4
+    elements: 0.64 us with a row, 0.37 us without). The same bits every way, NaN and -0.0
+    included. A function per dtype, its zero bound, because a small eager ReLU is mostly calls
+    (4 elements: 0.42 us against 0.58 through ``_relu``)."""
+    maximum, zeros = np.maximum, np.zeros
+
+    def relu(x, out=None):
+        if x.size < 256:  # (an ``out=None`` passed on costs a small one a tenth)
+            return maximum(x, zero) if out is None else maximum(x, zero, out=out)
+        return maximum(x, zeros(x.shape[-1:], x.dtype), out=out)
+
+    return relu
+
+
+_HOST_RELUS = {np.dtype(t): _host_relu(np.zeros((), t))
+               for t in (np.float16, np.float32, np.float64)}
 
 
 def _relu(xp, x, out=None):
     if xp is np:
-        # NumPy vectorizes maximum only when the second operand steps along the rows as the
-        # first does: against a scalar 0 it takes a scalar loop (a 128x512 ReLU: 58 us, 27 us
-        # against a row of zeros). A small input takes a 0-d zero instead: allocating the row
-        # is most of its cost (4 elements: 0.64 us with a row, 0.37 us without). The same
-        # bits every way, NaN and -0.0 included.
-        if x.size < 256:
-            zero = _ZEROS.get(x.dtype)
-            if zero is not None:
-                return np.maximum(x, zero, out=out)
+        relu = _HOST_RELUS.get(x.dtype)
+        if relu is not None:
+            return relu(x, out)
         return np.maximum(x, np.zeros(x.shape[-1:], x.dtype), out=out)
     return xp.maximum(x, _like(xp, x, 0), out=out)
 
@@ -97,7 +111,15 @@ def _softsign_grad(xp, g, x):
 
 # ``maximum`` passes NaN and infinities through without a warning, so ReLU needs no error-state
 # switch (~2 us a call: a third of a small eager op); its gradient multiplies inf by 0.
-register_kernel("Relu", xp=_relu, elementwise=True)
+@kernel("Relu")
+def _relu_kernel(node, ctx):
+    generic = functools.partial(_relu, ctx.xp)
+    if node is None:  # a fused kernel's step (``registered_fn``): the dtype is read per call
+        return generic
+    fn = _HOST_RELUS.get(np.dtype(node.output_types[0].as_numpy_dtype)) if ctx.xp is np else None
+    return split_elementwise(fn or generic, node, ctx)
+
+
 register_kernel("ReluGrad", xp=_relu_grad, quiet_fp=True, elementwise=True)
 for _t, _f in (("Relu6", _relu6),
                ("Relu6Grad", _relu6_grad), ("Elu", _elu), ("EluGrad", _elu_grad),

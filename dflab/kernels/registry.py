@@ -163,17 +163,23 @@ def _xp_factory(xp_fn: str | Callable, quiet_fp: bool, elementwise: bool) -> Cal
             fn = functools.partial(xp_fn, namespace)
         if quiet_fp:
             fn = quiet(fn)
-        # Each split part runs fn (quiet included: NumPy's error state is per thread). A plan
-        # bound with one intra-op thread (its worker's pool), or an op its static shape says is
-        # too small ever to split, calls fn bare: the split's check costs a 100-element op
-        # about as much as the op itself (0.28 us).
-        pool = ctx.intra_op
-        if (elementwise and namespace is np and pool.threads > 1
-                and not intra_op.never_split(node_def.output_shapes, len(node_def.input_types))):
-            return pool.elementwise(fn)
-        return fn
+        return split_elementwise(fn, node_def, ctx) if elementwise else fn
 
     return factory
+
+
+def split_elementwise(fn: Callable, node_def, ctx) -> Callable:
+    """``fn``, an elementwise host function taking ``out=``, split among the intra-op threads
+    when big (``ctx.intra_op.elementwise``); each part runs fn (quiet included: NumPy's error
+    state is per thread). A plan bound with one intra-op thread (its worker's pool), an op its
+    static shape says is too small ever to split, or a device computing with another namespace
+    calls fn bare: the split's check costs a 100-element op about as much as the op itself
+    (0.28 us)."""
+    pool = ctx.intra_op
+    if (ctx.xp is np and pool.threads > 1
+            and not intra_op.never_split(node_def.output_shapes, len(node_def.input_types))):
+        return pool.elementwise(fn)
+    return fn
 
 
 def kernel(op_type: str, device_types=("CPU",), takes_step: bool = False,
@@ -269,6 +275,6 @@ _ERRSTATE_DECORATES = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 
 def registered_fn(op_type: str, ctx=HOST) -> Callable:
     """The function registered with ``fn=`` or ``xp=`` for ``op_type`` (kernels that read no
-    attributes), bound for ``ctx`` (the host's NumPy by default): lets fused kernels call
-    exactly what the unfused op would."""
+    attributes; a factory that reads only dtypes takes no node too), bound for ``ctx`` (the
+    host's NumPy by default): lets fused kernels call exactly what the unfused op would."""
     return _lookup(op_type, ctx.device_type).factory(None, ctx)

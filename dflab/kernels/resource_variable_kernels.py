@@ -39,6 +39,8 @@ def _var_handle(node, ctx):
 @kernel("ReadVariableOp")
 def _read(node, ctx):
     xp = ctx.xp
+    if xp is np:
+        return _host_read
 
     def read(state):
         with state.lock:
@@ -52,6 +54,12 @@ def _read(node, ctx):
             return value
 
     return read
+
+
+def _host_read(state):
+    """A host variable's read: the array it holds (frozen while held: no copy to make)."""
+    with state.lock:
+        return state.read()
 
 
 @kernel("VarIsInitializedOp")

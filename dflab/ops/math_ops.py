@@ -782,22 +782,24 @@ def _batch_matmul_grad(op, grad):
 
 _MATMUL_ATTRS = {(ta, tb): _ops.FrozenAttrs(transpose_a=ta, transpose_b=tb)
                  for ta in (False, True) for tb in (False, True)}
+_MATMUL_PLAIN = _MATMUL_ATTRS[False, False]
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, name=None):
     """``a @ b`` over the last two dims; rank-2 inputs give ``MatMul``, others a batched op."""
+    if type(a) is EagerTensor and type(b) is EagerTensor and a.dtype is b.dtype and \
+            a._value.ndim == 2 and b._value.ndim == 2 and \
+            not (transpose_a or transpose_b or adjoint_a or adjoint_b):
+        # The common eager product, first: nothing to convert, and the arrays know their ranks.
+        return _ops.apply_binary("MatMul", a, b, name, _MATMUL_PLAIN)
     if transpose_a and adjoint_a:
         raise ValueError("Only one of transpose_a and adjoint_a can be True.")
     if transpose_b and adjoint_b:
         raise ValueError("Only one of transpose_b and adjoint_b can be True.")
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
-    if type(a) is EagerTensor and type(b) is EagerTensor and a.dtype is b.dtype:
-        ra, rb = a._value.ndim, b._value.ndim  # nothing to convert; the arrays know their ranks
-    else:
-        a, b = _pair(a, b)
-        ra, rb = a.shape.ndims, b.shape.ndims
-    if ra == 2 and rb == 2:
+    a, b = _pair(a, b)
+    if a.shape.ndims == 2 and b.shape.ndims == 2:
         return _ops.apply_binary("MatMul", a, b, name, _MATMUL_ATTRS[bool(ta), bool(tb)])
     return _ops.apply_op_output("BatchMatMulV2", [a, b], {"adj_x": bool(ta), "adj_y": bool(tb)},
                                 name)

@@ -189,7 +189,7 @@ def read_variable_op(handle, dtype, name=None):
     attrs = _READ_ATTRS.get(dtype)
     if attrs is None:
         attrs = _READ_ATTRS[dtype] = _ops.FrozenAttrs(dtype=_dt.as_dtype(dtype))
-    return _ops.apply_op_output("ReadVariableOp", [handle], attrs, name or "ReadVariableOp")
+    return _ops.apply_unary("ReadVariableOp", handle, name or "ReadVariableOp", attrs)
 
 
 def _write(op_type, handle, dtype, inputs, name, **attrs):

@@ -273,6 +273,36 @@ def test_float_attributes_key_kernels_by_sign_and_nan_by_text(ctx):
     assert _ops.FrozenAttrs(a=float("nan")).key == _ops.FrozenAttrs(a=float("nan")).key
 
 
+def test_constant_attributes_share_a_token_exactly_when_their_keys_are_equal():
+    """The fast path keys kernels by ``FrozenAttrs.token``: equal keys, one token (however
+    made, pickled ones too); any other key, another token (signed zeros included)."""
+    made = [_ops.FrozenAttrs(transpose_a=False, transpose_b=True),
+            _ops.FrozenAttrs(transpose_a=False, transpose_b=False),
+            _ops.FrozenAttrs(transpose_b=True, transpose_a=False),  # another order: another key
+            _ops.FrozenAttrs(a=0.0), _ops.FrozenAttrs(a=-0.0), _ops.FrozenAttrs(a=0),
+            _ops.FrozenAttrs(a=float("nan"))]
+    again = [_ops.FrozenAttrs(**dict(a)) for a in made] + [pickle.loads(pickle.dumps(a))
+                                                           for a in made]
+    for x in made + again:
+        for y in made + again:
+            assert (x.token == y.token) == (x.key == y.key), (x.key, y.key)
+
+
+def test_a_cached_matmul_kernel_refuses_what_is_not_a_matrix(ctx):
+    """An eager op's shapes are checked when its kernel is built; a later call with the
+    cached kernel is checked by the kernel, as TF's: ``MatMul`` of a rank-3 input is an
+    error, not a batched product."""
+    m = tf.constant(np.eye(2, dtype=np.float32))
+    attrs = {"transpose_a": False, "transpose_b": False}
+    _ops.apply_op_output("MatMul", [m, m], attrs)
+    cube = tf.constant(np.ones((2, 2, 2), np.float32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"In\[0\] is not a matrix"):
+        _ops.apply_op_output("MatMul", [cube, m], attrs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"In\[1\] is not a matrix.*\[2\]"):
+        _ops.apply_op_output("MatMul", [m, tf.constant([1.0, 2.0])], attrs)
+    assert tf.matmul(cube, m).shape == (2, 2, 2)  # the builder's batched product
+
+
 def test_a_kernel_built_for_plain_attributes_serves_the_fast_path(ctx):
     m = tf.constant(np.eye(2, dtype=np.float32))
     _ops.apply_op_output("MatMul", [m, m], {"transpose_a": False, "transpose_b": False})
@@ -290,3 +320,40 @@ def test_the_tape_follows_the_dtypes_it_always_did():
         dtypes.as_dtype(n + "_ref") for n in names if n not in ("resource", "variant")]
     for dt in every:
         assert (dt in backprop._DIFFERENTIABLE) == backprop._differentiable(dt), dt
+
+
+def test_variable_reads_run_where_each_variable_lives(ctx):
+    """A read's kernel is found by the variable's device as well: two variables on two
+    devices, read outside any scope (the fast path, from the second read on), each read on
+    its own device, its own value."""
+    with tf.device("/cpu:0"):
+        v0 = tf.Variable(np.array([1.0, 2.0], np.float32))
+    with tf.device("/cpu:1"):
+        v1 = tf.Variable(np.array([3.0, 4.0], np.float32))
+    for _ in range(3):
+        for v, device, want in ((v0, "CPU:0", [1.0, 2.0]), (v1, "CPU:1", [3.0, 4.0]),
+                                (v0, "CPU:0", [1.0, 2.0])):
+            value = v.value()  # (``read_value``'s identity runs on the default device)
+            assert value.device.endswith(device) and value.numpy().tolist() == want
+            assert v.read_value().numpy().tolist() == want
+            total = tf.add(v, tf.constant([1.0, 1.0]))  # a variable operand, read, then added
+            assert total.numpy().tolist() == [w + 1.0 for w in want]
+    v1.assign_add([1.0, 1.0])
+    assert v1.read_value().numpy().tolist() == [4.0, 5.0]
+
+
+def test_a_variable_operand_on_the_fast_path_is_watched_and_differentiated(ctx):
+    v = tf.Variable(np.array([1.0, -2.0], np.float32))
+    b = tf.constant([0.5, 0.5])
+    tf.multiply(v, b), tf.multiply(b, v)  # both kernels cached: the taped calls are hits
+    with tf.GradientTape() as tape:
+        y = tf.multiply(v, b) + tf.multiply(b, v) * v
+    assert [w is v for w in tape.watched_variables()] == [True]
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), 0.5 + 2 * 0.5 * v.numpy())
+    heard = []
+    ctx.op_listeners.append(lambda op_type, device, start, end: heard.append(op_type))
+    try:
+        tf.add(v, b)
+    finally:
+        ctx.op_listeners.pop()
+    assert heard == ["ReadVariableOp", "AddV2"]  # read once, on the generic path, and heard

@@ -327,16 +327,38 @@ def test_product_operands_onednn_cannot_take_go_to_blas():
         ops.matmul(lib, 1, a[:, :256].astype(np.float64), b)
     with pytest.raises(plans.UnsupportedError, match="non-empty"):
         ops.matmul(lib, 1, a[:0, :256], b)
-    kernel = math_kernels._on_onednn(onednn.Backend(lib, 1), np.matmul)
-    for x in (a[:, ::2], np.broadcast_to(a[:1], (64, 512))[:, :256]):
-        got = kernel(x, b)
-        try:
-            want = ops.matmul(lib, 1, x, b)  # where oneDNN takes it, it is its result
-        except plans.UnsupportedError:
-            want = np.matmul(x, b)
-            assert kernel.kernel_label is None
-        assert_close(got, want, 0)
-        assert_close(got, np.matmul(x, b), 1e-5)
+    backend = onednn.Backend(lib, 1)
+    for kernel in (math_kernels._on_onednn(backend, np.matmul),
+                   math_kernels._host_matmul(backend)):
+        for x in (a[:, ::2], np.broadcast_to(a[:1], (64, 512))[:, :256]):
+            got = kernel(x, b)
+            try:
+                want = ops.matmul(lib, 1, x, b)  # where oneDNN takes it, it is its result
+            except plans.UnsupportedError:
+                want = np.matmul(x, b)
+                assert kernel.kernel_label is None
+            assert_close(got, want, 0)
+            assert_close(got, np.matmul(x, b), 1e-5)
+
+
+@needs_library
+def test_host_matmul_names_where_each_call_ran():
+    """The host's MatMul kernel with oneDNN: a product from ``ONEDNN_MIN_PRODUCT`` runs there
+    and says so; a small one after it runs on ``ndarray.dot`` (``np.matmul``'s bits) and the
+    label goes back to None; a big one again sets it."""
+    from dflab.kernels import math_kernels
+
+    lib = onednn.library()
+    kernel = math_kernels._host_matmul(onednn.Backend(lib, 1))
+    big_a = RNG.standard_normal((256, 64)).astype(np.float32)
+    big_b = RNG.standard_normal((64, 128)).astype(np.float32)
+    small = RNG.standard_normal((3, 3)).astype(np.float32)
+    assert 256 * 64 * 128 >= math_kernels.ONEDNN_MIN_PRODUCT
+    for _ in range(2):
+        assert_close(kernel(big_a, big_b), np.matmul(big_a, big_b), 1e-5)
+        assert kernel.kernel_label == onednn.label("MatMul")
+        assert kernel(small, small).tobytes() == np.matmul(small, small).tobytes()
+        assert kernel.kernel_label is None
 
 
 # --- threads, concurrency -------------------------------------------------------------------

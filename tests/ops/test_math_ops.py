@@ -12,6 +12,7 @@ from hypothesis.extra import numpy as hnp
 from op_test_util import check_forward, check_grads, evaluate
 
 import dflab as tf
+from dflab.eager import eager_mode
 
 RNG = np.random.default_rng(1234)
 
@@ -584,6 +585,42 @@ def test_batch_matmul_with_broadcasting(sa, sb, adj):
 
     check_forward(fn, [a, b], ref)
     check_grads(fn, [a, b])
+
+
+MATMUL_SHAPES = [(1, 1, 1), (2, 2, 2), (1, 7, 3), (3, 7, 1), (5, 1, 4), (17, 33, 9),
+                 (0, 3, 2), (3, 0, 2)]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64,
+                                   np.complex128, np.int32, np.int64])
+def test_matmul_gives_numpys_bits(dtype):
+    """The host's small real products go through ``ndarray.dot``, NumPy's cheaper call to the
+    same BLAS routine as ``np.matmul``: the same bits for every dtype, shape (vectors and
+    empty ones too) and transposition, in a graph and eagerly. 1x1 complex operands with
+    real values are the case ``dot`` would give other signed zeros for."""
+    cases = []
+    for m, k, n in MATMUL_SHAPES:
+        for ta in (False, True):
+            for tb in (False, True):
+                a = (RNG.standard_normal((k, m) if ta else (m, k)) * 3).astype(dtype)
+                b = (RNG.standard_normal((n, k) if tb else (k, n)) * 3).astype(dtype)
+                if (m, k, n) == (1, 1, 1):  # both negative: where the signs of zeros part
+                    a, b = (-abs(a.real)).astype(dtype), (-abs(b.real)).astype(dtype)
+                want = np.matmul(a.T if ta else a, b.T if tb else b)
+                cases.append((a, b, ta, tb, want))
+
+    def products():
+        return [tf.matmul(tf.constant(a), tf.constant(b), transpose_a=ta, transpose_b=tb)
+                for a, b, ta, tb, _ in cases]
+
+    with tf.Graph().as_default(), tf.Session() as sess:
+        in_graph = sess.run(products())
+    with eager_mode():
+        eager = [p.numpy() for p in products()]
+    for got_graph, got_eager, (*_, want) in zip(in_graph, eager, cases):
+        for got in (got_graph, got_eager):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes()
 
 
 def test_matmul_errors():
