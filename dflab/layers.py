@@ -26,7 +26,7 @@ from dflab.ops import (
     nn_ops,
     variable_scope,
 )
-from dflab.ops.variable_scope import get_variable
+from dflab.ops.variable_scope import EagerVariableStore, get_variable
 
 
 def _glorot():
@@ -525,7 +525,11 @@ def _snake(name):
 class Layer:
     """TF1's layer base: ``build(input_shape)`` makes the variables (``add_weight``) in the
     layer's variable scope on the first call, ``call(inputs)`` computes; later calls reuse the
-    same variables. Update ops the call adds go to ``tf.GraphKeys.UPDATE_OPS``."""
+    same variables. Update ops the call adds go to ``tf.GraphKeys.UPDATE_OPS``.
+
+    In a graph the variables are the graph's (its collections and variable store). Executing
+    eagerly, or traced into a function, they outlive any graph: the layer keeps them in an
+    ``EagerVariableStore`` of its own, as TF's layers, objects that own their variables, do."""
 
     def __init__(self, trainable: bool = True, name: str | None = None, dtype=None,
                  **kwargs) -> None:
@@ -536,6 +540,9 @@ class Layer:
         self.built = False
         self._scope = None
         self._updates: list = []
+        # (``_dflab_``: what object checkpoints do not walk; they find the weights by the
+        # attributes ``_expose_weights`` sets, under TF's keys: ``model/kernel``.)
+        self._dflab_store = EagerVariableStore()
 
     @property
     def name(self) -> str:
@@ -559,22 +566,45 @@ class Layer:
             _ops.add_to_collection(_ops.GraphKeys.UPDATE_OPS, op)
 
     def __call__(self, inputs, *args, **kwargs):
+        graph = _ops.get_default_graph()
+        if graph.executes_eagerly or getattr(graph, "is_function_graph", False):
+            with self._dflab_store.as_default():
+                return self._call_in_scope(inputs, *args, **kwargs)
+        return self._call_in_scope(inputs, *args, **kwargs)
+
+    def _call_in_scope(self, inputs, *args, **kwargs):
         if self._scope is None:
             with variable_scope.variable_scope(self._name, default_name=self._base_name) as sc:
                 self._scope = sc
         before = list(_ops.get_collection(_ops.GraphKeys.UPDATE_OPS))
         with variable_scope.variable_scope(self._scope, reuse=True if self.built else None):
-            if not self.built:
+            first = not self.built
+            if first:
                 self.build(_ops.convert_to_tensor(inputs).shape
                            if not isinstance(inputs, (list, tuple)) else
                            [_ops.convert_to_tensor(t).shape for t in inputs])
                 self.built = True
             out = self.call(inputs, *args, **kwargs)
+        if first:
+            self._expose_weights()
         self._updates += [op for op in _ops.get_collection(_ops.GraphKeys.UPDATE_OPS)
                           if not any(op is b for b in before)]
         return out
 
+    def _expose_weights(self) -> None:
+        """Each variable as an attribute named after its weight (``dense.kernel``,
+        ``batch_norm.moving_mean``), as TF's layers have them, where the name is free."""
+        prefix = self._scope.name + "/"
+        for v in self.variables:
+            name = v.name.split(":")[0]
+            local = name[len(prefix):] if name.startswith(prefix) else ""
+            if local.isidentifier() and not hasattr(self, local):
+                setattr(self, local, v)
+
     def _collected(self, key):
+        own = self._dflab_store._store.variables()
+        if own:  # made eagerly or in a trace: the layer's own
+            return [v for v in own if v.trainable or key != _ops.GraphKeys.TRAINABLE_VARIABLES]
         if self._scope is None:
             return []
         return list(_ops.get_collection(key, scope=self._scope.name + "/"))
@@ -626,22 +656,20 @@ class _FunctionLayer(Layer):
 
     def call(self, inputs, **kwargs):
         fn = type(self)._fn
-        extra = {"reuse": True} if self._takes_reuse() and self._called else {}
+        extra = {"reuse": True} if self._takes_reuse and self._called else {}
         self._called = True
-        if self._takes_reuse():
+        if self._takes_reuse:
             extra["name"] = self._scope
         return fn(inputs, **self._kwargs, **kwargs, **extra)
 
     _called = False
-
-    @classmethod
-    def _takes_reuse(cls) -> bool:
-        return "reuse" in inspect.signature(cls._fn).parameters
+    _takes_reuse = False  # whether the function takes ``reuse`` (read once, by ``_class``)
 
 
 def _class(fn, class_name, call_args=()):
     return type(class_name, (_FunctionLayer,),
                 {"_fn": staticmethod(fn), "_call_args": call_args,
+                 "_takes_reuse": "reuse" in inspect.signature(fn).parameters,
                  "__doc__": f"The class form of ``tf.layers.{fn.__name__}``.",
                  "__module__": __name__})
 

@@ -7,6 +7,7 @@ from dflab.eager.context import (
 )
 from dflab.eager.function import defun
 from dflab.ops.resource_variable_ops import ResourceVariable as Variable
+from dflab.ops.variable_scope import EagerVariableStore
 from dflab.train.object_checkpoint import Checkpoint
 
 
@@ -25,5 +26,6 @@ def num_gpus() -> int:
     return sum(1 for d in eager_context().devices if d.device_type == "GPU")
 
 
-__all__ = ["Checkpoint", "GradientTape", "Variable", "defun", "enable_eager_execution",
+__all__ = ["Checkpoint", "EagerVariableStore", "GradientTape", "Variable", "defun",
+           "enable_eager_execution",
            "executing_eagerly", "in_eager_mode", "in_graph_mode", "num_gpus"]

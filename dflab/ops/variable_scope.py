@@ -20,6 +20,7 @@ import contextlib
 import copy
 import enum
 import logging
+import threading
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
@@ -48,9 +49,18 @@ _VARSCOPESTORE_KEY = ("__varscope",)
 # The variable store: full name -> Variable
 # --------------------------------------------------------------------------------------------
 class _VariableStore:
-    def __init__(self):
+    """``keeps_eager_variables``: an ``EagerVariableStore``'s, where every ``get_variable``
+    executing eagerly reuses what it finds (TF's ``AUTO_REUSE``). Executing eagerly with any
+    other store, TF's rule: reuse does not apply, each call makes a new variable."""
+
+    def __init__(self, keeps_eager_variables: bool = False):
         self._vars: dict[str, _variables.Variable] = {}
         self._partitioned: dict = {}  # name -> PartitionedVariable
+        self.keeps_eager_variables = keeps_eager_variables
+
+    def variables(self) -> list:
+        """The variables made here, in the order they were made."""
+        return list(self._vars.values())
 
     def _lookup(self, name):
         """The stored variable, forgetting one whose ops were removed from the graph (a
@@ -58,7 +68,8 @@ class _VariableStore:
         v = self._vars.get(name)
         if v is not None:
             g = v.op.graph
-            if g.find_operation(v.op.name) is not v.op:
+            if g is not None and not g.executes_eagerly and \
+                    g.find_operation(v.op.name) is not v.op:
                 del self._vars[name]
                 return None
         return v
@@ -68,6 +79,8 @@ class _VariableStore:
                      caching_device=None, partitioner=None, validate_shape=True,
                      use_resource=None, custom_getter=None, constraint=None,
                      synchronization=None, aggregation=None, **kwargs):
+        if _ops.executing_eagerly():
+            reuse = AUTO_REUSE if self.keeps_eager_variables else False
         synchronization, aggregation, trainable = \
             _variables.validate_synchronization_aggregation_trainable(
                 synchronization, aggregation, trainable, name)
@@ -269,6 +282,9 @@ def _default_initializer(name, dtype):
 
 def _get_default_variable_store() -> _VariableStore:
     g = _ops.get_default_graph()
+    pushed = getattr(_THREAD, "stores", None)
+    if pushed and pushed[-1][0] is g:  # an ``EagerVariableStore.as_default()`` for this graph
+        return pushed[-1][1]
     with g.lock:
         store = g.get_collection(_VARSTORE_KEY)
         if store:
@@ -276,6 +292,59 @@ def _get_default_variable_store() -> _VariableStore:
         store = _VariableStore()
         g.add_to_collection(_VARSTORE_KEY, store)
         return store
+
+
+# The thread's ``EagerVariableStore.as_default()`` blocks, as (default graph, store), and its
+# eager variable scopes.
+_THREAD = threading.local()
+
+
+class EagerVariableStore:
+    """TF 1.x's ``tfe.EagerVariableStore``: executing eagerly, ``get_variable`` keeps no
+    variables (each call makes a new one, and a variable lives while Python holds it); inside
+    ``as_default()`` this store keeps them, and every ``get_variable`` finds the one of its
+    name again (TF's ``AUTO_REUSE``), so graph-style code that shares variables by name runs
+    eagerly. ``tf.layers`` objects keep theirs in one (``dflab.layers.Layer``)."""
+
+    def __init__(self, store: _VariableStore | None = None):
+        if store is not None and not store.keeps_eager_variables:
+            raise ValueError("Cannot construct EagerVariableStore from a store that does not "
+                             "keep eager variables.")
+        self._store = store if store is not None else _VariableStore(keeps_eager_variables=True)
+
+    @contextlib.contextmanager
+    def as_default(self):
+        """This store as the default graph's variable store within the block (a graph made
+        inside the block keeps its own)."""
+        stack = getattr(_THREAD, "stores", None)
+        if stack is None:
+            stack = _THREAD.stores = []
+        stack.append((_ops.get_default_graph(), self._store))
+        try:
+            yield self
+        finally:
+            stack.pop()
+
+    def variables(self) -> list:
+        """The store's variables, sorted by name (TF's order)."""
+        return sorted(self._store.variables(), key=lambda v: v.name)
+
+    def trainable_variables(self) -> list:
+        return [v for v in self.variables() if v.trainable]
+
+    def non_trainable_variables(self) -> list:
+        return [v for v in self.variables() if not v.trainable]
+
+    def copy(self) -> EagerVariableStore:
+        """A store of new variables holding this one's current values, under the same names
+        and trainability: changing one store's variables leaves the other's alone."""
+        from dflab.ops.resource_variable_ops import ResourceVariable
+
+        other = EagerVariableStore()
+        for key, v in self._store._vars.items():
+            other._store._vars[key] = ResourceVariable(
+                v.read_value(), name=v.name.split(":")[0], trainable=v.trainable)
+        return other
 
 
 # --------------------------------------------------------------------------------------------
@@ -445,6 +514,12 @@ class _VariableScopeStore:
 
 def get_variable_scope_store() -> _VariableScopeStore:
     g = _ops.get_default_graph()
+    if g.executes_eagerly:
+        # An eager context keeps no collections: its scopes are the thread's (TF 2's are too).
+        store = getattr(_THREAD, "eager_scopes", None)
+        if store is None:
+            store = _THREAD.eager_scopes = _VariableScopeStore()
+        return store
     with g.lock:
         store = g.get_collection(_VARSCOPESTORE_KEY)
         if store:

@@ -609,9 +609,10 @@ def test_matmul_gives_numpys_bits(dtype):
                 want = np.matmul(a.T if ta else a, b.T if tb else b)
                 cases.append((a, b, ta, tb, want))
 
-    def products():
-        return [tf.matmul(tf.constant(a), tf.constant(b), transpose_a=ta, transpose_b=tb)
-                for a, b, ta, tb, _ in cases]
+    def products():  # on the host: a GPU's products are its BLAS's, not NumPy's
+        with tf.device("/cpu:0"):
+            return [tf.matmul(tf.constant(a), tf.constant(b), transpose_a=ta, transpose_b=tb)
+                    for a, b, ta, tb, _ in cases]
 
     with tf.Graph().as_default(), tf.Session() as sess:
         in_graph = sess.run(products())

@@ -1,0 +1,159 @@
+"""Variables shared by name, executing eagerly: ``tf.layers`` objects own their variables
+(eagerly and in traced functions), ``variable_scope`` names eager variables, ``get_variable``
+keeps nothing outside an ``EagerVariableStore`` and reuses everything inside one (TF 1.x's
+rules, checked against ``tensorflow.compat.v1``'s ``variable_scope`` module)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+from dflab.ops.variable_scope import _VariableStore
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture
+def eager():
+    with eager_mode():
+        yield
+
+
+def _batch(rows=4, cols=3):
+    return tf.constant(RNG.standard_normal((rows, cols)).astype(np.float32))
+
+
+def test_a_dense_layer_makes_its_variables_once_and_trains(eager):
+    x, y = _batch(), tf.constant(RNG.standard_normal((4, 2)).astype(np.float32))
+    dense = tf.layers.Dense(2, activation=tf.nn.relu)
+    first = dense(x).numpy()
+    np.testing.assert_array_equal(dense(x).numpy(), first)
+    assert [v.name for v in dense.variables] == ["dense/kernel:0", "dense/bias:0"]
+    assert dense.kernel is dense.variables[0] and dense.bias is dense.variables[1]
+    assert len(dense.trainable_variables) == 2 and dense.non_trainable_variables == []
+    want = np.maximum(x.numpy() @ dense.kernel.numpy() + dense.bias.numpy(), 0)
+    np.testing.assert_allclose(first, want, rtol=1e-6)
+    other = tf.layers.Dense(2)
+    other(x)
+    assert [v.name for v in other.variables] == ["dense_1/kernel:0", "dense_1/bias:0"]
+
+    opt = tf.train.GradientDescentOptimizer(0.1)
+    linear = tf.layers.Dense(2)
+
+    def loss():
+        return tf.reduce_mean(tf.square(linear(x) - y))
+
+    before = float(loss())
+    for _ in range(50):
+        opt.minimize(loss)
+    assert float(loss()) < 0.5 * before
+    assert len(linear.variables) == 2  # minimize's calls made no new ones
+
+
+def test_a_layer_called_in_a_traced_function_keeps_its_variables_across_traces(eager):
+    dense = tf.layers.Dense(3)
+
+    @tf.function
+    def f(x):
+        return dense(x)
+
+    x = _batch()
+    eager_out = dense(x).numpy()
+    np.testing.assert_allclose(f(x).numpy(), eager_out, rtol=1e-6)
+    wide = _batch(rows=2)
+    np.testing.assert_allclose(f(wide).numpy(), dense(wide).numpy(), rtol=1e-6)
+    assert f.experimental_get_tracing_count() == 2 and len(dense.variables) == 2
+
+    fresh = tf.layers.Dense(3)
+
+    @tf.function
+    def g(x):
+        return fresh(x)
+
+    out = g(x)  # the first trace makes the variables (lifted out), the second reuses them
+    np.testing.assert_allclose(out.numpy(), fresh(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(g(wide).numpy(), fresh(wide).numpy(), rtol=1e-6)
+    assert len(fresh.variables) == 2
+
+
+def test_batch_normalization_updates_its_moving_statistics_eagerly(eager):
+    bn = tf.layers.BatchNormalization(momentum=0.5)
+    x = _batch(rows=8)
+    bn(x, training=True)
+    names = [v.name.split("/")[-1] for v in bn.variables]
+    assert names == ["gamma:0", "beta:0", "moving_mean:0", "moving_variance:0"]
+    assert [v.name.split("/")[-1] for v in bn.trainable_variables] == ["gamma:0", "beta:0"]
+    np.testing.assert_allclose(bn.moving_mean.numpy(), 0.5 * x.numpy().mean(axis=0),
+                               rtol=1e-5, atol=1e-6)
+    bn(x, training=True)
+    np.testing.assert_allclose(bn.moving_mean.numpy(), 0.75 * x.numpy().mean(axis=0),
+                               rtol=1e-5, atol=1e-6)
+    assert len(bn.variables) == 4
+
+
+def test_variable_scopes_name_eager_variables_and_get_variable_keeps_none(eager):
+    with tf.variable_scope("outer"):
+        with tf.variable_scope("inner"):
+            v = tf.get_variable("w", [2])
+            assert tf.get_variable_scope().name == "outer/inner"
+    assert v.name == "outer/inner/w:0" and tf.get_variable_scope().name == ""
+    # TF's rule: no store keeps eager variables, so every call makes a new one, reuse or not
+    a, b = tf.get_variable("w", [2]), tf.get_variable("w", [2])
+    with tf.variable_scope("", reuse=True):
+        c = tf.get_variable("w", [3])
+    assert a is not b and a.name == b.name == "w:0" and c.shape.as_list() == [3]
+
+
+def test_an_eager_variable_store_reuses_what_it_keeps(eager):
+    store = tf.contrib.eager.EagerVariableStore()
+    with store.as_default():
+        q = tf.get_variable("q", [2])
+        assert tf.get_variable("q", [2]) is q  # every scope reuses here (TF's AUTO_REUSE)
+        with tf.variable_scope("", reuse=True):
+            assert tf.get_variable("q", [2]) is q
+        with pytest.raises(ValueError, match="specified shape \\(3,\\) and found shape"):
+            tf.get_variable("q", [3])
+        with tf.variable_scope("s"):
+            r = tf.get_variable("r", [1], trainable=False)
+        with tf.Graph().as_default():  # a graph made inside keeps its own store
+            assert tf.get_variable("q", [2]) is not q
+    assert tf.get_variable("q", [2]) is not q  # outside the block: nothing kept
+    assert [v.name for v in store.variables()] == ["q:0", "s/r:0"]
+    assert store.trainable_variables() == [q] and store.non_trainable_variables() == [r]
+
+    copied = store.copy()
+    assert [v.name for v in copied.variables()] == ["q:0", "s/r:0"]
+    twin = copied.variables()[0]
+    assert twin is not q
+    np.testing.assert_array_equal(twin.numpy(), q.numpy())
+    twin.assign(twin + 1.0)
+    assert not np.allclose(twin.numpy(), q.numpy())
+    with pytest.raises(ValueError, match="does not keep eager variables"):
+        tf.contrib.eager.EagerVariableStore(_VariableStore())  # a graph's kind of store
+
+
+def test_a_layers_variables_are_checkpointed_under_tfs_keys(eager, tmp_path):
+    dense = tf.layers.Dense(2)
+    x = _batch()
+    dense(x)
+    ckpt = tf.train.Checkpoint(model=dense)
+    path = ckpt.save(str(tmp_path / "ckpt"))
+    keys = set(tf.train.load_checkpoint(path).get_variable_to_shape_map())
+    assert keys == {"model/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+                    "model/bias/.ATTRIBUTES/VARIABLE_VALUE",
+                    "save_counter/.ATTRIBUTES/VARIABLE_VALUE"}
+    saved = dense(x).numpy()
+    dense.kernel.assign(tf.zeros_like(dense.kernel))
+    tf.train.Checkpoint(model=dense).restore(path).assert_consumed()
+    np.testing.assert_array_equal(dense(x).numpy(), saved)
+
+
+def test_graph_mode_layers_still_use_the_graphs_collections():
+    with tf.Graph().as_default():
+        dense = tf.layers.Dense(2)
+        x = tf.placeholder(tf.float32, [None, 3])
+        dense(x), dense(x)
+        assert [v.name for v in tf.global_variables()] == ["dense/kernel:0", "dense/bias:0"]
+        assert dense.variables == tf.global_variables() and dense.kernel is dense.variables[0]
