@@ -118,28 +118,44 @@ def _axis_arg(axis, reduction_indices):
 
 
 def _axis_tensor(x, axis):
-    """The reduction axes of ``x`` as an int tensor (all axes when ``axis`` is None)."""
+    """The reduction axes of ``x`` as an int tensor (all axes when ``axis`` is None).
+    Executing eagerly, the same axes are the same cached constant (``EagerContext.scalar``):
+    a reduction in a loop does not rebuild them."""
     if isinstance(axis, _ops.Tensor):
         return axis
     if axis is None:
         if x.shape.ndims is not None:
-            return constant(np.arange(x.shape.ndims, dtype=np.int32))
+            return _int32_constant(tuple(range(x.shape.ndims)))
         # unknown rank: all axes, computed at run time
         return _ops.apply_op("Range", [0, array_ops.rank(x), 1], {"Tidx": _dt.int32}).outputs[0]
     if isinstance(axis, (list, tuple)) and any(isinstance(a, _ops.Tensor) for a in axis):
         return array_ops.stack_ints(axis)
+    if type(axis) is int:
+        return _int32_constant(axis)
     arr = np.asarray(axis)
     if arr.dtype.kind not in "iu" and arr.size:
         raise TypeError(f"reduction axis must be an integer or a list of integers, got {axis!r}")
-    return constant(arr.astype(np.int32))
+    arr = arr.astype(np.int32)
+    return _int32_constant(tuple(arr.tolist()) if arr.ndim == 1 else arr)
+
+
+def _int32_constant(value):
+    """``value`` (an int, a tuple of ints or an array) as an int32 constant."""
+    g = _ops.get_default_graph()
+    if g.executes_eagerly and type(value) is not np.ndarray:
+        return g.scalar(value, _dt.int32)
+    return constant(np.asarray(value, np.int32))
+
+
+# The reductions' attributes, made once: an eager reduction takes the fast path.
+_KEEP_DIMS = {keep: _ops.FrozenAttrs(keep_dims=keep) for keep in (False, True)}
 
 
 def _reduce(op_type, input_tensor, axis, keepdims, name, keep_dims=None, reduction_indices=None):
     x = _ops.convert_to_tensor(input_tensor)
     axis = _axis_arg(axis, reduction_indices)
     keep = _keepdims_arg(keepdims, keep_dims)
-    return _ops.apply_op(op_type, [x, _axis_tensor(x, axis)], {"keep_dims": keep},
-                         name).outputs[0]
+    return _ops.apply_binary(op_type, x, _axis_tensor(x, axis), name, _KEEP_DIMS[keep])
 
 
 def reduce_sum(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,

@@ -663,6 +663,60 @@ def _np_axis(axis):
     return tuple(sorted(set(np.ravel(axis).tolist()))) if axis is not None else None
 
 
+def _lowest(dtype):
+    return np.array(-np.inf, dtype)
+
+
+def _highest(dtype):
+    return np.array(np.inf, dtype)
+
+
+# (builder, the NumPy call the host kernel's result must equal bit for bit)
+BIT_REDUCTIONS = [
+    (tf.reduce_sum, lambda x, ax, k: np.sum(x, axis=ax, keepdims=k, dtype=x.dtype)),
+    (tf.reduce_prod, lambda x, ax, k: np.prod(x, axis=ax, keepdims=k, dtype=x.dtype)),
+    (tf.reduce_mean, lambda x, ax, k: np.mean(x, axis=ax, keepdims=k, dtype=x.dtype)),
+    (tf.reduce_max, lambda x, ax, k: np.max(x, axis=ax, keepdims=k, initial=_lowest(x.dtype))),
+    (tf.reduce_min, lambda x, ax, k: np.min(x, axis=ax, keepdims=k, initial=_highest(x.dtype))),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("fn,ref", BIT_REDUCTIONS, ids=[r[0].__name__ for r in BIT_REDUCTIONS])
+def test_host_reductions_give_numpys_bits(fn, ref, dtype):
+    """The host's reductions call the ufuncs' ``reduce`` themselves, and ``Mean`` divides its
+    sum itself: the bits of ``np.sum``/``prod``/``mean``/``max``/``min``, for every rank, axis
+    set and ``keepdims``, in a graph and eagerly (a second eager call takes the fast path,
+    with its axes cached). An empty mean is NaN, with no warning (TF's)."""
+    cases = []
+    rng = np.random.default_rng(11)
+    for shape, axes in [((4, 3), [None, 0, 1, -1, (0, 1)]), ((2, 3, 5), [None, (0, 2), 1]),
+                        ((7,), [None, 0]), ((), [None]), ((0, 3), [0, 1, None])]:
+        # Magnitudes whose products stay finite in float16, of both signs.
+        x = (rng.uniform(0.5, 1.25, shape) * rng.choice([-1, 1], shape)).astype(dtype)
+        for axis in axes:
+            for keep in (False, True):
+                with warnings.catch_warnings(), np.errstate(all="ignore"):
+                    warnings.simplefilter("ignore")  # NumPy's own empty means warn
+                    want = np.asarray(ref(x, axis, keep))
+                cases.append((x, list(axis) if isinstance(axis, tuple) else axis, keep, want))
+
+    def reductions():
+        with tf.device("/cpu:0"):  # the host's kernels: a GPU's sums go their own way
+            return [fn(tf.constant(x), axis=axis, keepdims=keep) for x, axis, keep, _ in cases]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with tf.Graph().as_default(), tf.Session() as sess:
+            in_graph = sess.run(reductions())
+        with eager_mode():
+            eager = [[t.numpy() for t in reductions()] for _ in range(2)]
+    for got_all in (in_graph, *eager):
+        for got, (*_, want) in zip(got_all, cases):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("fn,ref,_", REDUCTIONS, ids=[r[0].__name__ for r in REDUCTIONS])
 @pytest.mark.parametrize("axis", AXES, ids=str)
 @pytest.mark.parametrize("keepdims", [False, True])
