@@ -39,7 +39,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.eager_tensor import EagerTensor
-from dflab.framework.graph import Graph, _user_site
+from dflab.framework.graph import _VALID_SCOPE, Graph, _user_site
 from dflab.framework.graph_io import NodeDef
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
@@ -203,6 +203,17 @@ class EagerContext(Graph):
         scope = self._st().name_scope
         return scope + name if scope else name
 
+    def name_scope(self, name):
+        """``Graph.name_scope`` for eager execution, where it names variables only: the same
+        scopes, entered without a generator."""
+        if name is None or name == "":
+            new = ""
+        elif not _VALID_SCOPE.match(name):
+            raise ValueError(f"'{name}' is not a valid scope name")
+        else:
+            new = name if name.endswith("/") else self.unique_name(name) + "/"
+        return _NameScope(self._st(), new)
+
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs):
         """Ops run in program order when executing eagerly: nothing to wait for."""
@@ -261,9 +272,10 @@ class EagerContext(Graph):
         return EagerTensor(value, dtype, self.host)
 
     def scalar(self, value, dtype):
-        """An eager tensor of the Python number ``value`` in ``dtype`` (cached: tensors are
-        immutable, and ``x + 1`` in a loop should not rebuild its constant). Zeros are keyed by
-        their text: 0.0 and -0.0 are equal, and hash alike, but are different constants."""
+        """An eager tensor of the Python number (or tuple of ints: a shape, axes) ``value`` in
+        ``dtype`` (cached: tensors are immutable, and ``x + 1`` in a loop should not rebuild
+        its constant). Zeros are keyed by their text: 0.0 and -0.0 are equal, and hash alike,
+        but are different constants."""
         key = (type(value), value if value else repr(value), dtype)
         t = self._scalars.get(key)
         if t is None:
@@ -657,6 +669,23 @@ def _kernel_error(e, op_type, name, tensors, attrs, ctx, device):
                        if t.dtype is not _dt.resource)
     return errors.InvalidArgumentError(
         None, op, f"{type(e).__name__}: {e} (input shapes: [{shapes}]) [Op:{op_type}]")
+
+
+class _NameScope:
+    """An eager name scope: the thread's scope string set on entry and put back on exit."""
+
+    __slots__ = ("_st", "_new", "_old")
+
+    def __init__(self, st, new: str):
+        self._st, self._new = st, new
+
+    def __enter__(self) -> str:
+        self._old = self._st.name_scope
+        self._st.name_scope = self._new
+        return self._new
+
+    def __exit__(self, *exc) -> None:
+        self._st.name_scope = self._old
 
 
 # --- tapes: filled by dflab.eager.backprop -------------------------------------------------------

@@ -104,6 +104,17 @@ def constant(value, dtype=None, shape=None, name="Const", verify_shape=False) ->
     return op._outputs[0]
 
 
+def index_constant(value, dtype=_dt.int32) -> ops.Tensor:
+    """``constant(value, dtype)`` for a shape, axes or a size a builder passes (an int, or a
+    tuple of ints): executing eagerly, the context's cached tensor of that value
+    (``EagerContext.scalar``), so that ``reshape(x, [-1])`` or ``reduce_sum(x, 1)`` in a loop
+    does not rebuild it."""
+    g = ops.get_default_graph()
+    if g.executes_eagerly:
+        return g.scalar(value, dtype)
+    return constant(value, dtype=dtype)
+
+
 def constant_value(tensor):
     """The value of ``tensor`` if it can be computed at graph-build time, else None.
 

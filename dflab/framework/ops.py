@@ -153,16 +153,23 @@ def set_global_default_graph(graph: Graph) -> Graph:
 
 
 # Module-level scope helpers (TF's tf.* functions) --------------------------------------------
-@contextlib.contextmanager
 def name_scope(name, default_name=None, values=None):
-    """TF1 ``tf.name_scope(name, default_name=None, values=None)``; yields the scope string."""
-    g = _graph_from_values(values) if values else get_default_graph()
+    """TF1 ``tf.name_scope(name, default_name=None, values=None)``; yields the scope string.
+    Executing eagerly there is no graph to find from ``values``: the context's own scope,
+    which names variables only (a third of the cost: every nn builder opens one)."""
     if name is None and default_name is None and values is not None:
         raise ValueError("At least one of name and default_name must be provided.")
     n = name if name is not None else default_name
-    if n is None:
-        n = ""
-    with g.as_default() if g is not get_default_graph() else contextlib.nullcontext():
+    default = get_default_graph()
+    if default.executes_eagerly:
+        return default.name_scope("" if n is None else n)
+    return _graph_name_scope(default, "" if n is None else n, values)
+
+
+@contextlib.contextmanager
+def _graph_name_scope(default, n, values):
+    g = _graph_from_values(values, default) if values else default
+    with g.as_default() if g is not default else contextlib.nullcontext():
         with g.name_scope(n) as scope:
             yield scope
 

@@ -144,20 +144,28 @@ def _leaky_relu_grad(node, ctx):
 
 
 # --- softmax and cross-entropy --------------------------------------------------------------
+def _max_and_sum(xp):
+    """``xp``'s max and sum; on the host the ufuncs' own ``reduce``, which ``np.max`` and
+    ``np.sum`` call after a Python layer of theirs (a small softmax: a third of its cost)."""
+    return (np.maximum.reduce, np.add.reduce) if xp is np else (xp.max, xp.sum)
+
+
 def _log_softmax(xp, x, axis):
-    shifted = x - xp.max(x, axis=axis, keepdims=True)
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+    max_, sum_ = _max_and_sum(xp)
+    shifted = x - max_(x, axis=axis, keepdims=True)
+    return shifted - xp.log(sum_(xp.exp(shifted), axis=axis, keepdims=True))
 
 
 @kernel("Softmax")
 def _softmax(node, ctx):
     axis = node.attr["axis"]
     xp = ctx.xp
+    max_, sum_ = _max_and_sum(xp)
 
     def softmax(x):
         with np.errstate(all="ignore"):
-            e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
-            return e / xp.sum(e, axis=axis, keepdims=True)
+            e = xp.exp(x - max_(x, axis=axis, keepdims=True))
+            return e / sum_(e, axis=axis, keepdims=True)
 
     return softmax
 
@@ -256,16 +264,15 @@ def _bias_shape(rank, c_axis):
 @kernel("BiasAdd")
 def _bias_add(node, ctx):
     fmt = node.attr["data_format"]
-    xp = ctx.xp
 
-    def bias_add(x, b):
-        rank = xp.ndim(x)
+    def bias_add(x, b):  # (the arrays' own attributes: NumPy's functions cost a frame each)
+        rank = x.ndim
         c = bias_channel_axis(rank, fmt)
-        if xp.shape(x)[c] != xp.shape(b)[0]:
+        if x.shape[c] != b.shape[0]:
             raise errors.InvalidArgumentError(
                 None, node, f"Must provide as many biases as the channel dimension of the "
-                f"input tensor: {list(xp.shape(b))} vs. {list(xp.shape(x))}")
-        return x + xp.reshape(b, _bias_shape(rank, c))
+                f"input tensor: {list(b.shape)} vs. {list(x.shape)}")
+        return x + (b if c == rank - 1 else b.reshape(_bias_shape(rank, c)))
 
     return bias_add
 

@@ -26,7 +26,12 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant, constant_value, constant_value_as_shape
+from dflab.framework.constant_op import (
+    constant,
+    constant_value,
+    constant_value_as_shape,
+    index_constant,
+)
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape, as_shape
 from dflab.ops.op_util import check_same_dtype, scalar_int, unary_infer
@@ -78,8 +83,12 @@ def _as_int_tensor(v, dtype=_dt.int32):
         return stack_ints(v)
     if isinstance(v, (list, tuple)):
         v = [int(e) if isinstance(e, Dimension) else e for e in v]
+        if all(type(e) is int for e in v):  # (executing eagerly: a cached constant)
+            return index_constant(tuple(v), dtype)
     elif isinstance(v, Dimension):
         v = int(v)
+    if type(v) is int:
+        return index_constant(v, dtype)
     return constant(v, dtype=dtype)
 
 
@@ -305,7 +314,7 @@ def _reshape_grad(op, grad):
 
 def reshape(tensor, shape, name=None):  # noqa: F811 - TF's argument name
     """``tensor`` with the same values in a new shape (one entry may be -1)."""
-    return _apply("Reshape", [tensor, _as_int_tensor(shape)], None, name)
+    return _ops.apply_binary("Reshape", tensor, _as_int_tensor(shape), name)
 
 
 def _expand_dims_infer(op):

@@ -780,6 +780,11 @@ def _batch_matmul_grad(op, grad):
             _unbroadcast(gb, b)]
 
 
+def _rank(t):
+    """A tensor's static rank; an eager one's from its array (no ``TensorShape`` to make)."""
+    return t._value.ndim if type(t) is EagerTensor else t.shape.ndims
+
+
 _MATMUL_ATTRS = {(ta, tb): _ops.FrozenAttrs(transpose_a=ta, transpose_b=tb)
                  for ta in (False, True) for tb in (False, True)}
 _MATMUL_PLAIN = _MATMUL_ATTRS[False, False]
@@ -799,7 +804,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         raise ValueError("Only one of transpose_b and adjoint_b can be True.")
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
     a, b = _pair(a, b)
-    if a.shape.ndims == 2 and b.shape.ndims == 2:
+    if _rank(a) == 2 and _rank(b) == 2:
         return _ops.apply_binary("MatMul", a, b, name, _MATMUL_ATTRS[bool(ta), bool(tb)])
     return _ops.apply_op_output("BatchMatMulV2", [a, b], {"adj_x": bool(ta), "adj_y": bool(tb)},
                                 name)

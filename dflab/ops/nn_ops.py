@@ -203,14 +203,25 @@ def _axis_or_dim(axis, dim, default=-1):
     return default if axis is None else int(axis)
 
 
+def _axis_attrs(axis):
+    """``{"axis": axis}``, made once per axis: an eager softmax takes the fast path."""
+    attrs = _AXIS_ATTRS.get(axis)
+    if attrs is None:
+        attrs = _AXIS_ATTRS[axis] = _ops.FrozenAttrs(axis=axis)
+    return attrs
+
+
+_AXIS_ATTRS: dict = {}
+
+
 def softmax(logits, axis=None, name=None, dim=None):
     """exp(logits) / sum(exp(logits), axis)."""
-    return _apply("Softmax", [logits], {"axis": _axis_or_dim(axis, dim)}, name)
+    return _ops.apply_unary("Softmax", logits, name, _axis_attrs(_axis_or_dim(axis, dim)))
 
 
 def log_softmax(logits, axis=None, name=None, dim=None):
     """logits - log(sum(exp(logits), axis))."""
-    return _apply("LogSoftmax", [logits], {"axis": _axis_or_dim(axis, dim)}, name)
+    return _ops.apply_unary("LogSoftmax", logits, name, _axis_attrs(_axis_or_dim(axis, dim)))
 
 
 # ==============================================================================================
@@ -415,6 +426,10 @@ def _bias_add_grad_grad(op, grad):
     return [math_ops.add(array_ops.zeros_like(x), grad)]
 
 
+# BiasAdd's attributes per data format, made once: an eager bias add takes the fast path.
+_BIAS_ATTRS = {fmt: _ops.FrozenAttrs(data_format=fmt) for fmt in ("NHWC", "NCHW")}
+
+
 def bias_add(value, bias, data_format=None, name=None):
     """``value + bias`` with ``bias`` (1-D) added along the channel axis."""
     fmt = _check_data_format(data_format or "NHWC")
@@ -422,7 +437,7 @@ def bias_add(value, bias, data_format=None, name=None):
                                            if _ops.is_tensor_like(v)]) as scope:
         value = _ops.convert_to_tensor(value, name="input")
         bias = _ops.convert_to_tensor(bias, dtype=value.dtype.base_dtype, name="bias")
-        return _apply("BiasAdd", [value, bias], {"data_format": fmt}, scope)
+        return _ops.apply_binary("BiasAdd", value, bias, scope, _BIAS_ATTRS[fmt])
 
 
 # ==============================================================================================

@@ -16,7 +16,7 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant, constant_value
+from dflab.framework.constant_op import constant, constant_value, index_constant
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape
 from dflab.ops import array_ops
@@ -119,32 +119,23 @@ def _axis_arg(axis, reduction_indices):
 
 def _axis_tensor(x, axis):
     """The reduction axes of ``x`` as an int tensor (all axes when ``axis`` is None).
-    Executing eagerly, the same axes are the same cached constant (``EagerContext.scalar``):
-    a reduction in a loop does not rebuild them."""
+    Executing eagerly, the same axes are the same cached constant (``index_constant``)."""
     if isinstance(axis, _ops.Tensor):
         return axis
     if axis is None:
         if x.shape.ndims is not None:
-            return _int32_constant(tuple(range(x.shape.ndims)))
+            return index_constant(tuple(range(x.shape.ndims)))
         # unknown rank: all axes, computed at run time
         return _ops.apply_op("Range", [0, array_ops.rank(x), 1], {"Tidx": _dt.int32}).outputs[0]
     if isinstance(axis, (list, tuple)) and any(isinstance(a, _ops.Tensor) for a in axis):
         return array_ops.stack_ints(axis)
     if type(axis) is int:
-        return _int32_constant(axis)
+        return index_constant(axis)
     arr = np.asarray(axis)
     if arr.dtype.kind not in "iu" and arr.size:
         raise TypeError(f"reduction axis must be an integer or a list of integers, got {axis!r}")
     arr = arr.astype(np.int32)
-    return _int32_constant(tuple(arr.tolist()) if arr.ndim == 1 else arr)
-
-
-def _int32_constant(value):
-    """``value`` (an int, a tuple of ints or an array) as an int32 constant."""
-    g = _ops.get_default_graph()
-    if g.executes_eagerly and type(value) is not np.ndarray:
-        return g.scalar(value, _dt.int32)
-    return constant(np.asarray(value, np.int32))
+    return index_constant(tuple(arr.tolist())) if arr.ndim == 1 else constant(arr)
 
 
 # The reductions' attributes, made once: an eager reduction takes the fast path.

@@ -106,6 +106,28 @@ def test_variable_scopes_name_eager_variables_and_get_variable_keeps_none(eager)
     assert a is not b and a.name == b.name == "w:0" and c.shape.as_list() == [3]
 
 
+def test_eager_name_scopes_name_variables_and_unwind(eager):
+    """Executing eagerly a name scope names variables only; ``values`` are not looked at (TF
+    ignores them eagerly); a scope left by an exception is left."""
+    with tf.name_scope("a"):
+        with tf.name_scope(None, "b", [tf.constant(1.0)]) as scope:
+            assert scope == "a/b/"
+            v = tf.Variable(1.0, name="v")
+        with pytest.raises(RuntimeError):
+            with tf.name_scope("c"):
+                raise RuntimeError
+        w = tf.Variable(1.0, name="w")
+        with tf.name_scope("a/b/"):  # an exact scope, re-entered
+            u = tf.Variable(1.0, name="u")
+    assert (v.name, w.name, u.name) == ("a/b/v:0", "a/w:0", "a/b/u:0")
+    assert tf.Variable(1.0, name="x").name == "x:0"
+    with pytest.raises(ValueError, match="not a valid scope name"):
+        with tf.name_scope("bad name!"):
+            pass
+    with pytest.raises(ValueError, match="At least one of name and default_name"):
+        tf.name_scope(None, None, [])
+
+
 def test_an_eager_variable_store_reuses_what_it_keeps(eager):
     store = tf.contrib.eager.EagerVariableStore()
     with store.as_default():

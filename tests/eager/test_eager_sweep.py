@@ -63,6 +63,8 @@ def _cases():
         ("nn/sparse_xent", lambda a: tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=tf.constant([1, 0, 4]), logits=a), [_r(3, 5)]),
         ("nn/bias_add", tf.nn.bias_add, [_r(2, 3, 4), _r(4)]),
+        ("nn/bias_add_nchw", lambda a, b: tf.nn.bias_add(a, b, data_format="NCHW"),
+         [_r(2, 4, 3, 3), _r(4)]),
         ("nn/l2_loss", tf.nn.l2_loss, [_r(3, 4)]),
         ("nn/moments", lambda a: tf.nn.moments(a, [0]), [_r(5, 3)]),
         ("nn/dropout_keep1", lambda a: tf.nn.dropout(a, keep_prob=1.0), [_r(3, 3)]),
