@@ -2,7 +2,11 @@
 
 Each case runs a small eager op on 4-element float32 tensors (a 2x2 matmul): ``tf.add``,
 ``a + b``, ``tf.matmul``, ``tf.nn.relu``, ``a * 2.0`` (a Python number converted), a variable's
-``read_value()``, ``tf.add(variable, b)`` and ``tf.multiply`` under a recording tape.
+``read_value()``, ``tf.add(variable, b)`` and ``tf.multiply`` under a recording tape; then the
+ops of a small model's layers: ``reduce_mean``, ``reduce_sum`` over an axis, ``softmax``,
+``reshape``, ``bias_add``, a slice ``a[:2]``, a product with a variable, and a
+``tf.layers.Dense`` call (4x3 in, 5 out, ReLU; PyTorch's ``nn.Linear`` and ``relu`` without
+autograd).
 
 Two measures per case:
 * **Python calls per op**, counted with ``sys.setprofile`` ('call' events: Python frames;
@@ -69,9 +73,14 @@ def _cases(torch):
     v = tf.Variable(x)
     tape = tf.GradientTape(persistent=True)
     tape.watch(a)
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3) / 12
+    er, w, bias = tf.constant(rows), tf.Variable(np.ones((3, 5), np.float32)), tf.constant(y[:2])
+    dense = tf.layers.Dense(5, activation=tf.nn.relu)
     if torch is not None:
         ta, tb, tm = torch.tensor(x), torch.tensor(y), torch.tensor(m)
         tg = torch.tensor(x, requires_grad=True)
+        tr, tw, tb2 = torch.tensor(rows), torch.ones((3, 5)), torch.tensor(y[:2])
+        linear = torch.nn.Linear(3, 5).requires_grad_(False)
     t = torch is not None
     # label: (dflab op, PyTorch's op or None, whether the dflab op runs under the tape)
     return {
@@ -84,6 +93,19 @@ def _cases(torch):
         "v.read_value()": (lambda: v.read_value(), None, False),
         "tf.add(v, b)": (lambda: tf.add(v, b), None, False),
         "taped tf.multiply": (lambda: tf.multiply(a, b), t and (lambda: tg * tb), True),
+        "tf.reduce_mean(m)": (lambda: tf.reduce_mean(em), t and (lambda: torch.mean(tm)), False),
+        "tf.reduce_sum(m, 1)": (lambda: tf.reduce_sum(em, 1),
+                                t and (lambda: torch.sum(tm, 1)), False),
+        "tf.nn.softmax(m)": (lambda: tf.nn.softmax(em),
+                             t and (lambda: torch.softmax(tm, -1)), False),
+        "tf.reshape(m, [-1])": (lambda: tf.reshape(em, [-1]),
+                                t and (lambda: torch.reshape(tm, (-1,))), False),
+        "tf.nn.bias_add(m, b2)": (lambda: tf.nn.bias_add(em, bias),
+                                  t and (lambda: tm + tb2), False),
+        "a[:2]": (lambda: a[:2], t and (lambda: ta[:2]), False),
+        "tf.matmul(x, v) 4x3x5": (lambda: tf.matmul(er, w), t and (lambda: tr @ tw), False),
+        "Dense(5, relu) 4x3": (lambda: dense(er), t and (lambda: torch.relu(linear(tr))),
+                               False),
     }, tape, (x, y)
 
 

@@ -448,10 +448,19 @@ def _numpy_index(node, shape, begin, end, strides):
 @kernel("StridedSlice", host_memory_inputs=(1, 2, 3))
 def _strided_slice(node, ctx):
     xp = ctx.xp
+    # The NumPy index of each (vectors, shape) met: most slices are one constant's, and
+    # working the index out costs a small slice several times the slicing.
+    known: dict = {}
 
     def strided_slice(x, begin, end, strides):
         x = xp.asarray(x)
-        return x[_numpy_index(node, x.shape, begin, end, strides)]
+        key = (host(begin).tobytes(), host(end).tobytes(), host(strides).tobytes(), x.shape)
+        index = known.get(key)
+        if index is None:
+            index = _numpy_index(node, x.shape, begin, end, strides)
+            if len(known) < 256:
+                known[key] = index
+        return x[index]
 
     return strided_slice
 

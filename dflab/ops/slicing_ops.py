@@ -16,7 +16,12 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant, constant_value, constant_value_as_shape
+from dflab.framework.constant_op import (
+    constant,
+    constant_value,
+    constant_value_as_shape,
+    index_constant,
+)
 from dflab.framework.registry import RegisterGradient, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape
 from dflab.ops.array_ops import (
@@ -316,13 +321,27 @@ def _slice_helper(tensor, slice_spec, var=None):
                 packed.append(None if not vals else [int(v) for v in vals])
         dt = packed[0].dtype.base_dtype if isinstance(packed[0], _ops.Tensor) else (
             packed[1].dtype.base_dtype if isinstance(packed[1], _ops.Tensor) else _dt.int32)
-        packed = [constant(np.asarray(p if p is not None else [], dtype=dt._np), dtype=dt)
-                  if not isinstance(p, _ops.Tensor) else p for p in packed]
+        # Python ints: constants an eager slice in a loop finds cached (``index_constant``).
+        packed = [index_constant(tuple(p or ()), dt) if not isinstance(p, _ops.Tensor) else p
+                  for p in packed]
         if len({p.dtype.base_dtype for p in packed}) > 1:
             from dflab.ops import math_ops
 
             packed = [math_ops.cast(p, _dt.int64) for p in packed]
-        return _apply("StridedSlice", [tensor] + packed, masks, name=scope)
+        return _apply("StridedSlice", [tensor] + packed, _mask_attrs(masks), name=scope)
+
+
+def _mask_attrs(masks: dict) -> _ops.FrozenAttrs:
+    """A slice's masks as constant attributes, made once per combination (an eager slice
+    keys its kernel without walking them)."""
+    key = tuple(masks.values())
+    attrs = _MASK_ATTRS.get(key)
+    if attrs is None:
+        attrs = _MASK_ATTRS[key] = _ops.FrozenAttrs(**masks)
+    return attrs
+
+
+_MASK_ATTRS: dict = {}
 
 
 # --- Split / SplitV -------------------------------------------------------------------------------

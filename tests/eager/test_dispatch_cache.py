@@ -357,3 +357,19 @@ def test_a_variable_operand_on_the_fast_path_is_watched_and_differentiated(ctx):
     finally:
         ctx.op_listeners.pop()
     assert heard == ["ReadVariableOp", "AddV2"]  # read once, on the generic path, and heard
+
+
+def test_a_cached_slice_kernel_slices_every_shape_and_refuses_every_bad_index(ctx):
+    """A slice's kernel remembers the NumPy index of each (vectors, shape) it met: the same
+    slice of other shapes is worked out anew, and a bad index is refused every time."""
+    for shape in ((4,), (3, 5), (2, 3, 4), (4,)):
+        x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        t = tf.constant(x)
+        for _ in range(2):
+            np.testing.assert_array_equal(t[:2].numpy(), x[:2])
+            np.testing.assert_array_equal(t[..., -1].numpy(), x[..., -1])
+            np.testing.assert_array_equal(t[1:, None].numpy(), x[1:, None])
+    short = tf.constant([1.0, 2.0])
+    for _ in range(2):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="out of bounds"):
+            short[5]
