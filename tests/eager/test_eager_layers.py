@@ -38,6 +38,15 @@ def test_a_dense_layer_makes_its_variables_once_and_trains(eager):
     other = tf.layers.Dense(2)
     other(x)
     assert [v.name for v in other.variables] == ["dense_1/kernel:0", "dense_1/bias:0"]
+    with pytest.raises(ValueError, match="expected axis -1 of input shape to have value 3"):
+        dense(_batch(cols=4))
+    deep = _batch(rows=6).numpy().reshape(2, 3, 3)  # a rank-3 input: over its last axis
+    np.testing.assert_allclose(dense(tf.constant(deep)).numpy(),
+                               np.maximum(deep @ dense.kernel.numpy() + dense.bias.numpy(), 0),
+                               rtol=1e-6)
+    plain = tf.layers.Dense(2, use_bias=False)
+    plain(x)
+    np.testing.assert_allclose(plain(x).numpy(), x.numpy() @ plain.kernel.numpy(), rtol=1e-6)
 
     opt = tf.train.GradientDescentOptimizer(0.1)
     linear = tf.layers.Dense(2)
