@@ -276,6 +276,70 @@ def _slice_helper(tensor, slice_spec, var=None):
     """``tensor[slice_spec]``: ints (shrink an axis), slices with steps, ``...``, ``tf.newaxis``
     and scalar integer tensors, combined as in NumPy basic indexing (one ``StridedSlice``)."""
     tensor = _ops.convert_to_tensor(tensor)
+    if _ops.get_default_graph().executes_eagerly:
+        key = _python_spec_key(slice_spec)
+        if key is not None:
+            return _eager_slice(tensor, slice_spec, key)
+    return _graph_slice(tensor, slice_spec)
+
+
+def _python_spec_key(slice_spec):
+    """A hashable key for an index made of Python ints, int slices, ``...`` and ``None``
+    alone; None for anything else (tensors, lists), which takes the general path."""
+    items = slice_spec if type(slice_spec) is tuple else (slice_spec,)
+    key = []
+    for s in items:
+        if type(s) is int or s is None or s is Ellipsis:
+            key.append(s)
+        elif type(s) is _py_slice and all(type(p) is int or p is None
+                                           for p in (s.start, s.stop, s.step)):
+            key.append((s.start, s.stop, s.step))
+        else:
+            return None
+    return tuple(key)
+
+
+def _eager_slice(tensor, slice_spec, key):
+    """``tensor[slice_spec]`` executing eagerly, for an index of Python values: its vectors
+    and masks worked out once per index (``_SPECS``), its vectors cached constants. An eager
+    op has no name scope to open."""
+    spec = _SPECS.get(key)
+    if spec is None:
+        begin, end, strides, masks = _spec_vectors(slice_spec)
+        spec = (tuple(begin), tuple(end), tuple(strides), _mask_attrs(masks))
+        if len(_SPECS) < 1024:
+            _SPECS[key] = spec
+    begin, end, strides, attrs = spec
+    return _apply("StridedSlice", [tensor, index_constant(begin), index_constant(end),
+                                   index_constant(strides)], attrs, "strided_slice")
+
+
+_SPECS: dict = {}  # _python_spec_key -> (begin, end, strides, FrozenAttrs of the masks)
+
+
+def _graph_slice(tensor, slice_spec):
+    begin, end, strides, masks = _spec_vectors(slice_spec)
+    with _ops.name_scope(None, "strided_slice", [tensor]) as scope:
+        packed = []
+        for vals in (begin, end, strides):
+            if any(isinstance(v, _ops.Tensor) for v in vals):
+                packed.append(stack_ints(vals))
+            else:
+                packed.append(None if not vals else [int(v) for v in vals])
+        dt = packed[0].dtype.base_dtype if isinstance(packed[0], _ops.Tensor) else (
+            packed[1].dtype.base_dtype if isinstance(packed[1], _ops.Tensor) else _dt.int32)
+        # Python ints: constants an eager slice in a loop finds cached (``index_constant``).
+        packed = [index_constant(tuple(p or ()), dt) if not isinstance(p, _ops.Tensor) else p
+                  for p in packed]
+        if len({p.dtype.base_dtype for p in packed}) > 1:
+            from dflab.ops import math_ops
+
+            packed = [math_ops.cast(p, _dt.int64) for p in packed]
+        return _apply("StridedSlice", [tensor] + packed, _mask_attrs(masks), name=scope)
+
+
+def _spec_vectors(slice_spec):
+    """The begin, end and strides lists and the masks of ``tensor[slice_spec]``."""
     if isinstance(slice_spec, list):  # TF1 has no fancy indexing
         _check_index(slice_spec)
     if not isinstance(slice_spec, tuple):
@@ -312,23 +376,7 @@ def _slice_helper(tensor, slice_spec, var=None):
             end.append(s + 1 if not isinstance(s, _ops.Tensor) else s)
             strides.append(1)
             masks["shrink_axis_mask"] |= bit
-    with _ops.name_scope(None, "strided_slice", [tensor]) as scope:
-        packed = []
-        for vals in (begin, end, strides):
-            if any(isinstance(v, _ops.Tensor) for v in vals):
-                packed.append(stack_ints(vals))
-            else:
-                packed.append(None if not vals else [int(v) for v in vals])
-        dt = packed[0].dtype.base_dtype if isinstance(packed[0], _ops.Tensor) else (
-            packed[1].dtype.base_dtype if isinstance(packed[1], _ops.Tensor) else _dt.int32)
-        # Python ints: constants an eager slice in a loop finds cached (``index_constant``).
-        packed = [index_constant(tuple(p or ()), dt) if not isinstance(p, _ops.Tensor) else p
-                  for p in packed]
-        if len({p.dtype.base_dtype for p in packed}) > 1:
-            from dflab.ops import math_ops
-
-            packed = [math_ops.cast(p, _dt.int64) for p in packed]
-        return _apply("StridedSlice", [tensor] + packed, _mask_attrs(masks), name=scope)
+    return begin, end, strides, masks
 
 
 def _mask_attrs(masks: dict) -> _ops.FrozenAttrs:
