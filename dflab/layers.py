@@ -575,8 +575,13 @@ class Layer:
 
     def __call__(self, inputs, *args, **kwargs):
         graph = _ops.get_default_graph()
-        if graph.executes_eagerly and self.built and self._eager_call is not None:
-            return self._eager_call(inputs, *args, **kwargs)
+        if graph.executes_eagerly and self.built:
+            if self._eager_call is not None:
+                return self._eager_call(inputs, *args, **kwargs)
+            # The variables exist: the layer's scope would only name them (and eager ops,
+            # which have no names); the call finds them in the layer's store.
+            with self._dflab_store.as_default():
+                return self.call(inputs, *args, **kwargs)
         if graph.executes_eagerly or getattr(graph, "is_function_graph", False):
             with self._dflab_store.as_default():
                 return self._call_in_scope(inputs, *args, **kwargs)

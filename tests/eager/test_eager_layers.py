@@ -87,6 +87,26 @@ def test_a_layer_called_in_a_traced_function_keeps_its_variables_across_traces(e
     assert len(fresh.variables) == 2
 
 
+def test_convolution_and_pooling_layers_keep_their_variables_eagerly(eager):
+    images = tf.constant(RNG.standard_normal((2, 6, 6, 3)).astype(np.float32))
+    conv = tf.layers.Conv2D(4, 3, activation=tf.nn.relu)
+    pool = tf.layers.MaxPooling2D(2, 2)
+    first = pool(conv(images)).numpy()
+    np.testing.assert_array_equal(pool(conv(images)).numpy(), first)
+    assert [v.name for v in conv.variables] == ["conv2d/kernel:0", "conv2d/bias:0"]
+    assert pool.variables == [] and first.shape == (2, 2, 2, 4)
+    want = tf.nn.max_pool(tf.nn.relu(tf.nn.conv2d(images, conv.kernel, [1, 1, 1, 1], "VALID")
+                                     + conv.bias), [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    np.testing.assert_allclose(first, want.numpy(), rtol=1e-5, atol=1e-6)
+
+    @tf.function
+    def traced(x):
+        return pool(conv(x))
+
+    np.testing.assert_allclose(traced(images).numpy(), first, rtol=1e-5, atol=1e-6)
+    assert len(conv.variables) == 2
+
+
 def test_batch_normalization_updates_its_moving_statistics_eagerly(eager):
     bn = tf.layers.BatchNormalization(momentum=0.5)
     x = _batch(rows=8)
