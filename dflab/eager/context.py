@@ -39,7 +39,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.eager_tensor import EagerTensor
-from dflab.framework.graph import _VALID_SCOPE, Graph, _user_site
+from dflab.framework.graph import Graph, _user_site
 from dflab.framework.graph_io import NodeDef
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
@@ -202,17 +202,6 @@ class EagerContext(Graph):
         # TF's eager names are not made unique: every unnamed variable is "Variable:0".
         scope = self._st().name_scope
         return scope + name if scope else name
-
-    def name_scope(self, name):
-        """``Graph.name_scope`` for eager execution, where it names variables only: the same
-        scopes, entered without a generator."""
-        if name is None or name == "":
-            new = ""
-        elif not _VALID_SCOPE.match(name):
-            raise ValueError(f"'{name}' is not a valid scope name")
-        else:
-            new = name if name.endswith("/") else self.unique_name(name) + "/"
-        return _NameScope(self._st(), new)
 
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs):
@@ -669,23 +658,6 @@ def _kernel_error(e, op_type, name, tensors, attrs, ctx, device):
                        if t.dtype is not _dt.resource)
     return errors.InvalidArgumentError(
         None, op, f"{type(e).__name__}: {e} (input shapes: [{shapes}]) [Op:{op_type}]")
-
-
-class _NameScope:
-    """An eager name scope: the thread's scope string set on entry and put back on exit."""
-
-    __slots__ = ("_st", "_new", "_old")
-
-    def __init__(self, st, new: str):
-        self._st, self._new = st, new
-
-    def __enter__(self) -> str:
-        self._old = self._st.name_scope
-        self._st.name_scope = self._new
-        return self._new
-
-    def __exit__(self, *exc) -> None:
-        self._st.name_scope = self._old
 
 
 # --- tapes: filled by dflab.eager.backprop -------------------------------------------------------

@@ -64,6 +64,24 @@ def _default_graph_stack() -> list:
     return _local.stack
 
 
+class _NameScope:
+    """A name scope: the thread's scope string set on entry and put back on exit (a class,
+    not a generator: every builder opens one, eagerly too)."""
+
+    __slots__ = ("_st", "_new", "_old")
+
+    def __init__(self, st, new: str):
+        self._st, self._new = st, new
+
+    def __enter__(self) -> str:
+        self._old = self._st.name_scope
+        self._st.name_scope = self._new
+        return self._new
+
+    def __exit__(self, *exc) -> None:
+        self._st.name_scope = self._old
+
+
 class Graph(RichDisplay):
     """A dataflow graph of operations, with the scopes that name and place new ops."""
 
@@ -245,25 +263,17 @@ class Graph(RichDisplay):
             name = f"{name}_{i - 1}"
         return name
 
-    @contextlib.contextmanager
     def name_scope(self, name):
-        st = self._st()
-        old = st.name_scope
+        """A scope for the names of ops (and variables) made in it: ``name`` made unique, an
+        exact scope when it ends in ``/``, the root for ``""``/None. Checked and made unique
+        at the call; entered by ``with``."""
         if name is None or name == "":
             new = ""
-        elif isinstance(name, str) and name.endswith("/"):
-            if not _VALID_SCOPE.match(name):
-                raise ValueError(f"'{name}' is not a valid scope name")
-            new = name  # re-enter an exact scope
+        elif not _VALID_SCOPE.match(name):
+            raise ValueError(f"'{name}' is not a valid scope name")
         else:
-            if not _VALID_SCOPE.match(name):
-                raise ValueError(f"'{name}' is not a valid scope name")
-            new = self.unique_name(name) + "/"
-        st.name_scope = new
-        try:
-            yield new
-        finally:
-            st.name_scope = old
+            new = name if name.endswith("/") else self.unique_name(name) + "/"
+        return _NameScope(self._st(), new)
 
     # --- control dependencies, devices, colocation --------------------------------------
     @contextlib.contextmanager
