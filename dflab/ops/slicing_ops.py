@@ -320,17 +320,11 @@ _SPECS: dict = {}  # _python_spec_key -> (begin, end, strides, FrozenAttrs of th
 def _graph_slice(tensor, slice_spec):
     begin, end, strides, masks = _spec_vectors(slice_spec)
     with _ops.name_scope(None, "strided_slice", [tensor]) as scope:
-        packed = []
-        for vals in (begin, end, strides):
-            if any(isinstance(v, _ops.Tensor) for v in vals):
-                packed.append(stack_ints(vals))
-            else:
-                packed.append(None if not vals else [int(v) for v in vals])
+        packed = [stack_ints(vals) if any(isinstance(v, _ops.Tensor) for v in vals) else
+                  tuple(int(v) for v in vals) for vals in (begin, end, strides)]
         dt = packed[0].dtype.base_dtype if isinstance(packed[0], _ops.Tensor) else (
             packed[1].dtype.base_dtype if isinstance(packed[1], _ops.Tensor) else _dt.int32)
-        # Python ints: constants an eager slice in a loop finds cached (``index_constant``).
-        packed = [index_constant(tuple(p or ()), dt) if not isinstance(p, _ops.Tensor) else p
-                  for p in packed]
+        packed = [p if isinstance(p, _ops.Tensor) else index_constant(p, dt) for p in packed]
         if len({p.dtype.base_dtype for p in packed}) > 1:
             from dflab.ops import math_ops
 
