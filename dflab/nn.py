@@ -10,7 +10,6 @@ from dflab.ops.nn_impl import (
     batch_normalization,
     conv1d,
     embedding_lookup,
-    fused_batch_norm,
     l2_normalize,
     moments,
     sigmoid_cross_entropy_with_logits,
@@ -43,6 +42,7 @@ from dflab.ops.nn_ops import (
     sparse_softmax_cross_entropy_with_logits,
     top_k,
 )
+from dflab.ops.normalization_ops import fused_batch_norm
 
 # TF 1.14+ names for the 2-D pools.
 max_pool2d = max_pool

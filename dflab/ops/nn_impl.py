@@ -213,46 +213,6 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
                             math_ops.cast(shift, dt))
 
 
-def fused_batch_norm(x, scale, offset, mean=None, variance=None, epsilon=0.001,
-                     data_format="NHWC", is_training=True, name=None):
-    """Batch norm of a 4-D tensor over N, H, W; returns ``(y, mean, variance)``.
-
-    Training: the batch statistics normalise ``x``; the returned variance is the unbiased
-    (n / (n - 1)) estimate, as TF's kernel returns it for moving averages. Inference: the given
-    ``mean`` and ``variance`` are used and returned. Built from ordinary ops (TF fuses them).
-    """
-    fmt = nn_ops._check_data_format(data_format)
-    with _ops.name_scope(name, "FusedBatchNorm", _tensors(x, scale, offset, mean, variance)):
-        x = _ops.convert_to_tensor(x, name="input")
-        x.shape.with_rank(4)
-        axes = [0, 1, 2] if fmt == "NHWC" else [0, 2, 3]
-
-        def per_channel(t):
-            return t if fmt == "NHWC" else array_ops.reshape(t, [-1, 1, 1])
-
-        if is_training:
-            if mean is not None or variance is not None:
-                raise ValueError("Both 'mean' and 'variance' must be None when is_training is "
-                                 "True.")
-            batch_mean, batch_var = moments(x, axes)
-            n = math_ops.cast(math_ops.truediv(array_ops.size(x), array_ops.size(batch_mean)),
-                              x.dtype.base_dtype)
-            one = constant(1, dtype=x.dtype.base_dtype)
-            unbiased = math_ops.multiply(batch_var, math_ops.truediv(
-                n, math_ops.maximum(math_ops.subtract(n, one), one)))
-            use_mean, use_var, out_mean, out_var = batch_mean, batch_var, batch_mean, unbiased
-        else:
-            if mean is None or variance is None:
-                raise ValueError("Both 'mean' and 'variance' must be a 1D tensor when "
-                                 "is_training is False.")
-            use_mean = out_mean = _ops.convert_to_tensor(mean)
-            use_var = out_var = _ops.convert_to_tensor(variance)
-        y = batch_normalization(x, per_channel(use_mean), per_channel(use_var),
-                                per_channel(_ops.convert_to_tensor(offset)),
-                                per_channel(_ops.convert_to_tensor(scale)), epsilon)
-        return y, out_mean, out_var
-
-
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     """``x / sqrt(max(sum(x ** 2, axis), epsilon))``."""
     if dim is not None:

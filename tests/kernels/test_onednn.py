@@ -80,6 +80,49 @@ def _hw(values, fmt):
     return [1, 1, *values] if fmt == "NCHW" else [1, *values, 1]
 
 
+# --- batch normalization ------------------------------------------------------------------
+@needs_library
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("shape", [(4, 8, 8, 16), (2, 5, 7, 64), (16, 3, 3, 256)])
+def test_fused_batch_norm_and_its_gradient_match_numpy(shape, training, fmt):
+    """FusedBatchNormV3 and its gradient op, with the input's gradient, gamma's and beta's;
+    the statistics the op returns (unbiased variance, exponential averaging) too."""
+    c = shape[-1]
+    x_val = (RNG.standard_normal(shape) * 3 + 1).astype(np.float32)
+    if fmt == "NCHW":
+        x_val = np.ascontiguousarray(x_val.transpose(0, 3, 1, 2))
+    params = [RNG.uniform(0.5, 1.5, c).astype(np.float32) for _ in range(4)]
+    seed = int(RNG.integers(1 << 30))
+
+    def build():
+        x = tf.placeholder(tf.float32, x_val.shape)
+        scale, offset, mean, var = (tf.constant(p) for p in params)
+        y, m, v = tf.nn.fused_batch_norm(x, scale, offset, mean, var, epsilon=1e-3,
+                                         data_format=fmt, is_training=training,
+                                         exponential_avg_factor=0.5 if training else 1.0,
+                                         name="bn")
+        grads = tf.gradients(tf.reduce_sum(y * _weights(seed, y)), [x, scale, offset])
+        return [y, m, v] + grads, [x]
+
+    on, off, on_types, _ = run_both(build, lambda: [x_val])
+    assert on_types["bn"] == "_MklFusedBatchNormV3"
+    assert "_MklFusedBatchNormGradV3" in on_types.values()
+    for got, want in zip(on, off):
+        assert_close(got, want, 1e-5)
+
+
+def test_a_small_batch_norm_stays_on_numpy():
+    """Below a few thousand elements a primitive's call costs more than NumPy's passes."""
+    def build():
+        x = tf.placeholder(tf.float32, [2, 4, 4, 8])
+        y, _, _ = tf.nn.fused_batch_norm(x, tf.ones([8]), tf.zeros([8]), name="bn")
+        return [y], [x]
+
+    _, _, on_types, _ = run_both(build, lambda: [np.ones((2, 4, 4, 8), np.float32)])
+    assert on_types["bn"] == "FusedBatchNormV3"
+
+
 # --- convolutions ---------------------------------------------------------------------------
 CONV_CASES = [
     # (input NHWC, filter HWIO, strides, dilations, padding)

@@ -121,6 +121,14 @@ class Backend:
         return self._call(self._ops.pool_grad, kind, tuple(x_shape), x, g, fmt,
                           self.geometry(win))
 
+    def batch_norm(self, x, scale, offset, mean, variance, fmt, epsilon, training):
+        return self._call(self._ops.batch_norm, x, scale, offset, mean, variance, fmt,
+                          epsilon, training)
+
+    def batch_norm_grad(self, dy, x, scale, mean, variance, fmt, epsilon, training):
+        return self._call(self._ops.batch_norm_grad, dy, x, scale, mean, variance, fmt,
+                          epsilon, training)
+
     def adam(self, arrays, grad, outs, consts) -> bool:
         """The Adam update into ``outs`` (see ``ops.adam``); False: not done, NumPy's turn."""
         try:

@@ -38,6 +38,11 @@ TAG_A = 2  # a 1-d plain layout (a bias)
 
 FORWARD_TRAINING = 64
 FORWARD_INFERENCE = 96
+BACKWARD = 128
+# dnnl_normalization_flags_t
+USE_GLOBAL_STATS = 0x1
+USE_SCALE = 0x2
+USE_SHIFT = 0x4
 CONVOLUTION_DIRECT = 1
 POOLING_MAX = 0x1FF
 POOLING_AVG_EXCLUDE_PADDING = 0x3FF
@@ -70,11 +75,17 @@ ARG_SRC_1 = 2
 ARG_DST = 17
 ARG_WEIGHTS = 33
 ARG_BIAS = 41
+ARG_MEAN = 49
+ARG_VARIANCE = 50
+ARG_SCALE = 51
+ARG_SHIFT = 52
 ARG_WORKSPACE = 64
 ARG_SCRATCHPAD = 80
 ARG_DIFF_SRC = 129
 ARG_DIFF_DST = 145
 ARG_DIFF_WEIGHTS = 161
+ARG_DIFF_SCALE = 255
+ARG_DIFF_SHIFT = 256
 ARG_FROM = ARG_SRC
 ARG_TO = ARG_DST
 ARG_ATTR_SCALES = 4096  # | the argument scaled: its runtime scale
@@ -149,6 +160,10 @@ _PROTOTYPES = {
         ((_P, _H, _I, _I, _H, _H, Dims, Dims, Dims, Dims, Dims, _H), _I),
     "dnnl_pooling_backward_primitive_desc_create":
         ((_P, _H, _I, _H, _H, Dims, Dims, Dims, Dims, Dims, _H, _H), _I),
+    "dnnl_batch_normalization_forward_primitive_desc_create":
+        ((_P, _H, _I, _H, _H, ctypes.c_float, ctypes.c_uint, _H), _I),
+    "dnnl_batch_normalization_backward_primitive_desc_create":
+        ((_P, _H, _I, _H, _H, _H, ctypes.c_float, ctypes.c_uint, _H, _H), _I),
     "dnnl_matmul_primitive_desc_create": ((_P, _H, _H, _H, _H, _H, _H), _I),
     "dnnl_reorder_primitive_desc_create": ((_P, _H, _H, _H, _H, _H), _I),
     "dnnl_primitive_desc_query_md": ((_H, _I, _I), _H),

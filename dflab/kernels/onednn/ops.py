@@ -1,6 +1,6 @@
 """The kernels' computations on oneDNN: matrix products (batched too), convolution and its two
-gradients, max and average pooling and their gradients, the Adam update, float32, on NumPy
-arrays.
+gradients, max and average pooling and their gradients, batch normalization and its gradient,
+the Adam update, float32, on NumPy arrays.
 
 Each function takes its operands as the kernel received them (NHWC or NCHW, strided views
 included: oneDNN reads them through their strides, with no copy), allocates its result as a
@@ -375,6 +375,103 @@ def pool_grad(lib, threads: int, kind: str, x_shape: tuple, x: np.ndarray | None
     else:
         plan.run(g=g_out, dx=dx)
     return dx
+
+
+# --- batch normalization -----------------------------------------------------------------------
+def _bn_flags(training: bool) -> int:
+    """Scale and shift given; inference normalises by the given statistics."""
+    return capi.USE_SCALE | capi.USE_SHIFT | (0 if training else capi.USE_GLOBAL_STATS)
+
+
+def _vector(a: np.ndarray) -> np.ndarray:
+    if a.dtype != np.float32 or a.ndim != 1:
+        raise plans.UnsupportedError("a per-channel vector that is not float32")
+    return np.ascontiguousarray(a)
+
+
+def _bn_forward_desc(plan, lib, prop, training, src, dst, epsilon):
+    return plan.primitive_desc(
+        lambda out: lib.dnnl_batch_normalization_forward_primitive_desc_create(
+            out, lib.engine, prop, src, dst, epsilon, _bn_flags(training), plan.attr()),
+        "dnnl_batch_normalization_forward_primitive_desc_create")
+
+
+def batch_norm(lib, threads: int, x: np.ndarray, scale, offset, mean, variance, fmt: str,
+               epsilon: float, training: bool):
+    """FusedBatchNorm of ``x`` in ``fmt``: ``(y, mean, variance)``, the batch's statistics
+    (the variance biased) when ``training``, else the given ones, which normalise ``x``."""
+    logical = tuple(x.shape[i] for i in _DATA_AXES[fmt])
+    c = logical[1]
+    vectors = {"scale": _vector(scale), "shift": _vector(offset)}
+    if training:
+        vectors.update(mean=np.empty(c, np.float32), var=np.empty(c, np.float32))
+    else:
+        vectors.update(mean=_vector(mean), var=_vector(variance))
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        src, dst = _data_desc(plan, x, fmt), _new_data_desc(plan, logical, fmt)
+        vec = plan.desc((c,), (1,))
+        prop = capi.FORWARD_TRAINING if training else capi.FORWARD_INFERENCE
+        pd = _bn_forward_desc(plan, lib, prop, training, src, dst, epsilon)
+        plan.impl = lib.impl_info(pd)
+        plan.slot("x", src)
+        plan.slot("y", dst)
+        for name in vectors:
+            plan.slot(name, vec)
+        plan.step(pd, [(capi.ARG_SRC, "x"), (capi.ARG_DST, "y"), (capi.ARG_SCALE, "scale"),
+                       (capi.ARG_SHIFT, "shift"), (capi.ARG_MEAN, "mean"),
+                       (capi.ARG_VARIANCE, "var")])
+        return plan
+
+    plan = plans.cached(_key("batch_norm", fmt, training, epsilon, threads, *_layout(x)),
+                        build)
+    y = np.empty(_to_layout(logical, fmt), np.float32)
+    plan.run(x=x, y=y, **vectors)
+    return y, vectors["mean"], vectors["var"]
+
+
+def batch_norm_grad(lib, threads: int, dy: np.ndarray, x: np.ndarray, scale, mean, variance,
+                    fmt: str, epsilon: float, training: bool):
+    """FusedBatchNormGrad: ``(dx, dscale, doffset)`` for ``x`` normalised by ``mean`` and
+    the biased ``variance`` (its batch's when ``training``: the statistics' own gradients are
+    part of ``dx``; the given population's otherwise)."""
+    logical = tuple(x.shape[i] for i in _DATA_AXES[fmt])
+    c = logical[1]
+    vectors = {"scale": _vector(scale), "mean": _vector(mean), "var": _vector(variance),
+               "dscale": np.empty(c, np.float32), "dshift": np.empty(c, np.float32)}
+
+    def build():
+        lib.use_threads(threads)
+        plan = Plan(lib, threads)
+        src, diff_dst = _data_desc(plan, x, fmt), _data_desc(plan, dy, fmt)
+        diff_src = _new_data_desc(plan, logical, fmt)
+        vec = plan.desc((c,), (1,))
+        hint = _bn_forward_desc(plan, lib, capi.FORWARD_TRAINING, training, src,
+                                _new_data_desc(plan, logical, fmt), epsilon)
+        pd = plan.primitive_desc(
+            lambda out: lib.dnnl_batch_normalization_backward_primitive_desc_create(
+                out, lib.engine, capi.BACKWARD, diff_src, diff_dst, src, epsilon,
+                _bn_flags(training), hint, plan.attr()),
+            "dnnl_batch_normalization_backward_primitive_desc_create")
+        plan.impl = lib.impl_info(pd)
+        plan.slot("x", src)
+        plan.slot("dy", diff_dst)
+        plan.slot("dx", diff_src)
+        for name in vectors:
+            plan.slot(name, vec)
+        plan.step(pd, [(capi.ARG_SRC, "x"), (capi.ARG_DIFF_DST, "dy"),
+                       (capi.ARG_SCALE, "scale"), (capi.ARG_MEAN, "mean"),
+                       (capi.ARG_VARIANCE, "var"), (capi.ARG_DIFF_SRC, "dx"),
+                       (capi.ARG_DIFF_SCALE, "dscale"), (capi.ARG_DIFF_SHIFT, "dshift")])
+        return plan
+
+    plan = plans.cached(_key("batch_norm_grad", fmt, training, epsilon, threads, *_layout(x),
+                             *_layout(dy)), build)
+    dx = np.empty(_to_layout(logical, fmt), np.float32)
+    plan.run(x=x, dy=dy, dx=dx, **vectors)
+    return dx, vectors["dscale"], vectors["dshift"]
 
 
 # --- the Adam update --------------------------------------------------------------------------
