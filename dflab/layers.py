@@ -24,6 +24,7 @@ from dflab.ops import (
     math_ops,
     nn_impl,
     nn_ops,
+    normalization_ops,
     variable_scope,
 )
 from dflab.ops.variable_scope import EagerVariableStore, get_variable
@@ -372,9 +373,10 @@ def _bn_select(training, true_fn, false_fn):
 
 def _batch_norm(inputs, training, axis, momentum, epsilon, center, scale, beta_initializer,
                 gamma_initializer, moving_mean_initializer, moving_variance_initializer,
-                beta_regularizer, gamma_regularizer, trainable, fused):
-    """Normalises ``inputs`` inside the current variable scope; returns the output and the
-    moving-statistics update ops (none when ``training`` is the constant False)."""
+                beta_regularizer, gamma_regularizer, trainable, fused, weights=None):
+    """Normalises ``inputs`` with the variables of the current variable scope (or the given
+    ``weights``, by name: a built layer's own); returns the output and the moving-statistics
+    update ops (none when ``training`` is the constant False)."""
     ndims = inputs.shape.ndims
     if ndims is None:
         raise ValueError("Input has undefined rank.")
@@ -391,6 +393,8 @@ def _batch_norm(inputs, training, axis, momentum, epsilon, center, scale, beta_i
                                                for i in range(ndims)]
 
     def var(name, init, reg, train):
+        if weights is not None:
+            return weights[name]
         return get_variable(name, param_shape, dtype=dtype, initializer=init, regularizer=reg,
                             trainable=train and trainable)
 
@@ -403,38 +407,78 @@ def _batch_norm(inputs, training, axis, momentum, epsilon, center, scale, beta_i
     moving_var = var("moving_variance",
                      moving_variance_initializer or init_ops.ones_initializer(), None, False)
 
+    if use_fused and isinstance(training, (bool, np.bool_)) and training and \
+            _ops.executing_eagerly():
+        # TF's eager layer: the op itself averages, and the variables take the results.
+        out, mean, variance = _fused_batch_norm(inputs, training, axes, gamma, beta,
+                                                moving_mean, moving_var, epsilon, momentum)
+        return out, [moving_mean.assign(mean), moving_var.assign(variance)]
+    if use_fused:
+        out, mean, variance = _fused_batch_norm(inputs, training, axes, gamma, beta,
+                                                moving_mean, moving_var, epsilon)
+    else:
+        out, mean, variance = _composite_batch_norm(inputs, training, axes, bshape, gamma,
+                                                    beta, moving_mean, moving_var, epsilon)
+    if isinstance(training, (bool, np.bool_)) and not training:
+        return out, []
+    return out, [_bn_moving_update(moving_mean, mean, momentum, "AssignMovingAvg"),
+                 _bn_moving_update(moving_var, variance, momentum, "AssignMovingAvg_1")]
+
+
+def _fused_batch_norm(inputs, training, axes, gamma, beta, moving_mean, moving_var, epsilon,
+                      momentum=None):
+    """One ``FusedBatchNormV3`` op (two under a tensor ``training``: a ``cond`` between them).
+    Returns the output and the statistics for the moving averages: the batch's (the variance
+    unbiased, as TF's kernel returns it) when training, the moving ones otherwise; with a
+    ``momentum``, training, the moving averages the op has updated with the batch's."""
+    ndims = inputs.shape.ndims
+    fmt = {(4, True): "NHWC", (5, True): "NDHWC", (4, False): "NCHW",
+           (5, False): "NCDHW"}[ndims, axes == [ndims - 1]]
+    shape, dtype = [inputs.shape.as_list()[axes[0]]], moving_mean.dtype.base_dtype
+    # A float16 input's statistics are float32 in the op, as TF's (the variables keep the
+    # input's type here).
+    wide = _dt.float32 if dtype == _dt.float16 else dtype
+
+    def param(v, fill):
+        return fill(shape, wide) if v is None else math_ops.cast(v, wide)
+
+    gamma, beta = param(gamma, array_ops.ones), param(beta, array_ops.zeros)
+
+    def run(is_training):
+        averaged = is_training and momentum is not None
+        stats = (None, None) if is_training and not averaged else (
+            math_ops.cast(moving_mean, wide), math_ops.cast(moving_var, wide))
+        y, mean, variance = normalization_ops.fused_batch_norm(
+            inputs, gamma, beta, *stats, epsilon=epsilon, data_format=fmt,
+            is_training=is_training,
+            exponential_avg_factor=1.0 - momentum if averaged else 1.0)
+        return y, math_ops.cast(mean, dtype), math_ops.cast(variance, dtype)
+
+    return _bn_select(training, lambda: run(True), lambda: run(False))
+
+
+def _composite_batch_norm(inputs, training, axes, bshape, gamma, beta, moving_mean, moving_var,
+                          epsilon):
+    """Batch normalization from moments and elementwise ops, over any axes; returns the
+    output and the statistics it used."""
+    ndims = inputs.shape.ndims
+
     def bcast(t):
         return t if t is None or bshape is None else array_ops.reshape(t, bshape)
 
     reduce_axes = [i for i in range(ndims) if i not in axes]
-
-    def batch_stats():
-        mean, variance = nn_impl.moments(inputs, reduce_axes)
-        return mean, variance
 
     def moving_stats():
         return moving_mean.read_value(), moving_var.read_value()
 
     if isinstance(training, (bool, np.bool_)) and not training:
         mean, variance = moving_stats()
-        updates = []
     else:
-        mean, variance = _bn_select(training, batch_stats, moving_stats)
-        new_mean, new_var = mean, variance
-        if use_fused:
-            # The fused kernel hands back the unbiased (n / (n - 1)) batch variance, and the
-            # moving variance averages that one.
-            n = math_ops.cast(math_ops.truediv(array_ops.size(inputs),
-                                               array_ops.size(moving_mean)), dtype)
-            one = _ops.convert_to_tensor(1.0, dtype=dtype)
-            factor = math_ops.truediv(n, math_ops.maximum(math_ops.subtract(n, one), one))
-            new_var = _bn_select(training, lambda: math_ops.multiply(variance, factor),
-                                 lambda: variance)
-        updates = [_bn_moving_update(moving_mean, new_mean, momentum, "AssignMovingAvg"),
-                   _bn_moving_update(moving_var, new_var, momentum, "AssignMovingAvg_1")]
+        mean, variance = _bn_select(
+            training, lambda: tuple(nn_impl.moments(inputs, reduce_axes)), moving_stats)
     out = nn_impl.batch_normalization(inputs, bcast(mean), bcast(variance), bcast(beta),
                                       bcast(gamma), epsilon)
-    return out, updates
+    return out, mean, variance
 
 
 def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
@@ -723,8 +767,25 @@ AveragePooling2D = _class(average_pooling2d, "AveragePooling2D")
 AveragePooling3D = _class(average_pooling3d, "AveragePooling3D")
 Flatten = _class(flatten, "Flatten")
 Dropout = _class(dropout, "Dropout", call_args=("training",))
-BatchNormalization = _class(batch_normalization, "BatchNormalization",
-                            call_args=("training",))
+
+
+class BatchNormalization(_class(batch_normalization, "BatchNormalization",
+                                call_args=("training",))):
+    """The class form of ``tf.layers.batch_normalization``."""
+
+    _bn_args = None  # ``_batch_norm``'s arguments, from the constructor's (on first use)
+
+    def _eager_call(self, inputs, training=False):
+        if self._bn_args is None:
+            defaults = inspect.signature(batch_normalization).parameters
+            self._bn_args = {p: self._kwargs.get(p, defaults[p].default)
+                             for p in inspect.signature(_batch_norm).parameters
+                             if p not in ("inputs", "training", "weights")}
+            self._bn_weights = {k: getattr(self, k, None) for k in (
+                "gamma", "beta", "moving_mean", "moving_variance")}
+        out, _ = _batch_norm(_ops.convert_to_tensor(inputs), training, **self._bn_args,
+                             weights=self._bn_weights)
+        return out
 
 __all__ += ["AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "BatchNormalization",
             "Conv1D", "Conv2D", "Conv2DTranspose", "Conv3D", "Conv3DTranspose", "Dense",

@@ -122,6 +122,58 @@ def test_batch_normalization_updates_its_moving_statistics_eagerly(eager):
     assert len(bn.variables) == 4
 
 
+def _bn_steps_in_a_graph(x, init, axis, steps, training):
+    """The same layer, the same steps, in a graph: outputs, gamma's gradients, statistics."""
+    with tf.Graph().as_default():
+        bn = tf.layers.BatchNormalization(axis=axis, momentum=0.8, gamma_initializer=init)
+        xt = tf.constant(x)
+        y = bn(xt, training=training)
+        grad = tf.gradients(tf.reduce_sum(y * y * y), bn.gamma)[0]
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            outs = [s.run([y, grad] + bn.updates)[:2] for _ in range(steps)]
+            return outs, s.run([bn.moving_mean, bn.moving_variance])
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_fused_batch_normalization_eagerly_steps_as_the_graph_does(axis):
+    """A 4-D input takes the fused op; executing eagerly the op averages the moving statistics
+    itself (TF's eager layer), in a graph the update ops do: the same numbers either way."""
+    x = RNG.standard_normal((4, 3, 3, 5)).astype(np.float32)
+    init = tf.constant_initializer(np.linspace(0.5, 1.5, 3 if axis == 1 else 5))
+    want, want_stats = _bn_steps_in_a_graph(x, init, axis, 3, True)
+    with eager_mode():
+        bn = tf.layers.BatchNormalization(axis=axis, momentum=0.8, gamma_initializer=init)
+        xt = tf.constant(x)
+        for k in range(3):
+            with tf.GradientTape() as tape:
+                y = bn(xt, training=np.bool_(True))
+                loss = tf.reduce_sum(y * y * y)
+            grad = tape.gradient(loss, bn.gamma)
+            np.testing.assert_allclose(y.numpy(), want[k][0], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(grad.numpy(), want[k][1], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(bn.moving_mean.numpy(), want_stats[0], rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(bn.moving_variance.numpy(), want_stats[1], rtol=1e-5)
+        inference = bn(xt, training=False).numpy()
+    mean, var = (s.reshape((1, -1, 1, 1) if axis == 1 else -1) for s in want_stats)
+    gamma = np.linspace(0.5, 1.5, 3 if axis == 1 else 5).reshape(mean.shape)
+    np.testing.assert_allclose(inference, gamma * (x - mean) / np.sqrt(var + 1e-3),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_a_float16_batch_normalizes_with_float32_statistics(eager):
+    x = (RNG.standard_normal((4, 3, 3, 8)) * 4 + 100).astype(np.float16)
+    bn = tf.layers.BatchNormalization(momentum=0.0)
+    y = bn(tf.constant(x), training=True)
+    assert y.dtype == tf.float16 and bn.moving_mean.dtype.base_dtype == tf.float16
+    wide = x.astype(np.float32)
+    mean, var = wide.mean(axis=(0, 1, 2)), wide.var(axis=(0, 1, 2))
+    np.testing.assert_allclose(y.numpy().astype(np.float32),
+                               (wide - mean) / np.sqrt(var + 1e-3), atol=5e-3)
+    np.testing.assert_allclose(bn.moving_mean.numpy().astype(np.float32), mean, rtol=1e-3)
+
+
 def test_variable_scopes_name_eager_variables_and_get_variable_keeps_none(eager):
     with tf.variable_scope("outer"):
         with tf.variable_scope("inner"):
