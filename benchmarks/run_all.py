@@ -38,6 +38,7 @@ BENCHMARKS = [
     "bench_import.py",
     "bench_models.py",
     "bench_products.py",
+    "bench_batch_norm.py",
     "bench_eager.py",
     "bench_rl.py",
 ]
