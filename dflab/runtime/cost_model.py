@@ -66,6 +66,11 @@ SOFTMAX_OPS = frozenset({
     "SparseSoftmaxCrossEntropyWithLogits",
 })
 SOFTMAX_FLOPS = 5
+# Per input element: statistics, then the normalisation (forward); two sums, then dx (grad).
+BATCH_NORM_FLOPS = {**dict.fromkeys(("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"),
+                                    5),
+                    **dict.fromkeys(("FusedBatchNormGrad", "FusedBatchNormGradV2",
+                                     "FusedBatchNormGradV3"), 8)}
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,8 @@ def op_cost(op, unknown: int = UNKNOWN_DIM_SIZE) -> OpCost:
         flops = float(num_elements(op.inputs[0], unknown)) if op.inputs else 0.0
     elif t in SOFTMAX_OPS:
         flops = float(SOFTMAX_FLOPS * num_elements(op.inputs[0], unknown))
+    elif t in BATCH_NORM_FLOPS:
+        flops = float(BATCH_NORM_FLOPS[t] * num_elements(op.inputs[0], unknown))
     elif t == "AddN":
         flops = float(max(len(op.inputs) - 1, 0) * out)
     else:

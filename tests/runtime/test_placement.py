@@ -386,6 +386,13 @@ def test_matmul_and_conv_flops_are_exact():
     assert cm.op_cost(tf.constant(np.ones((100, 100))).op).free
 
 
+def test_a_fused_batch_norm_costs_its_passes_and_its_gradient_more():
+    x = tf.ones([2, 4, 4, 3])
+    y, _, _ = tf.nn.fused_batch_norm(x, tf.ones([3]), tf.zeros([3]))
+    grad = tf.gradients(y, x)[0].op
+    assert cm.op_cost(y.op).flops == 5 * 96 and cm.op_cost(grad).flops == 8 * 96
+
+
 def test_transfer_time_grows_with_bytes_and_is_zero_on_one_device():
     ds = _devices(device_count={"GPU": 2})
     g0, g1, cpu = ds["GPU:0"], ds["GPU:1"], ds["CPU:0"]
