@@ -64,7 +64,7 @@ lrn = local_response_normalization
 # --- fused batch normalization -------------------------------------------------------------
 # TF's three generations of the op: V2 lets the parameters' type ``U`` differ from the input's
 # (float32 statistics of a float16 input), V3 adds a sixth output. dflab builds V3; the others
-# are here for GraphDefs written by older TFs.
+# are here for GraphDefs that name them (graphs of older TFs, converted).
 FUSED_BATCH_NORMS = {"FusedBatchNorm": 5, "FusedBatchNormV2": 5, "FusedBatchNormV3": 6}
 FUSED_BATCH_NORM_GRADS = {"FusedBatchNormGrad": 5, "FusedBatchNormGradV2": 5,
                           "FusedBatchNormGradV3": 6}

@@ -231,3 +231,25 @@ def test_run_time_shape_errors_are_invalid_argument():
             with pytest.raises(tf.errors.InvalidArgumentError,
                                match="scale must be a vector of the input's 4 channels"):
                 sess.run(y, {x: np.zeros((2, 3, 3, 4)), s: np.ones(3)})
+
+
+def test_a_graph_def_round_trip_keeps_the_attributes_and_the_gradient():
+    x = rand(2, 3, 3, 4)
+    with tf.Graph().as_default() as g:
+        xt = tf.placeholder(tf.float64, x.shape, name="x")
+        y, _, _ = tf.nn.fused_batch_norm(xt, tf.constant(rand(4)), tf.constant(rand(4)),
+                                         epsilon=0.25, data_format="NHWC", name="bn")
+        tf.identity(tf.gradients(tf.reduce_sum(y * y * y), xt)[0], name="dx")
+        text = g.as_graph_def().SerializeToString()
+        with tf.Session() as s:
+            want = s.run(["bn:0", "dx:0"], {xt: x})
+    graph_def = tf.GraphDef()
+    graph_def.ParseFromString(text)
+    with tf.Graph().as_default() as g2:
+        tf.import_graph_def(graph_def, name="")
+        op = g2.get_operation_by_name("bn")
+        assert op.get_attr("epsilon") == 0.25 and op.get_attr("is_training") is True
+        with tf.Session() as s:
+            got = s.run(["bn:0", "dx:0"], {"x:0": x})
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
