@@ -9,7 +9,7 @@ are a sum of shifted slices of a zero-padded copy.
 Fused batch norm: per channel ``c``, ``y = (x - mean) * scale / sqrt(var + epsilon) + offset``
 in the parameters' type (float32 for a float16 input), the statistics summed over every other
 axis; TF's CPU kernel's conventions for what the forward op saves for its gradient (the batch
-mean and the *biased* batch variance in reserve spaces 1 and 2, an empty third). Float32 4-D
+mean and the *biased* batch variance in reserve spaces 1 and 2, an empty third). Float32 NHWC
 batches on the host run on oneDNN's batch normalization primitives (traces label them
 ``_MklFusedBatchNormV3``, as TF's), the rest on ``xp``.
 """
@@ -138,8 +138,10 @@ _ONEDNN_MIN_SIZE = 2048
 
 
 def _library(node, ctx, fmt):
-    """(oneDNN backend or None, its label) for a fused batch norm kernel: float32 4-D data."""
-    if fmt not in ("NHWC", "NCHW"):
+    """(oneDNN backend or None, its label) for a fused batch norm kernel: float32 NHWC data.
+    oneDNN's fast batch norm is for channels-last data; for NCHW it picks a generic one, slower
+    than NumPy's (a (32, 64, 16, 16) forward: 1.5 ms against 0.67)."""
+    if fmt != "NHWC":
         return None, None
     return (onednn.for_kernel(ctx, node.output_types[0].as_numpy_dtype),
             onednn.label(node.op))
