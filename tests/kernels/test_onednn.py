@@ -25,7 +25,7 @@ import pytest
 
 import dflab as tf
 from dflab.kernels import intra_op, onednn
-from dflab.kernels.onednn import capi
+from dflab.kernels.onednn import capi, ops, plans
 
 HAVE_LIBRARY = onednn.library() is not None
 needs_library = pytest.mark.skipif(not HAVE_LIBRARY, reason=onednn.status())
@@ -141,12 +141,12 @@ CONV_CASES = [
 ]
 
 
-def _conv_on_library(case, fmt) -> bool:
+def _conv_on_library(case) -> bool:
     """Whether oneDNN 3.2 has a fast kernel for all three ops of ``case`` (else only its
-    reference one, and NumPy's runs): not for a one-channel NCHW input, nor for the
-    gradients of a convolution with one output pixel."""
+    reference one, and NumPy's runs): not for the gradients of a convolution with one output
+    pixel. (Channels-first data is computed channels-last, so the layout does not matter.)"""
     x_shape, f_shape = case[:2]
-    return not ((fmt == "NCHW" and x_shape[3] == 1) or f_shape[:2] == x_shape[1:3])
+    return f_shape[:2] != x_shape[1:3]
 
 
 @needs_library
@@ -174,12 +174,34 @@ def test_convolution_and_its_gradients_match_numpy(case, fmt):
         assert_close(got, want, 1e-5)
     grads = {t for n, t in on_types.items() if "conv_grad" in n and "Conv2D" in t}
     assert off_types["conv"] == "Conv2D"
-    if _conv_on_library(case, fmt):
+    if _conv_on_library(case):
         assert on_types["conv"] == "_MklConv2D"
         assert grads == {"_MklConv2DBackpropInput", "_MklConv2DBackpropFilter"}
     else:  # every op still computes, on one path or the other, and says which
         assert grads <= {"_MklConv2DBackpropInput", "_MklConv2DBackpropFilter",
                          "Conv2DBackpropInput", "Conv2DBackpropFilter"}
+
+
+@needs_library
+def test_channels_first_convolutions_run_the_channels_last_kernels():
+    """oneDNN's kernels for channels-first data are generic ones, slower than NumPy's: NCHW
+    data is reordered to channels-last around the same kernel NHWC data runs."""
+    lib = onednn.library()
+    x = RNG.standard_normal((2, 14, 14, 32)).astype(np.float32)
+    f = RNG.standard_normal((5, 5, 32, 64)).astype(np.float32)
+    g = ops.Geometry(5, 5, 1, 1, 1, 1, 2, 2, 2, 2)
+    impls, outs = {}, {}
+    for fmt, data in (("NHWC", x), ("NCHW", np.ascontiguousarray(x.transpose(0, 3, 1, 2)))):
+        plans.clear_cache()
+        y = ops.conv2d(lib, 1, data, f, fmt, g, (14, 14))
+        dy = RNG.standard_normal(y.shape).astype(np.float32)
+        ops.conv2d_backprop_input(lib, 1, data.shape, f, dy, fmt, g)
+        ops.conv2d_backprop_filter(lib, 1, data, f.shape, dy, fmt, g)
+        impls[fmt] = sorted((k[0], p.impl) for k, p in plans._cache.items())
+        outs[fmt] = y if fmt == "NHWC" else y.transpose(0, 2, 3, 1)
+    plans.clear_cache()
+    assert impls["NCHW"] == impls["NHWC"]
+    assert_close(outs["NCHW"], outs["NHWC"], 1e-6)
 
 
 # --- pooling --------------------------------------------------------------------------------
