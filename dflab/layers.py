@@ -8,8 +8,10 @@ layer class calls its function inside the scope it opened on its first call.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
+import threading
 
 import numpy as np
 
@@ -34,8 +36,40 @@ def _glorot():
     return init_ops.glorot_uniform_initializer()
 
 
+class _OwnWeights(threading.local):
+    """``weights``: ``(scope name, {name: variable})`` of the built layer whose eager call
+    (``Layer.__call__``) is running on this thread, else None. Its function's ``_weight``
+    calls in that scope take the variables from here rather than from the store, which would
+    only find them again (a third of a small eager ``Conv2D`` call)."""
+
+    weights = None
+
+
+_OWN = _OwnWeights()
+
+
 def _layer_scope(name, default_name, reuse):
     return variable_scope.variable_scope(name, default_name=default_name, reuse=reuse)
+
+
+def _weight(name, *args, **kwargs):
+    """``get_variable(name, ...)``, or, in the scope of the built layer whose eager call is
+    running, its own variable of that name (see ``_OwnWeights``)."""
+    own = _OWN.weights
+    if own is not None and own[0] == variable_scope.get_variable_scope().name:
+        found = own[1].get(name)
+        if found is not None:
+            return found
+    return get_variable(name, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _owning(scope, weights):
+    saved, _OWN.weights = _OWN.weights, (scope.name, weights)
+    try:
+        yield
+    finally:
+        _OWN.weights = saved
 
 
 def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None,
@@ -49,14 +83,14 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
                          "Found `None`.")
     dtype = inputs.dtype.base_dtype
     with _layer_scope(name, "dense", reuse):
-        kernel = get_variable("kernel", [in_dim, units], dtype=dtype,
-                              initializer=kernel_initializer or _glorot(),
-                              regularizer=kernel_regularizer, trainable=trainable)
+        kernel = _weight("kernel", [in_dim, units], dtype=dtype,
+                         initializer=kernel_initializer or _glorot(),
+                         regularizer=kernel_regularizer, trainable=trainable)
         out = _dense_product(inputs, kernel, in_dim, units)
         if use_bias:
-            bias = get_variable("bias", [units], dtype=dtype,
-                                initializer=bias_initializer or init_ops.zeros_initializer(),
-                                regularizer=bias_regularizer, trainable=trainable)
+            bias = _weight("bias", [units], dtype=dtype,
+                           initializer=bias_initializer or init_ops.zeros_initializer(),
+                           regularizer=bias_regularizer, trainable=trainable)
             out = nn_ops.bias_add(out, bias)
         if activation is not None:
             out = activation(out)
@@ -94,15 +128,15 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
     dh, dw = _pair(dilation_rate)
     dtype = inputs.dtype.base_dtype
     with _layer_scope(name, "conv2d", reuse):
-        kernel = get_variable("kernel", [kh, kw, in_ch, filters], dtype=dtype,
-                              initializer=kernel_initializer or _glorot(),
-                              regularizer=kernel_regularizer, trainable=trainable)
+        kernel = _weight("kernel", [kh, kw, in_ch, filters], dtype=dtype,
+                         initializer=kernel_initializer or _glorot(),
+                         regularizer=kernel_regularizer, trainable=trainable)
         out = nn_ops.conv2d(inputs, kernel, strides=[1, sh, sw, 1], padding=padding.upper(),
                             dilations=[1, dh, dw, 1])
         if use_bias:
-            bias = get_variable("bias", [filters], dtype=dtype,
-                                initializer=bias_initializer or init_ops.zeros_initializer(),
-                                regularizer=bias_regularizer, trainable=trainable)
+            bias = _weight("bias", [filters], dtype=dtype,
+                           initializer=bias_initializer or init_ops.zeros_initializer(),
+                           regularizer=bias_regularizer, trainable=trainable)
             out = nn_ops.bias_add(out, bias)
         if activation is not None:
             out = activation(out)
@@ -177,9 +211,9 @@ def _in_channels(inputs):
 def _bias_and_activation(out, filters, dtype, use_bias, bias_initializer, bias_regularizer,
                          activation, trainable):
     if use_bias:
-        bias = get_variable("bias", [filters], dtype=dtype,
-                            initializer=bias_initializer or init_ops.zeros_initializer(),
-                            regularizer=bias_regularizer, trainable=trainable)
+        bias = _weight("bias", [filters], dtype=dtype,
+                       initializer=bias_initializer or init_ops.zeros_initializer(),
+                       regularizer=bias_regularizer, trainable=trainable)
         out = nn_ops.bias_add(out, bias)
     return activation(out) if activation is not None else out
 
@@ -197,9 +231,9 @@ def conv3d(inputs, filters, kernel_size, strides=(1, 1, 1), padding="valid",
     ks, st = _ntuple(kernel_size, 3), _ntuple(strides, 3)
     dil = _ntuple(dilation_rate, 3)
     with _layer_scope(name, "conv3d", reuse):
-        kernel = get_variable("kernel", [*ks, in_ch, filters], dtype=dtype,
-                              initializer=kernel_initializer or _glorot(),
-                              regularizer=kernel_regularizer, trainable=trainable)
+        kernel = _weight("kernel", [*ks, in_ch, filters], dtype=dtype,
+                         initializer=kernel_initializer or _glorot(),
+                         regularizer=kernel_regularizer, trainable=trainable)
         out = conv_nd_ops.conv3d(inputs, kernel, [1, *st, 1], padding.upper(),
                                  dilations=[1, *dil, 1])
         return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
@@ -222,9 +256,9 @@ def _conv_transpose(rank, op, default_name, inputs, filters, kernel_size, stride
     in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
     ks, st = _ntuple(kernel_size, rank), _ntuple(strides, rank)
     with _layer_scope(name, default_name, reuse):
-        kernel = get_variable("kernel", [*ks, filters, in_ch], dtype=dtype,
-                              initializer=kernel_initializer or _glorot(),
-                              regularizer=kernel_regularizer, trainable=trainable)
+        kernel = _weight("kernel", [*ks, filters, in_ch], dtype=dtype,
+                         initializer=kernel_initializer or _glorot(),
+                         regularizer=kernel_regularizer, trainable=trainable)
         dyn = array_ops.shape(inputs)
         static = inputs.shape.as_list()
         sizes = [_deconv_length(static[i + 1], ks[i], st[i], padding) for i in range(rank)]
@@ -276,13 +310,13 @@ def _separable(inputs, filters, ks, strides, padding, rate, depth_multiplier, ac
     inputs = _ops.convert_to_tensor(inputs)
     in_ch, dtype = _in_channels(inputs), inputs.dtype.base_dtype
     with _layer_scope(name, default_name, reuse):
-        depthwise = get_variable("depthwise_kernel", [*ks, in_ch, depth_multiplier],
-                                 dtype=dtype, initializer=depthwise_initializer or _glorot(),
-                                 regularizer=depthwise_regularizer, trainable=trainable)
-        pointwise = get_variable("pointwise_kernel",
-                                 [1] * len(ks) + [in_ch * depth_multiplier, filters],
-                                 dtype=dtype, initializer=pointwise_initializer or _glorot(),
-                                 regularizer=pointwise_regularizer, trainable=trainable)
+        depthwise = _weight("depthwise_kernel", [*ks, in_ch, depth_multiplier],
+                            dtype=dtype, initializer=depthwise_initializer or _glorot(),
+                            regularizer=depthwise_regularizer, trainable=trainable)
+        pointwise = _weight("pointwise_kernel",
+                            [1] * len(ks) + [in_ch * depth_multiplier, filters],
+                            dtype=dtype, initializer=pointwise_initializer or _glorot(),
+                            regularizer=pointwise_regularizer, trainable=trainable)
         x = inputs
         if one_d:  # a height-1 image, as Keras computes it
             x = array_ops.expand_dims(x, 1)
@@ -395,8 +429,8 @@ def _batch_norm(inputs, training, axis, momentum, epsilon, center, scale, beta_i
     def var(name, init, reg, train):
         if weights is not None:
             return weights[name]
-        return get_variable(name, param_shape, dtype=dtype, initializer=init, regularizer=reg,
-                            trainable=train and trainable)
+        return _weight(name, param_shape, dtype=dtype, initializer=init, regularizer=reg,
+                       trainable=train and trainable)
 
     gamma = var("gamma", gamma_initializer or init_ops.ones_initializer(), gamma_regularizer,
                 True) if scale else None
@@ -522,9 +556,9 @@ def conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
     (k,), (s,), (d,) = (_ntuple(kernel_size, 1), _ntuple(strides, 1),
                         _ntuple(dilation_rate, 1))
     with _layer_scope(name, "conv1d", reuse):
-        kernel = get_variable("kernel", [k, in_ch, filters], dtype=dtype,
-                              initializer=kernel_initializer or _glorot(),
-                              regularizer=kernel_regularizer, trainable=trainable)
+        kernel = _weight("kernel", [k, in_ch, filters], dtype=dtype,
+                         initializer=kernel_initializer or _glorot(),
+                         regularizer=kernel_regularizer, trainable=trainable)
         out = nn_impl.conv1d(inputs, kernel, s, padding.upper(), dilations=d)
         return _bias_and_activation(out, filters, dtype, use_bias, bias_initializer,
                                     bias_regularizer, activation, trainable)
@@ -622,9 +656,10 @@ class Layer:
         if graph.executes_eagerly and self.built:
             if self._eager_call is not None:
                 return self._eager_call(inputs, *args, **kwargs)
-            # The variables exist: the layer's scope would only name them (and eager ops,
-            # which have no names); the call finds them in the layer's store.
-            with self._dflab_store.as_default():
+            # The variables exist: the store would only find them again; the layer's
+            # function takes its own (in its scope, which it still opens: what else it calls
+            # names variables as before).
+            with self._dflab_store.as_default(), _owning(self._scope, self._own_weights()):
                 return self.call(inputs, *args, **kwargs)
         if graph.executes_eagerly or getattr(graph, "is_function_graph", False):
             with self._dflab_store.as_default():
@@ -650,15 +685,26 @@ class Layer:
                           if not any(op is b for b in before)]
         return out
 
+    def _local_names(self) -> dict:
+        """The layer's variables by their names inside its scope (``kernel``, ``bias``)."""
+        prefix = self._scope.name + "/"
+        return {v.name.split(":")[0][len(prefix):]: v for v in self.variables
+                if v.name.startswith(prefix)}
+
     def _expose_weights(self) -> None:
         """Each variable as an attribute named after its weight (``dense.kernel``,
         ``batch_norm.moving_mean``), as TF's layers have them, where the name is free."""
-        prefix = self._scope.name + "/"
-        for v in self.variables:
-            name = v.name.split(":")[0]
-            local = name[len(prefix):] if name.startswith(prefix) else ""
+        for local, v in self._local_names().items():
             if local.isidentifier() and not hasattr(self, local):
                 setattr(self, local, v)
+
+    _weights_by_name = None
+
+    def _own_weights(self) -> dict:
+        """``_local_names()``, worked out on the first eager call after the build."""
+        if self._weights_by_name is None:
+            self._weights_by_name = self._local_names()
+        return self._weights_by_name
 
     def _collected(self, key):
         own = self._dflab_store._store.variables()
@@ -769,6 +815,8 @@ Flatten = _class(flatten, "Flatten")
 Dropout = _class(dropout, "Dropout", call_args=("training",))
 
 
+
+
 class BatchNormalization(_class(batch_normalization, "BatchNormalization",
                                 call_args=("training",))):
     """The class form of ``tf.layers.batch_normalization``."""
@@ -781,10 +829,8 @@ class BatchNormalization(_class(batch_normalization, "BatchNormalization",
             self._bn_args = {p: self._kwargs.get(p, defaults[p].default)
                              for p in inspect.signature(_batch_norm).parameters
                              if p not in ("inputs", "training", "weights")}
-            self._bn_weights = {k: getattr(self, k, None) for k in (
-                "gamma", "beta", "moving_mean", "moving_variance")}
         out, _ = _batch_norm(_ops.convert_to_tensor(inputs), training, **self._bn_args,
-                             weights=self._bn_weights)
+                             weights=self._own_weights())
         return out
 
 __all__ += ["AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "BatchNormalization",

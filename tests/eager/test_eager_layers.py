@@ -107,6 +107,32 @@ def test_convolution_and_pooling_layers_keep_their_variables_eagerly(eager):
     assert len(conv.variables) == 2
 
 
+def test_a_built_layer_takes_its_own_variables_and_hides_them_from_other_layers(eager):
+    """A built layer's eager call gives its function the layer's own variables; a layer the
+    call runs meanwhile (here one built by the activation) still makes and finds its own,
+    and a call that fails leaves nothing behind for the next."""
+    x = tf.constant(RNG.standard_normal((2, 6, 6, 3)).astype(np.float32))
+
+    def activation(t):  # a 1x1 convolution of its own inside the outer one's call
+        return tf.layers.conv2d(t, 2, 1, name="inner", reuse=tf.AUTO_REUSE)
+
+    with tf.contrib.eager.EagerVariableStore().as_default():
+        conv = tf.layers.Conv2D(4, 3, padding="same", activation=activation)
+        first = conv(x).numpy()
+        again = conv(x).numpy()
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (2, 6, 6, 2)
+    assert conv.kernel.shape.as_list() == [3, 3, 3, 4]
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        conv(tf.zeros([2, 6, 6, 5]))
+    dense = tf.layers.Dense(2)
+    dense(tf.zeros([1, 5]))
+    bn = tf.layers.BatchNormalization()
+    bn(x, training=True)
+    assert [v.name for v in bn.variables][0].startswith("batch_normalization")
+    np.testing.assert_array_equal(bn(x, training=False).numpy(), bn(x, training=False).numpy())
+
+
 def test_batch_normalization_updates_its_moving_statistics_eagerly(eager):
     bn = tf.layers.BatchNormalization(momentum=0.5)
     x = _batch(rows=8)
