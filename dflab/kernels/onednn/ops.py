@@ -60,6 +60,11 @@ def _new_data_desc(plan: Plan, logical_shape, fmt: str):
     return plan.desc(logical_shape, contiguous_strides(logical_shape, _DATA_ORDER[fmt]))
 
 
+def _logical(shape, fmt: str) -> tuple:
+    """The logical (N, C, H, W) shape of data of array shape ``shape`` in ``fmt``."""
+    return tuple(shape[i] for i in _DATA_AXES[fmt])
+
+
 def _to_layout(logical_shape, fmt: str) -> tuple:
     """The array shape in ``fmt`` of data of ``logical_shape`` (N, C, H, W)."""
     return tuple(logical_shape[i] for i in _DATA_ORDER[fmt])
@@ -202,7 +207,6 @@ def conv2d(lib, threads: int, x: np.ndarray, f: np.ndarray, fmt: str, g: Geometr
     per output channel) and ``activation`` (see ``_epilogue``), TF's ``_FusedConv2D``:
     ``activation(conv2d(x, f) + bias)`` in the convolution's own pass over its output."""
     n, c = x.shape[0], x.shape[_DATA_AXES[fmt][1]]
-    x_hw = tuple(x.shape[i] for i in _DATA_AXES[fmt][2:])
     co = f.shape[3]
     logical_out = (n, co) + tuple(out_hw)
     _check_bias(bias, co)
@@ -212,7 +216,7 @@ def conv2d(lib, threads: int, x: np.ndarray, f: np.ndarray, fmt: str, g: Geometr
         plan = Plan(lib, threads)
         user_x, user_w = _data_desc(plan, x, fmt), _filter_desc(plan, f)
         user_y = _new_data_desc(plan, logical_out, fmt)
-        x_mem, src = _channels_last(plan, "x", user_x, (n, c) + x_hw, fmt)
+        x_mem, src = _channels_last(plan, "x", user_x, _logical(x.shape, fmt), fmt)
         y_mem, dst = _channels_last(plan, "y", user_y, logical_out, fmt)
         weights = plan.any_desc((co, c, g.kh, g.kw))
         slots = [("x", user_x), ("f", user_w), ("y", user_y)]
@@ -248,8 +252,7 @@ def conv2d(lib, threads: int, x: np.ndarray, f: np.ndarray, fmt: str, g: Geometr
 def conv2d_backprop_input(lib, threads: int, input_shape: tuple, f: np.ndarray,
                           dy: np.ndarray, fmt: str, g: Geometry) -> np.ndarray:
     """Conv2DBackpropInput: the gradient (in ``fmt``, of ``input_shape``) of the input."""
-    logical_in = tuple(input_shape[i] for i in _DATA_AXES[fmt])
-    logical_out = tuple(dy.shape[i] for i in _DATA_AXES[fmt])
+    logical_in, logical_out = _logical(input_shape, fmt), _logical(dy.shape, fmt)
     kh, kw, ci, co = f.shape
 
     def build():
@@ -288,15 +291,12 @@ def conv2d_backprop_filter(lib, threads: int, x: np.ndarray, filter_shape: tuple
     """Conv2DBackpropFilter: the gradient of an HWIO filter of ``filter_shape``."""
     kh, kw, ci, co = filter_shape
 
-    def logical(a):
-        return tuple(a.shape[i] for i in _DATA_AXES[fmt])
-
     def build():
         lib.use_threads(threads)
         plan = Plan(lib, threads)
         user_x, user_dy = _data_desc(plan, x, fmt), _data_desc(plan, dy, fmt)
-        x_mem, src = _channels_last(plan, "x", user_x, logical(x), fmt)
-        dy_mem, diff_dst = _channels_last(plan, "dy", user_dy, logical(dy), fmt)
+        x_mem, src = _channels_last(plan, "x", user_x, _logical(x.shape, fmt), fmt)
+        dy_mem, diff_dst = _channels_last(plan, "dy", user_dy, _logical(dy.shape, fmt), fmt)
         user_dw = _new_filter_desc(plan, filter_shape)
         hint = _forward_hint(plan, lib, src, diff_dst, (co, ci, kh, kw), g)
         diff_weights = plan.any_desc((co, ci, kh, kw))
@@ -375,8 +375,7 @@ def pool_grad(lib, threads: int, kind: str, x_shape: tuple, x: np.ndarray | None
     maximum, its first in row-major order as TF's CPU kernel picks, then its gradient routed
     there) or AvgPoolGrad ("avg": ``x`` is not needed) of ``g_out``, for an input of
     ``x_shape`` in ``fmt``."""
-    logical_in = tuple(x_shape[i] for i in _DATA_AXES[fmt])
-    logical_out = tuple(g_out.shape[i] for i in _DATA_AXES[fmt])
+    logical_in, logical_out = _logical(x_shape, fmt), _logical(g_out.shape, fmt)
 
     def build():
         lib.use_threads(threads)
@@ -440,7 +439,7 @@ def batch_norm(lib, threads: int, x: np.ndarray, scale, offset, mean, variance, 
                epsilon: float, training: bool):
     """FusedBatchNorm of ``x`` in ``fmt``: ``(y, mean, variance)``, the batch's statistics
     (the variance biased) when ``training``, else the given ones, which normalise ``x``."""
-    logical = tuple(x.shape[i] for i in _DATA_AXES[fmt])
+    logical = _logical(x.shape, fmt)
     c = logical[1]
     vectors = {"scale": _vector(scale), "shift": _vector(offset)}
     if training:
@@ -477,7 +476,7 @@ def batch_norm_grad(lib, threads: int, dy: np.ndarray, x: np.ndarray, scale, mea
     """FusedBatchNormGrad: ``(dx, dscale, doffset)`` for ``x`` normalised by ``mean`` and
     the biased ``variance`` (its batch's when ``training``: the statistics' own gradients are
     part of ``dx``; the given population's otherwise)."""
-    logical = tuple(x.shape[i] for i in _DATA_AXES[fmt])
+    logical = _logical(x.shape, fmt)
     c = logical[1]
     vectors = {"scale": _vector(scale), "mean": _vector(mean), "var": _vector(variance),
                "dscale": np.empty(c, np.float32), "dshift": np.empty(c, np.float32)}
