@@ -17,6 +17,7 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
+from dflab.framework.eager_tensor import EagerTensor
 from dflab.ops import (
     array_ops,
     control_flow_ops,
@@ -99,7 +100,7 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
 
 def _dense_product(inputs, kernel, in_dim, units):
     """``inputs @ kernel`` over the last axis of ``inputs`` (of any rank from 2)."""
-    rank = inputs.shape.ndims
+    rank = inputs._value.ndim if type(inputs) is EagerTensor else inputs.shape.ndims
     if rank is not None and rank > 2:
         flat = array_ops.reshape(inputs, [-1, in_dim])
         out = math_ops.matmul(flat, kernel)
@@ -783,14 +784,17 @@ class Dense(_class(dense, "Dense")):
     """The class form of ``tf.layers.dense``."""
 
     def _eager_call(self, inputs):
-        inputs = _ops.convert_to_tensor(inputs)
+        inputs = _ops.convert_to_tensor(inputs)  # (an eager tensor: its array's shape is known)
         kernel = self.kernel
-        in_dim, units = kernel.shape.as_list()
-        shape = inputs.shape
-        if shape.ndims is None or shape.ndims < 2 or shape[-1].value != in_dim:
+        dims = self.__dict__.get("_kernel_dims")
+        if dims is None:  # a built layer's kernel keeps its shape: read once
+            dims = self._kernel_dims = tuple(kernel.shape.as_list())
+        in_dim, units = dims
+        shape = inputs._value.shape
+        if len(shape) < 2 or shape[-1] != in_dim:
             raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
                              f"expected axis -1 of input shape to have value {in_dim}, but "
-                             f"received input with shape {shape}")
+                             f"received input with shape {inputs.shape}")
         out = _dense_product(inputs, kernel, in_dim, units)
         if self._kwargs.get("use_bias", True):
             out = nn_ops.bias_add(out, self.bias)

@@ -427,6 +427,37 @@ class EagerContext(Graph):
                 return out
         return self.apply_op_output(op_type, [x], attrs, name)
 
+    def run_nary(self, op_type, tensors: list, attrs, name=None):
+        """``apply_op_output(op_type, tensors, attrs, name)`` for a builder that passes eager
+        tensors and ``FrozenAttrs`` (a slice: its input and three cached constants):
+        ``run_binary``'s fast path for any number of inputs."""
+        if not self.op_listeners:
+            key = [op_type]
+            for t in tensors:
+                if type(t) is not EagerTensor:
+                    break
+                key.append(t.dtype)
+            else:
+                key.append(attrs.token)
+                entry = self._plain.get(tuple(key))
+                if entry is not None:
+                    try:
+                        scoped = self._stacks.device
+                    except AttributeError:  # this thread's first op here: no scope yet
+                        scoped = None
+                    if not scoped:
+                        try:
+                            out = entry.fn(*[t._value for t in tensors])
+                        except Exception as e:  # noqa: BLE001 - every kernel failure too
+                            raise _kernel_error(e, op_type, name, tensors, attrs, self,
+                                                entry.device) from None
+                        out = EagerTensor(out, entry.dtype, entry.device)
+                        if _TAPES:
+                            _record(EagerOp(op_type, name or op_type, tuple(tensors), attrs,
+                                            self, entry.device.name, [out]))
+                        return out
+        return self.apply_op_output(op_type, tensors, attrs, name)
+
     def _entry(self, op_type, tensors, attrs, name) -> _Entry:
         """The kernel for ``op_type`` on ``tensors``: from the cache, keyed by (op type, input
         dtypes, attributes, ``tf.device`` scopes, a resource input's device), else built."""
@@ -456,15 +487,13 @@ class EagerContext(Graph):
                 self._cache[key] = entry
         # What the fast path may find next time (a hit too: the kernel may have been built
         # by a caller that passed the same attributes as a plain dict).
-        if not request and n <= 2 and not self._spaces and entry.n_out == 1 and \
+        if not request and n and not self._spaces and entry.n_out == 1 and \
                 (akey is None or type(attrs) is _ops.FrozenAttrs) and op_type not in _UNCACHED:
-            if akey is None:
-                if not resource:
-                    self._plain[(op_type, *dts)] = entry
-            elif n == 1:  # ``run_unary``'s key: the input's device too (a resource's)
+            if n == 1 and akey is not None:  # ``run_unary``'s key: the input's device too
                 self._plain[(op_type, dts[0], attrs.token, tensors[0]._device_obj)] = entry
             elif not resource:
-                self._plain[(op_type, *dts, attrs.token)] = entry
+                self._plain[(op_type, *dts) if akey is None else (op_type, *dts, attrs.token)] \
+                    = entry
         return entry
 
     def _run(self, entry, op_type, tensors, attrs, name) -> list:

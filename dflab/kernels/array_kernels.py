@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels.context import host
+from dflab.kernels.context import host, host_ints
 from dflab.kernels.registry import kernel, register_kernel
 from dflab.ops.array_ops import strided_slice_spec
 
@@ -28,10 +28,7 @@ def _bad(node, message):
 
 
 def _ints(v):
-    values = np.asarray(host(v)).ravel()
-    if values.dtype.kind in "iu":
-        return values.tolist()  # Python ints already, at a fifth of a conversion's cost
-    return [int(e) for e in values]
+    return list(host_ints(v))
 
 
 def _axis(node, axis, ndim, what="axis"):
@@ -139,8 +136,12 @@ def _reshape(node, ctx):
     xp = ctx.xp
 
     def reshape(x, shape):
-        x = xp.asarray(x)
-        target = _ints(shape)
+        target = host_ints(shape)
+        try:
+            return x.reshape(target)  # NumPy's rules are TF's; a refusal is explained below
+        except (AttributeError, ValueError, TypeError):
+            pass
+        x, target = xp.asarray(x), list(target)
         if target.count(-1) > 1:
             raise _bad(node, f"only one input size may be -1, not both: {target}")
         if any(d < -1 for d in target):
@@ -454,7 +455,7 @@ def _strided_slice(node, ctx):
 
     def strided_slice(x, begin, end, strides):
         x = xp.asarray(x)
-        key = (host(begin).tobytes(), host(end).tobytes(), host(strides).tobytes(), x.shape)
+        key = (host_ints(begin), host_ints(end), host_ints(strides), x.shape)
         index = known.get(key)
         if index is None:
             index = _numpy_index(node, x.shape, begin, end, strides)

@@ -163,11 +163,10 @@ def _softmax(node, ctx):
     max_, sum_ = _max_and_sum(xp)
 
     def softmax(x):
-        with np.errstate(all="ignore"):
-            e = xp.exp(x - max_(x, axis=axis, keepdims=True))
-            return e / sum_(e, axis=axis, keepdims=True)
+        e = xp.exp(x - max_(x, axis=axis, keepdims=True))
+        return e / sum_(e, axis=axis, keepdims=True)
 
-    return softmax
+    return quiet(softmax)
 
 
 @kernel("LogSoftmax")

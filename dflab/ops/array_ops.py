@@ -73,6 +73,12 @@ def _as_int_tensor(v, dtype=_dt.int32):
 
     Lists that mix Python ints and scalar tensors are packed with ``stack``.
     """
+    if type(v) is list or type(v) is tuple:  # Python ints, first: ``reshape(x, [-1])``
+        for e in v:
+            if type(e) is not int:
+                break
+        else:
+            return index_constant(tuple(v), dtype)
     if isinstance(v, _ops.Tensor):
         return v
     if hasattr(v, "_as_tensor"):

@@ -793,6 +793,10 @@ _MATMUL_PLAIN = _MATMUL_ATTRS[False, False]
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, name=None):
     """``a @ b`` over the last two dims; rank-2 inputs give ``MatMul``, others a batched op."""
+    if type(b) is not EagerTensor and hasattr(b, "_as_tensor"):  # a variable: read it first
+        b = b._as_tensor()
+    if type(a) is not EagerTensor and hasattr(a, "_as_tensor"):
+        a = a._as_tensor()
     if type(a) is EagerTensor and type(b) is EagerTensor and a.dtype is b.dtype and \
             a._value.ndim == 2 and b._value.ndim == 2 and \
             not (transpose_a or transpose_b or adjoint_a or adjoint_b):

@@ -17,6 +17,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant, constant_value, index_constant
+from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape
 from dflab.ops import array_ops
@@ -120,17 +121,19 @@ def _axis_arg(axis, reduction_indices):
 def _axis_tensor(x, axis):
     """The reduction axes of ``x`` as an int tensor (all axes when ``axis`` is None).
     Executing eagerly, the same axes are the same cached constant (``index_constant``)."""
+    if type(axis) is int:
+        return index_constant(axis)
     if isinstance(axis, _ops.Tensor):
         return axis
     if axis is None:
-        if x.shape.ndims is not None:
-            return index_constant(tuple(range(x.shape.ndims)))
+        ndim = x._value.ndim if type(x) is EagerTensor else x.shape.ndims
+        if ndim is not None:
+            return index_constant(_ALL_AXES[ndim] if ndim < len(_ALL_AXES) else
+                                  tuple(range(ndim)))
         # unknown rank: all axes, computed at run time
         return _ops.apply_op("Range", [0, array_ops.rank(x), 1], {"Tidx": _dt.int32}).outputs[0]
     if isinstance(axis, (list, tuple)) and any(isinstance(a, _ops.Tensor) for a in axis):
         return array_ops.stack_ints(axis)
-    if type(axis) is int:
-        return index_constant(axis)
     arr = np.asarray(axis)
     if arr.dtype.kind not in "iu" and arr.size:
         raise TypeError(f"reduction axis must be an integer or a list of integers, got {axis!r}")
@@ -138,11 +141,17 @@ def _axis_tensor(x, axis):
     return index_constant(tuple(arr.tolist())) if arr.ndim == 1 else constant(arr)
 
 
+_ALL_AXES = tuple(tuple(range(n)) for n in range(9))  # every axis of a tensor of rank n
+
 # The reductions' attributes, made once: an eager reduction takes the fast path.
 _KEEP_DIMS = {keep: _ops.FrozenAttrs(keep_dims=keep) for keep in (False, True)}
 
 
 def _reduce(op_type, input_tensor, axis, keepdims, name, keep_dims=None, reduction_indices=None):
+    if type(input_tensor) is EagerTensor and keep_dims is None and reduction_indices is None:
+        # An eager tensor, with TF 2's argument names: nothing to convert or reconcile.
+        return _ops.apply_binary(op_type, input_tensor, _axis_tensor(input_tensor, axis), name,
+                                 _KEEP_DIMS[bool(keepdims)])
     x = _ops.convert_to_tensor(input_tensor)
     axis = _axis_arg(axis, reduction_indices)
     keep = _keepdims_arg(keepdims, keep_dims)

@@ -276,10 +276,11 @@ def _slice_helper(tensor, slice_spec, var=None):
     """``tensor[slice_spec]``: ints (shrink an axis), slices with steps, ``...``, ``tf.newaxis``
     and scalar integer tensors, combined as in NumPy basic indexing (one ``StridedSlice``)."""
     tensor = _ops.convert_to_tensor(tensor)
-    if _ops.get_default_graph().executes_eagerly:
+    g = _ops.get_default_graph()
+    if g.executes_eagerly:
         key = _python_spec_key(slice_spec)
         if key is not None:
-            return _eager_slice(tensor, slice_spec, key)
+            return _eager_slice(g, tensor, slice_spec, key)
     return _graph_slice(tensor, slice_spec)
 
 
@@ -289,32 +290,37 @@ def _python_spec_key(slice_spec):
     items = slice_spec if type(slice_spec) is tuple else (slice_spec,)
     key = []
     for s in items:
-        if type(s) is int or s is None or s is Ellipsis:
+        if type(s) is _py_slice:
+            start, stop, step = s.start, s.stop, s.step
+            if not ((start is None or type(start) is int) and (stop is None or type(stop) is int)
+                    and (step is None or type(step) is int)):
+                return None
+            key.append((start, stop, step))
+        elif type(s) is int or s is None or s is Ellipsis:
             key.append(s)
-        elif type(s) is _py_slice and all(type(p) is int or p is None
-                                           for p in (s.start, s.stop, s.step)):
-            key.append((s.start, s.stop, s.step))
         else:
             return None
     return tuple(key)
 
 
-def _eager_slice(tensor, slice_spec, key):
+def _eager_slice(context, tensor, slice_spec, key):
     """``tensor[slice_spec]`` executing eagerly, for an index of Python values: its vectors
-    and masks worked out once per index (``_SPECS``), its vectors cached constants. An eager
-    op has no name scope to open."""
+    and masks worked out once per index, its vectors the context's cached constants
+    (``_SPECS``). An eager op has no name scope to open."""
     spec = _SPECS.get(key)
-    if spec is None:
+    if spec is None or spec[0] is not context:
         begin, end, strides, masks = _spec_vectors(slice_spec)
-        spec = (tuple(begin), tuple(end), tuple(strides), _mask_attrs(masks))
-        if len(_SPECS) < 1024:
-            _SPECS[key] = spec
-    begin, end, strides, attrs = spec
-    return _apply("StridedSlice", [tensor, index_constant(begin), index_constant(end),
-                                   index_constant(strides)], attrs, "strided_slice")
+        spec = (context, [index_constant(tuple(v)) for v in (begin, end, strides)],
+                _mask_attrs(masks))
+        if len(_SPECS) >= 1024:
+            _SPECS.clear()
+        _SPECS[key] = spec
+    return context.run_nary("StridedSlice", [tensor, *spec[1]], spec[2], "strided_slice")
 
 
-_SPECS: dict = {}  # _python_spec_key -> (begin, end, strides, FrozenAttrs of the masks)
+# _python_spec_key -> (the eager context, its constants of begin, end and strides, FrozenAttrs
+# of the masks)
+_SPECS: dict = {}
 
 
 def _graph_slice(tensor, slice_spec):

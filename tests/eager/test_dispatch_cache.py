@@ -373,3 +373,54 @@ def test_a_cached_slice_kernel_slices_every_shape_and_refuses_every_bad_index(ct
     for _ in range(2):
         with pytest.raises(tf.errors.InvalidArgumentError, match="out of bounds"):
             short[5]
+
+
+def test_slices_take_the_fast_path_with_tapes_listeners_and_scopes(ctx):
+    """An index of Python values is worked out once; its vectors are the context's cached
+    constants, and its kernel is found by (op, dtypes, masks) as a binary op's is."""
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+    for _ in range(2):
+        assert x[1:].numpy().tolist() == [2.0, 3.0, 4.0]
+    assert sum(1 for k in ctx._plain if k[0] == "StridedSlice") == 1
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(x[1:] * x[1:])
+    assert tape.gradient(y, x).numpy().tolist() == [0.0, 4.0, 6.0, 8.0]
+    heard = []
+    ctx.op_listeners.append(lambda op_type, device, start, end: heard.append((op_type, device)))
+    try:
+        x[::2]
+    finally:
+        ctx.op_listeners.pop()
+    assert heard[0][0] == "StridedSlice"
+    with tf.device("/cpu:1"):
+        scoped = x[1:]
+    assert scoped.device.endswith("CPU:1") and scoped.numpy().tolist() == [2.0, 3.0, 4.0]
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        x[7]  # a hit whose kernel refuses: the error names this line
+    assert _line_of("x[7]  # a hit") in str(e.value)
+
+
+def test_a_slice_in_a_new_context_uses_that_contexts_constants():
+    from dflab.ops import slicing_ops
+
+    for _ in range(2):
+        c = EagerContext()
+        with c.as_default():
+            assert tf.constant([[1, 2], [3, 4]])[:, 1].numpy().tolist() == [2, 4]
+            assert slicing_ops._SPECS[((None, None, None), 1)][0] is c
+        c.close()
+
+
+def test_a_reshape_follows_a_shape_that_changes_between_runs():
+    """Shapes read from frozen constants are remembered; a fed shape is read at every run."""
+    with tf.Graph().as_default(), tf.Session() as sess:
+        x = tf.constant(np.arange(6.0))
+        shape = tf.placeholder(tf.int32, [2])
+        y = tf.reshape(x, shape)
+        fed = np.array([2, 3], np.int32)
+        assert sess.run(y, {shape: fed}).shape == (2, 3)
+        fed[:] = [3, 2]  # the same array, written
+        assert sess.run(y, {shape: fed}).shape == (3, 2)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="requested shape has 4"):
+            sess.run(y, {shape: [2, 2]})

@@ -61,3 +61,55 @@ def test_mirroring_skips_host_only_kernels_and_keeps_declarations(scratch_regist
     assert registry.is_host_only("TestHostOnly") and not registry.is_host_only("TestMirrored")
     own = get_kernel_def(_node("TestOwnAccel", 1), "TESTACCEL")
     assert own.factory(None, None)(2) == -2
+
+
+# --- quiet kernels and small host arguments --------------------------------------------------
+def test_quiet_silences_inside_and_restores_the_callers_error_state():
+    import warnings
+
+    import numpy as np
+
+    def divide(x, y, out=None):
+        return np.true_divide(x, y, out=out)
+
+    quiet_divide = registry.quiet(divide)
+    x, zero = np.array([1.0, 0.0]), np.array([0.0, 0.0])
+    with np.errstate(all="raise"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = quiet_divide(x, zero)
+            into = np.empty(2)
+            quiet_divide(x, zero, out=into)  # ``out=``, as split_elementwise passes it
+        assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(into[1])
+        assert np.geterr()["divide"] == "raise"  # the caller's state, back
+        with pytest.raises(FloatingPointError):
+            divide(x, zero)
+
+        def fails(x):
+            raise KeyError("boom")
+
+        with pytest.raises(KeyError):
+            registry.quiet(fails)(x)
+        assert np.geterr()["invalid"] == "raise"  # restored on the way out of an error too
+
+
+def test_host_ints_remember_frozen_arrays_and_reread_writable_ones():
+    import numpy as np
+
+    from dflab.kernels import context
+
+    frozen = np.array([2, -1], np.int32)
+    frozen.flags.writeable = False
+    assert context.host_ints(frozen) == (2, -1)
+    assert context._KNOWN_INTS[id(frozen)][0] is frozen  # remembered, and held
+    writable = np.array([3, 4], np.int64)
+    assert context.host_ints(writable) == (3, 4)
+    writable[0] = 5
+    assert context.host_ints(writable) == (5, 4) and id(writable) not in context._KNOWN_INTS
+    base = np.array([1, 2, 3], np.int32)
+    view = base[:2]
+    view.flags.writeable = False  # a read-only view of memory someone else may write
+    assert context.host_ints(view) == (1, 2)
+    base[0] = 9
+    assert context.host_ints(view) == (9, 2)
+    assert context.host_ints(np.array([[1.0, 2.0]])) == (1, 2) and context.host_ints(7) == (7,)

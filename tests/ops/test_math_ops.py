@@ -717,6 +717,24 @@ def test_host_reductions_give_numpys_bits(fn, ref, dtype):
             assert got.tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_whole_mean_of_infinities_overflows_and_nans_gives_numpys_bits(dtype):
+    """A mean to a scalar divides as NumPy divides a scalar sum by its count (in double):
+    infinities, NaN and a sum that overflows the dtype give ``np.mean``'s bits, quietly."""
+    big = np.finfo(dtype).max
+    rows = [[np.inf, 1.0], [-np.inf, np.inf], [np.nan, 2.0], [big, big], [1.0, 2.0, 2.0],
+            [0.1, 0.2, 0.7, 1e-3, -0.3, 5.0, 3.0]]
+    with eager_mode(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for row in rows:
+            x = np.array(row, dtype)
+            with np.errstate(all="ignore"):
+                want = np.mean(x, dtype=dtype)
+            for _ in range(2):  # the generic path, then the fast path
+                got = tf.reduce_mean(tf.constant(x)).numpy()
+                assert got.dtype == dtype and got.tobytes() == np.asarray(want).tobytes(), row
+
+
 @pytest.mark.parametrize("fn,ref,_", REDUCTIONS, ids=[r[0].__name__ for r in REDUCTIONS])
 @pytest.mark.parametrize("axis", AXES, ids=str)
 @pytest.mark.parametrize("keepdims", [False, True])
