@@ -39,7 +39,7 @@ from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.eager_tensor import EagerTensor
-from dflab.framework.graph import Graph, _user_site
+from dflab.framework.graph import Graph, _NameScope, _user_site
 from dflab.framework.graph_io import NodeDef
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
@@ -50,6 +50,7 @@ from dflab.runtime.worker import Worker
 
 # Ops whose attributes are unique per call (a variable's own shared name): never cached.
 _UNCACHED = frozenset({"VarHandleOp"})
+_CHECKED_SCOPES: set = set()  # scope names found valid (``EagerContext.name_scope``)
 _NOT_FROZEN = object()
 # Attribute values that are their own frozen form (``_freeze`` returns them unchanged).
 _PLAIN_ATTRS = frozenset({str, int, float, bool, bytes, type(None), _dt.DType, TensorShape})
@@ -203,6 +204,22 @@ class EagerContext(Graph):
         scope = self._st().name_scope
         return scope + name if scope else name
 
+    def name_scope(self, name):
+        """``Graph.name_scope``'s rules for the context's scopes, which only name variables:
+        nothing is made unique (``unique_name``), and a name is checked once, not at every
+        op (every nn builder opens a scope: 1.5 against 0.8 us)."""
+        st = self._st()
+        if not name:
+            return _NameScope(st, "")
+        if name not in _CHECKED_SCOPES:
+            super().name_scope(name)  # raises for an invalid name
+            if len(_CHECKED_SCOPES) < 4096:
+                _CHECKED_SCOPES.add(name)
+        if name[-1] == "/":
+            return _NameScope(st, name)
+        scope = st.name_scope
+        return _NameScope(st, (scope + name if scope else name) + "/")
+
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs):
         """Ops run in program order when executing eagerly: nothing to wait for."""
@@ -268,9 +285,9 @@ class EagerContext(Graph):
         key = (type(value), value if value else repr(value), dtype)
         t = self._scalars.get(key)
         if t is None:
-            from dflab.framework.constant_op import constant
+            from dflab.framework.constant_op import eager_constant
 
-            t = constant(value, dtype=dtype)
+            t = eager_constant(self, value, dtype)
             if len(self._scalars) < 4096:
                 self._scalars[key] = t
         return t
@@ -329,8 +346,6 @@ class EagerContext(Graph):
     def apply_op_output(self, op_type, inputs, attrs=None, name=None, dtype=None):
         """``apply_op(...).outputs[0]`` without the ``EagerOp``, which only a recording tape
         (and a variable's handle) reads: the path of most builders' ops."""
-        if _TAPES or op_type in _UNCACHED:
-            return self.apply_op(op_type, inputs, attrs, name, dtype).outputs[0]
         if type(inputs) is not list:
             inputs = list(inputs)
         for t in inputs:
@@ -339,6 +354,12 @@ class EagerContext(Graph):
                 break
         else:
             tensors = inputs
+        if (attrs is None or type(attrs) is _ops.FrozenAttrs) and not self.op_listeners:
+            out = self._run_plain(op_type, tensors, attrs, name)
+            if out is not None:
+                return out
+        if _TAPES or op_type in _UNCACHED:
+            return self.apply_op(op_type, tensors, attrs, name, dtype).outputs[0]
         entry = self._entry(op_type, tensors, attrs, name)
         if entry.n_out != 1 or self._spaces or self.op_listeners:
             return self._run(entry, op_type, tensors, attrs, name)[0]
@@ -353,6 +374,36 @@ class EagerContext(Graph):
         except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
             raise _kernel_error(e, op_type, name, tensors, attrs, self, entry.device) from None
         return EagerTensor(out, entry.out_dtypes[0], entry.device)
+
+    def _run_plain(self, op_type, inputs, attrs, name):
+        """``run_binary``'s fast path for eager tensors of any number, found by (op type,
+        input dtypes[, attribute token]); None where it does not apply (a miss, an input that
+        is not an eager tensor, a ``tf.device`` scope)."""
+        key = [op_type]
+        for t in inputs:
+            if type(t) is not EagerTensor:
+                return None
+            key.append(t.dtype)
+        if attrs is not None:
+            key.append(attrs.token)
+        entry = self._plain.get(tuple(key))
+        if entry is None:
+            return None
+        try:
+            if self._stacks.device:  # inside a ``tf.device`` scope: the generic look-up
+                return None
+        except AttributeError:  # this thread's first op here: no scope yet
+            pass
+        try:
+            out = entry.fn(*[t._value for t in inputs])
+        except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
+            raise _kernel_error(e, op_type, name, list(inputs), attrs, self,
+                                entry.device) from None
+        out = EagerTensor(out, entry.dtype, entry.device)
+        if _TAPES:
+            _record(EagerOp(op_type, name or op_type, tuple(inputs), attrs, self,
+                            entry.device.name, [out]))
+        return out
 
     def run_binary(self, op_type, x, y, name=None, attrs=None):
         """``apply_op_output(op_type, [x, y], attrs, name)`` for an op without attributes or
@@ -369,8 +420,8 @@ class EagerContext(Graph):
         if type(x) is EagerTensor and not self.op_listeners:
             if type(y) is not EagerTensor:
                 if type(y) in _NUMBERS:  # a Python number: its cached constant, if made
-                    number = y  # (zeros, which ``scalar`` keys by sign, take the generic path)
-                    y = self._scalars.get((type(y), y, x.dtype)) if y else None
+                    number = y  # (``scalar``'s key: a zero by its text, which keeps its sign)
+                    y = self._scalars.get((type(y), y if y else repr(y), x.dtype))
                     if y is None:
                         return self.apply_op_output(op_type, [x, number], attrs, name)
                 else:
@@ -426,37 +477,6 @@ class EagerContext(Graph):
                                     entry.device.name, [out]))
                 return out
         return self.apply_op_output(op_type, [x], attrs, name)
-
-    def run_nary(self, op_type, tensors: list, attrs, name=None):
-        """``apply_op_output(op_type, tensors, attrs, name)`` for a builder that passes eager
-        tensors and ``FrozenAttrs`` (a slice: its input and three cached constants):
-        ``run_binary``'s fast path for any number of inputs."""
-        if not self.op_listeners:
-            key = [op_type]
-            for t in tensors:
-                if type(t) is not EagerTensor:
-                    break
-                key.append(t.dtype)
-            else:
-                key.append(attrs.token)
-                entry = self._plain.get(tuple(key))
-                if entry is not None:
-                    try:
-                        scoped = self._stacks.device
-                    except AttributeError:  # this thread's first op here: no scope yet
-                        scoped = None
-                    if not scoped:
-                        try:
-                            out = entry.fn(*[t._value for t in tensors])
-                        except Exception as e:  # noqa: BLE001 - every kernel failure too
-                            raise _kernel_error(e, op_type, name, tensors, attrs, self,
-                                                entry.device) from None
-                        out = EagerTensor(out, entry.dtype, entry.device)
-                        if _TAPES:
-                            _record(EagerOp(op_type, name or op_type, tuple(tensors), attrs,
-                                            self, entry.device.name, [out]))
-                        return out
-        return self.apply_op_output(op_type, tensors, attrs, name)
 
     def _entry(self, op_type, tensors, attrs, name) -> _Entry:
         """The kernel for ``op_type`` on ``tensors``: from the cache, keyed by (op type, input

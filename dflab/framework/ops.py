@@ -239,6 +239,7 @@ def get_name_scope():
 # Conversion to tensors
 # --------------------------------------------------------------------------------------------
 _constant_builder: Callable | None = None  # set by dflab.framework.constant_op
+_PY_NUMBERS = frozenset({int, float, bool})
 _autopack_builder: Callable | None = None  # set by dflab.ops.array_ops (a Pack op)
 
 
@@ -291,6 +292,9 @@ def _registered_conversion(value, dtype, name):
 
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_hint=None):
     """A Tensor for ``value``: tensors pass through (dtype checked), others become constants."""
+    if type(value) in _PY_NUMBERS and preferred_dtype is None and dtype_hint is None:
+        # A number, first: no conversion function may be registered for one.
+        return _constant_builder(value, dtype=dtype, name=name or "Const")
     if isinstance(value, Tensor):
         if dtype is not None and not _dt.as_dtype(dtype).is_compatible_with(value.dtype):
             raise ValueError(
@@ -419,6 +423,23 @@ class FrozenAttrs(dict):
 
 def _frozen_attrs(items) -> FrozenAttrs:
     return FrozenAttrs(**dict(items))
+
+
+def frozen_attrs(**attrs) -> FrozenAttrs:
+    """The ``FrozenAttrs`` of ``attrs``, made once per distinct value: for builders whose
+    attributes follow their arguments (concat's ``N``, unstack's ``num`` and ``axis``), so
+    that their eager ops take the fast path. The values must be hashable and normalised
+    (``int(axis)``): equal values share one object, as they share a token."""
+    key = tuple(attrs.items())
+    frozen = _FROZEN.get(key)
+    if frozen is None:
+        frozen = FrozenAttrs(**attrs)
+        if len(_FROZEN) < 4096:
+            _FROZEN[key] = frozen
+    return frozen
+
+
+_FROZEN: dict = {}  # tuple(attrs.items()) -> FrozenAttrs
 
 
 def apply_binary(op_type: str, x, y, name: str | None = None,

@@ -627,15 +627,24 @@ register_kernel("Cumprod", host_memory_inputs=(1,), factory=_scan_kernel("multip
 # Range and LinSpace keep their bounds and their output in host memory on TF's GPUs too: the
 # sequence is computed on the host with NumPy and delivered in the device's memory.
 def _host_range(start, limit, delta, dt):
+    if dt.kind in "iu":  # Python ints (``host_ints``: a constant's are read once)
+        start, limit, delta = (_one_int(v) for v in (start, limit, delta))
+        n = range_size(start, limit, delta, dt)
+        return np.arange(start, start + n * delta, delta, dtype=dt)[:n]
     start, limit, delta = (host(v, dtype=dt).reshape(()) for v in (start, limit, delta))
     n = range_size(start, limit, delta, dt)
-    if dt.kind in "iu":
-        return np.arange(int(start), int(start) + n * int(delta), int(delta), dtype=dt)[:n]
     # TF accumulates ``val += delta`` in the op's dtype; a cumulative sum does the same.
     steps = np.full(n, delta, dtype=dt)
     if n:
         steps[0] = start
     return np.cumsum(steps, dtype=dt)
+
+
+def _one_int(v) -> int:
+    ints = host_ints(v)
+    if len(ints) != 1:
+        raise ValueError(f"Expected a scalar, got {len(ints)} values")
+    return ints[0]
 
 
 def _host_linspace(start, stop, num, dt):

@@ -239,16 +239,17 @@ def _host_sparse_xent(logits, labels, pool: intra_op.IntraOpPool):
     loss = np.empty(x.shape[0], logits.dtype)
     backprop = np.empty(x.shape, logits.dtype)
 
-    def rows(lo, hi):
-        with np.errstate(all="ignore"):
-            e = np.subtract(x[lo:hi], x[lo:hi].max(axis=1, keepdims=True), out=backprop[lo:hi])
-            at_label = (np.arange(hi - lo), flat_labels[lo:hi])
-            shifted_label = e[at_label]
-            np.exp(e, out=e)
-            total = e.sum(axis=1, keepdims=True)
-            e /= total
-            np.subtract(np.log(total[:, 0]), shifted_label, out=loss[lo:hi])
-            e[at_label] -= 1
+    @quiet
+    def rows(lo, hi):  # (the ufuncs' own reductions: the methods' Python layers cost more
+        xs = x[lo:hi]  # than a small batch's arithmetic)
+        e = np.subtract(xs, np.maximum.reduce(xs, axis=1, keepdims=True), out=backprop[lo:hi])
+        at_label = (np.arange(hi - lo), flat_labels[lo:hi])
+        shifted_label = e[at_label]
+        np.exp(e, out=e)
+        total = np.add.reduce(e, axis=1, keepdims=True)
+        e /= total
+        np.subtract(np.log(total[:, 0]), shifted_label, out=loss[lo:hi])
+        e[at_label] -= 1
 
     work = float(x.size) * 5 * intra_op.PASS_WORK
     pool.run_chunks(rows, pool.chunks(np, x.shape[0], work))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels.context import host
+from dflab.kernels.context import host, host_ints
 from dflab.kernels.registry import kernel, register_kernel
 
 
@@ -70,10 +70,11 @@ def op_generator(node, ctx) -> np.random.Generator:
 
 
 def _shape(node, shape):
-    dims = [int(d) for d in np.ravel(host(shape))]
-    if any(d < 0 for d in dims):
-        raise errors.InvalidArgumentError(None, node, f"Shape {dims} has a negative dimension")
-    return tuple(dims)
+    dims = host_ints(shape)
+    if dims and min(dims) < 0:
+        raise errors.InvalidArgumentError(None, node, f"Shape {list(dims)} has a negative "
+                                          "dimension")
+    return dims
 
 
 def _work_dtype(np_dt):

@@ -440,7 +440,7 @@ def stack(values, axis=0, name="stack"):
     values = list(values)
     if not values:
         raise ValueError("stack needs at least one value")
-    return _apply("Pack", values, {"axis": int(axis), "N": len(values)}, name)
+    return _apply("Pack", values, _ops.frozen_attrs(axis=int(axis), N=len(values)), name)
 
 
 def _first_dtype(values):
@@ -509,7 +509,8 @@ def unstack(value, num=None, axis=0, name="unstack"):
         num = value.shape.as_list()[_normalize_axis(axis, value.shape.ndims)]
         if num is None:
             raise ValueError(f"Cannot infer num from shape {value.shape}")
-    return _ops.apply_op("Unpack", [value], {"axis": int(axis), "num": int(num)}, name).outputs
+    return _ops.apply_op("Unpack", [value], _ops.frozen_attrs(axis=int(axis), num=int(num)),
+                         name).outputs
 
 
 # --- ZerosLike / OnesLike / Fill ---------------------------------------------------------------
@@ -781,7 +782,8 @@ def concat(values, axis, name="concat"):
     # Python values take the tensors' dtype; mismatched tensors are the shape rule's TypeError.
     values = [v if isinstance(v, _ops.Tensor) else _ops.convert_to_tensor(v, dtype=dtype)
               for v in values]
-    return _apply("ConcatV2", values + [_as_int_tensor(axis)], {"N": len(values)}, name)
+    return _apply("ConcatV2", values + [_as_int_tensor(axis)], _ops.frozen_attrs(N=len(values)),
+                  name)
 
 
 # --- the rest of the family (see the module docstring), imported last: they import this module --

@@ -10,6 +10,7 @@ imports from it.
 from __future__ import annotations
 
 from dflab.framework import ops as _ops
+from dflab.framework.eager_tensor import EagerTensor
 from dflab.ops import array_ops
 from dflab.ops.math_ops import (
     _scalar_like,
@@ -35,6 +36,11 @@ def _indexed_slices_type():
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     """Elementwise clamp into [min, max]; the gradient passes where ``t`` is not clipped."""
+    if type(t) is EagerTensor:  # nothing to convert or name; the shapes are the arrays'
+        clipped = maximum(minimum(t, clip_value_max), clip_value_min)
+        if clipped._value.shape != t._value.shape:  # clipping must not broadcast t
+            raise ValueError(f"Shapes {t.shape} and {clipped.shape} are not compatible")
+        return clipped
     slices = _indexed_slices_type()
     with _ops.name_scope(name, "clip_by_value", [t, clip_value_min, clip_value_max]) as scope:
         values = _ops.convert_to_tensor(t.values if isinstance(t, slices) else t)

@@ -132,7 +132,10 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
     indices = _as_int_tensor(indices)
     if batch_dims:
         raise ValueError("gather: batch_dims other than 0 is not supported")
-    return _apply("GatherV2", [params, indices, _as_int_tensor(axis)], {"batch_dims": 0}, name)
+    return _apply("GatherV2", [params, indices, _as_int_tensor(axis)], _GATHER_ATTRS, name)
+
+
+_GATHER_ATTRS = _ops.FrozenAttrs(batch_dims=0)
 
 
 def _gather_nd_infer(op):
@@ -268,7 +271,8 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         indices = _as_int_tensor(indices, dtype=_dt.int64)
         depth = _as_int_tensor(depth)
         axis = -1 if axis is None else int(axis)
-        return _apply("OneHot", [indices, depth, on_t, off_t], {"axis": axis}, name=scope)
+        return _apply("OneHot", [indices, depth, on_t, off_t], _ops.frozen_attrs(axis=axis),
+                      name=scope)
 
 
 # --- Select / SelectV2 / Where ---------------------------------------------------------------

@@ -684,8 +684,8 @@ def cast(x, dtype, name=None):
     dtype = _dt.as_dtype(dtype).base_dtype
     if x.dtype.base_dtype is dtype:
         return x
-    return _ops.apply_op("Cast", [x], {"DstT": dtype, "SrcT": x.dtype.base_dtype},
-                         name).outputs[0]
+    return _ops.apply_unary("Cast", x, name, _ops.frozen_attrs(DstT=dtype,
+                                                               SrcT=x.dtype.base_dtype))
 
 
 def to_float(x, name="ToFloat"):

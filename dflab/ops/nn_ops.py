@@ -611,8 +611,8 @@ def _eager_dropout(x, keep: float, seed):
     is left out: it gives back the bits of its sample in [0, 1)."""
     dt = x.dtype
     keep_t = _ops.get_default_graph().scalar(keep, dt)
-    sample = _ops.apply_op_output("RandomUniform", [index_constant(x._value.shape)],
-                                  {"dtype": dt, **random_ops._seed_attrs(seed)}, "RandomUniform")
+    sample = random_ops._standard_sample("RandomUniform", index_constant(x._value.shape), dt,
+                                         seed)
     return math_ops.multiply(math_ops.truediv(x, keep_t),
                              math_ops.floor(math_ops.add(keep_t, sample)))
 

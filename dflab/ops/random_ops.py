@@ -67,8 +67,8 @@ for _t in ("RandomStandardNormal", "RandomUniform", "TruncatedNormal"):
 
 
 def _standard_sample(op_type, shape, dtype, seed):
-    attrs = {"dtype": dtype, **_seed_attrs(seed)}
-    return _ops.apply_op(op_type, [shape], attrs, op_type).outputs[0]
+    attrs = _ops.frozen_attrs(dtype=dtype, **_seed_attrs(seed))  # (eagerly: the fast path)
+    return _ops.apply_op_output(op_type, [shape], attrs, op_type)
 
 
 def random_normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None):

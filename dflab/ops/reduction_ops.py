@@ -362,7 +362,7 @@ def _arg_op(op_type, input, axis, name, dimension, output_type):  # noqa: A002
         raise TypeError(f"output_type must be int32 or int64, got {out.name}")
     if not isinstance(axis, _ops.Tensor):
         axis = constant(axis, dtype=_dt.int32)
-    return _ops.apply_op(op_type, [input, axis], {"output_type": out}, name).outputs[0]
+    return _ops.apply_op_output(op_type, [input, axis], _ops.frozen_attrs(output_type=out), name)
 
 
 def argmax(input, axis=None, name=None, dimension=None, output_type=_dt.int64):  # noqa: A002

@@ -77,6 +77,13 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001
     the arguments' (int32 < int64 < float32 < float64) unless ``dtype`` is given."""
     if limit is None:
         start, limit = 0, start
+    if dtype is None and type(start) is int and type(limit) is int and type(delta) is int:
+        g = _ops.get_default_graph()
+        if g.executes_eagerly:  # ``range(n)`` in a Python loop: no scope, no conversions
+            dt = _dt.int32 if _py.all(-(2**31) <= v < 2**31 for v in (start, limit, delta)) \
+                else _dt.int64
+            return _ops.apply_op_output("Range", [g.scalar(v, dt) for v in (start, limit, delta)],
+                                        _ops.frozen_attrs(Tidx=dt), name)
     with _ops.name_scope(name, "Range", [start, limit, delta]) as scope:
         args = [a if _ops.is_tensor_like(a) else _ops.convert_to_tensor(a, dtype=dtype)
                 for a in (start, limit, delta)]
@@ -89,7 +96,7 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001
         else:
             inferred = _dt.as_dtype(dtype).base_dtype
         args = [cast(a, inferred) for a in args]
-        return _ops.apply_op("Range", args, {"Tidx": inferred}, scope).outputs[0]
+        return _ops.apply_op_output("Range", args, _ops.frozen_attrs(Tidx=inferred), scope)
 
 
 def _linspace_infer(op):

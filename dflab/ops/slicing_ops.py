@@ -315,7 +315,7 @@ def _eager_slice(context, tensor, slice_spec, key):
         if len(_SPECS) >= 1024:
             _SPECS.clear()
         _SPECS[key] = spec
-    return context.run_nary("StridedSlice", [tensor, *spec[1]], spec[2], "strided_slice")
+    return context.apply_op_output("StridedSlice", [tensor, *spec[1]], spec[2], "strided_slice")
 
 
 # _python_spec_key -> (the eager context, its constants of begin, end and strides, FrozenAttrs
@@ -602,8 +602,8 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
     paddings = _as_int_tensor(paddings)
     mode = str(mode).upper()
     if mode == "CONSTANT":
-        if not isinstance(constant_values, _ops.Tensor) and np.all(
-                np.asarray(constant_values) == 0):
+        if constant_values == 0 if type(constant_values) in (int, float) else not isinstance(
+                constant_values, _ops.Tensor) and np.all(np.asarray(constant_values) == 0):
             return _apply("Pad", [tensor, paddings], None, name)
         cv = _ops.convert_to_tensor(constant_values, dtype=tensor.dtype.base_dtype)
         return _apply("PadV2", [tensor, paddings, cv], None, name)

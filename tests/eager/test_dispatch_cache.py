@@ -424,3 +424,39 @@ def test_a_reshape_follows_a_shape_that_changes_between_runs():
         assert sess.run(y, {shape: fed}).shape == (3, 2)
         with pytest.raises(tf.errors.InvalidArgumentError, match="requested shape has 4"):
             sess.run(y, {shape: [2, 2]})
+
+
+def test_literals_are_cached_by_value_type_and_dtype(ctx):
+    """Numbers and short lists of ints (shapes, axes, paddings) become cached constants;
+    their dtype, sign and refusals are those of a fresh constant, hit or miss."""
+    for _ in range(2):  # miss, then hit
+        assert tf.constant([1, 2]).dtype is tf.int32
+        assert tf.constant([[1, 2], [3, 4]]).numpy().tolist() == [[1, 2], [3, 4]]
+        assert tf.constant(True).dtype is tf.bool and tf.constant(1).dtype is tf.int32
+        assert tf.constant(2**40).dtype is tf.int64
+        assert tf.constant(5, dtype=tf.float32).numpy() == 5.0
+        assert np.signbit(tf.constant(-0.0).numpy()) and not np.signbit(tf.constant(0.0).numpy())
+        assert np.signbit(tf.constant([-0.0]).numpy()[0])  # floats in lists: never merged
+        assert not np.signbit(tf.constant([0.0]).numpy()[0])
+        with pytest.raises(TypeError):
+            tf.constant(2.5, dtype=tf.int32)
+        with pytest.raises(TypeError):
+            tf.constant([2**40], dtype=tf.int32)
+        with pytest.raises(ValueError):
+            tf.constant([[1, 2], [3]])  # ragged
+    assert tf.constant([1, 2]) is tf.constant((1, 2))  # one cached tensor per value
+    assert tf.convert_to_tensor(3) is tf.constant(3)
+
+
+def test_eager_name_scopes_check_names_and_nest_as_in_graphs(ctx):
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not a valid scope name"):
+            with tf.name_scope("bad name!"):
+                pass
+        with tf.name_scope("outer"):
+            with tf.name_scope("inner") as scope:
+                assert scope == "outer/inner/"
+                v = tf.Variable(1.0, name="v")
+            with tf.name_scope("exact/") as exact:
+                assert exact == "exact/"
+        assert v.name == "outer/inner/v:0"
