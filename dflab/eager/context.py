@@ -292,6 +292,17 @@ class EagerContext(Graph):
                 self._scalars[key] = t
         return t
 
+    def cached_constant(self, key, make):
+        """The context's tensor for ``key`` (a tuple whose first item names what it is, apart
+        from ``scalar``'s keys), made by ``make()`` the first time: constants a builder would
+        make anew at every call (``tf.zeros`` and ``tf.ones`` of a static shape)."""
+        t = self._scalars.get(key)
+        if t is None:
+            t = make()
+            if len(self._scalars) < 4096:
+                self._scalars[key] = t
+        return t
+
     def _convert_inputs(self, inputs, dtype):
         tensors = []
         missing = False

@@ -12,6 +12,7 @@ fresh arrays or read-only views of their inputs and never write into an input.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -200,6 +201,7 @@ def _squeeze(node, ctx):
 
 
 # --- filling ----------------------------------------------------------------------------------
+@functools.cache  # (two system calls: a small fill's cost again)
 def _physical_memory() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -230,9 +232,9 @@ def _fill(node, ctx):
     dt = node.output_types[0]._np
 
     def fill(dims, value):
-        dims = _ints(dims)
-        if any(d < 0 for d in dims):
-            raise _bad(node, f"dims must be non-negative, got {dims}")
+        dims = host_ints(dims)
+        if dims and min(dims) < 0:
+            raise _bad(node, f"dims must be non-negative, got {list(dims)}")
         _check_allocation(node, dims, dt)
         return xp.full(dims, value, dtype=dt)
 

@@ -576,6 +576,12 @@ _SMALL_CONSTANT = 1000
 
 def _filled(shape, value: int, dtype, name, default_name: str):
     dtype = _dt.as_dtype(dtype)
+    if type(shape) in (list, tuple) and len(shape) <= 8 and all(type(d) is int for d in shape):
+        g = _ops.get_default_graph()
+        if g.executes_eagerly and 0 <= math.prod(shape) < _SMALL_CONSTANT and min(shape,
+                                                                                  default=0) >= 0:
+            return g.cached_constant(("filled", tuple(shape), value, dtype), lambda: constant(
+                np.full(shape, value, dtype=dtype._np), dtype=dtype))
     scalar = np.full((), value, dtype=dtype._np)
     dims = None if _has_tensor(shape) else as_shape(shape).as_list()
     if dims is not None and math.prod(dims) < _SMALL_CONSTANT:

@@ -74,22 +74,29 @@ def _standard_sample(op_type, shape, dtype, seed):
 def random_normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None):
     """Samples from a normal distribution: ``mean + stddev * N(0, 1)``."""
     dtype = _float_only(dtype, "random_normal")
-    with _ops.name_scope(name, "random_normal", _tensors(shape, mean, stddev)) as scope:
-        shape_t = _shape_tensor(shape)
-        mean_t = _ops.convert_to_tensor(mean, dtype=dtype, name="mean")
-        stddev_t = _ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
-        rnd = _standard_sample("RandomStandardNormal", shape_t, dtype, seed)
-        return math_ops.add(math_ops.multiply(rnd, stddev_t), mean_t, name=scope)
+    return _scaled_sample("RandomStandardNormal", "random_normal", shape, mean, stddev, dtype,
+                          seed, name)
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None):
     """Normal samples re-drawn until they lie within two standard deviations of the mean."""
     dtype = _float_only(dtype, "truncated_normal")
-    with _ops.name_scope(name, "truncated_normal", _tensors(shape, mean, stddev)) as scope:
+    return _scaled_sample("TruncatedNormal", "truncated_normal", shape, mean, stddev, dtype,
+                          seed, name)
+
+
+def _scaled_sample(op_type, default_name, shape, mean, stddev, dtype, seed, name):
+    """``mean + stddev * sample`` of ``op_type``'s standard samples. Executing eagerly with
+    Python numbers there is nothing to name or convert: the same ops on cached constants."""
+    if type(mean) in (int, float) and type(stddev) in (int, float) and \
+            _ops.get_default_graph().executes_eagerly:
+        rnd = _standard_sample(op_type, _shape_tensor(shape), dtype, seed)
+        return math_ops.add(math_ops.multiply(rnd, stddev), mean)
+    with _ops.name_scope(name, default_name, _tensors(shape, mean, stddev)) as scope:
         shape_t = _shape_tensor(shape)
         mean_t = _ops.convert_to_tensor(mean, dtype=dtype, name="mean")
         stddev_t = _ops.convert_to_tensor(stddev, dtype=dtype, name="stddev")
-        rnd = _standard_sample("TruncatedNormal", shape_t, dtype, seed)
+        rnd = _standard_sample(op_type, shape_t, dtype, seed)
         return math_ops.add(math_ops.multiply(rnd, stddev_t), mean_t, name=scope)
 
 
@@ -122,6 +129,10 @@ def random_uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, n
         if dtype.is_integer:
             raise ValueError(f"Must specify maxval for integer dtype {dtype.name}")
         maxval = 1
+    if not dtype.is_integer and type(minval) in (int, float) and type(maxval) in (int, float) \
+            and minval == 0 and maxval == 1 and _ops.get_default_graph().executes_eagerly:
+        # U[0, 1) itself: ``* (1 - 0) + 0`` would give back its bits (an eager call, 3x less).
+        return _standard_sample("RandomUniform", _shape_tensor(shape), dtype, seed)
     with _ops.name_scope(name, "random_uniform", _tensors(shape, minval, maxval)) as scope:
         shape_t = _shape_tensor(shape)
         lo = _ops.convert_to_tensor(minval, dtype=dtype, name="min")

@@ -264,3 +264,26 @@ def test_random_crop_is_a_block_of_the_input():
     assert len(corners) > 10  # offsets vary over the 5 x 8 possible corners
     with pytest.raises(ValueError):
         tf.random_crop(tf.constant(x), [7, 3])
+
+
+def test_eager_draws_are_the_graphs_draws_from_the_same_seeds():
+    """Executing eagerly, ``random_uniform`` over [0, 1) is its sample alone (the graph's
+    ``* 1 + 0`` gives back its bits): the same numbers as the graph's ops, every dtype."""
+    from dflab.eager import EagerContext
+
+    def draws():
+        tf.set_random_seed(7)
+        return [tf.random_uniform([3, 4], seed=3), tf.random_normal([2], seed=5),
+                tf.random_uniform([2, 2], dtype=tf.float16, seed=1),
+                tf.random_uniform([2], minval=2.0, maxval=3.0, dtype=tf.float64, seed=2),
+                tf.random_uniform([4], maxval=9, dtype=tf.int32, seed=4)]
+
+    with tf.Graph().as_default(), tf.Session() as sess:
+        in_graph = sess.run(draws())
+    context = EagerContext()
+    with context.as_default():
+        eager = [t.numpy() for t in draws()]
+    context.close()
+    for g, e in zip(in_graph, eager):
+        assert g.dtype == e.dtype and g.tobytes() == e.tobytes()
+    assert 0 <= eager[0].min() and eager[0].max() < 1 and 2 <= eager[3].min() < 3
