@@ -32,6 +32,7 @@ from dflab.framework.constant_op import (
     constant_value_as_shape,
     index_constant,
 )
+from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape, as_shape
 from dflab.ops.op_util import check_same_dtype, scalar_int, unary_infer
@@ -73,7 +74,9 @@ def _as_int_tensor(v, dtype=_dt.int32):
 
     Lists that mix Python ints and scalar tensors are packed with ``stack``.
     """
-    if type(v) is list or type(v) is tuple:  # Python ints, first: ``reshape(x, [-1])``
+    if type(v) is int:  # Python ints, first: an axis, ``reshape(x, [-1])``
+        return index_constant(v, dtype)
+    if type(v) is list or type(v) is tuple:
         for e in v:
             if type(e) is not int:
                 break
@@ -782,6 +785,10 @@ def concat(values, axis, name="concat"):
         if a is not None and t.shape.ndims is not None:
             _normalize_axis(int(np.ravel(a)[0]), t.shape.ndims, "concat axis")
         return identity(t, name=name)
+    if type(axis) is int and all(type(v) is EagerTensor for v in values):
+        # Eager tensors (of one dtype, or the kernel's build says otherwise): nothing to read.
+        return _apply("ConcatV2", [*values, index_constant(axis)],
+                      _ops.frozen_attrs(N=len(values)), name)
     values = [v._as_tensor() if hasattr(v, "_as_tensor") else v for v in values]
     first = next((v for v in values if isinstance(v, _ops.Tensor)), None)
     dtype = first.dtype.base_dtype if first is not None else None

@@ -483,7 +483,8 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     if isinstance(num_or_size_splits, (numbers.Integral, Dimension)) and not isinstance(
             num_or_size_splits, bool):
         n = int(num_or_size_splits)
-        return _ops.apply_op("Split", [axis_t, value], {"num_split": n}, name).outputs
+        return _ops.apply_op("Split", [axis_t, value], _ops.frozen_attrs(num_split=n),
+                             name).outputs
     sizes = _as_int_tensor(num_or_size_splits)
     if num is None:
         dims = sizes.shape.as_tuple()
