@@ -248,7 +248,9 @@ def _pack(node, ctx):
     xp = ctx.xp
 
     def pack(*xs):  # each input given its new axis by a reshape (a view), then joined:
-        shape = xs[0].shape  # ``xp.stack``'s work without its Python layers
+        if xp is not np:  # ``xp.stack``'s work without its Python layers
+            xs = [xp.asarray(x) for x in xs]  # (a host scalar among them: on the device)
+        shape = xs[0].shape
         for x in xs:
             if x.shape != shape:
                 raise _bad(node, f"Shapes of all inputs must match: "
