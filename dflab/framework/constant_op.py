@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 
 import numpy as np
 
@@ -91,7 +92,19 @@ def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarra
         else:
             raise TypeError(f"Expected Tensor's shape: {tuple(shape)}, got {arr.shape}.")
     arr.flags.writeable = False
+    _CONSTANT_VALUES[id(arr)] = arr
     return arr
+
+
+# The arrays ``make_ndarray`` made, while they live: a constant's value is never written (a
+# variable given one copies it first), so a kernel may remember what it read from one.
+_CONSTANT_VALUES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def is_constant_value(array) -> bool:
+    """Whether ``array`` is a constant's value (made by ``make_ndarray``), which nothing
+    writes: what a kernel reads from it holds for as long as the array lives."""
+    return _CONSTANT_VALUES.get(id(array)) is array
 
 
 def constant(value, dtype=None, shape=None, name="Const", verify_shape=False) -> ops.Tensor:

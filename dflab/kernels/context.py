@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dflab.framework.constant_op import is_constant_value
 from dflab.kernels.intra_op import SERIAL, IntraOpPool
 
 
@@ -63,19 +64,19 @@ def host(value, dtype=None) -> np.ndarray:
 
 def host_ints(value) -> tuple:
     """A kernel's small host-side integer argument (a shape, axes, a slice's vector) as a tuple
-    of Python ints, flattened. Such arguments are most often a constant's frozen array, the
-    same object at every call: one that is read-only and owns its (few) elements is remembered
-    by identity, since reading it again costs a small op as much as the op itself (a 2x2
+    of Python ints, flattened. Such arguments are most often a constant's value, the same
+    array at every call, which nothing writes (``is_constant_value``): it is remembered by
+    identity, since reading it again costs a small op as much as the op itself (a 2x2
     reshape: 1.3 us, of which reading its shape is 0.6). The memo holds the array, so its id
-    cannot be reused while remembered, and its reference keeps an in-place update (which
-    counts references first) from writing into it."""
+    cannot be reused while remembered. Any other array (fed, computed, a variable's, which an
+    update may write in place) is read at every call."""
     known = _KNOWN_INTS.get(id(value))
     if known is not None and known[0] is value:
         return known[1]
     values = np.asarray(host(value)).ravel()
     ints = tuple(values.tolist() if values.dtype.kind in "iu" else [int(e) for e in values])
     if type(value) is np.ndarray and value.size <= _KNOWN_MAX_SIZE and \
-            not value.flags.writeable and value.flags.owndata:
+            is_constant_value(value):
         if len(_KNOWN_INTS) >= _KNOWN_MAX:
             _KNOWN_INTS.clear()
         _KNOWN_INTS[id(value)] = (value, ints)

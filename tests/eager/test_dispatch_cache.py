@@ -426,6 +426,21 @@ def test_a_reshape_follows_a_shape_that_changes_between_runs():
             sess.run(y, {shape: [2, 2]})
 
 
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_a_reshape_follows_a_shape_variable_updated_in_place(use_resource):
+    """A variable's buffer may be written in place (a scatter): a kernel reading a shape from
+    it reads it again at every run."""
+    with tf.Graph().as_default(), tf.Session() as sess:
+        x = tf.constant(np.arange(6.0))
+        v = tf.Variable([2, 3], use_resource=use_resource)
+        y = tf.reshape(x, v)
+        swap = tf.scatter_update(v, [0, 1], [3, 2])
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(y).shape == (2, 3)
+        sess.run(swap)
+        assert sess.run(y).shape == (3, 2)
+
+
 def test_literals_are_cached_by_value_type_and_dtype(ctx):
     """Numbers and short lists of ints (shapes, axes, paddings) become cached constants;
     their dtype, sign and refusals are those of a fresh constant, hit or miss."""

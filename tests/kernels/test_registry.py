@@ -93,23 +93,23 @@ def test_quiet_silences_inside_and_restores_the_callers_error_state():
         assert np.geterr()["invalid"] == "raise"  # restored on the way out of an error too
 
 
-def test_host_ints_remember_frozen_arrays_and_reread_writable_ones():
+def test_host_ints_remember_constants_and_reread_every_other_array():
     import numpy as np
 
+    from dflab.framework.constant_op import make_ndarray
     from dflab.kernels import context
 
-    frozen = np.array([2, -1], np.int32)
-    frozen.flags.writeable = False
-    assert context.host_ints(frozen) == (2, -1)
-    assert context._KNOWN_INTS[id(frozen)][0] is frozen  # remembered, and held
-    writable = np.array([3, 4], np.int64)
-    assert context.host_ints(writable) == (3, 4)
-    writable[0] = 5
-    assert context.host_ints(writable) == (5, 4) and id(writable) not in context._KNOWN_INTS
-    base = np.array([1, 2, 3], np.int32)
-    view = base[:2]
-    view.flags.writeable = False  # a read-only view of memory someone else may write
-    assert context.host_ints(view) == (1, 2)
-    base[0] = 9
-    assert context.host_ints(view) == (9, 2)
+    constant = make_ndarray([2, -1], np.int32)
+    assert context.host_ints(constant) == (2, -1)
+    assert context._KNOWN_INTS[id(constant)][0] is constant  # remembered, and held
+    held = np.array([3, 4], np.int64)  # frozen as a variable's value is, and written in place
+    held.flags.writeable = False  # by an update that unfreezes it
+    assert context.host_ints(held) == (3, 4)
+    held.flags.writeable = True
+    held[0] = 5
+    assert context.host_ints(held) == (5, 4) and id(held) not in context._KNOWN_INTS
+    fed = np.array([1, 2, 3], np.int32)
+    assert context.host_ints(fed[:2]) == (1, 2)
+    fed[0] = 9
+    assert context.host_ints(fed[:2]) == (9, 2)
     assert context.host_ints(np.array([[1.0, 2.0]])) == (1, 2) and context.host_ints(7) == (7,)
