@@ -287,9 +287,7 @@ class EagerContext(Graph):
         if t is None:
             from dflab.framework.constant_op import eager_constant
 
-            t = eager_constant(self, value, dtype)
-            if len(self._scalars) < 4096:
-                self._scalars[key] = t
+            t = self.cached_constant(key, lambda: eager_constant(self, value, dtype))
         return t
 
     def cached_constant(self, key, make):

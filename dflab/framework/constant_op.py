@@ -38,7 +38,12 @@ def _python_ints(value) -> bool:
     """Whether ``value`` is a Python int or a non-empty list or tuple of Python ints."""
     if type(value) is int:
         return True
-    return type(value) in (list, tuple) and bool(value) and all(type(v) is int for v in value)
+    if type(value) not in (list, tuple) or not value:
+        return False
+    for v in value:  # (a loop: ``all`` over a generator costs a short list twice as much)
+        if type(v) is not int:
+            return False
+    return True
 
 
 def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarray:
@@ -139,19 +144,12 @@ def _literal_key(value):
         return value
     if not ((t is list or t is tuple) and 0 < len(value) <= 8):
         return None
-    if _ints(value):
+    if _python_ints(value):
         return tuple(value)
     for row in value:
-        if not ((type(row) is list or type(row) is tuple) and 0 < len(row) <= 8 and _ints(row)):
+        if type(row) is int or not _python_ints(row) or len(row) > 8:
             return None
     return tuple(map(tuple, value))
-
-
-def _ints(values) -> bool:
-    for v in values:
-        if type(v) is not int:
-            return False
-    return True
 
 
 def index_constant(value, dtype=_dt.int32) -> ops.Tensor:

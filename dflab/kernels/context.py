@@ -76,13 +76,13 @@ def host_ints(value) -> tuple:
     values = np.asarray(host(value)).ravel()
     ints = tuple(values.tolist() if values.dtype.kind in "iu" else [int(e) for e in values])
     if type(value) is np.ndarray and value.size <= _KNOWN_MAX_SIZE and \
-            is_constant_value(value):
+            not value.flags.writeable and is_constant_value(value):  # (frozen: the cheap test)
         if len(_KNOWN_INTS) >= _KNOWN_MAX:
             _KNOWN_INTS.clear()
         _KNOWN_INTS[id(value)] = (value, ints)
     return ints
 
 
-_KNOWN_INTS: dict = {}  # id of a frozen host array -> (the array, its ints)
+_KNOWN_INTS: dict = {}  # id of a constant's value -> (the array, its ints)
 _KNOWN_MAX = 4096
 _KNOWN_MAX_SIZE = 64

@@ -207,7 +207,7 @@ def _sparse_xent(node, ctx):
             raise errors.InvalidArgumentError(
                 None, node, f"logits and labels must have the same first dimensions, got "
                 f"logits shape {list(logits.shape)} and labels shape {list(labels.shape)}")
-        if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= k):
+        if _any_outside(xp, labels, k):
             v = labels[(labels < 0) | (labels >= k)].ravel()[0]
             labels = labels.tolist() if labels.ndim else [labels.item()]  # host list
             raise errors.InvalidArgumentError(
@@ -224,6 +224,14 @@ def _sparse_xent(node, ctx):
         return -picked, backprop
 
     return sparse_xent
+
+
+def _any_outside(xp, labels, k) -> bool:
+    """Whether a label lies outside [0, k): on the host by the labels' extremes (two passes,
+    not four); on a device by one mask, whose test is the one trip to the host."""
+    if xp is np:
+        return bool(labels.size) and (int(labels.min()) < 0 or int(labels.max()) >= k)
+    return bool(((labels < 0) | (labels >= k)).any())
 
 
 def _host_sparse_xent(logits, labels, pool: intra_op.IntraOpPool):
