@@ -290,6 +290,18 @@ class EagerContext(Graph):
             t = self.cached_constant(key, lambda: eager_constant(self, value, dtype))
         return t
 
+    def literal(self, value, dtype):
+        """A new eager tensor of the literal ``value`` (``scalar``'s keys) sharing the cached
+        tensor's read-only array: what ``tf.constant`` hands a user. Tapes and ``id``-keyed
+        maps tell tensors apart by identity, so a tensor a user may watch is never one a
+        builder also passes inside ops (``tf.constant(3.0)`` twice are two tensors, as in TF)."""
+        return self.fresh(self.scalar(value, dtype))
+
+    @staticmethod
+    def fresh(t):
+        """A new eager tensor holding cached tensor ``t``'s value (see ``literal``)."""
+        return EagerTensor(t._value, t._dtype, t._device_obj)
+
     def cached_constant(self, key, make):
         """The context's tensor for ``key`` (a tuple whose first item names what it is, apart
         from ``scalar``'s keys), made by ``make()`` the first time: constants a builder would

@@ -118,7 +118,7 @@ def constant(value, dtype=None, shape=None, name="Const", verify_shape=False) ->
         if shape is None and (dtype is None or type(dtype) is _dt.DType):
             key = _literal_key(value)
             if key is not None:
-                return g.scalar(key, dtype)
+                return g.literal(key, dtype)
         return eager_constant(g, value, dtype, shape, verify_shape)
     arr = make_ndarray(value, dtype, shape, verify_shape)
     dt = _dt.as_dtype(dtype).base_dtype if dtype is not None else _dt.as_dtype(arr.dtype)

@@ -583,8 +583,10 @@ def _filled(shape, value: int, dtype, name, default_name: str):
         g = _ops.get_default_graph()
         if g.executes_eagerly and 0 <= math.prod(shape) < _SMALL_CONSTANT and min(shape,
                                                                                   default=0) >= 0:
-            return g.cached_constant(("filled", tuple(shape), value, dtype), lambda: constant(
-                np.full(shape, value, dtype=dtype._np), dtype=dtype))
+            return g.fresh(g.cached_constant(("filled", tuple(shape), value, dtype),
+                                             lambda: constant(np.full(shape, value,
+                                                                      dtype=dtype._np),
+                                                              dtype=dtype)))
     scalar = np.full((), value, dtype=dtype._np)
     dims = None if _has_tensor(shape) else as_shape(shape).as_list()
     if dims is not None and math.prod(dims) < _SMALL_CONSTANT:

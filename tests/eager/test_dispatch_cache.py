@@ -459,8 +459,45 @@ def test_literals_are_cached_by_value_type_and_dtype(ctx):
             tf.constant([2**40], dtype=tf.int32)
         with pytest.raises(ValueError):
             tf.constant([[1, 2], [3]])  # ragged
-    assert tf.constant([1, 2]) is tf.constant((1, 2))  # one cached tensor per value
-    assert tf.convert_to_tensor(3) is tf.constant(3)
+    a, b = tf.constant([1, 2]), tf.constant((1, 2))
+    assert a._value is b._value  # one cached array per value ...
+    assert a is not b  # ... in a new tensor for every call, as TF's
+
+
+_LITERAL_MAKERS = {
+    "constant": lambda: tf.constant(3.0),
+    "constant of ints": lambda: tf.constant([1, 2]),
+    "convert_to_tensor": lambda: tf.convert_to_tensor(3.0),
+    "zeros": lambda: tf.zeros([2]),
+    "ones": lambda: tf.ones([2, 2]),
+    "cast of a number": lambda: tf.cast(3.0, tf.float32),
+    "identity of a number": lambda: tf.identity(3.0),
+    "fill": lambda: tf.fill([2], 3.0),
+}
+
+
+@pytest.mark.parametrize("make", _LITERAL_MAKERS.values(), ids=list(_LITERAL_MAKERS))
+def test_every_literal_a_user_gets_is_a_tensor_of_its_own(ctx, make):
+    """A tape watches tensors by identity: had two calls returned one cached tensor, watching
+    one would watch the other, and every op reading that literal anywhere would join the
+    gradient."""
+    assert make() is not make()
+
+
+def test_watching_a_constant_leaves_an_equal_constant_unwatched(ctx):
+    """TF: d(x * y)/dx with y an equal, unwatched constant is y; the same for a number that a
+    builder converts, and for ``tf.zeros`` of the watched tensor's shape."""
+    x, y = tf.constant(3.0), tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        by_constant = x * y
+        by_number = x * 3.0
+        z = tf.zeros([2])
+        tape.watch(z)
+        by_zeros = tf.reduce_sum((z + 1.0) * (tf.zeros([2]) + 2.0))
+    assert tape.gradient(by_constant, x).numpy() == 3.0
+    assert tape.gradient(by_number, x).numpy() == 3.0
+    assert tape.gradient(by_zeros, z).numpy().tolist() == [2.0, 2.0]
 
 
 def test_eager_name_scopes_check_names_and_nest_as_in_graphs(ctx):
