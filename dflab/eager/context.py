@@ -331,7 +331,8 @@ class EagerContext(Graph):
                 tensors.append(None)
                 missing = True
         if missing:
-            if dtype is None:
+            given = dtype is not None
+            if not given:
                 for t in tensors:  # the first tensor's dtype is the one numbers take
                     if t is not None:
                         dtype = t.dtype.base_dtype
@@ -339,10 +340,11 @@ class EagerContext(Graph):
             for i, v in enumerate(inputs):
                 if tensors[i] is None:
                     if dtype is not None and type(v) in (int, float, bool) and \
-                            not (type(v) is float and dtype.is_integer):
+                            not (type(v) is float and (dtype.is_integer or dtype.is_bool)):
                         tensors[i] = self.scalar(v, dtype)
                     else:
-                        tensors[i] = _ops.convert_to_tensor(v, dtype=dtype)
+                        tensors[i] = _ops.convert_to_tensor(
+                            v, dtype=dtype if given else _ops.sibling_dtype(v, dtype))
         return tensors
 
     def apply_op(self, op_type, inputs, attrs=None, name=None, dtype=None):

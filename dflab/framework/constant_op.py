@@ -75,7 +75,10 @@ def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarra
         if src.dtype.kind in "US":
             raise TypeError(f"Expected {dt.name}, got {value!r} of type 'str' instead.")
         if dt.is_integer or dt.is_bool:
-            if src.dtype.kind == "f" and src.size and not np.all(np.mod(src, 1) == 0):
+            # (floor and isfinite, not ``mod``: inf and NaN are no integers, and must not
+            # raise a FloatingPointError under the caller's ``np.errstate``)
+            if src.dtype.kind == "f" and src.size and not (
+                    np.isfinite(src).all() and (np.floor(src) == src).all()):
                 raise TypeError(f"Expected {dt.name}, got {value!r} of type "
                                 f"'{type(value).__name__}' instead.")
         if dt.is_integer and src.dtype.kind in "iu" and src.size:

@@ -479,6 +479,32 @@ def apply_unary(op_type: str, x, name: str | None = None,
     return _build_op(default, op_type, [x], attrs, name, None).outputs[0]
 
 
+def sibling_dtype(value, dtype):
+    """The dtype a builder's non-tensor input ``value`` takes from its first tensor input's
+    ``dtype`` (``x + [1, 2]`` in ``x``'s dtype): None (its own) for a floating-point number,
+    array or list beside an integer or bool tensor. That tensor is most often an index (the
+    shape of ``reshape(values, [2, 2])``, the multiples of ``tile``), which in TF has a type
+    attribute of its own; had ``values`` become int32, ``np.ones(4, np.float32)`` would have
+    been reshaped into int32 ones. Where the op does want one dtype (``int_tensor + 1.5``),
+    its type check refuses the pair as TF's does: a graph's ``TypeError``, an eager op's
+    ``InvalidArgumentError``. (TF casts a NumPy array to a shared type attribute; dflab,
+    which knows no type attributes, refuses it.)"""
+    if dtype is None or not (dtype.is_integer or dtype.is_bool):
+        return dtype
+    if type(value) is float or type(value) is complex:
+        return None
+    if isinstance(value, (np.ndarray, np.generic)):
+        kind = value.dtype.kind
+    elif isinstance(value, (list, tuple)):
+        try:
+            kind = np.asarray(value).dtype.kind
+        except (TypeError, ValueError):  # ragged or odd: the conversion says what is wrong
+            return dtype
+    else:
+        return dtype
+    return None if kind in "fc" else dtype
+
+
 def _build_op(default: Graph, op_type, inputs, attrs, name, dtype) -> Operation:
     inputs = list(inputs)
     g = _graph_from_values([v._as_tensor() if hasattr(v, "_as_tensor") else v
@@ -488,6 +514,9 @@ def _build_op(default: Graph, op_type, inputs, attrs, name, dtype) -> Operation:
         converted = [convert_to_tensor(v) if _holds_tensor(v) else None for v in inputs]
         if dtype is None:
             dtype = next((t.dtype.base_dtype for t in converted if t is not None), None)
-        converted = [t if t is not None else convert_to_tensor(v, dtype=dtype)
-                     for t, v in zip(converted, inputs)]
+            converted = [t if t is not None else convert_to_tensor(v, dtype=sibling_dtype(v, dtype))
+                         for t, v in zip(converted, inputs)]
+        else:
+            converted = [t if t is not None else convert_to_tensor(v, dtype=dtype)
+                         for t, v in zip(converted, inputs)]
         return g._create_op(op_type, converted, attrs or {}, name, site=_user_site())

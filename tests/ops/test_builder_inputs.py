@@ -1,0 +1,93 @@
+"""A builder's data argument given as a NumPy array or a list keeps its own dtype beside the
+op's index arguments (a shape, multiples, axes, begin/size, ids), in graphs and eagerly; a
+value beside a tensor of its own kind still takes that tensor's dtype (``x + [1, 2]``).
+
+TF converts each input by its own type attribute: ``Reshape``'s ``T`` and ``Tshape`` differ,
+``AddV2``'s ``x`` and ``y`` share one. dflab's builders had converted the data argument to the
+index's int32: a float array of integral values came back as int32, and any other float
+array was refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+
+F = np.array([[1.5, 2.5], [3.5, 4.5]], np.float32)
+ONES = np.ones((2, 2), np.float32)  # integral values: were silently made int32
+
+# (name, builder of the value, NumPy of the float32 array)
+CASES = [
+    ("reshape", lambda v: tf.reshape(v, [4]), lambda a: a.reshape(4)),
+    ("tile", lambda v: tf.tile(v, [1, 2]), lambda a: np.tile(a, [1, 2])),
+    ("expand_dims", lambda v: tf.expand_dims(v, 0), lambda a: a[None]),
+    ("reverse", lambda v: tf.reverse(v, [0]), lambda a: a[::-1]),
+    ("broadcast_to", lambda v: tf.broadcast_to(v, [2, 2, 2]),
+     lambda a: np.broadcast_to(a, (2, 2, 2))),
+    ("slice", lambda v: tf.slice(v, [0, 0], [1, 2]), lambda a: a[:1]),
+    ("strided_slice", lambda v: tf.strided_slice(v, [1], [2]), lambda a: a[1:2]),
+    ("segment_sum", lambda v: tf.segment_sum(v, [0, 0]), lambda a: a.sum(0, keepdims=True)),
+    ("scatter_nd", lambda v: tf.scatter_nd([[0], [2]], v, [3, 2]),
+     lambda a: np.stack([a[0], np.zeros(2, np.float32), a[1]])),
+    ("top_k", lambda v: tf.nn.top_k(v, 1)[0], lambda a: a.max(1, keepdims=True)),
+    ("space_to_batch_nd", lambda v: tf.space_to_batch_nd(tf.reshape(v, [1, 2, 2, 1]), [1, 1],
+                                                         [[0, 0], [0, 0]]),
+     lambda a: a.reshape(1, 2, 2, 1)),
+    ("pad", lambda v: tf.pad(v, [[1, 0], [0, 0]]), lambda a: np.pad(a, [[1, 0], [0, 0]])),
+    ("transpose", lambda v: tf.transpose(v, [1, 0]), lambda a: a.T),
+    ("gather", lambda v: tf.gather(v, [1]), lambda a: a[[1]]),
+]
+
+
+def _run(build, value, eager):
+    if eager:
+        with eager_mode():
+            return build(value).numpy()
+    with tf.Graph().as_default(), tf.Session() as sess:
+        return sess.run(build(value))
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["graph", "eager"])
+@pytest.mark.parametrize("form", ["ndarray", "integral ndarray", "list"])
+@pytest.mark.parametrize("name,build,numpy_fn", CASES, ids=[c[0] for c in CASES])
+def test_a_data_argument_keeps_its_dtype_beside_index_arguments(name, build, numpy_fn, form,
+                                                                 eager):
+    array = ONES if form == "integral ndarray" else F
+    value = array.tolist() if form == "list" else array
+    got = _run(build, value, eager)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, numpy_fn(array))
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["graph", "eager"])
+def test_values_beside_a_tensor_of_their_kind_still_take_its_dtype(eager):
+    def build():
+        x32 = tf.constant([1.0, 2.0], tf.float32)
+        i64 = tf.constant([1, 2], tf.int64)
+        return x32 + [1, 2], x32 + np.array([0.5, 0.25]), i64 + [3, 4], x32 * 2
+
+    if eager:
+        with eager_mode():
+            got = [t.numpy() for t in build()]
+    else:
+        with tf.Graph().as_default(), tf.Session() as sess:
+            got = sess.run(build())
+    assert [g.dtype for g in got] == [np.float32, np.float32, np.int64, np.float32]
+    assert got[0].tolist() == [2.0, 4.0] and got[1].tolist() == [1.5, 2.25]
+
+
+@pytest.mark.parametrize("value", [[1.5, 2.5], [1.0, 2.0], 1.5, 2.0],
+                         ids=["list", "integral list", "number", "integral number"])
+def test_floats_added_to_ints_are_refused_as_tf_refuses_them(value):
+    """``AddV2``'s inputs share a type: TF 2.21 refuses floats added to an int32 tensor, a
+    graph with ``TypeError`` naming the op's inputs, an eager op with
+    ``InvalidArgumentError`` (integral floats too: 2.0 is not made an int)."""
+    with tf.Graph().as_default():
+        with pytest.raises(TypeError, match="Input 'y' of 'AddV2' Op has type float32 that "
+                                            "does not match type int32"):
+            tf.constant([1, 2]) + value
+    with eager_mode():
+        with pytest.raises(tf.errors.InvalidArgumentError, match="AddV2"):
+            tf.constant([1, 2]) + value
