@@ -43,6 +43,7 @@ from dflab.framework.graph import Graph, _NameScope, _user_site
 from dflab.framework.graph_io import NodeDef
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
+from dflab.kernels.fp_errors import NO_FP_ERRORS, ignore_fp_errors, restore_fp_errors
 from dflab.kernels.registry import get_kernel_def, has_kernel, is_host_only
 from dflab.runtime.config import ConfigProto
 from dflab.runtime.devices import spec_matches
@@ -122,10 +123,11 @@ class _EagerStep:
 class _Entry:
     """A cached kernel: the bound function, its outputs' dtypes and the device it runs on."""
 
-    __slots__ = ("fn", "out_dtypes", "n_out", "dtype", "device", "node_def")
+    __slots__ = ("fn", "out_dtypes", "n_out", "dtype", "device", "node_def", "quiet")
 
-    def __init__(self, fn, out_dtypes, device, node_def):
+    def __init__(self, fn, out_dtypes, device, node_def, quiet=False):
         self.fn = fn
+        self.quiet = quiet  # run with NumPy's floating-point errors ignored
         self.out_dtypes = out_dtypes
         self.n_out = len(out_dtypes)
         self.dtype = out_dtypes[0] if out_dtypes else None
@@ -387,6 +389,7 @@ class EagerContext(Graph):
         if entry.n_out != 1 or self._spaces or self.op_listeners:
             return self._run(entry, op_type, tensors, attrs, name)[0]
         # _run for one output on one memory space, unobserved: the common case, inlined.
+        token = ignore_fp_errors() if entry.quiet else None
         try:
             if len(tensors) == 2:
                 out = entry.fn(tensors[0]._value, tensors[1]._value)
@@ -396,6 +399,9 @@ class EagerContext(Graph):
                 out = entry.fn(*[t._value for t in tensors])
         except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
             raise _kernel_error(e, op_type, name, tensors, attrs, self, entry.device) from None
+        finally:
+            if token is not None:
+                restore_fp_errors(token)
         return EagerTensor(out, entry.out_dtypes[0], entry.device)
 
     def _run_plain(self, op_type, inputs, attrs, name):
@@ -417,11 +423,15 @@ class EagerContext(Graph):
                 return None
         except AttributeError:  # this thread's first op here: no scope yet
             pass
+        token = ignore_fp_errors() if entry.quiet else None
         try:
             out = entry.fn(*[t._value for t in inputs])
         except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
             raise _kernel_error(e, op_type, name, list(inputs), attrs, self,
                                 entry.device) from None
+        finally:
+            if token is not None:
+                restore_fp_errors(token)
         out = EagerTensor(out, entry.dtype, entry.device)
         if _TAPES:
             _record(EagerOp(op_type, name or op_type, tuple(inputs), attrs, self,
@@ -462,11 +472,15 @@ class EagerContext(Graph):
                     scoped = None
                 if scoped:  # inside a ``tf.device`` scope the kernel may be another device's
                     return self.apply_op_output(op_type, [x, y], attrs, name)
+                token = ignore_fp_errors() if entry.quiet else None
                 try:
                     out = entry.fn(x._value, y._value)
                 except Exception as e:  # noqa: BLE001 - every kernel failure is a TF error
                     raise _kernel_error(e, op_type, name, [x, y], attrs, self,
                                         entry.device) from None
+                finally:
+                    if token is not None:
+                        restore_fp_errors(token)
                 out = EagerTensor(out, entry.dtype, entry.device)
                 if _TAPES:
                     _record(EagerOp(op_type, name or op_type, (x, y), attrs, self,
@@ -489,11 +503,15 @@ class EagerContext(Graph):
                     scoped = None
                 if scoped:  # inside a ``tf.device`` scope the kernel may be another device's
                     return self.apply_op_output(op_type, [x], attrs, name)
+                token = ignore_fp_errors() if entry.quiet else None
                 try:
                     out = entry.fn(x._value)
                 except Exception as e:  # noqa: BLE001 - every kernel failure is a TF error
                     raise _kernel_error(e, op_type, name, [x], attrs, self,
                                         entry.device) from None
+                finally:
+                    if token is not None:
+                        restore_fp_errors(token)
                 out = EagerTensor(out, entry.dtype, entry.device)
                 if _TAPES:
                     _record(EagerOp(op_type, name or op_type, (x,), attrs, self,
@@ -550,10 +568,14 @@ class EagerContext(Graph):
             args = [t._value for t in tensors]
         listeners = self.op_listeners
         start = time.perf_counter() if listeners else 0.0
+        token = ignore_fp_errors() if entry.quiet else None
         try:
             out = entry.fn(*args)
         except Exception as e:  # noqa: BLE001 - every kernel failure becomes a TF error
             raise _kernel_error(e, op_type, name, tensors, attrs, self, device) from None
+        finally:
+            if token is not None:
+                restore_fp_errors(token)
         if listeners:
             end = time.perf_counter()
             for fn in listeners:
@@ -591,12 +613,16 @@ class EagerContext(Graph):
         except errors.OpError as e:
             op.creation_site = _user_site()
             raise type(e)(None, op, e.message) from None
+        # Silent at inf and NaN, as the executor runs it: the paths that call ``entry.fn``
+        # ignore floating-point errors around it (``fp_errors``) where ``entry.quiet``.
+        quiet = op_type not in NO_FP_ERRORS and not getattr(fn, "quiet_fp", False) and \
+            _computes_in_floats(tensors, out_dtypes)
         fn = device.bind_kernel(kd, node_def, fn)
         if kd.is_async:
             fn = _blocking(fn)
         elif kd.takes_step:
             fn = _with_step(fn)
-        entry = _Entry(fn, out_dtypes, device, node_def)
+        entry = _Entry(fn, out_dtypes, device, node_def, quiet)
         if op_type in _UNCACHED:
             entry.node_def = node_def
         return entry
@@ -680,6 +706,13 @@ def _forget_variable(device, name) -> None:
         device.resources.destroy_variable(name)
     except Exception:  # noqa: BLE001 - at interpreter exit the device may be gone
         pass
+
+
+def _computes_in_floats(tensors, out_dtypes) -> bool:
+    """Whether a kernel reads or makes floating-point (or complex) values: the ones NumPy may
+    warn about (an overflow, inf - inf, NaN cast to an int)."""
+    return any(dt.is_floating or dt.is_complex for dt in out_dtypes) or any(
+        t.dtype.is_floating or t.dtype.is_complex for t in tensors)
 
 
 def _blocking(fn):

@@ -55,6 +55,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dflab.kernels.fp_errors import ignore_fp_errors
+
 # Below this many multiply-adds a split costs more than it saves where handing a chunk to
 # another thread and waiting for it costs ``REFERENCE_HANDOFF_S``; a pool that measures its
 # splits costing more wants the work its extra cost would have done (``IntraOpPool.min_work``).
@@ -98,6 +100,7 @@ class _Worker:
         self.thread.start()
 
     def _loop(self) -> None:
+        ignore_fp_errors()  # for good: this thread runs parts of kernels only
         while True:
             self._go.acquire()
             if self._task is None:  # ``stop``: the pool closed

@@ -43,6 +43,7 @@ import numpy as np
 from dflab.framework import errors
 from dflab.kernels import intra_op
 from dflab.kernels.context import HOST
+from dflab.kernels.fp_errors import quiet  # noqa: F401 - kernels import it from here
 
 # Where a kernel's host-memory inputs or outputs are: positions (negative ones count from the
 # end: ConcatV2's axis is its last input), or a function of the node def giving them.
@@ -163,7 +164,12 @@ def _xp_factory(xp_fn: str | Callable, quiet_fp: bool, elementwise: bool) -> Cal
             fn = functools.partial(xp_fn, namespace)
         if quiet_fp:
             fn = quiet(fn)
-        return split_elementwise(fn, node_def, ctx) if elementwise else fn
+        if not elementwise:
+            return fn
+        split = split_elementwise(fn, node_def, ctx)
+        if quiet_fp and split is not fn:
+            split.quiet_fp = True  # each part runs the quiet fn
+        return split
 
     return factory
 
@@ -249,49 +255,6 @@ def get_kernel_def(node_def, device_type: str) -> KernelDef:
             f"{kernel_device_types(node_def.op)}"
         )
     return kd
-
-
-def quiet(fn: Callable) -> Callable:
-    """``fn`` with NumPy's floating-point warnings silenced: TF returns inf/NaN silently, so
-    kernels of ops that can legitimately produce them (division, log, sqrt…) use this."""
-    if _IGNORE_ALL is not None:
-        def quiet_fn(*args, **kwargs):  # (``out=`` from split_elementwise)
-            token = _set_fp_errors(_IGNORE_ALL)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _reset_fp_errors(token)
-    elif _ERRSTATE_DECORATES:
-        quiet_fn = np.errstate(all="ignore")(fn)
-    else:
-
-        def quiet_fn(*args, **kwargs):
-            with np.errstate(all="ignore"):
-                return fn(*args, **kwargs)
-
-    quiet_fn.__name__ = getattr(fn, "__name__", "quiet")
-    return quiet_fn
-
-
-def _fp_error_state():
-    """NumPy 2's context variable of floating-point error handling and its value with every
-    error ignored (bufsize and error call as NumPy starts with), made once: what
-    ``np.errstate(all="ignore")`` sets, without building the value and its own object at
-    every call (0.2 against 0.5 us as a decorator, 1.2 us as a ``with`` block; a small op's
-    kernel costs about 1 us). ``None`` where NumPy keeps that state otherwise (NumPy 1)."""
-    try:  # NumPy's private names: any change there falls back to ``np.errstate``
-        from numpy._core.umath import _extobj_contextvar, _make_extobj
-
-        return _make_extobj(all="ignore"), _extobj_contextvar.set, _extobj_contextvar.reset
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return None, None, None
-
-
-_IGNORE_ALL, _set_fp_errors, _reset_fp_errors = _fp_error_state()
-
-# NumPy 2 keeps the error state in a context variable, and ``errstate`` used as a decorator
-# sets it per call (thread-safe); NumPy 1's decorator stores the state on the shared instance.
-_ERRSTATE_DECORATES = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 
 
 def registered_fn(op_type: str, ctx=HOST) -> Callable:

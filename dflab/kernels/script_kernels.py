@@ -63,6 +63,11 @@ def _check_all_text(arr: np.ndarray, index: int, node) -> None:
 
 _NOTHING = object()
 
+# NumPy's own floating-point error handling, for the user's function: the executor runs
+# kernels with every error ignored (TF's kernels are silent), which is no reason to hide what
+# the user's NumPy code does.
+_NUMPY_FP_DEFAULTS = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
+
 
 def _as_output(value, dtype, index: int, node):
     if dtype is _dt.string:  # any text or bytes, as bytes objects
@@ -89,7 +94,8 @@ def _py_func(node, ctx):
 
     def call(*inputs):
         try:
-            result = fn(*inputs)
+            with np.errstate(**_NUMPY_FP_DEFAULTS):  # the user's code, not a kernel: warned
+                result = fn(*inputs)
         except Exception as e:  # noqa: BLE001 - every failure of user code becomes an OpError
             cls = next((c for t, c in _ERROR_OF if isinstance(e, t)), errors.UnknownError)
             raise cls(None, node, f"{type(e).__name__}: {e}{_where_it_failed(e)}") from e

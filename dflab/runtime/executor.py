@@ -48,6 +48,7 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.kernels.control_flow_kernels import DEAD
+from dflab.kernels.fp_errors import ignore_fp_errors, restore_fp_errors
 from dflab.runtime.executor_plan import SCHEDULE_FILE, ExecutorPlan, on_stream
 from dflab.runtime.plan_node import (
     ENTER,
@@ -472,7 +473,11 @@ class Execution:
         if self.plan.nodes[item[0]].is_async:
             self._start_async(item)
         else:
-            self.ready.extend(self._propagate(item, self._run(item)))
+            token = ignore_fp_errors()
+            try:
+                self.ready.extend(self._propagate(item, self._run(item)))
+            finally:
+                restore_fp_errors(token)
         if self.error is not None:
             raise self.error
         return item[0]
@@ -550,7 +555,15 @@ class Execution:
     # --- driver 2: straight-line ----------------------------------------------------------
     def run_inline(self, stream=None) -> None:
         """Run an inline-capable plan to its end on this thread; with a ``stream``, each
-        expensive kernel holds it while it runs (as ``run_dataflow`` does)."""
+        expensive kernel holds it while it runs (as ``run_dataflow`` does). Kernels run with
+        NumPy's floating-point errors ignored (as every driver runs them: TF is silent)."""
+        token = ignore_fp_errors()
+        try:
+            self._run_inline(stream)
+        finally:
+            restore_fp_errors(token)
+
+    def _run_inline(self, stream) -> None:
         slots = self.slots
         self._stream = stream
         if self.observer is not None:
@@ -696,6 +709,7 @@ class Execution:
         cheap: list = []
         held = None
         later: list = []  # expensive nodes kept on this thread when not parallel
+        token = ignore_fp_errors()
         try:
             # A submitted node runs here as it is: it was already classified.
             pending = self._run_one(ready[0]) if direct else ready
@@ -726,6 +740,8 @@ class Execution:
                 pending = self._run_one(item)
         except BaseException as e:  # noqa: BLE001 - reported to the waiting caller
             self._fail(e)
+        finally:
+            restore_fp_errors(token)
 
     # --- results ------------------------------------------------------------------------------
     def fetch_values(self) -> list:

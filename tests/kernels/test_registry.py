@@ -63,36 +63,7 @@ def test_mirroring_skips_host_only_kernels_and_keeps_declarations(scratch_regist
     assert own.factory(None, None)(2) == -2
 
 
-# --- quiet kernels and small host arguments --------------------------------------------------
-def test_quiet_silences_inside_and_restores_the_callers_error_state():
-    import warnings
-
-    import numpy as np
-
-    def divide(x, y, out=None):
-        return np.true_divide(x, y, out=out)
-
-    quiet_divide = registry.quiet(divide)
-    x, zero = np.array([1.0, 0.0]), np.array([0.0, 0.0])
-    with np.errstate(all="raise"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            got = quiet_divide(x, zero)
-            into = np.empty(2)
-            quiet_divide(x, zero, out=into)  # ``out=``, as split_elementwise passes it
-        assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(into[1])
-        assert np.geterr()["divide"] == "raise"  # the caller's state, back
-        with pytest.raises(FloatingPointError):
-            divide(x, zero)
-
-        def fails(x):
-            raise KeyError("boom")
-
-        with pytest.raises(KeyError):
-            registry.quiet(fails)(x)
-        assert np.geterr()["invalid"] == "raise"  # restored on the way out of an error too
-
-
+# --- small host arguments --------------------------------------------------------------------
 def test_host_ints_remember_constants_and_reread_every_other_array():
     import numpy as np
 
