@@ -302,7 +302,7 @@ class EagerContext(Graph):
     @staticmethod
     def fresh(t):
         """A new eager tensor holding cached tensor ``t``'s value (see ``literal``)."""
-        return EagerTensor(t._value, t._dtype, t._device_obj)
+        return EagerTensor(t._value, t.dtype, t._device_obj)
 
     def cached_constant(self, key, make):
         """The context's tensor for ``key`` (a tuple whose first item names what it is, apart
@@ -342,7 +342,7 @@ class EagerContext(Graph):
             for i, v in enumerate(inputs):
                 if tensors[i] is None:
                     if dtype is not None and type(v) in (int, float, bool) and \
-                            not (type(v) is float and (dtype.is_integer or dtype.is_bool)):
+                            not (type(v) is float and dtype.is_integer):
                         tensors[i] = self.scalar(v, dtype)
                     else:
                         tensors[i] = _ops.convert_to_tensor(

@@ -78,12 +78,12 @@ def test_values_beside_a_tensor_of_their_kind_still_take_its_dtype(eager):
     assert got[0].tolist() == [2.0, 4.0] and got[1].tolist() == [1.5, 2.25]
 
 
-@pytest.mark.parametrize("value", [[1.5, 2.5], [1.0, 2.0], 1.5, 2.0],
-                         ids=["list", "integral list", "number", "integral number"])
-def test_floats_added_to_ints_are_refused_as_tf_refuses_them(value):
-    """``AddV2``'s inputs share a type: TF 2.21 refuses floats added to an int32 tensor, a
-    graph with ``TypeError`` naming the op's inputs, an eager op with
-    ``InvalidArgumentError`` (integral floats too: 2.0 is not made an int)."""
+@pytest.mark.parametrize("value", [[1.5, 2.5], [1.0, 2.0], np.array([1.5, 2.5], np.float32)],
+                         ids=["list", "integral list", "ndarray"])
+def test_float_arrays_added_to_ints_are_refused_as_tf_refuses_lists(value):
+    """``AddV2``'s inputs share a type: TF 2.21 refuses a list of floats added to an int32
+    tensor, a graph with ``TypeError`` naming the op's inputs, an eager op with
+    ``InvalidArgumentError`` (integral floats too: [1.0, 2.0] is not made ints)."""
     with tf.Graph().as_default():
         with pytest.raises(TypeError, match="Input 'y' of 'AddV2' Op has type float32 that "
                                             "does not match type int32"):
@@ -91,3 +91,10 @@ def test_floats_added_to_ints_are_refused_as_tf_refuses_them(value):
     with eager_mode():
         with pytest.raises(tf.errors.InvalidArgumentError, match="AddV2"):
             tf.constant([1, 2]) + value
+
+
+def test_a_fractional_number_added_to_ints_is_refused_at_conversion():
+    for mode in (tf.Graph().as_default, eager_mode):
+        with mode():
+            with pytest.raises(TypeError, match="Expected int32, got 1.5"):
+                tf.constant([1, 2]) + 1.5
