@@ -155,6 +155,19 @@ def _literal_key(value):
     return tuple(map(tuple, value))
 
 
+def builder_constant(value, dtype=None, name="Const") -> ops.Tensor:
+    """``constant(value, dtype, name=name)`` for a tensor a builder passes to its own op (a
+    shape, paddings, a fill value): executing eagerly, the context's cached tensor for a
+    literal (``EagerContext.scalar``), not the new one ``tf.constant`` hands a user
+    (``EagerContext.literal``): nobody holds it to watch it."""
+    g = ops.get_default_graph()
+    if g.executes_eagerly and (dtype is None or type(dtype) is _dt.DType):
+        key = _literal_key(value)
+        if key is not None:
+            return g.scalar(key, dtype)
+    return constant(value, dtype=dtype, name=name)
+
+
 def index_constant(value, dtype=_dt.int32) -> ops.Tensor:
     """``constant(value, dtype)`` for a shape, axes or a size a builder passes (an int, or a
     tuple of ints): executing eagerly, the context's cached tensor of that value

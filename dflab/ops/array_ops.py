@@ -27,6 +27,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import (
+    builder_constant,
     constant,
     constant_value,
     constant_value_as_shape,
@@ -98,7 +99,7 @@ def _as_int_tensor(v, dtype=_dt.int32):
         v = int(v)
     if type(v) is int:
         return index_constant(v, dtype)
-    return constant(v, dtype=dtype)
+    return builder_constant(v, dtype=dtype)  # (rows of ints: paddings, crops)
 
 
 def stack_ints(values):
@@ -562,7 +563,9 @@ def _fill_grad(op, grad):
 def fill(dims, value, name=None):
     """A tensor of shape ``dims`` filled with the scalar ``value``."""
     # The value keeps its own dtype (a Python float makes a float32 tensor), not the dims'.
-    value = value if isinstance(value, _ops.Tensor) else _ops.convert_to_tensor(value)
+    if not isinstance(value, _ops.Tensor):
+        value = builder_constant(value) if type(value) in (int, float, bool) else \
+            _ops.convert_to_tensor(value)
     return _apply("Fill", [_as_int_tensor(dims), value], None, name)
 
 

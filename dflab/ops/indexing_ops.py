@@ -14,7 +14,7 @@ import collections
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant, constant_value_as_shape
+from dflab.framework.constant_op import builder_constant, constant, constant_value_as_shape
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import TensorShape, broadcast_shapes
 from dflab.ops.array_ops import (
@@ -262,9 +262,9 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         elif dtype is None:
             dtype = _dt.float32
         if on_t is None:
-            on_t = constant(1, dtype=dtype, name="on_value")
+            on_t = builder_constant(1, dtype=dtype, name="on_value")
         if off_t is None:
-            off_t = constant(0, dtype=dtype, name="off_value")
+            off_t = builder_constant(0, dtype=dtype, name="off_value")
         if on_t.dtype.base_dtype is not off_t.dtype.base_dtype:
             raise TypeError(f"dtype {on_t.dtype.base_dtype.name} of on_value does not match "
                             f"dtype {off_t.dtype.base_dtype.name} of off_value")

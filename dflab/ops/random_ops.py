@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant, constant_value, constant_value_as_shape
+from dflab.framework.constant_op import (
+    builder_constant,
+    constant,
+    constant_value,
+    constant_value_as_shape,
+)
 from dflab.framework.random_seed import get_seed, set_random_seed
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape
@@ -39,7 +44,7 @@ def _shape_tensor(shape):
         shape = shape.as_list()
     if isinstance(shape, (list, tuple)) and any(isinstance(d, _ops.Tensor) for d in shape):
         return array_ops.stack_ints(list(shape))
-    return constant(shape, dtype=_dt.int32, name="shape")
+    return builder_constant(shape, dtype=_dt.int32, name="shape")
 
 
 def _seed_attrs(seed):

@@ -189,6 +189,12 @@ _NO_FP = {
     "IsNan": lambda: tf.is_nan(A),
     "IsInf": lambda: tf.is_inf(A),
     "IsFinite": lambda: tf.is_finite(A),
+    "PadV2": lambda: tf.pad(M, [[1, 1], [0, 0]], constant_values=np.nan),
+    "MirrorPad": lambda: tf.pad(M, [[1, 1], [0, 2]], "REFLECT"),
+    "OneHot": lambda: tf.one_hot([0, 5, -1], 3, on_value=np.inf, off_value=np.nan),
+    "RandomUniform": lambda: tf.random_uniform([50, 50], dtype=tf.float16),
+    "RandomStandardNormal": lambda: tf.random_normal([50, 50], dtype=tf.float16),
+    "TruncatedNormal": lambda: tf.truncated_normal([50, 50], dtype=tf.float16),
 }
 
 
