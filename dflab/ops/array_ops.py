@@ -116,7 +116,7 @@ def stack_ints(values):
                 v = math_ops.cast(v, dtype)
             out.append(v)
         else:
-            out.append(constant(int(v), dtype))
+            out.append(builder_constant(int(v), dtype))
     return stack(out)
 
 
@@ -673,7 +673,7 @@ def transpose(a, perm=None, name="transpose", conjugate=False):
 def _range(start, limit):
     """``start..limit-1`` as an int32 tensor (for ranks known only at run time)."""
     return _apply("Range", [_as_int_tensor(start), _as_int_tensor(limit),
-                            constant(1, _dt.int32)])
+                            builder_constant(1, _dt.int32)])
 
 
 def matrix_transpose(a, name="matrix_transpose", conjugate=False):

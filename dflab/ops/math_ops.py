@@ -25,7 +25,7 @@ import builtins as _py
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant
+from dflab.framework.constant_op import builder_constant
 from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor import override_operator
@@ -126,7 +126,7 @@ def _pair(x, y):
 
 
 def _scalar_like(value, t):
-    return constant(value, dtype=t.dtype.base_dtype)
+    return builder_constant(value, dtype=t.dtype.base_dtype)
 
 
 # --- broadcasting gradient support --------------------------------------------------------------

@@ -13,7 +13,7 @@ import numbers
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant
+from dflab.framework.constant_op import builder_constant, constant
 from dflab.ops import array_ops, math_ops, nn_ops
 
 
@@ -62,7 +62,7 @@ def weighted_cross_entropy_with_logits(labels=None, logits=None, pos_weight=None
     with _ops.name_scope(name, "logistic_loss", _tensors(labels, logits)) as scope:
         labels, logits = _as_float_pair(labels, logits)
         dt = logits.dtype.base_dtype
-        one = constant(1, dtype=dt)
+        one = builder_constant(1, dtype=dt)
         log_weight = math_ops.add(one, math_ops.multiply(
             math_ops.subtract(_ops.convert_to_tensor(pos_weight, dtype=dt), one), labels))
         softplus_neg = math_ops.add(
@@ -166,7 +166,7 @@ def _clip_rows(x, ids_rank, max_norm):
     if not axes:
         return x
     dt = x.dtype.base_dtype
-    mx = constant(max_norm, dtype=dt)
+    mx = builder_constant(max_norm, dtype=dt)
     norm = math_ops.sqrt(math_ops.reduce_sum(math_ops.square(x), axes, keepdims=True))
     return math_ops.truediv(math_ops.multiply(x, mx), math_ops.maximum(norm, mx))
 
@@ -223,7 +223,7 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
         x = _ops.convert_to_tensor(x, name="x")
         dt = x.dtype.base_dtype
         square_sum = math_ops.reduce_sum(math_ops.square(x), axis, keepdims=True)
-        inv_norm = math_ops.rsqrt(math_ops.maximum(square_sum, constant(epsilon, dtype=dt)))
+        inv_norm = math_ops.rsqrt(math_ops.maximum(square_sum, builder_constant(epsilon, dtype=dt)))
         return math_ops.multiply(x, inv_norm, name=scope)
 
 
@@ -274,7 +274,7 @@ def zero_fraction(value, name=None):
     """Fraction of the entries of ``value`` that are zero (a float32 scalar)."""
     with _ops.name_scope(name, "zero_fraction", _tensors(value)):
         value = _ops.convert_to_tensor(value, name="value")
-        zero = constant(0, dtype=value.dtype.base_dtype)
+        zero = builder_constant(0, dtype=value.dtype.base_dtype)
         return math_ops.reduce_mean(math_ops.cast(math_ops.equal(value, zero), _dt.float32))
 
 

@@ -18,7 +18,7 @@ import numbers
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant, constant_value, index_constant
+from dflab.framework.constant_op import builder_constant, constant_value, index_constant
 from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import TensorShape
@@ -586,10 +586,10 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
                 raise ValueError("rate must be a scalar tensor or a float in the range [0, 1), "
                                  f"got {rate:g}")
             if isinstance(rate, numbers.Real):
-                keep = constant(1 - rate, dtype=dt, name="keep_prob")
+                keep = builder_constant(1 - rate, dtype=dt, name="keep_prob")
             else:
                 rate_t = _ops.convert_to_tensor(rate, dtype=dt, name="rate")
-                keep = math_ops.subtract(constant(1, dtype=dt), rate_t, name="keep_prob")
+                keep = math_ops.subtract(builder_constant(1, dtype=dt), rate_t, name="keep_prob")
         if keep.shape.ndims not in (None, 0):
             raise ValueError(f"keep_prob must be a scalar, got shape {keep.shape}")
         kv = constant_value(keep)

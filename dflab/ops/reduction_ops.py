@@ -16,7 +16,7 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.constant_op import constant, constant_value, index_constant
+from dflab.framework.constant_op import builder_constant, constant, constant_value, index_constant
 from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape
@@ -361,7 +361,7 @@ def _arg_op(op_type, input, axis, name, dimension, output_type):  # noqa: A002
     if out not in (_dt.int32, _dt.int64):
         raise TypeError(f"output_type must be int32 or int64, got {out.name}")
     if not isinstance(axis, _ops.Tensor):
-        axis = constant(axis, dtype=_dt.int32)
+        axis = builder_constant(axis, dtype=_dt.int32)
     return _ops.apply_op_output(op_type, [input, axis], _ops.frozen_attrs(output_type=out), name)
 
 
@@ -404,7 +404,7 @@ register_op("Cumprod", _scan_infer)
 def _scan(op_type, x, axis, exclusive, reverse, name):
     x = _ops.convert_to_tensor(x)
     if not isinstance(axis, _ops.Tensor):
-        axis = constant(axis, dtype=_dt.int32)
+        axis = builder_constant(axis, dtype=_dt.int32)
     attrs = {"exclusive": bool(exclusive), "reverse": bool(reverse)}
     return _ops.apply_op(op_type, [x, axis], attrs, name).outputs[0]
 
@@ -490,7 +490,7 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
     if isinstance(num_segments, Dimension):
         num_segments = num_segments.value
     if not _ops.is_tensor_like(num_segments):
-        num_segments = constant(int(num_segments), dtype=_dt.int32)
+        num_segments = builder_constant(int(num_segments), dtype=_dt.int32)
     return _ops.apply_op("UnsortedSegmentSum", [data, ids, num_segments], None,
                          name).outputs[0]
 
