@@ -615,8 +615,8 @@ class EagerContext(Graph):
             raise type(e)(None, op, e.message) from None
         # Silent at inf and NaN, as the executor runs it: the paths that call ``entry.fn``
         # ignore floating-point errors around it (``fp_errors``) where ``entry.quiet``.
-        quiet = op_type not in NO_FP_ERRORS and not getattr(fn, "quiet_fp", False) and \
-            _computes_in_floats(tensors, out_dtypes)
+        quiet = not getattr(fn, "quiet_fp", False) and _may_raise_fp_errors(op_type, tensors,
+                                                                           out_dtypes)
         fn = device.bind_kernel(kd, node_def, fn)
         if kd.is_async:
             fn = _blocking(fn)
@@ -708,11 +708,15 @@ def _forget_variable(device, name) -> None:
         pass
 
 
-def _computes_in_floats(tensors, out_dtypes) -> bool:
-    """Whether a kernel reads or makes floating-point (or complex) values: the ones NumPy may
-    warn about (an overflow, inf - inf, NaN cast to an int)."""
-    return any(dt.is_floating or dt.is_complex for dt in out_dtypes) or any(
-        t.dtype.is_floating or t.dtype.is_complex for t in tensors)
+def _may_raise_fp_errors(op_type, tensors, out_dtypes) -> bool:
+    """Whether a kernel may raise a NumPy floating-point error (an overflow, inf - inf, NaN
+    cast to an int): it reads or makes complex values (complex ``tanh``, ``sign`` and ``abs``
+    overflow too), or floating-point ones in an op not of ``NO_FP_ERRORS``."""
+    dtypes = [t.dtype for t in tensors]
+    dtypes += out_dtypes
+    if any(dt.is_complex for dt in dtypes):
+        return True
+    return op_type not in NO_FP_ERRORS and any(dt.is_floating for dt in dtypes)
 
 
 def _blocking(fn):
