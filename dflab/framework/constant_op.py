@@ -81,7 +81,7 @@ def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarra
                     np.isfinite(src).all() and (np.floor(src) == src).all()):
                 raise TypeError(f"Expected {dt.name}, got {value!r} of type "
                                 f"'{type(value).__name__}' instead.")
-        if dt.is_integer and src.dtype.kind in "iu" and src.size:
+        if dt.is_integer and src.dtype.kind in "iuf" and src.size:  # (floats: integral here)
             info = np.iinfo(np_dt)
             if src.max() > info.max or src.min() < info.min:
                 raise TypeError(f"Value {value!r} is out of range for {dt.name}")

@@ -191,6 +191,16 @@ def test_constant_conversion_rules():
         tf.constant([1, 2, 3], shape=[2, 2], verify_shape=True)
     with pytest.raises(TypeError):
         tf.constant(2**40, dtype=tf.int32)
+    # Integral floats beyond the type's range are refused (they had been cast to garbage,
+    # with NumPy's "invalid value" warning, or a FloatingPointError under np.errstate).
+    for big in (1e10, [1e10], np.array([2.0**31])):
+        with pytest.raises(TypeError, match="out of range for int32"):
+            tf.constant(big, dtype=tf.int32)
+    assert tf.constant(np.array([2.0**31 - 1, -2.0**31]), dtype=tf.int32).dtype == tf.int32
+    with np.errstate(all="raise"):  # inf and NaN: refused, not a FloatingPointError
+        for bad in (np.inf, [np.nan]):
+            with pytest.raises(TypeError, match="Expected int32"):
+                tf.constant(bad, dtype=tf.int32)
 
 
 def test_container_sets_the_attr_of_stateful_ops_that_have_one():
