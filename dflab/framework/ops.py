@@ -481,25 +481,19 @@ def apply_unary(op_type: str, x, name: str | None = None,
 
 def sibling_dtype(value, dtype):
     """The dtype a builder's non-tensor input ``value`` takes from its first tensor input's
-    ``dtype`` (``x + [1, 2]`` in ``x``'s dtype): None (its own) for an array or list of
-    floating-point values beside an integer or bool tensor. That tensor is most often an
-    index (the shape of ``reshape(values, [2, 2])``, the multiples of ``tile``), which in TF
-    has a type attribute of its own; had ``values`` become int32, ``np.ones(4, np.float32)``
-    would have been reshaped into int32 ones. Where the op does want one dtype
-    (``int_tensor + [1.5]``), its type check refuses the pair as TF 2.21's does: a graph's
-    ``TypeError``, an eager op's ``InvalidArgumentError``. (TF casts a NumPy array to a
-    shared type attribute; dflab, which knows no type attributes, refuses it.) A Python
-    number keeps the rule: its conversion refuses 1.5 as an int32."""
-    if dtype is None or not (dtype.is_integer or dtype.is_bool):
+    ``dtype`` (``x + [1, 2]`` in ``x``'s dtype): None (its own) for a list of floating-point
+    values beside an integer or bool tensor. TF converts a list by its own type attribute:
+    beside an index (the shape of ``reshape([1.5, 2.5], [2])``) it keeps its float32, and
+    where the op shares one type (``int_tensor + [1.5]``) the op's type check refuses the
+    pair (a graph's ``TypeError``, an eager op's ``InvalidArgumentError``), as it does here.
+    A NumPy array or scalar takes ``dtype``, as TF casts one to a shared type attribute;
+    builders whose data argument sits beside an index convert it first."""
+    if dtype is None or not (dtype.is_integer or dtype.is_bool) or \
+            not isinstance(value, (list, tuple)):
         return dtype
-    if isinstance(value, (np.ndarray, np.generic)):
-        kind = value.dtype.kind
-    elif isinstance(value, (list, tuple)):
-        try:
-            kind = np.asarray(value).dtype.kind
-        except (TypeError, ValueError):  # ragged or odd: the conversion says what is wrong
-            return dtype
-    else:
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError):  # ragged or odd: the conversion says what is wrong
         return dtype
     return None if kind in "fc" else dtype
 

@@ -36,7 +36,7 @@ from dflab.framework.constant_op import (
 from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape, as_shape
-from dflab.ops.op_util import check_same_dtype, scalar_int, unary_infer
+from dflab.ops.op_util import as_data, check_same_dtype, scalar_int, unary_infer
 
 newaxis = None
 _py_slice = builtins.slice  # ``slice`` below is TF's builder
@@ -324,7 +324,7 @@ def _reshape_grad(op, grad):
 
 def reshape(tensor, shape, name=None):  # noqa: F811 - TF's argument name
     """``tensor`` with the same values in a new shape (one entry may be -1)."""
-    return _ops.apply_binary("Reshape", tensor, _as_int_tensor(shape), name)
+    return _ops.apply_binary("Reshape", as_data(tensor, "tensor"), _as_int_tensor(shape), name)
 
 
 def _expand_dims_infer(op):
@@ -365,7 +365,7 @@ def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002
         axis = dim
     if axis is None:
         raise ValueError("Must specify an axis argument to tf.expand_dims()")
-    return _apply("ExpandDims", [input, _as_int_tensor(axis)], None, name)
+    return _apply("ExpandDims", [as_data(input), _as_int_tensor(axis)], None, name)
 
 
 def _squeeze_infer(op):

@@ -36,7 +36,7 @@ from dflab.ops.array_ops import (
     zeros_like,
 )
 from dflab.ops.manip_ops import _sum_to
-from dflab.ops.op_util import scalar_int
+from dflab.ops.op_util import as_data, scalar_int
 from dflab.ops.slicing_ops import _slice_helper
 
 
@@ -205,7 +205,8 @@ def _scatter_nd_grad(op, grad):
 def scatter_nd(indices, updates, shape, name=None):
     """A zero tensor of ``shape`` with ``updates`` added at ``indices`` (repeats are summed)."""
     indices = _as_int_tensor(indices)
-    return _apply("ScatterNd", [indices, updates, _as_int_tensor(shape, indices.dtype)], None,
+    return _apply("ScatterNd", [indices, as_data(updates, "updates"),
+                                _as_int_tensor(shape, indices.dtype)], None,
                   name)
 
 

@@ -28,6 +28,7 @@ from dflab.ops.array_ops import (
     stack,
     transpose,
 )
+from dflab.ops.op_util import as_data
 
 
 # --- Tile / BroadcastTo / ReverseV2 ----------------------------------------------------------
@@ -76,7 +77,7 @@ def _tile_grad(op, grad):
 
 def tile(input, multiples, name=None):  # noqa: A002
     """Repeat ``input`` ``multiples[i]`` times along each axis i."""
-    return _apply("Tile", [input, _as_int_tensor(multiples)], None, name)
+    return _apply("Tile", [as_data(input), _as_int_tensor(multiples)], None, name)
 
 
 def _broadcast_to_infer(op):
@@ -128,7 +129,7 @@ def _broadcast_to_grad(op, grad):
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
     """``input`` broadcast (NumPy rules) to ``shape``."""
-    return _apply("BroadcastTo", [input, _as_int_tensor(shape)], None, name)
+    return _apply("BroadcastTo", [as_data(input), _as_int_tensor(shape)], None, name)
 
 
 def _reverse_infer(op):
@@ -153,7 +154,7 @@ def _reverse_grad(op, grad):
 
 def reverse(tensor, axis, name=None):
     """``tensor`` with the order of elements reversed along each axis in ``axis``."""
-    return _apply("ReverseV2", [tensor, _as_int_tensor(axis)], None, name)
+    return _apply("ReverseV2", [as_data(tensor, "tensor"), _as_int_tensor(axis)], None, name)
 
 
 reverse_v2 = reverse

@@ -36,7 +36,7 @@ from dflab.ops.conv_ops import (  # noqa: F401 - conv and pool builders are tf.n
     conv_output_size,
     max_pool,
 )
-from dflab.ops.op_util import check_same_dtype
+from dflab.ops.op_util import as_data, check_same_dtype
 
 
 def _norm_axis(axis, rank, what="axis"):
@@ -538,7 +538,7 @@ def _top_k_grad(op, grad, _grad_indices):
 def top_k(input, k=1, sorted=True, name=None):  # noqa: A002
     """The ``k`` largest entries of the last axis and their indices (ties: lower index first)."""
     k = _ops.convert_to_tensor(k, dtype=_dt.int32, name="k")
-    op = _ops.apply_op("TopKV2", [input, k], {"sorted": bool(sorted)}, name)
+    op = _ops.apply_op("TopKV2", [as_data(input), k], {"sorted": bool(sorted)}, name)
     return op.outputs[0], op.outputs[1]
 
 

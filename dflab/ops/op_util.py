@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.framework import dtypes as _dt
+from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant_value
 from dflab.framework.op_kinds import BACK_EDGE_OPS, ENTER_OPS, EXIT_OPS, MERGE_OPS, SWITCH_OPS
 from dflab.framework.tensor_shape import TensorShape
@@ -96,3 +97,11 @@ def skipped_inputs(op) -> tuple:
     """The positions of ``op``'s inputs whose gradients nobody wants (a tape's
     ``skip_input_indices``; a graph op has none: pruning drops what is not fetched)."""
     return getattr(op, "skip_input_indices", None) or ()
+
+
+def as_data(value, name: str = "input"):
+    """A builder's data argument as a tensor of its own dtype, converted before the index
+    arguments beside it (a shape, multiples, axes, sizes): given to ``apply_op`` as it is, a
+    NumPy array would take the dtype of the op's first tensor input, here the index's int32
+    (TF converts each input by its own type attribute)."""
+    return value if isinstance(value, _ops.Tensor) else _ops.convert_to_tensor(value, name=name)

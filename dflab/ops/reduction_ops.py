@@ -41,7 +41,7 @@ from dflab.ops.math_ops import (
     realdiv,
     subtract,
 )
-from dflab.ops.op_util import axis_list, check_same_dtype
+from dflab.ops.op_util import as_data, axis_list, check_same_dtype
 
 
 # --- AddN -----------------------------------------------------------------------------------------
@@ -517,7 +517,7 @@ def segment_sum(data, segment_ids, name=None):
     """Sums of rows of ``data`` over sorted ``segment_ids``; the output has max(id)+1 rows."""
     ids = _ops.convert_to_tensor(segment_ids) if _ops.is_tensor_like(segment_ids) else \
         constant(segment_ids, dtype=_dt.int32)
-    return _ops.apply_op("SegmentSum", [data, ids], None, name).outputs[0]
+    return _ops.apply_op("SegmentSum", [as_data(data, "data"), ids], None, name).outputs[0]
 
 
 __all__ = [

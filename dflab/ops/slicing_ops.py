@@ -38,7 +38,7 @@ from dflab.ops.array_ops import (
     stack,
     stack_ints,
 )
-from dflab.ops.op_util import scalar_int
+from dflab.ops.op_util import as_data, scalar_int
 
 
 # --- Slice ---------------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def slice(input_, begin, size, name=None):  # noqa: A001 - TF's public name
     """The ``size``-shaped block of ``input_`` starting at ``begin`` (size -1: to the end)."""
     begin = _as_int_tensor(begin)
     size_t = _as_int_tensor(size, dtype=begin.dtype.base_dtype)
-    return _apply("Slice", [input_, begin, size_t], None, name)
+    return _apply("Slice", [as_data(input_), begin, size_t], None, name)
 
 
 # --- StridedSlice / StridedSliceGrad ---------------------------------------------------------
@@ -258,7 +258,7 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, el
     attrs = {"begin_mask": int(begin_mask), "end_mask": int(end_mask),
              "ellipsis_mask": int(ellipsis_mask), "new_axis_mask": int(new_axis_mask),
              "shrink_axis_mask": int(shrink_axis_mask)}
-    return _apply("StridedSlice", [input_, begin, end, strides], attrs, name)
+    return _apply("StridedSlice", [as_data(input_), begin, end, strides], attrs, name)
 
 
 def _check_index(idx):

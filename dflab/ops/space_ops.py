@@ -30,6 +30,7 @@ from dflab.ops.array_ops import (
     zeros,
 )
 from dflab.ops.conv_ops import _check_padding, conv_output_size
+from dflab.ops.op_util import as_data
 
 
 def _apply(op_type, inputs, attrs=None, name=None):
@@ -142,14 +143,14 @@ def _block_shape_tensor(block_shape):
 def space_to_batch_nd(input, block_shape, paddings, name=None):  # noqa: A002
     """Zero-pad the spatial dimensions ``1..M`` of ``input`` by ``paddings``, cut them into
     blocks of ``block_shape`` and move each block's offset into the batch dimension."""
-    return _apply("SpaceToBatchND", [input, _block_shape_tensor(block_shape),
+    return _apply("SpaceToBatchND", [as_data(input), _block_shape_tensor(block_shape),
                                      _as_int_tensor(paddings)], None, name)
 
 
 def batch_to_space_nd(input, block_shape, crops, name=None):  # noqa: A002
     """The inverse of ``space_to_batch_nd``: move batch blocks back into the spatial
     dimensions, then crop them by ``crops``."""
-    return _apply("BatchToSpaceND", [input, _block_shape_tensor(block_shape),
+    return _apply("BatchToSpaceND", [as_data(input), _block_shape_tensor(block_shape),
                                      _as_int_tensor(crops)], None, name)
 
 
