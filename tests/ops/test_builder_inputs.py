@@ -42,12 +42,14 @@ CASES = [
 ]
 
 
-def _run(build, value, eager):
+def _values(build, eager):
+    """What ``build()`` (a tensor or a tuple of them) evaluates to, eagerly or in a session."""
     if eager:
         with eager_mode():
-            return build(value).numpy()
+            out = build()
+            return out.numpy() if isinstance(out, tf.Tensor) else [t.numpy() for t in out]
     with tf.Graph().as_default(), tf.Session() as sess:
-        return sess.run(build(value))
+        return sess.run(build())
 
 
 @pytest.mark.parametrize("eager", [False, True], ids=["graph", "eager"])
@@ -57,7 +59,7 @@ def test_a_data_argument_keeps_its_dtype_beside_index_arguments(name, build, num
                                                                  eager):
     array = ONES if form == "integral ndarray" else F
     value = array.tolist() if form == "list" else array
-    got = _run(build, value, eager)
+    got = _values(lambda: build(value), eager)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, numpy_fn(array))
 
@@ -69,12 +71,7 @@ def test_values_beside_a_tensor_of_their_kind_still_take_its_dtype(eager):
         i64 = tf.constant([1, 2], tf.int64)
         return x32 + [1, 2], x32 + np.array([0.5, 0.25]), i64 + [3, 4], x32 * 2
 
-    if eager:
-        with eager_mode():
-            got = [t.numpy() for t in build()]
-    else:
-        with tf.Graph().as_default(), tf.Session() as sess:
-            got = sess.run(build())
+    got = _values(build, eager)
     assert [g.dtype for g in got] == [np.float32, np.float32, np.int64, np.float32]
     assert got[0].tolist() == [2.0, 4.0] and got[1].tolist() == [1.5, 2.25]
 
@@ -106,12 +103,7 @@ def test_numpy_floats_beside_an_int_tensor_of_a_shared_type_take_its_dtype(eager
                 tf.stack([tf.constant([0, 1]), np.array([1.0, 2.0])]),
                 tf.logical_and(tf.constant([True, False]), np.array([1.0, 0.0])))
 
-    if eager:
-        with eager_mode():
-            got = [t.numpy() for t in build()]
-    else:
-        with tf.Graph().as_default(), tf.Session() as sess:
-            got = sess.run(build())
+    got = _values(build, eager)
     assert [g.tolist() for g in got] == [[0, 5], [False, True], [1, 2], [[0, 1], [1, 2]],
                                          [True, False]]
     assert [g.dtype for g in got] == [np.int32, bool, np.int32, np.int32, bool]
