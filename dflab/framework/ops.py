@@ -505,11 +505,10 @@ def _build_op(default: Graph, op_type, inputs, attrs, name, dtype) -> Operation:
     with g.as_default() if g is not default else contextlib.nullcontext():
         # Tensors (and lists holding tensors, packed) first: their dtype is the one numbers take.
         converted = [convert_to_tensor(v) if _holds_tensor(v) else None for v in inputs]
-        if dtype is None:
+        given = dtype is not None
+        if not given:
             dtype = next((t.dtype.base_dtype for t in converted if t is not None), None)
-            converted = [t if t is not None else convert_to_tensor(v, dtype=sibling_dtype(v, dtype))
-                         for t, v in zip(converted, inputs)]
-        else:
-            converted = [t if t is not None else convert_to_tensor(v, dtype=dtype)
-                         for t, v in zip(converted, inputs)]
+        converted = [t if t is not None else convert_to_tensor(
+            v, dtype=dtype if given else sibling_dtype(v, dtype))
+            for t, v in zip(converted, inputs)]
         return g._create_op(op_type, converted, attrs or {}, name, site=_user_site())
