@@ -1,5 +1,6 @@
 """``tf.contrib.eager`` (TF 1.x's ``tfe``): eager execution's names as TF 1.x spelled them."""
 
+from dflab.data.iterator import OwnedIterator as Iterator
 from dflab.eager.backprop import GradientTape
 from dflab.eager.context import (
     enable_eager_execution,
@@ -26,6 +27,6 @@ def num_gpus() -> int:
     return sum(1 for d in eager_context().devices if d.device_type == "GPU")
 
 
-__all__ = ["Checkpoint", "EagerVariableStore", "GradientTape", "Variable", "defun",
+__all__ = ["Checkpoint", "EagerVariableStore", "GradientTape", "Iterator", "Variable", "defun",
            "enable_eager_execution",
            "executing_eagerly", "in_eager_mode", "in_graph_mode", "num_gpus"]

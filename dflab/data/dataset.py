@@ -282,6 +282,18 @@ class Dataset(_st.HasElementStructure):
         return transformation_func(self)
 
     # --- iterators ---------------------------------------------------------------------------
+    def __iter__(self):
+        """An eager iterator over the elements (``for element in dataset``): eager execution
+        only; a graph reads a dataset through ``make_one_shot_iterator``'s ops."""
+        from dflab.data.iterator import OwnedIterator
+
+        if not _ops.executing_eagerly():
+            raise RuntimeError("`tf.data.Dataset` only supports Python-style iteration in "
+                               "eager mode; in a graph or a tf.function, read it through an "
+                               "iterator: tf.compat.v1.data.make_one_shot_iterator(dataset)"
+                               ".get_next()")
+        return OwnedIterator(self)
+
     def make_one_shot_iterator(self):
         from dflab.data.iterator import make_one_shot_iterator
 

@@ -4,6 +4,11 @@ An ``Iterator`` wraps an iterator handle (``IteratorV2`` or ``OneShotIterator``)
 structure it yields. ``get_next()`` builds an ``IteratorGetNext`` op whose outputs have the
 structure's dtypes and static shapes; past the last element it fails with
 ``tf.errors.OutOfRangeError``. The position is per-session state on the host, like a queue's.
+
+With eager execution on, ``for element in dataset`` (and ``iter``, ``make_one_shot_iterator``,
+``tf.contrib.eager.Iterator``) reads through an ``OwnedIterator``: an ``AnonymousIterator``
+started on the dataset when it is made, each ``next`` one ``IteratorGetNext`` run at once. Its
+state belongs to its handle and goes with it, as TF 2's ``OwnedIterator``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
+from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.tensor_shape import as_shape, unknown_shape
 from dflab.ops import dataset_ops as _dso
@@ -81,15 +87,56 @@ class Iterator(_st.HasElementStructure):
         raise NotImplementedError("Iterator.string_handle is not supported by dflab")
 
 
-def make_one_shot_iterator(dataset: Dataset) -> Iterator:
+class OwnedIterator(_st.HasElementStructure):
+    """An eager iterator over ``dataset`` (see the module docstring): a Python iterator whose
+    elements are eager tensors in the dataset's structure; ``get_next()`` past the end raises
+    ``tf.errors.OutOfRangeError`` where ``next()`` stops."""
+
+    def __init__(self, dataset: Dataset):
+        if not _ops.executing_eagerly():
+            raise RuntimeError("tf.data.Iterator (an eager iterator) is only supported when "
+                               "eager execution is enabled; in a graph use "
+                               "tf.compat.v1.data.make_one_shot_iterator(dataset)")
+        self._structure = dataset._structure
+        self._types = list(dataset._types)
+        self._shapes = list(dataset._shapes)
+        self._handle = _dso.anonymous_iterator(self._types, self._shapes)
+        _dso.make_iterator(dataset._variant_tensor, self._handle)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return self.get_next()
+        except errors.OutOfRangeError:
+            raise StopIteration from None
+
+    next = __next__  # (TF 1.x's name)
+
+    def get_next(self, name=None):
+        """The next element; ``tf.errors.OutOfRangeError`` past the last one."""
+        outs = _dso.iterator_get_next(self._handle, self._types, self._shapes, name)
+        return _st.pack(self._structure, outs)
+
+    def __repr__(self):
+        return f"<OwnedIterator shapes: {self.output_shapes}, types: {self.output_types}>"
+
+
+def make_one_shot_iterator(dataset: Dataset) -> Iterator | OwnedIterator:
     """An iterator that starts on ``dataset`` by itself, the first time it is used in a session,
-    and cannot be restarted."""
+    and cannot be restarted; with eager execution on, an eager iterator (as TF 1.x's)."""
+    if _ops.executing_eagerly():
+        return OwnedIterator(dataset)
     handle = _dso.one_shot_iterator(dataset._variant_tensor, dataset._types, dataset._shapes)
     return Iterator(handle, None, dataset._structure, dataset._types, dataset._shapes)
 
 
 def make_initializable_iterator(dataset: Dataset, shared_name=None) -> Iterator:
     """An iterator over ``dataset`` that its ``initializer`` op starts (and restarts)."""
+    if _ops.executing_eagerly():
+        raise RuntimeError("`make_initializable_iterator()` is not supported in eager mode. "
+                           "Use Python-style iteration instead.")
     handle = _dso.iterator_resource(shared_name, dataset._types, dataset._shapes)
     init = _dso.make_iterator(dataset._variant_tensor, handle)
     return Iterator(handle, init, dataset._structure, dataset._types, dataset._shapes)

@@ -26,7 +26,6 @@ built in) with their initial values computed then, and later traces must reuse t
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import itertools
@@ -114,19 +113,6 @@ class FuncGraph(Graph):
         with self.as_default():
             return self.create_op("Placeholder", [], name=name, attrs=attrs).outputs[0]
 
-    def colocate_with(self, op, ignore_existing=False):
-        """Colocation with an op outside this graph (a captured variable's handle) is left to
-        the call op, which runs where its resource inputs live."""
-        target = op
-        if hasattr(target, "_as_graph_element") and not isinstance(
-                target, (_ops.Tensor, _ops.Operation)):
-            target = target._as_graph_element()
-        if isinstance(target, _ops.Tensor):
-            target = target.op if not target.is_eager else None
-        if target is None or getattr(target, "graph", None) is not self:
-            return contextlib.nullcontext()
-        return super().colocate_with(op, ignore_existing)
-
     def capture(self, t):
         """The placeholder standing for ``t`` (a value from outside) in this graph."""
         return self._capture(t, "Identity")
@@ -146,15 +132,9 @@ class FuncGraph(Graph):
         found = self.captures.get(id(t))
         if found is not None:
             return found[1]
-        dtype = t.dtype.base_dtype
-        attrs = {"dtype": dtype, "shape": t.shape}
-        if dtype is _dt.resource:
-            from dflab.ops.op_util import variable_dtype_shape
+        from dflab.ops.op_util import capture_placeholder_attrs
 
-            vdtype, vshape = variable_dtype_shape(t)
-            if vdtype is not None:
-                attrs["_handle_dtype"] = vdtype
-                attrs["_handle_shape"] = vshape
+        attrs = capture_placeholder_attrs(t)
         with self.as_default(), self.control_dependencies(None):
             ph = self.create_op("Placeholder", [], name="captured", attrs=attrs).outputs[0]
         self.captures[id(t)] = (t, ph)

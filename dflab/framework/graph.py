@@ -352,17 +352,27 @@ class Graph(RichDisplay):
                     else out
         return spec.to_string()
 
-    @contextlib.contextmanager
     def colocate_with(self, op, ignore_existing=False):
+        """Ops made in the block go where ``op`` goes (None: no colocation). A graph that
+        captures values from outside (a traced function's) leaves colocation with an op
+        outside it to the op that calls the function, which runs where its resource inputs
+        live."""
+        if op is not None:
+            if hasattr(op, "_as_graph_element") and not isinstance(op, (Tensor, Operation)):
+                op = op._as_graph_element()
+            if isinstance(op, Tensor):
+                op = None if op.is_eager and op.graph is not self else op.op
+            if self.captures_foreign_tensors and getattr(op, "graph", None) is not self:
+                return contextlib.nullcontext()
+        return self._colocate(op, ignore_existing)
+
+    @contextlib.contextmanager
+    def _colocate(self, op, ignore_existing):
         st = self._st()
         old_col, old_dev = st.colocate, st.device
         if op is None:
             st.colocate = []
         else:
-            if hasattr(op, "_as_graph_element") and not isinstance(op, (Tensor, Operation)):
-                op = op._as_graph_element()
-            if isinstance(op, Tensor):
-                op = op.op
             st.colocate = ([] if ignore_existing else old_col) + [op]
             # Colocation overrides device scopes (TF does the same).
             st.device = [("reset", None)]

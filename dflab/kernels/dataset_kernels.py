@@ -9,7 +9,8 @@ infinite ``repeat()`` costs nothing to build.
 An iterator (``IteratorV2``, ``OneShotIterator``) is an ``IteratorState`` in its device's
 ``ResourceMgr``, keyed by ``shared_name`` or the op's name, so every step of a session sees the
 same position; ``MakeIterator`` starts a new pass (re-initialisation), ``IteratorGetNext`` takes
-one element or fails with ``OutOfRangeError`` at the end. All of these are host-only ops.
+one element or fails with ``OutOfRangeError`` at the end. ``AnonymousIterator`` (eager
+iteration) makes a state kept by no name. All of these are host-only ops.
 
 ``map`` and ``filter`` functions arrive as plain data (``dflab.ops.dataset_ops``); a
 ``DatasetFunction`` binds their nodes' CPU kernels once, against the kernel's own context (so a
@@ -33,6 +34,7 @@ from dflab.framework.op_kinds import MERGE_OPS
 from dflab.framework.registry import get_op_def
 from dflab.framework.tensor_shape import TensorShape
 from dflab.kernels.control_flow_kernels import DEAD
+from dflab.kernels.fp_errors import ignore_fp_errors, restore_fp_errors
 from dflab.kernels.registry import get_kernel_def, kernel, register_kernel
 from dflab.lib.io.tf_record import read_records
 from dflab.ops.script_ops import registered_function
@@ -67,6 +69,15 @@ class DatasetFunction:
         return nd.name, fn, inputs, controls, deref, len(nd.output_types), merge
 
     def __call__(self, args, captured) -> list:
+        # Silent at inf and NaN as the executor's kernels are: the function runs inside
+        # ``IteratorGetNext``, whose own guard depends on the element's dtypes.
+        token = ignore_fp_errors()
+        try:
+            return self._run(args, captured)
+        finally:
+            restore_fp_errors(token)
+
+    def _run(self, args, captured) -> list:
         env = dict(zip(self._args, args))
         env.update(zip(self._captures, captured))
         dead: set[str] = set()  # ops skipped on an untaken tf.cond branch
@@ -590,6 +601,14 @@ def _iterator_factory(one_shot: bool):
 
 register_kernel("IteratorV2", host_only=True, factory=_iterator_factory(False))
 register_kernel("OneShotIterator", host_only=True, factory=_iterator_factory(True))
+
+
+@kernel("AnonymousIterator", host_only=True)
+def _anonymous_iterator(node, ctx):
+    """A new iterator at every run, kept by no name: it lives as long as its handle (an eager
+    iterator's tensor), so a loop over a dataset leaves nothing behind in the device."""
+    types, shapes = node.attr["output_types"], node.attr["output_shapes"]
+    return lambda: IteratorState("AnonymousIterator", types, shapes)
 
 
 @kernel("MakeIterator", host_only=True)

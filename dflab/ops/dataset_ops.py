@@ -8,7 +8,9 @@ static shapes, flattened) rides on each op as the attrs ``output_types`` / ``out
 
 Iterators are resources like queues: ``IteratorV2`` (re-initialisable by ``MakeIterator``) and
 ``OneShotIterator`` (initialised from its dataset input the first time it runs) output a handle;
-``IteratorGetNext`` reads the next element from it.
+``IteratorGetNext`` reads the next element from it. ``AnonymousIterator`` makes a new iterator
+each time it runs, owned by its handle rather than kept by name: what eager iteration over a
+dataset uses (``for element in dataset``), as TF's eager iterators do.
 
 A function given to ``map`` or ``filter`` is *traced* once into a ``FunctionGraph``, with a
 placeholder per element component, and stored on the op as plain data (the attr ``f``: typed
@@ -21,6 +23,8 @@ dataset op (evaluated when the iterator is initialised, as in TF).
 
 from __future__ import annotations
 
+import contextlib
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.graph import Graph
@@ -28,6 +32,7 @@ from dflab.framework.graph_io import NodeDef
 from dflab.framework.op_kinds import LOOP_OPS, REF_VARIABLE_OPS
 from dflab.framework.registry import NotDifferentiable, register_op
 from dflab.framework.tensor_shape import TensorShape, as_shape
+from dflab.ops.op_util import capture_placeholder_attrs
 from dflab.ops.script_ops import adopt_functions
 
 DATASET_OPS = (
@@ -36,7 +41,8 @@ DATASET_OPS = (
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
     "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
 )
-ITERATOR_OPS = ("IteratorV2", "OneShotIterator", "MakeIterator", "IteratorGetNext")
+ITERATOR_OPS = ("IteratorV2", "OneShotIterator", "AnonymousIterator", "MakeIterator",
+                "IteratorGetNext")
 
 
 # --- schemas --------------------------------------------------------------------------------------
@@ -68,6 +74,7 @@ for _t in DATASET_OPS:
     register_op(_t, _dataset_infer, stateful=True)
 register_op("IteratorV2", _iterator_infer, stateful=True)
 register_op("OneShotIterator", _iterator_infer, stateful=True)
+register_op("AnonymousIterator", _iterator_infer, stateful=True)
 register_op("MakeIterator", _make_iterator_infer, stateful=True)
 register_op("IteratorGetNext", _get_next_infer, stateful=True, expensive=True)
 for _t in DATASET_OPS + ITERATOR_OPS:
@@ -102,6 +109,8 @@ class FunctionGraph(Graph):
         return stand_in
 
     def _bring_in(self, t):
+        if t.is_eager:  # an eager tensor or variable handle: an input of the dataset op
+            return self._captured_input(t)
         src = t.op
         if src.type == "Const":
             return self._create_op("Const", [], dict(src.attrs), "captured_const").outputs[0]
@@ -110,8 +119,11 @@ class FunctionGraph(Graph):
         if src.type == "Identity" and src.inputs[0].op.type in REF_VARIABLE_OPS:
             var = self._redeclare(src.inputs[0].op)
             return self._create_op("Identity", [var.outputs[0]], {}, "read").outputs[0]
-        arg = self._create_op("Placeholder", [], {"dtype": t.dtype.base_dtype,
-                                                  "shape": t.shape}, "captured").outputs[0]
+        return self._captured_input(t)
+
+    def _captured_input(self, t):
+        arg = self._create_op("Placeholder", [], capture_placeholder_attrs(t),
+                              "captured").outputs[0]
         self.captured.append((t, arg))
         return arg
 
@@ -195,13 +207,25 @@ def one_shot_iterator(variant, types, shapes, name=None) -> _ops.Tensor:
                          name or "OneShotIterator").outputs[0]
 
 
+def anonymous_iterator(types, shapes, name=None) -> _ops.Tensor:
+    return _ops.apply_op("AnonymousIterator", [], {"output_types": list(types),
+                                                   "output_shapes": list(shapes)},
+                         name or "AnonymousIterator").outputs[0]
+
+
+def _beside(handle):
+    """Ops on an iterator run where it lives: colocated with its op in a graph (an eager
+    handle has no op; an eager op on a resource runs on the resource's device)."""
+    return contextlib.nullcontext() if handle.is_eager else _ops.colocate_with(handle.op)
+
+
 def make_iterator(variant, handle, name=None) -> _ops.Operation:
-    with _ops.colocate_with(handle.op):
+    with _beside(handle):
         return _ops.apply_op("MakeIterator", [variant, handle], {}, name or "MakeIterator")
 
 
 def iterator_get_next(handle, types, shapes, name=None) -> list:
-    with _ops.colocate_with(handle.op):
+    with _beside(handle):
         op = _ops.apply_op("IteratorGetNext", [handle], {"output_types": list(types),
                                                          "output_shapes": list(shapes)},
                            name or "IteratorGetNext")

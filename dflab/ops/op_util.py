@@ -54,6 +54,20 @@ def variable_dtype_shape(handle):
     return src.get_attr("dtype"), src.get_attr("shape")
 
 
+def capture_placeholder_attrs(t) -> dict:
+    """The attributes of the placeholder a traced function's graph stands in for ``t`` with:
+    its dtype and shape, and for a resource handle the variable's dtype and shape (what a read
+    of it inside the function infers)."""
+    dtype = t.dtype.base_dtype
+    attrs = {"dtype": dtype, "shape": t.shape}
+    if dtype is _dt.resource:
+        vdtype, vshape = variable_dtype_shape(t)
+        if vdtype is not None:
+            attrs["_handle_dtype"] = vdtype
+            attrs["_handle_shape"] = vshape
+    return attrs
+
+
 def check_same_dtype(op, names=None) -> _dt.DType:
     """All inputs of ``op`` share a dtype (TF's type attr ``T``); returns it."""
     ins = op.inputs

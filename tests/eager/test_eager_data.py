@@ -1,0 +1,232 @@
+"""tf.data under eager execution: ``for element in dataset`` gives the graph's elements for every
+transformation, map functions capture eager tensors and variables, TF's iterator protocol
+(StopIteration, OutOfRangeError, make_one_shot_iterator, tf.contrib.eager.Iterator, the
+refusals), an iterator's state goes with it, errors name the user's line, dataset functions are
+silent at inf and NaN, and a model trained over a dataset eagerly matches the same graph."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import warnings
+import weakref
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+from dflab.kernels.dataset_kernels import IteratorState
+
+
+@pytest.fixture
+def eager():
+    with eager_mode():
+        yield
+
+
+def _gen():
+    for i in range(5):
+        yield np.full([i % 3 + 1], i, np.float32), np.int64(i * i)
+
+
+def _text_file(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("alpha\nbeta\n\ngamma\n")
+    return str(path)
+
+
+def _records_file(tmp_path):
+    path = str(tmp_path / "r.tfrecord")
+    with tf.python_io.TFRecordWriter(path) as w:
+        for i in range(4):
+            w.write(f"record {i}".encode())
+    return path
+
+
+# Pipelines built the same way in a graph and eagerly (``tmp`` a directory for files).
+PIPELINES = {
+    "slices, tuple and dict": lambda tmp: tf.data.Dataset.from_tensor_slices(
+        ({"a": np.arange(6.0).reshape(3, 2)}, np.array([1, 2, 3], np.int32))),
+    "from_tensors": lambda tmp: tf.data.Dataset.from_tensors(
+        (np.arange(4), np.float32(2.5))),
+    "range, map, filter": lambda tmp: tf.data.Dataset.range(12).map(
+        lambda x: (x, tf.cast(x, tf.float32) / 4.0)).filter(
+        lambda x, y: tf.equal(x % 3, 1)),
+    "from_generator, padded_batch": lambda tmp: tf.data.Dataset.from_generator(
+        _gen, (tf.float32, tf.int64), ([None], [])).padded_batch(2, ([3], [])),
+    "shuffle with seeds, batch, repeat": lambda tmp: tf.data.Dataset.range(10).shuffle(
+        10, seed=7).batch(4).repeat(2),
+    "batch dropping the remainder": lambda tmp: tf.data.Dataset.range(7).batch(
+        3, drop_remainder=True),
+    "take, skip, concatenate, zip": lambda tmp: tf.data.Dataset.zip((
+        tf.data.Dataset.range(8).skip(2).take(3).concatenate(tf.data.Dataset.range(2)),
+        tf.data.Dataset.from_tensor_slices(np.arange(5.0) ** 2))).prefetch(2),
+    "text lines": lambda tmp: tf.data.TextLineDataset(_text_file(tmp)),
+    "TFRecords": lambda tmp: tf.data.TFRecordDataset(_records_file(tmp)),
+}
+
+
+def _graph_elements(make, tmp):
+    with tf.Graph().as_default(), tf.Session() as sess:
+        nxt = tf.compat.v1.data.make_one_shot_iterator(make(tmp)).get_next()
+        out = []
+        while True:
+            try:
+                out.append(sess.run(nxt))
+            except tf.errors.OutOfRangeError:
+                return out
+
+
+def _numpy(element):
+    return tf.nest.map_structure(lambda t: t.numpy(), element)
+
+
+def _assert_same(a, b):
+    tf.nest.assert_same_structure(a, b)
+    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+        assert np.asarray(x).dtype == np.asarray(y).dtype
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_eager_iteration_gives_the_graphs_elements(name, tmp_path):
+    expected = _graph_elements(PIPELINES[name], tmp_path)
+    with eager_mode():
+        ds = PIPELINES[name](tmp_path)
+        got = [_numpy(e) for e in ds]
+        assert all(isinstance(t, tf.Tensor) and t.is_eager for e in ds for t in tf.nest.flatten(e))
+    assert len(got) == len(expected) > 0
+    for g, e in zip(got, expected):
+        _assert_same(g, e)
+
+
+def test_map_captures_eager_tensors_and_reads_variables_at_each_element(eager):
+    scale = tf.constant(3.0)
+    offset = tf.Variable(1.0)
+    it = iter(tf.data.Dataset.range(4).map(lambda x: tf.cast(x, tf.float32) * scale + offset))
+    assert float(next(it)) == 1.0
+    offset.assign(100.0)  # the function reads the variable's value when it runs
+    assert [float(v) for v in it] == [103.0, 106.0, 109.0]
+
+
+def test_the_iterator_protocol(eager):
+    ds = tf.data.Dataset.range(3)
+    it = iter(ds)
+    assert iter(it) is it
+    assert it.output_types == tf.int64 and it.output_shapes.as_list() == []
+    assert int(next(it)) == 0 and int(it.next()) == 1 and int(it.get_next()) == 2
+    with pytest.raises(StopIteration):
+        next(it)
+    with pytest.raises(tf.errors.OutOfRangeError):
+        it.get_next()
+    one_shot = ds.make_one_shot_iterator()
+    assert type(one_shot) is type(it)
+    assert [int(v) for v in tf.compat.v1.data.make_one_shot_iterator(ds)] == [0, 1, 2]
+    assert [int(v) for v in tf.contrib.eager.Iterator(ds)] == [0, 1, 2]
+    with pytest.raises(RuntimeError, match="not supported in eager mode"):
+        ds.make_initializable_iterator()
+    with pytest.raises(RuntimeError, match="not supported in eager mode"):
+        tf.compat.v1.data.make_initializable_iterator(ds)
+
+
+def test_python_iteration_in_a_graph_is_refused_with_the_way_out():
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(3)
+        with pytest.raises(RuntimeError, match="make_one_shot_iterator"):
+            iter(ds)
+        with pytest.raises(RuntimeError, match="eager"):
+            tf.contrib.eager.Iterator(ds)
+
+
+def test_each_pass_is_new_and_iterators_are_independent(eager):
+    ds = tf.data.Dataset.range(5).shuffle(5, seed=1)
+    first, second = [int(v) for v in ds], [int(v) for v in ds]
+    assert sorted(first) == sorted(second) == [0, 1, 2, 3, 4]
+    assert first != second  # reshuffled at each pass, as TF's default
+    fixed = tf.data.Dataset.range(5).shuffle(5, seed=1, reshuffle_each_iteration=False)
+    assert [int(v) for v in fixed] == [int(v) for v in fixed]
+    a, b = iter(tf.data.Dataset.range(3)), iter(tf.data.Dataset.range(3))
+    assert [int(next(a)), int(next(a)), int(next(b)), int(next(a))] == [0, 1, 0, 2]
+
+
+def test_an_iterators_state_goes_with_it(eager):
+    """An epoch's iterator holds its pass (and the data it reads): nothing of it may stay in the
+    device once the loop is done, or every epoch would leak one."""
+    it = iter(tf.data.Dataset.from_tensor_slices(np.zeros((100, 10))))
+    next(it)
+    state = it._handle._value
+    assert isinstance(state, IteratorState)
+    ref = weakref.ref(state)
+    del it, state
+    gc.collect()
+    assert ref() is None
+    host = tf.get_default_graph().host
+    assert not [k for k in host.resources._other if k[0] == "iterator"]
+
+
+def test_an_error_in_a_map_function_names_the_users_line(eager):
+    ds = tf.data.Dataset.from_tensor_slices(np.array([2, 1, 0], np.int32)).map(
+        lambda x: tf.math.floordiv(10, x))
+    it = iter(ds)
+    assert [int(next(it)), int(next(it))] == [5, 10]
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        next(it)
+    assert f"{__file__}:{line}" in str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_dataset_functions_are_silent_at_inf_and_nan(mode):
+    """A map function that overflows (its element an integer, so nothing around the iterator's
+    op guards it) makes inf silently, as TF's kernels do."""
+    ds_fn = lambda: tf.data.Dataset.from_tensor_slices(  # noqa: E731
+        np.array([1e30, -1e30], np.float32)).map(
+        lambda x: tf.cast(tf.math.is_inf(x * x - x * x), tf.int32))
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        if mode == "eager":
+            with eager_mode():
+                got = [int(v) for v in ds_fn()]
+        else:
+            got = [int(v) for v in _graph_elements(lambda tmp: ds_fn(), None)]
+    assert got == [0, 0]  # inf - inf is NaN, not inf: computed, not raised
+
+
+def _train(dataset_fn, eager: bool, steps_per_epoch: int) -> list[float]:
+    """Losses of a linear regression trained by SGD over two epochs of ``dataset_fn()``."""
+    init = np.array([[0.5], [-0.25], [1.0]], np.float32)
+    if eager:
+        w = tf.Variable(init)
+        opt = tf.train.GradientDescentOptimizer(0.1)
+        losses = []
+        for _ in range(2):
+            for x, y in dataset_fn():
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+                opt.apply_gradients([(tape.gradient(loss, w), w)])
+                losses.append(float(loss))
+        return losses
+    with tf.Graph().as_default(), tf.Session() as sess:
+        x, y = tf.compat.v1.data.make_one_shot_iterator(dataset_fn().repeat(2)).get_next()
+        w = tf.Variable(init)
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        sess.run(tf.global_variables_initializer())
+        return [float(sess.run([loss, train])[0]) for _ in range(2 * steps_per_epoch)]
+
+
+def test_training_over_a_dataset_eagerly_matches_the_graph():
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(40, 3)).astype(np.float32)
+    ys = (xs @ np.array([[1.0], [2.0], [-1.0]], np.float32) + 0.5).astype(np.float32)
+
+    def dataset():
+        return tf.data.Dataset.from_tensor_slices((xs, ys)).batch(8)
+
+    graph = _train(dataset, eager=False, steps_per_epoch=5)
+    with eager_mode():
+        eager_losses = _train(dataset, eager=True, steps_per_epoch=5)
+    assert len(eager_losses) == 10
+    np.testing.assert_allclose(eager_losses, graph, rtol=1e-6)
+    assert eager_losses[-1] < eager_losses[0] / 2
