@@ -289,8 +289,9 @@ class Dataset(_st.HasElementStructure):
 
         if not _ops.executing_eagerly():
             raise RuntimeError("`tf.data.Dataset` only supports Python-style iteration in "
-                               "eager mode; in a graph or a tf.function, read it through an "
-                               "iterator: tf.compat.v1.data.make_one_shot_iterator(dataset)"
+                               "eager mode. In a tf.function, call next() on an iterator made "
+                               "eagerly (iter(dataset)) and passed in; in a graph, read it "
+                               "through tf.compat.v1.data.make_one_shot_iterator(dataset)"
                                ".get_next()")
         return OwnedIterator(self)
 

@@ -35,6 +35,8 @@ def handle_source(t):
     """The ``VarHandleOp`` behind resource handle ``t`` (through loop, cond and identity
     plumbing), or None."""
     for _ in range(64):
+        if t.is_eager and t._op is None:  # an eager handle not a variable's (an iterator)
+            return None
         if t.op.type == "VarHandleOp":
             return t.op
         if t.op.type == "Placeholder" and "_handle_dtype" in t.op.attrs:

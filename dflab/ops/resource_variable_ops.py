@@ -430,6 +430,27 @@ class ResourceVariable(Variable):
 
         return np.asarray(self.numpy(), dtype=dtype)
 
+    # Python conversions of an eager variable's value, as TF's (``int(ckpt.save_counter)``,
+    # ``for row in v``); a graph's variable has no value to give (the graph tensor refuses).
+    def __int__(self):
+        return int(self.value())
+
+    def __float__(self):
+        return float(self.value())
+
+    def __complex__(self):
+        return complex(self.numpy()) if self._handle.is_eager else complex(self.value())
+
+    def __bool__(self):
+        if self._handle.is_eager:
+            return bool(self.value())
+        return super().__bool__()
+
+    def __iter__(self):
+        if self._handle.is_eager:
+            return iter(self.value())
+        return super().__iter__()
+
     def __repr__(self):
         if self._handle.is_eager:
             import numpy as np

@@ -23,6 +23,7 @@ from dflab.train.basic_session_run_hooks import (  # noqa: F401, E402
 )
 
 # Checkpoints, queues, input pipelines and monitored sessions.
+from dflab.train.checkpoint_manager import CheckpointManager  # noqa: F401, E402
 from dflab.train.checkpoint_utils import (  # noqa: F401, E402
     CheckpointState,
     NewCheckpointReader,
@@ -86,7 +87,7 @@ from dflab.train.monitored_session import (  # noqa: F401, E402
 )
 from dflab.train.moving_averages import ExponentialMovingAverage  # noqa: F401, E402
 
-# Object-based checkpoints of eager programs.
+# Object-based checkpoints of eager programs (``checkpoint_manager`` numbers and prunes them).
 from dflab.train.object_checkpoint import Checkpoint  # noqa: F401, E402
 from dflab.train.optimizer import Optimizer  # noqa: F401
 from dflab.train.proximal import (  # noqa: F401

@@ -139,6 +139,28 @@ def test_python_iteration_in_a_graph_is_refused_with_the_way_out():
             tf.contrib.eager.Iterator(ds)
 
 
+def test_a_traced_function_reads_an_iterator_passed_in(eager):
+    it = iter(tf.data.Dataset.range(4).map(lambda x: x * 2))
+
+    @tf.function
+    def step(iterator):
+        return next(iterator) + 1
+
+    assert [int(step(it)) for _ in range(4)] == [1, 3, 5, 7]
+    with pytest.raises(tf.errors.OutOfRangeError):
+        step(it)
+
+    @tf.function
+    def total(ds):
+        s = tf.constant(0, tf.int64)
+        for x in ds:  # (TF's AutoGraph turns this into a dataset reduction; dflab refuses)
+            s += x
+        return s
+
+    with pytest.raises(RuntimeError, match=r"iter\(dataset\)"):
+        total(tf.data.Dataset.range(3))
+
+
 def test_each_pass_is_new_and_iterators_are_independent(eager):
     ds = tf.data.Dataset.range(5).shuffle(5, seed=1)
     first, second = [int(v) for v in ds], [int(v) for v in ds]
