@@ -28,7 +28,7 @@ import os, sys, json
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import numpy as np
 import tensorflow.compat.v1 as tf
-tf.disable_eager_execution()
+{{graph_mode}}
 sys.path.insert(0, {str(FIXTURES)!r})
 import recipe
 """
@@ -42,10 +42,12 @@ def recipe():
     return module
 
 
-def run_tf(code: str, timeout: float = 300) -> str:
+def run_tf(code: str, timeout: float = 300, eager: bool = False) -> str:
     """Run ``code`` (after imports of os, sys, json, numpy as np, ``tensorflow.compat.v1 as
-    tf`` in graph mode and the fixtures' ``recipe``) under TensorFlow; its stdout."""
-    proc = subprocess.run([TF_PYTHON, "-c", _PREAMBLE + textwrap.dedent(code)],
+    tf`` in graph mode, or eagerly with ``eager=True``, and the fixtures' ``recipe``) under
+    TensorFlow; its stdout."""
+    preamble = _PREAMBLE.format(graph_mode="" if eager else "tf.disable_eager_execution()")
+    proc = subprocess.run([TF_PYTHON, "-c", preamble + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONPATH": ""})
     if proc.returncode != 0:

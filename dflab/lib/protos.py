@@ -3,7 +3,8 @@ parts (``feature.proto``, ``example.proto``) and the tensor bundle's index entri
 (``tensor_bundle.proto`` with the ``TensorShapeProto``, ``TensorSliceProto``, ``VersionDef``
 and ``DataType`` it uses), and ``TensorProto`` (``tensor.proto``, with the
 ``ResourceHandleProto`` it names): what ``tf.make_tensor_proto`` builds and
-``tf.serialize_tensor`` writes.
+``tf.serialize_tensor`` writes; and ``TrackableObjectGraph``, the object graph an object-based
+checkpoint (``tf.train.Checkpoint``) stores beside its tensors.
 
 The message definitions are TF's own, written here as ``FileDescriptorProto`` text (the same
 file names, package ``tensorflow``, field numbers, types and options as TF 2.21's compiled
@@ -15,7 +16,13 @@ protobuf's, so bytes written here are bytes TF reads and the other way round.
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    text_format,
+    wrappers_pb2,
+)
 
 _TYPES = """
 name: "tensorflow/core/framework/types.proto" package: "tensorflow" syntax: "proto3"
@@ -230,9 +237,54 @@ message_type { name: "VariantTensorDataProto"
 }
 """
 
-# In dependency order: a file is added after the files it imports.
+# What an object-based checkpoint stores under ``_CHECKPOINTABLE_OBJECT_GRAPH``: the objects
+# from the root, each with its children by name, its saved tensors and an optimizer's slots.
+_TRACKABLE_OBJECT_GRAPH = """
+name: "tensorflow/core/protobuf/trackable_object_graph.proto" package: "tensorflow"
+syntax: "proto3" dependency: "google/protobuf/wrappers.proto"
+message_type { name: "TrackableObjectGraph"
+  field { name: "nodes" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE
+          type_name: ".tensorflow.TrackableObjectGraph.TrackableObject" }
+  nested_type { name: "TrackableObject"
+    field { name: "children" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE
+            type_name: ".tensorflow.TrackableObjectGraph.TrackableObject.ObjectReference" }
+    field { name: "attributes" number: 2 label: LABEL_REPEATED type: TYPE_MESSAGE
+            type_name: ".tensorflow.TrackableObjectGraph.TrackableObject.SerializedTensor" }
+    field { name: "slot_variables" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE
+            type_name:
+              ".tensorflow.TrackableObjectGraph.TrackableObject.SlotVariableReference" }
+    field { name: "registered_saver" number: 4 label: LABEL_OPTIONAL type: TYPE_MESSAGE
+            type_name: ".tensorflow.RegisteredSaver" }
+    field { name: "has_checkpoint_values" number: 5 label: LABEL_OPTIONAL type: TYPE_MESSAGE
+            type_name: ".google.protobuf.BoolValue" }
+    nested_type { name: "ObjectReference"
+      field { name: "node_id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 }
+      field { name: "local_name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+    }
+    nested_type { name: "SerializedTensor"
+      field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+      field { name: "full_name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+      field { name: "checkpoint_key" number: 3 label: LABEL_OPTIONAL type: TYPE_STRING }
+      reserved_range { start: 4 end: 5 } reserved_name: "optional_restore"
+    }
+    nested_type { name: "SlotVariableReference"
+      field { name: "original_variable_node_id" number: 1 label: LABEL_OPTIONAL
+              type: TYPE_INT32 }
+      field { name: "slot_name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+      field { name: "slot_variable_node_id" number: 3 label: LABEL_OPTIONAL type: TYPE_INT32 }
+    }
+  }
+}
+message_type { name: "RegisteredSaver"
+  field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "object_name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+}
+"""
+
+# In dependency order: a file is added after the files it imports (protobuf's own
+# ``wrappers.proto``, which the object graph imports, comes from protobuf).
 FILES = (_TYPES, _TENSOR_SHAPE, _TENSOR_SLICE, _VERSIONS, _TENSOR_BUNDLE, _FEATURE, _EXAMPLE,
-         _RESOURCE_HANDLE, _TENSOR)
+         _RESOURCE_HANDLE, _TENSOR, _TRACKABLE_OBJECT_GRAPH)
 
 
 def _file_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
@@ -241,6 +293,7 @@ def _file_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
 
 def _build_pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
     for text in FILES:
         pool.Add(_file_proto(text))
     return pool
@@ -279,6 +332,7 @@ BundleHeaderProto = _message_class("tensorflow.BundleHeaderProto")
 BundleEntryProto = _message_class("tensorflow.BundleEntryProto")
 ResourceHandleProto = _message_class("tensorflow.ResourceHandleProto")
 TensorProto = _message_class("tensorflow.TensorProto")
+TrackableObjectGraph = _message_class("tensorflow.TrackableObjectGraph")
 
 _DATA_TYPE = POOL.FindEnumTypeByName("tensorflow.DataType")
 

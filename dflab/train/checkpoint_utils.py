@@ -186,15 +186,33 @@ def _resolve(ckpt_dir_or_file) -> str:
     return path
 
 
-def NewCheckpointReader(filepattern) -> CheckpointReader:  # noqa: N802 - TF's public name
+class PublicCheckpointReader:
+    """TF's public checkpoint reader over the kernels' (``io_kernels.CheckpointReader``, whose
+    ``get_tensor`` gives every tensor as an array, as the restore kernels want it): here a
+    scalar comes back as a NumPy scalar and a scalar string as ``bytes``, as TF's
+    ``get_tensor`` gives them (``reader.get_tensor("global_step")``, an object graph to
+    parse); the other methods are the kernels' reader's."""
+
+    def __init__(self, reader: CheckpointReader):
+        self._reader = reader
+
+    def get_tensor(self, name: str):
+        value = self._reader.get_tensor(name)
+        return value[()] if value.ndim == 0 else value
+
+    def __getattr__(self, name):
+        return getattr(self._reader, name)
+
+
+def NewCheckpointReader(filepattern) -> PublicCheckpointReader:  # noqa: N802 - TF's name
     """A reader of the checkpoint at the prefix ``filepattern`` (``get_tensor``,
     ``has_tensor``, ``get_variable_to_shape_map``, ``get_variable_to_dtype_map``,
     ``debug_string``)."""
-    return CheckpointReader(str(filepattern))
+    return PublicCheckpointReader(CheckpointReader(str(filepattern)))
 
 
-def load_checkpoint(ckpt_dir_or_file) -> CheckpointReader:
-    return CheckpointReader(_resolve(ckpt_dir_or_file))
+def load_checkpoint(ckpt_dir_or_file) -> PublicCheckpointReader:
+    return PublicCheckpointReader(CheckpointReader(_resolve(ckpt_dir_or_file)))
 
 
 def list_variables(ckpt_dir_or_file) -> list[tuple[str, list]]:

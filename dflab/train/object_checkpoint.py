@@ -9,6 +9,11 @@ under the path of the variable they belong to
 so the files are dflab's ordinary checkpoints (readable with ``tf.train.load_checkpoint``), and
 ``save`` keeps the directory's ``checkpoint`` state file as ``Saver`` does.
 
+Beside the values, ``write`` stores TF's object graph (a ``TrackableObjectGraph`` under
+``_CHECKPOINTABLE_OBJECT_GRAPH``: each object's children by name, its variable's key, an
+optimizer's slots by the node of the variable they belong to), which is what TF's
+``Checkpoint.restore`` walks: without it TF matches nothing.
+
 Restoring assigns every variable that exists when ``restore`` is called; the returned status
 says what matched (``assert_consumed``, ``assert_existing_objects_matched``).
 """
@@ -21,7 +26,9 @@ import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
+from dflab.framework.constant_op import constant
 from dflab.framework.errors import NotFoundError
+from dflab.lib import protos
 from dflab.ops import io_ops
 from dflab.ops import resource_variable_ops as _rv
 from dflab.ops import variables as _variables
@@ -32,6 +39,8 @@ from dflab.train.checkpoint_utils import (
 )
 
 _VALUE = ".ATTRIBUTES/VARIABLE_VALUE"
+_SLOT = "/.OPTIMIZER_SLOT/"
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def _is_optimizer(obj) -> bool:
@@ -95,6 +104,47 @@ def object_graph_variables(root: dict) -> dict:
         for (name, _graph), v in sorted(opt._non_slot_dict.items(), key=lambda kv: kv[0][0]):
             found[f"{opt_path}/{name}/{_VALUE}"] = v
     return found
+
+
+def object_graph(found: dict):
+    """TF's ``TrackableObjectGraph`` of the checkpoint keys ``found`` (``{key: variable}``, as
+    ``object_graph_variables`` gives them): node 0 the root, a node per object on a key's path,
+    children by the path's names, each variable's node holding its key; a slot's node is
+    referenced only by its optimizer's ``slot_variables``."""
+    graph = protos.TrackableObjectGraph()
+    graph.nodes.add()
+    ids = {(): 0}
+
+    def node(path: tuple) -> int:
+        found_id = ids.get(path)
+        if found_id is None:
+            parent = node(path[:-1])
+            found_id = ids[path] = len(graph.nodes)
+            graph.nodes.add()
+            graph.nodes[parent].children.add(node_id=found_id, local_name=path[-1])
+        return found_id
+
+    def holds(node_proto, key, variable) -> None:
+        node_proto.attributes.add(name="VARIABLE_VALUE", checkpoint_key=key,
+                                  full_name=variable.name.rsplit(":", 1)[0])
+
+    slots = []
+    for key, variable in found.items():
+        if _SLOT in key:
+            slots.append((key, variable))
+        else:
+            holds(graph.nodes[node(tuple(key[: -len(_VALUE) - 1].split("/")))], key, variable)
+    for key, variable in slots:
+        var_path, rest = key.split(_SLOT, 1)
+        opt_path, slot_name = rest[: -len(_VALUE) - 1].rsplit("/", 1)
+        slot_id = len(graph.nodes)
+        holds(graph.nodes.add(), key, variable)
+        graph.nodes[node(tuple(opt_path.split("/")))].slot_variables.add(
+            original_variable_node_id=ids[tuple(var_path.split("/"))], slot_name=slot_name,
+            slot_variable_node_id=slot_id)
+    for node_proto in graph.nodes:  # every object here leads to a saved value
+        node_proto.has_checkpoint_values.value = True
+    return graph
 
 
 class CheckpointLoadStatus:
@@ -168,8 +218,9 @@ class Checkpoint:
         found = self._objects()
         names = sorted(found)
         _ensure_dir(file_prefix)
-        io_ops.save_v2(file_prefix, names, [""] * len(names),
-                       [found[n].read_value() for n in names])
+        graph = constant(object_graph(found).SerializeToString(), dtype=_dt.string)
+        io_ops.save_v2(file_prefix, [OBJECT_GRAPH_KEY, *names], [""] * (len(names) + 1),
+                       [graph, *[found[n].read_value() for n in names]])
         return file_prefix
 
     def save(self, file_prefix: str) -> str:
@@ -196,7 +247,7 @@ class Checkpoint:
         except (OSError, ValueError) as e:
             raise NotFoundError(None, None, f"Failed to find a checkpoint at {save_path}: "
                                 f"{e}") from None
-        saved = set(reader.get_variable_to_shape_map())
+        saved = set(reader.get_variable_to_shape_map()) - {OBJECT_GRAPH_KEY}
         found = self._objects()
         matched = sorted(n for n in found if n in saved)
         if matched:

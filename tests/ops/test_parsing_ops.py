@@ -89,13 +89,13 @@ def test_proto_descriptors_are_tfs():
     out = run_tf("""
         from google.protobuf import descriptor_pb2
         from tensorflow.core.example import example_pb2, feature_pb2
-        from tensorflow.core.protobuf import tensor_bundle_pb2
+        from tensorflow.core.protobuf import tensor_bundle_pb2, trackable_object_graph_pb2
         from tensorflow.core.framework import (resource_handle_pb2, tensor_pb2,
                                                tensor_shape_pb2, tensor_slice_pb2,
                                                types_pb2, versions_pb2)
         for m in (types_pb2, tensor_shape_pb2, tensor_slice_pb2, versions_pb2,
                   tensor_bundle_pb2, feature_pb2, example_pb2, resource_handle_pb2,
-                  tensor_pb2):
+                  tensor_pb2, trackable_object_graph_pb2):
             fd = descriptor_pb2.FileDescriptorProto()
             m.DESCRIPTOR.CopyToProto(fd)
             fd.ClearField("options")
