@@ -69,6 +69,7 @@ from dflab.compat import (  # noqa: E402  isort: skip
     enable_eager_execution,
     enable_v2_behavior,
     executing_eagerly,
+    executing_eagerly_outside_functions,
 )
 from dflab.compat import dimension_at_index, dimension_value  # noqa: E402  isort: skip
 from dflab import namespaces as _namespaces  # noqa: E402  isort: skip

@@ -9,6 +9,7 @@ from dflab.eager.context import (  # noqa: F401 - TF 1.x's switches, re-exported
     disable_eager_execution,
     enable_eager_execution,
     executing_eagerly,
+    executing_eagerly_outside_functions,
 )
 from dflab.ops.resource_variable_ops import disable_resource_variables, enable_resource_variables
 

@@ -15,6 +15,7 @@ from dflab.data.dataset import (
 )
 from dflab.data.iterator import (
     Iterator,
+    NumpyIterator,
     get_output_classes,
     get_output_shapes,
     get_output_types,
@@ -23,7 +24,7 @@ from dflab.data.iterator import (
 )
 from dflab.data.options import Options, ThreadingOptions
 
-__all__ = ["AUTOTUNE", "Dataset", "Iterator", "TFRecordDataset", "TextLineDataset",
+__all__ = ["AUTOTUNE", "Dataset", "Iterator", "NumpyIterator", "TFRecordDataset", "TextLineDataset",
            "experimental", "FixedLengthRecordDataset", "INFINITE_CARDINALITY", "Options",
            "ThreadingOptions", "UNKNOWN_CARDINALITY",
            "get_output_classes", "get_output_shapes", "get_output_types",

@@ -295,6 +295,15 @@ class Dataset(_st.HasElementStructure):
                                ".get_next()")
         return OwnedIterator(self)
 
+    def as_numpy_iterator(self):
+        """The elements as NumPy values (eager execution only, as TF's)."""
+        from dflab.data.iterator import NumpyIterator
+
+        if not _ops.executing_eagerly():
+            raise RuntimeError("`tf.data.Dataset.as_numpy_iterator()` is only supported in "
+                               "eager mode.")
+        return NumpyIterator(self)
+
     def make_one_shot_iterator(self):
         from dflab.data.iterator import make_one_shot_iterator
 

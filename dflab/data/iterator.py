@@ -123,6 +123,26 @@ class OwnedIterator(_st.HasElementStructure):
         return f"<OwnedIterator shapes: {self.output_shapes}, types: {self.output_types}>"
 
 
+class NumpyIterator:
+    """``dataset.as_numpy_iterator()``: the eager iterator's elements as NumPy values (a
+    scalar as a NumPy scalar, a string as ``bytes``) in the dataset's structure."""
+
+    def __init__(self, dataset: Dataset):
+        self._iterator = OwnedIterator(dataset)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return _st.pack(self._iterator._structure,
+                        [t.numpy() for t in _st.flatten(next(self._iterator))])
+
+    next = __next__
+
+    def __repr__(self):
+        return f"NumpyIterator(iterator={self._iterator!r})"
+
+
 def make_one_shot_iterator(dataset: Dataset) -> Iterator | OwnedIterator:
     """An iterator that starts on ``dataset`` by itself, the first time it is used in a session,
     and cannot be restarted; with eager execution on, an eager iterator (as TF 1.x's)."""

@@ -819,6 +819,14 @@ def executing_eagerly() -> bool:
     return _ops.executing_eagerly()
 
 
+def executing_eagerly_outside_functions() -> bool:
+    """Whether the outermost context executes eagerly (TF's): True inside a function traced
+    from eager code too, where ``executing_eagerly()`` is False; what library code asks to
+    know whether its variables will be eager ones."""
+    with init_scope():
+        return _ops.executing_eagerly()
+
+
 def eager_mode():
     """A block in which this thread executes eagerly (the process's context as its default
     graph), whatever the global mode: what tests and notebooks comparing modes use."""

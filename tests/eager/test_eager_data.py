@@ -252,3 +252,18 @@ def test_training_over_a_dataset_eagerly_matches_the_graph():
     assert len(eager_losses) == 10
     np.testing.assert_allclose(eager_losses, graph, rtol=1e-6)
     assert eager_losses[-1] < eager_losses[0] / 2
+
+
+def test_as_numpy_iterator_gives_numpy_values_in_the_structure(eager):
+    ds = tf.data.Dataset.from_tensor_slices(
+        ({"a": np.arange(3)}, np.array([b"x", b"y", b"z"]), np.ones((3, 2), np.float32)))
+    got = list(ds.as_numpy_iterator())
+    assert len(got) == 3
+    first = got[0]
+    assert type(first[0]["a"]) is np.int64 and type(first[1]) is bytes
+    assert isinstance(first[2], np.ndarray) and first[2].dtype == np.float32
+    assert [e[1] for e in got] == [b"x", b"y", b"z"]
+    assert list(tf.data.Dataset.range(3).as_numpy_iterator()) == [0, 1, 2]
+    assert isinstance(ds.as_numpy_iterator(), tf.data.NumpyIterator)
+    with tf.Graph().as_default(), pytest.raises(RuntimeError, match="only supported in eager"):
+        tf.data.Dataset.range(3).as_numpy_iterator()

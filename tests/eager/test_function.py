@@ -268,3 +268,20 @@ def test_eager_tensors_a_function_closes_over_are_captured(eager):
 
     np.testing.assert_allclose(f(tf.constant([[1.0, 1.0]])).numpy(), [[4.0, 6.0]])
     assert len(f.get_concrete_function(tf.constant([[1.0, 1.0]])).captured_inputs) == 1
+
+
+def test_executing_eagerly_outside_functions_looks_past_traced_functions():
+    seen = []
+
+    @tf.function
+    def probe(x):
+        seen.append((tf.executing_eagerly(), tf.executing_eagerly_outside_functions()))
+        return x
+
+    with tf.Graph().as_default():
+        assert not tf.executing_eagerly_outside_functions()
+        probe(tf.constant(1.0))
+    with eager_mode():
+        assert tf.executing_eagerly_outside_functions()
+        probe(tf.constant(1.0))
+    assert seen == [(False, False), (False, True)]
