@@ -35,15 +35,17 @@ def handle_source(t):
     """The ``VarHandleOp`` behind resource handle ``t`` (through loop, cond and identity
     plumbing), or None."""
     for _ in range(64):
-        if t.is_eager and t._op is None:  # an eager handle not a variable's (an iterator)
+        try:
+            op = t.op
+        except AttributeError:  # an eager handle not a variable's (an iterator's)
             return None
-        if t.op.type == "VarHandleOp":
-            return t.op
-        if t.op.type == "Placeholder" and "_handle_dtype" in t.op.attrs:
-            return _CapturedHandle(t.op)
-        if t.op.type not in _HANDLE_PASS_THROUGH or not t.op.inputs:
+        if op.type == "VarHandleOp":
+            return op
+        if op.type == "Placeholder" and "_handle_dtype" in op.attrs:
+            return _CapturedHandle(op)
+        if op.type not in _HANDLE_PASS_THROUGH or not op.inputs:
             return None
-        t = t.op.inputs[0]
+        t = op.inputs[0]
     return None
 
 

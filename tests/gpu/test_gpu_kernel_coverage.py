@@ -38,8 +38,7 @@ TF_HOST_ONLY = frozenset({
     "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
     "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
-    "IteratorV2",
-    "OneShotIterator", "MakeIterator", "IteratorGetNext",
+    "IteratorV2", "OneShotIterator", "AnonymousIterator", "MakeIterator", "IteratorGetNext",
     # File readers and parsers read host files and strings.
     "TextLineReaderV2", "WholeFileReaderV2", "ReaderReadV2", "ReaderNumRecordsProducedV2",
     "ReaderResetV2", "ReadFile", "DecodeCSV", "TFRecordReaderV2",
