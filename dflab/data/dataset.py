@@ -60,6 +60,12 @@ class Dataset(_st.HasElementStructure):
         derived._options_attr = self._options_attr  # options hold for the whole pipeline
         return derived
 
+    def _over(self, variant: _ops.Tensor) -> Dataset:
+        """A dataset of these elements read from ``variant`` (a traced function's argument)."""
+        out = Dataset(variant, self._structure, self._types, self._shapes)
+        out._options_attr = self._options_attr
+        return out
+
     def options(self) -> _options.Options:
         """The options set on this dataset and the datasets it was made from."""
         return self._options_attr if self._options_attr is not None else _options.Options()
@@ -69,7 +75,7 @@ class Dataset(_st.HasElementStructure):
         they are validated and kept; none changes the elements)."""
         if not isinstance(options, _options.Options):
             raise TypeError(f"options must be a tf.data.Options, got {type(options).__name__}")
-        out = Dataset(self._variant_tensor, self._structure, self._types, self._shapes)
+        out = self._over(self._variant_tensor)
         out._options_attr = self.options().merge(options)
         return out
 
@@ -284,15 +290,15 @@ class Dataset(_st.HasElementStructure):
     # --- iterators ---------------------------------------------------------------------------
     def __iter__(self):
         """An eager iterator over the elements (``for element in dataset``): eager execution
-        only; a graph reads a dataset through ``make_one_shot_iterator``'s ops."""
+        only (AutoGraph turns a ``for`` over a dataset in a traced function into a loop of
+        ops); a graph reads a dataset through ``make_one_shot_iterator``'s ops."""
         from dflab.data.iterator import OwnedIterator
 
         if not _ops.executing_eagerly():
             raise RuntimeError("`tf.data.Dataset` only supports Python-style iteration in "
-                               "eager mode. In a tf.function, call next() on an iterator made "
-                               "eagerly (iter(dataset)) and passed in; in a graph, read it "
-                               "through tf.compat.v1.data.make_one_shot_iterator(dataset)"
-                               ".get_next()")
+                               "eager mode or within tf.function (AutoGraph converts the "
+                               "loop); in a graph, read it through "
+                               "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()")
         return OwnedIterator(self)
 
     def as_numpy_iterator(self):

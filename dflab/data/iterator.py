@@ -103,7 +103,23 @@ class OwnedIterator(_st.HasElementStructure):
         self._handle = _dso.anonymous_iterator(self._types, self._shapes)
         _dso.make_iterator(dataset._variant_tensor, self._handle)
 
+    @classmethod
+    def over_handle(cls, handle, like: OwnedIterator) -> OwnedIterator:
+        """An iterator reading ``handle`` (a traced function's argument standing for ``like``'s
+        handle), with ``like``'s elements."""
+        it = cls.__new__(cls)
+        it._structure, it._types, it._shapes = like._structure, like._types, like._shapes
+        it._handle = handle
+        return it
+
     def __iter__(self):
+        # In a graph each ``next`` adds an op and none ever ends the loop: a ``for`` there
+        # would unroll forever, so only an eager loop or AutoGraph's (which never asks).
+        if not _ops.executing_eagerly():
+            raise RuntimeError("Python iteration over an iterator is only supported in eager "
+                               "mode; in a tf.function write `for x in iterator` where "
+                               "AutoGraph converts it (not in a comprehension), or call "
+                               "next(iterator)")
         return self
 
     def __next__(self):

@@ -33,6 +33,9 @@ import threading
 
 import numpy as np
 
+from dflab.data import structure as _st
+from dflab.data.dataset import Dataset
+from dflab.data.iterator import OwnedIterator
 from dflab.eager import call_op
 from dflab.eager import context as _ctx
 from dflab.framework import dtypes as _dt
@@ -291,12 +294,18 @@ def _float(t) -> bool:
 
 
 def _is_tensor_arg(x) -> bool:
-    return isinstance(x, (_ops.Tensor, np.ndarray))
+    """An argument that enters the function as a tensor: a tensor or array, and a dataset or
+    an eager iterator, which enter as their variant or handle (TF's composite arguments)."""
+    return isinstance(x, (_ops.Tensor, np.ndarray, Dataset, OwnedIterator))
 
 
 def _as_input(x):
     if isinstance(x, _ops.Tensor):
         return x
+    if isinstance(x, Dataset):
+        return x._variant_tensor
+    if isinstance(x, OwnedIterator):
+        return x._handle
     g = _ops.get_default_graph()
     if isinstance(x, np.ndarray) and g.executes_eagerly:
         return g.from_numpy(x)
@@ -312,6 +321,10 @@ def _key(value):
         return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
     if isinstance(value, np.ndarray):
         return ("tensor", _dt.as_dtype(value.dtype), value.shape)
+    if isinstance(value, (Dataset, OwnedIterator)):  # by its elements' structure, as TF's
+        return ("dataset" if isinstance(value, Dataset) else "iterator",
+                repr(_st.pack(value._structure, [0] * len(value._types))),
+                tuple(value._types), tuple(s.as_tuple() for s in value._shapes))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(_key(v) for v in value))
     if isinstance(value, dict):
@@ -340,7 +353,19 @@ def _describe(key) -> str:
         return f"[{inner}]" if kind == "list" else f"({inner})"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in key[1]) + "}"
+    if kind in ("dataset", "iterator"):
+        return f"{kind} of {', '.join(dt.name for dt in key[2])}"
     return f"<{kind} {key[1]:#x}>"
+
+
+def _traced_arg(value, tensor):
+    """What the traced function receives for argument ``value`` entering as ``tensor``: the
+    tensor, or a dataset or iterator over it with ``value``'s elements."""
+    if isinstance(value, Dataset):
+        return value._over(tensor)
+    if isinstance(value, OwnedIterator):
+        return OwnedIterator.over_handle(tensor, value)
+    return tensor
 
 
 def _why(new, traced, names) -> str:
@@ -525,6 +550,11 @@ class Function:
         def make(v):
             if not _is_tensor_arg(v):
                 return v
+            if isinstance(v, (Dataset, OwnedIterator)):
+                dtype = _dt.variant if isinstance(v, Dataset) else _dt.resource
+                ph = fg.placeholder(dtype, TensorShape([]), f"arg{next(counter)}")
+                args.append(ph)
+                return _traced_arg(v, ph)
             if pinned:
                 spec = next(specs)
                 dtype, shape = spec.dtype.base_dtype, spec.shape
@@ -542,7 +572,8 @@ class Function:
 
         def python_call(arg_tensors):
             it = iter(arg_tensors)
-            vals = nest.map_structure(lambda v: next(it) if _is_tensor_arg(v) else v, values) \
+            vals = nest.map_structure(
+                lambda v: _traced_arg(v, next(it)) if _is_tensor_arg(v) else v, values) \
                 if values else []
             return _call_with(fn, names, vals, self._sig)
 

@@ -628,3 +628,42 @@ def _get_next(node, ctx):
         return element[0] if single else tuple(element)
 
     return get_next
+
+
+class OptionalValue:
+    """What ``IteratorGetNextAsOptional`` outputs: an element's components, or none."""
+
+    def __init__(self, components: tuple | None):
+        self.components = components
+
+    def __repr__(self):
+        return f"<Optional {'empty' if self.components is None else 'with a value'}>"
+
+
+@kernel("IteratorGetNextAsOptional", host_only=True)
+def _get_next_as_optional(node, ctx):
+    def get_next_as_optional(iterator):
+        try:
+            return OptionalValue(tuple(iterator.get_next()))
+        except errors.OutOfRangeError:
+            return OptionalValue(None)
+
+    return get_next_as_optional
+
+
+@kernel("OptionalHasValue", host_only=True)
+def _optional_has_value(node, ctx):
+    return lambda optional: np.bool_(optional.components is not None)
+
+
+@kernel("OptionalGetValue", host_only=True)
+def _optional_get_value(node, ctx):
+    single = len(node.attr["output_types"]) == 1
+
+    def optional_get_value(optional):
+        if optional.components is None:
+            raise errors.InvalidArgumentError(None, node,
+                                              "The optional does not have a value")
+        return optional.components[0] if single else optional.components
+
+    return optional_get_value

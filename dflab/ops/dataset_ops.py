@@ -8,7 +8,9 @@ static shapes, flattened) rides on each op as the attrs ``output_types`` / ``out
 
 Iterators are resources like queues: ``IteratorV2`` (re-initialisable by ``MakeIterator``) and
 ``OneShotIterator`` (initialised from its dataset input the first time it runs) output a handle;
-``IteratorGetNext`` reads the next element from it. ``AnonymousIterator`` makes a new iterator
+``IteratorGetNext`` reads the next element from it (``IteratorGetNextAsOptional`` an
+optional one: a variant that ``OptionalHasValue`` and ``OptionalGetValue`` read, what a loop
+over a dataset in a traced function tests). ``AnonymousIterator`` makes a new iterator
 each time it runs, owned by its handle rather than kept by name: what eager iteration over a
 dataset uses (``for element in dataset``), as TF's eager iterators do.
 
@@ -42,7 +44,8 @@ DATASET_OPS = (
     "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
 )
 ITERATOR_OPS = ("IteratorV2", "OneShotIterator", "AnonymousIterator", "MakeIterator",
-                "IteratorGetNext")
+                "IteratorGetNext", "IteratorGetNextAsOptional", "OptionalHasValue",
+                "OptionalGetValue")
 
 
 # --- schemas --------------------------------------------------------------------------------------
@@ -77,6 +80,9 @@ register_op("OneShotIterator", _iterator_infer, stateful=True)
 register_op("AnonymousIterator", _iterator_infer, stateful=True)
 register_op("MakeIterator", _make_iterator_infer, stateful=True)
 register_op("IteratorGetNext", _get_next_infer, stateful=True, expensive=True)
+register_op("IteratorGetNextAsOptional", _dataset_infer, stateful=True, expensive=True)
+register_op("OptionalHasValue", lambda op: [(_dt.bool, TensorShape([]))])
+register_op("OptionalGetValue", _get_next_infer)
 for _t in DATASET_OPS + ITERATOR_OPS:
     NotDifferentiable(_t)
 
@@ -229,6 +235,26 @@ def iterator_get_next(handle, types, shapes, name=None) -> list:
         op = _ops.apply_op("IteratorGetNext", [handle], {"output_types": list(types),
                                                          "output_shapes": list(shapes)},
                            name or "IteratorGetNext")
+    return list(op.outputs)
+
+
+def iterator_get_next_as_optional(handle, types, shapes, name=None) -> _ops.Tensor:
+    """The next element or, past the last, none: a scalar variant (no ``OutOfRangeError``)."""
+    with _beside(handle):
+        return _ops.apply_op("IteratorGetNextAsOptional", [handle],
+                             {"output_types": list(types), "output_shapes": list(shapes)},
+                             name or "IteratorGetNextAsOptional").outputs[0]
+
+
+def optional_has_value(optional, name=None) -> _ops.Tensor:
+    return _ops.apply_op("OptionalHasValue", [optional], {},
+                         name or "OptionalHasValue").outputs[0]
+
+
+def optional_get_value(optional, types, shapes, name=None) -> list:
+    op = _ops.apply_op("OptionalGetValue", [optional], {"output_types": list(types),
+                                                        "output_shapes": list(shapes)},
+                       name or "OptionalGetValue")
     return list(op.outputs)
 
 

@@ -135,6 +135,13 @@ def test_python_iteration_in_a_graph_is_refused_with_the_way_out():
         ds = tf.data.Dataset.range(3)
         with pytest.raises(RuntimeError, match="make_one_shot_iterator"):
             iter(ds)
+
+        @tf.function(autograph=False)
+        def unconverted(ds):
+            return [x for x in ds]
+
+        with pytest.raises(RuntimeError, match="within tf.function"):
+            unconverted(ds)
         with pytest.raises(RuntimeError, match="eager"):
             tf.contrib.eager.Iterator(ds)
 
@@ -149,16 +156,74 @@ def test_a_traced_function_reads_an_iterator_passed_in(eager):
     assert [int(step(it)) for _ in range(4)] == [1, 3, 5, 7]
     with pytest.raises(tf.errors.OutOfRangeError):
         step(it)
+    # An iterator enters as its handle, traced by its elements: a new epoch's iterator
+    # takes the same trace; other elements trace anew, saying why.
+    assert int(step(iter(tf.data.Dataset.range(4).map(lambda x: x * 2)))) == 1
+    assert step.experimental_get_tracing_count() == 1
+    assert float(step(iter(tf.data.Dataset.from_tensors(0.5)))) == 1.5
+    assert step.experimental_get_tracing_count() == 2
+    assert "iterator of float32" in step.traces[-1][0]
 
+
+
+def test_autograph_turns_a_for_over_a_dataset_into_a_loop_of_ops(eager):
     @tf.function
     def total(ds):
         s = tf.constant(0, tf.int64)
-        for x in ds:  # (TF's AutoGraph turns this into a dataset reduction; dflab refuses)
+        for x in ds:
             s += x
         return s
 
-    with pytest.raises(RuntimeError, match=r"iter\(dataset\)"):
-        total(tf.data.Dataset.range(3))
+    assert int(total(tf.data.Dataset.range(5))) == 10
+    assert int(total(tf.data.Dataset.range(5))) == 10  # each call a new pass, one trace
+    assert total.experimental_get_tracing_count() == 1
+    assert int(total(tf.data.Dataset.range(0))) == 0  # an empty dataset: no iteration
+
+    @tf.function
+    def until_three(ds):
+        s = tf.constant(0, tf.int64)
+        for x in ds:
+            if x > 2:
+                break
+            s += x
+        return s
+
+    assert int(until_three(tf.data.Dataset.range(10))) == 0 + 1 + 2
+
+    weights = tf.Variable(np.zeros(2, np.float32))
+
+    @tf.function
+    def accumulate(ds):
+        n = tf.constant(0)
+        for x, y in ds:  # an element's structure, unpacked
+            weights.assign_add(x * y)
+            n += 1
+        return n
+
+    xs, ys = np.ones((3, 2), np.float32), np.arange(3, dtype=np.float32)[:, None]
+    assert int(accumulate(tf.data.Dataset.from_tensor_slices((xs, ys)))) == 3
+    np.testing.assert_array_equal(weights.numpy(), (xs * ys).sum(0))
+
+    it = iter(tf.data.Dataset.range(6))
+    next(it)
+
+    @tf.function
+    def rest(iterator):
+        s = tf.constant(0, tf.int64)
+        for x in iterator:  # the rest of an eager iterator's pass
+            s += x
+        return s
+
+    assert int(rest(it)) == 1 + 2 + 3 + 4 + 5
+    with pytest.raises(StopIteration):
+        next(it)
+
+    @tf.function
+    def listed(iterator):
+        return [x for x in iterator]  # a comprehension is not converted: it would not end
+
+    with pytest.raises(RuntimeError, match="only supported in eager mode"):
+        listed(iter(tf.data.Dataset.range(3)))
 
 
 def test_each_pass_is_new_and_iterators_are_independent(eager):

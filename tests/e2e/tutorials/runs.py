@@ -40,7 +40,9 @@ RUNS = {
         learns=_above("test_accuracy", 0.5)),
     "mnist_deep": Run(
         [["mnist_deep.py", "--steps", "25"]],
-        {"test_accuracy": (0.2, 0), "test_loss": (0, 0.25)},
+        # Random weights and dropout: ten runs under TF gave test losses of 1.18-1.82 (the
+        # recorded one 1.66), eight under dflab 1.40-1.75 (one 1.20): a band of 35%.
+        {"test_accuracy": (0.2, 0), "test_loss": (0, 0.35)},
         learns=_above("test_accuracy", 0.2)),
     "fully_connected_feed": Run(
         [["fully_connected_feed.py", "--max_steps", "200", "--learning_rate", "0.1",
