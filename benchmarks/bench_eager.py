@@ -8,6 +8,12 @@
      tensors) against TensorFlow 2's ``tf.function``. Target: <= 0.5x TF's.
 17c. An MLP training step (784-128-10, batch 64, SGD) eagerly (tape + apply_gradients), as a
      graph (Session.run of the train op) and traced. Target: eager <= 1.5x graph.
+17d. An epoch over a dataset: ``from_tensor_slices((x, y)).batch(64)`` of 2,048 MNIST-sized
+     rows (32 batches), each batch summed: a Python ``for`` eagerly, a ``for`` AutoGraph
+     turned into a loop of iterator ops in a ``tf.function``, and the graph's way (an
+     initializable iterator's ``get_next`` run per batch), beside NumPy slicing the arrays by
+     hand and, with ``DFLAB_TF2_PYTHON``, TensorFlow 2's eager and traced loops. No target
+     in issue 36: recorded as ms per epoch and ratios.
 """
 
 from __future__ import annotations
@@ -48,12 +54,49 @@ print(json.dumps({"op": per_call(lambda: a + b, 2000), "function": per_call(lamb
 """
 
 
-def _tf2(repeat: int):
+_TF2_EPOCH_SCRIPT = r"""
+import json, os, statistics, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import numpy as np
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(1)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+rng = np.random.default_rng(0)
+x = rng.random((ROWS, 784), dtype=np.float32)
+y = rng.integers(0, 10, ROWS).astype(np.int32)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+def eager():
+    total = 0.0
+    for xb, yb in ds:
+        total += float(tf.reduce_sum(xb))
+    return total
+@tf.function
+def traced(d):
+    total = tf.constant(0.0)
+    for xb, yb in d:
+        total += tf.reduce_sum(xb)
+    return total
+traced(ds)
+def per_call(fn):
+    samples = []
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+eager()
+print(json.dumps({"eager": per_call(eager), "traced": per_call(lambda: traced(ds))}))
+"""
+EPOCH_ROWS, EPOCH_BATCH = 2048, 64
+
+
+def _tf2(repeat: int, script: str = _TF2_SCRIPT):
     python = os.environ.get("DFLAB_TF2_PYTHON")
     if not python:
         return None
-    out = subprocess.run([python, "-c", _TF2_SCRIPT.replace("REPEAT", str(repeat))],
-                         capture_output=True, text=True, timeout=600)
+    script = script.replace("REPEAT", str(repeat)).replace("ROWS", str(EPOCH_ROWS)) \
+        .replace("BATCH", str(EPOCH_BATCH))
+    out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         return None
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -160,7 +203,78 @@ def main() -> list:
         r_mlp.met = ratio <= 1.5
         h.report(r_mlp, args)
         results.append(r_mlp)
+        results.append(_epoch(args, rep))
     return results
+
+
+def _epoch(args, rep) -> h.Result:
+    """17d: one epoch over a batched dataset, four ways (see the module docstring)."""
+    r = h.Result("eager_dataset_epoch", "17d. An epoch over from_tensor_slices(...).batch(64), "
+                 f"{EPOCH_ROWS} rows of 784 float32, each batch summed")
+    rng = np.random.default_rng(0)
+    x = rng.random((EPOCH_ROWS, 784), dtype=np.float32)
+    y = rng.integers(0, 10, EPOCH_ROWS).astype(np.int32)
+
+    def by_hand():
+        total = 0.0
+        for i in range(0, EPOCH_ROWS, EPOCH_BATCH):
+            total += float(x[i:i + EPOCH_BATCH].sum())
+        return total
+
+    g = tf.Graph()
+    with g.as_default():
+        it = tf.data.Dataset.from_tensor_slices((x, y)).batch(EPOCH_BATCH) \
+            .make_initializable_iterator()
+        batch_sum = tf.reduce_sum(it.get_next()[0])
+        sess = tf.Session(graph=g, config=tf.ConfigProto(**ONE_THREAD))
+    step = sess.make_callable(batch_sum)
+
+    def graph_epoch():
+        sess.run(it.initializer)
+        total = 0.0
+        while True:
+            try:
+                total += float(step())
+            except tf.errors.OutOfRangeError:
+                return total
+
+    with eager_mode():
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(EPOCH_BATCH)
+
+        def eager_epoch():
+            total = 0.0
+            for xb, _ in ds:
+                total += float(tf.reduce_sum(xb))
+            return total
+
+        @tf.function
+        def traced_epoch(d):
+            total = tf.constant(0.0)
+            for xb, _ in d:
+                total += tf.reduce_sum(xb)
+            return total
+
+        sums = [by_hand(), graph_epoch(), eager_epoch(), float(traced_epoch(ds))]
+        assert np.allclose(sums, sums[0], rtol=1e-4), sums  # the same numbers four ways
+        times = h.compare({"numpy slices by hand": by_hand, "dflab graph (get_next)": graph_epoch,
+                           "dflab eager (for)": eager_epoch,
+                           "dflab traced (AutoGraph for)": lambda: traced_epoch(ds)},
+                          repeat=rep)
+    for label, sec in times.items():
+        r.add(label, sec * 1e3, "ms/epoch")
+    tf2 = _tf2(rep, _TF2_EPOCH_SCRIPT)
+    r.add("tensorflow 2 eager (for)", tf2["eager"] * 1e3 if tf2 else None, "ms/epoch",
+          "" if tf2 else "DFLAB_TF2_PYTHON not set")
+    r.add("tensorflow 2 traced (AutoGraph for)", tf2["traced"] * 1e3 if tf2 else None,
+          "ms/epoch", "" if tf2 else "DFLAB_TF2_PYTHON not set")
+    r.target = "none (issue 36 sets none): recorded"
+    eager, graph = times["dflab eager (for)"], times["dflab graph (get_next)"]
+    r.measured = f"eager {eager / graph:.2f}x the graph's loop"
+    if tf2:
+        r.measured += (f"; eager {eager / tf2['eager']:.2f}x TF 2's, traced "
+                       f"{times['dflab traced (AutoGraph for)'] / tf2['traced']:.2f}x TF 2's")
+    h.report(r, args)
+    return r
 
 
 if __name__ == "__main__":

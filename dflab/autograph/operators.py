@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import builtins
 
-from dflab.data import structure as _st
-from dflab.data.dataset import Dataset
-from dflab.data.iterator import OwnedIterator
 from dflab.framework import errors
 from dflab.framework import ops as _ops
+from dflab.framework.composite import GraphIterable
 from dflab.ops import array_ops, control_flow_ops, logging_ops, math_ops
-from dflab.ops import dataset_ops as _dso
 
 
 class Undefined:
@@ -194,8 +191,8 @@ def _graph_while(test, body, state, names, where, extra_test):
 # --- for -----------------------------------------------------------------------------------------
 def for_stmt(iterable, body, state, names, where, extra_test=None):
     """``for target in iterable: body``; ``body(item, *state)`` assigns the target itself."""
-    if isinstance(iterable, (Dataset, OwnedIterator)) and not _ops.executing_eagerly():
-        return _dataset_for(iterable, body, state, names, where, extra_test)
+    if isinstance(iterable, GraphIterable) and not _ops.executing_eagerly():
+        return _graph_iterable_for(iterable, body, state, names, where, extra_test)
     if not is_symbolic(iterable):
         state = tuple(state)
         for item in iterable:
@@ -228,32 +225,24 @@ def _graph_for(iterable, body, state, names, where, extra_test):
     return tuple(out[1:])
 
 
-def _dataset_for(iterable, body, state, names, where, extra_test):
-    """A loop over a dataset (a new iterator started on it) or over an eager iterator passed
-    in, being traced: a while loop carrying the next element as an optional (TF's
-    ``IteratorGetNextAsOptional``), run while it has a value."""
-    if isinstance(iterable, Dataset):
-        handle = _dso.anonymous_iterator(iterable._types, iterable._shapes)
-        started = [_dso.make_iterator(iterable._variant_tensor, handle)]
-    else:
-        handle, started = iterable._handle, []
-    types, shapes, structure = iterable._types, iterable._shapes, iterable._structure
-    with _ops.control_dependencies(started):  # the first element after the pass starts
-        first = _dso.iterator_get_next_as_optional(handle, types, shapes)
+def _graph_iterable_for(iterable, body, state, names, where, extra_test):
+    """A loop over a dataset or an iterator while tracing: a while loop that carries the next
+    element as an optional and runs while it has a value (TF's ``IteratorGetNextAsOptional``;
+    a dataset starts a new pass, an iterator goes on from where it is)."""
+    loop = iterable._graph_loop()
 
     def test(optional, *rest):
-        return _dso.optional_has_value(optional)
+        return loop.has_value(optional)
 
     def loop_body(optional, *rest):
-        element = _st.pack(structure, _dso.optional_get_value(optional, types, shapes))
-        out = body(element, *rest)
-        return (_dso.iterator_get_next_as_optional(handle, types, shapes), *out)
+        out = body(loop.value(optional), *rest)
+        return (loop.next_optional(), *out)
 
     def extra(optional, *rest):
         return extra_test(*rest)
 
-    out = while_stmt(test, loop_body, (first, *state), ("<element>", *names), where,
-                     extra if extra_test is not None else None)
+    out = while_stmt(test, loop_body, (loop.next_optional(), *state), ("<element>", *names),
+                     where, extra if extra_test is not None else None)
     return tuple(out[1:])
 
 

@@ -15,6 +15,7 @@ from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework import random_seed
+from dflab.framework.composite import CompositeArgument, GraphIterable
 from dflab.framework.constant_op import constant, constant_value
 from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
 from dflab.ops import dataset_ops as _dso
@@ -44,7 +45,7 @@ def _components(tensors, name: str):
     return tensors, flat
 
 
-class Dataset(_st.HasElementStructure):
+class Dataset(_st.HasElementStructure, CompositeArgument, GraphIterable):
     """A dataset op and the structure of its elements (see the module docstring)."""
 
     def __init__(self, variant: _ops.Tensor, structure, types, shapes):
@@ -65,6 +66,24 @@ class Dataset(_st.HasElementStructure):
         out = Dataset(variant, self._structure, self._types, self._shapes)
         out._options_attr = self._options_attr
         return out
+
+    # --- as a traced function's argument, and in AutoGraph's loops (``composite``) --------
+    def _flat_tensors(self) -> list:
+        return [self._variant_tensor]
+
+    def _placeholder_specs(self) -> list:
+        return [(_dt.variant, TensorShape([]))]
+
+    def _trace_key(self) -> tuple:
+        return ("dataset", *self._element_signature())
+
+    def _over_tensors(self, tensors) -> Dataset:
+        return self._over(tensors[0])
+
+    def _graph_loop(self):
+        from dflab.data.iterator import graph_loop_over
+
+        return graph_loop_over(self)
 
     def options(self) -> _options.Options:
         """The options set on this dataset and the datasets it was made from."""

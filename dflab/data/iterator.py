@@ -19,7 +19,8 @@ from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework import ops as _ops
-from dflab.framework.tensor_shape import as_shape, unknown_shape
+from dflab.framework.composite import CompositeArgument, GraphIterable, GraphLoop
+from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
 from dflab.ops import dataset_ops as _dso
 
 if TYPE_CHECKING:  # the dataset module builds iterators: no import back at run time
@@ -87,7 +88,36 @@ class Iterator(_st.HasElementStructure):
         raise NotImplementedError("Iterator.string_handle is not supported by dflab")
 
 
-class OwnedIterator(_st.HasElementStructure):
+class _IteratorLoop(GraphLoop):
+    """A loop over iterator ``handle`` built as ops (AutoGraph's ``for``): each element asked
+    for as an optional; the first ask waits for ``started`` (the op starting the pass)."""
+
+    def __init__(self, handle, like: _st.HasElementStructure, started=()):
+        self._handle, self._like, self._started = handle, like, list(started)
+
+    def next_optional(self):
+        with _ops.control_dependencies(self._started):
+            optional = _dso.iterator_get_next_as_optional(self._handle, self._like._types,
+                                                          self._like._shapes)
+        self._started = []
+        return optional
+
+    def has_value(self, optional):
+        return _dso.optional_has_value(optional)
+
+    def value(self, optional):
+        return _st.pack(self._like._structure, _dso.optional_get_value(
+            optional, self._like._types, self._like._shapes))
+
+
+def graph_loop_over(dataset: Dataset) -> _IteratorLoop:
+    """A new pass over ``dataset`` in the graph being built: an ``AnonymousIterator`` started
+    on it, and the loop reading it."""
+    handle = _dso.anonymous_iterator(dataset._types, dataset._shapes)
+    return _IteratorLoop(handle, dataset, [_dso.make_iterator(dataset._variant_tensor, handle)])
+
+
+class OwnedIterator(_st.HasElementStructure, CompositeArgument, GraphIterable):
     """An eager iterator over ``dataset`` (see the module docstring): a Python iterator whose
     elements are eager tensors in the dataset's structure; ``get_next()`` past the end raises
     ``tf.errors.OutOfRangeError`` where ``next()`` stops."""
@@ -103,14 +133,26 @@ class OwnedIterator(_st.HasElementStructure):
         self._handle = _dso.anonymous_iterator(self._types, self._shapes)
         _dso.make_iterator(dataset._variant_tensor, self._handle)
 
-    @classmethod
-    def over_handle(cls, handle, like: OwnedIterator) -> OwnedIterator:
-        """An iterator reading ``handle`` (a traced function's argument standing for ``like``'s
-        handle), with ``like``'s elements."""
-        it = cls.__new__(cls)
-        it._structure, it._types, it._shapes = like._structure, like._types, like._shapes
-        it._handle = handle
+    # --- as a traced function's argument, and in AutoGraph's loops (``composite``) --------
+    def _flat_tensors(self) -> list:
+        return [self._handle]
+
+    def _placeholder_specs(self) -> list:
+        return [(_dt.resource, TensorShape([]))]
+
+    def _trace_key(self) -> tuple:
+        return ("iterator", *self._element_signature())
+
+    def _over_tensors(self, tensors) -> OwnedIterator:
+        """An iterator reading handle ``tensors[0]`` (a traced function's argument), with
+        these elements."""
+        it = type(self).__new__(type(self))
+        it._structure, it._types, it._shapes = self._structure, self._types, self._shapes
+        it._handle = tensors[0]
         return it
+
+    def _graph_loop(self) -> _IteratorLoop:
+        return _IteratorLoop(self._handle, self)
 
     def __iter__(self):
         # In a graph each ``next`` adds an op and none ever ends the loop: a ``for`` there

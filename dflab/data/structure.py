@@ -97,3 +97,9 @@ class HasElementStructure:
     @property
     def output_classes(self):
         return pack(self._structure, [Tensor] * len(self._types))
+
+    def _element_signature(self) -> tuple:
+        """(nesting, dtypes, static shapes) of the elements: what a traced function taking
+        this dataset or iterator is keyed by."""
+        return (repr(pack(self._structure, [0] * len(self._types))), tuple(self._types),
+                tuple(s.as_tuple() for s in self._shapes))

@@ -33,14 +33,12 @@ import threading
 
 import numpy as np
 
-from dflab.data import structure as _st
-from dflab.data.dataset import Dataset
-from dflab.data.iterator import OwnedIterator
 from dflab.eager import call_op
 from dflab.eager import context as _ctx
 from dflab.framework import dtypes as _dt
 from dflab.framework import nest
 from dflab.framework import ops as _ops
+from dflab.framework.composite import CompositeArgument
 from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.graph import Graph
 from dflab.framework.graph_io import GraphDef
@@ -218,8 +216,7 @@ class ConcreteFunction:
         return self._graph_attrs
 
     def __call__(self, *args, **kwargs):
-        flat = [_as_input(t) for t in nest.flatten((args, kwargs)) if _is_tensor_arg(t)]
-        return self.call_flat(flat)
+        return self.call_flat(_flat_inputs(nest.flatten((args, kwargs))))
 
     def call_flat(self, tensors):
         """Call with the argument tensors in the order of the argument placeholders."""
@@ -294,18 +291,25 @@ def _float(t) -> bool:
 
 
 def _is_tensor_arg(x) -> bool:
-    """An argument that enters the function as a tensor: a tensor or array, and a dataset or
-    an eager iterator, which enter as their variant or handle (TF's composite arguments)."""
-    return isinstance(x, (_ops.Tensor, np.ndarray, Dataset, OwnedIterator))
+    """An argument that enters the function as tensors: a tensor or an array, or a composite
+    (a dataset, an eager iterator: its variant or handle)."""
+    return isinstance(x, (_ops.Tensor, np.ndarray, CompositeArgument))
+
+
+def _flat_inputs(flat_values) -> list:
+    """The tensors the arguments ``flat_values`` (flattened) pass, in placeholder order."""
+    out = []
+    for v in flat_values:
+        if isinstance(v, CompositeArgument):
+            out += v._flat_tensors()
+        elif _is_tensor_arg(v):
+            out.append(_as_input(v))
+    return out
 
 
 def _as_input(x):
     if isinstance(x, _ops.Tensor):
         return x
-    if isinstance(x, Dataset):
-        return x._variant_tensor
-    if isinstance(x, OwnedIterator):
-        return x._handle
     g = _ops.get_default_graph()
     if isinstance(x, np.ndarray) and g.executes_eagerly:
         return g.from_numpy(x)
@@ -321,10 +325,8 @@ def _key(value):
         return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
     if isinstance(value, np.ndarray):
         return ("tensor", _dt.as_dtype(value.dtype), value.shape)
-    if isinstance(value, (Dataset, OwnedIterator)):  # by its elements' structure, as TF's
-        return ("dataset" if isinstance(value, Dataset) else "iterator",
-                repr(_st.pack(value._structure, [0] * len(value._types))),
-                tuple(value._types), tuple(s.as_tuple() for s in value._shapes))
+    if isinstance(value, CompositeArgument):  # by what it holds, not by identity (TF's)
+        return ("composite", value._trace_key())
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(_key(v) for v in value))
     if isinstance(value, dict):
@@ -353,19 +355,17 @@ def _describe(key) -> str:
         return f"[{inner}]" if kind == "list" else f"({inner})"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in key[1]) + "}"
-    if kind in ("dataset", "iterator"):
-        return f"{kind} of {', '.join(dt.name for dt in key[2])}"
+    if kind == "composite":
+        return f"{key[1][0]} of {', '.join(dt.name for dt in key[1][2])}"
     return f"<{kind} {key[1]:#x}>"
 
 
-def _traced_arg(value, tensor):
-    """What the traced function receives for argument ``value`` entering as ``tensor``: the
-    tensor, or a dataset or iterator over it with ``value``'s elements."""
-    if isinstance(value, Dataset):
-        return value._over(tensor)
-    if isinstance(value, OwnedIterator):
-        return OwnedIterator.over_handle(tensor, value)
-    return tensor
+def _traced_arg(value, tensors):
+    """What the traced function receives for argument ``value`` from the iterator of its
+    argument tensors: the next tensor, or a composite rebuilt over its next tensors."""
+    if isinstance(value, CompositeArgument):
+        return value._over_tensors([next(tensors) for _ in value._placeholder_specs()])
+    return next(tensors)
 
 
 def _why(new, traced, names) -> str:
@@ -497,8 +497,7 @@ class Function:
                     concrete = self._trace(names, values, key, pinned)
         if all(isinstance(v, _ops.Tensor) for v in values):
             return concrete.call_flat(values)
-        return concrete.call_flat([_as_input(v) for v in nest.flatten(values)
-                                   if _is_tensor_arg(v)])
+        return concrete.call_flat(_flat_inputs(nest.flatten(values)))
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
         """The trace for these arguments (``TensorSpec``s stand for tensors), traced now if
@@ -550,11 +549,11 @@ class Function:
         def make(v):
             if not _is_tensor_arg(v):
                 return v
-            if isinstance(v, (Dataset, OwnedIterator)):
-                dtype = _dt.variant if isinstance(v, Dataset) else _dt.resource
-                ph = fg.placeholder(dtype, TensorShape([]), f"arg{next(counter)}")
-                args.append(ph)
-                return _traced_arg(v, ph)
+            if isinstance(v, CompositeArgument):
+                phs = [fg.placeholder(dtype, shape, f"arg{next(counter)}")
+                       for dtype, shape in v._placeholder_specs()]
+                args.extend(phs)
+                return v._over_tensors(phs)
             if pinned:
                 spec = next(specs)
                 dtype, shape = spec.dtype.base_dtype, spec.shape
@@ -573,7 +572,7 @@ class Function:
         def python_call(arg_tensors):
             it = iter(arg_tensors)
             vals = nest.map_structure(
-                lambda v: _traced_arg(v, next(it)) if _is_tensor_arg(v) else v, values) \
+                lambda v: _traced_arg(v, it) if _is_tensor_arg(v) else v, values) \
                 if values else []
             return _call_with(fn, names, vals, self._sig)
 
