@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import _harness as h
 import numpy as np
@@ -96,7 +97,14 @@ def _tf2(repeat: int, script: str = _TF2_SCRIPT):
         return None
     script = script.replace("REPEAT", str(repeat)).replace("ROWS", str(EPOCH_ROWS)) \
         .replace("BATCH", str(EPOCH_BATCH))
-    out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=600)
+    # From a file, not ``-c``: AutoGraph reads the function's source, and without it TF's
+    # traced ``for`` over a dataset unrolls forever.
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(script)
+    try:
+        out = subprocess.run([python, f.name], capture_output=True, text=True, timeout=600)
+    finally:
+        os.unlink(f.name)
     if out.returncode != 0:
         return None
     return json.loads(out.stdout.strip().splitlines()[-1])

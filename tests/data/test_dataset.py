@@ -519,3 +519,26 @@ def test_map_with_py_func():
     ds = tf.data.Dataset.from_tensor_slices((["ab", "c"], [2, 3]))
     ds = ds.map(lambda w, n: tf.py_func(shout, [w, n], tf.string))
     assert elements(ds) == [b"ABAB", b"CCC"]
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_batching_slices_whole_gives_what_stacking_elements_gives(drop):
+    """``from_tensor_slices(...).batch`` cuts batches out of the arrays at once; a ``map`` in
+    between makes ``batch`` stack element by element: the two must agree, strings too."""
+    x = np.arange(30, dtype=np.float32).reshape(10, 3)
+    names = np.array([f"row{i}".encode() for i in range(10)], dtype=object)
+    ids = np.arange(10, dtype=np.int64)
+
+    def pipeline(mapped):
+        ds = tf.data.Dataset.from_tensor_slices((x, names, ids))
+        if mapped:
+            ds = ds.map(lambda a, b, c: (a, b, c))
+        return elements(ds.batch(4, drop_remainder=drop))
+
+    whole, stacked = pipeline(False), pipeline(True)
+    assert [len(b[0]) for b in whole] == ([4, 4] if drop else [4, 4, 2])
+    assert len(whole) == len(stacked)
+    for a, b in zip(whole, stacked):
+        for u, v in zip(a, b):
+            assert u.dtype == v.dtype and u.shape == v.shape
+            assert u.tolist() == v.tolist()
