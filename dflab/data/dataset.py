@@ -15,7 +15,7 @@ from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework import random_seed
-from dflab.framework.composite import CompositeArgument, GraphIterable
+from dflab.framework.composite import GraphIterable
 from dflab.framework.constant_op import constant, constant_value
 from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
 from dflab.ops import dataset_ops as _dso
@@ -45,7 +45,7 @@ def _components(tensors, name: str):
     return tensors, flat
 
 
-class Dataset(_st.HasElementStructure, CompositeArgument, GraphIterable):
+class Dataset(_st.ElementsArgument, GraphIterable):
     """A dataset op and the structure of its elements (see the module docstring)."""
 
     def __init__(self, variant: _ops.Tensor, structure, types, shapes):
@@ -68,14 +68,10 @@ class Dataset(_st.HasElementStructure, CompositeArgument, GraphIterable):
         return out
 
     # --- as a traced function's argument, and in AutoGraph's loops (``composite``) --------
-    def _flat_tensors(self) -> list:
-        return [self._variant_tensor]
+    _KIND, _COMPONENT_DTYPE = "dataset", _dt.variant
 
-    def _placeholder_specs(self) -> list:
-        return [(_dt.variant, TensorShape([]))]
-
-    def _trace_key(self) -> tuple:
-        return ("dataset", *self._element_signature())
+    def _component(self):
+        return self._variant_tensor
 
     def _over_tensors(self, tensors) -> Dataset:
         return self._over(tensors[0])

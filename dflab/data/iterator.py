@@ -19,8 +19,8 @@ from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework import ops as _ops
-from dflab.framework.composite import CompositeArgument, GraphIterable, GraphLoop
-from dflab.framework.tensor_shape import TensorShape, as_shape, unknown_shape
+from dflab.framework.composite import GraphIterable, GraphLoop
+from dflab.framework.tensor_shape import as_shape, unknown_shape
 from dflab.ops import dataset_ops as _dso
 
 if TYPE_CHECKING:  # the dataset module builds iterators: no import back at run time
@@ -117,7 +117,7 @@ def graph_loop_over(dataset: Dataset) -> _IteratorLoop:
     return _IteratorLoop(handle, dataset, [_dso.make_iterator(dataset._variant_tensor, handle)])
 
 
-class OwnedIterator(_st.HasElementStructure, CompositeArgument, GraphIterable):
+class OwnedIterator(_st.ElementsArgument, GraphIterable):
     """An eager iterator over ``dataset`` (see the module docstring): a Python iterator whose
     elements are eager tensors in the dataset's structure; ``get_next()`` past the end raises
     ``tf.errors.OutOfRangeError`` where ``next()`` stops."""
@@ -134,14 +134,10 @@ class OwnedIterator(_st.HasElementStructure, CompositeArgument, GraphIterable):
         _dso.make_iterator(dataset._variant_tensor, self._handle)
 
     # --- as a traced function's argument, and in AutoGraph's loops (``composite``) --------
-    def _flat_tensors(self) -> list:
-        return [self._handle]
+    _KIND, _COMPONENT_DTYPE = "iterator", _dt.resource
 
-    def _placeholder_specs(self) -> list:
-        return [(_dt.resource, TensorShape([]))]
-
-    def _trace_key(self) -> tuple:
-        return ("iterator", *self._element_signature())
+    def _component(self):
+        return self._handle
 
     def _over_tensors(self, tensors) -> OwnedIterator:
         """An iterator reading handle ``tensors[0]`` (a traced function's argument), with

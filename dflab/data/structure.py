@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dflab.framework.composite import CompositeArgument
 from dflab.framework.ops import Tensor
+from dflab.framework.tensor_shape import TensorShape
 
 
 def is_nested(x) -> bool:
@@ -98,8 +100,25 @@ class HasElementStructure:
     def output_classes(self):
         return pack(self._structure, [Tensor] * len(self._types))
 
-    def _element_signature(self) -> tuple:
-        """(nesting, dtypes, static shapes) of the elements: what a traced function taking
-        this dataset or iterator is keyed by."""
-        return (repr(pack(self._structure, [0] * len(self._types))), tuple(self._types),
-                tuple(s.as_tuple() for s in self._shapes))
+
+
+class ElementsArgument(HasElementStructure, CompositeArgument):
+    """A dataset or an iterator as a traced function's argument: its one scalar tensor
+    (``_component()``, of ``_COMPONENT_DTYPE``: a variant, a handle), traced by the elements'
+    nesting, dtypes and static shapes (a new epoch's dataset or iterator reuses the trace)."""
+
+    _KIND = ""
+    _COMPONENT_DTYPE = None
+
+    def _component(self):
+        raise NotImplementedError
+
+    def _flat_tensors(self) -> list:
+        return [self._component()]
+
+    def _placeholder_specs(self) -> list:
+        return [(self._COMPONENT_DTYPE, TensorShape([]))]
+
+    def _trace_key(self) -> tuple:
+        return (self._KIND, repr(pack(self._structure, [0] * len(self._types))),
+                tuple(self._types), tuple(s.as_tuple() for s in self._shapes))
