@@ -6,7 +6,7 @@ second ``Dense`` is ``dense_1``); ``name_scope`` re-enters that very scope, and 
 decorated with ``Module.with_name_scope`` run inside it. ``variables``,
 ``trainable_variables``, ``non_trainable_variables`` and ``submodules`` walk the attributes
 as TF does: a module's own attributes in sorted order (into lists, tuples and dicts, a dict's
-keys sorted too) before the modules found there, breadth first, each object once. A
+keys sorted too), then each module found there walked the same way, each object once. A
 ``tf.train.Checkpoint`` saves a module's variables by attribute path, as any object's.
 """
 
@@ -80,28 +80,27 @@ class Module:
 
     @property
     def submodules(self) -> tuple:
-        """The modules inside this one, at any depth, breadth first."""
+        """The modules inside this one, at any depth (each level's own first)."""
         return tuple(self._flatten(predicate=lambda v: isinstance(v, Module)))
 
-    def _flatten(self, recursive=True, predicate=None):
+    def _flatten(self, recursive=True, predicate=None, seen=None):
         """The objects reached from this module's attributes for which ``predicate`` holds:
-        own attributes (sorted) first, then each module found there, breadth first."""
+        its own attributes (sorted) first, then each module found there, walked the same way
+        in turn (TF's order), each object once."""
         predicate = predicate or (lambda _: True)
-        seen = {id(self)}
-        modules = [self]
-        while modules:
-            found = []
-            for module in modules:
-                for key in sorted(vars(module)):
-                    for leaf in _leaves(vars(module)[key]):
-                        if id(leaf) in seen:
-                            continue
-                        seen.add(id(leaf))
-                        if predicate(leaf):
-                            yield leaf
-                        if recursive and isinstance(leaf, Module):
-                            found.append(leaf)
-            modules = found
+        seen = {id(self)} if seen is None else seen
+        found = []
+        for key in sorted(vars(self)):
+            for leaf in _leaves(vars(self)[key]):
+                if id(leaf) in seen:
+                    continue
+                seen.add(id(leaf))
+                if predicate(leaf):
+                    yield leaf
+                if recursive and isinstance(leaf, Module):
+                    found.append(leaf)
+        for module in found:
+            yield from module._flatten(recursive, predicate, seen)
 
     @classmethod
     def with_name_scope(cls, method):

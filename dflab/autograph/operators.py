@@ -236,7 +236,13 @@ def _graph_iterable_for(iterable, body, state, names, where, extra_test):
 
     def loop_body(optional, *rest):
         out = body(loop.value(optional), *rest)
-        return (loop.next_optional(), *out)
+        if extra_test is None:
+            return (loop.next_optional(), *out)
+        # After a ``break`` the iterator keeps its next element (TF's): ask only to go on.
+        go_on = extra_test(*out)
+        if not is_symbolic(go_on):
+            return (loop.next_optional() if go_on else optional, *out)
+        return (control_flow_ops.cond(go_on, loop.next_optional, lambda: optional), *out)
 
     def extra(optional, *rest):
         return extra_test(*rest)

@@ -307,13 +307,12 @@ class Dataset(_st.ElementsArgument, GraphIterable):
         """An eager iterator over the elements (``for element in dataset``): eager execution
         only (AutoGraph turns a ``for`` over a dataset in a traced function into a loop of
         ops); a graph reads a dataset through ``make_one_shot_iterator``'s ops."""
-        from dflab.data.iterator import OwnedIterator
+        from dflab.data.iterator import OwnedIterator, graph_iteration_error
 
         if not _ops.executing_eagerly():
-            raise RuntimeError("`tf.data.Dataset` only supports Python-style iteration in "
-                               "eager mode or within tf.function (AutoGraph converts the "
-                               "loop); in a graph, read it through "
-                               "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()")
+            raise graph_iteration_error(
+                "a `tf.data.Dataset`", "a graph reads a dataset through "
+                "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()")
         return OwnedIterator(self)
 
     def as_numpy_iterator(self):

@@ -154,10 +154,7 @@ class OwnedIterator(_st.ElementsArgument, GraphIterable):
         # In a graph each ``next`` adds an op and none ever ends the loop: a ``for`` there
         # would unroll forever, so only an eager loop or AutoGraph's (which never asks).
         if not _ops.executing_eagerly():
-            raise RuntimeError("Python iteration over an iterator is only supported in eager "
-                               "mode; in a tf.function write `for x in iterator` where "
-                               "AutoGraph converts it (not in a comprehension), or call "
-                               "next(iterator)")
+            raise graph_iteration_error("an iterator", "or call next(iterator)")
         return self
 
     def __next__(self):
@@ -175,6 +172,16 @@ class OwnedIterator(_st.ElementsArgument, GraphIterable):
 
     def __repr__(self):
         return f"<OwnedIterator shapes: {self.output_shapes}, types: {self.output_types}>"
+
+
+def graph_iteration_error(what: str, otherwise: str) -> RuntimeError:
+    """Python iteration over a dataset or iterator while a graph is built, which only
+    AutoGraph's plain ``for`` can turn into ops."""
+    return RuntimeError(
+        f"Python iteration over {what} is only supported in eager mode or, in a tf.function, "
+        "as a plain `for x in ...:` statement that AutoGraph converts into a loop of ops. "
+        "Not converted: iter(), zip(), enumerate(), comprehensions, and a loop whose body "
+        f"holds a `with` (a GradientTape) or a `return`; {otherwise}.")
 
 
 class NumpyIterator:

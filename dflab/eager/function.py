@@ -18,7 +18,9 @@ is callable from graph mode, differentiable (tapes and ``tf.gradients`` reach it
 function) and placeable (``tf.device`` around the call).
 
 Inside a trace, stateful ops run in program order (each gets a control input on the one
-before, as TF's automatic control dependencies give), and every op runs on each call.
+before, as TF's automatic control dependencies give; a while loop at the top level is one step
+of that order, its body's stateful ops ordered within each iteration), and every op runs on
+each call. Stateful ops inside a ``cond`` branch are not ordered against the others.
 Variables follow TF's once-only rule: a function may create variables only on its first
 trace; they are made outside the graph (in the eager context, or in the graph the call is
 built in) with their initial values computed then, and later traces must reuse them.
@@ -47,6 +49,7 @@ from dflab.ops import array_ops
 from dflab.ops import gradients as _gradients
 from dflab.ops import resource_variable_ops as _rv
 from dflab.ops import variables as _variables
+from dflab.ops.control_flow_ops import UNORDERED_STATEFUL
 from dflab.runtime.node import Node
 
 _function_ids = itertools.count(1)
@@ -91,6 +94,7 @@ class FuncGraph(Graph):
 
     is_function_graph = True
     captures_foreign_tensors = True
+    orders_side_effects = True
 
     def __init__(self, name: str, outer=None):
         super().__init__()
@@ -114,6 +118,12 @@ class FuncGraph(Graph):
         with self.as_default():
             return self.create_op("Placeholder", [], name=name, attrs=attrs).outputs[0]
 
+    def last_side_effect(self):
+        return self._last_stateful
+
+    def after_side_effect(self, op) -> None:
+        self._last_stateful = op
+
     def capture(self, t):
         """The placeholder standing for ``t`` (a value from outside) in this graph."""
         return self._capture(t, "Identity")
@@ -121,7 +131,7 @@ class FuncGraph(Graph):
     def _order_stateful(self, op) -> None:
         """TF's automatic control dependencies: a stateful op runs after the one before it
         (at the function's top level; a loop body or branch keeps its own order)."""
-        if not op.op_def.stateful or op.type in _NOT_ORDERED or \
+        if not op.op_def.stateful or op.type in UNORDERED_STATEFUL or \
                 op.control_flow_context is not None or self.control_flow_context is not None:
             return
         last = self._last_stateful
@@ -148,8 +158,6 @@ class FuncGraph(Graph):
         return [ph for _, ph in self.captures.values()]
 
 
-# Stateful ops that need no order among themselves: placeholders and variable handles.
-_NOT_ORDERED = frozenset({"Placeholder", "VarHandleOp", "PlaceholderWithDefault"})
 
 
 # --- concrete functions --------------------------------------------------------------------
@@ -569,11 +577,14 @@ class Function:
         fn = self._callable()
         creator = _VariableLifter(self, fg, allow_variables)
 
+        # The arguments as traced (placeholders, composites over them, Python values) are the
+        # template a retrace fills: not the first call's values, which an eager iterator's
+        # state (and its data) would outlive the call in.
         def python_call(arg_tensors):
             it = iter(arg_tensors)
             vals = nest.map_structure(
-                lambda v: _traced_arg(v, it) if _is_tensor_arg(v) else v, values) \
-                if values else []
+                lambda v: _traced_arg(v, it) if _is_tensor_arg(v) else v, traced_values) \
+                if traced_values else []
             return _call_with(fn, names, vals, self._sig)
 
         with fg.as_default(), _variables.variable_creator_scope(creator):

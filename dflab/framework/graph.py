@@ -424,6 +424,18 @@ class Graph(RichDisplay):
     # from another graph, which ``_capture`` then brings in.
     captures_foreign_tensors = False
 
+    # A traced function's graph runs its stateful ops in program order (TF's automatic control
+    # dependencies): ``last_side_effect()`` is the op the next stateful op waits for, and
+    # ``after_side_effect(op)`` makes it ``op`` (a while loop: its exit). Plain graphs keep
+    # TF 1.x's rule: only data and explicit control dependencies order ops.
+    orders_side_effects = False
+
+    def last_side_effect(self):
+        return None
+
+    def after_side_effect(self, op) -> None:
+        """Nothing to record in a graph that does not order its stateful ops."""
+
     def _capture(self, t: Tensor, op_type: str) -> Tensor:
         """The stand-in in this graph for a tensor ``t`` of another graph (none here)."""
         raise ValueError(

@@ -590,9 +590,18 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
                                  f"shape {t.shape} of loop variable {t.name} ({where}).")
     else:
         shapes = [t.shape for t in tensors]
+    g = _ops.get_default_graph()
+    # In a traced function a loop at its top level is one step of the program order: it starts
+    # after the stateful op before it, its body's stateful ops run in order within each
+    # iteration (the next iteration waits for them), and what follows waits for its end.
+    ordered = g.orders_side_effects and g.control_flow_context is None
+    before = g.last_side_effect() if ordered else None
     with ctx._in_outer():
         enters = [_enter(t, ctx.frame_name, False, ctx.parallel_iterations).outputs[0]
                   for t in tensors]
+    if before is not None:
+        for e in enters:
+            e.op.add_control_input(before)
     for e, s in zip(enters, shapes):
         e.op.control_flow_context = ctx
         relax_shape(e, s)  # the loop variable's shape invariant
@@ -612,7 +621,10 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
         body_inputs = [array_ops.identity(s[1]) for s in switches]
         ctx.pivot = body_inputs[0]
         packed = nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, body_inputs))
+        first_body_op = len(g.get_operations())
         result = body(*packed)
+        effects = _chain_side_effects(g.get_operations()[first_body_op:], ctx) \
+            if g.orders_side_effects else []
         if not isinstance(result, (list, builtins.tuple)) or (
                 len(lv) == 1 and _same_structure(result, lv[0])
                 and not _same_structure(result, list(lv))):
@@ -637,6 +649,9 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
                     f"iterations, use the `shape_invariants` argument of tf.while_loop to "
                     f"specify a less-specific shape ({where}).")
             outs.append(ctx.AddValue(r))
+        if effects:  # the next iteration (and the loop's end) waits for this one's effects
+            with g.control_dependencies(effects[-1:]):
+                outs = [array_ops.identity(r) for r in outs]
         nexts = [_next_iteration(r).outputs[0] for r in outs]
         for m, n in zip(merges, nexts):
             m.op.update_input(1, n)
@@ -647,7 +662,26 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
         x.op.control_flow_info = ctx
     ctx.enters, ctx.merges, ctx.switches = enters, merges, switches
     ctx.body_inputs, ctx.next_iterations, ctx.exits = body_inputs, nexts, exits
+    if ordered:
+        g.after_side_effect(exits[0].op)
     return nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, exits))
+
+
+# Stateful ops that need no order among the others (placeholders and variable handles), in a
+# traced function's loops as at its top level (``dflab.eager.function``).
+UNORDERED_STATEFUL = frozenset({"Placeholder", "VarHandleOp", "PlaceholderWithDefault"})
+
+
+def _chain_side_effects(made: list, ctx) -> list:
+    """The stateful ops a loop body made directly in its frame (not in a nested cond branch or
+    loop, whose ops a control edge from here could not reach), each made to wait for the one
+    before it: program order within an iteration."""
+    effects = [op for op in made if op.control_flow_context is ctx and op.op_def.stateful
+               and op.type not in UNORDERED_STATEFUL]
+    for before, op in zip(effects, effects[1:]):
+        if before not in op.control_inputs:
+            op.add_control_input(before)
+    return effects
 
 
 __all__ = ["no_op", "group", "tuple", "with_dependencies", "Assert", "cond", "case",

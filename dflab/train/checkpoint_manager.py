@@ -7,7 +7,8 @@ directory's ``checkpoint`` state file as TF's manager does: relative paths, one 
 kept checkpoint and the last preserved timestamp. The state is written with the new checkpoint
 *before* older ones are deleted and again after, so a process killed between the two leaves
 the new checkpoint named as the latest; a manager made later over the directory adopts the
-kept checkpoints that still exist on disk (TF adopts every one listed).
+kept checkpoints newer than the last preserved one, as TF's, and of those only the ones still
+on disk (TF does not look).
 ``keep_checkpoint_every_n_hours`` keeps, among those pushed out, one per that many hours for
 good (no longer listed, never deleted); ``checkpoint_interval`` with a ``step_counter`` skips
 a save until the step has advanced that far since the last one.

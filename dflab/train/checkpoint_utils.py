@@ -222,7 +222,8 @@ def list_variables(ckpt_dir_or_file) -> list[tuple[str, list]]:
 
 
 def load_variable(ckpt_dir_or_file, name: str):
-    """The value of tensor ``name`` (a trailing ``:0`` is ignored) as a NumPy array."""
+    """The value of tensor ``name`` (a trailing ``:0`` is ignored): a NumPy array, a scalar
+    as a NumPy scalar (a string as bytes), as TF's."""
     if name.endswith(":0"):
         name = name[:-2]
     return load_checkpoint(ckpt_dir_or_file).get_tensor(name)

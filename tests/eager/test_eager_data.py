@@ -140,7 +140,7 @@ def test_python_iteration_in_a_graph_is_refused_with_the_way_out():
         def unconverted(ds):
             return [x for x in ds]
 
-        with pytest.raises(RuntimeError, match="within tf.function"):
+        with pytest.raises(RuntimeError, match="AutoGraph converts"):
             unconverted(ds)
         with pytest.raises(RuntimeError, match="eager"):
             tf.contrib.eager.Iterator(ds)
@@ -332,3 +332,70 @@ def test_as_numpy_iterator_gives_numpy_values_in_the_structure(eager):
     assert isinstance(ds.as_numpy_iterator(), tf.data.NumpyIterator)
     with tf.Graph().as_default(), pytest.raises(RuntimeError, match="only supported in eager"):
         tf.data.Dataset.range(3).as_numpy_iterator()
+
+
+def test_a_traced_loop_is_one_step_of_the_program_order(eager):
+    """What follows a loop in a tf.function sees all of its effects, a later loop or next()
+    takes the elements the earlier one left, and a break leaves the next element unread
+    (TF 2.21's answers for these programs)."""
+    v = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function
+    def train(ds):
+        for x in ds:
+            v.assign_add(x)
+        return v.read_value()
+
+    assert [int(train(tf.data.Dataset.range(5))) for _ in range(3)] == [10, 20, 30]
+
+    counter = tf.Variable(0)
+
+    @tf.function
+    def counted():
+        counter.assign(0)
+        for _ in tf.range(50):
+            counter.assign_add(1)
+        counter.assign_add(1000)
+        return counter.read_value()
+
+    assert [int(counted()) for _ in range(3)] == [1050] * 3
+
+    @tf.function
+    def loop_then_next(iterator):
+        s = tf.constant(0, tf.int64)
+        for x in iterator:
+            s += x
+            if x >= 1:
+                break
+        return s, next(iterator)
+
+    for _ in range(3):
+        got = loop_then_next(iter(tf.data.Dataset.range(5)))
+        assert (int(got[0]), int(got[1])) == (1, 2)
+
+    @tf.function
+    def two_loops(iterator):
+        a = tf.constant(0, tf.int64)
+        for x in iterator:
+            a += x
+        b = tf.constant(0, tf.int64)
+        for x in iterator:
+            b += x
+        return a, b
+
+    for _ in range(3):
+        a, b = two_loops(iter(tf.data.Dataset.range(4)))
+        assert (int(a), int(b)) == (6, 0)
+
+
+def test_a_traced_function_keeps_no_iterator_it_was_traced_with(eager):
+    @tf.function
+    def first(iterator):
+        return next(iterator)
+
+    it = iter(tf.data.Dataset.from_tensor_slices(np.zeros((100, 10))))
+    first(it)
+    ref = weakref.ref(it._handle._value)
+    del it
+    gc.collect()
+    assert ref() is None

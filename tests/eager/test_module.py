@@ -86,3 +86,33 @@ def test_a_module_trains_and_checkpoints(tmp_path):
         np.testing.assert_array_equal(again.w.numpy(), model.w.numpy())
         keys = {k for k, _ in tf.train.list_variables(path)}
         assert {"model/w/.ATTRIBUTES/VARIABLE_VALUE", "model/b/.ATTRIBUTES/VARIABLE_VALUE"} <= keys
+
+
+def test_variables_walk_each_submodule_whole_before_the_next():
+    """TF's order beyond one level: own variables, then the first submodule's (its own, then
+    its submodules'), then the next submodule's."""
+
+    class Leaf(tf.Module):
+        def __init__(self, tag):
+            super().__init__()
+            self.v = tf.Variable(0.0, name=f"{tag}_own")
+
+    class Branch(tf.Module):
+        def __init__(self, tag):
+            super().__init__()
+            self.own = tf.Variable(0.0, name=f"{tag}_own")
+            self.child = Leaf(f"{tag}_child")
+
+    class Root(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = Branch("a")
+            self.b = Branch("b")
+            self.c = tf.Variable(0.0, name="c")
+
+    with eager_mode():
+        root = Root()
+        assert [v.name for v in root.variables] == [
+            "c:0", "a_own:0", "a_child_own:0", "b_own:0", "b_child_own:0"]
+        assert [type(m).__name__ for m in root.submodules] == ["Branch", "Branch", "Leaf",
+                                                               "Leaf"]
