@@ -101,7 +101,6 @@ class HasElementStructure:
         return pack(self._structure, [Tensor] * len(self._types))
 
 
-
 class ElementsArgument(HasElementStructure, CompositeArgument):
     """A dataset or an iterator as a traced function's argument: its one scalar tensor
     (``_component()``, of ``_COMPONENT_DTYPE``: a variant, a handle), traced by the elements'

@@ -135,6 +135,9 @@ class EagerTensor(Tensor):
     def __float__(self):
         return float(self.numpy())
 
+    def __complex__(self):
+        return complex(self.numpy())
+
     def __index__(self):
         if not self._dtype.is_integer:
             raise TypeError(f"Only integer tensors can be used as indices, not "

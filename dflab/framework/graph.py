@@ -360,10 +360,10 @@ class Graph(RichDisplay):
         if op is not None:
             if hasattr(op, "_as_graph_element") and not isinstance(op, (Tensor, Operation)):
                 op = op._as_graph_element()
+            if self.captures_foreign_tensors and op.graph is not self:
+                return contextlib.nullcontext()  # (an eager value: no op to be beside)
             if isinstance(op, Tensor):
-                op = None if op.is_eager and op.graph is not self else op.op
-            if self.captures_foreign_tensors and getattr(op, "graph", None) is not self:
-                return contextlib.nullcontext()
+                op = op.op
         return self._colocate(op, ignore_existing)
 
     @contextlib.contextmanager

@@ -621,10 +621,10 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
         body_inputs = [array_ops.identity(s[1]) for s in switches]
         ctx.pivot = body_inputs[0]
         packed = nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, body_inputs))
-        first_body_op = len(g.get_operations())
+        first_body_op = len(g.get_operations()) if g.orders_side_effects else None
         result = body(*packed)
-        effects = _chain_side_effects(g.get_operations()[first_body_op:], ctx) \
-            if g.orders_side_effects else []
+        effects = [] if first_body_op is None else \
+            _chain_side_effects(g.get_operations()[first_body_op:], ctx)
         if not isinstance(result, (list, builtins.tuple)) or (
                 len(lv) == 1 and _same_structure(result, lv[0])
                 and not _same_structure(result, list(lv))):

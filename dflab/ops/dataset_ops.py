@@ -25,8 +25,6 @@ dataset op (evaluated when the iterator is initialised, as in TF).
 
 from __future__ import annotations
 
-import contextlib
-
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.graph import Graph
@@ -219,19 +217,13 @@ def anonymous_iterator(types, shapes, name=None) -> _ops.Tensor:
                          name or "AnonymousIterator").outputs[0]
 
 
-def _beside(handle):
-    """Ops on an iterator run where it lives: colocated with its op in a graph (an eager
-    handle has no op; an eager op on a resource runs on the resource's device)."""
-    return contextlib.nullcontext() if handle.is_eager else _ops.colocate_with(handle.op)
-
-
 def make_iterator(variant, handle, name=None) -> _ops.Operation:
-    with _beside(handle):
+    with _ops.colocate_with(handle):
         return _ops.apply_op("MakeIterator", [variant, handle], {}, name or "MakeIterator")
 
 
 def iterator_get_next(handle, types, shapes, name=None) -> list:
-    with _beside(handle):
+    with _ops.colocate_with(handle):
         op = _ops.apply_op("IteratorGetNext", [handle], {"output_types": list(types),
                                                          "output_shapes": list(shapes)},
                            name or "IteratorGetNext")
@@ -240,7 +232,7 @@ def iterator_get_next(handle, types, shapes, name=None) -> list:
 
 def iterator_get_next_as_optional(handle, types, shapes, name=None) -> _ops.Tensor:
     """The next element or, past the last, none: a scalar variant (no ``OutOfRangeError``)."""
-    with _beside(handle):
+    with _ops.colocate_with(handle):
         return _ops.apply_op("IteratorGetNextAsOptional", [handle],
                              {"output_types": list(types), "output_shapes": list(shapes)},
                              name or "IteratorGetNextAsOptional").outputs[0]

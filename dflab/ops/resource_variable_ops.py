@@ -439,7 +439,7 @@ class ResourceVariable(Variable):
         return float(self.value())
 
     def __complex__(self):
-        return complex(self.numpy()) if self._handle.is_eager else complex(self.value())
+        return complex(self.value())
 
     def __bool__(self):
         if self._handle.is_eager:

@@ -139,6 +139,7 @@ def test_tfs_refusals(eager, tmp_path):
 def test_an_eager_variables_python_conversions(eager):
     i, f, m = tf.Variable(3), tf.Variable(2.5), tf.Variable([1.0, 2.0])
     assert int(i) == 3 and float(f) == 2.5 and int(f) == 2 and complex(f) == 2.5 + 0j
+    assert complex(tf.constant(2.5)) == 2.5 + 0j  # an eager tensor, as TF's
     assert bool(i) is True and bool(tf.Variable(0.0)) is False
     assert [float(x) for x in m] == [1.0, 2.0]
     with pytest.raises(ValueError, match="ambiguous"):
