@@ -82,14 +82,14 @@ class GradientTape:
         self._thread = threading.get_ident()
         self._recording = True
         _context._TAPES.append(self)
-        _rv._ACCESS_HOOK[0] = _variable_accessed
+        _rv.add_access_listener(_variable_accessed)
 
     def _pop(self) -> None:
         self._recording = False
         if self in _context._TAPES:
             _context._TAPES.remove(self)
         if not _context._TAPES:
-            _rv._ACCESS_HOOK[0] = None
+            _rv.remove_access_listener(_variable_accessed)
 
     def stop_recording(self):
         """A block in which this tape records nothing (TF's ``tape.stop_recording()``)."""

@@ -18,9 +18,9 @@ is callable from graph mode, differentiable (tapes and ``tf.gradients`` reach it
 function) and placeable (``tf.device`` around the call).
 
 Inside a trace, stateful ops run in program order (each gets a control input on the one
-before, as TF's automatic control dependencies give; a while loop at the top level is one step
-of that order, its body's stateful ops ordered within each iteration), and every op runs on
-each call. Stateful ops inside a ``cond`` branch are not ordered against the others.
+before, as TF's automatic control dependencies give; a while loop or a ``cond`` is one step of
+that order, the stateful ops of its body or taken branch ordered within it, at any depth), and
+every op runs on each call.
 Variables follow TF's once-only rule: a function may create variables only on its first
 trace; they are made outside the graph (in the eager context, or in the graph the call is
 built in) with their initial values computed then, and later traces must reuse them.
@@ -28,10 +28,12 @@ built in) with their initial values computed then, and later traces must reuse t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
 import threading
+import weakref
 
 import numpy as np
 
@@ -104,7 +106,8 @@ class FuncGraph(Graph):
         self.captures: dict = {}  # id(outer value) -> (outer value, placeholder)
         self.outputs: list = []
         self.variables: list = []
-        self._last_stateful = None
+        # Control-flow context being built -> its last stateful op (``Graph.begin_side_effects``).
+        self._effects: dict = {None: None}
         self.seed = getattr(self.outer_graph, "seed", None)
         self.add_op_observer(self._order_stateful)
 
@@ -118,26 +121,45 @@ class FuncGraph(Graph):
         with self.as_default():
             return self.create_op("Placeholder", [], name=name, attrs=attrs).outputs[0]
 
+    def ordering_side_effects(self) -> bool:
+        return self.control_flow_context in self._effects
+
     def last_side_effect(self):
-        return self._last_stateful
+        return self._effects.get(self.control_flow_context)
 
     def after_side_effect(self, op) -> None:
-        self._last_stateful = op
+        if self.control_flow_context in self._effects:
+            self._effects[self.control_flow_context] = op
+
+    def begin_side_effects(self, ctx, after=None) -> None:
+        self._effects[ctx] = after
+
+    def end_side_effects(self, ctx):
+        return self._effects.pop(ctx, None)
+
+    @contextlib.contextmanager
+    def side_effects_unordered(self):
+        saved, self._effects = self._effects, {}
+        try:
+            yield
+        finally:
+            self._effects = saved
 
     def capture(self, t):
         """The placeholder standing for ``t`` (a value from outside) in this graph."""
         return self._capture(t, "Identity")
 
     def _order_stateful(self, op) -> None:
-        """TF's automatic control dependencies: a stateful op runs after the one before it
-        (at the function's top level; a loop body or branch keeps its own order)."""
-        if not op.op_def.stateful or op.type in UNORDERED_STATEFUL or \
-                op.control_flow_context is not None or self.control_flow_context is not None:
+        """TF's automatic control dependencies: a stateful op runs after the one before it in
+        its control-flow context (one being built: ops a gradient later adds to a finished
+        loop keep the order their data gives them)."""
+        ctx = op.control_flow_context
+        if ctx not in self._effects or not op.op_def.stateful or op.type in UNORDERED_STATEFUL:
             return
-        last = self._last_stateful
-        if last is not None and last not in op.control_inputs:
+        last = self._effects[ctx]
+        if last is not None and last is not op and last not in op.control_inputs:
             op.add_control_input(last)
-        self._last_stateful = op
+        self._effects[ctx] = op
 
     def _capture(self, t, op_type):
         found = self.captures.get(id(t))
@@ -186,6 +208,7 @@ class ConcreteFunction:
         self._graph_attrs = None
         self._grad = None
         self._grad_lock = threading.Lock()
+        self._read_variables: list = []  # weak references, set by the trace
 
     @property
     def inputs(self) -> list:
@@ -232,6 +255,11 @@ class ConcreteFunction:
             raise TypeError(f"{self.name} takes {len(self._args)} tensor arguments, got "
                             f"{len(tensors)}")
         inputs = [*tensors, *self._captured]
+        if _rv._ACCESS_HOOK[0] is not None:
+            for ref in self._read_variables:
+                v = ref()
+                if v is not None:
+                    _rv._accessed(v)
         g = _ops.get_default_graph()
         if g.executes_eagerly:
             op = g.apply_op(call_op.CALL_OP, inputs, self._eager_attrs, self.name)
@@ -587,11 +615,39 @@ class Function:
                 if traced_values else []
             return _call_with(fn, names, vals, self._sig)
 
-        with fg.as_default(), _variables.variable_creator_scope(creator):
+        with fg.as_default(), _variables.variable_creator_scope(creator), \
+                _ReadVariables() as read:
             out = _call_with(fn, names, traced_values, self._sig)
             structured = nest.map_structure(
                 lambda t: None if t is None else _output_tensor(t, fg), out)
-        return ConcreteFunction(fg, args, structured, python_call, reason, key)
+        concrete = ConcreteFunction(fg, args, structured, python_call, reason, key)
+        concrete._read_variables = read.refs
+        return concrete
+
+
+class _ReadVariables:
+    """The trainable variables a trace reads on its own thread, held weakly: each call of the
+    traced function tells recording tapes it reads them, as an eager read would (TF's
+    ``FuncGraph.variables`` and ``variable_accessed``); a tape that had not watched them when
+    the trace ran would otherwise see no gradient for them."""
+
+    def __init__(self):
+        self.refs: list = []
+        self._ids: set = set()
+        self._thread = threading.get_ident()
+
+    def __call__(self, variable) -> None:
+        if threading.get_ident() == self._thread and id(variable) not in self._ids:
+            self._ids.add(id(variable))
+            self.refs.append(weakref.ref(variable))
+
+    def __enter__(self):
+        _rv.add_access_listener(self)
+        return self
+
+    def __exit__(self, *exc):
+        _rv.remove_access_listener(self)
+        return False
 
 
 def _call_with(fn, names, values, sig):

@@ -425,16 +425,35 @@ class Graph(RichDisplay):
     captures_foreign_tensors = False
 
     # A traced function's graph runs its stateful ops in program order (TF's automatic control
-    # dependencies): ``last_side_effect()`` is the op the next stateful op waits for, and
-    # ``after_side_effect(op)`` makes it ``op`` (a while loop: its exit). Plain graphs keep
-    # TF 1.x's rule: only data and explicit control dependencies order ops.
+    # dependencies), kept per control-flow context while that context is being built: the
+    # function's top level (``None``), a loop's frame, a cond branch. ``last_side_effect()`` is
+    # the op the next stateful op of the current context waits for, ``after_side_effect(op)``
+    # makes it ``op`` (a loop: its exit; a cond: the merge of its branches' ends);
+    # ``begin_side_effects(ctx, after)`` starts ordering a context being built, its first
+    # stateful op waiting for ``after``, and ``end_side_effects(ctx)`` stops it and gives its
+    # last one. Plain graphs keep TF 1.x's rule: only data and explicit control dependencies
+    # order ops.
     orders_side_effects = False
+
+    def ordering_side_effects(self) -> bool:
+        """Whether stateful ops built now, in the current control-flow context, are ordered."""
+        return False
 
     def last_side_effect(self):
         return None
 
     def after_side_effect(self, op) -> None:
         """Nothing to record in a graph that does not order its stateful ops."""
+
+    def begin_side_effects(self, ctx, after=None) -> None:
+        """Nothing to order in a graph that does not order its stateful ops."""
+
+    def end_side_effects(self, ctx):
+        return None
+
+    def side_effects_unordered(self):
+        """A block whose stateful ops are left out of the program order (a gradient's)."""
+        return contextlib.nullcontext()
 
     def _capture(self, t: Tensor, op_type: str) -> Tensor:
         """The stand-in in this graph for a tensor ``t`` of another graph (none here)."""

@@ -339,14 +339,37 @@ def _to_tensors(values, ctx, what):
     return out
 
 
-def _build_branch(ctx, fn, what):
+_UNORDERED = object()  # a cond built where stateful ops are not ordered
+
+
+def _build_branch(ctx, fn, what, before=_UNORDERED):
+    """``fn()`` built in the branch ``ctx``: its result, the result's tensors, and, where the
+    graph orders stateful ops (a traced function), the branch's last one (``before``, the
+    op its first waits for, if it has none)."""
+    g = _ops.get_default_graph()
     ctx.Enter()
+    if before is not _UNORDERED:
+        g.begin_side_effects(ctx, before)
     try:
         result = fn()
         flat = _to_tensors(result, ctx, what)
     finally:
+        end = g.end_side_effects(ctx) if before is not _UNORDERED else None
         ctx.Exit()
-    return result, flat
+    return result, flat, end
+
+
+def _effects_done(ctx_t, end_t, ctx_f, end_f, pred_id):
+    """A tensor ready once the taken branch's stateful ops have run: in each branch its pivot
+    after the branch's last one, merged. What follows the cond in program order waits for it
+    (control edges from inside a branch would leave it dead when the other branch is taken)."""
+    ends = []
+    for ctx, end in ((ctx_f, end_f), (ctx_t, end_t)):
+        with ctx, _ops.control_dependencies([end] if end is not None else []):
+            ends.append(array_ops.identity(ctx.pivot, name="effects_done"))
+    done = merge(ends, name="effects_done")[0]
+    done.op.control_flow_info = pred_id
+    return done
 
 
 def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):
@@ -368,10 +391,12 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         pivot_t = array_ops.identity(p_true, name="switch_t")
         pivot_f = array_ops.identity(p_false, name="switch_f")
         pred_id = array_ops.identity(pred, name="pred_id")
+        g = _ops.get_default_graph()
+        before = g.last_side_effect() if g.ordering_side_effects() else _UNORDERED
         ctx_t = CondContext(pred_id, pivot_t, 1)
-        res_t, flat_t = _build_branch(ctx_t, true_fn, "true_fn")
+        res_t, flat_t, end_t = _build_branch(ctx_t, true_fn, "true_fn", before)
         ctx_f = CondContext(pred_id, pivot_f, 0)
-        res_f, flat_f = _build_branch(ctx_f, false_fn, "false_fn")
+        res_f, flat_f, end_f = _build_branch(ctx_f, false_fn, "false_fn", before)
         try:
             nest.assert_same_structure(res_t, res_f, check_types=False)
         except ValueError as e:
@@ -387,6 +412,8 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
             m = merge([f, t])[0]
             m.op.control_flow_info = pred_id
             merges.append(m)
+        if before is not _UNORDERED and (end_t is not before or end_f is not before):
+            g.after_side_effect(_effects_done(ctx_t, end_t, ctx_f, end_f, pred_id).op)
         structure = res_t
         if not strict and isinstance(structure, (list, builtins.tuple)) and len(structure) == 1 \
                 and not hasattr(structure, "_fields"):
@@ -591,10 +618,11 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
     else:
         shapes = [t.shape for t in tensors]
     g = _ops.get_default_graph()
-    # In a traced function a loop at its top level is one step of the program order: it starts
-    # after the stateful op before it, its body's stateful ops run in order within each
-    # iteration (the next iteration waits for them), and what follows waits for its end.
-    ordered = g.orders_side_effects and g.control_flow_context is None
+    # In a traced function a loop is one step of the program order of the context it is built
+    # in: it starts after the stateful op before it, its condition's and body's stateful ops
+    # run in order within each iteration (the next iteration waits for them), and what
+    # follows waits for its end.
+    ordered = g.ordering_side_effects()
     before = g.last_side_effect() if ordered else None
     with ctx._in_outer():
         enters = [_enter(t, ctx.frame_name, False, ctx.parallel_iterations).outputs[0]
@@ -606,6 +634,8 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
         e.op.control_flow_context = ctx
         relax_shape(e, s)  # the loop variable's shape invariant
     ctx.Enter()
+    if ordered:
+        g.begin_side_effects(ctx)
     try:
         # A Merge of two shape-s inputs, its Switch and the Exit are of shape s too.
         merges = [merge([e, e])[0] for e in enters]
@@ -621,10 +651,7 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
         body_inputs = [array_ops.identity(s[1]) for s in switches]
         ctx.pivot = body_inputs[0]
         packed = nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, body_inputs))
-        first_body_op = len(g.get_operations()) if g.orders_side_effects else None
         result = body(*packed)
-        effects = [] if first_body_op is None else \
-            _chain_side_effects(g.get_operations()[first_body_op:], ctx)
         if not isinstance(result, (list, builtins.tuple)) or (
                 len(lv) == 1 and _same_structure(result, lv[0])
                 and not _same_structure(result, list(lv))):
@@ -649,14 +676,17 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
                     f"iterations, use the `shape_invariants` argument of tf.while_loop to "
                     f"specify a less-specific shape ({where}).")
             outs.append(ctx.AddValue(r))
-        if effects:  # the next iteration (and the loop's end) waits for this one's effects
-            with g.control_dependencies(effects[-1:]):
+        last = g.end_side_effects(ctx) if ordered else None
+        if last is not None:  # the next iteration (and the loop's end) waits for its effects
+            with g.control_dependencies([last]):
                 outs = [array_ops.identity(r) for r in outs]
         nexts = [_next_iteration(r).outputs[0] for r in outs]
         for m, n in zip(merges, nexts):
             m.op.update_input(1, n)
         exits = [exit(s[0]).outputs[0] for s in switches]
     finally:
+        if ordered:
+            g.end_side_effects(ctx)
         ctx.Exit()
     for x in exits:
         x.op.control_flow_info = ctx
@@ -670,18 +700,6 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
 # Stateful ops that need no order among the others (placeholders and variable handles), in a
 # traced function's loops as at its top level (``dflab.eager.function``).
 UNORDERED_STATEFUL = frozenset({"Placeholder", "VarHandleOp", "PlaceholderWithDefault"})
-
-
-def _chain_side_effects(made: list, ctx) -> list:
-    """The stateful ops a loop body made directly in its frame (not in a nested cond branch or
-    loop, whose ops a control edge from here could not reach), each made to wait for the one
-    before it: program order within an iteration."""
-    effects = [op for op in made if op.control_flow_context is ctx and op.op_def.stateful
-               and op.type not in UNORDERED_STATEFUL]
-    for before, op in zip(effects, effects[1:]):
-        if before not in op.control_inputs:
-            op.add_control_input(before)
-    return effects
 
 
 __all__ = ["no_op", "group", "tuple", "with_dependencies", "Assert", "cond", "case",

@@ -15,7 +15,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import op_gradient_function
 from dflab.ops import array_ops, math_ops
-from dflab.ops.op_util import handle_source
+from dflab.ops.op_util import handle_source, variable_dtype_shape
 
 
 class IndexedSlicesValue(collections.namedtuple("IndexedSlicesValue",
@@ -232,7 +232,10 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
     stop_ops = {id(t.op) for t in _as_list(stop_gradients or [])}
     targets = [_gradient_target(x) for x in xs_in]
-    with _ops.name_scope(name, "gradients", ys + targets):
+    # Gradient ops are no steps of the program: a traced function leaves them unordered (a
+    # loop's accumulators, made now, must exist before the loop that pushes into them runs).
+    with _ops.get_default_graph().side_effects_unordered(), \
+            _ops.name_scope(name, "gradients", ys + targets):
         node_of = _WalkNodes()
         between = _between_ops(ys, targets, stop_ops, node_of)
         # pending[op] = number of data edges from ops in `between` that will send a gradient
@@ -293,9 +296,21 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
         for x in targets:
             g = _aggregate(grads.get(id(x), []), None)
             if g is None and unconnected_gradients == "zero":
-                g = array_ops.zeros_like(x)
+                g = _zeros_for(x)
             result.append(g)
         return result
+
+
+def _zeros_for(t):
+    """A zero gradient for ``t``; for a variable's handle, zeros of the variable's value (TF's
+    rule), made from the handle itself so that it is dead where the handle is (the untaken
+    branch of a cond: a Switch's gradient merges a live and a dead one)."""
+    if t.dtype.base_dtype is _dt.resource:
+        from dflab.ops import resource_variable_ops
+
+        dtype, _ = variable_dtype_shape(t)
+        return array_ops.zeros_like(resource_variable_ops.read_variable_op(t, dtype))
+    return array_ops.zeros_like(t)
 
 
 def _call_grad_fn(op, out_grads):
@@ -307,7 +322,7 @@ def _call_grad_fn(op, out_grads):
     filled = []
     for t, g in zip(op.outputs, out_grads):
         if g is None and _is_differentiable_dtype(t):
-            g = array_ops.zeros_like(t)
+            g = _zeros_for(t)
         filled.append(g)
     with _ops.name_scope(op.name + "_grad"):
         in_grads = fn(op, *filled)

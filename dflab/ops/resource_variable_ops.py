@@ -196,10 +196,31 @@ def _write(op_type, handle, dtype, inputs, name, **attrs):
     return _ops.apply_op(op_type, [handle, *inputs], {"dtype": dtype, **attrs}, name)
 
 
-# Called with each trainable variable read while it is set: how a recording gradient tape
-# (``dflab.eager.backprop``) watches the variables a computation accesses, as TF's
-# ``variable_accessed`` does.
+# Called with each trainable variable read while anyone listens, as TF's ``variable_accessed``:
+# a recording gradient tape (``dflab.eager.backprop``) watches the variable, a trace
+# (``dflab.eager.function``) notes it, so that each call of the traced function announces it
+# again. Set only while there are listeners: a read without them pays one list lookup.
 _ACCESS_HOOK: list = [None]
+_LISTENERS: list = []
+
+
+def add_access_listener(listener) -> None:
+    """Call ``listener(variable)`` with each trainable variable read from now on."""
+    if listener not in _LISTENERS:
+        _LISTENERS.append(listener)
+    _ACCESS_HOOK[0] = _notify
+
+
+def remove_access_listener(listener) -> None:
+    if listener in _LISTENERS:
+        _LISTENERS.remove(listener)
+    if not _LISTENERS:
+        _ACCESS_HOOK[0] = None
+
+
+def _notify(variable) -> None:
+    for listener in tuple(_LISTENERS):
+        listener(variable)
 
 
 def _accessed(variable) -> None:

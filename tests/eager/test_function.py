@@ -115,6 +115,64 @@ def test_side_effects_run_in_program_order(eager):
     assert float(v.numpy()) == 2.0
 
 
+def test_a_tensor_if_is_one_step_of_the_program_order(eager):
+    """What follows a converted ``if`` sees the taken branch's effects, a branch's effects
+    follow what came before it, and the same holds for branches and loops nested in each
+    other (TF 2.21 returns these numbers; the read had run before the branch)."""
+    v = tf.Variable(0)
+
+    @tf.function
+    def bump(x):
+        if x > 0:
+            v.assign_add(1)
+        else:
+            v.assign_add(10)
+        return v.read_value()
+
+    assert [int(bump(tf.constant(1))) for _ in range(3)] == [1, 2, 3]
+    assert int(bump(tf.constant(-1))) == 13
+
+    @tf.function
+    def set_then_bump(x):
+        v.assign(5)
+        if x > 0:
+            v.assign(v * 3)  # reads v after the assign before the if
+        return v.read_value()
+
+    assert [int(set_then_bump(tf.constant(1))) for _ in range(3)] == [15] * 3
+    assert int(set_then_bump(tf.constant(0))) == 5
+
+    @tf.function
+    def nested(n):
+        v.assign(0)
+        for i in tf.range(n):
+            if i % 2 == 0:
+                v.assign_add(1)
+                if i > 1:
+                    v.assign(v * 10)
+            else:
+                v.assign_add(100)
+            v.assign(v * 2)
+        return v.read_value()
+
+    expected = 0
+    for i in range(5):
+        expected += 1 if i % 2 == 0 else 100
+        expected = expected * 10 if i % 2 == 0 and i > 1 else expected
+        expected *= 2
+    assert [int(nested(tf.constant(5))) for _ in range(3)] == [expected] * 3
+
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def tf_cond(b):
+        tf.cond(b, lambda: w.assign_add(1.0), lambda: w.assign_sub(1.0))
+        return w.read_value()
+
+    assert float(tf_cond(tf.constant(True))) == 2.0
+    assert float(tf_cond(tf.constant(False))) == 1.0
+
+
 def test_tape_through_a_call_reaches_arguments_and_captured_variables(eager):
     w = tf.Variable([2.0, 3.0])
 
@@ -129,6 +187,50 @@ def test_tape_through_a_call_reaches_arguments_and_captured_variables(eager):
     gx, gw = t.gradient(y, [x, w])
     np.testing.assert_allclose(gx.numpy(), [4.0, 24.0])
     np.testing.assert_allclose(gw.numpy(), [1.0, 16.0])
+
+
+def test_every_call_tells_the_tape_the_variables_it_reads(eager):
+    """A tape watches the variables a call reads on every call, not only the call that traced
+    (its gradient had been None from the second call on)."""
+    w = tf.Variable(2.0)
+    frozen = tf.Variable(5.0, trainable=False)
+
+    @tf.function
+    def f(x):
+        return w * x + frozen
+
+    for x in (3.0, -1.0, 4.0):
+        with tf.GradientTape() as t:
+            y = f(tf.constant(x))
+        assert float(t.gradient(y, w)) == x
+        assert [v.name for v in t.watched_variables()] == [w.name]
+    with tf.GradientTape(watch_accessed_variables=False) as t:
+        y = f(tf.constant(1.0))
+    assert t.gradient(y, w) is None
+
+
+def test_gradients_through_traced_branches_and_loops_after_effects(eager):
+    """A branch that uses a variable the other does not, a stateful op before a loop: the
+    gradient function builds and runs (it had refused the branch's zero gradient for the
+    handle, and waited for the loop's end before making the loop's accumulators)."""
+    w = tf.Variable(2.0)
+
+    @tf.function
+    def f(x):
+        if x > 0:
+            y = w * x * x
+            w.assign_add(0.0)
+        else:
+            y = w * 3.0
+        for i in tf.range(3):
+            y = y + w * tf.cast(i, tf.float32)
+        return y
+
+    for x, (value, grad) in ((2.0, (14.0, 7.0)), (-2.0, (12.0, 6.0)), (1.0, (8.0, 4.0))):
+        with tf.GradientTape() as t:
+            y = f(tf.constant(x))
+        assert float(y) == value
+        assert float(t.gradient(y, w)) == grad
 
 
 def test_a_learner_step_traced_whole(eager):
