@@ -285,6 +285,26 @@ def not_eq(a, b):
     return a != b
 
 
+def enumerate_(iterable, start=0):
+    """``enumerate``: over a dataset while tracing, the dataset's own (TF's conversion), so that
+    a ``for`` over it still becomes a loop of ops; Python's otherwise."""
+    if isinstance(iterable, GraphIterable) and not _ops.executing_eagerly():
+        graph = iterable._graph_enumerate(start)
+        if graph is not None:
+            return graph
+    return builtins.enumerate(iterable, start)
+
+
+def zip_(*iterables, **kwargs):
+    """``zip``: of datasets while tracing, ``Dataset.zip``; Python's otherwise."""
+    if iterables and not kwargs and isinstance(iterables[0], GraphIterable) and \
+            not _ops.executing_eagerly():
+        graph = iterables[0]._graph_zip(iterables)
+        if graph is not None:
+            return graph
+    return builtins.zip(*iterables, **kwargs)
+
+
 def print_(*args, **kwargs):
     """``print``: a print op where an argument is a tensor being traced, else Python's."""
     if any(is_symbolic(a) for a in args):

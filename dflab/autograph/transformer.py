@@ -116,7 +116,7 @@ def finds(stmts, kinds, into_loops=True):
 
 
 _UNCONVERTIBLE = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.Raise, ast.Global,
-                  ast.Nonlocal, ast.With)
+                  ast.Nonlocal)
 
 
 def _name(id_, ctx=None):
@@ -189,9 +189,11 @@ def _lower_jumps(stmts, kind, flag):
             out.append(ast.copy_location(ast.Assign(targets=[_name(flag, ast.Store())],
                                                     value=_const(True)), s))
             return out
-        if finds([s], kind, into_loops=False) is not None and isinstance(s, ast.If):
+        if finds([s], kind, into_loops=False) is not None and isinstance(s, (ast.If,
+                                                                             ast.With)):
             s.body = _lower_jumps(s.body, kind, flag) or [ast.Pass()]
-            s.orelse = _lower_jumps(s.orelse, kind, flag)
+            if isinstance(s, ast.If):
+                s.orelse = _lower_jumps(s.orelse, kind, flag)
             out.append(s)
             rest = _lower_jumps(stmts[i + 1:], kind, flag)
             if rest:
@@ -231,10 +233,16 @@ class _Jumps(ast.NodeTransformer):
 
 
 # --- step 2: statements into operator calls ------------------------------------------------------
+# Builtins whose calls become operators (which act as the builtin unless given what a graph
+# iterates or prints), unless the function's module or the function itself names another.
+_BUILTINS = {"print": "print_", "enumerate": "enumerate_", "zip": "zip_"}
+
+
 class _Control(ast.NodeTransformer):
-    def __init__(self, filename, offset=0):
+    def __init__(self, filename, offset=0, shadowed=frozenset()):
         self.filename = filename
         self.offset = offset
+        self.shadowed = shadowed
 
     def visit_FunctionDef(self, node):
         if getattr(node, "_ag_root", False):
@@ -271,8 +279,9 @@ class _Control(ast.NodeTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id == "print":
-            node.func = _ag("print_")
+        if isinstance(node.func, ast.Name) and node.func.id in _BUILTINS and \
+                node.func.id not in self.shadowed:
+            node.func = _ag(_BUILTINS[node.func.id])
         return node
 
     # statements
@@ -398,7 +407,7 @@ def _why(node) -> str:
     names = {"return": "its body returns", "yield": "its body yields",
              "yieldfrom": "its body yields", "try": "its body has a try statement",
              "raise": "its body raises", "global": "its body declares a global",
-             "nonlocal": "its body declares a nonlocal", "with": "its body has a with block",
+             "nonlocal": "its body declares a nonlocal",
              "break": "its body breaks out of it", "continue": "its body continues it"}
     return names.get(kind, f"its body has a {kind} statement")
 
@@ -428,7 +437,9 @@ def convert(fn):
     fdef._ag_root = True
     fdef.body = _fold_returns(fdef.body)
     tree = _Jumps().visit(tree)
-    tree = _Control(filename, first_line - 1).visit(tree)
+    shadowed = {n for n in _BUILTINS if n in fn.__globals__ or n in fn.__code__.co_varnames
+                or n in fn.__code__.co_freevars or n in fn.__code__.co_cellvars}
+    tree = _Control(filename, first_line - 1, frozenset(shadowed)).visit(tree)
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first_line - 1)
     # Free variables of fn become parameters of a maker, so the new function closes over the

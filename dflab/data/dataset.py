@@ -286,6 +286,19 @@ class Dataset(_st.ElementsArgument, GraphIterable):
     def take(self, count) -> Dataset:
         return self._same_structure("TakeDataset", [_int64(count, "count")])
 
+    def enumerate(self, start=0) -> Dataset:  # noqa: A003 - TF's name
+        """``(index, element)`` pairs, the index an int64 counting from ``start``."""
+        return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
+
+    # AutoGraph's ``enumerate()`` and ``zip()`` over datasets while tracing (TF's conversion).
+    def _graph_enumerate(self, start):
+        return self.enumerate(start)
+
+    def _graph_zip(self, iterables):
+        if all(isinstance(d, Dataset) for d in iterables):
+            return Dataset.zip(tuple(iterables))
+        return None
+
     def skip(self, count) -> Dataset:
         return self._same_structure("SkipDataset", [_int64(count, "count")])
 

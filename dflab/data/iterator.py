@@ -176,12 +176,13 @@ class OwnedIterator(_st.ElementsArgument, GraphIterable):
 
 def graph_iteration_error(what: str, otherwise: str) -> RuntimeError:
     """Python iteration over a dataset or iterator while a graph is built, which only
-    AutoGraph's plain ``for`` can turn into ops."""
+    AutoGraph's ``for`` can turn into ops."""
     return RuntimeError(
         f"Python iteration over {what} is only supported in eager mode or, in a tf.function, "
-        "as a plain `for x in ...:` statement that AutoGraph converts into a loop of ops. "
-        "Not converted: iter(), zip(), enumerate(), comprehensions, and a loop whose body "
-        f"holds a `with` (a GradientTape) or a `return`; {otherwise}.")
+        "as a `for x in ...:` statement (over the dataset, the iterator, or enumerate() or "
+        "zip() of datasets) that AutoGraph converts into a loop of ops. Not converted: "
+        "iter(), comprehensions, and a loop whose body holds a `return`; "
+        f"{otherwise}.")
 
 
 class NumpyIterator:

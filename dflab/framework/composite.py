@@ -10,7 +10,8 @@ nothing from above:
   tensors are;
 * a ``GraphIterable`` can be looped over by ops (``_graph_loop``): AutoGraph turns a ``for``
   over one, while a function is being traced, into a ``while_loop`` that carries an
-  *optional* next element.
+  *optional* next element; ``enumerate()`` and ``zip()`` of one become what its
+  ``_graph_enumerate``/``_graph_zip`` give (a dataset's ``enumerate``, ``Dataset.zip``).
 """
 
 from __future__ import annotations
@@ -58,3 +59,11 @@ class GraphIterable:
     def _graph_loop(self) -> GraphLoop:
         """Start a pass (ops added to the default graph) and return its loop."""
         raise NotImplementedError
+
+    def _graph_enumerate(self, start):
+        """A ``GraphIterable`` of ``(index, element)`` pairs, or None: Python's ``enumerate``."""
+        return None
+
+    def _graph_zip(self, iterables):
+        """A ``GraphIterable`` of ``iterables`` (this one first) side by side, or None."""
+        return None

@@ -232,6 +232,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
     stop_ops = {id(t.op) for t in _as_list(stop_gradients or [])}
     targets = [_gradient_target(x) for x in xs_in]
+    cf_context = _ops.get_default_graph().control_flow_context
+    if cf_context is not None:
+        targets = [_inside(cf_context, t) for t in targets]
     # Gradient ops are no steps of the program: a traced function leaves them unordered (a
     # loop's accumulators, made now, must exist before the loop that pushes into them runs).
     with _ops.get_default_graph().side_effects_unordered(), \
@@ -301,15 +304,25 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
         return result
 
 
+def _inside(cf_context, t):
+    """Differentiating inside a loop body or branch being built (a tape in a converted loop),
+    a value from around it reaches the body through its Enter or Switch, where the body's uses
+    of it, and so their gradients, arrive. (A loop's gradient differentiates its body from a
+    context beside it, not inside it: those targets stay.)"""
+    around = t.op.control_flow_context
+    if around is cf_context or (around is not None and not around.contains(cf_context)):
+        return t
+    return cf_context.AddValue(t)
+
+
 def _zeros_for(t):
     """A zero gradient for ``t``; for a variable's handle, zeros of the variable's value (TF's
     rule), made from the handle itself so that it is dead where the handle is (the untaken
     branch of a cond: a Switch's gradient merges a live and a dead one)."""
     if t.dtype.base_dtype is _dt.resource:
-        from dflab.ops import resource_variable_ops
-
         dtype, _ = variable_dtype_shape(t)
-        return array_ops.zeros_like(resource_variable_ops.read_variable_op(t, dtype))
+        value = _ops.apply_op("ReadVariableOp", [t], {"dtype": dtype}, "ReadVariableOp")
+        return array_ops.zeros_like(value.outputs[0])
     return array_ops.zeros_like(t)
 
 

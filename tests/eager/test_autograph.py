@@ -192,3 +192,97 @@ def test_closures_and_defaults_survive_conversion():
     f = tf.function(scale)
     assert float(f(tf.constant(1.0))) == 9.0
     assert float(f(tf.constant(1.0), 3)) == 27.0
+
+
+def test_a_with_block_in_a_converted_loop_runs_each_iteration():
+    """The common training loop: a tape inside a ``for`` over a dataset in a ``tf.function``,
+    each step's gradient applied (the numbers of the same loop in NumPy); a ``break`` and a
+    ``continue`` inside a ``with`` block are lowered like any other."""
+    rng = np.random.RandomState(0)
+    x_all = rng.randn(64, 3).astype(np.float32)
+    y_all = x_all @ np.array([[1.0], [-2.0], [0.5]], np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x_all, y_all)).batch(16)
+    w = tf.Variable(tf.zeros([3, 1]))
+    opt = tf.train.GradientDescentOptimizer(0.1)
+
+    @tf.function
+    def epoch(ds):
+        total = tf.constant(0.0)
+        for x, y in ds:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+            grads = tape.gradient(loss, [w])
+            opt.apply_gradients(zip(grads, [w]))
+            total += loss
+        return total
+
+    w_np = np.zeros([3, 1], np.float32)
+    for _ in range(3):
+        expected = 0.0
+        for i in range(0, 64, 16):
+            x, y = x_all[i:i + 16], y_all[i:i + 16]
+            r = x @ w_np - y
+            expected += np.mean(r ** 2)
+            w_np -= 0.1 * (2 * x.T @ r / r.size)
+        np.testing.assert_allclose(float(epoch(ds)), expected, rtol=1e-5)
+        np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-5, atol=1e-7)
+    assert epoch.experimental_get_tracing_count() == 1
+
+    @tf.function
+    def jumps(n):
+        s = tf.constant(0)
+        for i in tf.range(n):
+            with tf.name_scope("step"):
+                if i % 2 == 1:
+                    continue
+                if i > 6:
+                    break
+                s += i
+        return s
+
+    assert int(jumps(tf.constant(20))) == 0 + 2 + 4 + 6
+    assert "LoopCond" in _op_types(jumps, tf.constant(20))
+
+
+def test_enumerate_and_zip_of_datasets_become_dataset_loops():
+    @tf.function
+    def weighted(ds):
+        s = tf.constant(0, tf.int64)
+        for i, x in enumerate(ds, 1):
+            s += i * x
+        return s
+
+    assert int(weighted(tf.data.Dataset.range(5))) == sum((i + 1) * i for i in range(5))
+    assert "ZipDataset" in _op_types(weighted, tf.data.Dataset.range(5))
+
+    @tf.function
+    def dot(a, b):
+        s = tf.constant(0, tf.int64)
+        for x, y in zip(a, b):
+            s += x * y
+        return s
+
+    got = dot(tf.data.Dataset.range(5), tf.data.Dataset.range(10, 20))
+    assert int(got) == sum(x * y for x, y in zip(range(5), range(10, 20)))
+
+    @tf.function
+    def python_lists(n):
+        s = 0
+        for i, (a, b) in enumerate(zip([1, 2, 3], [4, 5, 6])):
+            s += i * a * b
+        return n + s
+
+    assert int(python_lists(tf.constant(1))) == 1 + 0 * 4 + 1 * 10 + 2 * 18
+    assert list(tf.data.Dataset.range(3).enumerate(5).as_numpy_iterator()) == [
+        (5, 0), (6, 1), (7, 2)]
+
+
+def test_a_shadowed_builtin_is_called_as_the_user_wrote_it():
+    def f(x):
+        def enumerate(xs):  # noqa: A001 - the point of the test
+            return [("mine", v) for v in xs]
+
+        return x, [tag for tag, _ in enumerate([1, 2])]
+
+    out = tf.function(f)(tf.constant(1.0))
+    assert [t.numpy() for t in out[1]] == [b"mine", b"mine"]

@@ -136,3 +136,23 @@ def test_back_prop_false_gives_no_gradient():
     x = tf.constant(1.0)
     y = tf.while_loop(lambda v: v < 10, lambda v: v * 2, [x], back_prop=False)
     assert tf.gradients(y, x) == [None]
+
+
+@pytest.mark.parametrize("use_resource", [False, True])
+def test_gradients_taken_inside_a_loop_body_for_outside_values(use_resource):
+    """tf.gradients inside a while body, for a variable and a tensor from outside: each
+    iteration's own gradient (TF 1.x: 27.0 for this program; it had been None)."""
+    with tf.Graph().as_default():
+        x = tf.Variable(2.0, use_resource=use_resource)
+        c = tf.constant(3.0)
+
+        def body(i, acc):
+            y = x * x * tf.cast(i, tf.float32) + c * x
+            gx, gc = tf.gradients(y, [x, c])
+            return i + 1, acc + gx + gc
+
+        out = tf.while_loop(lambda i, a: i < 3, body, [tf.constant(0), tf.constant(0.0)])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            # d/dx = 2*x*i + c, d/dc = x, summed over i = 0, 1, 2
+            assert sess.run(out)[1] == sum(2 * 2.0 * i + 3.0 + 2.0 for i in range(3))
