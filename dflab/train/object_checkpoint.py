@@ -1,8 +1,10 @@
 """``tf.train.Checkpoint``: save and restore the variables an object graph reaches.
 
 A checkpoint's root is given objects by keyword (``Checkpoint(model=m, optimizer=opt)``); each
-variable found by walking attributes, lists and dicts from there is saved under its path in
-TF's object-based key form (``model/w/.ATTRIBUTES/VARIABLE_VALUE``), an optimizer's slots
+variable found by walking attributes, lists and dicts from there (breadth first: a variable
+reached along several paths takes the shortest) is saved under its path in TF's object-based
+key form (``model/w/.ATTRIBUTES/VARIABLE_VALUE``; attribute names as they are, ``.`` and
+``/`` escaped as ``..`` and ``.S``), an optimizer's slots
 under the path of the variable they belong to
 (``model/w/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE``), and the checkpoint's own
 ``save_counter``. Values are written and read by the ``SaveV2``/``RestoreV2`` ops run eagerly,
@@ -20,6 +22,7 @@ says what matched (``assert_consumed``, ``assert_existing_objects_matched``).
 
 from __future__ import annotations
 
+import collections
 import os
 
 import numpy as np
@@ -47,39 +50,62 @@ def _is_optimizer(obj) -> bool:
     return hasattr(obj, "get_slot_names") and hasattr(obj, "_slots")
 
 
-def _walk(obj, path: str, found: dict, seen: set, optimizers: list, depth: int = 0) -> None:
-    if depth > 32 or obj is None or isinstance(obj, (str, bytes, int, float, bool,
-                                                        np.ndarray, _ops.Tensor)):
-        return
-    if isinstance(obj, _variables.Variable):
-        if id(obj) not in seen:
-            seen.add(id(obj))
-            found[f"{path}/{_VALUE}"] = obj
-        return
-    if id(obj) in seen:
-        return
-    seen.add(id(obj))
-    if _is_optimizer(obj):
-        optimizers.append((path, obj))
+_LEAVES = (str, bytes, int, float, bool, np.ndarray, _ops.Tensor)
+
+
+def _children(obj) -> list:
+    """``(name, value)`` of what ``obj`` may lead to, in TF's order: a list's items, a dict's
+    entries, an object's attributes as assigned (dunder attributes, methods and an
+    optimizer's slot tables excluded: slots are saved under their variables)."""
     if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _walk(v, f"{path}/{i}", found, seen, optimizers, depth + 1)
-        return
+        return [(str(i), v) for i, v in enumerate(obj)]
     if isinstance(obj, dict):
-        for k, v in obj.items():
-            _walk(v, f"{path}/{k}", found, seen, optimizers, depth + 1)
-        return
+        return [(str(k), v) for k, v in obj.items()]
     attrs = getattr(obj, "__dict__", None)
     if attrs is None or isinstance(obj, type):
-        return
-    for k, v in attrs.items():
-        if k.startswith("__") or k.startswith("_dflab_") or callable(v) and not (
-                hasattr(v, "__dict__") and not isinstance(v, type)):
+        return []
+    optimizer = _is_optimizer(obj)
+    return [(k, v) for k, v in attrs.items()
+            if not (k.startswith("__") or k.startswith("_dflab_")
+                    or callable(v) and not (hasattr(v, "__dict__") and not isinstance(v, type))
+                    or optimizer and k in ("_slots", "_non_slot_dict"))]
+
+
+def _escape(name: str) -> str:
+    """A name as one segment of a key (TF's escaping: ``.`` as ``..``, ``/`` as ``.S``)."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def _unescape(segment: str) -> str:
+    out, i = [], 0
+    while i < len(segment):
+        if segment[i] == "." and i + 1 < len(segment):
+            out.append("/" if segment[i + 1] == "S" else segment[i + 1])
+            i += 2
+        else:
+            out.append(segment[i])
+            i += 1
+    return "".join(out)
+
+
+def _walk(root: dict, found: dict, optimizers: list) -> None:
+    """Breadth first from the root's objects, as TF's object graph view: an object reached
+    along several paths is saved under the shortest (the first met among equals)."""
+    seen: set = set()
+    queue = collections.deque((_escape(name), obj, 0) for name, obj in root.items())
+    while queue:
+        path, obj, depth = queue.popleft()
+        if obj is None or isinstance(obj, _LEAVES) or id(obj) in seen:
             continue
-        if _is_optimizer(obj) and k in ("_slots", "_non_slot_dict"):
+        seen.add(id(obj))
+        if isinstance(obj, _variables.Variable):
+            found[f"{path}/{_VALUE}"] = obj
             continue
-        _walk(v, f"{path}/{k.lstrip('_') or k}" if path else k.lstrip("_") or k, found, seen,
-              optimizers, depth + 1)
+        if _is_optimizer(obj):
+            optimizers.append((path, obj))
+        if depth < 32:
+            queue.extend((f"{path}/{_escape(name)}", child, depth + 1)
+                         for name, child in _children(obj))
 
 
 def _key_of_variable(v):
@@ -90,10 +116,8 @@ def _key_of_variable(v):
 def object_graph_variables(root: dict) -> dict:
     """``{checkpoint key: variable}`` for everything ``root``'s objects reach."""
     found: dict = {}
-    seen: set = set()
     optimizers: list = []
-    for name, obj in root.items():
-        _walk(obj, name, found, seen, optimizers)
+    _walk(root, found, optimizers)
     by_key = {_key_of_variable(v): k[: -len(_VALUE) - 1] for k, v in found.items()}
     for opt_path, opt in optimizers:
         for slot_name, per_var in sorted(opt._slots.items()):
@@ -121,7 +145,7 @@ def object_graph(found: dict):
             parent = node(path[:-1])
             found_id = ids[path] = len(graph.nodes)
             graph.nodes.add()
-            graph.nodes[parent].children.add(node_id=found_id, local_name=path[-1])
+            graph.nodes[parent].children.add(node_id=found_id, local_name=_unescape(path[-1]))
         return found_id
 
     def holds(node_proto, key, variable) -> None:

@@ -6,6 +6,9 @@ dflab writes (where a TF interpreter is found)."""
 
 from __future__ import annotations
 
+import inspect
+import json
+
 import numpy as np
 import pytest
 from tf_interop import FIXTURES, recipe, requires_tf, run_tf
@@ -137,9 +140,65 @@ def test_tf_restores_what_dflab_writes(tmp_path):
                            "m": optimizer.get_slot(model.w, "m").numpy().tolist(),
                            "counter": int(ckpt.save_counter.numpy())}}))
     """, eager=True)
-    import json
-
     got = json.loads(out.strip().splitlines()[-1])
     np.testing.assert_array_equal(np.float32(got["w"]), want["w"])
     np.testing.assert_array_equal(np.float32(got["m"]), want["m"])
     assert got["step"] == 5 and got["counter"] == 1
+
+
+def _paths_model(tf_module):
+    """A tf.Module with a private and a name-mangled attribute, an object reached along two
+    paths (and a variable along a third), and dict keys holding '/' and '.'."""
+
+    class Inner(tf_module.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = tf_module.Variable(2.0)
+
+    class Paths(tf_module.Module):
+        def __init__(self):
+            super().__init__()
+            self._w = tf_module.Variable(1.0)
+            self.__x = tf_module.Variable(3.0)
+            self.a = Inner()
+            self.b = self.a
+            self.z = [self.a.v]
+            self.d = {"k/j": tf_module.Variable(4.0), "p.q": tf_module.Variable(5.0)}
+
+    return Paths()
+
+
+@requires_tf
+def test_object_keys_are_tfs_for_private_shared_and_escaped_names(tmp_path):
+    """TF keeps a leading underscore, saves a shared object under its shortest path and
+    escapes '/' and '.' in names: both sides write the same keys and restore each other's."""
+    out = run_tf(f"""
+        exec(compile({inspect.getsource(_paths_model)!r}, "paths", "exec"))
+        m = _paths_model(tf)
+        path = tf.train.Checkpoint(m=m).write({str(tmp_path / "tf")!r})
+        print(json.dumps(sorted(n for n, _ in tf.train.list_variables(path))))
+    """, eager=True)
+    theirs = json.loads(out.strip().splitlines()[-1])
+    with eager_mode():
+        m = _paths_model(tf)
+        ours_path = tf.train.Checkpoint(m=m).write(str(tmp_path / "ours"))
+        ours = sorted(n for n, _ in tf.train.list_variables(ours_path))
+        assert [k for k in ours if not k.startswith("save_counter")] == theirs
+        assert {"m/d/k.Sj/.ATTRIBUTES/VARIABLE_VALUE", "m/_w/.ATTRIBUTES/VARIABLE_VALUE",
+                "m/a/v/.ATTRIBUTES/VARIABLE_VALUE"} <= set(ours)
+        # TF's checkpoint restores into dflab's objects, every value matched.
+        fresh = _paths_model(tf)
+        for v in (fresh._w, fresh.a.v, fresh.d["k/j"]):
+            v.assign(0.0)
+        tf.train.Checkpoint(m=fresh).restore(str(tmp_path / "tf")).assert_consumed()
+        assert [float(v.numpy()) for v in (fresh._w, fresh.a.v, fresh.d["k/j"],
+                                           fresh.d["p.q"])] == [1.0, 2.0, 4.0, 5.0]
+    out = run_tf(f"""
+        exec(compile({inspect.getsource(_paths_model)!r}, "paths", "exec"))
+        m = _paths_model(tf)
+        for v in m.trainable_variables:
+            v.assign(0.0)
+        tf.train.Checkpoint(m=m).restore({ours_path!r}).assert_existing_objects_matched()
+        print(json.dumps([float(m._w.numpy()), float(m.a.v.numpy()), float(m.d["k/j"].numpy())]))
+    """, eager=True)
+    assert json.loads(out.strip().splitlines()[-1]) == [1.0, 2.0, 4.0]
