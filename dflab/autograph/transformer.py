@@ -442,12 +442,13 @@ def convert(fn):
     tree = _Control(filename, first_line - 1, frozenset(shadowed)).visit(tree)
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first_line - 1)
-    # Free variables of fn become parameters of a maker, so the new function closes over the
-    # same values; the maker's own name cannot clash with the user's.
+    # Free variables of fn, and the operators' module, become parameters of a maker, so the new
+    # function closes over the same values; made with fn's own globals, it sees the module as
+    # it is when it runs (a global rebound later included), as fn would.
     freevars = fn.__code__.co_freevars
     maker = ast.FunctionDef(
         name="__ag_maker", args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v)
-                                                                  for v in freevars],
+                                                                  for v in (*freevars, AG)],
                                               vararg=None, kwonlyargs=[], kw_defaults=[],
                                               kwarg=None, defaults=[]),
         body=[fdef, ast.Return(value=_name(fdef.name))], decorator_list=[], returns=None,
@@ -455,11 +456,10 @@ def convert(fn):
     module = ast.Module(body=[maker], type_ignores=[])
     ast.fix_missing_locations(module)
     code = compile(module, filename, "exec")
-    namespace = dict(fn.__globals__)
-    namespace[AG] = operators
-    exec(code, namespace)  # noqa: S102 - the user's own function, rewritten
+    maker_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    make = types.FunctionType(maker_code, fn.__globals__, "__ag_maker")
     closure = [c.cell_contents for c in (fn.__closure__ or ())]
-    new = namespace["__ag_maker"](*closure)
+    new = make(*closure, operators)
     new.__defaults__ = fn.__defaults__
     new.__kwdefaults__ = fn.__kwdefaults__
     functools.update_wrapper(new, fn)

@@ -155,7 +155,10 @@ def _reduce(op_type, input_tensor, axis, keepdims, name, keep_dims=None, reducti
     x = _ops.convert_to_tensor(input_tensor)
     axis = _axis_arg(axis, reduction_indices)
     keep = _keepdims_arg(keepdims, keep_dims)
-    return _ops.apply_binary(op_type, x, _axis_tensor(x, axis), name, _KEEP_DIMS[keep])
+    out = _ops.apply_binary(op_type, x, _axis_tensor(x, axis), name, _KEEP_DIMS[keep])
+    if axis is None and not keep and out.shape.ndims is None:
+        out.set_shape([])  # every axis of a tensor of unknown rank: a scalar (TF's)
+    return out
 
 
 def reduce_sum(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,

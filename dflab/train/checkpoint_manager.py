@@ -30,7 +30,7 @@ class CheckpointManager:
 
     def __init__(self, checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours=None,
                  checkpoint_name="ckpt", step_counter=None, checkpoint_interval=None,
-                 init_fn=None):
+                 init_fn=None, last_checkpoint_step=None):
         if max_to_keep is not None and max_to_keep <= 0:
             raise ValueError("Expected a positive integer or `None` for `max_to_keep`, got "
                              f"{max_to_keep}.")
@@ -45,7 +45,7 @@ class CheckpointManager:
         self._step_counter = step_counter
         self._checkpoint_interval = checkpoint_interval
         self._init_fn = init_fn
-        self._last_saved_step = None
+        self._last_saved_step = None if checkpoint_interval is None else last_checkpoint_step
         self._kept: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._latest = None
         self._recover(time.time())
@@ -95,12 +95,13 @@ class CheckpointManager:
         """Write a new checkpoint and delete what ``max_to_keep`` pushes out; returns its
         prefix, or None where ``checkpoint_interval`` says it is too early."""
         step = None
-        if self._step_counter is not None:
+        if self._checkpoint_interval is not None:
             step = int(_value(self._step_counter))
-        if check_interval and self._checkpoint_interval is not None and \
-                self._last_saved_step is not None and \
-                step - self._last_saved_step < self._checkpoint_interval:
-            return None
+            # One checkpoint a step, whatever check_interval says (TF's).
+            if self._last_saved_step is not None and (step == self._last_saved_step or (
+                    check_interval
+                    and step - self._last_saved_step < self._checkpoint_interval)):
+                return None
         counter = self._checkpoint.save_counter
         counter.assign_add(1)
         number = int(_value(counter)) if checkpoint_number is None else \
@@ -109,7 +110,8 @@ class CheckpointManager:
         self._kept.pop(path, None)  # an overwritten checkpoint moves to the end of the queue
         self._kept[path] = time.time()
         self._latest = path
-        self._last_saved_step = step
+        if step is not None:
+            self._last_saved_step = step
         self._record_state()  # the new checkpoint is named before anything is deleted
         if self._sweep():
             self._record_state()
@@ -144,6 +146,8 @@ class CheckpointManager:
         (if given) and return None."""
         if self._latest is not None:
             self._checkpoint.restore(self._latest)
+            if self._checkpoint_interval is not None:  # the interval counts from there
+                self._last_saved_step = int(_value(self._step_counter))
             return self._latest
         if self._init_fn is not None:
             self._init_fn()

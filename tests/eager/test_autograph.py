@@ -286,3 +286,29 @@ def test_a_shadowed_builtin_is_called_as_the_user_wrote_it():
 
     out = tf.function(f)(tf.constant(1.0))
     assert [t.numpy() for t in out[1]] == [b"mine", b"mine"]
+
+
+SCALE = 2.0
+
+
+def test_converted_code_reads_the_modules_globals_as_they_are_now():
+    """A global rebound after the first trace is what a retrace sees (the converted function
+    had kept a copy of the module's globals), and conversion adds no name to the module."""
+    global SCALE
+
+    @tf.function
+    def f(x, k):
+        if x > 0:
+            y = x * SCALE
+        else:
+            y = x
+        return y + k
+
+    before = set(globals())
+    try:
+        assert float(f(tf.constant(1.0), 0)) == 2.0
+        SCALE = 10.0
+        assert float(f(tf.constant(1.0), 1)) == 11.0  # a new Python value: a new trace
+    finally:
+        SCALE = 2.0
+    assert set(globals()) == before

@@ -107,7 +107,23 @@ def test_checkpoint_interval_follows_the_step_counter(eager, tmp_path):
     assert saved == [True, False, True, False, True]
     step.assign(26)
     assert manager.save(check_interval=False) is not None
+    assert manager.save(check_interval=False) is None  # one checkpoint a step (TF's)
     assert manager.checkpoint_interval == 10
+    # A manager restoring counts the interval from the restored step; one given
+    # last_checkpoint_step counts from that.
+    step.assign(0)
+    again = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path),
+                                       max_to_keep=5, step_counter=step,
+                                       checkpoint_interval=10)
+    assert again.restore_or_initialize() is not None and int(step) == 26
+    step.assign(30)
+    assert again.save() is None
+    step.assign(36)
+    assert again.save() is not None
+    other = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path / "b"),
+                                       max_to_keep=5, step_counter=step,
+                                       checkpoint_interval=10, last_checkpoint_step=30)
+    assert other.save() is None
 
 
 def test_keep_checkpoint_every_n_hours_preserves_files_it_stops_listing(

@@ -855,6 +855,19 @@ def test_reduction_with_partial_shape_gradient():
     np.testing.assert_allclose(run(g, {x: xv}), 2 * xv / 4)
 
 
+def test_a_whole_reduction_of_unknown_rank_is_a_scalar():
+    """TF's wrappers: no axis and no keepdims is a scalar whatever the rank (TF 1.x gives
+    these shapes); keepdims or an axis leaves the shape unknown (values and gradients:
+    test_reduction_over_unknown_rank)."""
+    x = tf.placeholder(tf.float32, None)
+    for reduce in (tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_prod,
+                   tf.reduce_logsumexp):
+        assert reduce(x).shape.ndims == 0
+        assert reduce(x, keepdims=True).shape.ndims is None
+        assert reduce(x, axis=0).shape.ndims is None
+    assert tf.reduce_all(tf.placeholder(tf.bool, None)).shape.ndims == 0
+
+
 def test_empty_reductions_give_identities():
     e = tf.zeros([0, 3])
     got = run([tf.reduce_sum(e, 0), tf.reduce_prod(e, 0), tf.reduce_max(e, 0),
@@ -1160,7 +1173,7 @@ def test_segment_sum_gradient():
 def test_reduction_over_unknown_rank(fn, ref):
     x = tf.placeholder(tf.float64, None)
     y = fn(x)
-    assert y.shape.ndims is None
+    assert y.shape.ndims == 0  # every axis: a scalar whatever the rank (TF's)
     xv = rand((2, 3))
     np.testing.assert_allclose(run(y, {x: xv}), ref(xv))
     (g,) = tf.gradients(y, [x])
