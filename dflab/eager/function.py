@@ -329,7 +329,7 @@ def _float(t) -> bool:
 def _is_tensor_arg(x) -> bool:
     """An argument that enters the function as tensors: a tensor or an array, or a composite
     (a dataset, an eager iterator: its variant or handle)."""
-    return isinstance(x, (_ops.Tensor, np.ndarray, CompositeArgument))
+    return isinstance(x, (_ops.Tensor, np.ndarray, CompositeArgument, TensorSpec))
 
 
 def _flat_inputs(flat_values) -> list:
@@ -357,6 +357,8 @@ def _key(value):
     """What a value contributes to the signature a trace is cached under (TF's rules)."""
     if type(value) is EagerTensor:
         return ("tensor", value.dtype, np.shape(value.value_in_memory()))
+    if isinstance(value, TensorSpec):  # get_concrete_function's, a relaxed trace's
+        return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
     if isinstance(value, _ops.Tensor):
         return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
     if isinstance(value, np.ndarray):
@@ -428,11 +430,104 @@ def _why(new, traced, names) -> str:
     return "; ".join(best) if best else "retraced"
 
 
+# --- general signatures (TF's subtyping of traces) ------------------------------------------------
+def _relax(a, b):
+    """The most specific key both ``a`` and ``b`` fit (a tensor's differing dimensions as
+    None, an unknown rank where ranks differ), or None where they differ otherwise."""
+    if a == b:
+        return a
+    if a[0] != b[0]:
+        return None
+    if a[0] == "tensor":
+        if a[1] != b[1]:
+            return None
+        if a[2] is None or b[2] is None or len(a[2]) != len(b[2]):
+            return ("tensor", a[1], None)
+        return ("tensor", a[1], tuple(x if x == y else None for x, y in zip(a[2], b[2])))
+    if a[0] in ("list", "tuple") and len(a[1]) == len(b[1]):
+        parts = [_relax(x, y) for x, y in zip(a[1], b[1])]
+        return None if None in parts else (a[0], tuple(parts))
+    if a[0] == "dict" and [k for k, _ in a[1]] == [k for k, _ in b[1]]:
+        parts = [_relax(x, y) for (_, x), (_, y) in zip(a[1], b[1])]
+        return None if None in parts else ("dict", tuple(
+            (k, p) for (k, _), p in zip(a[1], parts)))
+    return None
+
+
+def _relaxed(key, traced):
+    """``key`` relaxed against the first earlier signature of the same graph that it can be
+    (None where none can)."""
+    for old in traced:
+        if old[0] == key[0] and len(old[1]) == len(key[1]):
+            parts = [_relax(a, b) for a, b in zip(old[1], key[1])]
+            if None not in parts:
+                return key[0], tuple(parts)
+    return None
+
+
+def _fits(general, key) -> bool:
+    """Whether a call of signature ``key`` can run a trace of signature ``general``."""
+    if general == key:
+        return True
+    if general[0] != key[0]:
+        return False
+    if general[0] == "tensor":
+        g, k = general[2], key[2]
+        return general[1] == key[1] and (g is None or (
+            k is not None and len(g) == len(k) and all(a is None or a == b
+                                                       for a, b in zip(g, k))))
+    if general[0] in ("list", "tuple", "dict") and len(general[1]) == len(key[1]):
+        if general[0] == "dict":
+            return all(ka == kb and _fits(a, b)
+                       for (ka, a), (kb, b) in zip(general[1], key[1]))
+        return all(_fits(a, b) for a, b in zip(general[1], key[1]))
+    return False
+
+
+def _unknowns(key) -> int:
+    """How general a key is: its None dimensions, an unknown rank counting as many."""
+    if key[0] == "tensor":
+        return 64 if key[2] is None else sum(d is None for d in key[2])
+    if key[0] in ("list", "tuple"):
+        return sum(_unknowns(k) for k in key[1])
+    if key[0] == "dict":
+        return sum(_unknowns(k) for _, k in key[1])
+    return 0
+
+
+def _is_general(key) -> bool:
+    return any(_unknowns(k) for k in key[1])
+
+
+def _most_specific(key, general: list):
+    """Of the traces with None dimensions, the most specific one a call of ``key`` fits."""
+    fitting = [(sum(_unknowns(p) for p in k[1]), i, c)
+               for i, (k, c) in enumerate(general)
+               if k[0] == key[0] and len(k[1]) == len(key[1])
+               and all(_fits(a, b) for a, b in zip(k[1], key[1]))]
+    return min(fitting)[2] if fitting else None
+
+
+def _as_specs(values, keys):
+    """``values`` with each tensor replaced by a ``TensorSpec`` of its key's (relaxed) shape."""
+    def one(v, k):
+        if k[0] == "tensor":
+            return TensorSpec(k[2], k[1])
+        if k[0] in ("list", "tuple") and isinstance(v, (list, tuple)):
+            return type(v)(one(x, kx) for x, kx in zip(v, k[1]))
+        if k[0] == "dict" and isinstance(v, dict):
+            ks = dict(k[1])
+            return {name: one(x, ks[name]) for name, x in v.items()}
+        return v
+
+    return [one(v, k) for v, k in zip(values, keys)]
+
+
 class Function:
     """What ``tf.function`` returns (see the module docstring)."""
 
     def __init__(self, python_function, input_signature=None, autograph: bool = True,
-                 name: str | None = None):
+                 name: str | None = None, reduce_retracing: bool = False):
         if not callable(python_function):
             raise TypeError(f"tf.function needs a callable, not {python_function!r}")
         self._python_function = python_function
@@ -445,7 +540,10 @@ class Function:
         self._compatible: set = set()  # (spec, argument key) pairs checked already
         self._autograph = autograph
         self._name = name or getattr(python_function, "__name__", "function")
-        self._cache: dict = {}
+        self._reduce_retracing = bool(reduce_retracing)
+        self._cache: dict = {}  # signature -> the trace its calls run
+        self._traced_keys: list = []  # the signatures traced, oldest first
+        self._general: list = []  # (signature, trace) of traces with None dimensions
         self._lock = threading.RLock()
         self._converted = None
         self._created_variables: list | None = None  # None: no trace yet
@@ -478,7 +576,8 @@ class Function:
         bound = instance.__dict__.get(f"__dflab_function_{id(self)}")
         if bound is None:
             bound = Function(functools.partial(self._python_function, instance),
-                             self._signature_structure, self._autograph, self._name)
+                             self._signature_structure, self._autograph, self._name,
+                             self._reduce_retracing)
             bound._source = self._python_function
             try:
                 instance.__dict__[f"__dflab_function_{id(self)}"] = bound
@@ -528,9 +627,7 @@ class Function:
         concrete = self._cache.get(key)
         if concrete is None:
             with self._lock:
-                concrete = self._cache.get(key)
-                if concrete is None:
-                    concrete = self._trace(names, values, key, pinned)
+                concrete = self._cache.get(key) or self._trace(names, values, key, pinned)
         if all(isinstance(v, _ops.Tensor) for v in values):
             return concrete.call_flat(values)
         return concrete.call_flat(_flat_inputs(nest.flatten(values)))
@@ -538,18 +635,14 @@ class Function:
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
         """The trace for these arguments (``TensorSpec``s stand for tensors), traced now if
         it is new."""
-        args = [_spec_value(a) for a in args]
-        kwargs = {k: _spec_value(v) for k, v in kwargs.items()}
         names, values = self._canonical(args, kwargs)
         key, pinned = self._signature(names, values)
         with self._lock:
-            concrete = self._cache.get(key)
-            if concrete is None:
-                concrete = self._trace(names, values, key, pinned)
+            concrete = self._cache.get(key) or self._trace(names, values, key, pinned)
         return concrete
 
     def concrete_functions(self) -> list:
-        return list(self._cache.values())
+        return list({id(c): c for c in self._cache.values()}.values())
 
     # --- tracing -------------------------------------------------------------------------
     def _callable(self):
@@ -562,7 +655,26 @@ class Function:
         return self._converted
 
     def _trace(self, names, values, key, pinned) -> ConcreteFunction:
-        reason = _why(key, list(self._cache), names)
+        """The trace a call of signature ``key`` runs: one whose signature is more general
+        (``None`` dimensions) where there is one, else a new trace, of a signature relaxed
+        against an earlier trace's where ``reduce_retracing`` asks (TF's rules)."""
+        if not pinned:
+            general = _most_specific(key, self._general)
+            if general is not None:
+                self._cache[key] = general  # this signature's lookups find it at once
+                return general
+        exact = key
+        if self._reduce_retracing and not pinned:
+            relaxed = _relaxed(key, self._traced_keys)
+            if relaxed is not None:
+                values = _as_specs(values, relaxed[1])
+                key = relaxed
+        concrete = self._trace_new(names, values, key, pinned)
+        self._cache[exact] = concrete
+        return concrete
+
+    def _trace_new(self, names, values, key, pinned) -> ConcreteFunction:
+        reason = _why(key, self._traced_keys, names)
         first = self._created_variables is None
         concrete = self._trace_once(names, values, key, pinned, reason, allow_variables=first)
         if first and self._created_variables:
@@ -571,6 +683,9 @@ class Function:
             concrete = self._trace_once(names, values, key, pinned, reason,
                                         allow_variables=False)
         self._cache[key] = concrete
+        self._traced_keys.append(key)
+        if not pinned and _is_general(key):
+            self._general.append((key, concrete))
         self.traces.append((", ".join(f"{n}={_describe(k)}" for n, k in zip(names, key[1]))
                             if not pinned else "input_signature", reason))
         return concrete
@@ -593,6 +708,8 @@ class Function:
             if pinned:
                 spec = next(specs)
                 dtype, shape = spec.dtype.base_dtype, spec.shape
+            elif isinstance(v, TensorSpec):
+                dtype, shape = v.dtype.base_dtype, v.shape
             else:
                 dtype = v.dtype.base_dtype if isinstance(v, _ops.Tensor) else \
                     _dt.as_dtype(v.dtype)
@@ -682,14 +799,6 @@ def _output_tensor(t, fg):
     return t
 
 
-def _spec_value(a):
-    if isinstance(a, TensorSpec):
-        shape = [1 if d is None else d for d in (a.shape.as_list()
-                                                 if a.shape.ndims is not None else [])]
-        return np.zeros(shape, a.dtype.as_numpy_dtype)
-    return a
-
-
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
@@ -758,12 +867,29 @@ def _ancestors(t) -> list:
 
 
 # --- the decorators ----------------------------------------------------------------------------
-def function(func=None, input_signature=None, autograph: bool = True, name=None):
+def function(func=None, input_signature=None, autograph: bool = True, jit_compile=None,
+             reduce_retracing: bool = False, experimental_relax_shapes=None,
+             experimental_compile=None, name=None, **experimental):
     """``tf.function``: trace ``func`` into graphs, one per input signature (see the module
-    docstring). Usable as ``@tf.function`` or ``@tf.function(input_signature=...)``."""
+    docstring). Usable as ``@tf.function`` or ``@tf.function(input_signature=...)``.
+
+    ``reduce_retracing`` (TF 2.0's ``experimental_relax_shapes``): a call whose tensors'
+    shapes differ from a trace's traces once more with the differing dimensions unknown, and
+    later calls of any such shape run that trace. ``jit_compile`` (``experimental_compile``)
+    asks TF for XLA; dflab has no XLA, and runs the same graph on its executor, which fuses
+    elementwise chains where the session would (the results are the same either way).
+    TF's other ``experimental_*`` options are accepted and change nothing here."""
+    relax = bool(reduce_retracing or experimental_relax_shapes)
+    unknown = set(experimental) - _EXPERIMENTAL_OPTIONS
+    if unknown:
+        raise TypeError(f"function() got an unexpected keyword argument {sorted(unknown)[0]!r}")
     if func is None:
-        return lambda f: Function(f, input_signature, autograph, name)
-    return Function(func, input_signature, autograph, name)
+        return lambda f: Function(f, input_signature, autograph, name, relax)
+    return Function(func, input_signature, autograph, name, relax)
+
+
+_EXPERIMENTAL_OPTIONS = {"experimental_implements", "experimental_autograph_options",
+                         "experimental_attributes", "experimental_follow_type_hints"}
 
 
 def defun(func=None, input_signature=None, autograph: bool = False):

@@ -387,3 +387,50 @@ def test_executing_eagerly_outside_functions_looks_past_traced_functions():
         assert tf.executing_eagerly_outside_functions()
         probe(tf.constant(1.0))
     assert seen == [(False, False), (False, True)]
+
+
+def test_reduce_retracing_relaxes_shapes_as_tf_does(eager):
+    """TF 2.21's counts for this program: a second shape traces once more with the differing
+    dimension unknown, later shapes reuse it, a new rank relaxes to an unknown rank."""
+    for option in ({"reduce_retracing": True}, {"experimental_relax_shapes": True}):
+        @tf.function(**option)
+        def f(x):
+            return tf.reduce_sum(x * 2.0)
+
+        counts = []
+        for shape in ([1, 3], [2, 3], [3, 3], [4, 3], [2, 3, 4], [5]):
+            np.testing.assert_allclose(float(f(tf.ones(shape))), 2.0 * np.prod(shape))
+            counts.append(f.experimental_get_tracing_count())
+        assert counts == [1, 2, 2, 2, 3, 3]
+        assert [c.inputs[0].shape.as_list() if c.inputs[0].shape.ndims is not None else None
+                for c in f.concrete_functions()] == [[1, 3], [None, 3], None]
+
+    @tf.function
+    def plain(x):
+        return x + 1.0
+
+    for n in (1, 2, 3):
+        plain(tf.ones([n]))
+    assert plain.experimental_get_tracing_count() == 3  # TF's default: no relaxing
+
+
+def test_a_general_trace_serves_every_call_it_fits(eager):
+    @tf.function
+    def rows(x):
+        return tf.shape(x)[0]
+
+    concrete = rows.get_concrete_function(tf.TensorSpec([None, 3], tf.float32))
+    assert concrete.inputs[0].shape.as_list() == [None, 3]
+    assert int(concrete(tf.ones([7, 3]))) == 7
+    assert int(rows(tf.ones([9, 3]))) == 9
+    assert rows.experimental_get_tracing_count() == 1
+    assert int(rows(tf.ones([9, 4]))) == 9  # does not fit: a trace of its own
+    assert rows.experimental_get_tracing_count() == 2
+
+    @tf.function(jit_compile=True, experimental_implements="x")
+    def accepted(x):
+        return x * 2.0
+
+    assert float(accepted(tf.constant(2.0))) == 4.0
+    with pytest.raises(TypeError, match="unexpected keyword argument 'experimental_nonsense'"):
+        tf.function(lambda x: x, experimental_nonsense=True)
