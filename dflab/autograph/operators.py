@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import builtins
 
+from dflab.framework import dtypes as _dt
 from dflab.framework import errors
 from dflab.framework import ops as _ops
 from dflab.framework.composite import GraphIterable
+from dflab.framework.graph import Graph
+from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import array_ops, control_flow_ops, logging_ops, math_ops
+from dflab.ops.op_util import capture_placeholder_attrs
 
 
 class Undefined:
@@ -122,9 +126,10 @@ def if_exp(cond, true_fn, false_fn, where):
 
 
 # --- while ---------------------------------------------------------------------------------------
-def while_stmt(test, body, state, names, where, extra_test=None):
+def while_stmt(test, body, state, names, where, extra_test=None, live_out=()):
     """``while test: body`` over the variables ``names``; ``extra_test`` (a lowered
-    ``break``) must also hold for another iteration."""
+    ``break``) must also hold for another iteration; ``live_out``: the names the code after
+    the loop may read (a variable first assigned in a tensor loop is carried only then)."""
     first = test(*state)
     if extra_test is not None and not is_symbolic(first):
         first = first and extra_test(*state)
@@ -139,7 +144,7 @@ def while_stmt(test, body, state, names, where, extra_test=None):
                                       "tensor after the first iteration; make it a tensor "
                                       "from the start (e.g. with tf.constant).")
         return state
-    return _graph_while(test, body, state, names, where, extra_test)
+    return _graph_while(test, body, state, names, where, extra_test, live_out)
 
 
 def _any_symbolic(state, extra_test):
@@ -148,18 +153,34 @@ def _any_symbolic(state, extra_test):
     return is_symbolic(extra_test(*state))
 
 
-def _graph_while(test, body, state, names, where, extra_test):
+def _graph_while(test, body, state, names, where, extra_test, live_out=()):
+    state = list(state)
     keep = [not isinstance(v, Undefined) for v in state]
+
+    def full(vals):
+        it = iter(vals)
+        return [next(it) if k else Undefined(n) for k, n in zip(keep, names)]
+
+    # A variable the loop first defines and later code reads starts as zeros of the type one
+    # staged iteration gives it (TF's rule); the loop must then run at least once.
+    first_defined = [i for i, (v, n) in enumerate(zip(state, names))
+                     if isinstance(v, Undefined) and n in live_out]
+    invariants = {}
+    if first_defined:
+        init = _to_tensors([v for v, k in zip(state, keep) if k],
+                           [n for n, k in zip(names, keep) if k], where)
+        staged = _stage_iteration(body, full, init, [names[i] for i in first_defined], where)
+        for i in first_defined:
+            state[i], invariants[i] = _zeros_like_staged(staged[i], names[i], where)
+            keep[i] = True
     loop_names = [n for n, k in zip(names, keep) if k]
     init = _to_tensors([v for v, k in zip(state, keep) if k], loop_names, where)
     if any(v is None for v in init):
         bad = next(n for n, v in zip(loop_names, init) if v is None)
         raise ConversionError(f"'{bad}' is None before the while loop at {where}; a tensor "
                               "loop needs a value it can carry from one iteration to the next.")
-
-    def full(vals):
-        it = iter(vals)
-        return [next(it) if k else Undefined(n) for k, n in zip(keep, names)]
+    shapes = [invariants.get(i, t.shape) for i, t in zip(
+        [i for i, k in enumerate(keep) if k], init)]
 
     def cond(*vals):
         s = full(vals)
@@ -183,16 +204,95 @@ def _graph_while(test, body, state, names, where, extra_test):
     if not init:
         raise ConversionError(f"The while loop at {where} changes no variable: a tensor loop "
                               "must carry at least one value.")
-    out = control_flow_ops.while_loop(cond, loop_body, init)
-    out = list(out) if isinstance(out, (list, tuple)) else [out]
-    return tuple(full(out))
+    if not first_defined:
+        out = control_flow_ops.while_loop(cond, loop_body, init, shape_invariants=shapes,
+                                          return_same_structure=True)
+        return tuple(full(out))
+
+    def counted_body(ran, *vals):
+        return (_ops.convert_to_tensor(True), *loop_body(*vals))
+
+    out = control_flow_ops.while_loop(
+        lambda ran, *vals: cond(*vals), counted_body, [_ops.convert_to_tensor(False), *init],
+        shape_invariants=[TensorShape([]), *shapes], return_same_structure=True)
+    message = (f"The loop at {where} must iterate at least once: it defines "
+               f"{', '.join(repr(names[i]) for i in first_defined)}, read after it.")
+    with _ops.control_dependencies([control_flow_ops.Assert(out[0], [message])]):
+        return tuple(full([array_ops.identity(v) for v in out[1:]]))
+
+
+class _StagingGraph(Graph):
+    """A throwaway graph to build one iteration of a loop body in, only to learn the types of
+    the variables it defines: tensors of other graphs come in as placeholders like them."""
+
+    captures_foreign_tensors = True
+    # Stands in for the graph it stages code for: state (variables, an optimizer's
+    # accumulators) is made and found outside it, as from a traced function's graph.
+    is_function_graph = True
+
+    def __init__(self, outer):
+        super().__init__()
+        self.outer_graph = outer
+        self._captures: dict = {}  # id(outside tensor) -> (it, its placeholder)
+
+    def capture(self, t):
+        """The one placeholder standing for ``t`` here (a tape's target and the reads it
+        differentiates meet at it)."""
+        found = self._captures.get(id(t))
+        if found is None:
+            with self.as_default(), self.control_dependencies(None):
+                ph = self._create_op("Placeholder", [], capture_placeholder_attrs(t),
+                                     "captured").outputs[0]
+            found = self._captures[id(t)] = (t, ph)
+        return found[1]
+
+    def _capture(self, t, op_type):
+        return self.capture(t)
+
+
+def _stage_iteration(body, full, init, defined, where) -> list:
+    """The values one iteration of ``body`` gives the loop's variables, built in a throwaway
+    graph from placeholders like ``init`` (Python side effects of the body happen once more,
+    as under TF's AutoGraph)."""
+    staging = _StagingGraph(_ops.get_default_graph())
+    try:
+        with staging.as_default():
+            vals = [array_ops.placeholder(t.dtype.base_dtype, t.shape) for t in init]
+            return list(body(*full(vals)))
+    except (UnboundLocalError, NameError, TypeError, ValueError, KeyError) as e:
+        raise ConversionError(
+            f"{', '.join(repr(n) for n in defined)} must be defined before the loop at "
+            f"{where}: the code after the loop reads it. AutoGraph tried to learn its type "
+            f"from one iteration, but ran into a {type(e).__name__}: {e}") from None
+
+
+def _zeros_like_staged(value, name, where):
+    """A loop's initial value for a variable it first defines (``value``: what a staged
+    iteration gave it) and the shape invariant it needs: zeros of its dtype, a dimension
+    unknown then empty at first."""
+    if isinstance(value, (bool, int, float)) and not isinstance(value, _ops.Tensor):
+        return type(value)(0), None
+    if isinstance(value, Undefined) or value is None or not isinstance(value, _ops.Tensor):
+        what = "nothing" if isinstance(value, Undefined) or value is None else repr(value)
+        raise ConversionError(f"'{name}' must be defined before the loop at {where}: the code "
+                              f"after the loop reads it, and one iteration gives it {what}, "
+                              "which a tensor loop cannot carry.")
+    shape = value.shape
+    if shape.ndims is None:
+        return array_ops.zeros([], value.dtype.base_dtype), TensorShape(None)
+    dims = [0 if d is None else d for d in shape.as_list()]
+    if value.dtype.base_dtype in (_dt.string, _dt.variant, _dt.resource):
+        raise ConversionError(f"'{name}' must be defined before the loop at {where}: the code "
+                              f"after the loop reads it, and a {value.dtype.base_dtype.name} "
+                              "tensor has no zero to start from.")
+    return array_ops.zeros(dims, value.dtype.base_dtype), shape
 
 
 # --- for -----------------------------------------------------------------------------------------
-def for_stmt(iterable, body, state, names, where, extra_test=None):
+def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=()):
     """``for target in iterable: body``; ``body(item, *state)`` assigns the target itself."""
     if isinstance(iterable, GraphIterable) and not _ops.executing_eagerly():
-        return _graph_iterable_for(iterable, body, state, names, where, extra_test)
+        return _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out)
     if not is_symbolic(iterable):
         state = tuple(state)
         for item in iterable:
@@ -200,10 +300,10 @@ def for_stmt(iterable, body, state, names, where, extra_test=None):
                 break
             state = tuple(body(item, *state))
         return state
-    return _graph_for(iterable, body, state, names, where, extra_test)
+    return _graph_for(iterable, body, state, names, where, extra_test, live_out)
 
 
-def _graph_for(iterable, body, state, names, where, extra_test):
+def _graph_for(iterable, body, state, names, where, extra_test, live_out):
     t = iterable
     if t.shape.ndims == 0:
         raise ConversionError(f"The for loop at {where} iterates over a scalar tensor.")
@@ -221,11 +321,11 @@ def _graph_for(iterable, body, state, names, where, extra_test):
         return extra_test(*rest)
 
     out = while_stmt(test, loop_body, (i0, *state), ("<index>", *names), where,
-                     extra if extra_test is not None else None)
+                     extra if extra_test is not None else None, live_out)
     return tuple(out[1:])
 
 
-def _graph_iterable_for(iterable, body, state, names, where, extra_test):
+def _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out):
     """A loop over a dataset or an iterator while tracing: a while loop that carries the next
     element as an optional and runs while it has a value (TF's ``IteratorGetNextAsOptional``;
     a dataset starts a new pass, an iterator goes on from where it is)."""
@@ -248,7 +348,7 @@ def _graph_iterable_for(iterable, body, state, names, where, extra_test):
         return extra_test(*rest)
 
     out = while_stmt(test, loop_body, (loop.next_optional(), *state), ("<element>", *names),
-                     where, extra if extra_test is not None else None)
+                     where, extra if extra_test is not None else None, live_out)
     return tuple(out[1:])
 
 

@@ -21,6 +21,7 @@ function is used as it is, as TF does.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import inspect
 import itertools
@@ -232,6 +233,23 @@ class _Jumps(ast.NodeTransformer):
     visit_For = _loop  # noqa: N815
 
 
+# --- between steps 1 and 2: what code after each loop reads ---------------------------------------
+def _loads(node) -> collections.Counter:
+    return collections.Counter(n.id for n in ast.walk(node)
+                               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+
+
+def _mark_live_out(fdef) -> None:
+    """Give each loop the names read anywhere outside it (``_ag_live_out``): a variable the
+    loop first defines is carried out of a tensor loop only if one of those reads it (TF's
+    liveness analysis, conservatively: a read before the loop counts too)."""
+    total = _loads(fdef)
+    for node in ast.walk(fdef):
+        if isinstance(node, (ast.For, ast.While)):
+            inside = _loads(node)
+            node._ag_live_out = frozenset(n for n, k in total.items() if k > inside[n])
+
+
 # --- step 2: statements into operator calls ------------------------------------------------------
 # Builtins whose calls become operators (which act as the builtin unless given what a graph
 # iterates or prints), unless the function's module or the function itself names another.
@@ -363,6 +381,7 @@ class _Control(ast.NodeTransformer):
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
+        keywords.append(_live_out(node, names))
         call = _call(_ag("while_stmt"), [_name(test_name), _name(body_name), _load_state(names),
                                          _const(tuple(names)), _const(where)], keywords)
         stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
@@ -395,11 +414,17 @@ class _Control(ast.NodeTransformer):
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
+        keywords.append(_live_out(node, names))
         call = _call(_ag("for_stmt"), [node.iter, _name(body_name), _load_state(names),
                                        _const(tuple(names)), _const(where)], keywords)
         stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
             ast.Expr(value=call)
         return [ast.copy_location(x, node) for x in (body_fn, stmt)]
+
+
+def _live_out(node, names) -> ast.keyword:
+    live = getattr(node, "_ag_live_out", frozenset())
+    return ast.keyword(arg="live_out", value=_const(tuple(n for n in names if n in live)))
 
 
 def _why(node) -> str:
@@ -437,6 +462,7 @@ def convert(fn):
     fdef._ag_root = True
     fdef.body = _fold_returns(fdef.body)
     tree = _Jumps().visit(tree)
+    _mark_live_out(fdef)
     shadowed = {n for n in _BUILTINS if n in fn.__globals__ or n in fn.__code__.co_varnames
                 or n in fn.__code__.co_freevars or n in fn.__code__.co_cellvars}
     tree = _Control(filename, first_line - 1, frozenset(shadowed)).visit(tree)

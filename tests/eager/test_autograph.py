@@ -312,3 +312,100 @@ def test_converted_code_reads_the_modules_globals_as_they_are_now():
     finally:
         SCALE = 2.0
     assert set(globals()) == before
+
+
+def test_a_variable_a_tensor_loop_first_defines_is_read_after_it():
+    """TF's rule: a variable first assigned in the loop and read after it starts as zeros of
+    the type one staged iteration gives it (TF 2.21 returns 6, 16 and 3 for the first three);
+    the loop must then run at least once. A variable only the body reads is not carried,
+    so a loop that never runs is fine."""
+    @tf.function
+    def last_double(n):
+        for i in tf.range(n):
+            last = i * 2
+        return last
+
+    assert int(last_double(tf.constant(4))) == 6
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must iterate at least once: "
+                                                             "it defines 'last'"):
+        last_double(tf.constant(0))
+
+    @tf.function
+    def square_of_last(n):
+        i = tf.constant(0)
+        while i < n:
+            sq = i * i
+            i += 1
+        return sq
+
+    assert int(square_of_last(tf.constant(5))) == 16
+
+    @tf.function
+    def python_value(n):
+        for _ in tf.range(n):
+            k = 3
+        return k
+
+    assert int(python_value(tf.constant(2))) == 3
+
+    @tf.function
+    def last_batch(ds):
+        for x in ds:
+            last = x
+        return last
+
+    np.testing.assert_array_equal(last_batch(tf.data.Dataset.range(10).batch(3)).numpy(), [9])
+
+    @tf.function
+    def local_only(n):
+        s = tf.constant(0)
+        for i in tf.range(n):
+            t = i * 2
+            s += t
+        return s
+
+    assert [int(local_only(tf.constant(n))) for n in (0, 3)] == [0, 6]
+
+    def keeps_an_object(n):
+        for _ in tf.range(n):
+            o = object()
+        return o
+
+    line = inspect.getsourcelines(keeps_an_object)[1] + 1
+    with pytest.raises(ConversionError, match=f"'o' must be defined before the loop at "
+                                              f".*test_autograph.py:{line}"):
+        tf.function(keeps_an_object)(tf.constant(2))
+
+
+def test_the_usual_epoch_returns_its_last_loss_and_step():
+    """An Adam epoch over a dataset in one tf.function, returning the last step's index and
+    loss: the numbers of the same loop in NumPy."""
+    rng = np.random.RandomState(0)
+    x_all = rng.randn(64, 3).astype(np.float32)
+    y_all = x_all @ np.array([[1.0], [-2.0], [0.5]], np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x_all, y_all)).batch(16)
+    w = tf.Variable(tf.zeros([3, 1]))
+    opt = tf.train.AdamOptimizer(0.1)
+
+    @tf.function
+    def epoch(ds):
+        for step, (x, y) in enumerate(ds):  # noqa: B007 - read after the loop
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+            opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        return step, loss
+
+    w_np, m, v, t = np.zeros([3, 1]), np.zeros([3, 1]), np.zeros([3, 1]), 0
+    for _ in range(3):
+        for i in range(0, 64, 16):
+            x, y = x_all[i:i + 16], y_all[i:i + 16]
+            r = x @ w_np - y
+            loss, g = np.mean(r ** 2), 2 * x.T @ r / r.size
+            t += 1
+            m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+            w_np = w_np - 0.1 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m / (
+                np.sqrt(v) + 1e-8)
+        step, got = epoch(ds)
+        assert int(step) == 3
+        np.testing.assert_allclose(float(got), loss, rtol=1e-5)
+    np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-4)
