@@ -18,6 +18,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.eager_tensor import EagerTensor
+from dflab.module import Module
 from dflab.ops import (
     array_ops,
     control_flow_ops,
@@ -605,10 +606,12 @@ def _snake(name):
                   re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", name)).lower()
 
 
-class Layer:
+class Layer(Module):
     """TF1's layer base: ``build(input_shape)`` makes the variables (``add_weight``) in the
     layer's variable scope on the first call, ``call(inputs)`` computes; later calls reuse the
-    same variables. Update ops the call adds go to ``tf.GraphKeys.UPDATE_OPS``.
+    same variables. Update ops the call adds go to ``tf.GraphKeys.UPDATE_OPS``. A layer is a
+    ``tf.Module`` as TF's are (a module holding one lists its variables), named by its own
+    rule: its variable scope, not the module's name scope.
 
     In a graph the variables are the graph's (its collections and variable store). Executing
     eagerly, or traced into a function, they outlive any graph: the layer keeps them in an

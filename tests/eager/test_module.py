@@ -116,3 +116,29 @@ def test_variables_walk_each_submodule_whole_before_the_next():
             "c:0", "a_own:0", "a_child_own:0", "b_own:0", "b_child_own:0"]
         assert [type(m).__name__ for m in root.submodules] == ["Branch", "Branch", "Leaf",
                                                                "Leaf"]
+
+
+def test_a_module_sees_the_layers_it_holds():
+    """TF's layers are modules: a module's variables include its layers' (own attributes
+    first, then each layer's, each sorted), and its submodules list the layers."""
+    with eager_mode():
+        class Net(tf.Module):
+            def __init__(self):
+                super().__init__()
+                self.d1 = tf.layers.Dense(4, name="d1")
+                self.d2 = tf.layers.Dense(2, name="d2")
+                self.scale = tf.Variable(1.0, name="scale")
+
+            def __call__(self, x):
+                return self.d2(self.d1(x)) * self.scale
+
+        net = Net()
+        net(tf.zeros([1, 3]))
+        assert [v.name for v in net.trainable_variables] == [
+            "scale:0", "d1/bias:0", "d1/kernel:0", "d2/bias:0", "d2/kernel:0"]
+        assert net.submodules == (net.d1, net.d2)
+        assert isinstance(net.d1, tf.Module)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(net(tf.ones([2, 3])))
+        grads = tape.gradient(loss, net.trainable_variables)
+        assert all(g is not None for g in grads)
