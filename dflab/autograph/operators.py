@@ -385,6 +385,17 @@ def not_eq(a, b):
     return a != b
 
 
+def iter_(iterable, *sentinel):
+    """``iter``: of a dataset while tracing, an iterator whose ``next()`` is one op (a
+    comprehension, which is not converted, still refuses: it would never end); Python's
+    otherwise."""
+    if not sentinel and isinstance(iterable, GraphIterable) and not _ops.executing_eagerly():
+        graph = iterable._graph_iter()
+        if graph is not None:
+            return graph
+    return builtins.iter(iterable, *sentinel)
+
+
 def enumerate_(iterable, start=0):
     """``enumerate``: over a dataset while tracing, the dataset's own (TF's conversion), so that
     a ``for`` over it still becomes a loop of ops; Python's otherwise."""

@@ -253,7 +253,7 @@ def _mark_live_out(fdef) -> None:
 # --- step 2: statements into operator calls ------------------------------------------------------
 # Builtins whose calls become operators (which act as the builtin unless given what a graph
 # iterates or prints), unless the function's module or the function itself names another.
-_BUILTINS = {"print": "print_", "enumerate": "enumerate_", "zip": "zip_"}
+_BUILTINS = {"print": "print_", "iter": "iter_", "enumerate": "enumerate_", "zip": "zip_"}
 
 
 class _Control(ast.NodeTransformer):

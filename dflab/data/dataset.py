@@ -290,7 +290,12 @@ class Dataset(_st.ElementsArgument, GraphIterable):
         """``(index, element)`` pairs, the index an int64 counting from ``start``."""
         return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
 
-    # AutoGraph's ``enumerate()`` and ``zip()`` over datasets while tracing (TF's conversion).
+    # AutoGraph's ``iter()``, ``enumerate()`` and ``zip()`` of datasets while tracing (TF's).
+    def _graph_iter(self):
+        from dflab.data.iterator import OwnedIterator
+
+        return OwnedIterator(self) if _ops.get_default_graph().is_function_graph else None
+
     def _graph_enumerate(self, start):
         return self.enumerate(start)
 

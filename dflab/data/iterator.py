@@ -123,10 +123,10 @@ class OwnedIterator(_st.ElementsArgument, GraphIterable):
     ``tf.errors.OutOfRangeError`` where ``next()`` stops."""
 
     def __init__(self, dataset: Dataset):
-        if not _ops.executing_eagerly():
+        if not _ops.executing_eagerly() and not _ops.get_default_graph().is_function_graph:
             raise RuntimeError("tf.data.Iterator (an eager iterator) is only supported when "
-                               "eager execution is enabled; in a graph use "
-                               "tf.compat.v1.data.make_one_shot_iterator(dataset)")
+                               "eager execution is enabled or inside a tf.function; in a "
+                               "graph use tf.compat.v1.data.make_one_shot_iterator(dataset)")
         self._structure = dataset._structure
         self._types = list(dataset._types)
         self._shapes = list(dataset._shapes)
@@ -149,6 +149,9 @@ class OwnedIterator(_st.ElementsArgument, GraphIterable):
 
     def _graph_loop(self) -> _IteratorLoop:
         return _IteratorLoop(self._handle, self)
+
+    def _graph_iter(self) -> OwnedIterator:
+        return self  # ``iter(iterator)`` in a traced function: the same iterator
 
     def __iter__(self):
         # In a graph each ``next`` adds an op and none ever ends the loop: a ``for`` there
@@ -179,9 +182,9 @@ def graph_iteration_error(what: str, otherwise: str) -> RuntimeError:
     AutoGraph's ``for`` can turn into ops."""
     return RuntimeError(
         f"Python iteration over {what} is only supported in eager mode or, in a tf.function, "
-        "as a `for x in ...:` statement (over the dataset, the iterator, or enumerate() or "
-        "zip() of datasets) that AutoGraph converts into a loop of ops. Not converted: "
-        "iter(), comprehensions, and a loop whose body holds a `return`; "
+        "as a `for x in ...:` statement (over the dataset, iter(dataset), an iterator, or "
+        "enumerate() or zip() of datasets) that AutoGraph converts into a loop of ops. Not "
+        "converted: comprehensions, and a loop whose body holds a `return`; "
         f"{otherwise}.")
 
 

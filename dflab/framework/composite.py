@@ -10,8 +10,9 @@ nothing from above:
   tensors are;
 * a ``GraphIterable`` can be looped over by ops (``_graph_loop``): AutoGraph turns a ``for``
   over one, while a function is being traced, into a ``while_loop`` that carries an
-  *optional* next element; ``enumerate()`` and ``zip()`` of one become what its
-  ``_graph_enumerate``/``_graph_zip`` give (a dataset's ``enumerate``, ``Dataset.zip``).
+  *optional* next element; ``iter()``, ``enumerate()`` and ``zip()`` of one become what
+  its ``_graph_iter``/``_graph_enumerate``/``_graph_zip`` give (an iterator started in the
+  graph, a dataset's ``enumerate``, ``Dataset.zip``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class GraphIterable:
     def _graph_loop(self) -> GraphLoop:
         """Start a pass (ops added to the default graph) and return its loop."""
         raise NotImplementedError
+
+    def _graph_iter(self):
+        """An iterator whose ``next()`` builds the op reading the next element (a new pass
+        started in the graph being built), or None: Python's ``iter``."""
+        return None
 
     def _graph_enumerate(self, start):
         """A ``GraphIterable`` of ``(index, element)`` pairs, or None: Python's ``enumerate``."""

@@ -419,6 +419,10 @@ class Graph(RichDisplay):
     # runs each op at once: ``apply_op`` hands it the op before any graph bookkeeping.
     executes_eagerly = False
 
+    # A traced function's graph (``dflab.eager.function.FuncGraph``), or one standing in for
+    # one: state is made outside it (``init_scope``), in its ``outer_graph``.
+    is_function_graph = False
+
     # A function graph (a ``tf.data`` map function's body, see ``dflab.ops.dataset_ops``) sets
     # this: ops built while it is the default graph land in it even when all their inputs come
     # from another graph, which ``_capture`` then brings in.
