@@ -70,18 +70,30 @@ def _to_tensors(values, names, where):
 
 
 # --- if ---------------------------------------------------------------------------------------
-def if_stmt(cond, body, orelse, state, names, where):
-    """``if cond: body else: orelse`` over the variables ``names`` (their values ``state``)."""
+def _carried(name: str, live) -> bool:
+    """Whether a statement hands variable ``name`` on (``live``: the names code after it may
+    read, None: all); AutoGraph's own (a lowered ``break``'s flag, a loop's index) always."""
+    return live is None or name in live or name.startswith(("__ag_", "<"))
+
+
+def if_stmt(cond, body, orelse, state, names, where, live=None):
+    """``if cond: body else: orelse`` over the variables ``names`` (their values ``state``);
+    a tensor condition hands on only the variables in ``live`` (the others keep their
+    values: nothing after reads them)."""
     if not is_symbolic(cond):
         return body(*state) if cond else orelse(*state)
     outs = {}
+    carried = [_carried(n, live) for n in names]
+
+    def handed_on(values):
+        return [v if c else None for v, c in zip(values, carried)]
 
     def true_fn():
-        outs["t"] = body(*state)
+        outs["t"] = handed_on(body(*state))
         return _branch_values(outs["t"], names, where)
 
     def false_fn():
-        outs["f"] = orelse(*state)
+        outs["f"] = handed_on(orelse(*state))
         outs["mask"] = _defined_mask(outs["t"], outs["f"], names, where)
         return _branch_values(outs["f"], names, where)
 
@@ -126,10 +138,11 @@ def if_exp(cond, true_fn, false_fn, where):
 
 
 # --- while ---------------------------------------------------------------------------------------
-def while_stmt(test, body, state, names, where, extra_test=None, live_out=()):
+def while_stmt(test, body, state, names, where, extra_test=None, live_out=None):
     """``while test: body`` over the variables ``names``; ``extra_test`` (a lowered
-    ``break``) must also hold for another iteration; ``live_out``: the names the code after
-    the loop may read (a variable first assigned in a tensor loop is carried only then)."""
+    ``break``) must also hold for another iteration; ``live_out``: the names code after the
+    loop, or the next iteration before assigning them, may read (None: all) — a tensor loop
+    carries only those, and starts those it first defines from a staged iteration."""
     first = test(*state)
     if extra_test is not None and not is_symbolic(first):
         first = first and extra_test(*state)
@@ -153,18 +166,21 @@ def _any_symbolic(state, extra_test):
     return is_symbolic(extra_test(*state))
 
 
-def _graph_while(test, body, state, names, where, extra_test, live_out=()):
+def _graph_while(test, body, state, names, where, extra_test, live_out=None):
     state = list(state)
-    keep = [not isinstance(v, Undefined) for v in state]
+    before = list(state)
+    keep = [not isinstance(v, Undefined) and _carried(n, live_out)
+            for v, n in zip(state, names)]
 
     def full(vals):
+        # A variable the loop does not carry enters each iteration as it was before it.
         it = iter(vals)
-        return [next(it) if k else Undefined(n) for k, n in zip(keep, names)]
+        return [next(it) if k else v for k, v in zip(keep, before)]
 
     # A variable the loop first defines and later code reads starts as zeros of the type one
     # staged iteration gives it (TF's rule); the loop must then run at least once.
     first_defined = [i for i, (v, n) in enumerate(zip(state, names))
-                     if isinstance(v, Undefined) and n in live_out]
+                     if isinstance(v, Undefined) and live_out is not None and n in live_out]
     invariants = {}
     if first_defined:
         init = _to_tensors([v for v, k in zip(state, keep) if k],
@@ -289,7 +305,7 @@ def _zeros_like_staged(value, name, where):
 
 
 # --- for -----------------------------------------------------------------------------------------
-def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=()):
+def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=None):
     """``for target in iterable: body``; ``body(item, *state)`` assigns the target itself."""
     if isinstance(iterable, GraphIterable) and not _ops.executing_eagerly():
         return _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out)

@@ -21,7 +21,6 @@ function is used as it is, as TF does.
 from __future__ import annotations
 
 import ast
-import collections
 import functools
 import inspect
 import itertools
@@ -233,21 +232,73 @@ class _Jumps(ast.NodeTransformer):
     visit_For = _loop  # noqa: N815
 
 
-# --- between steps 1 and 2: what code after each loop reads ---------------------------------------
-def _loads(node) -> collections.Counter:
-    return collections.Counter(n.id for n in ast.walk(node)
-                               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+# --- between steps 1 and 2: which variables a statement must hand on ----------------------------
+def _loads(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
 
 
-def _mark_live_out(fdef) -> None:
-    """Give each loop the names read anywhere outside it (``_ag_live_out``): a variable the
-    loop first defines is carried out of a tensor loop only if one of those reads it (TF's
-    liveness analysis, conservatively: a read before the loop counts too)."""
-    total = _loads(fdef)
+def _reads_before_writes(stmts, written: set) -> set:
+    """The names ``stmts`` may read before assigning them (``written``: assigned already;
+    updated), conservatively: a branch's reads count, its writes only where both branches
+    make them, a nested loop's reads all count."""
+    out = set()
+    for s in stmts:
+        if isinstance(s, ast.If):
+            out |= _loads(s.test) - written
+            out |= _reads_before_writes(s.body, set(written))
+            out |= _reads_before_writes(s.orelse, set(written))
+            written |= set(assigned(s.body)) & set(assigned(s.orelse))
+        elif isinstance(s, ast.With):
+            for item in s.items:
+                out |= _loads(item.context_expr) - written
+                if item.optional_vars is not None:
+                    written |= set(assigned([ast.Assign(targets=[item.optional_vars],
+                                                        value=_const(None))]))
+            out |= _reads_before_writes(s.body, written)
+        else:
+            out |= _loads(s) - written
+            if not isinstance(s, (ast.For, ast.While)):  # a loop may not run at all
+                written |= set(assigned([s]))
+    return out
+
+
+def _mark_liveness(fdef) -> None:
+    """Mark each ``if`` with the names code after it may read (``_ag_live``) and each loop
+    with those plus the names an iteration reads before assigning them (``_ag_live_out``):
+    TF's liveness analysis, conservatively (another iteration of an enclosing loop counts as
+    after). A converted statement hands on only those: a GradientTape bound in a branch or a
+    loop and read only there stays a Python value of the body."""
+    parents = {}
     for node in ast.walk(fdef):
-        if isinstance(node, (ast.For, ast.While)):
-            inside = _loads(node)
-            node._ag_live_out = frozenset(n for n, k in total.items() if k > inside[n])
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                for i, s in enumerate(block):
+                    if isinstance(s, ast.stmt):
+                        parents[s] = (node, field, i)
+
+    def reads_after(stmt) -> set:
+        names, cur = set(), stmt
+        while cur in parents and cur is not fdef:
+            parent, field, i = parents[cur]
+            for later in getattr(parent, field)[i + 1:]:
+                names |= _loads(later)
+            if isinstance(parent, (ast.For, ast.While)) and field == "body":
+                names |= _loads(parent)  # the next iteration
+            cur = parent
+        return names
+
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.If):
+            node._ag_live = frozenset(reads_after(node))
+        elif isinstance(node, ast.For):
+            target = set(assigned([ast.Assign(targets=[node.target], value=_const(None))]))
+            node._ag_live_out = frozenset(reads_after(node) | _reads_before_writes(
+                node.body, target))
+        elif isinstance(node, ast.While):
+            node._ag_live_out = frozenset(reads_after(node) | _loads(node.test)
+                                          | _reads_before_writes(node.body, set()))
 
 
 # --- step 2: statements into operator calls ------------------------------------------------------
@@ -320,8 +371,12 @@ class _Control(ast.NodeTransformer):
         t_name, f_name = f"__agf_if_true_{n}", f"__agf_if_false_{n}"
         t_fn = _fn_def(t_name, names, node.body or [ast.Pass()], names)
         f_fn = _fn_def(f_name, names, node.orelse or [ast.Pass()], names)
+        live = getattr(node, "_ag_live", None)
+        keywords = [] if live is None else [ast.keyword(arg="live", value=_const(
+            tuple(n for n in names if n in live)))]
         call = _call(_ag("if_stmt"), [node.test, _name(t_name), _name(f_name),
-                                      _load_state(names), _const(tuple(names)), _const(where)])
+                                      _load_state(names), _const(tuple(names)), _const(where)],
+                     keywords)
         if names:
             stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call)
         else:
@@ -462,7 +517,7 @@ def convert(fn):
     fdef._ag_root = True
     fdef.body = _fold_returns(fdef.body)
     tree = _Jumps().visit(tree)
-    _mark_live_out(fdef)
+    _mark_liveness(fdef)
     shadowed = {n for n in _BUILTINS if n in fn.__globals__ or n in fn.__code__.co_varnames
                 or n in fn.__code__.co_freevars or n in fn.__code__.co_cellvars}
     tree = _Control(filename, first_line - 1, frozenset(shadowed)).visit(tree)

@@ -22,7 +22,7 @@ from dflab.eager import context as _context
 from dflab.framework import dtypes as _dt
 from dflab.framework import nest
 from dflab.framework import ops as _ops
-from dflab.framework.registry import op_gradient_function
+from dflab.framework.registry import GRADIENT_OUTPUTS, op_gradient_function
 from dflab.ops import array_ops, math_ops
 from dflab.ops import gradients as _gradients
 from dflab.ops import resource_variable_ops as _rv
@@ -150,7 +150,7 @@ class GradientTape:
         else:
             return
         self._records.append(op)
-        for out in op.outputs:
+        for out in op.outputs[:op.attrs.get(GRADIENT_OUTPUTS, len(op.outputs))]:
             if out.dtype in _DIFFERENTIABLE:
                 watched.add(id(out))
 
@@ -275,8 +275,9 @@ def _call_gradient(op, out_grads, watched):
         raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
     if fn is None:
         return [None] * len(op.inputs)
-    filled = [g if g is not None or not _differentiable(t.dtype) else array_ops.zeros_like(t)
-              for t, g in zip(op.outputs, out_grads)]
+    carried = op.attrs.get(GRADIENT_OUTPUTS, len(op.outputs))
+    filled = [g if g is not None or i >= carried or not _differentiable(t.dtype) else
+              array_ops.zeros_like(t) for i, (t, g) in enumerate(zip(op.outputs, out_grads))]
     # An input the tape does not watch leads to no source: as TF's tape, tell the gradient
     # function so, and it may skip that input's gradient (a matmul's data input: a whole
     # product saved per layer and step).

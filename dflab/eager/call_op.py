@@ -14,9 +14,11 @@ runs one ``Execution`` per call: inline for a straight-line body, on the dataflo
 the body has loops or conditionals. Every node of the body runs, so the side effects of a
 traced training step (variable updates) happen though nothing reads them.
 
-The gradient of a call is another traced function: the function's Python code traced again
-with ``tf.gradients`` applied to it, called like any function (so a loop in the body is
-differentiated by the loop's own gradient).
+The gradient of a call (``dflab.eager.function``): a call a tape may record runs the
+function's *forward*, which also returns the values its *backward* reads, and the gradient
+calls the backward on them; otherwise another traced function, the function's Python code
+traced again with ``tf.gradients`` applied to it (so a loop in the body is differentiated by
+the loop's own gradient).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ them, as TF's. ``input_signature=`` pins the signature to ``TensorSpec``s.
 Calling a concrete function is one op, ``PartitionedCall`` (``dflab.eager.call_op``): run at
 once under eager execution, added to the graph being built otherwise, so a traced function
 is callable from graph mode, differentiable (tapes and ``tf.gradients`` reach its gradient
-function) and placeable (``tf.device`` around the call).
+function; a call a tape may record runs a forward that also returns what the gradient reads,
+``_ForwardBackward``) and placeable (``tf.device`` around the call).
 
 Inside a trace, stateful ops run in program order (each gets a control input on the one
 before, as TF's automatic control dependencies give; a while loop or a ``cond`` is one step of
@@ -46,6 +47,7 @@ from dflab.framework.composite import CompositeArgument
 from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.graph import Graph
 from dflab.framework.graph_io import GraphDef
+from dflab.framework.registry import GRADIENT_OUTPUTS
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import array_ops
 from dflab.ops import gradients as _gradients
@@ -208,6 +210,7 @@ class ConcreteFunction:
         self._graph_attrs = None
         self._grad = None
         self._grad_lock = threading.Lock()
+        self._split_done = None  # a _ForwardBackward, _UNSPLIT, or None: not tried yet
         self._read_variables: list = []  # weak references, set by the trace
 
     @property
@@ -261,7 +264,17 @@ class ConcreteFunction:
                 if v is not None:
                     _rv._accessed(v)
         g = _ops.get_default_graph()
-        if g.executes_eagerly:
+        split = self._split() if _ctx._TAPES else None
+        if split is not None:
+            # A tape may record this call: run the forward that also gives what the gradient
+            # needs, so that differentiating it runs nothing of the function again.
+            inputs = [*tensors, *split.captured]
+            if g.executes_eagerly:
+                op = g.apply_op(call_op.CALL_OP, inputs, split.eager_attrs, self.name)
+            else:
+                op = _ops.apply_op(call_op.CALL_OP, inputs, split.graph_attrs(),
+                                   call_op.CALL_OP)
+        elif g.executes_eagerly:
             op = g.apply_op(call_op.CALL_OP, inputs, self._eager_attrs, self.name)
         else:
             op = _ops.apply_op(call_op.CALL_OP, inputs, self._graph_call_attrs(), call_op.CALL_OP)
@@ -275,7 +288,13 @@ class ConcreteFunction:
     # --- the gradient of a call ----------------------------------------------------------
     def call_gradient(self, op, grads):
         """The gradients of a call ``op`` of this function for its inputs (the gradient
-        function of ``PartitionedCall``)."""
+        function of ``PartitionedCall``): from the values its split forward gave, or, for a
+        call made where no tape could record it (``tf.gradients`` in a TF 1.x graph), by a
+        function that runs the forward again with the gradient."""
+        split = self._split_done
+        if split is not None and split is not _UNSPLIT and \
+                op.get_attr("f") == split.forward.name:
+            return split.gradient(op, grads)
         grad_fn, mask = self._gradient_function()
         n_args = len(self._args)
         dys = [g if g is not None else array_ops.zeros_like(y)
@@ -284,6 +303,18 @@ class ConcreteFunction:
         out = list(out) if isinstance(out, (list, tuple)) else [out]
         it = iter(out)
         return [next(it) if m else None for m in mask]
+
+    def _split(self):
+        """The forward/backward pair of this function (made once), or None where there is
+        nothing to differentiate or its gradient cannot be built (the gradient then fails
+        as it would have)."""
+        split = self._split_done
+        if split is None:
+            with self._grad_lock:
+                if self._split_done is None:
+                    self._split_done = _ForwardBackward.build(self) or _UNSPLIT
+            split = self._split_done
+        return None if split is _UNSPLIT else split
 
     def _gradient_function(self):
         with self._grad_lock:
@@ -319,6 +350,147 @@ class ConcreteFunction:
 
     def __repr__(self):
         return f"<ConcreteFunction {self.pretty_printed_signature()}>"
+
+
+_UNSPLIT = object()  # a function whose forward/backward pair cannot be built
+
+
+class _ForwardBackward:
+    """A traced function cut in two, as TF's tape functions: the function traced again with
+    ``tf.gradients`` of its outputs, its ops split into the *forward* (what runs before the
+    outputs' gradients exist: the function's own ops, and what its loops' gradients save
+    while they run) and the *backward* (what needs the outputs' gradients). The forward gives
+    the outputs and then the *intermediates*, the forward's values the backward reads; a call
+    a tape records runs it, so its gradient runs the backward on the values of that very
+    call — no stateful op (a variable update, a random draw) runs again."""
+
+    def __init__(self, concrete, forward, backward, captured, n_outputs, mask):
+        self.concrete = concrete
+        self.forward = forward  # call_op.FunctionDef
+        self.backward = backward
+        self.captured = captured  # the values the forward's extra inputs stand for
+        self.n_outputs = n_outputs
+        self.mask = mask  # which inputs of a forward call get a gradient
+        self.eager_attrs = {"f": forward.name, GRADIENT_OUTPUTS: n_outputs}
+        self._graph_attrs = None
+
+    @classmethod
+    def build(cls, concrete):
+        if not concrete._python_call or not any(_float(t) for t in concrete.outputs):
+            return None
+        try:
+            return cls._build(concrete)
+        except (LookupError, TypeError, ValueError, NotImplementedError):
+            return None
+
+    @classmethod
+    def _build(cls, concrete):
+        fg = FuncGraph(f"{concrete.name}_forward", concrete.graph.outer_graph)
+        with fg.as_default():
+            xs = [fg.placeholder(t.dtype.base_dtype, t.shape, f"x{i}", like=t)
+                  for i, t in enumerate(concrete._args)]
+            outs = [_ops.convert_to_tensor(t) for t in
+                    nest.flatten(concrete._python_call(xs)) if t is not None]
+            for c in concrete._captured:  # every input of a call, used by the trace or not
+                fg.capture(c)
+            before = len(fg.get_operations())
+            ys = [y for y in outs if _float(y)]
+            dys = [fg.placeholder(y.dtype.base_dtype, y.shape, f"dy{i}")
+                   for i, y in enumerate(ys)]
+            targets = xs + fg.capture_placeholders()
+            grads = _gradients.gradients(ys, targets, grad_ys=dys)
+            mask = [g is not None for g in grads]
+            results = [_ops.convert_to_tensor(g) for g in grads if g is not None]
+        if len(outs) != len(concrete.outputs):
+            return None
+        inputs = xs + fg.capture_placeholders()
+        ops = fg.get_operations()
+        arg_ops = {t.op for t in inputs}
+        forward = _forward_ops(ops[:before], ops[before:], arg_ops | {t.op for t in dys})
+        in_forward = set(forward)
+        backward = [op for op in ops[before:] if op not in in_forward
+                    and op not in arg_ops and op.type != "Placeholder"]
+        intermediates = []
+        for t in [t for op in backward for t in op.inputs] + results:
+            if (t.op in in_forward or t.op in arg_ops) and t not in intermediates:
+                intermediates.append(t)
+        if any(t.op not in in_forward and t.op not in arg_ops for op in forward
+               for t in op.inputs) or not all(map(_fetchable, intermediates)):
+            # The forward would read the backward, or a value the backward reads lives in a
+            # cond's branch (dead where the other ran) or inside a loop: not a clean cut.
+            return None
+        fwd = _function_def(f"{concrete.name}_forward", forward, inputs, outs + intermediates)
+        bwd = _function_def(f"{concrete.name}_backward", backward, intermediates + dys, results)
+        fwd.concrete = concrete
+        call_op.register_function(fwd)
+        call_op.register_function(bwd)
+        return cls(concrete, fwd, bwd, fg.capture_values(), len(outs), mask)
+
+    def graph_attrs(self) -> dict:
+        """The attributes of a forward call built into a graph (the body travels with it)."""
+        if self._graph_attrs is None:
+            fwd = self.forward
+            self._graph_attrs = {**self.eager_attrs, "Tout": fwd.out_dtypes,
+                                 "output_shapes": fwd.out_shapes, "_body": fwd.to_json()}
+        return self._graph_attrs
+
+    def gradient(self, op, grads):
+        """The gradients for the inputs of forward call ``op``, given its outputs'."""
+        outs = op.outputs[:self.n_outputs]
+        dys = [g if g is not None else array_ops.zeros_like(y)
+               for g, y in zip(grads[:self.n_outputs], outs) if _float(y)]
+        args = list(op.outputs[self.n_outputs:]) + dys
+        g = _ops.get_default_graph()
+        bwd = self.backward
+        if g.executes_eagerly:
+            call = g.apply_op(call_op.CALL_OP, args, {"f": bwd.name}, bwd.name)
+        else:
+            call = _ops.apply_op(call_op.CALL_OP, args, {
+                "f": bwd.name, "Tout": bwd.out_dtypes, "output_shapes": bwd.out_shapes,
+                "_body": bwd.to_json()}, call_op.CALL_OP)
+        it = iter(call.outputs)
+        return [next(it) if m else None for m in self.mask]
+
+
+def _fetchable(t) -> bool:
+    """Whether a call's result can be ``t``: a value at the function's top level (a loop's
+    exit there included), not one inside a branch or a loop."""
+    ctx = t.op.control_flow_context
+    return ctx is None or (t.op.type == "Exit" and ctx.outer_context is None)
+
+
+def _forward_ops(traced, added, stop) -> list:
+    """The ops of a forward (in graph order): the function's own (``traced``) and, of those
+    its gradient ``added``, the ones that run inside the function's loops (saving values
+    for the gradient, counting iterations), with what they read."""
+    contexts = {op.control_flow_context for op in traced} - {None}
+    wanted = list(traced) + [op for op in added if op.control_flow_context in contexts]
+    keep = set()
+    stack = list(wanted)
+    while stack:
+        op = stack.pop()
+        if op in keep or op in stop:
+            continue
+        keep.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return [op for op in traced + added if op in keep]
+
+
+def _function_def(name, ops, inputs, outputs) -> call_op.FunctionDef:
+    """A function body of ``ops`` fed ``inputs`` (tensors of any op outside it) returning
+    ``outputs``; control edges from outside it are dropped (what they waited for ran in the
+    call before)."""
+    own = {op.name for op in ops}
+    node_defs = []
+    for op in ops:
+        nd = Node.of_op(op, "").to_node_def()
+        nd.input = [i for i in nd.input if not (i.startswith("^") and i[1:] not in own)]
+        node_defs.append(nd)
+    return call_op.FunctionDef(name, GraphDef(node_defs), [t.name for t in inputs],
+                               [t.name for t in outputs],
+                               [t.dtype.base_dtype for t in outputs],
+                               [t.shape for t in outputs])
 
 
 def _float(t) -> bool:

@@ -112,6 +112,11 @@ def get_gradient_function(op_type: str):
     return False, None
 
 
+# An op's attribute saying how many of its first outputs carry gradients (a traced function's
+# forward call: its outputs, then values its gradient reads, which none differentiates).
+GRADIENT_OUTPUTS = "_gradient_outputs"
+
+
 def op_gradient_function(op):
     """(known, fn) for ``op``: the gradient registered under the name its
     ``_gradient_op_type`` attribute gives (``custom_gradient``'s, TF's override), else its

@@ -501,8 +501,17 @@ def _merge_grad(op, grad, _):
     return list(switch(as_dense(grad), pred))
 
 
-for _t in ("Enter", "Exit", "NextIteration"):
+for _t in ("Exit", "NextIteration"):
     NotDifferentiable(_t)
+
+
+@RegisterGradient("Enter")
+def _enter_grad(op, grad):
+    """Differentiating inside a loop body (``tf.gradients`` in a while body, a tape in a
+    converted loop): a loop invariant's gradient passes to the value outside, that
+    iteration's (TF's rule outside a backprop loop). A loop variable's initial value gets
+    none: loops are differentiated whole, from their exits (``control_flow_grad``)."""
+    return grad if op.attrs.get("is_constant") else None
 
 
 def _count_true(preds):

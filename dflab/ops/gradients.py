@@ -13,7 +13,7 @@ import collections
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.framework.registry import op_gradient_function
+from dflab.framework.registry import GRADIENT_OUTPUTS, op_gradient_function
 from dflab.ops import array_ops, math_ops
 from dflab.ops.op_util import handle_source, variable_dtype_shape
 
@@ -232,9 +232,6 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
     stop_ops = {id(t.op) for t in _as_list(stop_gradients or [])}
     targets = [_gradient_target(x) for x in xs_in]
-    cf_context = _ops.get_default_graph().control_flow_context
-    if cf_context is not None:
-        targets = [_inside(cf_context, t) for t in targets]
     # Gradient ops are no steps of the program: a traced function leaves them unordered (a
     # loop's accumulators, made now, must exist before the loop that pushes into them runs).
     with _ops.get_default_graph().side_effects_unordered(), \
@@ -304,17 +301,6 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
         return result
 
 
-def _inside(cf_context, t):
-    """Differentiating inside a loop body or branch being built (a tape in a converted loop),
-    a value from around it reaches the body through its Enter or Switch, where the body's uses
-    of it, and so their gradients, arrive. (A loop's gradient differentiates its body from a
-    context beside it, not inside it: those targets stay.)"""
-    around = t.op.control_flow_context
-    if around is cf_context or (around is not None and not around.contains(cf_context)):
-        return t
-    return cf_context.AddValue(t)
-
-
 def _zeros_for(t):
     """A zero gradient for ``t``; for a variable's handle, zeros of the variable's value (TF's
     rule), made from the handle itself so that it is dead where the handle is (the untaken
@@ -333,8 +319,9 @@ def _call_grad_fn(op, out_grads):
     if fn is None:
         return [None] * len(op.inputs)
     filled = []
-    for t, g in zip(op.outputs, out_grads):
-        if g is None and _is_differentiable_dtype(t):
+    carried = op.attrs.get(GRADIENT_OUTPUTS, len(op.outputs))
+    for i, (t, g) in enumerate(zip(op.outputs, out_grads)):
+        if g is None and i < carried and _is_differentiable_dtype(t):
             g = _zeros_for(t)
         filled.append(g)
     with _ops.name_scope(op.name + "_grad"):

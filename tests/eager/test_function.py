@@ -434,3 +434,157 @@ def test_a_general_trace_serves_every_call_it_fits(eager):
     assert float(accepted(tf.constant(2.0))) == 4.0
     with pytest.raises(TypeError, match="unexpected keyword argument 'experimental_nonsense'"):
         tf.function(lambda x: x, experimental_nonsense=True)
+
+
+def test_differentiating_a_call_runs_nothing_of_it_again(eager):
+    """A call a tape records runs a forward that also gives what its gradient reads: the
+    gradient is taken at the values of that call, and its updates and random draws happen
+    once (TF 2.21: y=4, dy/dx=2, w=2 for the first; they had been 4, 3 and 3)."""
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def bump_then_scale(x):
+        w.assign_add(1.0)
+        return w * x
+
+    x = tf.constant(2.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = bump_then_scale(x)
+    assert (float(y), float(tape.gradient(y, x)), float(w)) == (4.0, 2.0, 2.0)
+
+    tf.set_random_seed(0)
+
+    @tf.function
+    def dropped(x):
+        return tf.reduce_sum(tf.nn.dropout(x * 3.0, keep_prob=0.5))
+
+    ones = tf.ones([1000])
+    with tf.GradientTape() as tape:
+        tape.watch(ones)
+        y = dropped(ones)
+    grad = tape.gradient(y, ones).numpy()
+    assert float(y) > 0 and np.isclose(grad.sum(), float(y))  # the forward's own mask
+
+    # A loop: its saved values cross from the forward call to the gradient's.
+    v = tf.Variable(0.5)
+    calls = tf.Variable(0)
+
+    @tf.function
+    def rnn(h, n):
+        for _ in tf.range(n):
+            h = tf.tanh(h * v + 1.0)
+            calls.assign_add(1)
+        return h
+
+    h0 = tf.constant([0.1, 0.2])
+    with tf.GradientTape() as tape:
+        tape.watch(h0)
+        y = tf.reduce_sum(rnn(h0, tf.constant(3)))
+    gh, gv = tape.gradient(y, [h0, v])
+
+    def reference(h, vv):
+        for _ in range(3):
+            h = np.tanh(h * vv + 1.0)
+        return h.sum()
+
+    eps = 1e-3
+    base = np.array([0.1, 0.2])
+    np.testing.assert_allclose(float(gv), (reference(base, 0.5 + eps) -
+                                           reference(base, 0.5 - eps)) / (2 * eps), rtol=1e-4)
+    np.testing.assert_allclose(gh.numpy(), [(reference(base + eps * e, 0.5) -
+                                             reference(base - eps * e, 0.5)) / (2 * eps)
+                                            for e in np.eye(2)], rtol=1e-3)
+    assert int(calls) == 3
+
+
+def test_a_traced_step_differentiates_a_traced_model_once(eager):
+    """A traced train step whose tape records a call of another traced function that
+    updates state: the update happens once, the step's numbers are NumPy's."""
+    w = tf.Variable(0.5)
+    calls = tf.Variable(0)
+
+    @tf.function
+    def model(x):
+        calls.assign_add(1)
+        return tf.reduce_sum(x * w)
+
+    opt = tf.train.GradientDescentOptimizer(0.1)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = model(x)
+        opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        return loss
+
+    assert float(step(tf.constant([1.0, 2.0]))) == 1.5
+    np.testing.assert_allclose(float(w), 0.5 - 0.1 * 3.0)
+    assert int(calls) == 1
+
+
+def test_gradients_inside_branches_and_loops_reach_values_from_outside(eager):
+    """tape.gradient in a converted if or loop, of a loss computed before it (TF 2.21: 6.0,
+    then w = 2.4; 18.0 from a persistent tape read in a loop), and a tape bound in a branch
+    or rebound in a loop (TF's: 6.0 and 3.0; 18.0)."""
+    w = tf.Variable(3.0)
+
+    @tf.function
+    def step_if(x):
+        with tf.GradientTape() as tape:
+            loss = w * w
+        g = tf.constant(0.0)
+        if x > 0:
+            g = tape.gradient(loss, w)
+            w.assign_sub(0.1 * g)
+        return g
+
+    assert float(step_if(tf.constant(1.0))) == 6.0
+    np.testing.assert_allclose(float(w), 2.4)
+
+    w.assign(3.0)
+
+    @tf.function
+    def read_in_loop(n):
+        with tf.GradientTape(persistent=True) as tape:
+            loss = w * w
+        total = tf.constant(0.0)
+        for _ in tf.range(n):
+            total += tape.gradient(loss, w)
+        return total
+
+    assert float(read_in_loop(tf.constant(3))) == 18.0
+
+    @tf.function
+    def tape_in_branch(x):
+        s = tf.constant(0.0)
+        if x > 0:
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = x * x
+            s = tape.gradient(y, x)
+        else:
+            s = -x
+        return s
+
+    assert float(tape_in_branch(tf.constant(3.0))) == 6.0
+    assert float(tape_in_branch(tf.constant(-3.0))) == 3.0
+
+    w.assign(1.0)
+
+    @tf.function
+    def rebound_in_loop(x):
+        with tf.GradientTape() as tape:
+            y = w * x
+        g0 = tape.gradient(y, w)
+        i = tf.constant(0)
+        while i < 3:
+            with tf.GradientTape() as tape:
+                y = w * w * x
+            g = tape.gradient(y, w)
+            w.assign_add(g)
+            i += 1
+        return g0, g
+
+    g0, g = rebound_in_loop(tf.constant(1.0))
+    assert (float(g0), float(g), float(w)) == (1.0, 18.0, 27.0)

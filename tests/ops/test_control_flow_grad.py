@@ -156,3 +156,32 @@ def test_gradients_taken_inside_a_loop_body_for_outside_values(use_resource):
             sess.run(tf.global_variables_initializer())
             # d/dx = 2*x*i + c, d/dc = x, summed over i = 0, 1, 2
             assert sess.run(out)[1] == sum(2 * 2.0 * i + 3.0 + 2.0 for i in range(3))
+
+
+def test_a_conditional_training_step_differentiates_a_loss_built_outside_the_cond():
+    """TF 1.x: minimize() inside a cond branch, of a loss built before the cond (w becomes
+    2.4); and a gradient in a loop body through a value computed outside it (8.0)."""
+    with tf.Graph().as_default():
+        w = tf.get_variable("w", initializer=3.0, use_resource=True)
+        loss = w * w
+        p = tf.placeholder(tf.bool, [])
+        opt = tf.train.GradientDescentOptimizer(0.1)
+
+        def train():
+            with tf.control_dependencies([opt.minimize(loss)]):
+                return tf.identity(loss)
+
+        step = tf.cond(p, train, lambda: tf.identity(loss))
+        x = tf.constant(3.0)
+        y = x * x
+
+        def body(i, acc):
+            z = y + x * 2.0
+            return i + 1, acc + tf.gradients(z, x)[0]
+
+        _, acc = tf.while_loop(lambda i, a: i < 1, body, [0, 0.0])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(step, {p: True})
+            np.testing.assert_allclose(sess.run(w), 2.4)
+            assert sess.run(acc) == 8.0
