@@ -14,6 +14,12 @@
      initializable iterator's ``get_next`` run per batch), beside NumPy slicing the arrays by
      hand and, with ``DFLAB_TF2_PYTHON``, TensorFlow 2's eager and traced loops. No target
      in issue 36: recorded as ms per epoch and ratios.
+17e. A training epoch over the same dataset: the MLP of 17c (SGD) one step per batch, the
+     graph's way (``Session.run`` of the train op over an iterator), eagerly (a tape per
+     batch), a traced step called per batch, and the whole epoch one ``tf.function`` (a
+     tape inside AutoGraph's loop over the dataset), beside NumPy's forward and backward
+     by hand and TF 2's three ways. The four dflab ways end at the same weights. No target:
+     recorded as ms per epoch.
 """
 
 from __future__ import annotations
@@ -89,6 +95,53 @@ eager()
 print(json.dumps({"eager": per_call(eager), "traced": per_call(lambda: traced(ds))}))
 """
 EPOCH_ROWS, EPOCH_BATCH = 2048, 64
+
+_TF2_TRAIN_SCRIPT = r"""
+import json, os, statistics, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import numpy as np
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(1)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+rng = np.random.default_rng(0)
+x = rng.random((ROWS, 784), dtype=np.float32)
+y = rng.integers(0, 10, ROWS).astype(np.int32)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+w1 = tf.Variable((rng.standard_normal((784, 128)) * 0.05).astype(np.float32))
+w2 = tf.Variable((rng.standard_normal((128, 10)) * 0.05).astype(np.float32))
+opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+def loss_of(xb, yb):
+    h = tf.nn.relu(tf.matmul(xb, w1))
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=yb, logits=tf.matmul(h, w2)))
+def step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = loss_of(xb, yb)
+    opt.apply_gradients(zip(tape.gradient(loss, [w1, w2]), [w1, w2]))
+traced_step = tf.function(step)
+def eager():
+    for xb, yb in ds:
+        step(xb, yb)
+def per_step():
+    for xb, yb in ds:
+        traced_step(xb, yb)
+@tf.function
+def epoch(d):
+    for xb, yb in d:
+        with tf.GradientTape() as tape:
+            loss = loss_of(xb, yb)
+        opt.apply_gradients(zip(tape.gradient(loss, [w1, w2]), [w1, w2]))
+def per_call(fn):
+    samples = []
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+eager(); per_step(); epoch(ds)
+print(json.dumps({"eager": per_call(eager), "step": per_call(per_step),
+                  "epoch": per_call(lambda: epoch(ds))}))
+"""
 
 
 def _tf2(repeat: int, script: str = _TF2_SCRIPT):
@@ -212,7 +265,116 @@ def main() -> list:
         h.report(r_mlp, args)
         results.append(r_mlp)
         results.append(_epoch(args, rep))
+        results.append(_training_epoch(args, rep))
     return results
+
+
+def _numpy_epoch(x, y, w):
+    """17e by hand: the MLP's forward and backward in NumPy, SGD per batch."""
+    w1, w2 = w["w1"].copy(), w["w2"].copy()
+    for i in range(0, EPOCH_ROWS, EPOCH_BATCH):
+        xb, yb = x[i:i + EPOCH_BATCH], y[i:i + EPOCH_BATCH]
+        pre = xb @ w1
+        hid = np.maximum(pre, 0)
+        logits = hid @ w2
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        p[np.arange(len(yb)), yb] -= 1
+        dlogits = p / len(yb)
+        dw2 = hid.T @ dlogits
+        dw1 = xb.T @ ((dlogits @ w2.T) * (pre > 0))
+        w1 -= 0.1 * dw1
+        w2 -= 0.1 * dw2
+    return w1, w2
+
+
+def _training_epoch(args, rep) -> h.Result:
+    """17e: a training epoch over a batched dataset, four ways (see the module docstring)."""
+    r = h.Result("eager_training_epoch", "17e. A training epoch (MLP 784-128-10, SGD, batch "
+                 f"{EPOCH_BATCH}) over {EPOCH_ROWS} rows")
+    rng = np.random.default_rng(0)
+    x = rng.random((EPOCH_ROWS, 784), dtype=np.float32)
+    y = rng.integers(0, 10, EPOCH_ROWS).astype(np.int32)
+    w = _mlp(rng)
+    g = tf.Graph()
+    with g.as_default():
+        gw = [tf.Variable(w["w1"]), tf.Variable(w["w2"])]
+        it = tf.data.Dataset.from_tensor_slices((x, y)).batch(EPOCH_BATCH) \
+            .make_initializable_iterator()
+        xb, yb = it.get_next()
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(_loss(xb, yb, *gw))
+        sess = tf.Session(graph=g, config=tf.ConfigProto(**ONE_THREAD))
+        sess.run(tf.global_variables_initializer())
+    step_graph = sess.make_callable(train)
+
+    def graph_epoch():
+        sess.run(it.initializer)
+        while True:
+            try:
+                step_graph()
+            except tf.errors.OutOfRangeError:
+                return
+
+    with eager_mode():
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(EPOCH_BATCH)
+        ways = {name: [tf.Variable(w["w1"]), tf.Variable(w["w2"])]
+                for name in ("eager", "step", "epoch")}
+        opt = tf.train.GradientDescentOptimizer(0.1)
+
+        def step_on(weights):
+            def step(xb, yb):
+                with tf.GradientTape() as tape:
+                    loss = _loss(xb, yb, *weights)
+                opt.apply_gradients(zip(tape.gradient(loss, weights), weights))
+            return step
+
+        eager_step, traced_step = step_on(ways["eager"]), tf.function(step_on(ways["step"]))
+        weights = ways["epoch"]
+
+        def eager_epoch():
+            for xb, yb in ds:
+                eager_step(xb, yb)
+
+        def per_step_epoch():
+            for xb, yb in ds:
+                traced_step(xb, yb)
+
+        @tf.function
+        def traced_epoch(d):
+            for xb, yb in d:
+                with tf.GradientTape() as tape:
+                    loss = _loss(xb, yb, *weights)
+                opt.apply_gradients(zip(tape.gradient(loss, weights), weights))
+
+        # One epoch each from the same weights: the same weights four ways and by hand.
+        graph_epoch()
+        eager_epoch()
+        per_step_epoch()
+        traced_epoch(ds)
+        want = _numpy_epoch(x, y, w)
+        for got in [sess.run(gw)] + [[v.numpy() for v in vs] for vs in ways.values()]:
+            for a, b in zip(got, want):
+                assert np.allclose(a, b, rtol=1e-4, atol=1e-6), np.abs(a - b).max()
+        times = h.compare({"numpy forward and backward by hand": lambda: _numpy_epoch(x, y, w),
+                           "dflab graph (Session.run per batch)": graph_epoch,
+                           "dflab eager (tape per batch)": eager_epoch,
+                           "dflab traced step per batch": per_step_epoch,
+                           "dflab traced epoch (one tf.function)": lambda: traced_epoch(ds)},
+                          repeat=rep)
+    for label, sec in times.items():
+        r.add(label, sec * 1e3, "ms/epoch")
+    tf2 = _tf2(rep, _TF2_TRAIN_SCRIPT)
+    for key, label in (("eager", "tensorflow 2 eager (tape per batch)"),
+                       ("step", "tensorflow 2 traced step per batch"),
+                       ("epoch", "tensorflow 2 traced epoch")):
+        r.add(label, tf2[key] * 1e3 if tf2 else None, "ms/epoch",
+              "" if tf2 else "DFLAB_TF2_PYTHON not set")
+    r.target = "none (issue 36 sets none): recorded"
+    graph = times["dflab graph (Session.run per batch)"]
+    r.measured = (f"traced epoch {times['dflab traced epoch (one tf.function)'] / graph:.2f}x, "
+                  f"eager {times['dflab eager (tape per batch)'] / graph:.2f}x the graph's")
+    h.report(r, args)
+    return r
 
 
 def _epoch(args, rep) -> h.Result:

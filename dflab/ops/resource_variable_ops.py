@@ -20,6 +20,8 @@ reference variables as TF does.
 
 from __future__ import annotations
 
+import threading
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import (
@@ -202,20 +204,23 @@ def _write(op_type, handle, dtype, inputs, name, **attrs):
 # again. Set only while there are listeners: a read without them pays one list lookup.
 _ACCESS_HOOK: list = [None]
 _LISTENERS: list = []
+_listeners_lock = threading.Lock()  # a trace ending on one thread, a tape starting on another
 
 
 def add_access_listener(listener) -> None:
     """Call ``listener(variable)`` with each trainable variable read from now on."""
-    if listener not in _LISTENERS:
-        _LISTENERS.append(listener)
-    _ACCESS_HOOK[0] = _notify
+    with _listeners_lock:
+        if listener not in _LISTENERS:
+            _LISTENERS.append(listener)
+        _ACCESS_HOOK[0] = _notify
 
 
 def remove_access_listener(listener) -> None:
-    if listener in _LISTENERS:
-        _LISTENERS.remove(listener)
-    if not _LISTENERS:
-        _ACCESS_HOOK[0] = None
+    with _listeners_lock:
+        if listener in _LISTENERS:
+            _LISTENERS.remove(listener)
+        if not _LISTENERS:
+            _ACCESS_HOOK[0] = None
 
 
 def _notify(variable) -> None:
