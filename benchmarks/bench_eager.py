@@ -38,36 +38,39 @@ from threadpoolctl import threadpool_limits
 import dflab as tf
 from dflab.eager import eager_mode
 
-_TF2_SCRIPT = r"""
-import json, os, statistics, time
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-import tensorflow as tf
-tf.config.threading.set_intra_op_parallelism_threads(1)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-a, b = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
-f = tf.function(lambda x, y: x + y)
-f(a, b)
-def per_call(fn, n):
-    samples = []
-    for _ in range(REPEAT):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - t0) / n)
-    return statistics.median(samples)
-for _ in range(2000):
-    a + b
-print(json.dumps({"op": per_call(lambda: a + b, 2000), "function": per_call(lambda: f(a, b), 500)}))
-"""
-
-
-_TF2_EPOCH_SCRIPT = r"""
+# What every TF 2 script starts with: TF quiet, on one thread, and a timer of whole calls.
+_TF2_PREAMBLE = r"""
 import json, os, statistics, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import numpy as np
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.threading.set_inter_op_parallelism_threads(1)
+def per_call(fn):
+    samples = []
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+"""
+
+_TF2_SCRIPT = _TF2_PREAMBLE + r"""
+a, b = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+f = tf.function(lambda x, y: x + y)
+f(a, b)
+def per_op(fn, n):
+    def batch():
+        for _ in range(n):
+            fn()
+    return per_call(batch) / n
+for _ in range(2000):
+    a + b
+print(json.dumps({"op": per_op(lambda: a + b, 2000), "function": per_op(lambda: f(a, b), 500)}))
+"""
+
+
+_TF2_EPOCH_SCRIPT = _TF2_PREAMBLE + r"""
 rng = np.random.default_rng(0)
 x = rng.random((ROWS, 784), dtype=np.float32)
 y = rng.integers(0, 10, ROWS).astype(np.int32)
@@ -84,25 +87,12 @@ def traced(d):
         total += tf.reduce_sum(xb)
     return total
 traced(ds)
-def per_call(fn):
-    samples = []
-    for _ in range(REPEAT):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 eager()
 print(json.dumps({"eager": per_call(eager), "traced": per_call(lambda: traced(ds))}))
 """
 EPOCH_ROWS, EPOCH_BATCH = 2048, 64
 
-_TF2_TRAIN_SCRIPT = r"""
-import json, os, statistics, time
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-import numpy as np
-import tensorflow as tf
-tf.config.threading.set_intra_op_parallelism_threads(1)
-tf.config.threading.set_inter_op_parallelism_threads(1)
+_TF2_TRAIN_SCRIPT = _TF2_PREAMBLE + r"""
 rng = np.random.default_rng(0)
 x = rng.random((ROWS, 784), dtype=np.float32)
 y = rng.integers(0, 10, ROWS).astype(np.int32)
@@ -131,13 +121,6 @@ def epoch(d):
         with tf.GradientTape() as tape:
             loss = loss_of(xb, yb)
         opt.apply_gradients(zip(tape.gradient(loss, [w1, w2]), [w1, w2]))
-def per_call(fn):
-    samples = []
-    for _ in range(REPEAT):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 eager(); per_step(); epoch(ds)
 print(json.dumps({"eager": per_call(eager), "step": per_call(per_step),
                   "epoch": per_call(lambda: epoch(ds))}))

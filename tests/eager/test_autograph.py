@@ -194,14 +194,19 @@ def test_closures_and_defaults_survive_conversion():
     assert float(f(tf.constant(1.0), 3)) == 27.0
 
 
+def _linear_batches():
+    """64 rows of a linear model's data, and them as a dataset of batches of 16."""
+    rng = np.random.RandomState(0)
+    x_all = rng.randn(64, 3).astype(np.float32)
+    y_all = x_all @ np.array([[1.0], [-2.0], [0.5]], np.float32)
+    return x_all, y_all, tf.data.Dataset.from_tensor_slices((x_all, y_all)).batch(16)
+
+
 def test_a_with_block_in_a_converted_loop_runs_each_iteration():
     """The common training loop: a tape inside a ``for`` over a dataset in a ``tf.function``,
     each step's gradient applied (the numbers of the same loop in NumPy); a ``break`` and a
     ``continue`` inside a ``with`` block are lowered like any other."""
-    rng = np.random.RandomState(0)
-    x_all = rng.randn(64, 3).astype(np.float32)
-    y_all = x_all @ np.array([[1.0], [-2.0], [0.5]], np.float32)
-    ds = tf.data.Dataset.from_tensor_slices((x_all, y_all)).batch(16)
+    x_all, y_all, ds = _linear_batches()
     w = tf.Variable(tf.zeros([3, 1]))
     opt = tf.train.GradientDescentOptimizer(0.1)
 
@@ -380,10 +385,7 @@ def test_a_variable_a_tensor_loop_first_defines_is_read_after_it():
 def test_the_usual_epoch_returns_its_last_loss_and_step():
     """An Adam epoch over a dataset in one tf.function, returning the last step's index and
     loss: the numbers of the same loop in NumPy."""
-    rng = np.random.RandomState(0)
-    x_all = rng.randn(64, 3).astype(np.float32)
-    y_all = x_all @ np.array([[1.0], [-2.0], [0.5]], np.float32)
-    ds = tf.data.Dataset.from_tensor_slices((x_all, y_all)).batch(16)
+    x_all, y_all, ds = _linear_batches()
     w = tf.Variable(tf.zeros([3, 1]))
     opt = tf.train.AdamOptimizer(0.1)
 
