@@ -362,10 +362,13 @@ class _ForwardBackward:
     while they run) and the *backward* (what needs the outputs' gradients). The forward gives
     the outputs and then the *intermediates*, the forward's values the backward reads; a call
     a tape records runs it, so its gradient runs the backward on the values of that very
-    call — no stateful op (a variable update, a random draw) runs again."""
+    call — no stateful op (a variable update, a random draw) runs again. Values inside cond
+    branches leave the forward through ``_escape``; the call's own inputs the backward takes
+    from the call (``given``)."""
 
-    def __init__(self, concrete, forward, backward, captured, n_outputs, mask):
+    def __init__(self, concrete, forward, backward, captured, n_outputs, mask, given):
         self.concrete = concrete
+        self.given = given  # which of a call's inputs its backward reads
         self.forward = forward  # call_op.FunctionDef
         self.backward = backward
         self.captured = captured  # the values the forward's extra inputs stand for
@@ -405,26 +408,34 @@ class _ForwardBackward:
             return None
         inputs = xs + fg.capture_placeholders()
         ops = fg.get_operations()
-        arg_ops = {t.op for t in inputs}
-        forward = _forward_ops(ops[:before], ops[before:], arg_ops | {t.op for t in dys})
+        args, dy_ops = {t.op for t in inputs}, {t.op for t in dys}
+        forward, backward, intermediates = _cut(ops[:before], ops[before:], args, dy_ops,
+                                                results)
+        in_branches = [t for t in intermediates if not _fetchable(t)]
+        if in_branches:
+            # Values inside cond branches leave the forward merged with a stand-in from the
+            # other branch, and the backward switches them dead again where they were.
+            escapes = _escape_branch_values(fg, in_branches, backward, results)
+            if escapes is None:
+                return None
+            forward, backward, intermediates = _cut(ops[:before], fg.get_operations()[before:],
+                                                    args, dy_ops, results, escapes)
         in_forward = set(forward)
-        backward = [op for op in ops[before:] if op not in in_forward
-                    and op not in arg_ops and op.type != "Placeholder"]
-        intermediates = []
-        for t in [t for op in backward for t in op.inputs] + results:
-            if (t.op in in_forward or t.op in arg_ops) and t not in intermediates:
-                intermediates.append(t)
-        if any(t.op not in in_forward and t.op not in arg_ops for op in forward
+        if any(t.op not in in_forward and t.op not in args for op in forward
                for t in op.inputs) or not all(map(_fetchable, intermediates)):
-            # The forward would read the backward, or a value the backward reads lives in a
-            # cond's branch (dead where the other ran) or inside a loop: not a clean cut.
-            return None
-        fwd = _function_def(f"{concrete.name}_forward", forward, inputs, outs + intermediates)
-        bwd = _function_def(f"{concrete.name}_backward", backward, intermediates + dys, results)
+            return None  # the forward would read the backward: not a clean cut
+        # The backward takes what the forward computed from its results, and the call's own
+        # inputs from the call.
+        computed = [t for t in intermediates if t.op not in args]
+        given = [next(k for k, x in enumerate(inputs) if x is t)
+                 for t in intermediates if t.op in args]
+        fwd = _function_def(f"{concrete.name}_forward", forward, inputs, outs + computed)
+        bwd = _function_def(f"{concrete.name}_backward", backward,
+                            computed + [inputs[k] for k in given] + dys, results)
         fwd.concrete = concrete
         call_op.register_function(fwd)
         call_op.register_function(bwd)
-        return cls(concrete, fwd, bwd, fg.capture_values(), len(outs), mask)
+        return cls(concrete, fwd, bwd, fg.capture_values(), len(outs), mask, given)
 
     def graph_attrs(self) -> dict:
         """The attributes of a forward call built into a graph (the body travels with it)."""
@@ -439,7 +450,7 @@ class _ForwardBackward:
         outs = op.outputs[:self.n_outputs]
         dys = [g if g is not None else array_ops.zeros_like(y)
                for g, y in zip(grads[:self.n_outputs], outs) if _float(y)]
-        args = list(op.outputs[self.n_outputs:]) + dys
+        args = list(op.outputs[self.n_outputs:]) + [op.inputs[k] for k in self.given] + dys
         g = _ops.get_default_graph()
         bwd = self.backward
         if g.executes_eagerly:
@@ -452,6 +463,98 @@ class _ForwardBackward:
         return [next(it) if m else None for m in self.mask]
 
 
+def _cut(traced, added, args, dys, results, extra_forward=()):
+    """(forward ops, backward ops, intermediates) of a function traced with its gradient:
+    ``traced`` its own ops, ``added`` those the gradient made, ``args`` the placeholders of
+    its inputs, ``dys`` those of its outputs' gradients."""
+    forward = _forward_ops(traced, added, args | dys, extra_forward)
+    in_forward = set(forward)
+    backward = [op for op in added if op not in in_forward and op not in args
+                and op not in dys and op.type != "Placeholder"]
+    intermediates = []
+    for t in [t for op in backward for t in op.inputs] + list(results):
+        if (t.op in in_forward or t.op in args) and t not in intermediates:
+            intermediates.append(t)
+    return forward, backward, intermediates
+
+
+def _escape_branch_values(fg, values, backward, results):
+    """Make each of ``values`` (forward values inside cond branches that the backward reads)
+    a value the forward can return, and give the backward, in its place, that value switched
+    dead again where it was dead (``_escape``). Returns the forward's new ops, or None where a
+    value cannot be escaped (inside a loop, or of a dtype without a zero)."""
+    from dflab.ops import control_flow_ops as cf
+
+    made = []
+    with fg.as_default():
+        for t in values:
+            escaped = _escape(t, made)
+            if escaped is None:
+                return None
+            back, steps = escaped
+            for pred, port in steps:
+                back = cf.switch(back, pred)[port]
+            for op in backward:
+                for k, x in enumerate(op.inputs):
+                    if x is t:
+                        op.update_input(k, back)
+            results[:] = [back if r is t else r for r in results]
+    return made
+
+
+def _escape(t, made):
+    """``(out, steps)``: ``out`` a value at the function's top level equal to ``t`` wherever
+    ``t`` is alive, and ``steps`` the ``(predicate, port)`` switches, outermost first, that
+    make it dead where ``t`` is; the ops made go to ``made``. A value a branch brought in
+    (its Switch) escapes as the value outside; any other, at each enclosing cond, merged
+    with a zero from the other branch. None where that cannot be done."""
+    from dflab.ops import control_flow_ops as cf
+
+    chain = _cond_chain(t)
+    if chain is None:
+        return None
+    if not chain:
+        return t, []
+    inner = chain[0]
+    if t.op.type == "Switch" and t.op.inputs[1] is inner.pred:
+        outside = _escape(t.op.inputs[0], made)
+        pred = _escape(inner.pred, made)
+        if outside is None or pred is None:
+            return None
+        return outside[0], outside[1] + [(pred[0], t.value_index)]
+    dtype = t.dtype.base_dtype
+    if not (dtype.is_floating or dtype.is_integer or dtype.is_complex or dtype is _dt.bool):
+        return None
+    graph = t.graph
+    first = len(graph.get_operations())
+    out = t
+    for ctx in chain:  # innermost first: out of each branch in turn
+        with ctx._in_outer():
+            other = cf.switch(array_ops.zeros([], dtype), ctx.pred)[1 - ctx.branch]
+            out = cf.merge([out, other])[0]
+    made += graph.get_operations()[first:]
+    steps = []
+    for ctx in reversed(chain):
+        pred = _escape(ctx.pred, made)  # an inner predicate: its value where it ran
+        if pred is None:
+            return None
+        steps.append((pred[0], ctx.branch))
+    return out, steps
+
+
+def _cond_chain(t):
+    """The cond branches ``t`` lies in, innermost first, or None if a loop is among them."""
+    from dflab.ops.control_flow_ops import CondContext
+
+    chain, ctx = [], t.op.control_flow_context
+    while ctx is not None:
+        if not isinstance(ctx, CondContext):
+            return None
+        chain.append(ctx)
+        ctx = ctx.outer_context
+    return chain
+
+
 def _fetchable(t) -> bool:
     """Whether a call's result can be ``t``: a value at the function's top level (a loop's
     exit there included), not one inside a branch or a loop."""
@@ -459,12 +562,13 @@ def _fetchable(t) -> bool:
     return ctx is None or (t.op.type == "Exit" and ctx.outer_context is None)
 
 
-def _forward_ops(traced, added, stop) -> list:
-    """The ops of a forward (in graph order): the function's own (``traced``) and, of those
-    its gradient ``added``, the ones that run inside the function's loops (saving values
-    for the gradient, counting iterations), with what they read."""
+def _forward_ops(traced, added, stop, extra=()) -> list:
+    """The ops of a forward (in graph order): the function's own (``traced``), ``extra``,
+    and, of those its gradient ``added``, the ones that run inside the function's loops
+    (saving values for the gradient, counting iterations), with what they read."""
     contexts = {op.control_flow_context for op in traced} - {None}
-    wanted = list(traced) + [op for op in added if op.control_flow_context in contexts]
+    wanted = list(traced) + list(extra) + [op for op in added
+                                           if op.control_flow_context in contexts]
     keep = set()
     stack = list(wanted)
     while stack:
@@ -477,13 +581,37 @@ def _forward_ops(traced, added, stop) -> list:
     return [op for op in traced + added if op in keep]
 
 
+def _topological(ops) -> list:
+    """``ops`` with each after the ops among them it reads (graph order otherwise; a loop's
+    back edge, ``NextIteration`` into ``Merge``, does not count): the backward's switches,
+    made after the ops that now read them, move ahead of those."""
+    members = set(ops)
+    done, order = set(), []
+    for root in ops:
+        stack = [(root, False)]
+        while stack:
+            op, expanded = stack.pop()
+            if op in done:
+                continue
+            if expanded:
+                done.add(op)
+                order.append(op)
+                continue
+            stack.append((op, True))
+            before = [t.op for t in op.inputs] + list(op.control_inputs)
+            for dep in reversed(before):
+                if dep in members and dep not in done and dep.type != "NextIteration":
+                    stack.append((dep, False))
+    return order
+
+
 def _function_def(name, ops, inputs, outputs) -> call_op.FunctionDef:
     """A function body of ``ops`` fed ``inputs`` (tensors of any op outside it) returning
     ``outputs``; control edges from outside it are dropped (what they waited for ran in the
     call before)."""
     own = {op.name for op in ops}
     node_defs = []
-    for op in ops:
+    for op in _topological(ops):
         nd = Node.of_op(op, "").to_node_def()
         nd.input = [i for i in nd.input if not (i.startswith("^") and i[1:] not in own)]
         node_defs.append(nd)

@@ -498,6 +498,52 @@ def test_differentiating_a_call_runs_nothing_of_it_again(eager):
     assert int(calls) == 3
 
 
+def test_a_differentiated_call_with_branches_runs_once(eager):
+    """Values the gradient reads inside a tensor if (nested ones too) leave the forward call
+    and stay dead in the gradient where their branch did not run: a counter moves once a
+    call (TF 2.21: 1, 2, 3), gradients are TF's, a dropout mask drawn in a branch is the one
+    the gradient uses."""
+    w = tf.Variable(0.5)
+    calls = tf.Variable(0)
+
+    @tf.function
+    def branches(x):
+        calls.assign_add(1)
+        if tf.reduce_sum(x) > 0:
+            y = x * w
+            if tf.reduce_sum(x) > 2.5:
+                y = y * y * w
+        else:
+            y = x * x
+        return tf.reduce_sum(y)
+
+    want = [(0.625, [0.25, 0.5], 3.75), (1.0, [0.5, 0.5], 2.0), (5.0, [-2.0, -4.0], 0.0)]
+    for k, (xs, (value, gx, gw)) in enumerate(zip(([1.0, 2.0], [1.0, 1.0], [-1.0, -2.0]),
+                                                   want)):
+        x = tf.constant(xs)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = branches(x)
+        got_x, got_w = tape.gradient(y, [x, w])
+        assert float(y) == value and int(calls) == k + 1
+        np.testing.assert_allclose(got_x.numpy(), gx)
+        np.testing.assert_allclose(float(got_w), gw)
+
+    tf.set_random_seed(1)
+
+    @tf.function
+    def maybe_dropped(x, training):
+        if training:
+            x = tf.nn.dropout(x, keep_prob=0.5)
+        return tf.reduce_sum(x * 2.0)
+
+    ones = tf.ones([1000])
+    with tf.GradientTape() as tape:
+        tape.watch(ones)
+        y = maybe_dropped(ones, tf.constant(True))
+    assert np.isclose(tape.gradient(y, ones).numpy().sum(), float(y))
+
+
 def test_a_traced_step_differentiates_a_traced_model_once(eager):
     """A traced train step whose tape records a call of another traced function that
     updates state: the update happens once, the step's numbers are NumPy's."""
