@@ -234,8 +234,21 @@ class _Jumps(ast.NodeTransformer):
 
 # --- between steps 1 and 2: which variables a statement must hand on ----------------------------
 def _loads(node) -> set:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load)}
+    """The names ``node`` reads: loads, and the targets of augmented assignments (``s += x``
+    reads ``s``)."""
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Load)}
+    names |= {n.target.id for n in ast.walk(node)
+              if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    return names
+
+
+def _loop_live_in(loop) -> set:
+    """What an iteration of ``loop`` may read before assigning it (its test included)."""
+    if isinstance(loop, ast.While):
+        return _loads(loop.test) | _reads_before_writes(loop.body, set())
+    target = set(assigned([ast.Assign(targets=[loop.target], value=_const(None))]))
+    return _reads_before_writes(loop.body, target)
 
 
 def _reads_before_writes(stmts, written: set) -> set:
@@ -278,27 +291,32 @@ def _mark_liveness(fdef) -> None:
                     if isinstance(s, ast.stmt):
                         parents[s] = (node, field, i)
 
-    def reads_after(stmt) -> set:
+    def reads_after(stmt):
+        """What code after ``stmt`` may read; None where that is not known (a statement in a
+        ``try`` or a ``match``: every variable is then handed on)."""
         names, cur = set(), stmt
-        while cur in parents and cur is not fdef:
+        while cur is not fdef:
+            if cur not in parents:
+                return None
             parent, field, i = parents[cur]
+            if not isinstance(parent, (ast.FunctionDef, ast.If, ast.For, ast.While,
+                                       ast.With)):
+                return None
             for later in getattr(parent, field)[i + 1:]:
                 names |= _loads(later)
             if isinstance(parent, (ast.For, ast.While)) and field == "body":
-                names |= _loads(parent)  # the next iteration
+                names |= _loop_live_in(parent)  # the next iteration
             cur = parent
         return names
 
     for node in ast.walk(fdef):
-        if isinstance(node, ast.If):
-            node._ag_live = frozenset(reads_after(node))
-        elif isinstance(node, ast.For):
-            target = set(assigned([ast.Assign(targets=[node.target], value=_const(None))]))
-            node._ag_live_out = frozenset(reads_after(node) | _reads_before_writes(
-                node.body, target))
-        elif isinstance(node, ast.While):
-            node._ag_live_out = frozenset(reads_after(node) | _loads(node.test)
-                                          | _reads_before_writes(node.body, set()))
+        if isinstance(node, (ast.If, ast.For, ast.While)):
+            after = reads_after(node)
+            if isinstance(node, ast.If):
+                node._ag_live = None if after is None else frozenset(after)
+            else:
+                node._ag_live_out = None if after is None else frozenset(
+                    after | _loop_live_in(node))
 
 
 # --- step 2: statements into operator calls ------------------------------------------------------
@@ -478,8 +496,9 @@ class _Control(ast.NodeTransformer):
 
 
 def _live_out(node, names) -> ast.keyword:
-    live = getattr(node, "_ag_live_out", frozenset())
-    return ast.keyword(arg="live_out", value=_const(tuple(n for n in names if n in live)))
+    live = getattr(node, "_ag_live_out", None)
+    return ast.keyword(arg="live_out", value=_const(
+        None if live is None else tuple(n for n in names if n in live)))
 
 
 def _why(node) -> str:

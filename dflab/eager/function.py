@@ -316,6 +316,23 @@ class ConcreteFunction:
             split = self._split_done
         return None if split is _UNSPLIT else split
 
+    def retrace(self, name: str):
+        """``(graph, argument placeholders, outputs)`` of the Python function traced again
+        into a new graph (for its gradient), or Nones where that graph is not this trace's,
+        op for op: the Python state it reads (a global, an object's field) has changed."""
+        fg = FuncGraph(name, self.graph.outer_graph)
+        with fg.as_default():
+            # Named as the trace's own, so that the two graphs compare.
+            xs = [fg.placeholder(t.dtype.base_dtype, t.shape, t.op.name, like=t)
+                  for t in self._args]
+            outs = [_ops.convert_to_tensor(t) for t in nest.flatten(self._python_call(xs))
+                    if t is not None]
+            for c in self._captured:  # every input of a call, used by the trace or not
+                fg.capture(c)
+        if not _same_trace(fg, xs, self):
+            return None, None, None
+        return fg, xs, outs
+
     def _gradient_function(self):
         with self._grad_lock:
             if self._grad is None:
@@ -325,17 +342,18 @@ class ConcreteFunction:
     def _trace_gradient(self):
         """Trace the Python function again with ``tf.gradients`` of its outputs for its
         arguments and captured values, given the outputs' gradients as arguments."""
-        fg = FuncGraph(f"{self.name}_grad", self.graph.outer_graph)
+        fg, xs, outs = self.retrace(f"{self.name}_grad")
+        if fg is None:
+            raise ValueError(
+                f"No gradient for this call of {self.name}: its Python code builds another "
+                "graph now than when it was traced (it reads Python state that has changed "
+                "since, such as a global), so tracing it again would differentiate another "
+                "function. Pass that state as an argument, or make it a tf.Variable.")
         with fg.as_default():
-            xs = [fg.placeholder(t.dtype.base_dtype, t.shape, f"x{i}", like=t)
-                  for i, t in enumerate(self._args)]
-            outs = [t for t in nest.flatten(self._python_call(xs)) if t is not None]
-            outs = [_ops.convert_to_tensor(t) for t in outs]
             ys = [y for y in outs if _float(y)]
             dys = [fg.placeholder(y.dtype.base_dtype, y.shape, f"dy{i}")
                    for i, y in enumerate(ys)]
-            captured = [fg.capture(c) for c in self._captured]
-            targets = xs + captured
+            targets = xs + [fg.capture(c) for c in self._captured]
             grads = _gradients.gradients(ys, targets, grad_ys=dys) if ys else \
                 [None] * len(targets)
             mask = [g is not None for g in grads]
@@ -383,19 +401,15 @@ class _ForwardBackward:
             return None
         try:
             return cls._build(concrete)
-        except (LookupError, TypeError, ValueError, NotImplementedError):
+        except Exception:  # noqa: BLE001 - no pair: calls run the plain function, as before
             return None
 
     @classmethod
     def _build(cls, concrete):
-        fg = FuncGraph(f"{concrete.name}_forward", concrete.graph.outer_graph)
+        fg, xs, outs = concrete.retrace(f"{concrete.name}_forward")
+        if fg is None:
+            return None  # the Python code builds another graph now: not that call's
         with fg.as_default():
-            xs = [fg.placeholder(t.dtype.base_dtype, t.shape, f"x{i}", like=t)
-                  for i, t in enumerate(concrete._args)]
-            outs = [_ops.convert_to_tensor(t) for t in
-                    nest.flatten(concrete._python_call(xs)) if t is not None]
-            for c in concrete._captured:  # every input of a call, used by the trace or not
-                fg.capture(c)
             before = len(fg.get_operations())
             ys = [y for y in outs if _float(y)]
             dys = [fg.placeholder(y.dtype.base_dtype, y.shape, f"dy{i}")
@@ -424,6 +438,9 @@ class _ForwardBackward:
         if any(t.op not in in_forward and t.op not in args for op in forward
                for t in op.inputs) or not all(map(_fetchable, intermediates)):
             return None  # the forward would read the backward: not a clean cut
+        if any(t.dtype.base_dtype in (_dt.resource, _dt.variant) and t.op not in args
+               and t.op.type != "_LoopAccumulator" for t in intermediates):
+            return None  # a TensorArray's or a dataset's state: not a value a call returns
         # The backward takes what the forward computed from its results, and the call's own
         # inputs from the call.
         computed = [t for t in intermediates if t.op not in args]
@@ -461,6 +478,19 @@ class _ForwardBackward:
                 "_body": bwd.to_json()}, call_op.CALL_OP)
         it = iter(call.outputs)
         return [next(it) if m else None for m in self.mask]
+
+
+def _same_trace(fg, xs, concrete) -> bool:
+    """Whether tracing the Python function again built the graph of ``concrete`` (op for op,
+    attributes and constants included): the Python state it reads (globals, an object's
+    fields) may have changed since, and then its forward would not be that function's."""
+    def body(graph, inputs):
+        skip = {t.op for t in inputs}
+        return [Node.of_op(op, "").to_node_def().to_json() for op in graph.get_operations()
+                if op not in skip]
+
+    again = body(fg, xs + fg.capture_placeholders())
+    return again == body(concrete.graph, concrete.inputs)
 
 
 def _cut(traced, added, args, dys, results, extra_forward=()):

@@ -411,3 +411,73 @@ def test_the_usual_epoch_returns_its_last_loss_and_step():
         assert int(step) == 3
         np.testing.assert_allclose(float(got), loss, rtol=1e-5)
     np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-4)
+
+
+def test_liveness_counts_augmented_reads_try_blocks_and_the_next_iteration():
+    """What a converted statement hands on (TF 2.21's numbers): ``s += x`` reads ``s``; an if
+    in a ``try``/``finally`` hands on everything; a value local to a branch inside a loop,
+    or a tape bound there, stays local."""
+    @tf.function
+    def mean_of_range(n):
+        total = tf.constant(0.0)
+        count = tf.constant(0.0)
+
+        def mean():
+            return total / count
+
+        for i in tf.range(n):
+            total += tf.cast(i, tf.float32)
+            count += 1.0
+        return mean()
+
+    assert float(mean_of_range(tf.constant(4))) == 1.5
+
+    @tf.function
+    def in_finally(x):
+        y = tf.constant(0.0)
+        try:
+            pass
+        finally:
+            if x > 0:
+                y = x * 2.0
+        return y
+
+    assert float(in_finally(tf.constant(3.0))) == 6.0
+
+    @tf.function
+    def read_in_finally(x):
+        y = tf.constant(1.0)
+        try:
+            if x > 0:
+                y = x * 2.0
+        finally:
+            y = y + 1.0
+        return y
+
+    assert float(read_in_finally(tf.constant(3.0))) == 7.0
+
+    @tf.function
+    def local_to_branch(n, x):
+        total = tf.constant(0.0)
+        for i in tf.range(n):
+            if i % 2 == 0:
+                g = x * 2.0
+                total += g
+        return total
+
+    assert float(local_to_branch(tf.constant(4), tf.constant(2.0))) == 8.0
+
+    @tf.function
+    def tape_in_a_branch_of_a_loop(x):
+        i = tf.constant(0)
+        s = tf.constant(0.0)
+        while i < 3:
+            if x > 0:
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    y = x * x
+                s += tape.gradient(y, x)
+            i += 1
+        return s
+
+    assert float(tape_in_a_branch_of_a_loop(tf.constant(3.0))) == 18.0

@@ -634,3 +634,46 @@ def test_gradients_inside_branches_and_loops_reach_values_from_outside(eager):
 
     g0, g = rebound_in_loop(tf.constant(1.0))
     assert (float(g0), float(g), float(w)) == (1.0, 18.0, 27.0)
+
+
+def test_differentiated_calls_with_tensor_arrays_and_changed_python_state(eager):
+    """map_fn and scan (TensorArrays) in a traced call under a tape give TF's numbers (the
+    split forward keeps such state to itself); a function whose Python code now builds
+    another graph (a global changed since the trace) still returns what it traced, and its
+    gradient is refused rather than taken of the other function."""
+    w = tf.Variable(2.0)
+
+    @tf.function
+    def mapped(x):
+        return tf.reduce_sum(tf.map_fn(lambda a: a * a * w, x))
+
+    with tf.GradientTape() as tape:
+        y = mapped(tf.constant([1.0, 3.0, 2.0]))
+    assert (float(y), float(tape.gradient(y, w))) == (28.0, 14.0)
+
+    @tf.function
+    def scanned(x):
+        return tf.scan(lambda a, b: a + b * w, x)
+
+    xs = tf.constant([1.0, 3.0, 2.0])
+    with tf.GradientTape() as tape:
+        tape.watch(xs)
+        y = tf.reduce_sum(scanned(xs))
+    assert float(y) == 19.0
+    np.testing.assert_allclose(tape.gradient(y, xs).numpy(), [3.0, 4.0, 2.0])
+
+    state = {"scale": 2.0}
+
+    @tf.function
+    def scaled(x):
+        return x * state["scale"]
+
+    x = tf.constant(1.0)
+    scaled(x)
+    state["scale"] = 10.0
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = scaled(x)
+    assert float(y) == 2.0
+    with pytest.raises(ValueError, match="builds another graph now"):
+        tape.gradient(y, x)
