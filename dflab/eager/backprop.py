@@ -213,7 +213,9 @@ class GradientTape:
         result = []
         for s in sources:
             x = _target_of(s)
-            g = _sum(grads.get(id(x)))
+            # A source the tape never watched gets none (TF's), though an op taking it and a
+            # watched tensor (a traced call) gave it one.
+            g = _sum(grads.get(id(x))) if id(x) in self._watched else None
             if g is None and unconnected == UnconnectedGradients.ZERO:
                 g = array_ops.zeros_like(s.value() if _rv.is_resource_variable(s) else s)
             result.append(g)

@@ -544,6 +544,23 @@ def test_a_differentiated_call_with_branches_runs_once(eager):
     assert np.isclose(tape.gradient(y, ones).numpy().sum(), float(y))
 
 
+def test_a_tape_that_does_not_watch_a_variable_gives_it_no_gradient(eager):
+    """TF 2.21: with ``watch_accessed_variables=False`` a variable a traced call reads gets
+    None, as it does from eager ops (the call's gradient had reached it through the call)."""
+    w = tf.Variable(3.0)
+
+    @tf.function
+    def f(x):
+        return x * w
+
+    x = tf.constant(2.0)
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(x)
+        y = f(x)
+    gx, gw = tape.gradient(y, [x, w])
+    assert float(gx) == 3.0 and gw is None
+
+
 def test_a_traced_step_differentiates_a_traced_model_once(eager):
     """A traced train step whose tape records a call of another traced function that
     updates state: the update happens once, the step's numbers are NumPy's."""
