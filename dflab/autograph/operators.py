@@ -293,14 +293,14 @@ def _zeros_like_staged(value, name, where):
         raise ConversionError(f"'{name}' must be defined before the loop at {where}: the code "
                               f"after the loop reads it, and one iteration gives it {what}, "
                               "which a tensor loop cannot carry.")
-    shape = value.shape
-    if shape.ndims is None:
-        return array_ops.zeros([], value.dtype.base_dtype), TensorShape(None)
-    dims = [0 if d is None else d for d in shape.as_list()]
     if value.dtype.base_dtype in (_dt.string, _dt.variant, _dt.resource):
         raise ConversionError(f"'{name}' must be defined before the loop at {where}: the code "
                               f"after the loop reads it, and a {value.dtype.base_dtype.name} "
                               "tensor has no zero to start from.")
+    shape = value.shape
+    if shape.ndims is None:
+        return array_ops.zeros([], value.dtype.base_dtype), TensorShape(None)
+    dims = [0 if d is None else d for d in shape.as_list()]
     return array_ops.zeros(dims, value.dtype.base_dtype), shape
 
 

@@ -74,6 +74,12 @@ def assigned(stmts) -> list[str]:
     return [n for n in v.names if not n.startswith(("__ag_it", "__agf_"))]
 
 
+def bound_by(target) -> list[str]:
+    """The names an assignment target (``x``, ``(a, b)``, a ``for`` or ``with ... as``
+    target) binds."""
+    return assigned([ast.Assign(targets=[target], value=ast.Constant(value=None))])
+
+
 class _Finds(ast.NodeVisitor):
     """Whether statements contain nodes of given kinds, not looking into nested functions
     (and, for ``break``/``continue``, not into nested loops)."""
@@ -247,8 +253,7 @@ def _loop_live_in(loop) -> set:
     """What an iteration of ``loop`` may read before assigning it (its test included)."""
     if isinstance(loop, ast.While):
         return _loads(loop.test) | _reads_before_writes(loop.body, set())
-    target = set(assigned([ast.Assign(targets=[loop.target], value=_const(None))]))
-    return _reads_before_writes(loop.body, target)
+    return _reads_before_writes(loop.body, set(bound_by(loop.target)))
 
 
 def _reads_before_writes(stmts, written: set) -> set:
@@ -266,8 +271,7 @@ def _reads_before_writes(stmts, written: set) -> set:
             for item in s.items:
                 out |= _loads(item.context_expr) - written
                 if item.optional_vars is not None:
-                    written |= set(assigned([ast.Assign(targets=[item.optional_vars],
-                                                        value=_const(None))]))
+                    written |= set(bound_by(item.optional_vars))
             out |= _reads_before_writes(s.body, written)
         else:
             out |= _loads(s) - written
@@ -470,9 +474,7 @@ class _Control(ast.NodeTransformer):
                 _why(bad) if bad is not None else "it has an else clause"), _const(where)])
             return node
         flag = getattr(node, "_ag_break", None)
-        names = [n for n in assigned(node.body) + assigned([ast.Assign(
-            targets=[node.target], value=_const(None))]) if True]
-        names = list(dict.fromkeys(names))
+        names = list(dict.fromkeys(assigned(node.body) + bound_by(node.target)))
         if flag and flag not in names:
             names.append(flag)
         n = next(_counter)

@@ -50,10 +50,10 @@ from dflab.framework.graph_io import GraphDef
 from dflab.framework.registry import GRADIENT_OUTPUTS
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import array_ops
+from dflab.ops import control_flow_ops as _cf
 from dflab.ops import gradients as _gradients
 from dflab.ops import resource_variable_ops as _rv
 from dflab.ops import variables as _variables
-from dflab.ops.control_flow_ops import UNORDERED_STATEFUL
 from dflab.runtime.node import Node
 
 _function_ids = itertools.count(1)
@@ -98,7 +98,6 @@ class FuncGraph(Graph):
 
     is_function_graph = True
     captures_foreign_tensors = True
-    orders_side_effects = True
 
     def __init__(self, name: str, outer=None):
         super().__init__()
@@ -156,7 +155,7 @@ class FuncGraph(Graph):
         its control-flow context (one being built: ops a gradient later adds to a finished
         loop keep the order their data gives them)."""
         ctx = op.control_flow_context
-        if ctx not in self._effects or not op.op_def.stateful or op.type in UNORDERED_STATEFUL:
+        if ctx not in self._effects or not op.op_def.stateful or op.type in _UNORDERED_STATEFUL:
             return
         last = self._effects[ctx]
         if last is not None and last is not op and last not in op.control_inputs:
@@ -182,6 +181,8 @@ class FuncGraph(Graph):
         return [ph for _, ph in self.captures.values()]
 
 
+# Stateful ops that need no order among the others: placeholders and variable handles.
+_UNORDERED_STATEFUL = frozenset({"Placeholder", "VarHandleOp", "PlaceholderWithDefault"})
 
 
 # --- concrete functions --------------------------------------------------------------------
@@ -513,8 +514,6 @@ def _escape_branch_values(fg, values, backward, results):
     a value the forward can return, and give the backward, in its place, that value switched
     dead again where it was dead (``_escape``). Returns the forward's new ops, or None where a
     value cannot be escaped (inside a loop, or of a dtype without a zero)."""
-    from dflab.ops import control_flow_ops as cf
-
     made = []
     with fg.as_default():
         for t in values:
@@ -523,7 +522,7 @@ def _escape_branch_values(fg, values, backward, results):
                 return None
             back, steps = escaped
             for pred, port in steps:
-                back = cf.switch(back, pred)[port]
+                back = _cf.switch(back, pred)[port]
             for op in backward:
                 for k, x in enumerate(op.inputs):
                     if x is t:
@@ -538,8 +537,6 @@ def _escape(t, made):
     make it dead where ``t`` is; the ops made go to ``made``. A value a branch brought in
     (its Switch) escapes as the value outside; any other, at each enclosing cond, merged
     with a zero from the other branch. None where that cannot be done."""
-    from dflab.ops import control_flow_ops as cf
-
     chain = _cond_chain(t)
     if chain is None:
         return None
@@ -560,8 +557,8 @@ def _escape(t, made):
     out = t
     for ctx in chain:  # innermost first: out of each branch in turn
         with ctx._in_outer():
-            other = cf.switch(array_ops.zeros([], dtype), ctx.pred)[1 - ctx.branch]
-            out = cf.merge([out, other])[0]
+            other = _cf.switch(array_ops.zeros([], dtype), ctx.pred)[1 - ctx.branch]
+            out = _cf.merge([out, other])[0]
     made += graph.get_operations()[first:]
     steps = []
     for ctx in reversed(chain):
@@ -574,11 +571,9 @@ def _escape(t, made):
 
 def _cond_chain(t):
     """The cond branches ``t`` lies in, innermost first, or None if a loop is among them."""
-    from dflab.ops.control_flow_ops import CondContext
-
     chain, ctx = [], t.op.control_flow_context
     while ctx is not None:
-        if not isinstance(ctx, CondContext):
+        if not isinstance(ctx, _cf.CondContext):
             return None
         chain.append(ctx)
         ctx = ctx.outer_context

@@ -437,8 +437,6 @@ class Graph(RichDisplay):
     # stateful op waiting for ``after``, and ``end_side_effects(ctx)`` stops it and gives its
     # last one. Plain graphs keep TF 1.x's rule: only data and explicit control dependencies
     # order ops.
-    orders_side_effects = False
-
     def ordering_side_effects(self) -> bool:
         """Whether stateful ops built now, in the current control-flow context, are ordered."""
         return False

@@ -685,7 +685,7 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
                     f"iterations, use the `shape_invariants` argument of tf.while_loop to "
                     f"specify a less-specific shape ({where}).")
             outs.append(ctx.AddValue(r))
-        last = g.end_side_effects(ctx) if ordered else None
+        last = g.last_side_effect() if ordered else None  # (the context ends it below)
         if last is not None:  # the next iteration (and the loop's end) waits for its effects
             with g.control_dependencies([last]):
                 outs = [array_ops.identity(r) for r in outs]
@@ -704,11 +704,6 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
     if ordered:
         g.after_side_effect(exits[0].op)
     return nest.pack_sequence_as(lv, _rebuild_leaves(flat_in, exits))
-
-
-# Stateful ops that need no order among the others (placeholders and variable handles), in a
-# traced function's loops as at its top level (``dflab.eager.function``).
-UNORDERED_STATEFUL = frozenset({"Placeholder", "VarHandleOp", "PlaceholderWithDefault"})
 
 
 __all__ = ["no_op", "group", "tuple", "with_dependencies", "Assert", "cond", "case",
