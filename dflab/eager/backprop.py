@@ -16,6 +16,7 @@ tape after its first ``gradient``), so the ids it matches by are never reused me
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 from dflab.eager import context as _context
@@ -42,6 +43,7 @@ def _differentiable(dtype) -> bool:
 
 
 # The dtypes a tape follows, as a set: ``record`` asks for every output of every op it keeps.
+_GRADIENT_CALLS = itertools.count()
 _DIFFERENTIABLE = frozenset(_dt.as_dtype(name) for base in (
     "float16", "float32", "float64", "complex64", "complex128") for name in (base, base + "_ref")
 ) | {_dt.resource}
@@ -191,6 +193,12 @@ class GradientTape:
         return nest.pack_sequence_as(sources, result)
 
     def _backward(self, targets, sources, output_gradients, unconnected):
+        # Each call differentiates in a name scope of its own: a TensorArray keeps one gradient
+        # array per such scope, which must not sum what an earlier call wrote into it.
+        with _ops.name_scope(f"gradients_{next(_GRADIENT_CALLS)}"):
+            return self._backward_in_scope(targets, sources, output_gradients, unconnected)
+
+    def _backward_in_scope(self, targets, sources, output_gradients, unconnected):
         grads: dict[int, list] = {}
         for k, y in enumerate(targets):
             y = _ops.convert_to_tensor(y)

@@ -238,3 +238,16 @@ def test_a_tape_skips_the_gradients_of_unwatched_inputs(op, monkeypatch):
     assert len(made) == unwatched + 1
     np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(gw.numpy(), want_w, rtol=1e-5, atol=1e-7)
+
+
+def test_a_tape_differentiates_tensor_arrays_once_per_call():
+    """Eager TensorArray writes and reads are recorded; each ``gradient`` call sums into
+    gradient arrays of its own, so a persistent tape gives the same gradient twice."""
+    w = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as t:
+        ta = tf.TensorArray(tf.float32, size=3, clear_after_read=False)
+        ta = ta.write(0, w * 2.0).write(1, w * w)
+        ta = ta.write(2, ta.read(0) * 3.0)
+        y = tf.reduce_sum(ta.stack())
+    for _ in range(2):  # d/dw (2w + w^2 + 6w) = 8 + 2w
+        np.testing.assert_array_equal(t.gradient(y, w).numpy(), [10.0, 12.0])
