@@ -334,7 +334,7 @@ def _to_tensors(values, ctx, what):
             raise ValueError(f"{what} returned None; it must return tensors")
         if isinstance(v, _ops.Operation):
             v = with_dependencies([v], ctx.pivot)
-        v = _ops.convert_to_tensor(v)
+        v = _leaf_to_tensor(v, what)  # a TensorArray leaves a branch as its flow
         out.append(ctx.AddValue(v) if not ctx._is_inside(v) else v)
     return out
 
@@ -402,7 +402,10 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         except ValueError as e:
             raise ValueError(f"true_fn and false_fn of cond at {site} must return the same "
                              f"structure: {e}") from None
-        for a, b in zip(flat_t, flat_f):
+        for a, b, ra, rb in zip(flat_t, flat_f, nest.flatten(res_t), nest.flatten(res_f)):
+            if hasattr(ra, "_as_loop_var") != hasattr(rb, "_as_loop_var"):
+                raise TypeError(f"true_fn and false_fn of cond at {site} return different "
+                                f"kinds of value: {type(ra).__name__} and {type(rb).__name__}")
             if a.dtype.base_dtype != b.dtype.base_dtype:
                 raise TypeError(f"true_fn and false_fn of cond at {site} return different "
                                 f"dtypes: {a.dtype.base_dtype.name} ({a.name}) and "
@@ -418,7 +421,7 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         if not strict and isinstance(structure, (list, builtins.tuple)) and len(structure) == 1 \
                 and not hasattr(structure, "_fields"):
             structure = structure[0]
-        return nest.pack_sequence_as(structure, merges)
+        return nest.pack_sequence_as(structure, _rebuild_leaves(nest.flatten(res_t), merges))
 
 
 def _eager_cond(pred, true_fn, false_fn, strict):

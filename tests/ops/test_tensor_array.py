@@ -314,3 +314,22 @@ def test_gradient_through_tensor_array_in_while_loop():
         return [out.stack(), acc]
 
     check_grads(fn, [RNG.standard_normal((4, 2))])
+
+
+def test_cond_returns_tensor_arrays_written_in_either_branch():
+    """TF 1.x's cond carries a TensorArray out of a branch as its flow; the gradient reaches
+    the value the taken branch wrote."""
+    x = tf.placeholder(tf.float64, [2])
+    p = tf.placeholder(tf.bool, [])
+    ta = tf.TensorArray(tf.float64, size=2).write(1, x * 10.0)
+    out = tf.cond(p, lambda: ta.write(0, x * 2.0), lambda: (ta.write(0, -x)))
+    assert isinstance(out, tf.TensorArray)
+    stacked = out.stack()
+    g = tf.gradients(tf.reduce_sum(stacked), x)[0]
+    xs = np.array([1.0, 3.0])
+    for taken, first, grad in ((True, 2 * xs, 12.0), (False, -xs, 9.0)):
+        s, gx = _run([stacked, g], {x: xs, p: taken})
+        np.testing.assert_array_equal(s, [first, 10 * xs])
+        np.testing.assert_array_equal(gx, [grad, grad])
+    with pytest.raises(TypeError, match="different kinds of value: TensorArray and Tensor"):
+        tf.cond(p, lambda: ta.write(0, x), lambda: tf.zeros([]))
