@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 
 from dflab.framework import dtypes as _dt
-from dflab.framework import errors
+from dflab.framework import errors, nest
 from dflab.framework import ops as _ops
 from dflab.framework.composite import GraphIterable
 from dflab.framework.graph import Graph
@@ -55,18 +55,38 @@ def ld(fn, name: str):
         return Undefined(name)
 
 
+class StructureError(ConversionError, TypeError):
+    """A variable that a tensor statement carries changes its nested structure (a branch or an
+    iteration gives it another); a ``TypeError``, as TF's."""
+
+
+def _carried_value(v, name, where, what="cannot be carried by graph control flow"):
+    """The value a tensor statement carries for variable ``name``: ``v`` with every leaf of its
+    nested structure (tuples, lists, dicts, named tuples) a tensor — Python numbers converted —
+    or a ``TensorArray``, which travels as its flow (TF's AutoGraph carries the same)."""
+    def leaf(x):
+        if hasattr(x, "_as_loop_var"):
+            return x
+        if x is None or isinstance(x, Undefined):
+            raise TypeError(f"{'it' if x is v else 'a part of it'} is None")
+        return _ops.convert_to_tensor(x)
+
+    try:
+        return nest.map_structure(leaf, v)
+    except (TypeError, ValueError) as e:
+        raise ConversionError(f"'{name}' holds {v!r}, which {what} ({where}): {e}") from None
+
+
 def _to_tensors(values, names, where):
-    out = []
-    for v, n in zip(values, names):
-        if v is None or isinstance(v, Undefined):
-            out.append(v)
-            continue
-        try:
-            out.append(_ops.convert_to_tensor(v))
-        except (TypeError, ValueError) as e:
-            raise ConversionError(f"'{n}' holds {v!r}, which cannot be a tensor in graph control "
-                                  f"flow ({where}): {e}") from None
-    return out
+    return [v if v is None or isinstance(v, Undefined) else _carried_value(v, n, where)
+            for v, n in zip(values, names)]
+
+
+def _same_structure(before, after, name, message):
+    try:
+        nest.assert_same_structure(before, after, check_types=False)
+    except (TypeError, ValueError) as e:
+        raise StructureError(f"'{name}' {message}: {e}") from None
 
 
 # --- if ---------------------------------------------------------------------------------------
@@ -95,6 +115,10 @@ def if_stmt(cond, body, orelse, state, names, where, live=None):
     def false_fn():
         outs["f"] = handed_on(orelse(*state))
         outs["mask"] = _defined_mask(outs["t"], outs["f"], names, where)
+        for a, b, n, keep in zip(outs["t"], outs["f"], names, outs["mask"]):
+            if keep:
+                _same_structure(a, b, n, "must have the same nested structure in the main and "
+                                f"else branches ({where})")
         return _branch_values(outs["f"], names, where)
 
     result = control_flow_ops.cond(cond, true_fn, false_fn, strict=True)
@@ -118,16 +142,8 @@ def _defined_mask(out_t, out_f, names, where):
 
 
 def _branch_values(out, names, where):
-    vals = []
-    for v, n in zip(out, names):
-        if isinstance(v, Undefined) or v is None:
-            continue
-        try:
-            vals.append(_ops.convert_to_tensor(v))
-        except (TypeError, ValueError) as e:
-            raise ConversionError(f"'{n}' holds {v!r}, which a tensor `if` cannot return "
-                                  f"({where}): {e}") from None
-    return vals
+    return [_carried_value(v, n, where, "a tensor `if` cannot return") for v, n in zip(out, names)
+            if not isinstance(v, Undefined) and v is not None]
 
 
 def if_exp(cond, true_fn, false_fn, where):
@@ -195,8 +211,9 @@ def _graph_while(test, body, state, names, where, extra_test, live_out=None):
         bad = next(n for n, v in zip(loop_names, init) if v is None)
         raise ConversionError(f"'{bad}' is None before the while loop at {where}; a tensor "
                               "loop needs a value it can carry from one iteration to the next.")
-    shapes = [invariants.get(i, t.shape) for i, t in zip(
-        [i for i, k in enumerate(keep) if k], init)]
+    kept = [i for i, k in enumerate(keep) if k]
+    shapes = [invariants.get(i, _shapes_of(v)) for i, v in zip(kept, init)]
+    entering = dict(zip(kept, init))
 
     def cond(*vals):
         s = full(vals)
@@ -208,13 +225,15 @@ def _graph_while(test, body, state, names, where, extra_test, live_out=None):
     def loop_body(*vals):
         out = body(*full(vals))
         new = []
-        for v, k, n in zip(out, keep, names):
+        for i, (v, k, n) in enumerate(zip(out, keep, names)):
             if not k:
                 continue
             if isinstance(v, Undefined) or v is None:
                 raise ConversionError(f"'{n}' is undefined at the end of an iteration of the "
                                       f"while loop at {where}")
-            new.append(_ops.convert_to_tensor(v))
+            _same_structure(entering[i], v, n, "does not have the same nested structure after "
+                            f"one iteration of the loop at {where}")
+            new.append(_carried_value(v, n, where))
         return new
 
     if not init:
@@ -234,7 +253,22 @@ def _graph_while(test, body, state, names, where, extra_test, live_out=None):
     message = (f"The loop at {where} must iterate at least once: it defines "
                f"{', '.join(repr(names[i]) for i in first_defined)}, read after it.")
     with _ops.control_dependencies([control_flow_ops.Assert(out[0], [message])]):
-        return tuple(full([array_ops.identity(v) for v in out[1:]]))
+        return tuple(full([_map_leaves(array_ops.identity, v) for v in out[1:]]))
+
+
+def _map_leaves(fn, value):
+    """``fn`` over the tensors of a carried value (a ``TensorArray``'s flow)."""
+    def leaf(x):
+        return x._from_loop_var(fn(x._as_loop_var())) if hasattr(x, "_as_loop_var") else fn(x)
+
+    return nest.map_structure(leaf, value)
+
+
+def _shapes_of(value):
+    """The shapes a carried value's tensors keep from one iteration to the next (the loop's
+    default shape invariants)."""
+    return nest.map_structure(
+        lambda x: (x._as_loop_var() if hasattr(x, "_as_loop_var") else x).shape, value)
 
 
 class _StagingGraph(Graph):
@@ -273,7 +307,8 @@ def _stage_iteration(body, full, init, defined, where) -> list:
     staging = _StagingGraph(_ops.get_default_graph())
     try:
         with staging.as_default():
-            vals = [array_ops.placeholder(t.dtype.base_dtype, t.shape) for t in init]
+            vals = [_map_leaves(lambda t: array_ops.placeholder(t.dtype.base_dtype, t.shape), v)
+                    for v in init]
             return list(body(*full(vals)))
     except (UnboundLocalError, NameError, TypeError, ValueError, KeyError) as e:
         raise ConversionError(
@@ -284,24 +319,32 @@ def _stage_iteration(body, full, init, defined, where) -> list:
 
 def _zeros_like_staged(value, name, where):
     """A loop's initial value for a variable it first defines (``value``: what a staged
-    iteration gave it) and the shape invariant it needs: zeros of its dtype, a dimension
-    unknown then empty at first."""
-    if isinstance(value, (bool, int, float)) and not isinstance(value, _ops.Tensor):
-        return type(value)(0), None
-    if isinstance(value, Undefined) or value is None or not isinstance(value, _ops.Tensor):
-        what = "nothing" if isinstance(value, Undefined) or value is None else repr(value)
-        raise ConversionError(f"'{name}' must be defined before the loop at {where}: the code "
-                              f"after the loop reads it, and one iteration gives it {what}, "
-                              "which a tensor loop cannot carry.")
-    if value.dtype.base_dtype in (_dt.string, _dt.variant, _dt.resource):
-        raise ConversionError(f"'{name}' must be defined before the loop at {where}: the code "
-                              f"after the loop reads it, and a {value.dtype.base_dtype.name} "
-                              "tensor has no zero to start from.")
-    shape = value.shape
-    if shape.ndims is None:
-        return array_ops.zeros([], value.dtype.base_dtype), TensorShape(None)
-    dims = [0 if d is None else d for d in shape.as_list()]
-    return array_ops.zeros(dims, value.dtype.base_dtype), shape
+    iteration gave it, a nested structure of them too) and the shape invariants it needs:
+    zeros of each tensor's dtype, a dimension unknown then empty at first."""
+    def refuse(why):
+        return ConversionError(f"'{name}' must be defined before the loop at {where}: the code "
+                               f"after the loop reads it, and {why}.")
+
+    def zero(x):
+        if isinstance(x, (bool, int, float)):
+            return type(x)(0), TensorShape([])
+        if isinstance(x, Undefined) or x is None or not isinstance(x, _ops.Tensor):
+            what = "nothing" if isinstance(x, Undefined) or x is None else repr(x)
+            raise refuse(f"one iteration gives it {what}, which a tensor loop cannot start "
+                         "from zeros")
+        if x.dtype.base_dtype in (_dt.string, _dt.variant, _dt.resource):
+            raise refuse(f"a {x.dtype.base_dtype.name} tensor has no zero to start from")
+        shape = x.shape
+        if shape.ndims is None:
+            return array_ops.zeros([], x.dtype.base_dtype), TensorShape(None)
+        dims = [0 if d is None else d for d in shape.as_list()]
+        return array_ops.zeros(dims, x.dtype.base_dtype), shape
+
+    if isinstance(value, Undefined):
+        raise refuse("one iteration gives it nothing")
+    pairs = [zero(x) for x in nest.flatten(value)]
+    return (nest.pack_sequence_as(value, [z for z, _ in pairs]),
+            nest.pack_sequence_as(value, [s for _, s in pairs]))
 
 
 # --- for -----------------------------------------------------------------------------------------

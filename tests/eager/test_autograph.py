@@ -4,6 +4,7 @@ line."""
 
 from __future__ import annotations
 
+import collections
 import inspect
 
 import numpy as np
@@ -481,3 +482,153 @@ def test_liveness_counts_augmented_reads_try_blocks_and_the_next_iteration():
         return s
 
     assert float(tape_in_a_branch_of_a_loop(tf.constant(3.0))) == 18.0
+
+
+State = collections.namedtuple("State", "h c")
+
+
+def test_tensor_statements_carry_nested_structures():
+    """Loop and branch variables may be tuples, lists, dicts and named tuples of tensors (Python
+    numbers in them become tensors): TF 2.21 gives the same values and types."""
+    @tf.function
+    def pair(x):
+        s = (tf.zeros([2]), 0)
+        for _ in tf.range(3):
+            s = (s[0] + x, s[1] + 1)
+        return s
+
+    vec, count = pair(tf.constant([1.0, 2.0]))
+    np.testing.assert_array_equal(vec.numpy(), [3.0, 6.0])
+    assert count.dtype == tf.int32 and int(count) == 3
+
+    @tf.function
+    def as_list(n):
+        v = [0.0, 1.0]
+        for _ in tf.range(n):
+            v = [v[0] + 1.0, v[1] * 2.0]
+        return v
+
+    out = as_list(tf.constant(3))
+    assert isinstance(out, list) and [float(t) for t in out] == [3.0, 8.0]
+
+    @tf.function
+    def cell(x):
+        s = State(tf.zeros([2]), tf.zeros([2]))
+        i = 0
+        while i < 3:
+            s = State(s.h + x, s.c * 2.0 + 1.0)
+            i += 1
+        return s
+
+    s = cell(tf.constant([1.0, 2.0]))
+    assert isinstance(s, State)
+    np.testing.assert_array_equal(s.h.numpy(), [3.0, 6.0])
+    np.testing.assert_array_equal(s.c.numpy(), [7.0, 7.0])
+
+    @tf.function
+    def scaled(x):
+        d = {"a": x, "b": tf.zeros([3])}
+        if tf.reduce_sum(x) > 0:
+            d = {"a": x * 2.0, "b": d["b"] + 1.0}
+        return d
+
+    for xs, a, b in (([1.0, 2.0], [2.0, 4.0], 1.0), ([-1.0, 0.0], [-1.0, 0.0], 0.0)):
+        d = scaled(tf.constant(xs))
+        np.testing.assert_array_equal(d["a"].numpy(), a)
+        np.testing.assert_array_equal(d["b"].numpy(), [b] * 3)
+    assert scaled.experimental_get_tracing_count() == 1
+
+    @tf.function
+    def last_pair(n):  # first defined in the loop: zeros of the staged structure
+        for i in tf.range(n):
+            p = (i, tf.cast(i, tf.float32) * 2.0)
+        return p
+
+    i, f = last_pair(tf.constant(4))
+    assert (int(i), float(f)) == (3, 6.0)
+
+
+def test_a_changed_structure_is_a_type_error_naming_the_variable_and_line():
+    def grows(x):
+        s = (x, x)
+        for _ in tf.range(3):
+            s = (s[0], s[1], x)
+        return s
+
+    def branches(x):
+        s = (x, x)
+        if x > 0:
+            s = x
+        return s
+
+    for fn, what in ((grows, "does not have the same nested structure after one iteration "
+                             "of the loop at"),
+                     (branches, "must have the same nested structure in the main and else "
+                                "branches")):
+        line = inspect.getsourcelines(fn)[1] + 2
+        with pytest.raises(TypeError, match=f"'s' {what} .*test_autograph.py:{line}"):
+            tf.function(fn)(tf.constant(1.0))
+
+
+def _np_rnn(x, w):
+    h = np.zeros((x.shape[1], w.shape[1]))
+    outs = []
+    for row in x:
+        h = np.tanh(row @ w + h)
+        outs.append(h)
+    return np.stack(outs)
+
+
+def test_tensor_arrays_are_carried_by_loops_and_branches():
+    """The usual TF 2 recurrence: a TensorArray written in a ``for`` over ``tf.range`` (and in
+    a tensor ``while`` and ``if``), its gradient under a tape equal to eager execution's and to
+    central differences."""
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((4, 2, 3))
+    w = tf.Variable(rng.standard_normal((3, 3)) * 0.5)
+
+    def rnn(x):
+        outs = tf.TensorArray(tf.float64, size=tf.shape(x)[0])
+        h = tf.zeros([2, 3], tf.float64)
+        for i in tf.range(tf.shape(x)[0]):
+            h = tf.tanh(tf.matmul(x[i], w) + h)
+            outs = outs.write(i, h)
+        out = outs.stack()
+        return tf.reduce_sum(out * out), out
+
+    x = tf.constant(xs)
+    traced = tf.function(rnn)
+    grads = []
+    for fn in (rnn, traced):
+        with tf.GradientTape() as tape:
+            y, out = fn(x)
+        np.testing.assert_allclose(out.numpy(), _np_rnn(xs, w.numpy()), rtol=1e-12)
+        grads.append(tape.gradient(y, w).numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+    w0, eps, numeric = w.numpy(), 1e-6, np.zeros((3, 3))
+    for k in np.ndindex(3, 3):
+        for sign in (1, -1):
+            bumped = w0.copy()
+            bumped[k] += sign * eps
+            numeric[k] += sign * np.sum(_np_rnn(xs, bumped) ** 2) / (2 * eps)
+    np.testing.assert_allclose(grads[1], numeric, rtol=1e-6, atol=1e-8)
+
+    @tf.function
+    def doublings(x):
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        i = 0
+        while tf.reduce_sum(x) < 100.0:
+            x = x * 2.0
+            ta = ta.write(i, x)
+            i += 1
+        if i > 5:
+            ta = ta.write(i, -x)
+        else:
+            ta = ta.write(i, x)
+        return ta.stack(), i
+
+    stacked, n = doublings(tf.constant([1.0, 2.0]))
+    assert int(n) == 6
+    np.testing.assert_array_equal(stacked.numpy(),
+                                  [[2.0 ** k, 2.0 ** (k + 1)] for k in range(1, 7)]
+                                  + [[-64.0, -128.0]])
