@@ -154,7 +154,26 @@ def if_exp(cond, true_fn, false_fn, where):
 
 
 # --- while ---------------------------------------------------------------------------------------
-def while_stmt(test, body, state, names, where, extra_test=None, live_out=None):
+def set_loop_options(parallel_iterations=None, swap_memory=None, maximum_iterations=None,
+                     shape_invariants=None):
+    """TF's ``tf.autograph.experimental.set_loop_options``: written as the first statements of
+    a loop's body, it sets the options of the ``while_loop`` the loop becomes
+    (``shape_invariants``: ``(variable, shape)`` pairs, a variable named by its value before
+    the loop). The converter reads its arguments before the loop; the call itself, where a loop
+    stays Python, does nothing (TF's)."""
+    return None
+
+
+def loop_options(**options) -> dict:
+    """The options a converted loop's ``set_loop_options`` gave, checked (TF's names)."""
+    known = {"parallel_iterations", "swap_memory", "maximum_iterations", "shape_invariants"}
+    unknown = set(options) - known
+    if unknown:
+        raise TypeError(f"set_loop_options() got unexpected arguments: {sorted(unknown)}")
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def while_stmt(test, body, state, names, where, extra_test=None, live_out=None, opts=None):
     """``while test: body`` over the variables ``names``; ``extra_test`` (a lowered
     ``break``) must also hold for another iteration; ``live_out``: the names code after the
     loop, or the next iteration before assigning them, may read (None: all) — a tensor loop
@@ -173,7 +192,7 @@ def while_stmt(test, body, state, names, where, extra_test=None, live_out=None):
                                       "tensor after the first iteration; make it a tensor "
                                       "from the start (e.g. with tf.constant).")
         return state
-    return _graph_while(test, body, state, names, where, extra_test, live_out)
+    return _graph_while(test, body, state, names, where, extra_test, live_out, opts)
 
 
 def _any_symbolic(state, extra_test):
@@ -182,7 +201,8 @@ def _any_symbolic(state, extra_test):
     return is_symbolic(extra_test(*state))
 
 
-def _graph_while(test, body, state, names, where, extra_test, live_out=None):
+def _graph_while(test, body, state, names, where, extra_test, live_out=None, opts=None):
+    opts = opts or {}
     state = list(state)
     before = list(state)
     keep = [not isinstance(v, Undefined) and _carried(n, live_out)
@@ -212,8 +232,10 @@ def _graph_while(test, body, state, names, where, extra_test, live_out=None):
         raise ConversionError(f"'{bad}' is None before the while loop at {where}; a tensor "
                               "loop needs a value it can carry from one iteration to the next.")
     kept = [i for i, k in enumerate(keep) if k]
+    invariants.update(_chosen_invariants(opts, before, kept, where))
     shapes = [invariants.get(i, _shapes_of(v)) for i, v in zip(kept, init)]
     entering = dict(zip(kept, init))
+    allowed = dict(zip(kept, shapes))
 
     def cond(*vals):
         s = full(vals)
@@ -233,15 +255,18 @@ def _graph_while(test, body, state, names, where, extra_test, live_out=None):
                                       f"while loop at {where}")
             _same_structure(entering[i], v, n, "does not have the same nested structure after "
                             f"one iteration of the loop at {where}")
-            new.append(_carried_value(v, n, where))
+            v = _carried_value(v, n, where)
+            _same_type(entering[i], v, allowed[i], n, where)
+            new.append(v)
         return new
 
     if not init:
         raise ConversionError(f"The while loop at {where} changes no variable: a tensor loop "
                               "must carry at least one value.")
+    options = {k: v for k, v in opts.items() if k != "shape_invariants"}
     if not first_defined:
         out = control_flow_ops.while_loop(cond, loop_body, init, shape_invariants=shapes,
-                                          return_same_structure=True)
+                                          return_same_structure=True, **options)
         return tuple(full(out))
 
     def counted_body(ran, *vals):
@@ -249,11 +274,46 @@ def _graph_while(test, body, state, names, where, extra_test, live_out=None):
 
     out = control_flow_ops.while_loop(
         lambda ran, *vals: cond(*vals), counted_body, [_ops.convert_to_tensor(False), *init],
-        shape_invariants=[TensorShape([]), *shapes], return_same_structure=True)
+        shape_invariants=[TensorShape([]), *shapes], return_same_structure=True, **options)
     message = (f"The loop at {where} must iterate at least once: it defines "
                f"{', '.join(repr(names[i]) for i in first_defined)}, read after it.")
     with _ops.control_dependencies([control_flow_ops.Assert(out[0], [message])]):
         return tuple(full([_map_leaves(array_ops.identity, v) for v in out[1:]]))
+
+
+def _chosen_invariants(opts, state, kept, where) -> dict:
+    """The shape invariants ``set_loop_options`` gave, by position among the loop's variables:
+    each pair names a variable by its value before the loop (TF's rule; a pair naming no
+    variable the loop carries changes nothing, as in TF)."""
+    chosen = {}
+    for pair in opts.get("shape_invariants") or ():
+        try:
+            value, shape = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"shape_invariants of the loop at {where} must be (variable, shape) "
+                             f"pairs, got {pair!r}") from None
+        i = next((i for i in kept if state[i] is value), None)
+        if i is None:
+            continue
+        chosen[i] = nest.map_structure(TensorShape, shape) if nest.is_nested(state[i]) \
+            else TensorShape(shape)
+    return chosen
+
+
+def _same_type(entering, after, allowed, name, where):
+    """A carried variable keeps its leaves' dtypes, and shapes within its invariants, from one
+    iteration to the next; the messages are TF's, naming the variable."""
+    flat_allowed = nest.flatten(allowed)
+    for a, b, shape in zip(nest.flatten(entering), nest.flatten(after), flat_allowed):
+        a, b = (x._as_loop_var() if hasattr(x, "_as_loop_var") else x for x in (a, b))
+        if a.dtype.base_dtype != b.dtype.base_dtype:
+            raise TypeError(f"'{name}' has dtype {a.dtype.base_dtype.name} before the loop at "
+                            f"{where}, but dtype {b.dtype.base_dtype.name} after one iteration.")
+        if not control_flow_ops._shape_le(b.shape, shape):
+            raise ValueError(f"'{name}' has shape {a.shape} before the loop at {where}, but "
+                             f"shape {b.shape} after one iteration. Use "
+                             "tf.autograph.experimental.set_loop_options to set shape "
+                             "invariants.")
 
 
 def _map_leaves(fn, value):
@@ -348,10 +408,11 @@ def _zeros_like_staged(value, name, where):
 
 
 # --- for -----------------------------------------------------------------------------------------
-def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=None):
+def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=None, opts=None):
     """``for target in iterable: body``; ``body(item, *state)`` assigns the target itself."""
     if isinstance(iterable, GraphIterable) and not _ops.executing_eagerly():
-        return _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out)
+        return _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out,
+                                   opts)
     if not is_symbolic(iterable):
         state = tuple(state)
         for item in iterable:
@@ -359,10 +420,10 @@ def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=None
                 break
             state = tuple(body(item, *state))
         return state
-    return _graph_for(iterable, body, state, names, where, extra_test, live_out)
+    return _graph_for(iterable, body, state, names, where, extra_test, live_out, opts)
 
 
-def _graph_for(iterable, body, state, names, where, extra_test, live_out):
+def _graph_for(iterable, body, state, names, where, extra_test, live_out, opts):
     t = iterable
     if t.shape.ndims == 0:
         raise ConversionError(f"The for loop at {where} iterates over a scalar tensor.")
@@ -380,11 +441,11 @@ def _graph_for(iterable, body, state, names, where, extra_test, live_out):
         return extra_test(*rest)
 
     out = while_stmt(test, loop_body, (i0, *state), ("<index>", *names), where,
-                     extra if extra_test is not None else None, live_out)
+                     extra if extra_test is not None else None, live_out, opts)
     return tuple(out[1:])
 
 
-def _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out):
+def _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out, opts):
     """A loop over a dataset or an iterator while tracing: a while loop that carries the next
     element as an optional and runs while it has a value (TF's ``IteratorGetNextAsOptional``;
     a dataset starts a new pass, an iterator goes on from where it is)."""
@@ -407,7 +468,7 @@ def _graph_iterable_for(iterable, body, state, names, where, extra_test, live_ou
         return extra_test(*rest)
 
     out = while_stmt(test, loop_body, (loop.next_optional(), *state), ("<element>", *names),
-                     where, extra if extra_test is not None else None, live_out)
+                     where, extra if extra_test is not None else None, live_out, opts)
     return tuple(out[1:])
 
 

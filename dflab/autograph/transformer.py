@@ -437,6 +437,7 @@ class _Control(ast.NodeTransformer):
             node.test = _call(_ag("py_cond"), [node.test, _const("while"), _const(
                 _why(bad) if bad is not None else "it has an else clause"), _const(where)])
             return node
+        options = _take_loop_options(node)
         flag = getattr(node, "_ag_break", None)
         names = assigned(node.body)
         if flag and flag not in names:
@@ -458,7 +459,7 @@ class _Control(ast.NodeTransformer):
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
-        keywords.append(_live_out(node, names))
+        keywords += [_live_out(node, names), *options]
         call = _call(_ag("while_stmt"), [_name(test_name), _name(body_name), _load_state(names),
                                          _const(tuple(names)), _const(where)], keywords)
         stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
@@ -473,6 +474,7 @@ class _Control(ast.NodeTransformer):
             node.iter = _call(_ag("py_iter"), [node.iter, _const(
                 _why(bad) if bad is not None else "it has an else clause"), _const(where)])
             return node
+        options = _take_loop_options(node)
         flag = getattr(node, "_ag_break", None)
         names = list(dict.fromkeys(assigned(node.body) + bound_by(node.target)))
         if flag and flag not in names:
@@ -489,12 +491,37 @@ class _Control(ast.NodeTransformer):
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
-        keywords.append(_live_out(node, names))
+        keywords += [_live_out(node, names), *options]
         call = _call(_ag("for_stmt"), [node.iter, _name(body_name), _load_state(names),
                                        _const(tuple(names)), _const(where)], keywords)
         stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
             ast.Expr(value=call)
         return [ast.copy_location(x, node) for x in (body_fn, stmt)]
+
+
+_LOOP_OPTIONS = ("parallel_iterations", "swap_memory", "maximum_iterations", "shape_invariants")
+
+
+def _is_loop_options(stmt) -> bool:
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    f = stmt.value.func
+    return (isinstance(f, ast.Attribute) and f.attr == "set_loop_options") or \
+        (isinstance(f, ast.Name) and f.id == "set_loop_options")
+
+
+def _take_loop_options(node) -> list:
+    """TF's ``set_loop_options`` calls among a converted loop's statements leave its body: their
+    arguments become the loop's options, read before the loop (``opts=``)."""
+    calls = [stmt.value for stmt in node.body if _is_loop_options(stmt)]
+    if not calls:
+        return []
+    node.body = [stmt for stmt in node.body if not _is_loop_options(stmt)] or [ast.Pass()]
+    keywords = []
+    for call in calls:
+        keywords += [ast.keyword(arg=name, value=arg)
+                     for name, arg in zip(_LOOP_OPTIONS, call.args)] + call.keywords
+    return [ast.keyword(arg="opts", value=_call(_ag("loop_options"), [], keywords))]
 
 
 def _live_out(node, names) -> ast.keyword:
@@ -513,27 +540,25 @@ def _why(node) -> str:
     return names.get(kind, f"its body has a {kind} statement")
 
 
-# --- the entry point ---------------------------------------------------------------------------
-def convert(fn):
-    """``fn`` with its control flow converted (see the module docstring); ``fn`` itself where
-    its source cannot be had."""
-    if isinstance(fn, functools.partial):
-        inner = convert(fn.func)
-        return functools.partial(inner, *fn.args, **fn.keywords)
-    if inspect.ismethod(fn):
-        return types.MethodType(convert(fn.__func__), fn.__self__)
+# --- the entry points --------------------------------------------------------------------------
+DO_NOT_CONVERT = "__dflab_do_not_convert__"
+
+
+def _converted_tree(fn):
+    """``fn``'s definition with its control flow converted, its file and first line; None
+    where its source cannot be had (a lambda, a builtin, code typed at a prompt)."""
     if not inspect.isfunction(fn) or fn.__name__ == "<lambda>":
-        return fn
+        return None
     try:
         source = textwrap.dedent(inspect.getsource(fn))
         filename = inspect.getsourcefile(fn) or "<unknown>"
         first_line = fn.__code__.co_firstlineno
     except (OSError, TypeError):
-        return fn
+        return None
     tree = ast.parse(source)
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
-        return fn
+        return None
     fdef.decorator_list = []
     fdef._ag_root = True
     fdef.body = _fold_returns(fdef.body)
@@ -543,7 +568,34 @@ def convert(fn):
                 or n in fn.__code__.co_freevars or n in fn.__code__.co_cellvars}
     tree = _Control(filename, first_line - 1, frozenset(shadowed)).visit(tree)
     ast.fix_missing_locations(tree)
-    ast.increment_lineno(tree, first_line - 1)
+    return tree.body[0], filename, first_line
+
+
+def to_code(fn, recursive=True, experimental_optional_features=None) -> str:
+    """TF's ``tf.autograph.to_code``: the Python source AutoGraph turns ``fn`` into (its loops
+    and branches as calls of the ``ag__`` operators)."""
+    converted = _converted_tree(getattr(fn, "__func__", fn))
+    if converted is None:
+        raise ValueError(f"AutoGraph cannot read the source of {fn!r}: only a function defined "
+                         "in a file (or a notebook cell) can be converted.")
+    return ast.unparse(converted[0]) + "\n"
+
+
+def convert(fn):
+    """``fn`` with its control flow converted (see the module docstring); ``fn`` itself where
+    its source cannot be had, or where ``do_not_convert`` marked it."""
+    if getattr(fn, DO_NOT_CONVERT, False):
+        return fn
+    if isinstance(fn, functools.partial):
+        inner = convert(fn.func)
+        return functools.partial(inner, *fn.args, **fn.keywords)
+    if inspect.ismethod(fn):
+        return types.MethodType(convert(fn.__func__), fn.__self__)
+    converted = _converted_tree(fn)
+    if converted is None:
+        return fn
+    fdef, filename, first_line = converted
+    ast.increment_lineno(fdef, first_line - 1)
     # Free variables of fn, and the operators' module, become parameters of a maker, so the new
     # function closes over the same values; made with fn's own globals, it sees the module as
     # it is when it runs (a global rebound later included), as fn would.

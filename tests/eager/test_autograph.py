@@ -632,3 +632,82 @@ def test_tensor_arrays_are_carried_by_loops_and_branches():
     np.testing.assert_array_equal(stacked.numpy(),
                                   [[2.0 ** k, 2.0 ** (k + 1)] for k in range(1, 7)]
                                   + [[-64.0, -128.0]])
+
+
+def test_set_loop_options_gives_the_loop_its_invariants_and_limits():
+    @tf.function
+    def growing(n):
+        s = tf.zeros([0])
+        for i in tf.range(n):
+            tf.autograph.experimental.set_loop_options(
+                shape_invariants=[(s, tf.TensorShape([None]))])
+            s = tf.concat([s, [tf.cast(i, tf.float32)]], 0)
+        return s
+
+    np.testing.assert_array_equal(growing(tf.constant(3)).numpy(), [0.0, 1.0, 2.0])
+    assert growing.experimental_get_tracing_count() == 1
+    assert growing(tf.constant(5)).shape == (5,)
+
+    @tf.function
+    def capped(n):  # TF 2.21: (3, 3.0) for n = 10
+        i = tf.constant(0)
+        s = tf.constant(0.0)
+        while i < n:
+            tf.autograph.experimental.set_loop_options(maximum_iterations=3,
+                                                       parallel_iterations=1)
+            s += 1.0
+            i += 1
+        return i, s
+
+    assert [float(t) for t in capped(tf.constant(10))] == [3.0, 3.0]
+    assert [float(t) for t in capped(tf.constant(2))] == [2.0, 2.0]
+    concrete = capped.get_concrete_function(tf.TensorSpec([], tf.int32))
+    enters = [op for op in concrete.graph.get_operations() if op.type == "Enter"]
+    assert enters and {op.attrs["parallel_iterations"] for op in enters} == {1}
+
+    def no_invariant(n):
+        s = tf.zeros([0])
+        for _ in tf.range(n):
+            s = tf.concat([s, [1.0]], 0)
+        return s
+
+    line = inspect.getsourcelines(no_invariant)[1] + 2
+    with pytest.raises(ValueError, match=f"'s' has shape \\(0,\\) before the loop at "
+                                         f".*test_autograph.py:{line}, but shape \\(1,\\) after "
+                                         "one iteration. Use tf.autograph.experimental"):
+        tf.function(no_invariant)(tf.constant(2))
+
+    def typo(n):
+        for _ in tf.range(n):
+            tf.autograph.experimental.set_loop_options(max_iterations=2)
+            n -= 1
+        return n
+
+    with pytest.raises(TypeError, match="unexpected arguments: \\['max_iterations'\\]"):
+        tf.function(typo)(tf.constant(2))
+
+
+def test_do_not_convert_to_code_and_trace(capsys):
+    @tf.autograph.experimental.do_not_convert
+    def python_if(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(TypeError, match="bool"):
+        tf.function(python_if)(tf.constant(2.0))  # a tensor condition, left to Python
+    assert float(tf.function(python_if)(3.0)) == 3.0
+
+    def doubling(n):
+        i = 0
+        while i < n:
+            tf.autograph.trace("step", i)
+            i = i * 2 + 1
+        return i
+
+    code = tf.autograph.to_code(doubling)
+    assert "ag__.while_stmt(" in code and "def doubling(n):" in code
+    assert int(tf.function(doubling)(tf.constant(5))) == 7
+    assert "step" in capsys.readouterr().out  # once, at trace time
+    with pytest.raises(ValueError, match="cannot read the source"):
+        tf.autograph.to_code(lambda x: x)
