@@ -176,6 +176,27 @@ class OwnedIterator(_st.ElementsArgument, GraphIterable):
     def __repr__(self):
         return f"<OwnedIterator shapes: {self.output_shapes}, types: {self.output_types}>"
 
+    # --- in a ``tf.train.Checkpoint`` (TF's key: ``<path>/.ATTRIBUTES/ITERATOR_STATE``) ----
+    def _checkpoint_values(self) -> dict:
+        return {"ITERATOR_STATE": _IteratorPosition(self._handle)}
+
+
+class _IteratorPosition:
+    """An iterator's position as a checkpoint reads and assigns a variable's value: a string
+    scalar (``SerializeIterator``; restoring replays the pass to there)."""
+
+    dtype = _dt.string
+    name = "Iterator:0"
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def read_value(self):
+        return _dso.serialize_iterator(self._handle)
+
+    def assign(self, value):
+        return _dso.deserialize_iterator(self._handle, value)
+
 
 def graph_iteration_error(what: str, otherwise: str) -> RuntimeError:
     """Python iteration over a dataset or iterator while a graph is built, which only

@@ -10,7 +10,9 @@ An iterator (``IteratorV2``, ``OneShotIterator``) is an ``IteratorState`` in its
 ``ResourceMgr``, keyed by ``shared_name`` or the op's name, so every step of a session sees the
 same position; ``MakeIterator`` starts a new pass (re-initialisation), ``IteratorGetNext`` takes
 one element or fails with ``OutOfRangeError`` at the end. ``AnonymousIterator`` (eager
-iteration) makes a state kept by no name. All of these are host-only ops.
+iteration) makes a state kept by no name. ``SerializeIterator``/``DeserializeIterator`` write
+an iterator's position as JSON data and replay a pass to it (a checkpoint's
+``ITERATOR_STATE``). All of these are host-only ops.
 
 ``map`` and ``filter`` functions arrive as plain data (``dflab.ops.dataset_ops``); a
 ``DatasetFunction`` binds their nodes' CPU kernels once, against the kernel's own context (so a
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import json
 import secrets
 import threading
 import zlib
@@ -111,6 +114,20 @@ class DatasetValue:
     def elements(self):
         raise NotImplementedError
 
+    def inputs(self) -> list:
+        """The dataset values this one reads (an iterator's checkpoint walks them)."""
+        found = [getattr(self, a, None) for a in ("source", "first", "second")]
+        found += list(getattr(self, "sources", ()))
+        return [v for v in found if isinstance(v, DatasetValue)]
+
+    def checkpoint_state(self):
+        """What a pass over this value depends on beyond its inputs' values and its own
+        arguments (a shuffle's key and pass number), as JSON data; None: nothing."""
+        return None
+
+    def restore_checkpoint_state(self, state) -> None:
+        """Take back what ``checkpoint_state`` gave, before a pass is replayed."""
+
     def batches(self, size: int, drop_remainder: bool):
         """A pass of whole batches made at once, or None where only ``batch``'s stacking of
         elements one by one can make them."""
@@ -170,6 +187,13 @@ class _Generator(DatasetValue):
 
     def elements(self):
         yield from self.make()
+
+    def checkpoint_state(self):
+        # A Python generator's position cannot be written down, nor replayed faithfully (it
+        # may read anything): TF refuses too.
+        raise errors.FailedPreconditionError(
+            None, None, "An iterator over a dataset made by from_generator cannot be saved in "
+            "a checkpoint: a Python generator's position cannot be written down.")
 
 
 class _Map(DatasetValue):
@@ -272,10 +296,22 @@ class _Shuffle(DatasetValue):
             seed, seed2 = secrets.randbits(63), secrets.randbits(63)
         self.key = [seed & (2**63 - 1), seed2 & (2**63 - 1)]
         self.reshuffle = bool(reshuffle)
-        self.passes = itertools.count()
+        self.next_pass = 0
+        self._lock = threading.Lock()
+
+    def checkpoint_state(self):
+        return {"key": list(self.key), "next_pass": self.next_pass}
+
+    def restore_checkpoint_state(self, state) -> None:
+        # The key of an unseeded shuffle is drawn when its dataset is made: a restored
+        # iterator replays the saved one (every iterator over this dataset then shares it).
+        with self._lock:
+            self.key = [int(k) for k in state["key"]]
+            self.next_pass = int(state["next_pass"])
 
     def elements(self):
-        n = next(self.passes)
+        with self._lock:
+            n, self.next_pass = self.next_pass, self.next_pass + 1
         rng = np.random.default_rng(self.key + [n] if self.reshuffle else self.key)
         it = self.source.elements()
         buffer = list(itertools.islice(it, self.size))
@@ -542,14 +578,36 @@ def _shuffle(node, ctx):
 
 
 # --- iterators ------------------------------------------------------------------------------------
+def _dataset_values(dataset: DatasetValue) -> list:
+    """``dataset`` and every value it reads, depth first (a checkpoint's order)."""
+    out, stack = [], [dataset]
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        stack.extend(reversed(v.inputs()))
+    return out
+
+
+_STATE_FORMAT = "dflab-iterator-state-1"
+
+
 class IteratorState:
-    """One iterator's position: the pass in progress over the dataset it was initialised with."""
+    """One iterator's position: the pass in progress over the dataset it was initialised with.
+
+    Its checkpoint (``serialize``) is the pass's start — what its dataset's values depended on
+    then (a shuffle's key and pass number) — and how many elements it has handed out; restoring
+    replays the pass to there, so the next element is the one the saved iterator would have
+    given (a pipeline whose functions draw random numbers redraws them)."""
 
     def __init__(self, name: str, types, shapes):
         self.name = name
         self.types = list(types)
         self.shapes = [TensorShape(s) for s in shapes]
         self._pass = None
+        self._dataset = None
+        self._start = None  # the dataset values' checkpoint states when the pass started
+        self._given = 0
+        self._ended = False
         self._lock = threading.Lock()
 
     @property
@@ -558,13 +616,59 @@ class IteratorState:
 
     def reset(self, dataset: DatasetValue) -> None:
         with self._lock:
-            self._pass = dataset.elements()
+            self._start_pass(dataset)
 
     def start_once(self, dataset: DatasetValue) -> None:
         """Start a pass over ``dataset`` unless one was started (a one-shot iterator)."""
         with self._lock:
             if self._pass is None:
-                self._pass = dataset.elements()
+                self._start_pass(dataset)
+
+    def _start_pass(self, dataset: DatasetValue) -> None:
+        self._dataset, self._given, self._ended = dataset, 0, False
+        try:
+            self._start = [v.checkpoint_state() for v in _dataset_values(dataset)]
+        except errors.OpError as e:
+            self._start = e  # raised if the iterator is ever saved
+        self._pass = dataset.elements()
+
+    def serialize(self) -> bytes:
+        """The iterator's position as JSON (see the class docstring)."""
+        with self._lock:
+            if isinstance(self._start, errors.OpError):
+                raise self._start
+            values = _dataset_values(self._dataset) if self._dataset is not None else []
+            return json.dumps({
+                "format": _STATE_FORMAT, "name": self.name,
+                "dataset": [type(v).__name__ for v in values], "states": self._start,
+                "given": self._given, "ended": self._ended}).encode()
+
+    def deserialize(self, data: bytes) -> None:
+        """Take back the position ``serialize`` wrote, for the same pipeline."""
+        state = _read_state(data, self.name)
+        with self._lock:
+            if self._dataset is None:
+                raise errors.FailedPreconditionError(
+                    None, None, f"Iterator '{self.name}' has not been initialized: it needs "
+                    "its dataset before a saved position can be restored into it.")
+            values = _dataset_values(self._dataset)
+            kinds = [type(v).__name__ for v in values]
+            if kinds != state["dataset"] or len(state["states"]) != len(values):
+                raise errors.InvalidArgumentError(
+                    None, None, f"The saved position of iterator '{state['name']}' is over "
+                    f"another pipeline ({' <- '.join(state['dataset'])}) than this iterator's "
+                    f"({' <- '.join(kinds)}).")
+            for v, saved in zip(values, state["states"]):
+                if saved is not None:
+                    v.restore_checkpoint_state(saved)
+            self._start = [v.checkpoint_state() for v in values]
+            self._pass, self._given, self._ended = self._dataset.elements(), 0, False
+            for _ in range(int(state["given"])):
+                if next(self._pass, None) is None:
+                    break
+                self._given += 1
+            if state["ended"]:
+                self._pass, self._ended = iter(()), True
 
     def get_next(self) -> tuple:
         with self._lock:
@@ -576,7 +680,9 @@ class IteratorState:
             try:
                 element = next(self._pass)
             except StopIteration:
+                self._ended = True
                 raise errors.OutOfRangeError(None, None, "End of sequence") from None
+            self._given += 1
         self._check(element)
         return element
 
@@ -619,6 +725,33 @@ def _iterator_factory(one_shot: bool):
 
 register_kernel("IteratorV2", host_only=True, factory=_iterator_factory(False))
 register_kernel("OneShotIterator", host_only=True, factory=_iterator_factory(True))
+
+
+def _read_state(data, name: str) -> dict:
+    """A saved iterator position, checked: JSON data of the expected form, or a clear error
+    (a file is read as data, never run)."""
+    try:
+        state = json.loads(bytes(np.asarray(data, dtype=object).item()).decode())
+        ok = isinstance(state, dict) and state.get("format") == _STATE_FORMAT and \
+            isinstance(state.get("dataset"), list) and isinstance(state.get("states"), list) \
+            and isinstance(state.get("given"), int) and state["given"] >= 0
+    except (ValueError, TypeError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        raise errors.InvalidArgumentError(
+            None, None, f"Could not restore iterator '{name}': the saved value is not an "
+                        "iterator position dflab wrote (a corrupted or foreign checkpoint?).")
+    return state
+
+
+@kernel("SerializeIterator", host_only=True)
+def _serialize_iterator(node, ctx):
+    return lambda iterator: np.asarray(iterator.serialize(), dtype=object)
+
+
+@kernel("DeserializeIterator", host_only=True)
+def _deserialize_iterator(node, ctx):
+    return lambda iterator, state: iterator.deserialize(state)
 
 
 @kernel("AnonymousIterator", host_only=True)

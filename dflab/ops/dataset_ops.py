@@ -43,7 +43,7 @@ DATASET_OPS = (
 )
 ITERATOR_OPS = ("IteratorV2", "OneShotIterator", "AnonymousIterator", "MakeIterator",
                 "IteratorGetNext", "IteratorGetNextAsOptional", "OptionalHasValue",
-                "OptionalGetValue")
+                "OptionalGetValue", "SerializeIterator", "DeserializeIterator")
 
 
 # --- schemas --------------------------------------------------------------------------------------
@@ -81,6 +81,8 @@ register_op("IteratorGetNext", _get_next_infer, stateful=True, expensive=True)
 register_op("IteratorGetNextAsOptional", _dataset_infer, stateful=True, expensive=True)
 register_op("OptionalHasValue", lambda op: [(_dt.bool, TensorShape([]))])
 register_op("OptionalGetValue", _get_next_infer)
+register_op("SerializeIterator", lambda op: [(_dt.string, TensorShape([]))], stateful=True)
+register_op("DeserializeIterator", lambda op: [], stateful=True)
 for _t in DATASET_OPS + ITERATOR_OPS:
     NotDifferentiable(_t)
 
@@ -248,6 +250,20 @@ def optional_get_value(optional, types, shapes, name=None) -> list:
                                                         "output_shapes": list(shapes)},
                        name or "OptionalGetValue")
     return list(op.outputs)
+
+
+def serialize_iterator(handle, name=None) -> _ops.Tensor:
+    """The iterator's position as a string scalar (what a checkpoint saves)."""
+    with _ops.colocate_with(handle):
+        return _ops.apply_op("SerializeIterator", [handle], {},
+                             name or "SerializeIterator").outputs[0]
+
+
+def deserialize_iterator(handle, state, name=None) -> _ops.Operation:
+    """Put the iterator at the position ``state`` (``serialize_iterator``'s) holds."""
+    with _ops.colocate_with(handle):
+        return _ops.apply_op("DeserializeIterator", [handle, state], {},
+                             name or "DeserializeIterator")
 
 
 __all__: list[str] = []

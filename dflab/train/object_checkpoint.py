@@ -16,7 +16,9 @@ Beside the values, ``write`` stores TF's object graph (a ``TrackableObjectGraph`
 optimizer's slots by the node of the variable they belong to), which is what TF's
 ``Checkpoint.restore`` walks: without it TF matches nothing.
 
-Restoring assigns every variable that exists when ``restore`` is called; the returned status
+An object with state of its own offers values that read and assign like a variable's
+(``_checkpoint_values``: an eager iterator's position, ``ITERATOR_STATE``). Restoring assigns
+every variable that exists when ``restore`` is called, then those values; the returned status
 says what matched (``assert_consumed``, ``assert_existing_objects_matched``).
 """
 
@@ -41,6 +43,7 @@ from dflab.train.checkpoint_utils import (
     update_checkpoint_state,
 )
 
+_ATTRIBUTES = "/.ATTRIBUTES/"
 _VALUE = ".ATTRIBUTES/VARIABLE_VALUE"
 _SLOT = "/.OPTIMIZER_SLOT/"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -101,6 +104,13 @@ def _walk(root: dict, found: dict, optimizers: list) -> None:
         if isinstance(obj, _variables.Variable):
             found[f"{path}/{_VALUE}"] = obj
             continue
+        saved = getattr(obj, "_checkpoint_values", None)
+        if saved is not None and not isinstance(obj, type):
+            # An object with state of its own (an iterator's position): values that read and
+            # assign like a variable's, under its attribute names (``ITERATOR_STATE``).
+            for attribute, value in saved().items():
+                found[f"{path}{_ATTRIBUTES}{attribute}"] = value
+            continue
         if _is_optimizer(obj):
             optimizers.append((path, obj))
         if depth < 32:
@@ -118,7 +128,8 @@ def object_graph_variables(root: dict) -> dict:
     found: dict = {}
     optimizers: list = []
     _walk(root, found, optimizers)
-    by_key = {_key_of_variable(v): k[: -len(_VALUE) - 1] for k, v in found.items()}
+    by_key = {_key_of_variable(v): _split(k)[0] for k, v in found.items()
+              if isinstance(v, _variables.Variable)}
     for opt_path, opt in optimizers:
         for slot_name, per_var in sorted(opt._slots.items()):
             for var_key, slot in per_var.items():
@@ -128,6 +139,12 @@ def object_graph_variables(root: dict) -> dict:
         for (name, _graph), v in sorted(opt._non_slot_dict.items(), key=lambda kv: kv[0][0]):
             found[f"{opt_path}/{name}/{_VALUE}"] = v
     return found
+
+
+def _split(key: str) -> tuple[str, str]:
+    """A checkpoint key's object path and attribute name (``VARIABLE_VALUE``, ...)."""
+    path, attribute = key.rsplit(_ATTRIBUTES, 1)
+    return path, attribute
 
 
 def object_graph(found: dict):
@@ -149,7 +166,7 @@ def object_graph(found: dict):
         return found_id
 
     def holds(node_proto, key, variable) -> None:
-        node_proto.attributes.add(name="VARIABLE_VALUE", checkpoint_key=key,
+        node_proto.attributes.add(name=_split(key)[1], checkpoint_key=key,
                                   full_name=variable.name.rsplit(":", 1)[0])
 
     slots = []
@@ -157,7 +174,7 @@ def object_graph(found: dict):
         if _SLOT in key:
             slots.append((key, variable))
         else:
-            holds(graph.nodes[node(tuple(key[: -len(_VALUE) - 1].split("/")))], key, variable)
+            holds(graph.nodes[node(tuple(_split(key)[0].split("/")))], key, variable)
     for key, variable in slots:
         var_path, rest = key.split(_SLOT, 1)
         opt_path, slot_name = rest[: -len(_VALUE) - 1].rsplit("/", 1)
@@ -273,13 +290,16 @@ class Checkpoint:
                                 f"{e}") from None
         saved = set(reader.get_variable_to_shape_map()) - {OBJECT_GRAPH_KEY}
         found = self._objects()
-        matched = sorted(n for n in found if n in saved)
+        # Variables first: a saved value another kind of object refuses (an iterator position
+        # over another pipeline) then leaves the variables restored and that object as it was.
+        matched = sorted((n for n in found if n in saved),
+                         key=lambda n: (not isinstance(found[n], _variables.Variable), n))
         if matched:
             values = io_ops.restore_v2(save_path, matched, [""] * len(matched),
                                        [found[n].dtype.base_dtype for n in matched])
             for n, value in zip(matched, values):
                 found[n].assign(value)
-        return CheckpointLoadStatus(save_path, matched, sorted(saved - set(found)),
+        return CheckpointLoadStatus(save_path, sorted(matched), sorted(saved - set(found)),
                                     sorted(n for n in found if n not in saved
                                            and not n.startswith("save_counter")))
 

@@ -433,3 +433,64 @@ def test_iter_of_a_dataset_in_a_traced_function(eager):
 
     with pytest.raises(RuntimeError, match="comprehensions"):
         listed(tf.data.Dataset.range(3))
+
+
+def _pipeline(seed=None):
+    return (tf.data.Dataset.range(12).shuffle(5, seed=seed).map(lambda x: x * 10)
+            .batch(2).repeat(2))
+
+
+def _values(it, n):
+    return [next(it).numpy().tolist() for _ in range(n)]
+
+
+def test_a_checkpoint_saves_and_restores_an_iterators_position(eager, tmp_path):
+    """TF's ``Checkpoint(iterator=it)``: the position is saved beside the variables (key
+    ``iterator/.ATTRIBUTES/ITERATOR_STATE``); restoring it into the same iterator, or into a
+    new one over a rebuilt pipeline (an unseeded shuffle draws another key), goes on with the
+    elements the saved iterator would have given, across the repeat's second pass."""
+    it = iter(_pipeline())
+    _values(it, 4)
+    step = tf.Variable(4)
+    ckpt = tf.train.Checkpoint(step=step, iterator=it)
+    path = ckpt.save(str(tmp_path / "ckpt"))
+    assert "iterator/.ATTRIBUTES/ITERATOR_STATE" in dict(tf.train.list_variables(path))
+    expected = _values(it, 6)  # crosses from the first pass of the shuffle into the second
+    ckpt.restore(path)
+    assert _values(it, 6) == expected
+    fresh = iter(_pipeline())
+    tf.train.Checkpoint(step=tf.Variable(0), iterator=fresh).restore(path).assert_consumed()
+    assert _values(fresh, 6) == expected
+    assert len(list(fresh)) == 2  # 6 batches a pass, twice
+    everything = sorted(v for batch in _values(iter(_pipeline()), 12) for v in batch)
+    assert everything == sorted(list(range(0, 120, 10)) * 2)
+
+
+def test_an_exhausted_iterator_restores_exhausted_and_bad_states_are_refused(eager, tmp_path):
+    it = iter(tf.data.Dataset.range(3))
+    assert [int(x) for x in it] == [0, 1, 2]
+    path = tf.train.Checkpoint(it=it).save(str(tmp_path / "done"))
+    fresh = iter(tf.data.Dataset.range(3))
+    tf.train.Checkpoint(it=fresh).restore(path)
+    assert list(fresh) == []
+
+    other = iter(tf.data.Dataset.range(3).batch(2))
+    w = tf.Variable(0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="over another pipeline"):
+        tf.train.Checkpoint(it=other, w=w).restore(
+            tf.train.Checkpoint(it=it, w=tf.Variable(7)).save(str(tmp_path / "both")))
+    assert int(w.numpy()) == 7  # the variables are restored before the refusal
+
+    from dflab.ops import dataset_ops
+
+    for junk in (b"not json", b'{"format": "x"}', b"[1, 2]"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not an iterator position"):
+            dataset_ops.deserialize_iterator(other._handle, tf.constant(junk))
+    assert [b.numpy().tolist() for b in other] == [[0, 1], [2]]  # untouched
+
+    def gen():
+        yield from range(3)
+
+    from_py = iter(tf.data.Dataset.from_generator(gen, output_types=tf.int64))
+    with pytest.raises(tf.errors.FailedPreconditionError, match="from_generator cannot be saved"):
+        tf.train.Checkpoint(it=from_py).save(str(tmp_path / "gen"))
