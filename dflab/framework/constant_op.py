@@ -75,10 +75,13 @@ def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarra
         if src.dtype.kind in "US":
             raise TypeError(f"Expected {dt.name}, got {value!r} of type 'str' instead.")
         if dt.is_integer or dt.is_bool:
+            # A Python float is no integer even where integral (TF's: ``int_tensor + 2.0`` is a
+            # TypeError); a NumPy array is cast, as TF casts it, where its values are whole.
             # (floor and isfinite, not ``mod``: inf and NaN are no integers, and must not
             # raise a FloatingPointError under the caller's ``np.errstate``)
-            if src.dtype.kind == "f" and src.size and not (
-                    np.isfinite(src).all() and (np.floor(src) == src).all()):
+            if src.dtype.kind == "f" and src.size and (
+                    dt.is_integer and not isinstance(value, (np.ndarray, np.generic))
+                    or not (np.isfinite(src).all() and (np.floor(src) == src).all())):
                 raise TypeError(f"Expected {dt.name}, got {value!r} of type "
                                 f"'{type(value).__name__}' instead.")
         if dt.is_integer and src.dtype.kind in "iuf" and src.size:  # (floats: integral here)

@@ -20,7 +20,7 @@ def eager():
 def test_a_trace_per_signature_and_the_reason_of_each(eager):
     @tf.function
     def f(x, n):
-        return x * n + 1.0
+        return x * n + 1
 
     a, b = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
     np.testing.assert_allclose(f(a, 2.0).numpy(), [3.0, 5.0])

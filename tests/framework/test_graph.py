@@ -191,11 +191,17 @@ def test_constant_conversion_rules():
         tf.constant([1, 2, 3], shape=[2, 2], verify_shape=True)
     with pytest.raises(TypeError):
         tf.constant(2**40, dtype=tf.int32)
-    # Integral floats beyond the type's range are refused (they had been cast to garbage,
-    # with NumPy's "invalid value" warning, or a FloatingPointError under np.errstate).
-    for big in (1e10, [1e10], np.array([2.0**31])):
-        with pytest.raises(TypeError, match="out of range for int32"):
-            tf.constant(big, dtype=tf.int32)
+    # A Python float is no integer, even a whole one (TF's: ``int_tensor + 2.0`` fails);
+    # a NumPy array of whole floats is cast, unless beyond the type's range (it had been cast
+    # to garbage, with NumPy's "invalid value" warning, or a FloatingPointError).
+    for whole in (2.0, [1.0, 2.0], 1e10):
+        with pytest.raises(TypeError, match="Expected int32, got .* of type"):
+            tf.constant(whole, dtype=tf.int32)
+    with pytest.raises(TypeError, match="Expected int32"):
+        tf.constant([1, 2]) + 2.0
+    assert tf.constant(np.array([1.0, 2.0]), dtype=tf.int32).dtype == tf.int32
+    with pytest.raises(TypeError, match="out of range for int32"):
+        tf.constant(np.array([2.0**31]), dtype=tf.int32)
     assert tf.constant(np.array([2.0**31 - 1, -2.0**31]), dtype=tf.int32).dtype == tf.int32
     with np.errstate(all="raise"):  # inf and NaN: refused, not a FloatingPointError
         for bad in (np.inf, [np.nan]):

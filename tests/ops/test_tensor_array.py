@@ -21,7 +21,7 @@ def _run(fetches, feed=None):
 def _write_stack(x):
     ta = tf.TensorArray(x.dtype, size=3)
     for i in range(3):
-        ta = ta.write(i, x[i] * float(i + 1))
+        ta = ta.write(i, x[i] * (i + 1))
     return ta.stack()
 
 
