@@ -137,6 +137,42 @@ class DatasetValue:
         return f"<{type(self).__name__}>"
 
 
+class Failure:
+    """An element whose making failed (a map function's error, a batch of unequal shapes): it
+    travels down the pipeline in the element's place, and the iterator raises its error where
+    it would have handed the element out; the pass goes on with the next one (TF's)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: errors.OpError):
+        self.error = error
+
+
+def _failed(parts) -> Failure | None:
+    return next((p for p in parts if isinstance(p, Failure)), None)
+
+
+def _made(make, *args):
+    """``make(*args)``, or the ``Failure`` of the error it raised."""
+    try:
+        return make(*args)
+    except errors.OpError as e:
+        return Failure(e)
+
+
+def _counted(elements, count: int):
+    """The first ``count`` elements, as TF's take counts them: a failure is passed on and not
+    counted."""
+    if count <= 0:
+        return
+    for element in elements:
+        yield element
+        if not isinstance(element, Failure):
+            count -= 1
+            if count == 0:
+                return
+
+
 class _Tensors(DatasetValue):
     def __init__(self, components):
         self.components = tuple(np.asarray(c) for c in components)
@@ -202,7 +238,11 @@ class _Map(DatasetValue):
 
     def elements(self):
         for element in self.source.elements():
-            yield tuple(self.fn(element, self.captured))
+            if isinstance(element, Failure):
+                yield element
+                continue
+            out = _made(self.fn, element, self.captured)
+            yield out if isinstance(out, Failure) else tuple(out)
 
 
 class _Filter(DatasetValue):
@@ -211,13 +251,17 @@ class _Filter(DatasetValue):
 
     def elements(self):
         for element in self.source.elements():
-            keep = self.fn(element, self.captured)[0]
-            if keep.shape != () or keep.dtype != np.bool_:
-                raise errors.InvalidArgumentError(
-                    None, None, f"{self.fn.where}: the predicate must return a scalar bool, got "
-                    f"{keep.dtype} of shape {list(keep.shape)}")
-            if keep:
-                yield element
+            keep = element if isinstance(element, Failure) else _made(self._keeps, element)
+            if keep is not False:
+                yield keep if isinstance(keep, Failure) else element
+
+    def _keeps(self, element) -> bool:
+        keep = self.fn(element, self.captured)[0]
+        if keep.shape != () or keep.dtype != np.bool_:
+            raise errors.InvalidArgumentError(
+                None, None, f"{self.fn.where}: the predicate must return a scalar bool, got "
+                f"{keep.dtype} of shape {list(keep.shape)}")
+        return bool(keep)
 
 
 def _stack(values: list, c: int) -> np.ndarray:
@@ -249,12 +293,15 @@ class _Batch(DatasetValue):
             chunk = list(itertools.islice(it, self.size))
             if not chunk or (self.drop and len(chunk) < self.size):
                 return
-            columns = [[e[c] for e in chunk] for c in range(len(chunk[0]))]
-            if self.pad is None:
-                yield tuple(_stack(col, c) for c, col in enumerate(columns))
-            else:
-                yield tuple(_pad(col, c, self.pad[0][c], self.pad[1][c])
-                            for c, col in enumerate(columns))
+            # A failed element fails its batch; the batch's other elements are gone (TF's).
+            yield _failed(chunk) or _made(self._combine, chunk)
+
+    def _combine(self, chunk) -> tuple:
+        columns = [[e[c] for e in chunk] for c in range(len(chunk[0]))]
+        if self.pad is None:
+            return tuple(_stack(col, c) for c, col in enumerate(columns))
+        return tuple(_pad(col, c, self.pad[0][c], self.pad[1][c])
+                     for c, col in enumerate(columns))
 
 
 def _pad(values: list, c: int, padded_shape, pad_value) -> np.ndarray:
@@ -348,7 +395,7 @@ class _Take(DatasetValue):
 
     def elements(self):
         it = self.source.elements()
-        yield from it if self.count < 0 else itertools.islice(it, self.count)
+        yield from it if self.count < 0 else _counted(it, self.count)
 
 
 class _Skip(DatasetValue):
@@ -361,7 +408,16 @@ class _Skip(DatasetValue):
             for _ in it:
                 pass
             return
-        yield from itertools.islice(it, self.count, None)
+        skipped = 0
+        while skipped < self.count:  # a failure met while skipping is raised, not counted
+            element = next(it, None)  # (TF 1.x's; TF 2 loses the count skipped before it)
+            if element is None:
+                return
+            if isinstance(element, Failure):
+                yield element
+            else:
+                skipped += 1
+        yield from it
 
 
 class _Zip(DatasetValue):
@@ -370,7 +426,7 @@ class _Zip(DatasetValue):
 
     def elements(self):
         for parts in zip(*[s.elements() for s in self.sources]):
-            yield tuple(itertools.chain.from_iterable(parts))
+            yield _failed(parts) or tuple(itertools.chain.from_iterable(parts))
 
 
 class _Concatenate(DatasetValue):
@@ -683,6 +739,8 @@ class IteratorState:
                 self._ended = True
                 raise errors.OutOfRangeError(None, None, "End of sequence") from None
             self._given += 1
+        if isinstance(element, Failure):
+            raise element.error
         self._check(element)
         return element
 
