@@ -83,10 +83,24 @@ def _to_tensors(values, names, where):
 
 
 def _same_structure(before, after, name, message):
+    """``before`` and ``after`` nest alike, with sequences of the same types (a tuple does not
+    become a list), and hold TensorArrays and tensors in the same places — the same
+    TensorArrays: a statement carries an array's writes (its flow), not another array."""
     try:
-        nest.assert_same_structure(before, after, check_types=False)
+        nest.assert_same_structure(before, after, check_types=True)
     except (TypeError, ValueError) as e:
         raise StructureError(f"'{name}' {message}: {e}") from None
+    for a, b in zip(nest.flatten(before), nest.flatten(after)):
+        if hasattr(a, "_as_loop_var") != hasattr(b, "_as_loop_var"):
+            kinds = [type(x).__name__ for x in (a, b)]
+            raise StructureError(f"'{name}' {message}: a {kinds[0]} where the other has a "
+                                 f"{kinds[1]}")
+        if hasattr(a, "_as_loop_var") and getattr(a, "handle", None) is not \
+                getattr(b, "handle", None):
+            raise StructureError(
+                f"'{name}' holds another TensorArray ({message}): graph control flow carries "
+                "the writes to one array, not a new one; make the array before the statement "
+                "and write to it (a new array in a tensor loop or branch is not converted).")
 
 
 # --- if ---------------------------------------------------------------------------------------
@@ -108,12 +122,12 @@ def if_stmt(cond, body, orelse, state, names, where, live=None):
     def handed_on(values):
         return [v if c else None for v, c in zip(values, carried)]
 
-    def true_fn():
-        outs["t"] = handed_on(body(*state))
+    def true_fn():  # each branch gets containers of its own: one may assign into them
+        outs["t"] = handed_on(body(*_fresh(state)))
         return _branch_values(outs["t"], names, where)
 
     def false_fn():
-        outs["f"] = handed_on(orelse(*state))
+        outs["f"] = handed_on(orelse(*_fresh(state)))
         outs["mask"] = _defined_mask(outs["t"], outs["f"], names, where)
         for a, b, n, keep in zip(outs["t"], outs["f"], names, outs["mask"]):
             if keep:
@@ -126,6 +140,13 @@ def if_stmt(cond, body, orelse, state, names, where, live=None):
     # Variables neither branch assigned come back as they were.
     it = iter(result)
     return tuple(next(it) if keep else v for keep, v in zip(outs["mask"], state))
+
+
+def _fresh(state) -> list:
+    """The variables' values with new containers (the same tensors), for a branch to assign
+    items into (``d["k"] = ...``) without touching the other branch's."""
+    return [v if isinstance(v, Undefined) or not nest.is_nested(v)
+            else nest.map_structure(lambda x: x, v) for v in state]
 
 
 def _defined_mask(out_t, out_f, names, where):
@@ -292,11 +313,10 @@ def _chosen_invariants(opts, state, kept, where) -> dict:
         except (TypeError, ValueError):
             raise ValueError(f"shape_invariants of the loop at {where} must be (variable, shape) "
                              f"pairs, got {pair!r}") from None
-        i = next((i for i in kept if state[i] is value), None)
-        if i is None:
-            continue
-        chosen[i] = nest.map_structure(TensorShape, shape) if nest.is_nested(state[i]) \
-            else TensorShape(shape)
+        for i in kept:  # every variable holding that value (TF's: by identity)
+            if state[i] is value:
+                chosen[i] = nest.map_structure(TensorShape, shape) if nest.is_nested(value) \
+                    else TensorShape(shape)
     return chosen
 
 
@@ -450,6 +470,8 @@ def _graph_iterable_for(iterable, body, state, names, where, extra_test, live_ou
     element as an optional and runs while it has a value (TF's ``IteratorGetNextAsOptional``;
     a dataset starts a new pass, an iterator goes on from where it is)."""
     loop = iterable._graph_loop()
+    # A loop over a dataset runs to its end: TF ignores ``maximum_iterations`` there.
+    opts = {k: v for k, v in (opts or {}).items() if k != "maximum_iterations"}
 
     def test(optional, *rest):
         return loop.has_value(optional)

@@ -52,6 +52,16 @@ class _Assigned(ast.NodeVisitor):
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self._add(node.id)
 
+    def visit_Subscript(self, node):
+        # ``d["k"] = v`` (``+=``, ``del``) changes ``d``: a tensor statement carries it.
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if isinstance(base, ast.Name):
+                self._add(base.id)
+        self.generic_visit(node)
+
     def visit_FunctionDef(self, node):
         self._add(node.name)
 
@@ -619,4 +629,5 @@ def convert(fn):
     functools.update_wrapper(new, fn)
     new.__wrapped__ = fn
     new.__dflab_autograph__ = True
+    setattr(new, DO_NOT_CONVERT, True)  # (converting it again would convert its conversion)
     return new

@@ -406,6 +406,12 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
             if hasattr(ra, "_as_loop_var") != hasattr(rb, "_as_loop_var"):
                 raise TypeError(f"true_fn and false_fn of cond at {site} return different "
                                 f"kinds of value: {type(ra).__name__} and {type(rb).__name__}")
+            if hasattr(ra, "_as_loop_var") and getattr(ra, "handle", None) is not \
+                    getattr(rb, "handle", None):
+                # Only the flow leaves a branch; the array is the true branch's.
+                raise ValueError(f"true_fn and false_fn of cond at {site} return different "
+                                 "TensorArrays: a cond carries the writes to one array (made "
+                                 "before it), not a choice of arrays.")
             if a.dtype.base_dtype != b.dtype.base_dtype:
                 raise TypeError(f"true_fn and false_fn of cond at {site} return different "
                                 f"dtypes: {a.dtype.base_dtype.name} ({a.name}) and "

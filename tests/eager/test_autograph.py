@@ -711,3 +711,118 @@ def test_do_not_convert_to_code_and_trace(capsys):
     assert "step" in capsys.readouterr().out  # once, at trace time
     with pytest.raises(ValueError, match="cannot read the source"):
         tf.autograph.to_code(lambda x: x)
+
+
+def test_items_assigned_into_a_carried_dict_or_list_are_carried():
+    """``d["k"] += x`` and ``s[0] = ...`` change the container: a tensor loop or branch
+    carries it (TF 2.21: {'evens': 6, 'odds': 9}; -2.0 and 20.0; [6, 4])."""
+    @tf.function
+    def parity_sums(n):
+        res = {"evens": 0, "odds": 0}
+        for i in tf.range(n):
+            if i % 2 == 0:
+                res["evens"] += i
+            else:
+                res["odds"] += i
+        return res
+
+    assert {k: int(v) for k, v in parity_sums(tf.constant(6)).items()} == \
+        {"evens": 6, "odds": 9}
+
+    @tf.function
+    def scaled_if_positive(x):
+        d = {"a": x}
+        if x > 0:
+            d["a"] = x * 10.0
+        return d
+
+    assert [float(scaled_if_positive(tf.constant(v))["a"]) for v in (-2.0, 2.0)] == \
+        [-2.0, 20.0]
+
+    @tf.function
+    def counted(n):
+        s = [0, 0]
+        for i in tf.range(n):
+            s[0] += i
+            s[1] += 1
+        return s
+
+    assert [int(t) for t in counted(tf.constant(4))] == [6, 4]
+
+
+def test_what_a_statement_cannot_carry_is_refused_not_mixed_up():
+    """A tuple that becomes a list (or a named tuple), a TensorArray that becomes a tensor, and
+    a new TensorArray in a loop or branch (only the flow would travel: the values would be
+    another array's) are refused naming the variable."""
+    def becomes_list(x):
+        s = (x, x)
+        if x > 0:
+            s = [x, x]
+        return s
+
+    def becomes_tensor(n):
+        ta = tf.TensorArray(tf.float32, size=1)
+        for _ in tf.range(n):
+            ta = tf.constant(1.0)
+        return ta
+
+    def new_array(n):
+        ta = tf.TensorArray(tf.float32, size=1).write(0, -1.0)
+        for i in tf.range(n):
+            ta = tf.TensorArray(tf.float32, size=1).write(0, tf.cast(i, tf.float32))
+        return ta.stack()
+
+    def swapped(x):
+        a = tf.TensorArray(tf.float32, size=1).write(0, 1.0)
+        b = tf.TensorArray(tf.float32, size=1).write(0, 2.0)
+        if x > 0:
+            a, b = b, a
+        return a.stack()
+
+    for fn, match in ((becomes_list, "'s' must have the same nested structure .* sequence "
+                                     "type"),
+                      (becomes_tensor, "'ta' does not have the same nested structure .* a "
+                                       "TensorArray where the other has a Tensor"),
+                      (new_array, "'ta' holds another TensorArray"),
+                      (swapped, "'a' holds another TensorArray")):
+        with pytest.raises(TypeError, match="(?s)" + match):
+            tf.function(fn)(tf.constant(1))
+    ta = tf.TensorArray(tf.float32, size=1)
+    with pytest.raises(ValueError, match="return different TensorArrays"):
+        tf.function(lambda p: tf.cond(p, lambda: ta.write(0, 1.0),
+                                      lambda: tf.TensorArray(tf.float32, size=1).write(0, 2.0)
+                                      ).stack())(tf.constant(True))
+
+
+def test_loop_options_follow_tf_on_aliases_and_dataset_loops():
+    @tf.function
+    def aliases(n):  # TF 2.21: ([1, 1], [2, 2])
+        e = tf.zeros([0])
+        a = e
+        b = e
+        for _ in tf.range(n):
+            tf.autograph.experimental.set_loop_options(
+                shape_invariants=[(a, tf.TensorShape([None]))])
+            a = tf.concat([a, [1.0]], 0)
+            b = tf.concat([b, [2.0]], 0)
+        return a, b
+
+    a, b = aliases(tf.constant(2))
+    assert a.numpy().tolist() == [1.0, 1.0] and b.numpy().tolist() == [2.0, 2.0]
+
+    @tf.function
+    def total(ds):  # TF ignores maximum_iterations on a dataset loop: 45
+        s = tf.constant(0, tf.int64)
+        for x in ds:
+            tf.autograph.experimental.set_loop_options(maximum_iterations=3)
+            s += x
+        return s
+
+    assert int(total(tf.data.Dataset.range(10))) == 45
+
+    def sign(x):
+        if x > 0:
+            return x
+        return -x
+
+    assert float(tf.function(tf.autograph.to_graph(sign))(tf.constant(-3.0))) == 3.0
