@@ -159,8 +159,15 @@ class _LoopNode:
         self.outputs = list(ctx.exits)
 
     def grad(self, out_grads):
-        from dflab.ops.control_flow_grad import while_grad
+        from dflab.ops.control_flow_grad import GradWhileContext, while_grad
 
+        if isinstance(self.ctx, GradWhileContext):
+            # A backward loop's values are read from its forward loop's saved stacks, which
+            # nothing differentiates: refused, as TF 1.x's (its gradient had come out zero).
+            raise TypeError(f"Second-order gradient for while loops not supported: the "
+                            f"gradient reaches the backward loop '{self.name}' (a gradient "
+                            "of a gradient through a tf.while_loop, or a tensor loop in a "
+                            "tf.function).")
         return while_grad(self.ctx, out_grads)
 
 

@@ -185,3 +185,17 @@ def test_a_conditional_training_step_differentiates_a_loss_built_outside_the_con
             sess.run(step, {p: True})
             np.testing.assert_allclose(sess.run(w), 2.4)
             assert sess.run(acc) == 8.0
+
+
+def test_a_second_order_gradient_through_a_while_loop_is_refused_as_tf1s():
+    """TF 1.x: ``TypeError: Second-order gradient for while loops not supported`` (dflab's
+    had come out zero where the first gradient was read through a TensorArray)."""
+    x = tf.constant([1.0, 2.0])
+    ta = tf.TensorArray(tf.float32, size=2, clear_after_read=False)
+    _, ta = tf.while_loop(lambda i, ta: i < 2, lambda i, ta: (i + 1, ta.write(i, x[i] ** 3)),
+                          [0, ta])
+    g = tf.gradients(tf.reduce_sum(ta.stack()), x)[0]
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(g), [3.0, 12.0])
+    with pytest.raises(TypeError, match="Second-order gradient for while loops"):
+        tf.gradients(tf.reduce_sum(g * g), x)
