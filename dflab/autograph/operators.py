@@ -124,22 +124,41 @@ def if_stmt(cond, body, orelse, state, names, where, live=None):
 
     def true_fn():  # each branch gets containers of its own: one may assign into them
         outs["t"] = handed_on(body(*_fresh(state)))
-        return _branch_values(outs["t"], names, where)
+        outs["tv"] = _branch_values(outs["t"], names, where)
+        return outs["tv"]
 
     def false_fn():
         outs["f"] = handed_on(orelse(*_fresh(state)))
         outs["mask"] = _defined_mask(outs["t"], outs["f"], names, where)
+        kept = []
         for a, b, n, keep in zip(outs["t"], outs["f"], names, outs["mask"]):
-            if keep:
-                _same_structure(a, b, n, "must have the same nested structure in the main and "
-                                f"else branches ({where})")
-        return _branch_values(outs["f"], names, where)
+            if not keep:
+                continue
+            if (a is None) != (b is None):
+                raise ValueError(f"'{n}' is None at the end of the "
+                                 f"{'main' if a is None else 'else'} branch ({where}): a "
+                                 "tensor condition needs a value from both branches.")
+            _same_structure(a, b, n, "must have the same nested structure in the main and "
+                            f"else branches ({where})")
+            kept.append(n)
+        values = _branch_values(outs["f"], names, where)
+        for n, a, b in zip(kept, outs["tv"], values):
+            _same_dtypes(a, b, n, where)
+        return values
 
     result = control_flow_ops.cond(cond, true_fn, false_fn, strict=True)
     result = list(result) if isinstance(result, (list, tuple)) else [result]
     # Variables neither branch assigned come back as they were.
     it = iter(result)
     return tuple(next(it) if keep else v for keep, v in zip(outs["mask"], state))
+
+
+def _same_dtypes(main, other, name, where) -> None:
+    for a, b in zip(nest.flatten(main), nest.flatten(other)):
+        a, b = (x._as_loop_var() if hasattr(x, "_as_loop_var") else x for x in (a, b))
+        if a.dtype.base_dtype != b.dtype.base_dtype:
+            raise TypeError(f"'{name}' has dtype {a.dtype.base_dtype.name} in the main branch, "
+                            f"but dtype {b.dtype.base_dtype.name} in the else branch ({where}).")
 
 
 def _fresh(state) -> list:

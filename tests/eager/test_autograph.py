@@ -826,3 +826,24 @@ def test_loop_options_follow_tf_on_aliases_and_dataset_loops():
         return -x
 
     assert float(tf.function(tf.autograph.to_graph(sign))(tf.constant(-3.0))) == 3.0
+
+
+def test_a_branch_that_changes_a_dtype_or_leaves_none_is_refused_naming_the_variable():
+    def retyped(x):
+        s = 1.0
+        if x > 0:
+            s = 2
+        return s
+
+    def none_in_else(x):
+        s = None
+        if x > 0:
+            s = x
+        return s
+
+    line = inspect.getsourcelines(retyped)[1] + 2
+    with pytest.raises(TypeError, match=f"'s' has dtype int32 in the main branch, but dtype "
+                                        f"float32 in the else branch .*:{line}"):
+        tf.function(retyped)(tf.constant(1.0))
+    with pytest.raises(ValueError, match="'s' is None at the end of the else branch"):
+        tf.function(none_in_else)(tf.constant(1.0))
