@@ -39,7 +39,8 @@ TF_HOST_ONLY = frozenset({
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
     "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
     "IteratorV2", "OneShotIterator", "AnonymousIterator", "MakeIterator", "IteratorGetNext",
-    "IteratorGetNextAsOptional", "OptionalHasValue", "OptionalGetValue",
+    "IteratorGetNextAsOptional", "OptionalHasValue", "OptionalGetValue", "SerializeIterator",
+    "DeserializeIterator",
     # File readers and parsers read host files and strings.
     "TextLineReaderV2", "WholeFileReaderV2", "ReaderReadV2", "ReaderNumRecordsProducedV2",
     "ReaderResetV2", "ReadFile", "DecodeCSV", "TFRecordReaderV2",
