@@ -237,12 +237,16 @@ class _Map(DatasetValue):
         self.source, self.fn, self.captured = source, fn, captured
 
     def elements(self):
+        fn, captured = self.fn, self.captured
         for element in self.source.elements():
-            if isinstance(element, Failure):
+            if element.__class__ is Failure:
                 yield element
                 continue
-            out = _made(self.fn, element, self.captured)
-            yield out if isinstance(out, Failure) else tuple(out)
+            try:  # (inline, not ``_made``: a call per element shows in a long pipeline)
+                out = tuple(fn(element, captured))
+            except errors.OpError as e:
+                out = Failure(e)
+            yield out
 
 
 class _Filter(DatasetValue):
@@ -250,10 +254,16 @@ class _Filter(DatasetValue):
         self.source, self.fn, self.captured = source, fn, captured
 
     def elements(self):
+        keeps = self._keeps
         for element in self.source.elements():
-            keep = element if isinstance(element, Failure) else _made(self._keeps, element)
-            if keep is not False:
-                yield keep if isinstance(keep, Failure) else element
+            if element.__class__ is Failure:
+                yield element
+                continue
+            try:
+                if keeps(element):
+                    yield element
+            except errors.OpError as e:
+                yield Failure(e)
 
     def _keeps(self, element) -> bool:
         keep = self.fn(element, self.captured)[0]

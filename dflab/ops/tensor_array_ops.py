@@ -19,6 +19,8 @@ gather/scatter and concat/split; the flows order these backward accesses. Kernel
 
 from __future__ import annotations
 
+import contextvars
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant_value
@@ -398,13 +400,21 @@ class TensorArray:
 
 
 # --- gradients ----------------------------------------------------------------------------------
+# A tape's ``gradient`` call runs the gradient functions eagerly, outside any name scope: it
+# names its source here (one per call), so that calls sum into gradient arrays of their own.
+EAGER_GRADIENT_SOURCE: contextvars.ContextVar = contextvars.ContextVar(
+    "tensor_array_eager_gradient_source", default=None)
+
+
 def _grad_source():
     """The gradient source this backward op belongs to: the ``gradients`` scope it is built
     in (``gradients``, ``gradients_1``, ...), so that separate ``tf.gradients`` calls use
     separate gradient arrays. The *outermost* such scope counts: the backward body of a while
-    loop is built in a nested ``gradients`` scope of the same call."""
+    loop is built in a nested ``gradients`` scope of the same call. Eagerly, the tape's call."""
     tokens = _ops.get_default_graph().get_name_scope().split("/")
     pos = [i for i, t in enumerate(tokens) if t.startswith("gradients")]
+    if not pos and EAGER_GRADIENT_SOURCE.get() is not None:
+        return EAGER_GRADIENT_SOURCE.get()
     if not pos:
         raise ValueError(f"Expected a TensorArray gradient to be built inside a 'gradients' "
                          f"name scope, got {'/'.join(tokens)!r}")
