@@ -22,6 +22,7 @@ propagating the deadness of an untaken ``tf.cond`` branch as the executor does.
 
 from __future__ import annotations
 
+import contextvars
 import gzip
 import itertools
 import json
@@ -55,6 +56,16 @@ class DatasetFunction:
         self._rets = list(spec["rets"])
         fed = set(spec["args"]) | set(spec["captures"])
         self._steps = [self._bind(nd, ctx) for nd in graph.node if nd.name not in fed]
+        self._random = sorted({nd.op for nd in graph.node if _draws_random(nd.op)})
+
+    def check_replayable(self) -> None:
+        """Refuse where the function draws random numbers: a replayed pass would draw others
+        (and a filter keep other elements), as TF refuses to save such an iterator."""
+        if self._random:
+            raise errors.FailedPreconditionError(
+                None, None, f"{self.where}: an iterator over a dataset whose function draws "
+                f"random numbers ({', '.join(self._random)}) cannot be saved in a checkpoint: "
+                "its position could not be replayed.")
 
     def _bind(self, nd, ctx):
         kd = get_kernel_def(nd, "CPU")
@@ -107,6 +118,11 @@ class DatasetFunction:
         return [np.asarray(env[r]) for r in self._rets]
 
 
+def _draws_random(op_type: str) -> bool:
+    return not op_type.startswith("Stateless") and (
+        "Random" in op_type or op_type in ("TruncatedNormal", "Multinomial"))
+
+
 # --- dataset values -------------------------------------------------------------------------------
 class DatasetValue:
     """What a dataset op outputs at run time; ``elements()`` starts a pass over it."""
@@ -120,13 +136,9 @@ class DatasetValue:
         found += list(getattr(self, "sources", ()))
         return [v for v in found if isinstance(v, DatasetValue)]
 
-    def checkpoint_state(self):
-        """What a pass over this value depends on beyond its inputs' values and its own
-        arguments (a shuffle's key and pass number), as JSON data; None: nothing."""
-        return None
-
-    def restore_checkpoint_state(self, state) -> None:
-        """Take back what ``checkpoint_state`` gave, before a pass is replayed."""
+    def check_saveable(self) -> None:
+        """Raise where a pass over this value cannot be saved and replayed to a position (it
+        reads a Python generator, or draws random numbers in a function)."""
 
     def batches(self, size: int, drop_remainder: bool):
         """A pass of whole batches made at once, or None where only ``batch``'s stacking of
@@ -224,7 +236,7 @@ class _Generator(DatasetValue):
     def elements(self):
         yield from self.make()
 
-    def checkpoint_state(self):
+    def check_saveable(self) -> None:
         # A Python generator's position cannot be written down, nor replayed faithfully (it
         # may read anything): TF refuses too.
         raise errors.FailedPreconditionError(
@@ -235,6 +247,9 @@ class _Generator(DatasetValue):
 class _Map(DatasetValue):
     def __init__(self, source, fn, captured):
         self.source, self.fn, self.captured = source, fn, captured
+
+    def check_saveable(self) -> None:
+        self.fn.check_replayable()
 
     def elements(self):
         fn, captured = self.fn, self.captured
@@ -252,6 +267,9 @@ class _Map(DatasetValue):
 class _Filter(DatasetValue):
     def __init__(self, source, fn, captured):
         self.source, self.fn, self.captured = source, fn, captured
+
+    def check_saveable(self) -> None:
+        self.fn.check_replayable()
 
     def elements(self):
         keeps = self._keeps
@@ -301,10 +319,15 @@ class _Batch(DatasetValue):
         it = self.source.elements()
         while True:
             chunk = list(itertools.islice(it, self.size))
+            # A failed element fails its batch, a short last one too; the batch's other
+            # elements are gone (TF's).
+            failed = _failed(chunk)
+            if failed is not None:
+                yield failed
+                continue
             if not chunk or (self.drop and len(chunk) < self.size):
                 return
-            # A failed element fails its batch; the batch's other elements are gone (TF's).
-            yield _failed(chunk) or _made(self._combine, chunk)
+            yield _made(self._combine, chunk)
 
     def _combine(self, chunk) -> tuple:
         columns = [[e[c] for e in chunk] for c in range(len(chunk[0]))]
@@ -340,8 +363,10 @@ def _pad(values: list, c: int, padded_shape, pad_value) -> np.ndarray:
 
 class _Shuffle(DatasetValue):
     """TF's buffer shuffle: fill ``buffer_size`` elements, emit a random one, refill its slot.
-    A pass draws from a generator keyed by the seeds (and the pass number when reshuffling),
-    so a seeded pipeline gives the same order in every run of the program."""
+    A pass draws from a generator keyed by the seeds (and, when reshuffling, the pass's
+    number), so a seeded pipeline gives the same order in every run of the program. Under an
+    iterator, the iterator holds the key and numbers its own passes (a number drawn once from
+    the dataset's, then each epoch of a ``repeat`` the next): what its checkpoint saves."""
 
     def __init__(self, source, buffer_size, seed, seed2, reshuffle):
         self.source, self.size = source, int(buffer_size)
@@ -356,20 +381,24 @@ class _Shuffle(DatasetValue):
         self.next_pass = 0
         self._lock = threading.Lock()
 
-    def checkpoint_state(self):
-        return {"key": list(self.key), "next_pass": self.next_pass}
-
-    def restore_checkpoint_state(self, state) -> None:
-        # The key of an unseeded shuffle is drawn when its dataset is made: a restored
-        # iterator replays the saved one (every iterator over this dataset then shares it).
-        with self._lock:
-            self.key = [int(k) for k in state["key"]]
-            self.next_pass = int(state["next_pass"])
-
-    def elements(self):
+    def take_pass(self) -> int:
+        """The next pass number of this dataset."""
         with self._lock:
             n, self.next_pass = self.next_pass, self.next_pass + 1
-        rng = np.random.default_rng(self.key + [n] if self.reshuffle else self.key)
+            return n
+
+    def pass_taken(self, n: int) -> None:
+        """Pass ``n`` is a restored iterator's: later ones draw past it."""
+        with self._lock:
+            self.next_pass = max(self.next_pass, n + 1)
+
+    def elements(self):
+        pulling = _PULLING.get()
+        if pulling is not None:
+            key, seed = pulling.shuffle_pass(self)
+        else:
+            key, seed = self.key, [self.take_pass()]
+        rng = np.random.default_rng(key + seed if self.reshuffle else key)
         it = self.source.elements()
         buffer = list(itertools.islice(it, self.size))
         while buffer:
@@ -654,16 +683,18 @@ def _dataset_values(dataset: DatasetValue) -> list:
     return out
 
 
-_STATE_FORMAT = "dflab-iterator-state-1"
+_STATE_FORMAT = "dflab-iterator-state-2"
+# The iterator whose ``next`` runs (set around it): shuffles ask it for their key and pass.
+_PULLING: contextvars.ContextVar = contextvars.ContextVar("dataset_iterator", default=None)
 
 
 class IteratorState:
     """One iterator's position: the pass in progress over the dataset it was initialised with.
 
-    Its checkpoint (``serialize``) is the pass's start — what its dataset's values depended on
-    then (a shuffle's key and pass number) — and how many elements it has handed out; restoring
-    replays the pass to there, so the next element is the one the saved iterator would have
-    given (a pipeline whose functions draw random numbers redraws them)."""
+    Its checkpoint (``serialize``) is how many elements the pass has handed out and, per
+    shuffle in it, the key and pass number this iterator draws with (its own, so that other
+    iterators over the dataset change nothing); restoring replays the pass to there, so the
+    next element, and every epoch after, is the one the saved iterator would have given."""
 
     def __init__(self, name: str, types, shapes):
         self.name = name
@@ -671,7 +702,7 @@ class IteratorState:
         self.shapes = [TensorShape(s) for s in shapes]
         self._pass = None
         self._dataset = None
-        self._start = None  # the dataset values' checkpoint states when the pass started
+        self._shuffles: dict = {}  # id(shuffle) -> [key, pass number, epochs begun]
         self._given = 0
         self._ended = False
         self._lock = threading.Lock()
@@ -690,23 +721,42 @@ class IteratorState:
             if self._pass is None:
                 self._start_pass(dataset)
 
-    def _start_pass(self, dataset: DatasetValue) -> None:
+    def _start_pass(self, dataset: DatasetValue, shuffles=None) -> None:
         self._dataset, self._given, self._ended = dataset, 0, False
-        try:
-            self._start = [v.checkpoint_state() for v in _dataset_values(dataset)]
-        except errors.OpError as e:
-            self._start = e  # raised if the iterator is ever saved
+        self._shuffles = shuffles or {}
         self._pass = dataset.elements()
+
+    def shuffle_pass(self, shuffle) -> tuple[list, list]:
+        """The key and seed a shuffle's next epoch in this pass draws with: the iterator's
+        pass number for it (taken from the dataset once), then the epoch within the pass."""
+        drawn = self._shuffles.get(id(shuffle))
+        if drawn is None:
+            drawn = self._shuffles[id(shuffle)] = [list(shuffle.key), shuffle.take_pass(), 0]
+        key, number, epoch = drawn
+        drawn[2] += 1
+        # (The first epoch seeds as the dataset's own pass would: a single pass's order is
+        # the one it had before iterators numbered their epochs.)
+        return key, [number] if epoch == 0 else [number, epoch]
+
+    def _next(self):
+        token = _PULLING.set(self)
+        try:
+            return next(self._pass)
+        finally:
+            _PULLING.reset(token)
 
     def serialize(self) -> bytes:
         """The iterator's position as JSON (see the class docstring)."""
         with self._lock:
-            if isinstance(self._start, errors.OpError):
-                raise self._start
             values = _dataset_values(self._dataset) if self._dataset is not None else []
+            for v in values:
+                v.check_saveable()
+            shuffles = [None if id(v) not in self._shuffles else
+                        {"key": self._shuffles[id(v)][0], "pass": self._shuffles[id(v)][1]}
+                        for v in values]
             return json.dumps({
                 "format": _STATE_FORMAT, "name": self.name,
-                "dataset": [type(v).__name__ for v in values], "states": self._start,
+                "dataset": [type(v).__name__ for v in values], "shuffles": shuffles,
                 "given": self._given, "ended": self._ended}).encode()
 
     def deserialize(self, data: bytes) -> None:
@@ -719,18 +769,21 @@ class IteratorState:
                     "its dataset before a saved position can be restored into it.")
             values = _dataset_values(self._dataset)
             kinds = [type(v).__name__ for v in values]
-            if kinds != state["dataset"] or len(state["states"]) != len(values):
+            if kinds != state["dataset"] or len(state["shuffles"]) != len(values):
                 raise errors.InvalidArgumentError(
                     None, None, f"The saved position of iterator '{state['name']}' is over "
                     f"another pipeline ({' <- '.join(state['dataset'])}) than this iterator's "
                     f"({' <- '.join(kinds)}).")
-            for v, saved in zip(values, state["states"]):
+            shuffles = {}
+            for v, saved in zip(values, state["shuffles"]):
                 if saved is not None:
-                    v.restore_checkpoint_state(saved)
-            self._start = [v.checkpoint_state() for v in values]
-            self._pass, self._given, self._ended = self._dataset.elements(), 0, False
-            for _ in range(int(state["given"])):
-                if next(self._pass, None) is None:
+                    v.pass_taken(saved["pass"])
+                    shuffles[id(v)] = [saved["key"], saved["pass"], 0]
+            self._start_pass(self._dataset, shuffles)
+            for _ in range(state["given"]):
+                try:
+                    self._next()
+                except StopIteration:
                     break
                 self._given += 1
             if state["ended"]:
@@ -744,7 +797,7 @@ class IteratorState:
                     "been initialized. Ensure that you have run the initializer operation for "
                     "this iterator before getting the next element.")
             try:
-                element = next(self._pass)
+                element = self._next()
             except StopIteration:
                 self._ended = True
                 raise errors.OutOfRangeError(None, None, "End of sequence") from None
@@ -801,15 +854,23 @@ def _read_state(data, name: str) -> dict:
     try:
         state = json.loads(bytes(np.asarray(data, dtype=object).item()).decode())
         ok = isinstance(state, dict) and state.get("format") == _STATE_FORMAT and \
-            isinstance(state.get("dataset"), list) and isinstance(state.get("states"), list) \
-            and isinstance(state.get("given"), int) and state["given"] >= 0
-    except (ValueError, TypeError, UnicodeDecodeError):
+            isinstance(state.get("dataset"), list) and isinstance(state.get("shuffles"), list) \
+            and _whole(state.get("given")) and isinstance(state.get("ended"), bool) and \
+            all(s is None or (isinstance(s, dict) and _whole(s.get("pass")) and
+                              isinstance(s.get("key"), list) and len(s["key"]) == 2 and
+                              all(_whole(k) and k < 2**63 for k in s["key"]))
+                for s in state["shuffles"])
+    except (ValueError, TypeError, UnicodeDecodeError, AttributeError):
         ok = False
     if not ok:
         raise errors.InvalidArgumentError(
             None, None, f"Could not restore iterator '{name}': the saved value is not an "
                         "iterator position dflab wrote (a corrupted or foreign checkpoint?).")
     return state
+
+
+def _whole(v) -> bool:
+    return type(v) is int and v >= 0
 
 
 @kernel("SerializeIterator", host_only=True)

@@ -11,6 +11,9 @@ and basic ops that this module imports from it.
 from __future__ import annotations
 
 import collections
+import math
+
+import numpy as np
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
@@ -470,6 +473,9 @@ def sequence_mask(lengths, maxlen=None, dtype=_dt.bool, name=None):
     """
     lengths = _as_int_tensor(lengths)
     inputs = [lengths]
+    if isinstance(maxlen, (float, np.floating)):
+        # TF ranges over a float maxlen in its own dtype: ceil(maxlen) columns.
+        maxlen = math.ceil(maxlen)
     if maxlen is not None:
         inputs.append(_as_int_tensor(maxlen, dtype=lengths.dtype.base_dtype))
     return _apply("SequenceMask", inputs, {"dtype": _dt.as_dtype(dtype).base_dtype},

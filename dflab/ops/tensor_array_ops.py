@@ -411,10 +411,11 @@ def _grad_source():
     in (``gradients``, ``gradients_1``, ...), so that separate ``tf.gradients`` calls use
     separate gradient arrays. The *outermost* such scope counts: the backward body of a while
     loop is built in a nested ``gradients`` scope of the same call. Eagerly, the tape's call."""
+    eager_source = EAGER_GRADIENT_SOURCE.get()
+    if eager_source is not None and _ops.executing_eagerly():
+        return eager_source  # (a user's own "gradients" name scope around it changes nothing)
     tokens = _ops.get_default_graph().get_name_scope().split("/")
     pos = [i for i, t in enumerate(tokens) if t.startswith("gradients")]
-    if not pos and EAGER_GRADIENT_SOURCE.get() is not None:
-        return EAGER_GRADIENT_SOURCE.get()
     if not pos:
         raise ValueError(f"Expected a TensorArray gradient to be built inside a 'gradients' "
                          f"name scope, got {'/'.join(tokens)!r}")

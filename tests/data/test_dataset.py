@@ -554,6 +554,7 @@ def test_a_failed_element_is_raised_in_its_place_and_the_pass_goes_on():
     cases = [
         (bad, [1.0, err, 0.5, 0.25, err, 0.2]),
         (bad.batch(2), [err, [0.5, 0.25], err]),
+        (bad.batch(4, drop_remainder=True), [err, err]),  # the short last one fails too
         (bad.take(3), [1.0, err, 0.5, 0.25]),
         (bad.skip(2), [err, 0.25, err, 0.2]),
         (bad.filter(lambda x: x > 0.3), [1.0, err, 0.5, err]),

@@ -494,3 +494,38 @@ def test_an_exhausted_iterator_restores_exhausted_and_bad_states_are_refused(eag
     from_py = iter(tf.data.Dataset.from_generator(gen, output_types=tf.int64))
     with pytest.raises(tf.errors.FailedPreconditionError, match="from_generator cannot be saved"):
         tf.train.Checkpoint(it=from_py).save(str(tmp_path / "gen"))
+
+
+def test_a_restored_position_is_the_iterators_own_whatever_else_reads_the_dataset(
+        eager, tmp_path):
+    """Each iterator numbers its own passes of a shuffle: another pass over the same dataset
+    in between, or another live iterator, changes neither what the saved iterator gives next
+    (across the repeat's next epochs too) nor what the others give."""
+    ds = tf.data.Dataset.range(6).shuffle(6)
+    it = iter(ds.repeat())
+    _values(it, 3)
+    [int(x) for x in ds]  # an evaluation pass over the same dataset
+    _values(it, 5)
+    ckpt = tf.train.Checkpoint(it=it)
+    path = ckpt.save(str(tmp_path / "own"))
+    other = iter(ds.repeat())
+    other_first = _values(other, 2)
+    after = _values(it, 10)  # two more epochs begin
+    ckpt.restore(path)
+    assert _values(it, 10) == after
+    restored = iter(ds.repeat())
+    tf.train.Checkpoint(it=restored).restore(path)
+    assert _values(restored, 10) == after
+    assert len(other_first + _values(other, 4)) == 6  # the other iterator's epoch goes on
+
+
+def test_what_cannot_be_replayed_is_refused_at_save(eager, tmp_path):
+    noisy = iter(tf.data.Dataset.range(100).filter(lambda x: tf.random_uniform([]) < 0.5))
+    next(noisy)
+    with pytest.raises(tf.errors.FailedPreconditionError,
+                       match="draws random numbers \\(RandomUniform\\)"):
+        tf.train.Checkpoint(it=noisy).save(str(tmp_path / "noisy"))
+    seeded = iter(tf.data.Dataset.range(10).map(
+        lambda x: x + tf.random.stateless_uniform([], [1, 2], maxval=3, dtype=tf.int64)))
+    next(seeded)
+    tf.train.Checkpoint(it=seeded).save(str(tmp_path / "stateless"))  # replays the same

@@ -251,3 +251,6 @@ def test_a_tape_differentiates_tensor_arrays_once_per_call():
         y = tf.reduce_sum(ta.stack())
     for _ in range(2):  # d/dw (2w + w^2 + 6w) = 8 + 2w
         np.testing.assert_array_equal(t.gradient(y, w).numpy(), [10.0, 12.0])
+    with tf.name_scope("gradients"):  # a scope of that name changes nothing
+        for _ in range(2):
+            np.testing.assert_array_equal(t.gradient(y, w).numpy(), [10.0, 12.0])

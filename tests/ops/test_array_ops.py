@@ -127,6 +127,9 @@ FORWARD = [
      lambda n: np.arange(4) < n[..., None]),
     ("sequence_mask_float", lambda n: tf.sequence_mask(n, 3, dtype=tf.float32),
      [np.array([1, 3], np.int64)], lambda n: (np.arange(3) < n[:, None]).astype(np.float32)),
+    # A float maxlen ranges in its own dtype, as TF 1.x's: ceil(2.5) = 3 columns.
+    ("sequence_mask_float_maxlen", lambda n: tf.sequence_mask(n, 2.5),
+     [np.array([1, 3], np.int32)], lambda n: np.arange(3) < n[:, None]),
     ("fill", lambda v: tf.fill([2, 3], v), [np.array(2.5)], lambda v: np.full((2, 3), 2.5)),
     ("zeros_like", tf.zeros_like, [M], np.zeros_like),
     ("ones_like_dtype", lambda x: tf.ones_like(x, dtype=tf.int32), [M],
