@@ -32,7 +32,7 @@ import numpy as np
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.constant_op import constant
-from dflab.framework.errors import NotFoundError
+from dflab.framework.errors import NotFoundError, UnimplementedError
 from dflab.lib import protos
 from dflab.ops import io_ops
 from dflab.ops import resource_variable_ops as _rv
@@ -288,17 +288,25 @@ class Checkpoint:
         except (OSError, ValueError) as e:
             raise NotFoundError(None, None, f"Failed to find a checkpoint at {save_path}: "
                                 f"{e}") from None
-        saved = set(reader.get_variable_to_shape_map()) - {OBJECT_GRAPH_KEY}
+        dtypes = reader.get_variable_to_dtype_map()
+        saved = set(dtypes) - {OBJECT_GRAPH_KEY}
         found = self._objects()
         # Variables first: a saved value another kind of object refuses (an iterator position
         # over another pipeline) then leaves the variables restored and that object as it was.
         matched = sorted((n for n in found if n in saved),
                          key=lambda n: (not isinstance(found[n], _variables.Variable), n))
-        if matched:
-            values = io_ops.restore_v2(save_path, matched, [""] * len(matched),
-                                       [found[n].dtype.base_dtype for n in matched])
-            for n, value in zip(matched, values):
+        unreadable = [n for n in matched if dtypes[n] is None]
+        readable = [n for n in matched if dtypes[n] is not None]
+        if readable:
+            values = io_ops.restore_v2(save_path, readable, [""] * len(readable),
+                                       [found[n].dtype.base_dtype for n in readable])
+            for n, value in zip(readable, values):
                 found[n].assign(value)
+        if unreadable:
+            raise UnimplementedError(
+                None, None, f"Checkpoint {save_path} holds {', '.join(unreadable)} in a dtype "
+                "dflab does not read (TF's own iterator state is a variant): the other values "
+                "are restored; restore from a Checkpoint without those objects.")
         return CheckpointLoadStatus(save_path, sorted(matched), sorted(saved - set(found)),
                                     sorted(n for n in found if n not in saved
                                            and not n.startswith("save_counter")))

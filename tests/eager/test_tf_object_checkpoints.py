@@ -202,3 +202,20 @@ def test_object_keys_are_tfs_for_private_shared_and_escaped_names(tmp_path):
         print(json.dumps([float(m._w.numpy()), float(m.a.v.numpy()), float(m.d["k/j"].numpy())]))
     """, eager=True)
     assert json.loads(out.strip().splitlines()[-1]) == [1.0, 2.0, 4.0]
+
+
+def test_a_tf_checkpoint_with_an_iterator_restores_its_variables_and_names_the_rest(eager):
+    """TF saves an iterator's state as a variant (``obj_ckpt_iterator``, TF 2.21): its index is
+    read, the variables restored, and the iterator entry refused by name (it had made the
+    whole index 'corrupted')."""
+    path = str(FIXTURES / "obj_ckpt_iterator" / "ckpt")
+    assert "iterator/.ATTRIBUTES/ITERATOR_STATE" in dict(tf.train.list_variables(path))
+    step = tf.Variable(0, dtype=tf.int64)
+    it = iter(tf.data.Dataset.range(10).batch(2))
+    with pytest.raises(tf.errors.UnimplementedError,
+                       match="iterator/.ATTRIBUTES/ITERATOR_STATE in a dtype dflab does not "
+                             "read"):
+        tf.train.Checkpoint(step=step, iterator=it).restore(path)
+    assert int(step.numpy()) == 3
+    assert next(it).numpy().tolist() == [0, 1]  # the iterator as it was
+    tf.train.Checkpoint(step=tf.Variable(0, dtype=tf.int64)).restore(path)  # without it: fine

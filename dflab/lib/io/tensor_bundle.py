@@ -257,8 +257,11 @@ class BundleReader:
 
     def _check_entry(self, name: str, entry, where: str) -> None:
         problem = None
-        if dtype_of_enum(entry.dtype) is None and not entry.slices:
-            problem = f"dtype {protos.data_type_name(entry.dtype) or entry.dtype} unsupported"
+        # A dtype TF has and dflab lacks (TF's iterator state, a variant) leaves the entry
+        # listed with no dtype: reading it is refused, the other tensors are read as ever.
+        if dtype_of_enum(entry.dtype) is None and not entry.slices and \
+                protos.data_type_name(entry.dtype) is None:
+            problem = f"dtype {entry.dtype} unknown"
         elif not 0 <= entry.shard_id < self.num_shards:
             problem = f"names shard {entry.shard_id} of {self.num_shards}"
         elif entry.offset < 0 or entry.size < 0:
