@@ -296,14 +296,13 @@ class ConcreteFunction:
         if split is not None and split is not _UNSPLIT and \
                 op.get_attr("f") == split.forward.name:
             return split.gradient(op, grads)
-        grad_fn, mask = self._gradient_function()
+        grad_fn, mask, sparse = self._gradient_function()
         n_args = len(self._args)
         dys = [g if g is not None else array_ops.zeros_like(y)
                for g, y in zip(grads, op.outputs) if _float(y)]
         out = grad_fn.call_flat(list(op.inputs[:n_args]) + dys)
         out = list(out) if isinstance(out, (list, tuple)) else [out]
-        it = iter(out)
-        return [next(it) if m else None for m in mask]
+        return _gradients_from(out, mask, sparse)
 
     def _split(self):
         """The forward/backward pair of this function (made once), or None where there is
@@ -358,9 +357,9 @@ class ConcreteFunction:
             grads = _gradients.gradients(ys, targets, grad_ys=dys) if ys else \
                 [None] * len(targets)
             mask = [g is not None for g in grads]
-            results = [_ops.convert_to_tensor(g) for g in grads if g is not None]
+            results, sparse = _gradient_outputs(grads)
         concrete = ConcreteFunction(fg, xs + dys, results, None, "gradient")
-        return concrete, mask
+        return concrete, mask, sparse
 
     def pretty_printed_signature(self) -> str:
         args = ", ".join(f"{t.op.name}: {t.dtype.name}{t.shape}" for t in self._args)
@@ -385,8 +384,9 @@ class _ForwardBackward:
     branches leave the forward through ``_escape``; the call's own inputs the backward takes
     from the call (``given``)."""
 
-    def __init__(self, concrete, forward, backward, captured, n_outputs, mask, given):
+    def __init__(self, concrete, forward, backward, captured, n_outputs, mask, given, sparse):
         self.concrete = concrete
+        self.sparse = sparse  # per gradient the backward returns: IndexedSlices' three parts?
         self.given = given  # which of a call's inputs its backward reads
         self.forward = forward  # call_op.FunctionDef
         self.backward = backward
@@ -418,7 +418,7 @@ class _ForwardBackward:
             targets = xs + fg.capture_placeholders()
             grads = _gradients.gradients(ys, targets, grad_ys=dys)
             mask = [g is not None for g in grads]
-            results = [_ops.convert_to_tensor(g) for g in grads if g is not None]
+            results, sparse = _gradient_outputs(grads)
         if len(outs) != len(concrete.outputs):
             return None
         inputs = xs + fg.capture_placeholders()
@@ -453,7 +453,7 @@ class _ForwardBackward:
         fwd.concrete = concrete
         call_op.register_function(fwd)
         call_op.register_function(bwd)
-        return cls(concrete, fwd, bwd, fg.capture_values(), len(outs), mask, given)
+        return cls(concrete, fwd, bwd, fg.capture_values(), len(outs), mask, given, sparse)
 
     def graph_attrs(self) -> dict:
         """The attributes of a forward call built into a graph (the body travels with it)."""
@@ -477,8 +477,40 @@ class _ForwardBackward:
             call = _ops.apply_op(call_op.CALL_OP, args, {
                 "f": bwd.name, "Tout": bwd.out_dtypes, "output_shapes": bwd.out_shapes,
                 "_body": bwd.to_json()}, call_op.CALL_OP)
-        it = iter(call.outputs)
-        return [next(it) if m else None for m in self.mask]
+        return _gradients_from(call.outputs, self.mask, self.sparse)
+
+
+def _gradient_outputs(grads) -> tuple[list, list]:
+    """The tensors a backward function returns for ``grads`` (None: no gradient): a dense
+    gradient as itself, an ``IndexedSlices`` (a gather's, an embedding's) as its values,
+    indices and dense shape, so the call's gradient stays sparse as TF's does; and which were
+    sparse."""
+    results, sparse = [], []
+    for g in grads:
+        if g is None:
+            continue
+        if isinstance(g, _gradients.IndexedSlices) and g.dense_shape is not None:
+            results += [g.values, g.indices, _ops.convert_to_tensor(g.dense_shape)]
+            sparse.append(True)
+        else:
+            results.append(_ops.convert_to_tensor(g))
+            sparse.append(False)
+    return results, sparse
+
+
+def _gradients_from(outputs, mask, sparse) -> list:
+    """A backward call's ``outputs`` back as one gradient (or None) per input, ``mask`` saying
+    which have one and ``sparse`` which of those are ``IndexedSlices``."""
+    it, kinds = iter(outputs), iter(sparse)
+    grads = []
+    for has in mask:
+        if not has:
+            grads.append(None)
+        elif next(kinds):
+            grads.append(_gradients.IndexedSlices(next(it), next(it), next(it)))
+        else:
+            grads.append(next(it))
+    return grads
 
 
 def _same_trace(fg, xs, concrete) -> bool:

@@ -694,3 +694,37 @@ def test_differentiated_calls_with_tensor_arrays_and_changed_python_state(eager)
     assert float(y) == 2.0
     with pytest.raises(ValueError, match="builds another graph now"):
         tape.gradient(y, x)
+
+
+def test_the_gradient_of_a_traced_gather_stays_sparse(eager):
+    """A gather inside a traced function gives ``IndexedSlices`` through the call, as TF's
+    (it had been a dense table-sized gradient): under a tape, and under TF 1.x
+    ``tf.gradients`` of a call in a graph; the values equal eager execution's."""
+    table = tf.Variable(np.arange(40, dtype=np.float32).reshape(10, 4) / 10)
+    ids = tf.constant([1, 3, 3])
+
+    def loss():
+        return tf.reduce_sum(tf.gather(table, ids) ** 2)
+
+    grads = []
+    for fn in (loss, tf.function(loss)):
+        with tf.GradientTape() as tape:
+            y = fn()
+        g = tape.gradient(y, table)
+        assert isinstance(g, tf.IndexedSlices)
+        grads.append(tf.math.unsorted_segment_sum(g.values, g.indices, 10).numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])
+    want = np.zeros((10, 4), np.float32)
+    np.add.at(want, [1, 3, 3], 2 * table.numpy()[[1, 3, 3]])
+    np.testing.assert_allclose(grads[1], want, rtol=1e-6)
+
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.get_variable("v", initializer=np.ones((5, 2), np.float32), use_resource=True)
+        f = tf.function(lambda i: tf.reduce_sum(tf.gather(v, i)))
+        grad = tf.gradients(f(tf.constant([0, 2])), v)[0]
+        assert isinstance(grad, tf.IndexedSlices)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            value = sess.run(grad)
+    assert value.indices.tolist() == [0, 2] and value.values.tolist() == [[1, 1], [1, 1]]
