@@ -317,6 +317,9 @@ class _Batch(DatasetValue):
             yield from whole
             return
         it = self.source.elements()
+        if self.pad is not None:
+            yield from self._padded(it)
+            return
         while True:
             chunk = list(itertools.islice(it, self.size))
             # A failed element fails its batch, a short last one too; the batch's other
@@ -327,6 +330,23 @@ class _Batch(DatasetValue):
                 continue
             if not chunk or (self.drop and len(chunk) < self.size):
                 return
+            yield _made(self._combine, chunk)
+
+    def _padded(self, it):
+        """``padded_batch``: a failed element fails the batch at once, the elements gathered
+        before it are gone and the next batch starts after it (TF 2.21's, where ``batch``
+        reads its whole batch first)."""
+        chunk = []
+        for element in it:
+            if element.__class__ is Failure:
+                chunk = []
+                yield element
+                continue
+            chunk.append(element)
+            if len(chunk) == self.size:
+                yield _made(self._combine, chunk)
+                chunk = []
+        if chunk and not self.drop:
             yield _made(self._combine, chunk)
 
     def _combine(self, chunk) -> tuple:
@@ -400,11 +420,21 @@ class _Shuffle(DatasetValue):
             key, seed = self.key, [self.take_pass()]
         rng = np.random.default_rng(key + seed if self.reshuffle else key)
         it = self.source.elements()
-        buffer = list(itertools.islice(it, self.size))
+        buffer = []
+        for element in it:  # a failed element is raised as it comes, never buffered (TF's)
+            if element.__class__ is Failure:
+                yield element
+                continue
+            buffer.append(element)
+            if len(buffer) == self.size:
+                break
         while buffer:
             i = int(rng.integers(len(buffer)))
             out = buffer[i]
             refill = next(it, None)
+            while refill is not None and refill.__class__ is Failure:
+                yield refill
+                refill = next(it, None)
             if refill is None:
                 buffer[i] = buffer[-1]
                 buffer.pop()

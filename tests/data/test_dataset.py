@@ -563,19 +563,49 @@ def test_a_failed_element_is_raised_in_its_place_and_the_pass_goes_on():
         (bad.repeat(2), [1.0, err, 0.5, 0.25, err, 0.2] * 2),
     ]
     for ds, want in cases:
-        next_element = tf.data.make_one_shot_iterator(ds).get_next()
-        got = []
-        with tf.Session() as sess:
-            while True:
-                try:
-                    got.append(np.asarray(sess.run(next_element)).tolist())
-                except tf.errors.OutOfRangeError:
-                    break
-                except tf.errors.OpError as e:
-                    got.append(type(e))
-        assert len(got) == len(want), (got, want)
-        for g, w in zip(got, want):
-            if isinstance(w, type):
-                assert g is w, (got, want)
-            else:
-                np.testing.assert_allclose(g, w, rtol=1e-6)
+        got = _run_through(ds)
+        _check_elements(got, want)
+
+
+def _run_through(ds) -> list:
+    next_element = tf.data.make_one_shot_iterator(ds).get_next()
+    got = []
+    with tf.Session() as sess:
+        while True:
+            try:
+                got.append(np.asarray(sess.run(next_element)).tolist())
+            except tf.errors.OutOfRangeError:
+                return got
+            except tf.errors.OpError as e:
+                got.append(type(e))
+
+
+def _check_elements(got, want):
+    assert len(got) == len(want), (got, want)
+    for g, w in zip(got, want):
+        if isinstance(w, type):
+            assert g is w, (got, want)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_a_shuffle_raises_a_failed_element_as_it_comes_and_padded_batch_stops_at_it():
+    """TF 2.21: a failed element never enters a shuffle's buffer (the first get_next raises it
+    here) and is not counted by take; ``padded_batch`` fails at the failed element, losing
+    those gathered before it, and starts its next batch after it."""
+    err = tf.errors.InvalidArgumentError
+    fails_at_2 = tf.data.Dataset.range(10).map(
+        lambda x: tf.debugging.check_numerics(1.0 / tf.cast(x - 2, tf.float32), "inf"))
+    got = _run_through(fails_at_2.shuffle(5, seed=1))
+    assert got[0] is err and len(got) == 10
+    np.testing.assert_allclose(sorted(got[1:]), sorted(1.0 / (k - 2) for k in range(10)
+                                                       if k != 2), rtol=1e-6)
+    assert len(_run_through(fails_at_2.shuffle(5, seed=1).take(3))) == 4
+    fails_at_4 = tf.data.Dataset.range(10).map(
+        lambda x: tf.debugging.check_numerics(1.0 / tf.cast(x - 4, tf.float32), "inf") * 0
+        + tf.cast(x, tf.float32))
+    rows = fails_at_4.map(lambda x: tf.fill([tf.cast(x, tf.int32)], x))
+    got = _run_through(rows.padded_batch(3, padded_shapes=[None]))
+    assert got[1] is err and len(got) == 4
+    assert [[r[0] for r in batch] for batch in (got[0], got[2], got[3])] == \
+        [[0.0, 1.0, 2.0], [5.0, 6.0, 7.0], [8.0, 9.0]]
