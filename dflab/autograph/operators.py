@@ -153,9 +153,14 @@ def if_stmt(cond, body, orelse, state, names, where, live=None):
     return tuple(next(it) if keep else v for keep, v in zip(outs["mask"], state))
 
 
+def _tensor_of(leaf):
+    """The tensor a carried leaf travels as: a ``TensorArray``'s flow, or the tensor."""
+    return leaf._as_loop_var() if hasattr(leaf, "_as_loop_var") else leaf
+
+
 def _same_dtypes(main, other, name, where) -> None:
     for a, b in zip(nest.flatten(main), nest.flatten(other)):
-        a, b = (x._as_loop_var() if hasattr(x, "_as_loop_var") else x for x in (a, b))
+        a, b = _tensor_of(a), _tensor_of(b)
         if a.dtype.base_dtype != b.dtype.base_dtype:
             raise TypeError(f"'{name}' has dtype {a.dtype.base_dtype.name} in the main branch, "
                             f"but dtype {b.dtype.base_dtype.name} in the else branch ({where}).")
@@ -204,10 +209,13 @@ def set_loop_options(parallel_iterations=None, swap_memory=None, maximum_iterati
     return None
 
 
+# ``set_loop_options``' arguments, in order (the converter maps positional ones by them).
+LOOP_OPTIONS = ("parallel_iterations", "swap_memory", "maximum_iterations", "shape_invariants")
+
+
 def loop_options(**options) -> dict:
     """The options a converted loop's ``set_loop_options`` gave, checked (TF's names)."""
-    known = {"parallel_iterations", "swap_memory", "maximum_iterations", "shape_invariants"}
-    unknown = set(options) - known
+    unknown = set(options) - set(LOOP_OPTIONS)
     if unknown:
         raise TypeError(f"set_loop_options() got unexpected arguments: {sorted(unknown)}")
     return {k: v for k, v in options.items() if v is not None}
@@ -344,7 +352,7 @@ def _same_type(entering, after, allowed, name, where):
     iteration to the next; the messages are TF's, naming the variable."""
     flat_allowed = nest.flatten(allowed)
     for a, b, shape in zip(nest.flatten(entering), nest.flatten(after), flat_allowed):
-        a, b = (x._as_loop_var() if hasattr(x, "_as_loop_var") else x for x in (a, b))
+        a, b = _tensor_of(a), _tensor_of(b)
         if a.dtype.base_dtype != b.dtype.base_dtype:
             raise TypeError(f"'{name}' has dtype {a.dtype.base_dtype.name} before the loop at "
                             f"{where}, but dtype {b.dtype.base_dtype.name} after one iteration.")
@@ -366,8 +374,7 @@ def _map_leaves(fn, value):
 def _shapes_of(value):
     """The shapes a carried value's tensors keep from one iteration to the next (the loop's
     default shape invariants)."""
-    return nest.map_structure(
-        lambda x: (x._as_loop_var() if hasattr(x, "_as_loop_var") else x).shape, value)
+    return nest.map_structure(lambda x: _tensor_of(x).shape, value)
 
 
 class _StagingGraph(Graph):

@@ -509,9 +509,6 @@ class _Control(ast.NodeTransformer):
         return [ast.copy_location(x, node) for x in (body_fn, stmt)]
 
 
-_LOOP_OPTIONS = ("parallel_iterations", "swap_memory", "maximum_iterations", "shape_invariants")
-
-
 def _is_loop_options(stmt) -> bool:
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return False
@@ -530,7 +527,7 @@ def _take_loop_options(node) -> list:
     keywords = []
     for call in calls:
         keywords += [ast.keyword(arg=name, value=arg)
-                     for name, arg in zip(_LOOP_OPTIONS, call.args)] + call.keywords
+                     for name, arg in zip(operators.LOOP_OPTIONS, call.args)] + call.keywords
     return [ast.keyword(arg="opts", value=_call(_ag("loop_options"), [], keywords))]
 
 

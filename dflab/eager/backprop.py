@@ -44,10 +44,11 @@ def _differentiable(dtype) -> bool:
 
 
 # The dtypes a tape follows, as a set: ``record`` asks for every output of every op it keeps.
-_GRADIENT_CALLS = itertools.count()
 _DIFFERENTIABLE = frozenset(_dt.as_dtype(name) for base in (
     "float16", "float32", "float64", "complex64", "complex128") for name in (base, base + "_ref")
 ) | {_dt.resource}
+# Numbers each ``gradient`` call's TensorArray gradient source (``_backward``).
+_GRADIENT_CALLS = itertools.count()
 
 
 class GradientTape:
@@ -199,11 +200,11 @@ class GradientTape:
         # variable, not a name scope: entering one eagerly cost each call 6 us.)
         token = _ta.EAGER_GRADIENT_SOURCE.set(f"gradients_eager_{next(_GRADIENT_CALLS)}")
         try:
-            return self._backward_in_scope(targets, sources, output_gradients, unconnected)
+            return self._differentiate(targets, sources, output_gradients, unconnected)
         finally:
             _ta.EAGER_GRADIENT_SOURCE.reset(token)
 
-    def _backward_in_scope(self, targets, sources, output_gradients, unconnected):
+    def _differentiate(self, targets, sources, output_gradients, unconnected):
         grads: dict[int, list] = {}
         for k, y in enumerate(targets):
             y = _ops.convert_to_tensor(y)
