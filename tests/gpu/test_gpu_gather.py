@@ -84,3 +84,27 @@ def test_a_word2vec_step_with_sparse_updates_is_captured(strict_gpu):
     assert part.replay.replays == 5
     np.testing.assert_allclose(losses, want_losses, rtol=1e-6)
     np.testing.assert_allclose(emb, want_emb, rtol=1e-6)
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_unsorted_segment_sum_scatters_into_zeros_and_drops_ids_out_of_range(strict_gpu, counts,
+                                                                            index_dtype):
+    import strict_cupy
+
+    data = RNG.normal(size=(6, 2, 3)).astype(np.float32)
+    ids = np.array([2, 0, 2, 7, -1, 3], index_dtype)  # 7 and -1 are out of [0, 5)
+    with tf.device("/gpu:0"):
+        d = tf.constant(data)
+        y = tf.unsorted_segment_sum(d, tf.constant(ids), 5)
+    with tf.Session(config=_config()) as s:
+        s.run(y)
+        counts.reset()
+        strict_cupy.transfers.clear()
+        got = s.run(y)
+    want = np.zeros((5, 2, 3), np.float32)
+    for i, row in zip(ids, data):
+        if 0 <= i < 5:  # TF's GPU kernel drops the others (its CPU kernel raises)
+            want[i] += row
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert counts.by_name[f"dflab_scatter_add_{np.dtype(index_dtype).name}_float32"] == 1
+    assert strict_cupy.transfers["device_to_host"] == 1  # the fetch: no id read on the host

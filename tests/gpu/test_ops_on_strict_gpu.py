@@ -20,14 +20,15 @@ READS_DEVICE_VALUES = [
 ]
 # Where TF's GPU kernels behave otherwise by design, checking no index or label on the host (a
 # captured step cannot): a sparse cross-entropy's label out of range is NaN, a gather's index
-# out of range gives zeros, a scatter's is skipped (test_gpu_nn_kernels.py and
-# test_gpu_gather.py check the GPU's behaviour).
+# out of range gives zeros, a scatter's (and a segment sum's) is skipped
+# (test_gpu_nn_kernels.py and test_gpu_gather.py check the GPU's behaviour).
 GPU_BEHAVES_OTHERWISE = [
     "tests/ops/test_nn_ops.py::test_sparse_softmax_xent_out_of_range_label",
     "tests/ops/test_array_ops.py::test_run_time_errors[gather_index]",
     "tests/ops/test_array_ops.py::test_run_time_errors[gather_negative]",
     "tests/ops/test_array_ops.py::test_gather_error_names_the_op",
     "tests/ops/test_state_ops.py::test_scatter_out_of_range_is_invalid_argument",
+    "tests/ops/test_math_ops.py::test_unsorted_segment_sum_id_out_of_range_is_invalid_argument",
 ]
 
 

@@ -1056,6 +1056,9 @@ def test_unsorted_segment_sum_errors():
         tf.unsorted_segment_sum(tf.zeros([4, 2]), tf.constant([0, 1, 2]), 3)
     with pytest.raises(TypeError):
         tf.unsorted_segment_sum(tf.zeros([3]), tf.constant([0.0, 1.0, 2.0]), 3)
+
+
+def test_unsorted_segment_sum_id_out_of_range_is_invalid_argument():
     ids = tf.placeholder(tf.int32, [3])
     with pytest.raises(tf.errors.InvalidArgumentError, match="out of range"):
         run(tf.unsorted_segment_sum(tf.zeros([3]), ids, 2), {ids: [0, 1, 2]})

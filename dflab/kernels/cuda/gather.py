@@ -2,7 +2,8 @@
 captured step cannot do): ``GatherV2`` and ``ResourceGather`` gather rows (an index out of
 range gives zeros, as TF's GPU kernel), ``Scatter{Add,Sub}`` and their resource forms add rows
 atomically into the variable's own buffer (repeated indices accumulate; one out of range is
-skipped, as on TF's GPUs), through ``state_kernels.register_device_scatter``.
+skipped, as on TF's GPUs), through ``state_kernels.register_device_scatter``, and
+``UnsortedSegmentSum`` scatters its rows into zeros the same way.
 
 Float32 and float64 values, int32 and int64 indices; other dtypes, and updates that broadcast,
 run the shared kernels.
@@ -139,3 +140,22 @@ def _device_scatter(sign):
 
 register_device_scatter("GPU", "add", _device_scatter(1))
 register_device_scatter("GPU", "subtract", _device_scatter(-1))
+
+
+@kernel("UnsortedSegmentSum", GPU, host_memory_inputs=(2,))
+def _unsorted_segment_sum_gpu(node, ctx):
+    """The sums as zeros and one atomic scatter, reading no id on the host (a Gather's
+    gradient, densified, in a loop): an id out of range is dropped, as TF's GPU kernel drops
+    it (the CPU's raises). Other dtypes run the shared kernel."""
+    shared, xp = get_kernel_def(node, "CPU").factory(node, ctx), ctx.xp
+    scatter = _device_scatter(1)
+
+    def segment_sum(data, ids, num_segments):
+        n = int(np.ravel(host(num_segments))[0])
+        if n >= 0 and isinstance(data, xp.ndarray) and hasattr(ids, "ndim"):
+            out = xp.zeros((n,) + tuple(data.shape[ids.ndim:]), data.dtype)
+            if scatter(xp, out, ids, data):
+                return out
+        return shared(data, ids, num_segments)
+
+    return segment_sum
