@@ -88,20 +88,20 @@ def _read_ref(ref):
 _read_ref.accepts_refs = True
 
 
-@kernel("Identity")
+@kernel("Identity", routes_only=True)
 def _identity_k(node, ctx):
     return _read_ref if node.input_types[0].is_ref_dtype else _identity
 
 
-register_kernel("PlaceholderWithDefault", fn=_identity)
-register_kernel("StopGradient", fn=_identity)
+register_kernel("PlaceholderWithDefault", fn=_identity, routes_only=True)
+register_kernel("StopGradient", fn=_identity, routes_only=True)
 
 
 def _no_op():
     return None
 
 
-register_kernel("NoOp", fn=_no_op)
+register_kernel("NoOp", fn=_no_op, routes_only=True)
 
 
 # --- shapes -----------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def _own_copy(error, node):
     return error
 
 
-@kernel("_Send", ANY_DEVICE, takes_step=True)
+@kernel("_Send", ANY_DEVICE, takes_step=True, routes_only=True)
 def _send(node, ctx):
     key_in = _key_maker(node)
 

@@ -43,7 +43,7 @@ _forward.accepts_refs = True
 
 
 for _op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration"):
-    register_kernel(_op, ANY_DEVICE, fn=_forward)
+    register_kernel(_op, ANY_DEVICE, fn=_forward, routes_only=True)
 
 
 def _predicate(node, pred) -> bool:
@@ -54,8 +54,8 @@ def _predicate(node, pred) -> bool:
     return bool(pred)
 
 
-@kernel("Switch", ANY_DEVICE)
-@kernel("RefSwitch", ANY_DEVICE)
+@kernel("Switch", ANY_DEVICE, routes_only=True)
+@kernel("RefSwitch", ANY_DEVICE, routes_only=True)
 def _switch(node, ctx):
     def switch(data, pred):
         return (DEAD, data) if _predicate(node, pred) else (data, DEAD)
@@ -64,7 +64,7 @@ def _switch(node, ctx):
     return switch
 
 
-@kernel("LoopCond", ANY_DEVICE)
+@kernel("LoopCond", ANY_DEVICE, routes_only=True)
 def _loop_cond(node, ctx):
     def loop_cond(pred):
         _predicate(node, pred)
@@ -77,8 +77,8 @@ def _merge(value, index):
     return value, np.int32(index)
 
 
-register_kernel("Merge", ANY_DEVICE, fn=_merge)
-register_kernel("RefMerge", ANY_DEVICE, fn=_merge)
+register_kernel("Merge", ANY_DEVICE, fn=_merge, routes_only=True)
+register_kernel("RefMerge", ANY_DEVICE, fn=_merge, routes_only=True)
 
 
 @kernel("Assert", host_only=True)
@@ -108,7 +108,7 @@ class _Accumulator:
         return f"<accumulator of {self.name}: {len(self.values)} values>"
 
 
-@kernel("_LoopAccumulator")
+@kernel("_LoopAccumulator", routes_only=True)
 def _accumulator_kernel(node, ctx):
     name = node.attr.get("tensor_name", node.name)
     return lambda: _Accumulator(name)
@@ -122,10 +122,10 @@ def _push(acc, value, *index):
     return np.int32(0)
 
 
-register_kernel("_LoopAccumulatorPush", fn=_push)
+register_kernel("_LoopAccumulatorPush", fn=_push, routes_only=True)
 
 
-@kernel("_LoopAccumulatorGet")
+@kernel("_LoopAccumulatorGet", routes_only=True)
 def _get_kernel(node, ctx):
     def get(acc, *index):
         key = tuple(int(i) for i in index)

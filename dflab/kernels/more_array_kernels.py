@@ -23,8 +23,8 @@ def _identity(x):
     return x
 
 
-register_kernel("IdentityN", fn=_identity_n)
-register_kernel("GuaranteeConst", fn=_identity)
+register_kernel("IdentityN", fn=_identity_n, routes_only=True)
+register_kernel("GuaranteeConst", fn=_identity, routes_only=True)
 
 
 @kernel("EnsureShape")

@@ -23,8 +23,11 @@ What a kernel needs of its device is declared where it is registered, as TF's
 ``host_memory_outputs`` (outputs it leaves in host memory: a ``Shape``'s), each as input or
 output positions or, for the rare kernel where they depend on the node, a function of its node
 def; ``host_only``: the op runs only on host devices (TF registers it only for CPUs: queues,
-save/restore, summaries…). A device reads these when it binds the kernel
-(``Device.bind_kernel``); nothing else keeps lists of op names.
+save/restore, summaries…); ``routes_only``: the kernel only passes values on (control flow,
+identities, loop accumulators), so on an accelerator it issues no work and takes each value
+where it is (TF registers such kernels on GPUs with every int32 port in host memory): a loop
+counter stays on the host and its condition is never read back from the device. A device reads
+these when it binds the kernel (``Device.bind_kernel``); nothing else keeps lists of op names.
 
 The placer asks ``has_kernel`` which device types can run an op; a missing kernel is an error
 naming the op type and device.
@@ -66,6 +69,8 @@ class KernelDef:
     host_memory_outputs: HostMemory = ()
     # Registered for host devices only, never mirrored onto accelerators (TF: CPU-only).
     host_only: bool = False
+    # Only passes values on: bound as it is on every device (see the module docstring).
+    routes_only: bool = False
 
     def host_inputs(self, node_def) -> frozenset[int]:
         """The positions of ``node_def``'s data inputs this kernel reads in host memory."""
@@ -97,7 +102,8 @@ def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None 
                     xp: str | Callable | None = None, factory: Callable | None = None,
                     quiet_fp: bool = False, elementwise: bool = False, takes_step: bool = False,
                     is_async: bool = False, host_memory_inputs: HostMemory = (),
-                    host_memory_outputs: HostMemory = (), host_only: bool = False) -> None:
+                    host_memory_outputs: HostMemory = (), host_only: bool = False,
+                    routes_only: bool = False) -> None:
     """Register a kernel for ``op_type`` on ``device_types`` (see the module docstring for the
     forms and the host-memory declarations). ``quiet_fp``: the op may legitimately produce
     inf/NaN (see ``quiet``). ``elementwise`` (with ``xp=``): the function is elementwise and
@@ -116,11 +122,12 @@ def register_kernel(op_type: str, device_types=("CPU",), *, fn: Callable | None 
     # sys._getframe, not inspect.stack(): the latter reads source files for every frame.
     frame = sys._getframe(1)
     _register(op_type, device_types, factory, takes_step, is_async, host_memory_inputs,
-              host_memory_outputs, host_only, f"{frame.f_code.co_filename}:{frame.f_lineno}")
+              host_memory_outputs, host_only, f"{frame.f_code.co_filename}:{frame.f_lineno}",
+              routes_only)
 
 
 def _register(op_type, device_types, factory, takes_step, is_async, host_memory_inputs,
-              host_memory_outputs, host_only, site) -> None:
+              host_memory_outputs, host_only, site, routes_only=False) -> None:
     if isinstance(device_types, str):
         device_types = (device_types,)
     device_types = tuple(dt.upper() for dt in device_types)
@@ -135,7 +142,7 @@ def _register(op_type, device_types, factory, takes_step, is_async, host_memory_
             raise KeyError(f"Kernel for {op_type} on {dt} already registered at "
                            f"{_KERNELS[key].site}")
         _KERNELS[key] = KernelDef(op_type, dt, factory, takes_step or is_async, site,
-                                  is_async, inputs, outputs, host_only)
+                                  is_async, inputs, outputs, host_only, routes_only)
 
 
 def _host_memory(op_type: str, spec: HostMemory) -> HostMemory:
@@ -190,7 +197,8 @@ def split_elementwise(fn: Callable, node_def, ctx) -> Callable:
 
 def kernel(op_type: str, device_types=("CPU",), takes_step: bool = False,
            is_async: bool = False, *, host_memory_inputs: HostMemory = (),
-           host_memory_outputs: HostMemory = (), host_only: bool = False):
+           host_memory_outputs: HostMemory = (), host_only: bool = False,
+           routes_only: bool = False):
     """Decorator form: registers the decorated *factory* ``(node_def, ctx) -> fn`` (the other
     arguments as ``register_kernel``'s)."""
     frame = sys._getframe(1)  # where the decorator is applied: what a duplicate names
@@ -198,7 +206,7 @@ def kernel(op_type: str, device_types=("CPU",), takes_step: bool = False,
 
     def deco(factory):
         _register(op_type, device_types, factory, takes_step, is_async, host_memory_inputs,
-                  host_memory_outputs, host_only, site)
+                  host_memory_outputs, host_only, site, routes_only)
         return factory
 
     return deco

@@ -283,6 +283,18 @@ class Device:
             return value
         return self.xp.asarray(value)
 
+    @property
+    def kernel_scope(self):
+        """What a thread running this device's kernels enters once per run of a partition
+        (a context manager, re-entrant on one thread), or None: nothing (host devices)."""
+        return None
+
+    def accept(self, value):
+        """A host value arriving on this device (a step's feed, a tensor received from a host
+        device) where this device keeps it: in its memory (``from_host``), but for what an
+        accelerator keeps in host memory (a GPU's int32 tensors)."""
+        return self.from_host(value)
+
     def to_host(self, value):
         """``value`` (an array of this device) as a host NumPy array."""
         if self.memory_space == HOST_MEMORY or not _is_array(value):
@@ -296,7 +308,7 @@ class Device:
         an accelerator may replace with a direct one."""
         if dst.memory_space == self.memory_space or not _is_array(value):
             return value
-        return dst.from_host(self.to_host(value))
+        return dst.accept(self.to_host(value))
 
     def sync(self) -> None:
         """Wait for everything issued to this device's streams."""

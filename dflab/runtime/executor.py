@@ -137,6 +137,9 @@ class Execution:
         self.rendezvous = None
         self._pool = None
         self._stream = None  # the device's stream, when expensive nodes run one at a time
+        # What a thread running this step's kernels enters once per run (a GPU's device,
+        # stream and memory pool: ``Device.kernel_scope``), instead of once per kernel.
+        self.scope = None
         # Fused loops only when the step runs unobserved: stepping and tracing see real frames.
         self._fuse = False
         self._finished = None  # created by start(): the straight-line driver needs none
@@ -558,9 +561,14 @@ class Execution:
         expensive kernel holds it while it runs (as ``run_dataflow`` does). Kernels run with
         NumPy's floating-point errors ignored (as every driver runs them: TF is silent)."""
         token = ignore_fp_errors()
+        scope = self.scope
+        if scope is not None:
+            scope.__enter__()
         try:
             self._run_inline(stream)
         finally:
+            if scope is not None:
+                scope.__exit__(None, None, None)
             restore_fp_errors(token)
 
     def _run_inline(self, stream) -> None:
@@ -710,6 +718,9 @@ class Execution:
         held = None
         later: list = []  # expensive nodes kept on this thread when not parallel
         token = ignore_fp_errors()
+        scope = self.scope
+        if scope is not None:
+            scope.__enter__()
         try:
             # A submitted node runs here as it is: it was already classified.
             pending = self._run_one(ready[0]) if direct else ready
@@ -741,6 +752,8 @@ class Execution:
         except BaseException as e:  # noqa: BLE001 - reported to the waiting caller
             self._fail(e)
         finally:
+            if scope is not None:
+                scope.__exit__(None, None, None)
             restore_fp_errors(token)
 
     # --- results ------------------------------------------------------------------------------

@@ -74,6 +74,51 @@ class CudaStream(Stream):
         self.cuda.synchronize()
 
 
+class _Entered(threading.local):
+    depth = 0  # how many runs of this thread are inside the scope
+    left = None  # what the outermost one entered, to exit in turn
+
+
+class KernelScope:
+    """A GPU's CUDA device, compute stream and memory pool made current on the calling thread
+    for a whole run of a partition (``Device.kernel_scope``; re-entrant on one thread): its
+    kernels (``GPUDevice.launch``) then skip entering the three, which cost a third of a small
+    kernel's launch on a real GPU."""
+
+    __slots__ = ("_enter", "here")
+
+    def __init__(self, enter):
+        self._enter = enter  # () -> the context managers to enter, in order
+        self.here = _Entered()
+
+    def __enter__(self):
+        here = self.here
+        if not here.depth:
+            entered = []
+            try:
+                for cm in self._enter():
+                    cm.__enter__()
+                    entered.append(cm)
+            except BaseException:
+                _exit_all(entered)
+                raise
+            here.left = entered
+        here.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        here = self.here
+        here.depth -= 1
+        if not here.depth:
+            left, here.left = here.left, None
+            _exit_all(left)
+
+
+def _exit_all(entered) -> None:
+    for cm in reversed(entered):
+        cm.__exit__(None, None, None)
+
+
 class PoolMemory(DeviceMemory):
     """A GPU's memory account read from its CuPy memory pool: bytes in use and reserved are
     the pool's, the peak is the largest in-use figure seen at an allocation."""
@@ -154,6 +199,9 @@ class GPUDevice(Device):
         with self.cuda_device:
             self.libraries = GPULibraries(cupy, streams["compute"], self._allocate, cublas,
                                           cudnn, allow_tf32, missing)
+        self._kernel_scope = KernelScope(lambda: (
+            self.cuda_device, self.streams["compute"].cuda,
+            self.cupy.cuda.using_allocator(self._allocate)))
         self.context = GPUKernelContext(self.name, self.kernel_device_type, cupy,
                                         self.resources, owner, self.bind_kernel,
                                         gpu=self.libraries)
@@ -180,6 +228,10 @@ class GPUDevice(Device):
             finally:
                 self._retained = None
 
+    @property
+    def kernel_scope(self) -> KernelScope:
+        return self._kernel_scope
+
     def issuing(self):
         """The lock held while work is issued to this device from Python (a kernel, a copy,
         a graph launch): work issued under it is ordered on the compute stream as one whole,
@@ -190,8 +242,11 @@ class GPUDevice(Device):
         """``fn`` as this GPU runs it (``launch``), with the inputs ``kernel_def`` declares host
         memory left on the host and its host kernel as the twin for integer shape arithmetic.
         An asynchronous kernel (a ``_Recv``) is left as it is: it computes nothing, and its
-        wait must hold no stream."""
-        if kernel_def.is_async:
+        wait must hold no stream; so is one that only routes values (``routes_only``: a loop's
+        Merge, Switch, Enter, an Identity), which takes a host value (a loop counter) as it is,
+        so that the loop's condition is never read back from the device, and saves a
+        launch's bookkeeping on every node of every iteration."""
+        if kernel_def.is_async or kernel_def.routes_only:
             return fn
         lead = 1 if kernel_def.takes_step else 0  # fn(step, *inputs)
         if _only_device_values(node_def):
@@ -217,6 +272,7 @@ class GPUDevice(Device):
         using_allocator, allocate = self.cupy.cuda.using_allocator, self._allocate
         to_device = self._inputs_to_device
         issue = self._issue
+        here = self._kernel_scope.here
         twin = [None]
         copies: dict = {}  # input position -> (frozen host array, its device copy)
 
@@ -225,13 +281,18 @@ class GPUDevice(Device):
                 if twin[0] is None:
                     twin[0] = host_twin()
                 out = twin[0](*args)
-                if _integer_values(out):
+                if _stays_on_host(out):
                     return out
-                # A Cast of shape arithmetic to float: host values are integers (kernels
-                # whose inputs are all floating point take device values only), so it goes
-                # to the device.
+                # A Cast of shape arithmetic to float, or a mask (``time >= lengths`` in
+                # dynamic_rnn): it goes to the device once, where its consumers (a product,
+                # a Select) read it (see ``_stays_on_host``).
                 with issue, device, stream, using_allocator(allocate):
-                    return self._floats_to_device(out)
+                    return self._to_device_unless_host(out)
+            if here.depth:  # a run of this device's partition: all three are current
+                with issue:
+                    if host_inputs is not None:
+                        args = to_device(args, host_inputs, lead, copies)
+                    return fn(*args)
             with issue, device, stream, using_allocator(allocate):
                 if host_inputs is not None:
                     args = to_device(args, host_inputs, lead, copies)
@@ -256,13 +317,12 @@ class GPUDevice(Device):
                 out[i] = self._device_copy(a, i, copies)
         return args if out is None else out
 
-    def _floats_to_device(self, out):
-        """A host kernel's outputs with each non-integer host value moved to this device."""
+    def _to_device_unless_host(self, out):
+        """A host kernel's outputs with each one that does not stay in host memory
+        (``_stays_on_host``) moved to this device."""
         if isinstance(out, (tuple, list)):
-            return type(out)(self._floats_to_device(o) for o in out)
-        if isinstance(out, (np.ndarray, np.generic)) and out.dtype.kind not in "iub":
-            return self._to_device(np.asarray(out))
-        return out
+            return type(out)(self._to_device_unless_host(o) for o in out)
+        return out if _stays_on_host(out) else self._to_device(np.asarray(out))
 
     def _device_copy(self, a: np.ndarray, i: int, copies: dict):
         if not a.flags.writeable:
@@ -296,6 +356,16 @@ class GPUDevice(Device):
         out = self.empty(host.shape, host.dtype)
         self.copy_from_host(out, host)
         return out
+
+    def accept(self, value):
+        """A host value arriving on this GPU (a feed, a tensor received from a host device):
+        an int32 one stays in host memory, as TF keeps a GPU's int32 tensors (shapes, sizes,
+        lengths), so that a fed sequence length bounds a loop on the host and the loop's
+        condition is never read back from the device (a kernel that needs it on the device
+        copies it there: ``launch``); any other is copied here (``from_host``)."""
+        if isinstance(value, (np.ndarray, np.generic)) and value.dtype == np.int32:
+            return value
+        return self.from_host(value)
 
     def empty(self, shape, dtype):
         """An uninitialized array on this GPU, from its memory pool."""
@@ -338,10 +408,10 @@ class GPUDevice(Device):
         if dst is self or not _is_array(value):
             return value
         if isinstance(value, (np.ndarray, np.generic)):  # a host value (a token, a shape)
-            return dst.from_host(value)
+            return dst.accept(value)
         if isinstance(dst, GPUDevice) and dst.cupy is self.cupy:
             return self._copy_to_gpu(value, dst)
-        return dst.from_host(self.to_host(value))
+        return dst.accept(self.to_host(value))
 
     def _copy_to_gpu(self, value, dst: GPUDevice):
         produced = self.streams["compute"].cuda.record()
@@ -395,11 +465,17 @@ def _only_device_values(node_def) -> bool:
                and np.dtype(t.as_numpy_dtype).kind in "fc" for t in types)
 
 
-def _integer_values(out) -> bool:
-    """Whether a host kernel's outputs ``out`` are all integer or boolean host values."""
+def _stays_on_host(out) -> bool:
+    """Whether a host kernel's outputs ``out`` (run on integer host values: shape arithmetic)
+    all stay in host memory on a GPU: integers (shapes, sizes, counters) and boolean scalars
+    (the predicate of a loop or a branch, read on the host). A float or a boolean mask goes
+    to the device, where its consumers read it: copied once there, not once per consumer."""
     if isinstance(out, (tuple, list)):
-        return all(_integer_values(o) for o in out)
-    return not isinstance(out, (np.ndarray, np.generic)) or out.dtype.kind in "iub"
+        return all(_stays_on_host(o) for o in out)
+    if not isinstance(out, (np.ndarray, np.generic)):
+        return True
+    kind = out.dtype.kind
+    return kind in "iu" or (kind == "b" and out.ndim == 0)
 
 
 def _all_host_integers(args, lead: int) -> bool:

@@ -133,7 +133,7 @@ class RegisteredPartition:
     the device whose memory its feeds and fetches cross into and out of (None: host memory)."""
 
     __slots__ = ("handle", "device", "executor_plan", "feed_index", "cheap_start", "stream",
-                 "memory", "_feeds_as_given", "replay", "_replay_reason", "steps")
+                 "memory", "scope", "_feeds_as_given", "replay", "_replay_reason", "steps")
 
     def __init__(self, handle: int, device: str, executor_plan: ExecutorPlan, feed_index,
                  stream, memory=None):
@@ -144,6 +144,8 @@ class RegisteredPartition:
         self.cheap_start = _cheap_until_recv(executor_plan)
         self.stream = stream
         self.memory = memory
+        # What a thread running its kernels enters once per run (``Device.kernel_scope``).
+        self.scope = memory.kernel_scope if memory is not None else None
         # The common case (a whole plan in host memory) takes the step's feeds as they come:
         # Session.run's fixed cost is measured in microseconds.
         self._feeds_as_given = memory is None and self.feed_index == tuple(range(len(feed_index)))
@@ -165,13 +167,13 @@ class RegisteredPartition:
         return self._replay_reason
 
     def feeds(self, feed_values) -> list:
-        """The step's fed values this partition takes, in its device's memory (fed values
-        arrive in host memory, like TF's client feeds)."""
+        """The step's fed values this partition takes, where its device keeps them (fed values
+        arrive in host memory, like TF's client feeds; ``Device.accept``)."""
         if self._feeds_as_given and len(feed_values) == len(self.feed_index):
             return feed_values
         values = [feed_values[k] for k in self.feed_index]
         if self.memory is not None:
-            values = [self.memory.from_host(v) for v in values]
+            values = [self.memory.accept(v) for v in values]
         return values
 
     def fetch_values(self, execution) -> list:
@@ -541,6 +543,7 @@ class Worker:
             feed_values = part.feeds(feed_values)
         ex = Execution(eplan, feed_values, step_id)
         ex.device = part.device
+        ex.scope = part.scope
         ex.observer = observer
         if self._pins_blas and eplan.n_expensive:
             intra_op.pin_blas()
@@ -586,6 +589,7 @@ class Worker:
             ex = Execution(part.executor_plan, part.feeds(feed_values), step_id)
             ex.rendezvous = rendezvous
             ex.device = part.device
+            ex.scope = part.scope
             ex.error_callback = group.failed
             ex.observer = observer
             execs.append(ex)

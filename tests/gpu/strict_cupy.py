@@ -338,6 +338,14 @@ transfers: collections.Counter = collections.Counter()
 transfer_bytes: collections.Counter = collections.Counter()
 
 
+def _read_on_host(array) -> None:
+    """A device value read on the host (``bool(x)``, ``int(x)``, ``x.item()``): on a GPU a
+    copy to the host that waits for the stream, so it counts as one."""
+    _refuse_while_capturing("reading a device value on the host")
+    transfers["device_to_host"] += 1
+    transfer_bytes["device_to_host"] += array.nbytes
+
+
 def alloc_pinned_memory(nbytes):
     pinned_allocations.append(nbytes)
     return bytearray(nbytes)
@@ -434,27 +442,27 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     # CuPy allows these (they synchronize), except while a stream is capturing
     def __float__(self):
-        _refuse_while_capturing("reading a device value on the host")
+        _read_on_host(self)
         return float(self._a)
 
     def __int__(self):
-        _refuse_while_capturing("reading a device value on the host")
+        _read_on_host(self)
         return int(self._a)
 
     def __index__(self):
-        _refuse_while_capturing("reading a device value on the host")
+        _read_on_host(self)
         return self._a.__index__()
 
     def __bool__(self):
-        _refuse_while_capturing("reading a device value on the host")
+        _read_on_host(self)
         return bool(self._a)
 
     def __complex__(self):
-        _refuse_while_capturing("reading a device value on the host")
+        _read_on_host(self)
         return complex(self._a)
 
     def item(self):
-        _refuse_while_capturing("reading a device value on the host")
+        _read_on_host(self)
         return self._a.item()
 
     def tolist(self):

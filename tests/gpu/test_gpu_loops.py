@@ -1,0 +1,120 @@
+"""Loops on a GPU keep their bookkeeping on the host, as TF's GPU kernels do: int32 values
+(a loop counter, a fed sequence length and what is computed from them) stay in host memory,
+and the kernels that only route values (Enter, Merge, Switch, NextIteration, Exit, Identity,
+a loop's accumulators) take them as they are. So a loop's condition is never read back from
+the device (a read waits for every kernel issued before it), and a run of a partition enters
+the GPU's device, stream and memory pool once, not once per kernel."""
+
+import numpy as np
+import pytest
+import strict_cupy
+
+import dflab as tf
+
+
+def _dynamic_rnn_step(seq_max=6, batch=8, hidden=5):
+    """A classic dynamic_rnn training step (an LSTM over sequences of different lengths, fed),
+    its fetches and feed."""
+    x = tf.placeholder(tf.float32, [None, seq_max, 3])
+    seqlen = tf.placeholder(tf.int32, [None])
+    cell = tf.nn.rnn_cell.BasicLSTMCell(hidden)
+    outputs, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32, sequence_length=seqlen)
+    index = tf.range(0, tf.shape(outputs)[0]) * seq_max + (seqlen - 1)
+    last = tf.gather(tf.reshape(outputs, [-1, hidden]), index)
+    loss = tf.reduce_mean(tf.square(last))
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    rng = np.random.default_rng(5)
+    feed = {x: rng.normal(size=(batch, seq_max, 3)).astype(np.float32),
+            seqlen: rng.integers(1, seq_max + 1, batch).astype(np.int32)}
+    return [train, loss], feed
+
+
+def _losses(config, steps=3):
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(3)
+        fetches, feed = _dynamic_rnn_step()
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g, config=config) as s:
+        s.run(init)
+        out = [s.run(fetches, feed)[1]]
+        strict_cupy.transfers.clear()
+        out += [s.run(fetches, feed)[1] for _ in range(steps - 1)]
+        reads = strict_cupy.transfers["device_to_host"] / (steps - 1)
+    return out, reads
+
+
+def test_a_dynamic_rnn_step_reads_nothing_back_but_its_fetch(strict_gpu):
+    losses, reads = _losses(tf.ConfigProto(dflab={"gpu_allow_tf32": False}))
+    cpu_losses, _ = _losses(tf.ConfigProto(device_count={"GPU": 0}))
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-5)
+    # One read per step: the fetched loss. The loop's counter, its bound (the largest fed
+    # length) and its condition stay on the host; each had been read back every iteration.
+    assert reads == 1
+
+
+def test_an_int32_feed_stays_in_host_memory_and_a_float_feed_goes_to_the_gpu(strict_gpu):
+    n = tf.placeholder(tf.int32, [])
+    v = tf.placeholder(tf.float32, [3])
+    with tf.device("/gpu:0"):
+        total = tf.while_loop(lambda i, acc: i < n, lambda i, acc: (i + 1, acc * 2.0),
+                              [tf.constant(0), v])[1]
+    with tf.Session() as s:
+        s.run(total, {n: 2, v: np.ones(3, np.float32)})
+        strict_cupy.transfers.clear()
+        got = s.run(total, {n: 5, v: np.ones(3, np.float32)})
+    np.testing.assert_array_equal(got, np.full(3, 32.0, np.float32))
+    # The float feed is copied in and the result out; the bound and the loop's int32 counter
+    # are never on the device.
+    assert strict_cupy.transfers["host_to_device"] == 1
+    assert strict_cupy.transfers["device_to_host"] == 1
+
+
+def test_a_mask_computed_from_host_integers_goes_to_the_gpu_once(strict_gpu):
+    lengths = tf.placeholder(tf.int32, [4])
+    with tf.device("/gpu:0"):
+        mask = tf.range(4) < lengths  # shape arithmetic's twin on the host: a boolean mask
+        a = tf.constant(np.arange(4, dtype=np.float32))
+        y = tf.where(mask, a, -a) + tf.where(mask, 2 * a, a)
+    # Replay off: a captured step takes its feeds into device buffers of its own.
+    with tf.Session(config=tf.ConfigProto(dflab={"gpu_step_replay": False})) as s:
+        s.run(y, {lengths: [0, 1, 3, 3]})
+        strict_cupy.transfers.clear()
+        got = s.run(y, {lengths: [0, 1, 3, 3]})
+    m = np.arange(4) < np.array([0, 1, 3, 3])
+    a = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(got, np.where(m, a, -a) + np.where(m, 2 * a, a))
+    assert strict_cupy.transfers["host_to_device"] == 1  # the mask, once for both consumers
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_a_partition_run_enters_the_device_once_not_per_kernel(
+        strict_gpu, monkeypatch, replay):
+    from dflab.runtime import gpu as gpumod
+
+    entered = []
+    scope_enter = gpumod.KernelScope.__enter__
+
+    def counting_enter(self):
+        entered.append(self.here.depth)
+        return scope_enter(self)
+
+    monkeypatch.setattr(gpumod.KernelScope, "__enter__", counting_enter)
+    with tf.device("/gpu:0"):
+        x = tf.Variable(np.ones(4, np.float32))
+        y = x
+        for _ in range(20):
+            y = y * 1.5 + 1.0
+    config = tf.ConfigProto(dflab={"gpu_step_replay": replay})
+    with tf.Session(config=config) as s:
+        s.run(x.initializer)
+        entered.clear()
+        got = s.run(y)
+        gpu = s.devices["GPU:0"]
+        assert gpu.kernel_scope.here.depth == 0  # left when the run ended
+    want = np.ones(4, np.float32)
+    for _ in range(20):
+        want = want * 1.5 + 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    if not replay:
+        assert entered == [0]  # once for the run, not per kernel
