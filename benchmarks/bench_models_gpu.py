@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import statistics
 import sys
 import time
@@ -110,10 +111,17 @@ def _torch_models(torch, name, data):
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             graphed.step()
-        graph_step = g.replay
+        # The replay holds the model: the graph reads and writes its tensors' memory, which
+        # the caching allocator would hand to other tensors once the model were freed.
+        graph_step = functools.partial(_replay, g, graphed)
     except Exception as e:  # noqa: BLE001 - reported as not capturable
         graph_step = str(e).splitlines()[0][:80]
     return eager, graph_step
+
+
+def _replay(graph, model) -> None:
+    """One replay of ``graph``, captured from ``model`` (kept alive by this call's binding)."""
+    graph.replay()
 
 
 def _kernels_per_step(step, sync, n=3, top=False) -> str:
