@@ -76,7 +76,10 @@ class ExecutorPlan:
     """The fixed part of executing one pruned graph: see the module docstring."""
 
     def __init__(self, ops_in_order, feeds, fetches, ctx_for_op, observer_names=None,
-                 control_flow=False):
+                 control_flow=False, serial=False):
+        """``serial``: the plan's expensive kernels will run one at a time on a stream (a GPU
+        partition's), so a loop holding some can still run as one fused node, which holds
+        the stream while it runs."""
         self.ops = list(ops_in_order)
         self.feeds = list(feeds)
         self.fetches = list(fetches)
@@ -132,7 +135,7 @@ class ExecutorPlan:
         self.schedule = [(n.fn, n.inputs, n.out_base, n.n_out, n.releases) for n in nodes]
         self._compiled = None
         for frame in self.frames[1:]:
-            self._fuse(frame)
+            self._fuse(frame, serial)
 
     # --- frames, slots and edges --------------------------------------------------------------
     def _assign_frames(self, index_of, fed) -> None:
@@ -241,10 +244,12 @@ class ExecutorPlan:
             node.edges = tuple(edges[node.index])
             node.succ = tuple(nodes[j].local for j, _, _ in node.edges)
 
-    def _fuse(self, frame) -> None:
+    def _fuse(self, frame, serial: bool) -> None:
         """Compile a simple loop frame into one node that runs the whole loop (used when
-        nothing observes the step; see ``dflab.runtime.fused_loops``)."""
-        loop = fuse_frame(self, frame)
+        nothing observes the step; see ``dflab.runtime.fused_loops``). With ``serial``, the
+        frame may hold expensive kernels: the loop node is then expensive itself, and holds
+        the plan's stream for the whole loop, as each of them would have held it in turn."""
+        loop = fuse_frame(self, frame, serial)
         if loop is None:
             return
         node = PlanNode()
@@ -256,6 +261,7 @@ class ExecutorPlan:
         node.out_base = node.local = -1
         node.n_out = len(loop.exits)
         node.expensive = node.blocking = node.is_async = node.takes_step = node.frame_tagged = False
+        node.expensive = any(self.nodes[i].expensive for i in frame.nodes)
         node.accepts_dead = node.is_constant = False
         node.in_frame = node.out_frame = frame.parent
         node.n_forward = node.n_back = 0

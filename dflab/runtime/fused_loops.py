@@ -56,13 +56,15 @@ class FusedLoop:
             raise node_error(e, nodes[node].op if node is not None else self.op) from e
 
 
-def fuse_frame(plan, frame) -> FusedLoop | None:
-    """A ``FusedLoop`` for ``frame`` of ``plan``, or None when the frame is not simple."""
+def fuse_frame(plan, frame, serial: bool = False) -> FusedLoop | None:
+    """A ``FusedLoop`` for ``frame`` of ``plan``, or None when the frame is not simple.
+    ``serial``: the plan's expensive kernels run one at a time on a stream, so an expensive
+    kernel does not keep the frame from being fused (the loop holds the stream instead)."""
 
     nodes = [plan.nodes[i] for i in frame.nodes]
     enters = [n.index for n in plan.nodes if n.kind == ENTER and n.out_frame == frame.id]
-    if any(n.expensive or n.blocking or n.is_async or n.takes_step or n.kind == ENTER
-           for n in nodes):
+    if any((n.expensive and not serial) or n.blocking or n.is_async or n.takes_step
+           or n.kind == ENTER for n in nodes):
         return None
     conds = [n for n in nodes if n.op.type == "LoopCond"]
     if len(conds) != 1:

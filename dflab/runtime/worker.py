@@ -422,10 +422,10 @@ class Worker:
         by_name = {n.name: n for n in nodes}
         fetches = [self._resolve_fetch(name, by_name, feeds) for name in spec.fetches]
         devices = self.devices
+        stream = self._stream_of_partition(spec.device, nodes)
         eplan = ExecutorPlan(nodes, feeds, fetches,
                              lambda node: devices.kernel_context(node.assigned_device),
-                             control_flow=spec.control_flow)
-        stream = self._stream_of_partition(spec.device, nodes)
+                             control_flow=spec.control_flow, serial=stream is not None)
         memory = self.devices[spec.device] if spec.device else None
         if memory is not None and memory.memory_space == HOST_MEMORY:
             memory = None

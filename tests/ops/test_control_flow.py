@@ -361,6 +361,34 @@ def test_fused_loop_matches_the_dataflow_loop():
         assert s.run(counter) == 18
 
 
+@pytest.mark.parametrize("inter_op", [1, 4])
+def test_a_loop_with_a_matmul_is_fused_where_its_device_runs_one_kernel_at_a_time(inter_op):
+    """An expensive kernel (a product) keeps a loop from running as one node where expensive
+    kernels run in parallel; where the device runs them one at a time (a GPU, one inter-op
+    thread), the loop is fused and holds the device's stream while it runs."""
+    w0 = np.random.default_rng(1).normal(size=(4, 4)) * 0.5
+    w = tf.constant(w0)
+    n = tf.placeholder(tf.int32, [])
+    out = tf.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))),
+                        [tf.constant(0), tf.ones([2, 4], tf.float64)])
+    config = tf.ConfigProto(inter_op_parallelism_threads=inter_op)
+    with tf.Session(config=config) as s:
+        part = next(iter(s.master.get_plan(list(out), [], (n,)).parts))
+        fused = [f.fused is not None for f in part.executor_plan.frames[1:]]
+        assert fused == [inter_op == 1]
+        if inter_op == 1:
+            loop = part.executor_plan.nodes[part.executor_plan.frames[1].fused]
+            assert loop.expensive  # it holds the stream, as each product would have
+        got = s.run(out, {n: 5})
+        md = tf.RunMetadata()
+        traced = s.run(out, {n: 5}, options=tf.RunOptions(trace_level=3), run_metadata=md)
+    want = np.ones((2, 4))
+    for _ in range(5):
+        want = np.tanh(want @ w0)
+    np.testing.assert_allclose(got[1], want, rtol=1e-12)
+    np.testing.assert_array_equal(got[1], traced[1])  # frame by frame: the same numbers
+
+
 def test_error_inside_a_fused_loop_names_the_op():
     x = tf.placeholder(tf.float32, [None])
     out = tf.while_loop(lambda i, v: i < 3,
