@@ -203,6 +203,28 @@ def test_sigmoid_is_one_launch(strict_gpu, counts):
     assert launched["dflab_sigmoid_float32"] == 1 and len(launched) == 1
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_and_tanh_gradients_are_one_launch_each(strict_gpu, counts, dtype):
+    x = RNG.normal(size=(9, 14)).astype(dtype) * 3
+    w = RNG.normal(size=(9, 14)).astype(dtype)
+
+    def build():
+        t = tf.constant(x)
+        # Fusion is off here (_config), as in a loop's gradient, where each value is kept.
+        loss = tf.reduce_sum(tf.sigmoid(t) * w) + tf.reduce_sum(tf.tanh(t) * w)
+        return [tf.gradients(loss, t)[0]]
+
+    launched = _compare(build, counts, rtol=1e-6 if dtype == np.float32 else 1e-12)
+    name = np.dtype(dtype).name
+    assert launched[f"dflab_sigmoid_grad_{name}"] == 1
+    assert launched[f"dflab_tanh_grad_{name}"] == 1
+    s = 1 / (1 + np.exp(-x))
+    want = s * (1 - s) * w + (1 - np.tanh(x) ** 2) * w  # the NumPy reference, besides the CPU's
+    g, fetches = _on("/gpu:0", build)
+    with tf.Session(graph=g, config=_config()) as sess:
+        np.testing.assert_allclose(sess.run(fetches)[0], want, rtol=1e-5)
+
+
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_an_optimizers_updates_are_one_launch_for_all_its_variables(strict_gpu, counts, name):
     shapes = [(5, 3), (3,), (3, 4), (4,)]

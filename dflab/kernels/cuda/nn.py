@@ -75,6 +75,53 @@ def _relu_grad_gpu(node, ctx):
     return relu_grad
 
 
+# --- sigmoid's and tanh's gradients: one launch each where the shared kernel makes three (the
+# fusion pass fuses them with their neighbours, but a loop's gradient keeps every value for the
+# backward pass, so they run alone) ------------------------------------------------------------
+def _sigmoid_grad_ref(y, dy, out, n):
+    out[...] = (np.ones((), y.dtype) - y) * y * dy
+
+
+def _tanh_grad_ref(y, dy, out, n):
+    out[...] = (np.ones((), y.dtype) - y * y) * dy
+
+
+SIGMOID_GRAD = P.family("dflab_sigmoid_grad", "const T* y, const T* dy, T* out, int n", r"""
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    out[i] = ((T)1 - y[i]) * y[i] * dy[i];
+""", _sigmoid_grad_ref)
+TANH_GRAD = P.family("dflab_tanh_grad", "const T* y, const T* dy, T* out, int n", r"""
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    out[i] = ((T)1 - y[i] * y[i]) * dy[i];
+""", _tanh_grad_ref)
+
+
+def _activation_grad_kernel(op_type: str, family) -> None:
+    @kernel(op_type, GPU)
+    def factory(node, ctx):
+        shared, xp = _shared(node, ctx), ctx.xp
+        prog = family.get(_dtype_of(node))
+        if prog is None:
+            return shared
+
+        def grad(y, dy):
+            if y.shape != dy.shape or y.dtype != dy.dtype or y.dtype != prog_dtype or \
+                    not P.fits_int32(y.size + P.MAX_BLOCKS * P.BLOCK):
+                return shared(y, dy)  # broadcasting (in a fused group's shapes) or a dtype
+            out = xp.empty(y.shape, y.dtype)
+            if y.size:
+                P.launch(xp, prog, P.grid_for(y.size), P.BLOCK,
+                         (_c(xp, y), _c(xp, dy), out, np.int32(y.size)))
+            return out
+
+        prog_dtype = np.dtype(_dtype_of(node))
+        return grad
+
+
+_activation_grad_kernel("SigmoidGrad", SIGMOID_GRAD)
+_activation_grad_kernel("TanhGrad", TANH_GRAD)
+
+
 def _c(xp, a):
     return a if a.flags.c_contiguous else xp.ascontiguousarray(a)
 
