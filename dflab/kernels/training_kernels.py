@@ -146,6 +146,19 @@ def register_device_update(device_type: str, op_type: str, fn) -> None:
     _DEVICE_UPDATES[device_type, op_type] = fn
 
 
+# Per (kernel device type, op type), a device's own sparse update
+# (``register_device_sparse_update``).
+_DEVICE_SPARSE_UPDATES: dict = {}
+
+
+def register_device_sparse_update(device_type: str, op_type: str, fn) -> None:
+    """``fn(xp, attrs, arrays, scalars, indices, grad) -> bool``: ``op_type``'s sparse update
+    on a ``device_type`` device, writing the rows of the variable's and its slots' own buffers
+    ``arrays`` in place, repeated indices summed, without reading the indices on the host; False
+    where it does not apply (the shared update runs)."""
+    _DEVICE_SPARSE_UPDATES[device_type, op_type] = fn
+
+
 def _training_kernel(op_type, update, sparse=False, dense_rows=False):
     """Register the kernels of ``op_type`` and ``Resource<op_type>``.
 
@@ -177,6 +190,8 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         unshares = resource and (writes_rows or xp is not np)
         spares = _Spares(n_refs)
         device_update = None if sparse else _DEVICE_UPDATES.get((ctx.device_type, op_type))
+        device_sparse = (_DEVICE_SPARSE_UPDATES.get((ctx.device_type, op_type))
+                         if writes_rows else None)
         # oneDNN for a rule that has a oneDNN form (Adam); a resource form's dtype is its
         # variable's, known only when it runs: another dtype goes to NumPy then.
         dnn = None
@@ -210,6 +225,9 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
             if grad.shape[1:] != arrays[0].shape[1:]:
                 raise _invalid(f"var and grad must match in dimension 1 and up: "
                                f"{list(arrays[0].shape)} vs {list(grad.shape)}")
+            if device_sparse is not None and device_sparse(xp, attrs, arrays, scalars,
+                                                           values[idx_pos], grad):
+                return False
             rows, g = _dedup(xp, values[idx_pos], grad, arrays[0].shape[0], op_type)
             if dense_rows:
                 new = update(xp, attrs, arrays, scalars, rows, g)

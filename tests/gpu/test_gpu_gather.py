@@ -108,3 +108,71 @@ def test_unsorted_segment_sum_scatters_into_zeros_and_drops_ids_out_of_range(str
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert counts.by_name[f"dflab_scatter_add_{np.dtype(index_dtype).name}_float32"] == 1
     assert strict_cupy.transfers["device_to_host"] == 1  # the fetch: no id read on the host
+
+
+SPARSE_OPTIMIZERS = {
+    "adagrad": lambda: tf.train.AdagradOptimizer(0.5),
+    "momentum": lambda: tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+    "rms_prop": lambda: tf.train.RMSPropOptimizer(0.1, momentum=0.5),
+}
+
+
+def _sparse_training(device, name, index_dtype, replay=False, feeds=None):
+    emb0 = np.random.default_rng(4).normal(size=(20, 3)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default(), tf.device(device):
+        ids = tf.placeholder(index_dtype, [None])
+        emb = tf.Variable(emb0, use_resource=True)
+        loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(emb, ids) - 1.0))
+        step = SPARSE_OPTIMIZERS[name]().minimize(loss)
+        init = tf.global_variables_initializer()
+    s = tf.Session(graph=g, config=_config(replay))
+    s.run(init)
+    for f in feeds or [[1, 2, 2, 7, 1, 3], [4, 4, 4, 5, 6, 1]] * 2:
+        s.run(step, {ids: np.array(f, index_dtype)})
+    return s, step, ids, emb
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("name", sorted(SPARSE_OPTIMIZERS))
+def test_a_sparse_update_sums_repeated_rows_in_five_launches_reading_nothing_back(
+        strict_gpu, counts, name, index_dtype):
+    import strict_cupy
+
+    cpu, *_, cpu_emb = _sparse_training("/cpu:0", name, index_dtype)
+    gpu, step, ids, gpu_emb = _sparse_training("/gpu:0", name, index_dtype)
+    with cpu, gpu:
+        np.testing.assert_allclose(gpu.run(gpu_emb), cpu.run(cpu_emb), rtol=1e-6, atol=1e-7)
+        counts.reset()
+        strict_cupy.transfers.clear()
+        gpu.run(step, {ids: np.array([3, 3, 9, 0, 3, 9], index_dtype)})
+    it = np.dtype(index_dtype).name
+    launched = counts.by_name
+    assert launched[f"dflab_sparse_owner_{it}"] == 1
+    assert launched[f"dflab_sparse_sum_{it}_float32"] == 1
+    assert launched[f"dflab_sparse_apply_{name}_{it}_float32"] == 1
+    assert launched["full"] == launched["zeros"] == 1  # the owner table, the summed rows
+    assert strict_cupy.transfers["device_to_host"] == 0  # no index read on the host
+
+
+@pytest.mark.parametrize("name", sorted(SPARSE_OPTIMIZERS))
+def test_a_step_with_a_sparse_update_is_captured_and_replays_the_same_numbers(strict_gpu, name):
+    replayed, step, _, emb = _sparse_training("/gpu:0", name, np.int64, replay=True)
+    executed, _, _, emb2 = _sparse_training("/gpu:0", name, np.int64)
+    with replayed, executed:
+        part = next(p for p in replayed._master._plans.values() if step in p.placement).parts[0]
+        assert part.replay_reason is None, part.replay_reason
+        assert part.replay.replays == 3
+        np.testing.assert_array_equal(replayed.run(emb), executed.run(emb2))
+
+
+def test_a_sparse_update_skips_an_index_out_of_range_as_tfs_gpu_kernel(strict_gpu):
+    # The CPU's kernel raises InvalidArgumentError (tests/train/test_optimizers.py).
+    feeds = [[1, 25, 2, -1, 1, 3]]
+    gpu, _, _, emb = _sparse_training("/gpu:0", "adagrad", np.int64, feeds=feeds)
+    cpu, *_, cpu_emb = _sparse_training("/cpu:0", "adagrad", np.int64, feeds=[[1, 1, 2, 3]])
+    with gpu, cpu:
+        got, want = gpu.run(emb), cpu.run(cpu_emb)
+    # Rows 1 (twice), 2 and 3 were updated as on the CPU, where the same rows are fed without
+    # the two out of range; every other row is unchanged.
+    np.testing.assert_allclose(got, want, rtol=1e-6)
