@@ -202,10 +202,11 @@ def lstm_torch(torch, weights, ids_val, targets_val) -> Model:
     p = {k: torch.tensor(w, requires_grad=True) for k, w in weights.items()}
     opt = torch.optim.SGD(p.values(), lr=1.0)
     ids, targets = torch.from_numpy(ids_val), torch.from_numpy(targets_val)
+    batch = ids_val.shape[0]  # not LM_BATCH, which the GPU suite changes between models
 
     def step():
         inputs = f.embedding(ids, p["embedding"])
-        zeros = torch.zeros(LM_BATCH, UNITS)
+        zeros = torch.zeros(batch, UNITS)
         states = [(zeros, zeros)] * LAYERS
         outputs = []
         for t in range(STEPS):

@@ -96,8 +96,14 @@ def _torch_models(torch, name, data):
         eager = bm.MODELS[name][3](torch, *data)
         # The graph is captured from a model of its own: replaying it rewrites the tensors
         # it captured (an LSTM's carried state), which the eager model's later steps (the
-        # profiled ones) would otherwise find changed under them.
-        graphed = bm.MODELS[name][3](torch, *data)
+        # profiled ones) would otherwise find changed under them. Its Adam is built
+        # capturable (its step count on the device), which a CUDA graph requires.
+        adam = torch.optim.Adam
+        torch.optim.Adam = functools.partial(adam, capturable=True)
+        try:
+            graphed = bm.MODELS[name][3](torch, *data)
+        finally:
+            torch.optim.Adam = adam
     finally:
         torch.from_numpy = original_from
     graph_step = None
