@@ -191,7 +191,7 @@ def _training_kernel(op_type, update, sparse=False, dense_rows=False):
         spares = _Spares(n_refs)
         device_update = None if sparse else _DEVICE_UPDATES.get((ctx.device_type, op_type))
         device_sparse = (_DEVICE_SPARSE_UPDATES.get((ctx.device_type, op_type))
-                         if writes_rows else None)
+                         if sparse else None)
         # oneDNN for a rule that has a oneDNN form (Adam); a resource form's dtype is its
         # variable's, known only when it runs: another dtype goes to NumPy then.
         dnn = None

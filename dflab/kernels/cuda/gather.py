@@ -138,7 +138,10 @@ def _device_scatter(sign):
     return scatter
 
 
-register_device_scatter("GPU", "add", _device_scatter(1))
+# ``add_rows(xp, var, indices, updates) -> bool``: var[indices] += updates in one launch,
+# repeats accumulated, an index out of range skipped; False where it does not apply.
+add_rows = _device_scatter(1)
+register_device_scatter("GPU", "add", add_rows)
 register_device_scatter("GPU", "subtract", _device_scatter(-1))
 
 
@@ -148,13 +151,12 @@ def _unsorted_segment_sum_gpu(node, ctx):
     gradient, densified, in a loop): an id out of range is dropped, as TF's GPU kernel drops
     it (the CPU's raises). Other dtypes run the shared kernel."""
     shared, xp = get_kernel_def(node, "CPU").factory(node, ctx), ctx.xp
-    scatter = _device_scatter(1)
 
     def segment_sum(data, ids, num_segments):
         n = int(np.ravel(host(num_segments))[0])
         if n >= 0 and isinstance(data, xp.ndarray) and hasattr(ids, "ndim"):
             out = xp.zeros((n,) + tuple(data.shape[ids.ndim:]), data.dtype)
-            if scatter(xp, out, ids, data):
+            if add_rows(xp, out, ids, data):
                 return out
         return shared(data, ids, num_segments)
 

@@ -11,6 +11,8 @@ their own buffers, reading no value on the host (so a step with them can be capt
   minimum into a table of the variable's rows, every position adds its gradient row into that
   first position's (atomically), and the update runs once per row, from there, with the rule's
   dense formula. As TF's GPU kernels, an index out of range is skipped (the CPU's raises).
+  ``SparseApplyAdam``, whose moments decay in every row (TF 1.x's), is the dense update of the
+  gradient rows added into zeros (three launches).
 
 The shared kernel keeps the locking and the checks.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from dflab.kernels.cuda import program as P
+from dflab.kernels.cuda.gather import add_rows
 from dflab.kernels.training_kernels import register_device_sparse_update, register_device_update
 
 _LOOP = "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)"
@@ -177,8 +180,8 @@ register_device_update("GPU", "ApplyMomentum", _device_update(
 register_device_update("GPU", "ApplyAdagrad", _device_update(
     ADAGRAD, lambda a: (bool(a.get("update_slots", True)),)))
 register_device_update("GPU", "ApplyRMSProp", _device_update(RMS_PROP))
-register_device_update("GPU", "ApplyAdam", _device_update(
-    ADAM, lambda a: (bool(a.get("use_nesterov", False)),)))
+_DENSE_ADAM = _device_update(ADAM, lambda a: (bool(a.get("use_nesterov", False)),))
+register_device_update("GPU", "ApplyAdam", _DENSE_ADAM)
 
 
 # --- sparse updates --------------------------------------------------------------------------
@@ -309,3 +312,18 @@ register_device_sparse_update("GPU", "SparseApplyMomentum", _device_sparse_updat
 register_device_sparse_update("GPU", "SparseApplyAdagrad", _device_sparse_update(
     "adagrad", lambda a: (bool(a.get("update_slots", True)),)))
 register_device_sparse_update("GPU", "SparseApplyRMSProp", _device_sparse_update("rms_prop"))
+
+
+def _device_sparse_adam(xp, attrs, arrays, scalars, indices, grad) -> bool:
+    """TF 1.x's sparse Adam, whose m and v decay in every row: the gradient rows added into
+    zeros of the variable's shape (repeats summed), then the dense update (three launches)."""
+    var = arrays[0]
+    if not isinstance(indices, xp.ndarray) or indices.ndim != 1 or var.ndim == 0 or \
+            not isinstance(grad, xp.ndarray) or grad.dtype != var.dtype or \
+            tuple(grad.shape) != tuple(indices.shape) + tuple(var.shape[1:]):
+        return False
+    dense = xp.zeros(var.shape, var.dtype)
+    return add_rows(xp, dense, indices, grad) and _DENSE_ADAM(xp, attrs, arrays, scalars, dense)
+
+
+register_device_sparse_update("GPU", "SparseApplyAdam", _device_sparse_adam)
