@@ -171,3 +171,61 @@ def test_the_libraries_were_found():
     with tf.Session() as s:
         libs = s.devices["GPU:0"].libraries
     assert libs.blas is not None and libs.dnn is not None, libs.missing
+
+
+def test_a_dynamic_rnn_step_matches_the_cpu_with_its_loop_on_the_host():
+    """A classic dynamic_rnn training step (fed lengths, a fused loop holding the stream):
+    the GPU's losses are the CPU's, and the int32 loop bookkeeping never reaches the device."""
+    rng = np.random.default_rng(2)
+    x_np = rng.normal(size=(16, 7, 3)).astype(np.float32)
+    lengths = rng.integers(1, 8, 16).astype(np.int32)
+
+    def train(config):
+        g = tf.Graph()
+        with g.as_default():
+            tf.set_random_seed(1)
+            x = tf.placeholder(tf.float32, [None, 7, 3])
+            n = tf.placeholder(tf.int32, [None])
+            out, _ = tf.nn.dynamic_rnn(tf.nn.rnn_cell.BasicLSTMCell(8), x, dtype=tf.float32,
+                                       sequence_length=n)
+            loss = tf.reduce_mean(tf.square(out))
+            step = tf.train.AdagradOptimizer(0.3).minimize(loss)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, config=config) as s:
+            s.run(init)
+            return [s.run([step, loss], {x: x_np, n: lengths})[1] for _ in range(4)]
+
+    gpu = train(tf.ConfigProto(dflab={"gpu_allow_tf32": False}))
+    np.testing.assert_allclose(gpu, train(tf.ConfigProto(device_count={"GPU": 0})), rtol=2e-5)
+
+
+@pytest.mark.parametrize("name", ["adagrad", "momentum", "rms_prop", "adam"])
+def test_a_sparse_update_step_is_captured_and_matches_the_cpu(name):
+    """Sparse optimizer updates (repeated rows summed on the device) replay as part of the
+    captured step, with the CPU's numbers."""
+    optimizers = {"adagrad": lambda: tf.train.AdagradOptimizer(0.5),
+                  "momentum": lambda: tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+                  "rms_prop": lambda: tf.train.RMSPropOptimizer(0.1, momentum=0.5),
+                  "adam": lambda: tf.train.AdamOptimizer(0.1)}
+    table = np.random.default_rng(3).normal(size=(1000, 16)).astype(np.float32)
+    feeds = [np.random.default_rng(k).integers(0, 1000, 64) for k in range(5)]
+
+    def train(device, replay):
+        g = tf.Graph()
+        with g.as_default(), tf.device(device):
+            ids = tf.placeholder(tf.int64, [64])
+            emb = tf.Variable(table, use_resource=True)
+            loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(emb, ids) - 1.0))
+            step = optimizers[name]().minimize(loss)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, config=tf.ConfigProto(dflab={"gpu_step_replay": replay})) as s:
+            s.run(init)
+            for f in feeds:
+                s.run(step, {ids: f})
+            part = next(p for p in s._master._plans.values() if step in p.placement).parts[0]
+            return s.run(emb), part.replay_reason, getattr(part.replay, "replays", 0)
+
+    got, reason, replays = train("/gpu:0", True)
+    assert reason is None and replays == len(feeds) - 1
+    want, _, _ = train("/cpu:0", False)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
