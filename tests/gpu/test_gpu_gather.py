@@ -196,3 +196,25 @@ def test_a_sparse_update_skips_an_index_out_of_range_as_tfs_gpu_kernel(strict_gp
     # Rows 1 (twice), 2 and 3 were updated as on the CPU, where the same rows are fed without
     # the two out of range; every other row is unchanged.
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_no_sparse_update_program_hides_a_scalar_of_its_rule():
+    """The stand-in runs each program's NumPy reference, not its CUDA C: a loop variable that
+    hides one of the rule's scalars (RMSProp's rho is ``r``) compiles and is wrong only on a
+    GPU. Every name the sparse loop declares differs from every name its rule declares."""
+    import re
+
+    from dflab.kernels.cuda import optimizers as O
+
+    declared = re.compile(r"(?:\bT|\bint|long long)\s+(\w+)\s*=|,\s*(\w+)\s*=")
+
+    def names(text):
+        return {a or b for a, b in declared.findall(text)}
+
+    for (rule, _, _), prog in O.SPARSE.items():
+        prelude, element = O._RULES[rule]
+        scalars = names(prelude)
+        # What the loop itself declares (``i``, the element both write, aside).
+        loop = names(prog.body[len(prelude):]) - names(element) - {"i"}
+        assert scalars and loop, prog.name
+        assert not scalars & loop, f"{prog.name} hides {scalars & loop}"

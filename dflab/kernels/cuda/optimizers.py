@@ -254,16 +254,20 @@ for _it, _ic in _INDEX_C.items():
     for _rule in ("momentum", "adagrad", "rms_prop"):
         _prelude, _element = _RULES[_rule]
         _n_slots = _PARAMS[_rule].split(", const T* grad")[0].count("T*")
+        # The loop's own names start with "sparse_": a rule's prelude declares one-letter
+        # scalars (RMSProp's ``r`` is rho), which a loop variable of the same name would hide.
         for _dt, _prog in P.family(
                 f"dflab_sparse_apply_{_rule}_{_it}",
                 _PARAMS[_rule] + f", const {_ic}* idx, const int* owner, int inner, int limit",
                 _prelude + r"""
-  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += blockDim.x * gridDim.x) {
-    const int k = e / inner;
-    const long long r = idx[k];
-    if (r < 0 || r >= limit || owner[r] != k) continue;  // not this row's first position
-    const long long i = r * inner + (e - k * inner);
-""" + _element.replace("grad[G]", "grad[e]") + "  }\n",
+  for (int sparse_e = blockIdx.x * blockDim.x + threadIdx.x; sparse_e < n;
+       sparse_e += blockDim.x * gridDim.x) {
+    const int sparse_k = sparse_e / inner;
+    const long long sparse_row = idx[sparse_k];
+    if (sparse_row < 0 || sparse_row >= limit || owner[sparse_row] != sparse_k)
+      continue;  // not this row's first position
+    const long long i = sparse_row * inner + (sparse_e - sparse_k * inner);
+""" + _element.replace("grad[G]", "grad[sparse_e]") + "  }\n",
                 _sparse_ref(_rule, _n_slots)).items():
             SPARSE[(_rule, _dt, _it)] = _prog
 
