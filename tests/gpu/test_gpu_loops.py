@@ -118,3 +118,28 @@ def test_a_partition_run_enters_the_device_once_not_per_kernel(
     np.testing.assert_allclose(got, want, rtol=1e-6)
     if not replay:
         assert entered == [0]  # once for the run, not per kernel
+
+
+def test_a_loop_with_a_product_runs_as_one_fused_node_on_a_gpu(strict_gpu):
+    """A GPU runs its expensive kernels one at a time on its stream, so a loop holding a
+    product still runs as one generated function (which holds the stream), with the numbers
+    of the frame-by-frame run."""
+    w0 = np.random.default_rng(1).normal(size=(4, 4)).astype(np.float32) * 0.5
+    with tf.device("/gpu:0"):
+        w = tf.constant(w0)
+        n = tf.placeholder(tf.int32, [])
+        out = tf.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))),
+                            [tf.constant(0), tf.ones([2, 4])])
+    config = tf.ConfigProto(dflab={"gpu_allow_tf32": False})
+    with tf.Session(config=config) as s:
+        plan = s.master.get_plan(list(out), [], (n,))
+        part = next(p for p in plan.parts if "GPU" in p.device)
+        assert [f.fused is not None for f in part.executor_plan.frames[1:]] == [True]
+        got = s.run(out, {n: 6})
+        traced = s.run(out, {n: 6}, options=tf.RunOptions(trace_level=3),
+                       run_metadata=tf.RunMetadata())
+    want = np.ones((2, 4), np.float32)
+    for _ in range(6):
+        want = np.tanh(want @ w0)
+    np.testing.assert_allclose(got[1], want, rtol=1e-5)
+    np.testing.assert_array_equal(got[1], traced[1])

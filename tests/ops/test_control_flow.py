@@ -367,10 +367,11 @@ def test_a_loop_with_a_matmul_is_fused_where_its_device_runs_one_kernel_at_a_tim
     kernels run in parallel; where the device runs them one at a time (a GPU, one inter-op
     thread), the loop is fused and holds the device's stream while it runs."""
     w0 = np.random.default_rng(1).normal(size=(4, 4)) * 0.5
-    w = tf.constant(w0)
-    n = tf.placeholder(tf.int32, [])
-    out = tf.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))),
-                        [tf.constant(0), tf.ones([2, 4], tf.float64)])
+    with tf.device("/cpu:0"):  # a host device: serial or not by its inter-op threads
+        w = tf.constant(w0)
+        n = tf.placeholder(tf.int32, [])
+        out = tf.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w))),
+                            [tf.constant(0), tf.ones([2, 4], tf.float64)])
     config = tf.ConfigProto(inter_op_parallelism_threads=inter_op)
     with tf.Session(config=config) as s:
         part = next(iter(s.master.get_plan(list(out), [], (n,)).parts))
