@@ -138,41 +138,39 @@ def _sparse_training(device, name, index_dtype, replay=False, feeds=None):
 @pytest.mark.parametrize("name", ["adagrad", "momentum", "rms_prop"])
 def test_a_sparse_update_sums_repeated_rows_in_five_launches_reading_nothing_back(
         strict_gpu, counts, name, index_dtype):
+    launched, reads = _equal_to_the_cpu_then_counted(name, index_dtype, counts, rtol=1e-6)
+    it = np.dtype(index_dtype).name
+    assert launched[f"dflab_sparse_owner_{it}"] == 1
+    assert launched[f"dflab_sparse_sum_{it}_float32"] == 1
+    assert launched[f"dflab_sparse_apply_{name}_{it}_float32"] == 1
+    assert launched["full"] == launched["zeros"] == 1  # the owner table, the summed rows
+    assert reads == 0  # no index read on the host
+
+
+def _equal_to_the_cpu_then_counted(name, index_dtype, counts, rtol):
+    """Train on the CPU and the stand-in GPU, compare, then run one more GPU step with repeated
+    rows; its launches by name and its device-to-host reads."""
     import strict_cupy
 
     cpu, *_, cpu_emb = _sparse_training("/cpu:0", name, index_dtype)
     gpu, step, ids, gpu_emb = _sparse_training("/gpu:0", name, index_dtype)
     with cpu, gpu:
-        np.testing.assert_allclose(gpu.run(gpu_emb), cpu.run(cpu_emb), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(gpu.run(gpu_emb), cpu.run(cpu_emb), rtol=rtol, atol=1e-7)
         counts.reset()
         strict_cupy.transfers.clear()
         gpu.run(step, {ids: np.array([3, 3, 9, 0, 3, 9], index_dtype)})
-    it = np.dtype(index_dtype).name
-    launched = counts.by_name
-    assert launched[f"dflab_sparse_owner_{it}"] == 1
-    assert launched[f"dflab_sparse_sum_{it}_float32"] == 1
-    assert launched[f"dflab_sparse_apply_{name}_{it}_float32"] == 1
-    assert launched["full"] == launched["zeros"] == 1  # the owner table, the summed rows
-    assert strict_cupy.transfers["device_to_host"] == 0  # no index read on the host
+    return counts.by_name, strict_cupy.transfers["device_to_host"]
 
 
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_a_sparse_adam_update_decays_every_row_in_three_launches(strict_gpu, counts,
                                                                 index_dtype):
-    import strict_cupy
-
-    cpu, *_, cpu_emb = _sparse_training("/cpu:0", "adam", index_dtype)
-    gpu, step, ids, gpu_emb = _sparse_training("/gpu:0", "adam", index_dtype)
-    with cpu, gpu:
-        # TF 1.x's sparse Adam moves rows that had no gradient too (their moments decay).
-        np.testing.assert_allclose(gpu.run(gpu_emb), cpu.run(cpu_emb), rtol=2e-6, atol=1e-7)
-        counts.reset()
-        strict_cupy.transfers.clear()
-        gpu.run(step, {ids: np.array([3, 3, 9, 0, 3, 9], index_dtype)})
+    # TF 1.x's sparse Adam moves rows that had no gradient too (their moments decay).
+    launched, reads = _equal_to_the_cpu_then_counted("adam", index_dtype, counts, rtol=2e-6)
     it = np.dtype(index_dtype).name
-    assert counts.by_name[f"dflab_scatter_add_{it}_float32"] == 1
-    assert counts.by_name["dflab_apply_adam_float32"] == 1
-    assert strict_cupy.transfers["device_to_host"] == 0
+    assert launched[f"dflab_scatter_add_{it}_float32"] == 1
+    assert launched["dflab_apply_adam_float32"] == 1
+    assert reads == 0
 
 
 @pytest.mark.parametrize("name", sorted(SPARSE_OPTIMIZERS))

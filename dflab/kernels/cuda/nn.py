@@ -56,25 +56,6 @@ RELU_GRAD = P.family("dflab_relu_grad", "const T* g, const T* y, T* out, int n",
 """, _relu_grad_ref)
 
 
-@kernel("ReluGrad", GPU)
-def _relu_grad_gpu(node, ctx):
-    shared, xp = _shared(node, ctx), ctx.xp
-    prog = RELU_GRAD.get(_dtype_of(node))
-    if prog is None:
-        return shared
-
-    def relu_grad(g, y):
-        if g.shape != y.shape or g.dtype != y.dtype or not P.fits_int32(2 * g.size + 1):
-            return shared(g, y)
-        out = xp.empty(g.shape, g.dtype)
-        if g.size:
-            P.launch(xp, prog, P.grid_for(g.size), P.BLOCK,
-                     (_c(xp, g), _c(xp, y), out, np.int32(g.size)))
-        return out
-
-    return relu_grad
-
-
 # --- sigmoid's and tanh's gradients: one launch each where the shared kernel makes three (the
 # fusion pass fuses them with their neighbours, but a loop's gradient keeps every value for the
 # backward pass, so they run alone) ------------------------------------------------------------
@@ -97,6 +78,8 @@ TANH_GRAD = P.family("dflab_tanh_grad", "const T* y, const T* dy, T* out, int n"
 
 
 def _activation_grad_kernel(op_type: str, family) -> None:
+    """``op_type``'s GPU kernel: ``family``'s program on two inputs of one shape and dtype (the
+    gradient and the activation's input or output, in the op's order), one output."""
     @kernel(op_type, GPU)
     def factory(node, ctx):
         shared, xp = _shared(node, ctx), ctx.xp
@@ -104,20 +87,21 @@ def _activation_grad_kernel(op_type: str, family) -> None:
         if prog is None:
             return shared
 
-        def grad(y, dy):
-            if y.shape != dy.shape or y.dtype != dy.dtype or y.dtype != prog_dtype or \
-                    not P.fits_int32(y.size + P.MAX_BLOCKS * P.BLOCK):
-                return shared(y, dy)  # broadcasting (in a fused group's shapes) or a dtype
-            out = xp.empty(y.shape, y.dtype)
-            if y.size:
-                P.launch(xp, prog, P.grid_for(y.size), P.BLOCK,
-                         (_c(xp, y), _c(xp, dy), out, np.int32(y.size)))
+        def grad(a, b):
+            if a.shape != b.shape or a.dtype != b.dtype or a.dtype != prog_dtype or \
+                    not P.fits_int32(a.size + P.MAX_BLOCKS * P.BLOCK):
+                return shared(a, b)  # broadcasting (in a fused group's shapes) or a dtype
+            out = xp.empty(a.shape, a.dtype)
+            if a.size:
+                P.launch(xp, prog, P.grid_for(a.size), P.BLOCK,
+                         (_c(xp, a), _c(xp, b), out, np.int32(a.size)))
             return out
 
         prog_dtype = np.dtype(_dtype_of(node))
         return grad
 
 
+_activation_grad_kernel("ReluGrad", RELU_GRAD)
 _activation_grad_kernel("SigmoidGrad", SIGMOID_GRAD)
 _activation_grad_kernel("TanhGrad", TANH_GRAD)
 
