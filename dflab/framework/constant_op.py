@@ -74,13 +74,21 @@ def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarra
             raise _not_a_tensor(value)
         if src.dtype.kind in "US":
             raise TypeError(f"Expected {dt.name}, got {value!r} of type 'str' instead.")
-        if dt.is_integer or dt.is_bool:
+        if dt.is_bool:
+            # A Python number is no bool (TF's ``tf.constant(1, tf.bool)`` is a TypeError);
+            # a NumPy array is cast, as TF casts it (0.5 is True).
+            if src.dtype.kind in "iuf" and src.size and \
+                    not isinstance(value, (np.ndarray, np.generic)):
+                first = src.flat[0].item()
+                raise TypeError(f"Expected bool, but got {first!r} of type "
+                                f"'{type(first).__name__}'.")
+        elif dt.is_integer:
             # A Python float is no integer even where integral (TF's: ``int_tensor + 2.0`` is a
             # TypeError); a NumPy array is cast, as TF casts it, where its values are whole.
             # (floor and isfinite, not ``mod``: inf and NaN are no integers, and must not
             # raise a FloatingPointError under the caller's ``np.errstate``)
             if src.dtype.kind == "f" and src.size and (
-                    dt.is_integer and not isinstance(value, (np.ndarray, np.generic))
+                    not isinstance(value, (np.ndarray, np.generic))
                     or not (np.isfinite(src).all() and (np.floor(src) == src).all())):
                 raise TypeError(f"Expected {dt.name}, got {value!r} of type "
                                 f"'{type(value).__name__}' instead.")

@@ -209,6 +209,23 @@ def test_constant_conversion_rules():
                 tf.constant(bad, dtype=tf.int32)
 
 
+def test_a_python_number_is_no_bool_but_a_numpy_array_is_cast():
+    """TF 2.21's rules (checked side by side): ``tf.constant(1, tf.bool)`` and ``x & 1`` are
+    TypeErrors naming the first number; NumPy values are cast (0.5 is True)."""
+    for bad, first in ((1, "1 of type 'int'"), (1.0, "1.0 of type 'float'"),
+                       ([0.5, 1.0], "0.5 of type 'float'"), ([1, 0], "1 of type 'int'")):
+        with pytest.raises(TypeError, match=f"Expected bool, but got {first}"):
+            tf.constant(bad, dtype=tf.bool)
+    x = tf.placeholder(tf.bool, [2])
+    with pytest.raises(TypeError, match="Expected bool, but got 1 of type 'int'"):
+        tf.logical_and(x, 1)
+    with tf.Session() as s:
+        assert s.run(tf.constant(np.array([0.5, 0.0]), dtype=tf.bool)).tolist() == [True, False]
+        assert s.run(tf.constant(np.int64(3), dtype=tf.bool)) == np.bool_(True)
+        assert s.run(tf.equal(x, True), {x: [True, False]}).tolist() == [True, False]
+        assert s.run(tf.ones([2], tf.bool)).tolist() == [True, True]
+
+
 def test_container_sets_the_attr_of_stateful_ops_that_have_one():
     g = tf.Graph()
     with g.as_default():
