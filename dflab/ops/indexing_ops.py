@@ -469,8 +469,13 @@ NotDifferentiable("SequenceMask")
 def sequence_mask(lengths, maxlen=None, dtype=_dt.bool, name=None):
     """``mask[i..., j] = j < lengths[i...]`` for j in [0, maxlen) (default: max(lengths)).
 
-    One ``SequenceMask`` op (TF composes Range and Less; the values are the same).
+    One ``SequenceMask`` op (TF composes Range and Less; the values are the same). Float
+    lengths, or a float tensor as ``maxlen``, compose TF's ops: a range in ``maxlen``'s dtype
+    compared with the lengths cast to it.
     """
+    if _holds_floats(lengths) or (isinstance(maxlen, _ops.Tensor) and
+                                  maxlen.dtype.base_dtype.is_floating):
+        return _composed_sequence_mask(lengths, maxlen, dtype, name)
     lengths = _as_int_tensor(lengths)
     inputs = [lengths]
     if isinstance(maxlen, (float, np.floating)):
@@ -480,6 +485,42 @@ def sequence_mask(lengths, maxlen=None, dtype=_dt.bool, name=None):
         inputs.append(_as_int_tensor(maxlen, dtype=lengths.dtype.base_dtype))
     return _apply("SequenceMask", inputs, {"dtype": _dt.as_dtype(dtype).base_dtype},
                   name or "SequenceMask")
+
+
+def _holds_floats(value) -> bool:
+    """Whether ``value`` (a tensor, a NumPy value, a Python number or list) holds floats."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        try:
+            dtype = np.asarray(value).dtype
+        except (TypeError, ValueError):
+            return False
+    try:
+        return _dt.as_dtype(dtype).base_dtype.is_floating
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
+def _composed_sequence_mask(lengths, maxlen, dtype, name):
+    """TF's own ``sequence_mask``: ``range(maxlen) < cast(lengths[..., None], maxlen.dtype)``
+    with maxlen (by default ``max(0, max(lengths))``) setting the dtype."""
+    from dflab.ops import math_ops, reduction_ops, sequence_ops
+
+    with _ops.name_scope(name, "SequenceMask", [lengths, maxlen]):
+        lengths = _ops.convert_to_tensor(lengths)
+        if maxlen is None:
+            maxlen = math_ops.maximum(constant(0, lengths.dtype.base_dtype),
+                                      reduction_ops.reduce_max(lengths))
+        else:
+            maxlen = _ops.convert_to_tensor(maxlen)
+        if maxlen.shape.ndims not in (None, 0):
+            raise ValueError(f"Argument `maxlen` must be scalar for sequence_mask, received "
+                             f"`maxlen` = {maxlen}.")
+        dt = maxlen.dtype.base_dtype
+        row = sequence_ops.range(constant(0, dt), maxlen, constant(1, dt))
+        mask = math_ops.less(row, math_ops.cast(expand_dims(lengths, -1), dt))
+        out = _dt.as_dtype(dtype).base_dtype
+        return mask if out == _dt.bool else math_ops.cast(mask, out)
 
 
 # --- Unique --------------------------------------------------------------------------------------

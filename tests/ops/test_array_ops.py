@@ -130,6 +130,13 @@ FORWARD = [
     # A float maxlen ranges in its own dtype, as TF 1.x's: ceil(2.5) = 3 columns.
     ("sequence_mask_float_maxlen", lambda n: tf.sequence_mask(n, 2.5),
      [np.array([1, 3], np.int32)], lambda n: np.arange(3) < n[:, None]),
+    # Float lengths, or a float tensor as maxlen: TF's range in maxlen's dtype, compared with
+    # the lengths cast to it (values checked against TF 2.21).
+    ("sequence_mask_float_lengths", lambda n: tf.sequence_mask(n, tf.constant(4.0)),
+     [np.array([[1.5], [0.2]], np.float32)], lambda n: np.arange(4.0) < n[..., None]),
+    ("sequence_mask_float_maxlen_tensor",
+     lambda n: tf.sequence_mask(n, tf.constant(2.0), dtype=tf.float32),
+     [np.array([1, 3], np.int32)], lambda n: (np.arange(2.0) < n[:, None]).astype(np.float32)),
     ("fill", lambda v: tf.fill([2, 3], v), [np.array(2.5)], lambda v: np.full((2, 3), 2.5)),
     ("zeros_like", tf.zeros_like, [M], np.zeros_like),
     ("ones_like_dtype", lambda x: tf.ones_like(x, dtype=tf.int32), [M],
@@ -155,6 +162,8 @@ DATA_DEPENDENT = [
      [X, np.array([False, True, True])], lambda x, m: x[:, m], [2, None, 4]),
     ("sequence_mask_nomax", lambda n: tf.sequence_mask(n), [np.array([1, 3, 2], np.int32)],
      lambda n: np.arange(3) < n[:, None], [3, None]),
+    ("sequence_mask_float_nomax", lambda n: tf.sequence_mask(n),
+     [np.array([1.5, 3.0], np.float32)], lambda n: np.arange(3.0) < n[:, None], [2, None]),
     ("unique", lambda x: tf.unique(x), [np.array([4, 1, 4, 7, 1, 1], np.int32)], _np_unique,
      None),
 ]
