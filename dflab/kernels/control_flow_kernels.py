@@ -67,8 +67,9 @@ def _switch(node, ctx):
 @kernel("LoopCond", ANY_DEVICE, routes_only=True)
 def _loop_cond(node, ctx):
     def loop_cond(pred):
-        _predicate(node, pred)
-        return pred
+        # A host boolean, as TF's LoopCond answers in host memory on a GPU: the loop's Switches
+        # (and a fused loop's test) read it without a trip to the device.
+        return np.bool_(_predicate(node, pred))
 
     return loop_cond
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dflab.framework.constant_op import make_ndarray
 from dflab.kernels.registry import mirror_kernels, register_kernel
 
 GPU = "GPU"
@@ -38,8 +39,9 @@ def _int32_value(node_def) -> tuple[int, ...]:
 def _gpu_const(node, ctx):
     value = node.attr["value"]
     if np.asarray(value).dtype == np.int32:
-        value = np.array(value)  # host memory, as TF's int32 constants on a GPU
-        value.flags.writeable = False  # constant: a device copy of it can be kept
+        # Host memory, as TF's int32 constants on a GPU; a constant's value (frozen, and known
+        # as one: ``is_constant_value``), so that a device copy of it can be kept.
+        value = make_ndarray(np.asarray(value), np.int32)
         return lambda: value
     value = ctx.xp.asarray(value)  # into the device's memory, once per plan
     return lambda: value

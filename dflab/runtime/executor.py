@@ -562,13 +562,13 @@ class Execution:
         NumPy's floating-point errors ignored (as every driver runs them: TF is silent)."""
         token = ignore_fp_errors()
         scope = self.scope
-        if scope is not None:
-            scope.__enter__()
         try:
-            self._run_inline(stream)
+            if scope is None:
+                self._run_inline(stream)
+            else:
+                with scope:
+                    self._run_inline(stream)
         finally:
-            if scope is not None:
-                scope.__exit__(None, None, None)
             restore_fp_errors(token)
 
     def _run_inline(self, stream) -> None:
@@ -719,9 +719,11 @@ class Execution:
         later: list = []  # expensive nodes kept on this thread when not parallel
         token = ignore_fp_errors()
         scope = self.scope
-        if scope is not None:
-            scope.__enter__()
+        entered = False
         try:
+            if scope is not None:  # (inside: a failure to enter fails the step, not the pool)
+                scope.__enter__()
+                entered = True
             # A submitted node runs here as it is: it was already classified.
             pending = self._run_one(ready[0]) if direct else ready
             while True:
@@ -752,7 +754,7 @@ class Execution:
         except BaseException as e:  # noqa: BLE001 - reported to the waiting caller
             self._fail(e)
         finally:
-            if scope is not None:
+            if entered:
                 scope.__exit__(None, None, None)
             restore_fp_errors(token)
 

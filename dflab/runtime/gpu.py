@@ -47,6 +47,7 @@ import threading
 
 import numpy as np
 
+from dflab.framework.constant_op import is_constant_value
 from dflab.framework.registry import get_op_def
 from dflab.kernels.context import HOST
 from dflab.kernels.cuda.libraries import GPUKernelContext, GPULibraries, probe_libraries
@@ -246,8 +247,10 @@ class GPUDevice(Device):
         Merge, Switch, Enter, an Identity), which takes a host value (a loop counter) as it is,
         so that the loop's condition is never read back from the device, and saves a
         launch's bookkeeping on every node of every iteration."""
-        if kernel_def.is_async or kernel_def.routes_only:
+        if kernel_def.is_async:
             return fn
+        if kernel_def.routes_only:
+            return self._issued(fn)
         lead = 1 if kernel_def.takes_step else 0  # fn(step, *inputs)
         if _only_device_values(node_def):
             # No input can be a host value (those are integers: shapes, sizes, int32
@@ -255,6 +258,20 @@ class GPUDevice(Device):
             return self.launch(fn)
         return self.launch(fn, kernel_def.host_inputs(node_def), lead,
                            _host_twin(node_def))
+
+    def _issued(self, fn):
+        """``fn`` (a kernel that only routes values) under this device's issue lock alone: it
+        takes its values where they are, but may read a device predicate or index on the host
+        (a ``Switch`` on a device boolean), which must wait while another thread captures."""
+        issue = self._issue
+
+        def routed(*args):
+            with issue:
+                return fn(*args)
+
+        routed.__name__ = getattr(fn, "__name__", "kernel")
+        routed.__wrapped__ = fn
+        return routed
 
     def launch(self, fn, host_inputs: frozenset | None = None, lead: int = 0,
                host_twin=None):
@@ -305,9 +322,9 @@ class GPUDevice(Device):
     def _inputs_to_device(self, args, host_inputs, lead, copies):
         """``args`` with each host numeric array outside ``host_inputs`` moved to this device
         (within ``launch``, on the current stream).
-        A frozen (read-only) host array, such as an int32 constant's value, cannot change:
-        its copy is kept in ``copies`` and reused while the same array arrives (so a captured
-        step, which may not copy from the host, still finds it on the device)."""
+        A constant's value (an int32 constant's: ``is_constant_value``) cannot change: its
+        copy is kept in ``copies`` and reused while the same array arrives (so a captured step,
+        which may not copy from the host, still finds it on the device)."""
         out = None
         for i, a in enumerate(args):
             if type(a) is np.ndarray and i >= lead and (i - lead) not in host_inputs and \
@@ -325,7 +342,9 @@ class GPUDevice(Device):
         return out if _stays_on_host(out) else self._to_device(np.asarray(out))
 
     def _device_copy(self, a: np.ndarray, i: int, copies: dict):
-        if not a.flags.writeable:
+        # Only a constant's value is known never to change: a frozen host array may still be
+        # written (a host ref variable's buffer, which its scatters unfreeze and write).
+        if not a.flags.writeable and is_constant_value(a):
             kept = copies.get(i)
             if kept is None or kept[0] is not a:
                 kept = copies[i] = (a, self._to_device(a))

@@ -143,3 +143,99 @@ def test_a_loop_with_a_product_runs_as_one_fused_node_on_a_gpu(strict_gpu):
         want = np.tanh(want @ w0)
     np.testing.assert_allclose(got[1], want, rtol=1e-5)
     np.testing.assert_array_equal(got[1], traced[1])
+
+
+def test_a_switch_on_a_device_predicate_waits_for_another_threads_capture(strict_gpu):
+    """Routing kernels take values where they are, but a Switch on a device boolean reads it
+    on the host: it still waits for the device's issue lock, which a capture holds for its
+    whole length (a read during a capture fails the capture and the step)."""
+    import threading
+    import time
+
+    with tf.device("/cpu:0"):
+        d = tf.py_func(lambda x: time.sleep(0.3) or x, [tf.constant(7)], tf.int32)
+        d.set_shape([])
+    with tf.device("/gpu:0"):
+        v = tf.Variable(np.ones(3, np.float32))
+        y = tf.cond(tf.reduce_sum(v) > 0.0, lambda: tf.identity(d), lambda: d + 1)
+    with tf.Session(config=tf.ConfigProto(dflab={"gpu_step_replay": False})) as s:
+        s.run(v.initializer)
+        gpu = s.devices["GPU:0"]
+        stream = gpu.streams["compute"].cuda
+        captured = threading.Event()
+
+        def capture():  # what a replayed partition's capture does on this device
+            time.sleep(0.1)
+            with gpu.retaining_allocations(), stream:
+                stream.begin_capture()
+                captured.set()
+                time.sleep(0.5)
+                stream.end_capture()
+
+        t = threading.Thread(target=capture)
+        t.start()
+        try:
+            assert s.run(y) == 7
+        finally:
+            t.join()
+        assert captured.is_set()
+
+
+def test_a_host_int32_variable_read_on_the_gpu_sees_its_in_place_updates(strict_gpu):
+    """A host ref variable's int32 value reaches a GPU kernel as the variable's own buffer,
+    which the host's scatters write in place: its device copy is made afresh each step (only
+    a constant's is kept)."""
+    with tf.device("/cpu:0"):
+        v = tf.Variable(np.zeros(3, np.int32), use_resource=False)
+        update = tf.scatter_add(v, tf.constant([0]), tf.constant([5]))
+    with tf.device("/gpu:0"):
+        w = tf.Variable(np.ones(3, np.int32))
+        y = v + w
+    with tf.Session(config=tf.ConfigProto(dflab={"gpu_step_replay": False})) as s:
+        s.run([v.initializer, w.initializer])
+        assert s.run(y).tolist() == [1, 1, 1]
+        s.run(update)
+        assert s.run(y).tolist() == [6, 1, 1]
+
+
+def test_a_failure_to_enter_the_gpu_fails_the_step_instead_of_hanging_it(strict_gpu,
+                                                                          monkeypatch):
+    import threading
+    import time
+
+    from dflab.runtime import gpu as gpumod
+
+    x = tf.placeholder(tf.float32, [3])
+    with tf.device("/cpu:0"):
+        y = tf.py_func(lambda v: time.sleep(0.1) or v, [x], tf.float32)
+        y.set_shape([3])
+    with tf.device("/gpu:0"):
+        z = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0), [0, y])[1]
+    with tf.Session() as s:
+        s.run(z, {x: np.ones(3, np.float32)})
+
+        caller = []
+        enter_as_usual = gpumod.KernelScope.__enter__
+
+        def enter(self):
+            # A sticky CUDA error, as cudaSetDevice would raise it, on the pool's threads
+            # (where the GPU's partition continues after its _Recv): there it had been lost.
+            if threading.current_thread() not in caller:
+                raise RuntimeError("cudaErrorIllegalAddress")
+            return enter_as_usual(self)
+
+        monkeypatch.setattr(gpumod.KernelScope, "__enter__", enter)
+        out = {}
+
+        def run():
+            try:
+                s.run(z, {x: np.ones(3, np.float32)})
+            except Exception as e:  # noqa: BLE001 - what the step raised
+                out["error"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        caller.append(t)
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), "the step hung: the error entering the GPU was lost"
+        assert "cudaErrorIllegalAddress" in str(out["error"])
