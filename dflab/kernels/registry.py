@@ -69,7 +69,7 @@ class KernelDef:
     host_memory_outputs: HostMemory = ()
     # Registered for host devices only, never mirrored onto accelerators (TF: CPU-only).
     host_only: bool = False
-    # Only passes values on: bound as it is on every device (see the module docstring).
+    # Only passes values on: no launch wrapper on an accelerator (see the module docstring).
     routes_only: bool = False
 
     def host_inputs(self, node_def) -> frozenset[int]:

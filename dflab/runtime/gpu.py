@@ -243,10 +243,10 @@ class GPUDevice(Device):
         """``fn`` as this GPU runs it (``launch``), with the inputs ``kernel_def`` declares host
         memory left on the host and its host kernel as the twin for integer shape arithmetic.
         An asynchronous kernel (a ``_Recv``) is left as it is: it computes nothing, and its
-        wait must hold no stream; so is one that only routes values (``routes_only``: a loop's
-        Merge, Switch, Enter, an Identity), which takes a host value (a loop counter) as it is,
-        so that the loop's condition is never read back from the device, and saves a
-        launch's bookkeeping on every node of every iteration."""
+        wait must hold no stream. One that only routes values (``routes_only``: a loop's Merge,
+        Switch, Enter, an Identity) runs under the issue lock alone (``_issued``): it takes a
+        host value (a loop counter) as it is, so that the loop's condition is never read back
+        from the device, and saves a launch's bookkeeping on every node of every iteration."""
         if kernel_def.is_async:
             return fn
         if kernel_def.routes_only:
