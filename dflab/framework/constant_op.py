@@ -46,6 +46,20 @@ def _python_ints(value) -> bool:
     return True
 
 
+def _first_number(value):
+    """The first element of a nested Python value that is a number and no bool (what TF's
+    message names), as given (a ``np.int32`` stays one)."""
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            found = _first_number(v)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        return None
+    return value
+
+
 def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarray:
     """Convert a Python/NumPy value to a read-only ndarray of ``dtype``, checking lossy casts."""
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.dtype_of_value(value)
@@ -79,8 +93,8 @@ def make_ndarray(value, dtype=None, shape=None, verify_shape=False) -> np.ndarra
             # a NumPy array is cast, as TF casts it (0.5 is True).
             if src.dtype.kind in "iuf" and src.size and \
                     not isinstance(value, (np.ndarray, np.generic)):
-                first = src.flat[0].item()
-                raise TypeError(f"Expected bool, but got {first!r} of type "
+                first = _first_number(value)
+                raise TypeError(f"Expected bool, but got {first} of type "
                                 f"'{type(first).__name__}'.")
         elif dt.is_integer:
             # A Python float is no integer even where integral (TF's: ``int_tensor + 2.0`` is a

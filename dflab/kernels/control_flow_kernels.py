@@ -54,8 +54,10 @@ def _predicate(node, pred) -> bool:
     return bool(pred)
 
 
-@kernel("Switch", ANY_DEVICE, routes_only=True)
-@kernel("RefSwitch", ANY_DEVICE, routes_only=True)
+# A predicate, a loop condition and an iteration index are read on the host (TF's HostMemory
+# ports on GPUs): a device value arriving there is read under the device's issue lock.
+@kernel("Switch", ANY_DEVICE, routes_only=True, host_memory_inputs=(1,))
+@kernel("RefSwitch", ANY_DEVICE, routes_only=True, host_memory_inputs=(1,))
 def _switch(node, ctx):
     def switch(data, pred):
         return (DEAD, data) if _predicate(node, pred) else (data, DEAD)
@@ -64,7 +66,7 @@ def _switch(node, ctx):
     return switch
 
 
-@kernel("LoopCond", ANY_DEVICE, routes_only=True)
+@kernel("LoopCond", ANY_DEVICE, routes_only=True, host_memory_inputs=(0,))
 def _loop_cond(node, ctx):
     def loop_cond(pred):
         # A host boolean, as TF's LoopCond answers in host memory on a GPU: the loop's Switches
@@ -123,10 +125,12 @@ def _push(acc, value, *index):
     return np.int32(0)
 
 
-register_kernel("_LoopAccumulatorPush", fn=_push, routes_only=True)
+register_kernel("_LoopAccumulatorPush", fn=_push, routes_only=True,
+                host_memory_inputs=lambda node_def: range(2, len(node_def.input)))
 
 
-@kernel("_LoopAccumulatorGet", routes_only=True)
+@kernel("_LoopAccumulatorGet", routes_only=True,
+        host_memory_inputs=lambda node_def: range(1, len(node_def.input)))
 def _get_kernel(node, ctx):
     def get(acc, *index):
         key = tuple(int(i) for i in index)

@@ -96,6 +96,10 @@ NotDifferentiable("Assert")
 def Assert(condition, data, summarize=None, name=None):  # noqa: N802 - TF's public name
     """An op that fails the step with ``InvalidArgumentError`` when ``condition`` is false,
     showing ``data`` (tensors, up to ``summarize`` entries each)."""
+    if not isinstance(condition, _ops.Tensor) and _ops.get_default_graph().executes_eagerly:
+        # TF's eager Assert tests a Python value's truth (``tf.Assert(1, …)`` passes), where a
+        # graph's Assert takes a bool tensor (a Python 1 is its TypeError).
+        condition = bool(condition)
     cond = _ops.convert_to_tensor(condition, dtype=_dt.bool)
     data = [_ops.convert_to_tensor(d) for d in data]
     return _ops.apply_op("Assert", [cond] + data, {"summarize": summarize or 3},

@@ -473,8 +473,19 @@ def sequence_mask(lengths, maxlen=None, dtype=_dt.bool, name=None):
     lengths, or a float tensor as ``maxlen``, compose TF's ops: a range in ``maxlen``'s dtype
     compared with the lengths cast to it.
     """
-    if _holds_floats(lengths) or (isinstance(maxlen, _ops.Tensor) and
-                                  maxlen.dtype.base_dtype.is_floating):
+    if dtype is None:  # TF: the comparison's own dtype
+        dtype = _dt.bool
+    float_maxlen = isinstance(maxlen, _ops.Tensor) and maxlen.dtype.base_dtype.is_floating
+    if _holds_floats(lengths):
+        if maxlen is None or float_maxlen or isinstance(maxlen, (float, np.floating)):
+            return _composed_sequence_mask(lengths, maxlen, dtype, name)
+        # An integer maxlen: TF casts the lengths to its dtype, which is this one op on them
+        # (a step with it stays capturable on a GPU).
+        from dflab.ops import math_ops
+
+        maxlen = _as_int_tensor(maxlen)
+        lengths = math_ops.cast(lengths, maxlen.dtype.base_dtype)
+    elif float_maxlen:
         return _composed_sequence_mask(lengths, maxlen, dtype, name)
     lengths = _as_int_tensor(lengths)
     inputs = [lengths]

@@ -243,14 +243,17 @@ class GPUDevice(Device):
         """``fn`` as this GPU runs it (``launch``), with the inputs ``kernel_def`` declares host
         memory left on the host and its host kernel as the twin for integer shape arithmetic.
         An asynchronous kernel (a ``_Recv``) is left as it is: it computes nothing, and its
-        wait must hold no stream. One that only routes values (``routes_only``: a loop's Merge,
-        Switch, Enter, an Identity) runs under the issue lock alone (``_issued``): it takes a
-        host value (a loop counter) as it is, so that the loop's condition is never read back
-        from the device, and saves a launch's bookkeeping on every node of every iteration."""
+        wait must hold no stream. So is one that only routes values (``routes_only``: a loop's
+        Merge, Enter, an Identity, a ``_Send``): it takes a host value (a loop counter) as it
+        is, so that the loop's condition is never read back from the device, and saves a
+        launch's bookkeeping on every node of every iteration; one that reads a routed value
+        on the host (a ``Switch``'s predicate: its host-memory inputs) does it under the issue
+        lock alone (``_issued``). (A ``_Send`` holding the lock would deadlock two GPUs sending
+        host values to each other: each copy takes the receiver's lock.)"""
         if kernel_def.is_async:
             return fn
         if kernel_def.routes_only:
-            return self._issued(fn)
+            return self._issued(fn) if kernel_def.host_inputs(node_def) else fn
         lead = 1 if kernel_def.takes_step else 0  # fn(step, *inputs)
         if _only_device_values(node_def):
             # No input can be a host value (those are integers: shapes, sizes, int32

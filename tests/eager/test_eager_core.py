@@ -191,3 +191,11 @@ def test_a_device_scope_entered_in_a_loop_reuses_its_kernels(eager):
             x = x * 3.0
     assert len(ctx._cache) == before
     assert float(x[0]) == 3.0 ** 11
+
+
+def test_an_eager_assert_tests_a_python_values_truth(eager):
+    """TF 2.21's eager Assert: ``tf.Assert(1, …)`` passes, ``tf.Assert(0, …)`` fails (a
+    graph's Assert refuses the Python number: a bool tensor is its input)."""
+    tf.Assert(1, [tf.constant(1)])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.Assert(0, [tf.constant(1)])

@@ -216,6 +216,11 @@ def test_a_python_number_is_no_bool_but_a_numpy_array_is_cast():
                        ([0.5, 1.0], "0.5 of type 'float'"), ([1, 0], "1 of type 'int'")):
         with pytest.raises(TypeError, match=f"Expected bool, but got {first}"):
             tf.constant(bad, dtype=tf.bool)
+    # The message names the first number as given, past the bools before it (TF's).
+    with pytest.raises(TypeError, match="Expected bool, but got 0 of type 'int'"):
+        tf.constant([[True], [0]], dtype=tf.bool)
+    with pytest.raises(TypeError, match="Expected bool, but got 2 of type 'int32'"):
+        tf.constant([np.int32(2)], dtype=tf.bool)
     x = tf.placeholder(tf.bool, [2])
     with pytest.raises(TypeError, match="Expected bool, but got 1 of type 'int'"):
         tf.logical_and(x, 1)

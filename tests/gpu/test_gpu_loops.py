@@ -239,3 +239,45 @@ def test_a_failure_to_enter_the_gpu_fails_the_step_instead_of_hanging_it(strict_
         t.join(10)
         assert not t.is_alive(), "the step hung: the error entering the GPU was lost"
         assert "cudaErrorIllegalAddress" in str(out["error"])
+
+
+def test_two_gpus_sending_host_values_to_each_other_do_not_deadlock(two_strict_gpus):
+    """A ``_Send`` of a host value (an int64 shape, a boolean) copies it into the receiving
+    GPU under that GPU's issue lock: holding its own device's lock meanwhile had deadlocked
+    two GPUs sending to each other."""
+    import threading
+
+    x0 = tf.placeholder(tf.float32, [None])
+    x1 = tf.placeholder(tf.float32, [None])
+    outs = []
+    for k in range(4):
+        with tf.device("/gpu:0"):
+            s0 = tf.shape(x0 * float(k), out_type=tf.int64)[0]
+            b0 = tf.less(tf.shape(x0)[0], 5 + k)
+        with tf.device("/gpu:1"):
+            s1 = tf.shape(x1 * float(k), out_type=tf.int64)[0]
+            b1 = tf.less(tf.shape(x1)[0], 5 + k)
+            outs.append(tf.cast(s0 + 1, tf.float32) * tf.cast(b0, tf.float32) * x1[0])
+        with tf.device("/gpu:0"):
+            outs.append(tf.cast(s1 + 1, tf.float32) * tf.cast(b1, tf.float32) * x0[0])
+    total = tf.add_n(outs)
+    feed = {x0: np.ones(3, np.float32), x1: np.ones(4, np.float32)}
+    with tf.Session() as s:
+        want = s.run(total, feed)
+        errors = []
+
+        def run():
+            try:
+                for _ in range(150):
+                    assert s.run(total, feed) == want
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "the GPUs' sends deadlocked"
+        assert not errors, errors[0]
+    assert want == 4 * (4 + 5)  # (3 + 1) * 1 * 1 per GPU:0 term, (4 + 1) per GPU:1 term

@@ -134,6 +134,9 @@ FORWARD = [
     # the lengths cast to it (values checked against TF 2.21).
     ("sequence_mask_float_lengths", lambda n: tf.sequence_mask(n, tf.constant(4.0)),
      [np.array([[1.5], [0.2]], np.float32)], lambda n: np.arange(4.0) < n[..., None]),
+    # An integer maxlen casts float lengths to its dtype (TF's), in the one op.
+    ("sequence_mask_float_lengths_int_maxlen", lambda n: tf.sequence_mask(n, 3),
+     [np.array([1.5, 2.0], np.float32)], lambda n: np.arange(3) < n.astype(np.int32)[:, None]),
     ("sequence_mask_float_maxlen_tensor",
      lambda n: tf.sequence_mask(n, tf.constant(2.0), dtype=tf.float32),
      [np.array([1, 3], np.int32)], lambda n: (np.arange(2.0) < n[:, None]).astype(np.float32)),
@@ -660,3 +663,8 @@ def test_gather_gradient_densifies_via_gradients_module():
     with tf.Session() as s:
         np.testing.assert_array_equal(s.run(dense, {p: rand(4, 3)}),
                                       np.array([[0.0] * 3, [2.0] * 3, [0.0] * 3, [1.0] * 3]))
+
+
+def test_sequence_mask_without_a_dtype_is_boolean():
+    for lengths in ([1, 2], [1.5, 2.0]):  # TF 2.21: the comparison's own dtype
+        assert tf.sequence_mask(lengths, dtype=None).dtype == tf.bool
