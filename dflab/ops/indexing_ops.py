@@ -475,18 +475,17 @@ def sequence_mask(lengths, maxlen=None, dtype=_dt.bool, name=None):
     """
     if dtype is None:  # TF: the comparison's own dtype
         dtype = _dt.bool
-    float_maxlen = isinstance(maxlen, _ops.Tensor) and maxlen.dtype.base_dtype.is_floating
-    if _holds_floats(lengths):
-        if maxlen is None or float_maxlen or isinstance(maxlen, (float, np.floating)):
-            return _composed_sequence_mask(lengths, maxlen, dtype, name)
+    float_lengths = _holds_floats(lengths)
+    if _holds_floats(maxlen) if isinstance(maxlen, _ops.Tensor) else (
+            float_lengths and (maxlen is None or isinstance(maxlen, (float, np.floating)))):
+        return _composed_sequence_mask(lengths, maxlen, dtype, name)
+    if float_lengths:
         # An integer maxlen: TF casts the lengths to its dtype, which is this one op on them
         # (a step with it stays capturable on a GPU).
         from dflab.ops import math_ops
 
         maxlen = _as_int_tensor(maxlen)
         lengths = math_ops.cast(lengths, maxlen.dtype.base_dtype)
-    elif float_maxlen:
-        return _composed_sequence_mask(lengths, maxlen, dtype, name)
     lengths = _as_int_tensor(lengths)
     inputs = [lengths]
     if isinstance(maxlen, (float, np.floating)):
@@ -500,15 +499,13 @@ def sequence_mask(lengths, maxlen=None, dtype=_dt.bool, name=None):
 
 def _holds_floats(value) -> bool:
     """Whether ``value`` (a tensor, a NumPy value, a Python number or list) holds floats."""
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        try:
-            dtype = np.asarray(value).dtype
-        except (TypeError, ValueError):
-            return False
+    if value is None:
+        return False
     try:
-        return _dt.as_dtype(dtype).base_dtype.is_floating
-    except (TypeError, ValueError, KeyError):
+        dtype = (value.dtype if isinstance(value, _ops.Tensor)
+                 else _dt.dtype_of_value(value))
+        return dtype.base_dtype.is_floating
+    except (TypeError, ValueError, KeyError):  # a list holding tensors: not a constant
         return False
 
 

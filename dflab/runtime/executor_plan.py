@@ -260,7 +260,7 @@ class ExecutorPlan:
         node.inputs = node.edges = node.succ = node.releases = ()
         node.out_base = node.local = -1
         node.n_out = len(loop.exits)
-        node.expensive = node.blocking = node.is_async = node.takes_step = node.frame_tagged = False
+        node.blocking = node.is_async = node.takes_step = node.frame_tagged = False
         node.expensive = any(self.nodes[i].expensive for i in frame.nodes)
         node.accepts_dead = node.is_constant = False
         node.in_frame = node.out_frame = frame.parent

@@ -3,11 +3,12 @@
 The dataflow executor runs a loop iteration by iteration, node by node, with frame and
 deadness bookkeeping for each of the dozen nodes an iteration costs (Merge, Switch, Identity,
 NextIteration, Exit per loop variable, the condition, LoopCond, the body). For a loop whose
-frame holds only cheap, synchronous nodes, no nested loop and no cond, running its iterations
-one after another is one valid schedule of the same dataflow. This module generates that
-schedule as a straight Python ``while`` loop (each tensor a local variable, each node one line,
-``Merge``/``Switch``/``NextIteration`` reduced to assignments), so an iteration costs little
-more than its kernel calls.
+frame holds only synchronous nodes, no nested loop and no cond, and no expensive node unless
+its device runs expensive kernels one at a time anyway (a serial plan: the loop then holds the
+stream), running its iterations one after another is one valid schedule of the same dataflow.
+This module generates that schedule as a straight Python ``while`` loop (each tensor a local
+variable, each node one line, ``Merge``/``Switch``/``NextIteration`` reduced to assignments), so
+an iteration costs little more than its kernel calls.
 
 The executor uses a fused loop only when no observer (tracer, stepper) is attached: stepping
 and tracing always see the real frames and iterations. As in
