@@ -7,16 +7,17 @@ statement depending on what they are given. This layer sits on the op builders o
 """
 
 from dflab.autograph import experimental
+from dflab.autograph.conversion import convert, to_code
 from dflab.autograph.operators import ConversionError, StructureError, Undefined
-from dflab.autograph.transformer import convert, to_code
 
 __all__ = ["ConversionError", "StructureError", "Undefined", "convert", "experimental",
            "set_verbosity", "to_code", "to_graph", "trace"]
 
 
 def to_graph(fn, recursive=True, experimental_optional_features=None):
-    """TF's ``tf.autograph.to_graph``: ``fn`` with its control flow converted."""
-    return convert(fn)
+    """TF's ``tf.autograph.to_graph``: ``fn`` with its control flow converted (with
+    ``recursive``, the user's functions it calls too, when they are called)."""
+    return convert(fn, recursive)
 
 
 def set_verbosity(level, alsologtostdout=False) -> None:

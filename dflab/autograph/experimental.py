@@ -6,8 +6,8 @@ from __future__ import annotations
 import enum
 import functools
 
+from dflab.autograph.conversion import DO_NOT_CONVERT
 from dflab.autograph.operators import set_loop_options
-from dflab.autograph.transformer import DO_NOT_CONVERT
 
 __all__ = ["Feature", "do_not_convert", "set_loop_options"]
 

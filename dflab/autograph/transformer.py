@@ -1,6 +1,6 @@
 """AutoGraph's source transformation: Python control flow into calls of ``operators``.
 
-``convert(fn)`` parses ``fn``'s source and rewrites, in order:
+``rewrite(fdef, ...)`` rewrites a parsed function definition, in order:
 
 1. ``break`` and ``continue`` into flags (``__ag_break_N``, ``__ag_continue_N``) with the rest
    of the loop body guarded by ``if not flag`` and a ``break`` flag joining the loop's test;
@@ -11,25 +11,24 @@
 3. a statement whose body holds what a graph cannot express (``return``, ``yield``, ``try``,
    ``raise``, ``global``/``nonlocal``, a ``break`` out of it) stays Python: its test goes through
    ``py_cond``/``py_iter``, which refuse a traced tensor with a message naming the line. An
-   ``if`` whose two branches each end in ``return`` becomes ``return if_exp(...)``.
+   ``if`` whose two branches each end in ``return`` becomes ``return if_exp(...)``;
+4. any other call ``f(...)`` into ``ag__converted_call(f)(...)`` (with ``recursive``), which
+   converts ``f`` when it is the user's function (``conversion``); builtins stay as written.
 
 The new code keeps the user's file name and line numbers, so errors and tracebacks point at the
-user's lines. Where the source cannot be had (a lambda, a builtin, code typed at a prompt), the
-function is used as it is, as TF does.
+user's lines. Finding the source and compiling the result is ``conversion``'s job.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import inspect
+import builtins
 import itertools
-import textwrap
-import types
 
 from dflab.autograph import operators
 
-AG = "ag__"
+AG = "ag__"  # the operators' module, in converted code
+AG_CALL = "ag__converted_call"  # ``conversion.converted_call``, which the operators cannot import
 _counter = itertools.count(1)
 
 
@@ -337,13 +336,16 @@ def _mark_liveness(fdef) -> None:
 # Builtins whose calls become operators (which act as the builtin unless given what a graph
 # iterates or prints), unless the function's module or the function itself names another.
 _BUILTINS = {"print": "print_", "iter": "iter_", "enumerate": "enumerate_", "zip": "zip_"}
+# The other builtins are called as they are (their calls are not even looked at).
+PYTHON_BUILTINS = frozenset(dir(builtins))
 
 
 class _Control(ast.NodeTransformer):
-    def __init__(self, filename, offset=0, shadowed=frozenset()):
+    def __init__(self, filename, offset=0, shadowed=frozenset(), recursive=True):
         self.filename = filename
         self.offset = offset
-        self.shadowed = shadowed
+        self.shadowed = shadowed  # the builtins' names the function or its module rebinds
+        self.recursive = recursive
 
     def visit_FunctionDef(self, node):
         if getattr(node, "_ag_root", False):
@@ -380,9 +382,15 @@ class _Control(ast.NodeTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in _BUILTINS and \
-                node.func.id not in self.shadowed:
-            node.func = _ag(_BUILTINS[node.func.id])
+        func = node.func
+        if isinstance(func, ast.Name) and func.id not in self.shadowed and \
+                func.id in PYTHON_BUILTINS:
+            if func.id in _BUILTINS:
+                node.func = _ag(_BUILTINS[func.id])
+        elif self.recursive and not _is_operator(func):
+            # Any other callee is looked at when the call runs (TF's ``converted_call``): a
+            # function of the user's own code is converted in turn.
+            node.func = ast.copy_location(_call(_name(AG_CALL), [func]), func)
         return node
 
     # statements
@@ -509,10 +517,26 @@ class _Control(ast.NodeTransformer):
         return [ast.copy_location(x, node) for x in (body_fn, stmt)]
 
 
+def _callee(call: ast.Call):
+    """The function a call names, as written (``ag__converted_call(f)(...)`` names ``f``)."""
+    f = call.func
+    if isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == AG_CALL:
+        return f.args[0]
+    return f
+
+
+def _is_operator(func) -> bool:
+    """Whether ``func`` is one of the operators (``ag__.<name>``) or the call converter."""
+    if isinstance(func, ast.Name):
+        return func.id == AG_CALL
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+        func.value.id == AG
+
+
 def _is_loop_options(stmt) -> bool:
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return False
-    f = stmt.value.func
+    f = _callee(stmt.value)
     return (isinstance(f, ast.Attribute) and f.attr == "set_loop_options") or \
         (isinstance(f, ast.Name) and f.id == "set_loop_options")
 
@@ -547,84 +571,14 @@ def _why(node) -> str:
     return names.get(kind, f"its body has a {kind} statement")
 
 
-# --- the entry points --------------------------------------------------------------------------
-DO_NOT_CONVERT = "__dflab_do_not_convert__"
-
-
-def _converted_tree(fn):
-    """``fn``'s definition with its control flow converted, its file and first line; None
-    where its source cannot be had (a lambda, a builtin, code typed at a prompt)."""
-    if not inspect.isfunction(fn) or fn.__name__ == "<lambda>":
-        return None
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-        filename = inspect.getsourcefile(fn) or "<unknown>"
-        first_line = fn.__code__.co_firstlineno
-    except (OSError, TypeError):
-        return None
-    tree = ast.parse(source)
-    fdef = tree.body[0]
-    if not isinstance(fdef, ast.FunctionDef):
-        return None
-    fdef.decorator_list = []
+def rewrite(fdef: ast.FunctionDef, filename: str, offset: int, shadowed=frozenset(),
+            recursive=True) -> ast.FunctionDef:
+    """Steps 0-2 on the definition ``fdef`` read from ``filename`` (``offset`` added to its
+    line numbers gives the file's): the new definition, its control flow as operator calls."""
     fdef._ag_root = True
     fdef.body = _fold_returns(fdef.body)
-    tree = _Jumps().visit(tree)
+    tree = _Jumps().visit(ast.Module(body=[fdef], type_ignores=[]))
     _mark_liveness(fdef)
-    shadowed = {n for n in _BUILTINS if n in fn.__globals__ or n in fn.__code__.co_varnames
-                or n in fn.__code__.co_freevars or n in fn.__code__.co_cellvars}
-    tree = _Control(filename, first_line - 1, frozenset(shadowed)).visit(tree)
+    tree = _Control(filename, offset, shadowed, recursive).visit(tree)
     ast.fix_missing_locations(tree)
-    return tree.body[0], filename, first_line
-
-
-def to_code(fn, recursive=True, experimental_optional_features=None) -> str:
-    """TF's ``tf.autograph.to_code``: the Python source AutoGraph turns ``fn`` into (its loops
-    and branches as calls of the ``ag__`` operators)."""
-    converted = _converted_tree(getattr(fn, "__func__", fn))
-    if converted is None:
-        raise ValueError(f"AutoGraph cannot read the source of {fn!r}: only a function defined "
-                         "in a file (or a notebook cell) can be converted.")
-    return ast.unparse(converted[0]) + "\n"
-
-
-def convert(fn):
-    """``fn`` with its control flow converted (see the module docstring); ``fn`` itself where
-    its source cannot be had, or where ``do_not_convert`` marked it."""
-    if getattr(fn, DO_NOT_CONVERT, False):
-        return fn
-    if isinstance(fn, functools.partial):
-        inner = convert(fn.func)
-        return functools.partial(inner, *fn.args, **fn.keywords)
-    if inspect.ismethod(fn):
-        return types.MethodType(convert(fn.__func__), fn.__self__)
-    converted = _converted_tree(fn)
-    if converted is None:
-        return fn
-    fdef, filename, first_line = converted
-    ast.increment_lineno(fdef, first_line - 1)
-    # Free variables of fn, and the operators' module, become parameters of a maker, so the new
-    # function closes over the same values; made with fn's own globals, it sees the module as
-    # it is when it runs (a global rebound later included), as fn would.
-    freevars = fn.__code__.co_freevars
-    maker = ast.FunctionDef(
-        name="__ag_maker", args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v)
-                                                                  for v in (*freevars, AG)],
-                                              vararg=None, kwonlyargs=[], kw_defaults=[],
-                                              kwarg=None, defaults=[]),
-        body=[fdef, ast.Return(value=_name(fdef.name))], decorator_list=[], returns=None,
-        type_params=[])
-    module = ast.Module(body=[maker], type_ignores=[])
-    ast.fix_missing_locations(module)
-    code = compile(module, filename, "exec")
-    maker_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    make = types.FunctionType(maker_code, fn.__globals__, "__ag_maker")
-    closure = [c.cell_contents for c in (fn.__closure__ or ())]
-    new = make(*closure, operators)
-    new.__defaults__ = fn.__defaults__
-    new.__kwdefaults__ = fn.__kwdefaults__
-    functools.update_wrapper(new, fn)
-    new.__wrapped__ = fn
-    new.__dflab_autograph__ = True
-    setattr(new, DO_NOT_CONVERT, True)  # (converting it again would convert its conversion)
-    return new
+    return tree.body[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dflab import autograph
 from dflab.data import options as _options
 from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
@@ -216,7 +217,9 @@ class Dataset(_st.ElementsArgument, GraphIterable):
                 ret = tuple(ret)
             return ret, _st.flatten(ret)
 
-        return _dso.trace_function(fn, self._types, self._shapes, call, f"Dataset.{what}")
+        # TF's datasets trace their functions with AutoGraph: a tensor ``if`` there is a cond.
+        return _dso.trace_function(autograph.convert(fn), self._types, self._shapes, call,
+                                   f"Dataset.{what}")
 
     def batch(self, batch_size, drop_remainder=False) -> Dataset:
         """Consecutive elements stacked; the last batch may be short unless
