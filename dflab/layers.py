@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from dflab.autograph.conversion import converted_call
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.eager_tensor import EagerTensor
@@ -682,7 +683,10 @@ class Layer(Module):
                            if not isinstance(inputs, (list, tuple)) else
                            [_ops.convert_to_tensor(t).shape for t in inputs])
                 self.built = True
-            out = self.call(inputs, *args, **kwargs)
+            # A subclass's own ``call`` is converted by AutoGraph while a graph is built, as
+            # TF's layers convert a subclassed layer's (dflab's layers are called as written).
+            call = self.call if _ops.executing_eagerly() else converted_call(self.call)
+            out = call(inputs, *args, **kwargs)
         if first:
             self._expose_weights()
         self._updates += [op for op in _ops.get_collection(_ops.GraphKeys.UPDATE_OPS)

@@ -231,3 +231,26 @@ def test_dataset_functions_are_converted_as_tfs_are():
         nxt = tf.data.make_one_shot_iterator(tf.data.Dataset.range(5).map(spread)).get_next()
         with tf.Session() as sess:
             assert [int(sess.run(nxt)) for _ in range(5)] == [0, -1, -2, 30, 40]
+
+
+class FlipUnlessPositive(tf.layers.Layer):
+    def call(self, x):
+        if tf.reduce_sum(x) > 0:
+            y = x
+        else:
+            y = -x
+        return y
+
+
+def test_a_subclassed_layers_call_is_converted_while_a_graph_is_built():
+    # As TF's Keras 2 layers (TF 1.15-2.15) convert a subclassed layer's ``call``.
+    layer = FlipUnlessPositive()
+    f = tf.function(lambda x: layer(x))
+    np.testing.assert_array_equal(f(tf.constant([1.0, -3.0])).numpy(), [-1.0, 3.0])
+    np.testing.assert_array_equal(f(tf.constant([1.0, 3.0])).numpy(), [1.0, 3.0])
+    np.testing.assert_array_equal(layer(tf.constant([-2.0])).numpy(), [2.0])  # eagerly
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [2])
+        y = FlipUnlessPositive()(x)
+        with tf.Session() as sess:
+            np.testing.assert_array_equal(sess.run(y, {x: [-1.0, -2.0]}), [1.0, 2.0])
