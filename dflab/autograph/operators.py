@@ -18,8 +18,9 @@ from dflab.framework import ops as _ops
 from dflab.framework.composite import GraphIterable
 from dflab.framework.graph import Graph
 from dflab.framework.tensor_shape import TensorShape
-from dflab.ops import array_ops, control_flow_ops, logging_ops, math_ops
+from dflab.ops import array_ops, control_flow_ops, logging_ops, math_ops, string_ops
 from dflab.ops.op_util import capture_placeholder_attrs
+from dflab.ops.tensor_array_ops import TensorArray
 
 
 class Undefined:
@@ -48,11 +49,22 @@ def is_symbolic(x) -> bool:
 
 
 def ld(fn, name: str):
-    """The current value of a variable, or ``Undefined`` where it has none yet."""
+    """The current value of a variable (or of an attribute, ``self.h``), or ``Undefined``
+    where it has none yet."""
     try:
         return fn()
-    except NameError:
+    except (NameError, AttributeError):
         return Undefined(name)
+
+
+def setattr_(obj, attr: str, value) -> None:
+    """A carried attribute set to a converted statement's value for it: at the start of each
+    branch or iteration function (what another branch's trace set is undone) and after the
+    statement. ``Undefined`` (the attribute was unset) unsets it."""
+    if not isinstance(value, Undefined):
+        setattr(obj, attr, value)
+    elif hasattr(obj, attr):
+        delattr(obj, attr)
 
 
 class StructureError(ConversionError, TypeError):
@@ -582,6 +594,58 @@ def zip_(*iterables, **kwargs):
         if graph is not None:
             return graph
     return builtins.zip(*iterables, **kwargs)
+
+
+def len_(s):
+    """``len``: of a tensor being traced, its static first dimension, else a shape op (TF's
+    conversion); of a ``TensorArray``, its size; Python's otherwise."""
+    if isinstance(s, TensorArray):
+        return s.size()
+    if not is_symbolic(s):
+        return builtins.len(s)
+    if s.shape.ndims == 0:
+        raise ValueError(f"len requires a non-scalar tensor, got one of shape {s.shape}")
+    first = s.shape.as_list()[0] if s.shape.ndims is not None else None
+    return first if first is not None else array_ops.shape(s)[0]
+
+
+def range_(start_or_stop, stop=None, step=None):
+    """``range``: over tensors being traced, ``tf.range`` (an empty range where the stop is
+    below the start, as Python's, rather than ``tf.range``'s error), which a ``for`` then
+    iterates as a loop; Python's otherwise."""
+    args = [a for a in (start_or_stop, stop, step) if a is not None]
+    if not any(is_symbolic(a) for a in args):
+        return builtins.range(*args)
+    if step is not None:
+        return math_ops.range(start_or_stop, stop, step)
+    if stop is not None:
+        return math_ops.range(start_or_stop, math_ops.maximum(start_or_stop, stop))
+    return math_ops.range(math_ops.maximum(start_or_stop, 0))
+
+
+def abs_(x):
+    return math_ops.abs(x) if is_symbolic(x) else builtins.abs(x)
+
+
+def float_(x=0):
+    """``float`` of a tensor being traced: a cast to float32 (TF's conversion; a string is
+    parsed as a number)."""
+    if not is_symbolic(x):
+        return builtins.float(x)
+    if x.dtype.base_dtype == _dt.string:
+        return string_ops.string_to_number(x, out_type=_dt.float32)
+    return math_ops.cast(x, _dt.float32)
+
+
+def int_(x=0, base=None):
+    """``int`` of a tensor being traced: a cast to int32 (TF's conversion)."""
+    if not is_symbolic(x):
+        return builtins.int(x) if base is None else builtins.int(x, base)
+    if base not in (None, 10):
+        raise NotImplementedError(f"base {base} not supported for int")
+    if x.dtype.base_dtype == _dt.string:
+        return string_ops.string_to_number(x, out_type=_dt.int32)
+    return math_ops.cast(x, _dt.int32)
 
 
 def print_(*args, **kwargs):

@@ -57,8 +57,23 @@ class _Assigned(ast.NodeVisitor):
             base = node.value
             while isinstance(base, ast.Subscript):
                 base = base.value
-            if isinstance(base, ast.Name):
-                self._add(base.id)
+            name = base.id if isinstance(base, ast.Name) else _dotted(base)
+            if name is not None:
+                self._add(name)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        # ``self.h = v`` (``+=``): a tensor statement carries ``self.h`` as a variable.
+        if isinstance(node.ctx, ast.Store):
+            name = _dotted(node)
+            if name is not None:
+                self._add(name)
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        # An attribute a converted statement inside these ones assigned (``ag__.setattr_``).
+        if _is_setattr(node):
+            self._add(f"{_dotted(node.args[0])}.{node.args[1].value}")
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node):
@@ -77,10 +92,54 @@ class _Assigned(ast.NodeVisitor):
 
 
 def assigned(stmts) -> list[str]:
+    """The variables ``stmts`` assign: names, and attributes of names as dotted names
+    (``self.h``), which tensor statements carry as they carry names."""
     v = _Assigned()
     for s in stmts:
         v.visit(s)
-    return [n for n in v.names if not n.startswith(("__ag_it", "__agf_"))]
+    return [n for n in v.names if not n.startswith(("__ag_it", "__agf_", ATTR))]
+
+
+def _dotted(node) -> str | None:
+    """``a.b.c`` for an attribute chain of a name; None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or not parts:
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _is_setattr(node) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        node.func.attr == "setattr_" and isinstance(node.func.value, ast.Name) and \
+        node.func.value.id == AG
+
+
+# A carried attribute travels as a parameter of this prefix (``self.h``: ``__ag_attr_self__h``).
+ATTR = "__ag_attr_"
+
+
+def _param(name: str) -> str:
+    return ATTR + name.replace(".", "__") if "." in name else name
+
+
+def _attribute(name: str, ctx=None):
+    """The expression of a dotted name (``self.h``)."""
+    *path, attr = name.split(".")
+    node = _name(path[0])
+    for part in path[1:]:
+        node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
+    return ast.Attribute(value=node, attr=attr, ctx=ctx or ast.Load())
+
+
+def _set_attributes(names) -> list:
+    """``ag__.setattr_(self, 'h', __ag_attr_self__h)`` for each dotted name: a carried
+    attribute set to its parameter (not where it is Undefined: it had none)."""
+    return [ast.Expr(value=_call(_ag("setattr_"), [
+        _attribute(n).value, _const(n.rsplit(".", 1)[1]), _name(_param(n))]))
+        for n in names if "." in n]
 
 
 def bound_by(target) -> list[str]:
@@ -147,7 +206,17 @@ def _call(func, args, keywords=()):
 
 
 def _tuple(names, ctx=None):
-    return ast.Tuple(elts=[_name(n, ctx or ast.Load()) for n in names], ctx=ctx or ast.Load())
+    """``(a, b)``; a dotted name is read as ``ag__.ld`` reads it, stored into its parameter."""
+    if ctx is not None and isinstance(ctx, ast.Store):
+        return ast.Tuple(elts=[_name(_param(n), ast.Store()) for n in names], ctx=ctx)
+    return ast.Tuple(elts=[_ld(n) if "." in n else _name(n) for n in names], ctx=ast.Load())
+
+
+def _ld(name):
+    """``ag__.ld(lambda: name, 'name')``: the variable's value, or Undefined."""
+    return _call(_ag("ld"), [ast.Lambda(args=ast.arguments(
+        posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+        defaults=[]), body=_attribute(name) if "." in name else _name(name)), _const(name)])
 
 
 def _const(v):
@@ -155,9 +224,10 @@ def _const(v):
 
 
 def _fn_def(name, params, body, returns):
-    body = list(body) + [ast.Return(value=_tuple(returns))]
+    body = _set_attributes(params) + list(body) + [ast.Return(value=_tuple(returns))]
     return ast.FunctionDef(
-        name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params],
+        name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p))
+                                                            for p in params],
                                       vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                       defaults=[]),
         body=body, decorator_list=[], returns=None, type_params=[])
@@ -165,9 +235,16 @@ def _fn_def(name, params, body, returns):
 
 def _load_state(names):
     """``(ag__.ld(lambda: a, 'a'), ...)``: the variables' current values or Undefined."""
-    return ast.Tuple(elts=[_call(_ag("ld"), [ast.Lambda(args=ast.arguments(
-        posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-        defaults=[]), body=_name(n)), _const(n)]) for n in names], ctx=ast.Load())
+    return ast.Tuple(elts=[_ld(n) for n in names], ctx=ast.Load())
+
+
+def _assign_state(names, call) -> list:
+    """The statements that take a converted statement's results: ``a, b = call``, then each
+    carried attribute set from its parameter."""
+    if not names:
+        return [ast.Expr(value=call)]
+    return [ast.Assign(targets=[_tuple(names, ast.Store())], value=call),
+            *_set_attributes(names)]
 
 
 def _lambda(body):
@@ -335,7 +412,8 @@ def _mark_liveness(fdef) -> None:
 # --- step 2: statements into operator calls ------------------------------------------------------
 # Builtins whose calls become operators (which act as the builtin unless given what a graph
 # iterates or prints), unless the function's module or the function itself names another.
-_BUILTINS = {"print": "print_", "iter": "iter_", "enumerate": "enumerate_", "zip": "zip_"}
+_BUILTINS = {name: name + "_" for name in ("print", "iter", "enumerate", "zip", "len", "range",
+                                           "abs", "float", "int")}
 # The other builtins are called as they are (their calls are not even looked at).
 PYTHON_BUILTINS = frozenset(dir(builtins))
 
@@ -413,15 +491,11 @@ class _Control(ast.NodeTransformer):
         f_fn = _fn_def(f_name, names, node.orelse or [ast.Pass()], names)
         live = getattr(node, "_ag_live", None)
         keywords = [] if live is None else [ast.keyword(arg="live", value=_const(
-            tuple(n for n in names if n in live)))]
+            tuple(n for n in names if n in live or "." in n)))]
         call = _call(_ag("if_stmt"), [node.test, _name(t_name), _name(f_name),
                                       _load_state(names), _const(tuple(names)), _const(where)],
                      keywords)
-        if names:
-            stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call)
-        else:
-            stmt = ast.Expr(value=call)
-        return [ast.copy_location(x, node) for x in (t_fn, f_fn, stmt)]
+        return [ast.copy_location(x, node) for x in (t_fn, f_fn, *_assign_state(names, call))]
 
     def _both_return(self, node):
         """``if c: ...; return a`` / ``else: ...; return b`` as ``return if_exp(...)``."""
@@ -463,26 +537,25 @@ class _Control(ast.NodeTransformer):
         n = next(_counter)
         test_name, body_name = f"__agf_loop_test_{n}", f"__agf_loop_body_{n}"
         test_fn = ast.FunctionDef(
-            name=test_name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p)
+            name=test_name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p))
                                                                   for p in names],
                                                vararg=None, kwonlyargs=[], kw_defaults=[],
                                                kwarg=None, defaults=[]),
-            body=[ast.Return(value=node.test)], decorator_list=[], returns=None,
-            type_params=[])
+            body=[*_set_attributes(names), ast.Return(value=node.test)], decorator_list=[],
+            returns=None, type_params=[])
         body_fn = _fn_def(body_name, names, node.body, names)
         keywords = []
         if flag:
             keywords.append(ast.keyword(arg="extra_test", value=ast.Lambda(
-                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in names],
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p)) for p in names],
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
         keywords += [_live_out(node, names), *options]
         call = _call(_ag("while_stmt"), [_name(test_name), _name(body_name), _load_state(names),
                                          _const(tuple(names)), _const(where)], keywords)
-        stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
-            ast.Expr(value=call)
-        return [ast.copy_location(x, node) for x in (test_fn, body_fn, stmt)]
+        return [ast.copy_location(x, node)
+                for x in (test_fn, body_fn, *_assign_state(names, call))]
 
     def visit_For(self, node):
         where = _where(node, self.filename, self.offset)
@@ -505,16 +578,14 @@ class _Control(ast.NodeTransformer):
         keywords = []
         if flag:
             keywords.append(ast.keyword(arg="extra_test", value=ast.Lambda(
-                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in names],
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p)) for p in names],
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
         keywords += [_live_out(node, names), *options]
         call = _call(_ag("for_stmt"), [node.iter, _name(body_name), _load_state(names),
                                        _const(tuple(names)), _const(where)], keywords)
-        stmt = ast.Assign(targets=[_tuple(names, ast.Store())], value=call) if names else \
-            ast.Expr(value=call)
-        return [ast.copy_location(x, node) for x in (body_fn, stmt)]
+        return [ast.copy_location(x, node) for x in (body_fn, *_assign_state(names, call))]
 
 
 def _callee(call: ast.Call):
@@ -558,7 +629,7 @@ def _take_loop_options(node) -> list:
 def _live_out(node, names) -> ast.keyword:
     live = getattr(node, "_ag_live_out", None)
     return ast.keyword(arg="live_out", value=_const(
-        None if live is None else tuple(n for n in names if n in live)))
+        None if live is None else tuple(n for n in names if n in live or "." in n)))
 
 
 def _why(node) -> str:

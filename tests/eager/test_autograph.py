@@ -850,3 +850,118 @@ def test_a_branch_that_changes_a_dtype_or_leaves_none_is_refused_naming_the_vari
         tf.function(retyped)(tf.constant(1.0))
     with pytest.raises(ValueError, match="'s' is None at the end of the else branch"):
         tf.function(none_in_else)(tf.constant(1.0))
+
+
+class _Cell:
+    """A stand-in for a user's model object holding state as attributes."""
+
+
+def test_attributes_assigned_in_tensor_statements_are_carried():
+    # ``self.h = ...`` in a tensor loop or branch is carried as a variable named ``self.h``
+    # (TF's AutoGraph carries such composite names); it had escaped the loop as a tensor of
+    # the loop's body ("computed inside a while loop").
+    class RNN:
+        def __init__(self):
+            self.w = tf.Variable(0.5)
+
+        @tf.function
+        def run(self, xs):
+            self.h = tf.zeros([])
+            for x in xs:
+                self.h = tf.tanh(self.w * self.h + x)
+            return self.h
+
+    def reference(w):
+        h = 0.0
+        for v in (1.0, 2.0, 3.0):
+            h = np.tanh(w * h + v)
+        return h
+
+    rnn = RNN()
+    xs = tf.constant([1.0, 2.0, 3.0])
+    with tf.GradientTape() as tape:
+        y = rnn.run(xs)
+    assert float(y) == pytest.approx(reference(0.5), rel=1e-6)
+    numeric = (reference(0.5 + 1e-4) - reference(0.5 - 1e-4)) / 2e-4
+    assert float(tape.gradient(y, rnn.w)) == pytest.approx(numeric, rel=1e-4)
+
+    def branch(x):
+        s = _Cell()
+        s.y = tf.constant(0.0)
+        if x > 0:
+            s.y = x
+        s.count = 0
+        for _ in tf.range(3):
+            s.count += 2
+        return s.y, s.count
+
+    traced = tf.function(branch)
+    assert [float(t) for t in traced(tf.constant(-1.0))] == [0.0, 6.0]
+    assert [float(t) for t in traced(tf.constant(2.0))] == [2.0, 6.0]
+
+    def one_branch(self, x):
+        if x > 0:
+            self.flag = x
+        return x
+
+    line = inspect.getsourcelines(one_branch)[1] + 1
+    with pytest.raises(ConversionError, match=f"'self.flag' must also be initialized in the "
+                                              f"else branch .*test_autograph.py:{line}"):
+        tf.function(one_branch)(_Cell(), tf.constant(1.0))
+
+    def python_branch(self, flag):
+        if flag:
+            self.set = 1
+        else:
+            self.other = 2
+
+    cell = _Cell()
+    tf.autograph.to_graph(python_branch)(cell, True)  # a Python condition: Python's effects
+    assert cell.set == 1 and not hasattr(cell, "other")
+
+
+def test_len_range_abs_float_and_int_of_traced_tensors_are_tfs_conversions():
+    # Each read off TF 2.21 (its AutoGraph converts these builtins; min and max it leaves).
+    @tf.function
+    def over_range(n):
+        s = tf.constant(0)
+        for i in range(2, n, 2):  # range of a tensor: tf.range, a while_loop
+            s += i
+        return s
+
+    assert int(over_range(tf.constant(9))) == 20
+    assert int(tf.function(lambda n: tf.reduce_sum(range(5, n)))(tf.constant(2))) == 0
+
+    @tf.function
+    def by_len(x):
+        s = tf.constant(0.0)
+        for i in range(len(x)):  # a static length: a Python loop of three steps
+            s += x[i]
+        return s
+
+    assert float(by_len(tf.constant([1.0, 2.0, 4.0]))) == 7.0
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def dynamic_len(x):
+        return len(x)
+
+    length = dynamic_len(tf.constant([1.0, 2.0]))
+    assert int(length) == 2 and length.dtype == tf.int32
+    with pytest.raises(ValueError, match="len requires a non-scalar tensor"):
+        tf.function(lambda x: len(x))(tf.constant(1.0))
+
+    @tf.function
+    def array_len(n):
+        return len(tf.TensorArray(tf.float32, size=n))
+
+    assert int(array_len(tf.constant(3))) == 3
+    np.testing.assert_array_equal(tf.function(lambda x: abs(x))(tf.constant([-1.5, 2.0])),
+                                  [1.5, 2.0])
+    as_float = tf.function(lambda x: float(x))(tf.constant(3))
+    assert float(as_float) == 3.0 and as_float.dtype == tf.float32
+    as_int = tf.function(lambda x: int(x))(tf.constant(3.7))
+    assert int(as_int) == 3 and as_int.dtype == tf.int32
+    assert int(tf.function(lambda x: int(x))(tf.constant("42"))) == 42
+    with pytest.raises(TypeError, match="Python `bool`"):  # TF 2.21: not converted either
+        tf.function(lambda x, y: max(x, y))(tf.constant(3.0), tf.constant(5.0))
+    assert int(tf.function(lambda x: x + int(2.5) + len([1, 2]))(tf.constant(1))) == 5
