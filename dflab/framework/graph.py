@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from dflab.framework import errors
 from dflab.framework.device_spec import DeviceSpec
 from dflab.framework.display import RichDisplay
+from dflab.framework.op_kinds import EXIT_OPS
 from dflab.framework.operation import Operation
 from dflab.framework.tensor import Tensor
 from dflab.framework.tensor_shape import as_shape
@@ -81,6 +82,22 @@ class _NameScope:
     def __exit__(self, *exc) -> None:
         self._st.name_scope = self._old
 
+
+
+def _check_loop_value_in_reach(t, inner, ctx, op_type: str) -> None:
+    """TF 1.x's rule, checked where the op is built: a value computed in a while loop's body
+    is used only in that loop (or loops inside it); outside it leaves through ``Exit``.
+    (Elsewhere it could only fail when the step runs.)"""
+    # An Exit is built in its loop's context, but its value is the context around the loop's.
+    loop = inner.outer_context if t.op.type in EXIT_OPS else inner
+    while loop is not None and not getattr(loop, "is_loop", False):
+        loop = loop.outer_context
+    if loop is None or (ctx is not None and loop.contains(ctx)):
+        return
+    raise ValueError(
+        f"Cannot use '{t.name}' as input to '{op_type}' because '{t.op.name}' is in a while "
+        f"loop (created at {errors._site_of(t.op)}): use a value the loop returns, or a "
+        "TensorArray or loop variable that carries it out.")
 
 class Graph(RichDisplay):
     """A dataflow graph of operations, with the scopes that name and place new ops."""
@@ -474,6 +491,10 @@ class Graph(RichDisplay):
         if cf_context is not None:
             # Inside a cond branch or loop body, outside values come in through Switch/Enter.
             inputs = [cf_context.AddValue(t) for t in inputs]
+        for t in inputs:
+            inner = t.op._control_flow_context
+            if inner is not None and inner is not cf_context:
+                _check_loop_value_in_reach(t, inner, cf_context, op_type)
         with self._lock:
             if name is None:
                 name = op_type

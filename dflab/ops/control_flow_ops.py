@@ -272,6 +272,8 @@ class CondContext(ControlFlowContext):
 class WhileContext(ControlFlowContext):
     """One while loop's frame; see the module docstring."""
 
+    is_loop = True  # (the graph checks that what the body computes stays in the loop)
+
     def __init__(self, name, parallel_iterations=10, back_prop=True):
         super().__init__()
         if parallel_iterations < 1:

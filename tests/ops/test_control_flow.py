@@ -189,6 +189,41 @@ def test_nested_loops():
         assert s.run(out)[1] == sum(j for i in range(6) for j in range(i))
 
 
+def test_a_value_of_a_loop_body_used_outside_the_loop_is_refused_where_it_is_built():
+    # TF 1.x's ValueError at graph construction; it had failed only when the step ran
+    # ("Cannot fetch ...: it is computed inside a while loop"), naming the wrong op.
+    leaked = []
+
+    def body(i):
+        leaked.append(i * 2)
+        return i + 1
+
+    tf.while_loop(lambda i: i < 3, body, [tf.constant(0)])
+    line = body.__code__.co_firstlineno + 1
+    with pytest.raises(ValueError, match="Cannot use 'while/mul:0' as input to 'AddV2' because "
+                                         "'while/mul' is in a while loop \\(created at "
+                                         f".*test_control_flow.py:{line}\\)"):
+        leaked[0] + 1
+    inner_leak = []
+
+    def outer_body(i):
+        def inner_body(j):
+            inner_leak.append(j + i)
+            return j + 1
+
+        tf.while_loop(lambda j: j < 2, inner_body, [tf.constant(0)])
+        return i + inner_leak[-1] * 0  # an inner loop's value in the outer loop's body
+    with pytest.raises(ValueError, match="is in a while loop"):
+        tf.while_loop(lambda i: i < 3, outer_body, [tf.constant(0)])
+
+    def uses_outer_value(i):  # an outer loop's value inside an inner loop: fine (TF's too)
+        return i + tf.while_loop(lambda j: j < i, lambda j: j + 1, [tf.constant(0)])
+
+    out = tf.while_loop(lambda i: i < 10, uses_outer_value, [tf.constant(1)])
+    with tf.Session() as sess:
+        assert sess.run(out) == 16  # 1 -> 2 -> 4 -> 8 -> 16
+
+
 def test_loop_in_cond_and_cond_in_loop():
     p = tf.placeholder(tf.bool, [])
     loop_in_cond = tf.cond(
