@@ -218,8 +218,16 @@ class Dataset(_st.ElementsArgument, GraphIterable):
             return ret, _st.flatten(ret)
 
         # TF's datasets trace their functions with AutoGraph: a tensor ``if`` there is a cond.
-        return _dso.trace_function(autograph.convert(fn), self._types, self._shapes, call,
-                                   f"Dataset.{what}")
+        try:
+            return _dso.trace_function(autograph.convert(fn), self._types, self._shapes, call,
+                                       f"Dataset.{what}")
+        except _dso.LoopInFunctionError:
+            # A loop (a tensor ``for``/``while``, ``tf.while_loop``) needs the executor's
+            # frames: the function becomes a traced function, called by one op.
+            from dflab.eager.function import function
+
+            return _dso.trace_function(function(fn), self._types, self._shapes, call,
+                                       f"Dataset.{what}")
 
     def batch(self, batch_size, drop_remainder=False) -> Dataset:
         """Consecutive elements stacked; the last batch may be short unless

@@ -23,6 +23,7 @@ propagating the deadness of an untaken ``tf.cond`` branch as the executor does.
 from __future__ import annotations
 
 import contextvars
+import functools
 import gzip
 import itertools
 import json
@@ -56,7 +57,7 @@ class DatasetFunction:
         self._rets = list(spec["rets"])
         fed = set(spec["args"]) | set(spec["captures"])
         self._steps = [self._bind(nd, ctx) for nd in graph.node if nd.name not in fed]
-        self._random = sorted({nd.op for nd in graph.node if _draws_random(nd.op)})
+        self._random = sorted({op for op in _op_types_within(graph.node) if _draws_random(op)})
 
     def check_replayable(self) -> None:
         """Refuse where the function draws random numbers: a replayed pass would draw others
@@ -69,11 +70,13 @@ class DatasetFunction:
 
     def _bind(self, nd, ctx):
         kd = get_kernel_def(nd, "CPU")
-        if kd.is_async or kd.takes_step:
+        if kd.is_async:
             raise errors.InvalidArgumentError(
                 None, None, f"{self.where}: op {nd.op} ({nd.name}) cannot run inside a dataset "
                 "function")
         fn = kd.factory(nd, ctx)
+        if kd.takes_step:  # no step here: a function's call op runs its body in one of its own
+            fn = functools.partial(fn, None)
         ref_inputs = get_op_def(nd.op).ref_inputs
         deref = [] if getattr(fn, "accepts_refs", False) else [
             i for i, t in enumerate(nd.input_types) if t.is_ref_dtype and i not in ref_inputs]
@@ -116,6 +119,16 @@ class DatasetFunction:
                 for k, v in enumerate(out):
                     env[f"{name}:{k}"] = v
         return [np.asarray(env[r]) for r in self._rets]
+
+
+def _op_types_within(node_defs):
+    """The op types of ``node_defs`` and of the bodies of the functions they call (a loop in a
+    dataset function runs in a called function)."""
+    for nd in node_defs:
+        yield nd.op
+        body = nd.attr.get("_body")
+        if body is not None:
+            yield from _op_types_within(graph_def_from_json(body["graph_def"]).node)
 
 
 def _draws_random(op_type: str) -> bool:

@@ -166,6 +166,11 @@ def _typed_node_def(op) -> dict:
     return nd.to_json()
 
 
+class LoopInFunctionError(NotImplementedError):
+    """A dataset function traced with a loop among its own ops (``Dataset`` traces it again
+    calling it as a traced function: one call op, which runs the loop)."""
+
+
 def trace_function(fn, arg_types, arg_shapes, call, name: str) -> TracedFunction:
     """Trace ``fn`` once: ``call(fn, placeholders)`` calls it on one placeholder per argument
     component and returns ``(structure, flat results)``."""
@@ -188,8 +193,8 @@ def trace_function(fn, arg_types, arg_shapes, call, name: str) -> TracedFunction
             rets.append(r)
     adopt_functions(graph, outer)
     if any(op.type in LOOP_OPS for op in graph.get_operations()):
-        raise NotImplementedError(f"{name}: dataset functions cannot contain loops "
-                                  "(tf.while_loop) yet")
+        raise LoopInFunctionError(f"{name}: a dataset function runs its ops in order, without "
+                             "frames: a loop in it must be inside a function it calls")
     attr = {"node": [_typed_node_def(op) for op in graph.get_operations()],
             "args": [a.op.name for a in args],
             "captures": [p.op.name for _, p in graph.captured],

@@ -133,6 +133,34 @@ def test_map_traces_once_and_has_static_shapes():
     np.testing.assert_array_equal(got[2], np.arange(8, 12).reshape(2, 2))
 
 
+def test_map_functions_may_hold_conditions_and_loops():
+    # TF 2.21 gives the same elements (its datasets trace functions with AutoGraph).
+    def spread(x):
+        if x > 2:
+            y = x * 10
+        else:
+            y = -x
+        return y
+
+    def triangle(x):  # a tensor ``for``: a while_loop, run in a function the map calls
+        s = tf.constant(0, tf.int64)
+        for i in tf.range(x):
+            s += i
+        return s
+
+    def doubled_three_times(x):  # a TF 1.x while_loop, with a captured tensor
+        return tf.while_loop(lambda i, v: i < three, lambda i, v: (i + 1, v * 2), [0, x])[1]
+
+    three = tf.constant(3)
+    assert scalars(tf.data.Dataset.range(5).map(spread)) == [0, -1, -2, 30, 40]
+    assert scalars(tf.data.Dataset.range(5).map(triangle)) == [0, 0, 1, 3, 6]
+    assert scalars(tf.data.Dataset.range(3).map(doubled_three_times)) == [0, 8, 16]
+    evens = tf.data.Dataset.range(6).filter(lambda x: triangle(x) % 2 == 0)
+    assert scalars(evens) == [0, 1, 4, 5]  # triangles 0, 0, 1, 3, 6, 10
+    batched = tf.data.Dataset.range(4).map(triangle).batch(2)
+    assert [e.tolist() for e in elements(batched)] == [[0, 0], [1, 3]]
+
+
 def test_map_captures_constants_variables_and_placeholders():
     scale = tf.constant(3.0)
     v = tf.Variable(1.0, name="offset")
@@ -507,10 +535,10 @@ def test_map_with_cond_runs_only_the_taken_branch():
     assert got == ref
 
 
-def test_dataset_functions_refuse_loops():
-    with pytest.raises(NotImplementedError, match="loops"):
-        tf.data.Dataset.range(3).map(
-            lambda x: tf.while_loop(lambda i: i < x, lambda i: i + 1, [tf.constant(0, tf.int64)]))
+def test_a_loop_bounded_by_the_element_runs_in_a_map_function():
+    ds = tf.data.Dataset.range(3).map(
+        lambda x: tf.while_loop(lambda i: i < x, lambda i: i + 1, [tf.constant(0, tf.int64)]))
+    assert scalars(ds) == [0, 1, 2]  # (refused before: dataset functions had no loops)
 
 
 def test_map_with_py_func():
