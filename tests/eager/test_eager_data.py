@@ -525,6 +525,16 @@ def test_what_cannot_be_replayed_is_refused_at_save(eager, tmp_path):
     with pytest.raises(tf.errors.FailedPreconditionError,
                        match="draws random numbers \\(RandomUniform\\)"):
         tf.train.Checkpoint(it=noisy).save(str(tmp_path / "noisy"))
+
+    def noisy_loop(x):  # the loop makes the function a called one: its draws are seen there
+        for _ in tf.range(2):
+            x += tf.cast(tf.random_uniform([]) * 0, tf.int64)
+        return x
+
+    looped = iter(tf.data.Dataset.range(10).map(noisy_loop))
+    next(looped)
+    with pytest.raises(tf.errors.FailedPreconditionError, match="\\(RandomUniform\\)"):
+        tf.train.Checkpoint(it=looped).save(str(tmp_path / "looped"))
     seeded = iter(tf.data.Dataset.range(10).map(
         lambda x: x + tf.random.stateless_uniform([], [1, 2], maxval=3, dtype=tf.int64)))
     next(seeded)
