@@ -23,8 +23,10 @@ from dflab.eager import context as _context
 from dflab.framework import dtypes as _dt
 from dflab.framework import nest
 from dflab.framework import ops as _ops
+from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.registry import GRADIENT_OUTPUTS, op_gradient_function
 from dflab.ops import array_ops, math_ops
+from dflab.ops import custom_gradient as _custom
 from dflab.ops import gradients as _gradients
 from dflab.ops import resource_variable_ops as _rv
 from dflab.ops import tensor_array_ops as _ta
@@ -162,6 +164,11 @@ class GradientTape:
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
         """d(sum of ``target``)/d``sources``, in the structure of ``sources``."""
+        result = self._gradient(target, sources, output_gradients, unconnected_gradients)
+        self._release_unless_persistent()
+        return result
+
+    def _gradient(self, target, sources, output_gradients, unconnected_gradients):
         if self._released:
             raise RuntimeError("A non-persistent GradientTape can only be used to compute one "
                                "set of gradients (or jacobians)")
@@ -187,12 +194,14 @@ class GradientTape:
         finally:
             if paused:
                 self._push()
+        return nest.pack_sequence_as(sources, result)
+
+    def _release_unless_persistent(self) -> None:
         if not self._persistent:
             self._released = True
             self._records = []
             self._keep = []
             self._watched = set()
-        return nest.pack_sequence_as(sources, result)
 
     def _backward(self, targets, sources, output_gradients, unconnected):
         # Each call is a gradient source of its own: a TensorArray keeps one gradient array
@@ -236,31 +245,81 @@ class GradientTape:
         return result
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-                 parallel_iterations=None, experimental_use_pfor=False):
-        """d``target``[i]/d``source`` for every element i of ``target``, stacked (the
-        tape must be persistent, since it is read once per element)."""
-        if not self._persistent:
-            raise RuntimeError("jacobian needs a persistent tape: each element of the target "
-                               "is differentiated separately.")
-        flat_target = array_ops.reshape(target, [-1])
-        n = int(flat_target.shape[0])
+                 parallel_iterations=None, experimental_use_pfor=True):
+        """d``target``[i]/d``source`` for every element i of ``target``, stacked: shape
+        ``target.shape + source.shape``. Each element is differentiated in turn (TF
+        vectorizes them); a non-persistent tape allows one jacobian, as one gradient."""
+        target = _ops.convert_to_tensor(target)
         flat_sources = nest.flatten(sources)
+        n = _known_size(target, "jacobian", "target")
+
         rows = [[] for _ in flat_sources]
         for i in range(n):
             onehot = array_ops.one_hot(i, n, dtype=target.dtype.base_dtype)
-            gs = self.gradient(target, flat_sources, output_gradients=array_ops.reshape(
-                onehot, array_ops.shape(target)), unconnected_gradients=unconnected_gradients)
+            gs = self._gradient(target, flat_sources, array_ops.reshape(
+                onehot, array_ops.shape(target)), unconnected_gradients)
             for k, g in enumerate(gs):
                 rows[k].append(g)
+        self._release_unless_persistent()
         out = []
         for s, row in zip(flat_sources, rows):
-            shape = list(target.shape.as_list()) + list(
-                (s.shape if not _rv.is_resource_variable(s) else s.shape).as_list())
+            shape = target.shape.as_list() + _value_of(s).shape.as_list()
             if any(g is None for g in row):
                 out.append(None)
                 continue
-            out.append(array_ops.reshape(array_ops.stack([_dense(g) for g in row]), shape))
+            stacked = array_ops.stack([_dense(g) for g in row]) if row else \
+                array_ops.zeros([0] + _value_of(s).shape.as_list(), target.dtype.base_dtype)
+            out.append(array_ops.reshape(stacked, shape))
         return nest.pack_sequence_as(sources, out)
+
+    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                       parallel_iterations=None, experimental_use_pfor=True):
+        """For a batch whose examples do not mix: ``result[b, i..., j...]`` is
+        d``target[b, i...]``/d``source[b, j...]`` (TF's), one gradient per element of a
+        target row, each summed over the batch (an example's gradient only reaches its own
+        row of ``source``)."""
+        target = _ops.convert_to_tensor(target)
+        source_value = _value_of(source)
+        if target.shape.ndims is None or target.shape.ndims < 1 or \
+                source_value.shape.ndims is None or source_value.shape.ndims < 1:
+            raise ValueError("batch_jacobian needs a target and a source of rank 1 or more: "
+                             "their first dimension is the batch")
+        batch = target.shape.as_list()[0]
+        if batch is not None and source_value.shape.as_list()[0] not in (None, batch):
+            raise ValueError(f"Need first dimension of target shape ({target.shape}) and "
+                             f"source shape ({source_value.shape}) to match.")
+        row = target.shape[1:]
+        m = row.num_elements()
+        if m is None:
+            raise ValueError(f"batch_jacobian needs a known shape for each row of the target, "
+                             f"got {target.shape}")
+        flat = array_ops.reshape(target, [-1, m])
+        columns = []
+        for j in range(m):
+            onehot = array_ops.ones_like(flat[:, :1]) * array_ops.one_hot(
+                j, m, dtype=target.dtype.base_dtype)
+            g = self._gradient(target, source, array_ops.reshape(
+                onehot, array_ops.shape(target)), unconnected_gradients)
+            columns.append(None if g is None else _dense(g))
+        self._release_unless_persistent()
+        if any(g is None for g in columns):
+            return None
+        stacked = array_ops.stack(columns, axis=1) if columns else array_ops.zeros(
+            array_ops.concat([array_ops.shape(source_value)[:1], [0],
+                              array_ops.shape(source_value)[1:]], 0), target.dtype)
+        return array_ops.reshape(stacked, array_ops.concat(
+            [array_ops.shape(target), array_ops.shape(source_value)[1:]], 0))
+
+
+def _value_of(source):
+    return source.value() if _rv.is_resource_variable(source) else source
+
+
+def _known_size(t, what: str, name: str) -> int:
+    n = t.shape.num_elements()
+    if n is None:
+        raise ValueError(f"{what} needs a {name} of known shape, got {t.shape}")
+    return n
 
 
 def _target_of(source):
@@ -286,7 +345,10 @@ def _sum(grads):
 
 
 def _call_gradient(op, out_grads, watched):
-    known, fn = op_gradient_function(op)
+    fn = getattr(op, "gradient_function", None)  # a custom gradient's own
+    known = fn is not None
+    if not known:
+        known, fn = op_gradient_function(op)
     if not known:
         raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})")
     if fn is None:
@@ -314,3 +376,67 @@ def _variable_accessed(variable) -> None:
     for tape in _context._TAPES:
         if tape._watch_accessed and tape._thread == ident:
             tape._watch_variable(variable)
+
+
+# --- custom gradients, eagerly -------------------------------------------------------------------
+def _eager_custom_gradient(f, args, kwargs):
+    """``@tf.custom_gradient`` executing eagerly (TF's): ``f`` runs, the trainable variables
+    it reads that are not among its arguments are noted, and the tapes get one op from
+    ``f``'s results, its arguments and those variables to new tensors of the same values,
+    whose gradient function is the user's ``grad_fn`` (nothing flows into ``f``'s own ops)."""
+    watcher = GradientTape(watch_accessed_variables=True)
+    with watcher:
+        result, grad_fn = f(*args, **kwargs)
+    flat_args = nest.flatten(args)
+    given = flat_args + nest.flatten(kwargs)
+    used = [v for v in watcher.watched_variables() if all(v is not g for g in given)]
+    if used and not _custom.takes_variables(grad_fn):
+        raise TypeError("@tf.custom_gradient grad_fn must accept keyword argument "
+                        f"'variables', since function uses variables: {used}")
+    flat_result = [_ops.convert_to_tensor(t) for t in nest.flatten(result)]
+    n_result = len(flat_result)
+    inputs = flat_result + [_ops.convert_to_tensor(a) for a in flat_args] + \
+        [v.handle for v in used]
+    outputs = [EagerTensor(t._value, t.dtype, t._device_obj) for t in flat_result]
+
+    def gradient(op, *result_grads):
+        dys = list(result_grads[:n_result])
+        if used:
+            arg_grads, var_grads = grad_fn(*dys, variables=used)
+            if len(var_grads) != len(used):
+                raise ValueError("Must return gradient for each variable from "
+                                 "@custom_gradient grad_fn.")
+        else:
+            arg_grads, var_grads = grad_fn(*dys), []
+        flat_grads = nest.flatten(arg_grads)
+        if len(flat_grads) != len(flat_args):
+            raise ValueError(f"custom_gradient function expected to return {len(flat_args)} "
+                             f"gradients, but returned {len(flat_grads)} instead.")
+        return [None] * n_result + flat_grads + list(var_grads)
+
+    if _context._TAPES:
+        ctx = _ops.get_default_graph()
+        name = getattr(f, "__name__", "custom_gradient")
+        op = _context.EagerOp("CustomGradient", name, inputs, {GRADIENT_OUTPUTS: n_result},
+                              ctx, outputs[0].device if outputs else "", outputs)
+        op.gradient_function = gradient
+        _context._record(op)
+    return nest.pack_sequence_as(result, outputs)
+
+
+def _eager_recompute(f, args, dresult, variables):
+    """``recompute_grad``'s gradient, eagerly (TF's): ``f`` run again on its arguments under
+    a tape, differentiated with the incoming gradients."""
+    with GradientTape() as tape:
+        id_args = [array_ops.identity(a) for a in args]
+        tape.watch(id_args)
+        if variables:
+            tape.watch(variables)
+        recomputed = f(*id_args)
+    grads = tape.gradient(nest.flatten(recomputed), id_args + list(variables or []),
+                          output_gradients=list(dresult),
+                          unconnected_gradients=UnconnectedGradients.ZERO)
+    return grads[:len(id_args)], grads[len(id_args):]
+
+
+_custom.register_eager_mode(_eager_custom_gradient, _eager_recompute)

@@ -66,7 +66,7 @@ class EagerOp:
 
     __slots__ = ("type", "name", "inputs", "outputs", "_outputs", "_attrs", "graph", "device",
                  "creation_site", "control_flow_info", "control_flow_context",
-                 "skip_input_indices")
+                 "skip_input_indices", "gradient_function")
 
     def __init__(self, op_type, name, inputs, attrs, graph, device="", outputs=None, site=""):
         self.type = op_type
@@ -82,6 +82,7 @@ class EagerOp:
         # Set by a tape while it differentiates the op: the positions of inputs no gradient
         # is wanted for (TF's ``op.skip_input_indices``), which a gradient function may skip.
         self.skip_input_indices = None
+        self.gradient_function = None  # a custom gradient's own (``tf.custom_gradient``)
 
     @property
     def op_def(self):

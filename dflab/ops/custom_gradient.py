@@ -6,8 +6,9 @@ derivatives through ``tf.gradients``.
 the variables ``y`` depends on through one ``IdentityN`` op whose gradient is ``grad_fn``:
 the op carries a ``_gradient_op_type`` attribute naming a gradient registered for it alone
 (what TF's ``gradient_override_map`` sets), so ``tf.gradients`` calls ``grad_fn`` for the
-arguments and variables and sends nothing into ``f``'s own ops. Graph mode only: eager
-execution refuses it with a ``NotImplementedError``.
+arguments and variables and sends nothing into ``f``'s own ops. Executing eagerly, the eager
+layer's implementation (registered with ``register_eager_mode``) records one op on the tapes
+whose gradient function is ``grad_fn``, as TF's eager decorator does.
 """
 
 from __future__ import annotations
@@ -35,14 +36,24 @@ def custom_gradient(f=None):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         if _ops.executing_eagerly():
-            raise NotImplementedError("tf.custom_gradient builds a graph: use it in graph "
-                                      "mode")
+            return _EAGER_MODE[0](f, args, kwargs)
         if kwargs:
             raise ValueError("The custom_gradient decorator currently supports keywords "
                              "arguments only when eager execution is enabled.")
         return _graph_mode(f, args)
 
     return decorated
+
+
+def register_eager_mode(implementation, recompute) -> None:
+    """The eager layer's ``custom_gradient`` (``implementation(f, args, kwargs)``) and
+    ``recompute_grad``'s gradient (``recompute(f, args, dresult, variables)``)."""
+    _EAGER_MODE[:] = [implementation]
+    _EAGER_RECOMPUTE[:] = [recompute]
+
+
+_EAGER_MODE: list = []
+_EAGER_RECOMPUTE: list = []
 
 
 def _graph_mode(f, args):
@@ -53,7 +64,7 @@ def _graph_mode(f, args):
     flat_result = [_ops.convert_to_tensor(t) for t in nest.flatten(result)]
     n_result = len(flat_result)
     used = _dependent_variables(flat_args, flat_result)
-    if used and not _takes_variables(grad_fn):
+    if used and not takes_variables(grad_fn):
         raise TypeError("@tf.custom_gradient grad_fn must accept keyword argument "
                         f"'variables', since function uses variables: {used}")
 
@@ -77,7 +88,7 @@ def _graph_mode(f, args):
     return nest.pack_sequence_as(result, outs)
 
 
-def _takes_variables(fn) -> bool:
+def takes_variables(fn) -> bool:
     spec = inspect.getfullargspec(fn)
     return "variables" in spec.args or "variables" in spec.kwonlyargs or bool(spec.varkw)
 
@@ -111,6 +122,8 @@ def recompute_grad(f):
         result = f(*args)
 
         def grad(*dresult, variables=None):
+            if _ops.executing_eagerly():  # the recomputation differentiated by a tape
+                return _EAGER_RECOMPUTE[0](f, args, dresult, variables)
             # A data dependency on the incoming gradient, so the recomputation waits for it
             # instead of being scheduled with the forward pass.
             with _ops.control_dependencies([dresult[0]]):

@@ -174,6 +174,67 @@ def test_stop_recording_and_jacobian():
     np.testing.assert_allclose(jac.numpy(), np.diag([2.0, 4.0, 6.0]))
 
 
+def test_jacobians_of_a_plain_tape_batch_jacobians_and_hessians():
+    # TF 2.21's jacobian needs no persistent tape (one jacobian, as one gradient).
+    x = tf.constant([1.0, 2.0, 3.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+    np.testing.assert_allclose(t.jacobian(y, x).numpy(), np.diag([2.0, 4.0, 6.0]))
+    with pytest.raises(RuntimeError, match="non-persistent GradientTape"):
+        t.jacobian(y, x)
+
+    xb = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    with tf.GradientTape() as t:
+        t.watch(xb)
+        y = tf.sin(xb) * xb
+    got = t.batch_jacobian(y, xb).numpy()
+    want = np.zeros((2, 2, 2))
+    values = xb.numpy()
+    for b in range(2):
+        for i in range(2):
+            want[b, i, i] = np.cos(values[b, i]) * values[b, i] + np.sin(values[b, i])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+    def numeric_hessian(v, delta=1e-3):
+        def grad(u):
+            return 3 * u ** 2
+        return np.stack([(grad(v + delta * e) - grad(v - delta * e)) / (2 * delta)
+                         for e in np.eye(3)], axis=1)
+
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = tf.reduce_sum(x ** 3)
+        g = inner.gradient(y, x)
+    np.testing.assert_allclose(outer.jacobian(g, x).numpy(),
+                               numeric_hessian(np.array([1.0, 2.0, 3.0])), rtol=1e-5)
+
+    @tf.function
+    def traced(v):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            out = tf.tanh(v)
+        return tape.jacobian(out, v)
+
+    np.testing.assert_allclose(traced(x).numpy(), np.diag(1 - np.tanh([1.0, 2.0, 3.0]) ** 2),
+                               rtol=1e-5)
+
+
+def test_vectorized_map_is_map_fn_over_rows():
+    rows = tf.constant([[1.0, 2.0], [-3.0, 4.0]])
+    sums, positive = tf.vectorized_map(lambda r: (tf.reduce_sum(r * r), r[0] > 0), rows)
+    np.testing.assert_allclose(sums.numpy(), [5.0, 25.0])
+    np.testing.assert_array_equal(positive.numpy(), [True, False])
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [3, 2])
+        y = tf.vectorized_map(lambda r: tf.reduce_sum(r * r), x)
+        with tf.Session() as sess:
+            np.testing.assert_allclose(sess.run(y, {x: [[1, 2], [-3, 4], [5, 6]]}),
+                                       [5.0, 25.0, 61.0])
+
+
 def test_output_gradients_weight_the_target():
     x = tf.constant([1.0, 2.0])
     with tf.GradientTape() as t:

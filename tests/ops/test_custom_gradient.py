@@ -70,14 +70,65 @@ def test_keyword_arguments_are_refused_in_graph_mode():
         f(tf.constant(1.0), scale=2.0)
 
 
-def test_eager_execution_is_refused():
+def test_eagerly_the_tape_calls_grad_fn():
+    # TF 2.21 gives the same numbers: the clipped gradient, the variable's, the recomputed
+    # and the passed-through ones.
     @tf.custom_gradient
-    def f(x):
-        return x, lambda dy: dy
+    def clip_grad(x):
+        return tf.identity(x), lambda dy: tf.clip_by_value(dy, -0.5, 0.5)
 
     with eager_mode():
-        with pytest.raises(NotImplementedError, match="graph mode"):
-            f(tf.constant(1.0))
+        x = tf.constant([1.0, 2.0, 3.0])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(clip_grad(x) * 10.0)
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), [0.5, 0.5, 0.5])
+
+        w = tf.Variable(3.0)
+
+        @tf.custom_gradient
+        def scaled(v):
+            def grad(dy, variables=None):
+                return dy * 100.0, [tf.reduce_sum(dy) * 7.0 for _ in variables]
+            return v * w, grad
+
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(scaled(x))
+        gx, gw = tape.gradient(y, [x, w])
+        np.testing.assert_allclose(gx.numpy(), [100.0] * 3)
+        assert float(gw) == 21.0  # three elements, 7 each
+
+        @tf.custom_gradient
+        def forgets_variables(v):
+            return v * w, lambda dy: dy
+
+        with pytest.raises(TypeError, match="must accept keyword argument 'variables'"):
+            forgets_variables(x)
+
+        @tf.custom_gradient
+        def two_args(a, b):
+            return a * b, lambda dy: dy  # one gradient for two arguments
+
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = two_args(x, x)
+        with pytest.raises(ValueError, match="expected to return 2 gradients, but returned 1"):
+            tape.gradient(y, x)
+
+        sin_times = tf.recompute_grad(lambda v: tf.sin(v) * v)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(sin_times(x))
+        want = np.sin([1.0, 2.0, 3.0]) + np.array([1.0, 2.0, 3.0]) * np.cos([1.0, 2.0, 3.0])
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), want, rtol=1e-6)
+
+        rounded = tf.grad_pass_through(tf.round)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(rounded(x * 1.3) * 2.0)
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), [2.6] * 3, rtol=1e-6)
+        assert clip_grad(tf.constant(4.0)).numpy() == 4.0  # no tape: just the value
 
 
 def test_graph_with_custom_gradient_exports():
