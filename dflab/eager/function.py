@@ -213,6 +213,7 @@ class ConcreteFunction:
         self._grad_lock = threading.Lock()
         self._split_done = None  # a _ForwardBackward, _UNSPLIT, or None: not tried yet
         self._read_variables: list = []  # weak references, set by the trace
+        self._traced_inputs: tuple = ([], [])  # (parameter names, arguments as traced)
 
     @property
     def inputs(self) -> list:
@@ -222,6 +223,24 @@ class ConcreteFunction:
     @property
     def captured_inputs(self) -> list:
         return list(self._captured)
+
+    @property
+    def structured_input_signature(self) -> tuple:
+        """TF's ``(args, kwargs)``: the arguments as traced, each tensor a ``TensorSpec``
+        named by its path (``x``; ``d_a`` for ``d["a"]``), Python values as given."""
+        names, values = self._traced_inputs
+
+        def spec_of(value, name):
+            if isinstance(value, _ops.Tensor):
+                return TensorSpec(value.shape, value.dtype.base_dtype, name)
+            if isinstance(value, dict):
+                return type(value)((k, spec_of(v, f"{name}_{k}")) for k, v in value.items())
+            if isinstance(value, (list, tuple)):
+                items = [spec_of(v, f"{name}_{i}") for i, v in enumerate(value)]
+                return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+            return value
+
+        return tuple(spec_of(v, n) for n, v in zip(names, values)), {}
 
     @property
     def variables(self) -> list:
@@ -991,7 +1010,9 @@ class Function:
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
         """The trace for these arguments (``TensorSpec``s stand for tensors), traced now if
-        it is new."""
+        it is new; with an ``input_signature`` and no arguments, the signature's."""
+        if not args and not kwargs and self._signature_structure is not None:
+            args = tuple(self._signature_structure)
         names, values = self._canonical(args, kwargs)
         key, pinned = self._signature(names, values)
         with self._lock:
@@ -1096,6 +1117,7 @@ class Function:
                 lambda t: None if t is None else _output_tensor(t, fg), out)
         concrete = ConcreteFunction(fg, args, structured, python_call, reason, key)
         concrete._read_variables = read.refs
+        concrete._traced_inputs = (list(names), traced_values)
         return concrete
 
 

@@ -10,6 +10,8 @@ kernels in ``dflab.kernels.matrix_kernels``.
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 from dflab.framework import dtypes as _dt
@@ -202,10 +204,16 @@ def matrix_determinant(input, name=None):  # noqa: A002
     return _unary("MatrixDeterminant", input, name)
 
 
+# TF's result types of several outputs: named tuples (``qr(a).q``).
+SlogdetOutput = collections.namedtuple("LogMatrixDeterminant", ["sign", "log_abs_determinant"])
+QrOutput = collections.namedtuple("Qr", ["q", "r"])
+LuOutput = collections.namedtuple("Lu", ["lu", "p"])
+
+
 def slogdet(input, name=None):  # noqa: A002
     """(sign, log |det|) of each matrix."""
     op = _ops.apply_op("LogMatrixDeterminant", [_ops.convert_to_tensor(input)], None, name)
-    return op.outputs[0], op.outputs[1]
+    return SlogdetOutput(op.outputs[0], op.outputs[1])
 
 
 def matrix_square_root(input, name=None):  # noqa: A002
@@ -250,7 +258,7 @@ def qr(input, full_matrices=False, name=None):  # noqa: A002
     """(q, r) with ``q`` orthonormal columns and ``r`` upper triangular."""
     op = _ops.apply_op("Qr", [_ops.convert_to_tensor(input)],
                        {"full_matrices": bool(full_matrices)}, name)
-    return op.outputs[0], op.outputs[1]
+    return QrOutput(op.outputs[0], op.outputs[1])
 
 
 def svd(tensor, full_matrices=False, compute_uv=True, name=None):
@@ -281,7 +289,7 @@ def lu(input, output_idx_type=_dt.int32, name=None):  # noqa: A002
     permutation ``p`` with ``input[p] = L @ U`` (partial pivoting)."""
     op = _ops.apply_op("Lu", [_ops.convert_to_tensor(input)],
                        {"output_idx_type": _dt.as_dtype(output_idx_type).base_dtype}, name)
-    return op.outputs[0], op.outputs[1]
+    return LuOutput(op.outputs[0], op.outputs[1])
 
 
 # --- gradients (TF's formulas) ----------------------------------------------------------------

@@ -9,6 +9,8 @@ NHWC only, as TF's kernels. Geometry from ``conv_ops.conv_output_size``.
 
 from __future__ import annotations
 
+import collections
+
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
 from dflab.framework.registry import NotDifferentiable, RegisterGradient, register_op
@@ -90,6 +92,10 @@ def _max_pool_with_argmax_grad(op, grad, unused_argmax_grad):
                                  [op.inputs[0], grad, op.outputs[1]], _argmax_attrs(op))]
 
 
+# TF's result type: a named tuple (``.output``, ``.argmax``).
+MaxPoolWithArgmaxOutput = collections.namedtuple("MaxPoolWithArgmax", ["output", "argmax"])
+
+
 def max_pool_with_argmax(input, ksize, strides, padding, data_format="NHWC",  # noqa: A002
                          Targmax=None, name=None, output_dtype=None,  # noqa: N803
                          include_batch_in_index=False):
@@ -111,7 +117,7 @@ def max_pool_with_argmax(input, ksize, strides, padding, data_format="NHWC",  # 
              "padding": _check_padding(padding), "Targmax": targmax,
              "include_batch_in_index": bool(include_batch_in_index)}
     op = _ops.apply_op("MaxPoolWithArgmax", [input], attrs, name)
-    return op.outputs[0], op.outputs[1]
+    return MaxPoolWithArgmaxOutput(op.outputs[0], op.outputs[1])
 
 
 # --- Dilation2D -------------------------------------------------------------------------------

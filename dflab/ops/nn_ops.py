@@ -14,6 +14,7 @@ sigmoid cross-entropy…) are in ``dflab.ops.nn_impl``, except
 
 from __future__ import annotations
 
+import collections
 import numbers
 
 from dflab.framework import dtypes as _dt
@@ -535,11 +536,15 @@ def _top_k_grad(op, grad, _grad_indices):
             None]
 
 
+# TF's result types of several outputs: named tuples (``top_k(x).values``).
+TopKOutput = collections.namedtuple("TopKV2", ["values", "indices"])
+
+
 def top_k(input, k=1, sorted=True, name=None):  # noqa: A002
     """The ``k`` largest entries of the last axis and their indices (ties: lower index first)."""
     k = _ops.convert_to_tensor(k, dtype=_dt.int32, name="k")
     op = _ops.apply_op("TopKV2", [as_data(input), k], {"sorted": bool(sorted)}, name)
-    return op.outputs[0], op.outputs[1]
+    return TopKOutput(op.outputs[0], op.outputs[1])
 
 
 # ==============================================================================================

@@ -52,6 +52,26 @@ def test_input_signature_pins_the_trace(eager):
         f(tf.constant([1, 2]))
 
 
+def test_structured_input_signature_names_each_spec_by_its_path(eager):
+    # TF 2.21's names and Python values.
+    @tf.function(input_signature=[{"a": tf.TensorSpec([None], tf.float32),
+                                   "b": tf.TensorSpec([], tf.int32)}])
+    def pinned(d):
+        return d["a"]
+
+    (spec,), kwargs = pinned.get_concrete_function().structured_input_signature
+    assert kwargs == {} and spec["a"].name == "d_a" and spec["b"].name == "d_b"
+    assert spec["a"].shape.as_list() == [None] and spec["b"].dtype == tf.int32
+
+    @tf.function
+    def scaled(x, n=3):
+        return x * n
+
+    args, _ = scaled.get_concrete_function(tf.TensorSpec([2], tf.float32)).\
+        structured_input_signature
+    assert args[0].name == "x" and args[0].shape.as_list() == [2] and args[1] == 3
+
+
 def test_the_traced_graph_is_an_ordinary_graph(eager):
     @tf.function
     def f(x):

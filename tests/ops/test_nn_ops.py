@@ -839,6 +839,22 @@ def test_top_k_values_indices_and_gradient():
         tf.nn.top_k(tf.zeros([2, 3]), k=4)
 
 
+def test_results_of_several_outputs_are_tfs_named_tuples():
+    # TF's types and field names (TopKV2, Qr, Lu, LogMatrixDeterminant, MaxPoolWithArgmax).
+    m = tf.constant([[3.0, 1.0], [2.0, 5.0]])
+    cases = [(tf.nn.top_k(m[0], 1), "TopKV2", ("values", "indices")),
+             (tf.math.top_k(m[0], 1), "TopKV2", ("values", "indices")),
+             (tf.linalg.qr(m), "Qr", ("q", "r")), (tf.linalg.lu(m), "Lu", ("lu", "p")),
+             (tf.linalg.slogdet(m), "LogMatrixDeterminant", ("sign", "log_abs_determinant")),
+             (tf.nn.max_pool_with_argmax(tf.ones([1, 2, 2, 1]), [1, 2, 2, 1], [1, 2, 2, 1],
+                                         "VALID"), "MaxPoolWithArgmax", ("output", "argmax"))]
+    for result, name, fields in cases:
+        assert type(result).__name__ == name and result._fields == fields
+    with tf.Session() as sess:
+        top = sess.run(tf.nn.top_k(m[1], 1))
+        assert top.values.tolist() == [5.0] and top.indices.tolist() == [1]
+
+
 def test_zero_fraction():
     x = np.array([[0.0, 1.0], [0.0, 0.0]])
     got, t = evaluate(tf.nn.zero_fraction, x)
