@@ -165,6 +165,8 @@ def convert(fn, recursive=True):
         return types.MethodType(convert(fn.__func__, recursive), fn.__self__)
     if not inspect.isfunction(fn):
         return fn
+    if AG in fn.__code__.co_freevars or AG_CALL in fn.__code__.co_freevars:
+        return fn  # a lambda or comprehension of converted code: converted with it
     code = _converted_code(fn, recursive)
     if code is None:
         return fn

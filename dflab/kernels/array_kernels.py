@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels.context import host, host_ints
+from dflab.kernels.context import host, host_ints, outputs
 from dflab.kernels.registry import kernel, register_kernel
 from dflab.ops.array_ops import strided_slice_spec
 
@@ -121,7 +121,7 @@ def _every_output(node_def) -> range:
 @kernel("ShapeN", host_memory_outputs=_every_output)
 def _shape_n(node, ctx):
     dt = node.attr["out_type"]._np
-    return lambda *xs: tuple(np.array(x.shape, dtype=dt) for x in xs)
+    return lambda *xs: outputs(np.array(x.shape, dtype=dt) for x in xs)
 
 
 @kernel("Size", host_memory_outputs=(0,))
@@ -299,7 +299,7 @@ def _unpack(node, ctx):
         x = xp.asarray(x)
         if x.shape[axis] != num:
             raise _bad(node, f"Input has {x.shape[axis]} slices along axis {axis}, expected {num}")
-        return tuple(x if axis in (0, -x.ndim) else xp.moveaxis(x, axis, 0))  # (rows: views)
+        return outputs(x if axis in (0, -x.ndim) else xp.moveaxis(x, axis, 0))  # (rows: views)
 
     return unpack
 
@@ -400,7 +400,7 @@ def _pieces(x, axis, starts, size):
     for s in starts:
         index[axis] = slice(s, s + size)
         out.append(x[tuple(index)])
-    return tuple(out)
+    return outputs(out)
 
 
 @kernel("SplitV", host_memory_inputs=(1, 2))
@@ -422,7 +422,7 @@ def _split_v(node, ctx):
             raise _bad(node, f"Determined shape must either match input shape along split_dim "
                            f"exactly if fully specified, or be less than the size of the input "
                            f"along split_dim if not fully specified.  Got: {sum(sizes)} vs. {d}")
-        return tuple(xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=a))
+        return outputs(xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=a))
 
     return split_v
 
@@ -840,7 +840,7 @@ def _dynamic_partition(node, ctx):
                              f"{int(parts[bad].ravel()[0])}")
         flat = parts.reshape(-1)
         rows = data.reshape((flat.size,) + data.shape[parts.ndim:])
-        return tuple(rows[flat == k] for k in range(n))
+        return outputs(rows[flat == k] for k in range(n))
 
     return dynamic_partition
 

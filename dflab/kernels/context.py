@@ -53,6 +53,14 @@ def _as_is(kernel_def, node_def, fn):
 HOST = KernelContext("", "CPU", np, None)
 
 
+def outputs(values):
+    """What a kernel whose op has a variable number of outputs (``num``, ``num_split``, ``N``)
+    returns: a tuple of them, but the value itself when there is one (the executor's
+    convention for every op of one output: a 1-tuple would be taken for the value)."""
+    values = tuple(values)
+    return values[0] if len(values) == 1 else values
+
+
 def host(value, dtype=None) -> np.ndarray:
     """A kernel's small host-side argument (a shape, axes, a size, an index) as a NumPy array.
     On a GPU it arrives as a device array: it is copied to the host (CuPy's ``.get()``; CuPy

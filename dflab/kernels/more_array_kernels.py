@@ -11,12 +11,12 @@ import numpy as np
 
 from dflab.framework import errors
 from dflab.framework.tensor_shape import as_shape
-from dflab.kernels.context import host
+from dflab.kernels.context import host, outputs
 from dflab.kernels.registry import kernel, register_kernel
 
 
 def _identity_n(*xs):
-    return tuple(xs)
+    return outputs(xs)
 
 
 def _identity(x):

@@ -254,3 +254,22 @@ def test_a_subclassed_layers_call_is_converted_while_a_graph_is_built():
         y = FlipUnlessPositive()(x)
         with tf.Session() as sess:
             np.testing.assert_array_equal(sess.run(y, {x: [-1.0, -2.0]}), [1.0, 2.0])
+
+
+def test_lambdas_inside_converted_code_are_converted_with_it():
+    # A lambda made by converted code (its calls already go through the converter) is not
+    # converted again: that had failed ("duplicate argument") and fallen back with a warning.
+    def helper(x):
+        f = lambda v: tf.cond(v > 0, lambda: v * 2, lambda: -v)  # noqa: E731
+        return f(x)
+
+    @tf.function
+    def g(x):
+        h = lambda v: helper(v) + 1  # noqa: E731
+        return h(x)
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(g(tf.constant(3.0))) == 7.0 and float(g(tf.constant(-3.0))) == 4.0

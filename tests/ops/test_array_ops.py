@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from op_test_util import check_forward, check_grads, evaluate
 
 import dflab as tf
+from dflab.eager import eager_mode
 from dflab.ops import array_ops, gradients
 from dflab.ops.gradients import IndexedSlices
 
@@ -668,3 +669,26 @@ def test_gather_gradient_densifies_via_gradients_module():
 def test_sequence_mask_without_a_dtype_is_boolean():
     for lengths in ([1, 2], [1.5, 2.0]):  # TF 2.21: the comparison's own dtype
         assert tf.sequence_mask(lengths, dtype=None).dtype == tf.bool
+
+
+def test_ops_of_a_variable_number_of_outputs_give_one_output_as_itself():
+    # With one output, a kernel's 1-tuple had been taken for the value: tf.unstack of a
+    # one-row matrix gave the matrix, tf.split(x, 1) a tensor of one more dimension.
+    def built():
+        x = tf.constant([[1.0, 2.0]])
+        return {"unstack": tf.unstack(x), "unstack_axis1": tf.unstack(tf.transpose(x), axis=1),
+                "split": tf.split(x, 1), "split_v": tf.split(x, [2], axis=1),
+                "dynamic_partition": tf.dynamic_partition(x[0], [0, 0], 1),
+                "identity_n": tf.identity_n([x]), "shape_n": tf.shape_n([x])}
+
+    want = {"unstack": [[1.0, 2.0]], "unstack_axis1": [[1.0, 2.0]], "split": [[[1.0, 2.0]]],
+            "split_v": [[[1.0, 2.0]]], "dynamic_partition": [[1.0, 2.0]],
+            "identity_n": [[[1.0, 2.0]]], "shape_n": [[1, 2]]}
+    with tf.Graph().as_default(), tf.Session() as sess:
+        got = sess.run(built())
+    for name, values in want.items():
+        assert [np.asarray(v).tolist() for v in got[name]] == values, name
+    with eager_mode():
+        got = built()
+        for name, values in want.items():
+            assert [v.numpy().tolist() for v in got[name]] == values, name
