@@ -55,6 +55,7 @@ from dflab import compat, data, layers, losses, nn, summary, train  # noqa: E402
 from dflab import python_io  # noqa: E402  isort: skip
 from dflab.framework import graph_util  # noqa: E402  isort: skip
 from dflab import autograph, contrib  # noqa: E402  isort: skip
+from dflab import config  # noqa: E402  isort: skip
 from dflab.distributed.cluster import ClusterSpec as _ClusterSpec  # noqa: E402  isort: skip
 from dflab.distributed.server import Server as _Server  # noqa: E402  isort: skip
 from dflab.summary.iterator import summary_iterator as _summary_iterator  # noqa: E402  isort: skip

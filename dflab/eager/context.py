@@ -185,9 +185,9 @@ class EagerContext(Graph):
     def __init__(self, config: ConfigProto | None = None):
         super().__init__()
         self.config = config if config is not None else ConfigProto()
-        self.worker = Worker(self.config, owner=self, ops_in_steps=False)
-        self.devices = self.worker.devices
-        self.host = self.devices.host
+        # The devices (``worker``, ``devices``, ``host``) are made when first used, not here:
+        # until then ``tf.config`` may still choose them (TF initializes its context lazily).
+        self._devices_lock = threading.Lock()
         self._cache: dict = {}
         # (op type, *input dtypes[, FrozenAttrs token[, the input's device]]) -> entry, for
         # ops of one or two inputs, no attributes or constant ones, that ran outside any device
@@ -195,11 +195,34 @@ class EagerContext(Graph):
         # find without building ``_entry``'s key (``_entry`` fills it).
         self._plain: dict = {}
         self._scalars: dict = {}
-        self._spaces = len({d.memory_space for d in self.devices}) > 1
         self.closed = False
+        # A ``tf.device`` request no device can meet runs elsewhere (TF's eager default);
+        # ``tf.config.set_soft_device_placement(False)`` makes it an error.
+        self._soft_placement = _SOFT_PLACEMENT[0]
         # fn(op_type, device_name, start_s, end_s): timelines and per-op costs.
         self.op_listeners: list = []
         self._listen_lock = threading.Lock()
+
+    def __getattr__(self, name):
+        # Called only for attributes not set yet: the devices, made on first use.
+        if name in _DEVICE_ATTRIBUTES:
+            self._make_devices()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _make_devices(self) -> None:
+        with self._devices_lock:
+            if "worker" in self.__dict__:
+                return
+            worker = Worker(self.config, owner=self, ops_in_steps=False)
+            self.devices = worker.devices
+            self.host = worker.devices.host
+            self._spaces = len({d.memory_space for d in worker.devices}) > 1
+            self.worker = worker  # (last: the sign that the others are set)
+
+    @property
+    def devices_made(self) -> bool:
+        return "worker" in self.__dict__
 
     # --- graph behaviour that differs in eager mode -------------------------------------------
     def unique_name(self, name: str, mark_as_used: bool = True) -> str:
@@ -644,11 +667,28 @@ class EagerContext(Graph):
             found = self._runnable(op.type, wanted, strings)
             if found is not None:
                 return found
+            if not self.soft_placement:
+                raise errors.InvalidArgumentError(
+                    None, op, f"Could not satisfy device specification '{spec.to_string()}'. "
+                    f"enable_soft_placement=0. Supported device types "
+                    f"[{', '.join(sorted({d.device_type for d in candidates}))}]. All available "
+                    f"devices [{', '.join(d.name for d in self.devices.devices)}].")
         found = self._runnable(op.type, candidates, strings)
         if found is None:
             raise errors.NotFoundError(None, op, f"No registered '{op.type}' OpKernel for any "
                                        "device of the eager context")
         return found
+
+    @property
+    def soft_placement(self) -> bool:
+        return self._soft_placement
+
+    @soft_placement.setter
+    def soft_placement(self, enabled: bool) -> None:
+        # Kernels were placed under the old rule: placed again at their next use.
+        self._soft_placement = bool(enabled)
+        self._cache.clear()
+        self._plain.clear()
 
     @staticmethod
     def _runnable(op_type, devices, strings):
@@ -661,7 +701,8 @@ class EagerContext(Graph):
 
     def close(self) -> None:
         self.closed = True
-        self.worker.close()
+        if self.devices_made:
+            self.worker.close()
 
 
 def _request_key(st, request):
@@ -785,13 +826,47 @@ _context_lock = threading.Lock()
 
 
 def eager_context(config: ConfigProto | None = None) -> EagerContext:
-    """The process's eager context (made on first use, with ``config`` if given then)."""
+    """The process's eager context (made on first use, with ``config`` if given then, else
+    with what ``tf.config`` set before: ``context_config()``)."""
     global _context
     if _context is None or _context.closed:
         with _context_lock:
             if _context is None or _context.closed:
-                _context = EagerContext(config)
+                _context = EagerContext(config if config is not None else _pending_config)
     return _context
+
+
+def context_initialized() -> bool:
+    """Whether the eager context has made its devices (``tf.config``'s device settings are
+    then fixed)."""
+    return _context is not None and not _context.closed and _context.devices_made
+
+
+def context_config() -> ConfigProto:
+    """The eager context's config: the one it has, or (before it is made) the one it will be
+    made with, which ``tf.config`` fills."""
+    global _pending_config
+    if _context is not None and not _context.closed:
+        return _context.config
+    if _pending_config is None:
+        _pending_config = ConfigProto()
+    return _pending_config
+
+
+_pending_config: ConfigProto | None = None
+_DEVICE_ATTRIBUTES = frozenset({"worker", "devices", "host", "_spaces"})
+_SOFT_PLACEMENT = [True]  # the eager contexts' rule, ``tf.config.set_soft_device_placement``
+
+
+def soft_placement() -> bool:
+    return _SOFT_PLACEMENT[0]
+
+
+def set_soft_placement(enabled: bool) -> None:
+    """Soft placement for the eager context, now and when it is made."""
+    _SOFT_PLACEMENT[0] = bool(enabled)
+    if _context is not None and not _context.closed:
+        _context.soft_placement = bool(enabled)
 
 
 def enable_eager_execution(config=None, device_policy=None, execution_mode=None) -> None:

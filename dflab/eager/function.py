@@ -899,6 +899,19 @@ def _as_specs(values, keys):
     return [one(v, k) for v, k in zip(values, keys)]
 
 
+# ``tf.config.run_functions_eagerly(True)``: a call made eagerly runs the Python function as
+# written (no trace, no AutoGraph), for debugging; calls while a graph is built still trace.
+_RUN_EAGERLY = [False]
+
+
+def run_functions_eagerly(run_eagerly: bool) -> None:
+    _RUN_EAGERLY[0] = bool(run_eagerly)
+
+
+def functions_run_eagerly() -> bool:
+    return _RUN_EAGERLY[0]
+
+
 class Function:
     """What ``tf.function`` returns (see the module docstring)."""
 
@@ -998,6 +1011,8 @@ class Function:
         return (graph_key, tuple(_key(v) for v in values)), False
 
     def __call__(self, *args, **kwargs):
+        if _RUN_EAGERLY[0] and _ops.executing_eagerly():  # ``tf.config.run_functions_eagerly``
+            return self._python_function(*args, **kwargs)
         names, values = self._canonical(args, kwargs)
         key, pinned = self._signature(names, values)
         concrete = self._cache.get(key)

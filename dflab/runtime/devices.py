@@ -378,6 +378,11 @@ def register_backend(device_type: str, count: Callable[[], int],
     _BACKENDS[device_type] = Backend(count, make, takes_config)
 
 
+def physical_device_counts() -> dict[str, int]:
+    """How many real devices of each registered type this machine has (one host CPU)."""
+    return {dtype: backend.count() for dtype, backend in _BACKENDS.items()}
+
+
 def _simulated(device_type: str, index: int, owner=None, params=None,
                task: str = LOCAL_TASK) -> Device:
     if device_type == "CPU":
