@@ -79,6 +79,7 @@ from dflab.framework.errors import OpError  # noqa: E402
 from dflab.eager.backprop import GradientTape, UnconnectedGradients  # noqa: E402  isort: skip
 from dflab.eager.context import init_scope  # noqa: E402  isort: skip
 from dflab.eager.function import TensorSpec, function  # noqa: E402  isort: skip
+from dflab.eager.vectorized_map import vectorized_map  # noqa: E402  isort: skip
 from dflab.module import Module  # noqa: E402  isort: skip
 from dflab.eager.py_function import py_function  # noqa: E402  isort: skip
 from dflab.ops.gradients import AggregationMethod  # noqa: E402  isort: skip

@@ -14,7 +14,6 @@ import ast
 import functools
 import inspect
 import sys
-import textwrap
 import types
 import warnings
 
@@ -25,30 +24,60 @@ DO_NOT_CONVERT = "__dflab_do_not_convert__"
 
 
 def _source(fn):
-    """``fn``'s own source and file: not the function a decorator wrapped (``inspect.getsource``
-    follows ``__wrapped__``; the wrapper is converted, and converts what it calls in turn)."""
+    """``fn``'s own definition, parsed, and its file: not the function a decorator wrapped
+    (``inspect.getsource`` follows ``__wrapped__``; the wrapper is converted, and converts
+    what it calls in turn). An indented definition (a method, a nested function) is parsed
+    inside an ``if`` rather than dedented, which would change its multi-line strings."""
     lines, start = inspect.findsource(fn)
-    return (textwrap.dedent("".join(inspect.getblock(lines[start:]))),
-            inspect.getsourcefile(fn) or "<unknown>")
+    block = "".join(inspect.getblock(lines[start:]))
+    if block[:1] in (" ", "\t"):
+        return ast.parse("if 1:\n" + block).body[0].body[0], 2
+    return ast.parse(block).body[0], 1
 
 
 def _shadowed(fn) -> frozenset:
     """The builtins' names ``fn`` or its module rebinds: their calls are the user's."""
     code = fn.__code__
-    own = (*code.co_varnames, *code.co_freevars, *code.co_cellvars)
-    return frozenset(n for n in (*fn.__globals__, *own) if n in PYTHON_BUILTINS)
+    own = {*code.co_varnames, *code.co_freevars, *code.co_cellvars}
+    scope = fn.__globals__
+    return frozenset(n for n in PYTHON_BUILTINS if n in scope or n in own)
 
 
 def _definition(fn):
     """(the definition to convert, its file, what to add to its line numbers), or None."""
     if fn.__name__ == "<lambda>":
         return _lambda_definition(fn)
-    source, filename = _source(fn)
-    fdef = ast.parse(source).body[0]
+    fdef, first = _source(fn)
     if not isinstance(fdef, ast.FunctionDef) or fdef.name != fn.__code__.co_name:
         return None
     fdef.decorator_list = []
-    return fdef, filename, fn.__code__.co_firstlineno - 1
+    _mangle_private_names(fdef, fn.__qualname__)
+    return fdef, inspect.getsourcefile(fn) or "<unknown>", fn.__code__.co_firstlineno - first
+
+
+def _mangle_private_names(fdef, qualname: str) -> None:
+    """Python mangles ``self.__w`` in a class's methods to ``self._Class__w`` when it compiles
+    the class; the converted method is compiled alone, so its names are mangled here."""
+    parts = qualname.split(".")
+    owner = parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else ""
+    prefix = "_" + owner.lstrip("_")
+    if prefix == "_":
+        return
+
+    def mangled(name):
+        if name and name.startswith("__") and not name.endswith("__") and "." not in name:
+            return prefix + name
+        return name
+
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name):
+            node.id = mangled(node.id)
+        elif isinstance(node, ast.Attribute):
+            node.attr = mangled(node.attr)
+        elif isinstance(node, ast.arg):
+            node.arg = mangled(node.arg)
+        elif isinstance(node, ast.keyword) and node.arg is not None:
+            node.arg = mangled(node.arg)
 
 
 def _lambda_definition(fn):
@@ -133,8 +162,9 @@ def _converted_code(fn, recursive):
             body=[fdef], decorator_list=[], returns=None, type_params=[])
         module = ast.Module(body=[maker], type_ignores=[])
         ast.fix_missing_locations(module)
-        maker_code = _nested_code(compile(module, filename, "exec"))
-        result = _nested_code(maker_code).replace(co_name=code.co_name)
+        maker_code = _nested_code(compile(module, filename, "exec"), "__ag_maker")
+        # (by name: a default's lambda or comprehension is compiled into the maker too)
+        result = _nested_code(maker_code, fdef.name).replace(co_name=code.co_name)
         if hasattr(code, "co_qualname"):  # (Python 3.11: tracebacks show the user's name)
             result = result.replace(co_qualname=code.co_qualname)
     if len(_CONVERTED) >= _CONVERTED_MAX:
@@ -143,8 +173,9 @@ def _converted_code(fn, recursive):
     return result or None
 
 
-def _nested_code(code) -> types.CodeType:
-    return next(c for c in code.co_consts if isinstance(c, types.CodeType))
+def _nested_code(code, name: str) -> types.CodeType:
+    return next(c for c in code.co_consts if isinstance(c, types.CodeType) and
+                c.co_name == name)
 
 
 _CONVERTED: dict = {}  # (code, file, shadowed builtins, recursive) -> converted code, or False
@@ -167,6 +198,9 @@ def convert(fn, recursive=True):
         return fn
     if AG in fn.__code__.co_freevars or AG_CALL in fn.__code__.co_freevars:
         return fn  # a lambda or comprehension of converted code: converted with it
+    known = fn.__dict__.get(_MEMO)
+    if known is not None and known[0] == recursive and known[1].__wrapped__ is fn:
+        return known[1]  # (a wrapper that copied fn's __dict__ is not fn)
     code = _converted_code(fn, recursive)
     if code is None:
         return fn
@@ -181,8 +215,13 @@ def convert(fn, recursive=True):
     functools.update_wrapper(new, fn)
     new.__wrapped__ = fn
     new.__dflab_autograph__ = True
+    new.__dict__.pop(_MEMO, None)
     setattr(new, DO_NOT_CONVERT, True)  # (converting it again would convert its conversion)
+    fn.__dict__[_MEMO] = (recursive, new)  # a function called again is converted once
     return new
+
+
+_MEMO = "__dflab_converted__"
 
 
 # --- calls the converted code makes --------------------------------------------------------
@@ -211,9 +250,15 @@ def converted_call(f):
     if kind is functools.partial:
         new = converted_call(f.func)
         return f if new is f.func else functools.partial(new, *f.args, **f.keywords)
-    # An instance of the user's class with a __call__ (the method itself, not a test of
-    # whether it can be called).
-    call = getattr(kind, "__call__", None)  # noqa: B004
+    # An instance of the user's class with a __call__ of its own (as the class holds it: a
+    # static or class method binds otherwise).
+    call = inspect.getattr_static(kind, "__call__", None)
+    if isinstance(call, staticmethod):
+        return _converted(call.__func__) if type(call.__func__) is types.FunctionType else f
+    if isinstance(call, classmethod):
+        func = call.__func__
+        new = _converted(func) if type(func) is types.FunctionType else func
+        return f if new is func else types.MethodType(new, kind)
     if type(call) is types.FunctionType:
         new = _converted(call)
         if new is not call:
@@ -223,7 +268,8 @@ def converted_call(f):
 
 def _converted(fn):
     module = fn.__module__ or ""
-    if module.partition(".")[0] in _LIBRARIES or fn.__code__.co_flags & _NOT_PLAIN:
+    if module.partition(".")[0] in _LIBRARIES or fn.__code__.co_flags & _NOT_PLAIN or \
+            _installed(fn.__code__.co_filename):
         return fn
     try:
         return convert(fn)
@@ -234,4 +280,17 @@ def _converted(fn):
         return fn
 
 
+def _installed(filename: str) -> bool:
+    """Whether code comes from an installed package (``site-packages``): its functions are
+    called as written — they hold no tensor conditions of the user's, and AutoGraph's rewrite
+    of arbitrary library code is a risk TF takes and dflab does not. The user's own scripts,
+    notebooks and project sources (editable installs included) are converted."""
+    known = _INSTALLED.get(filename)
+    if known is None:
+        parts = filename.replace("\\", "/").split("/")
+        known = _INSTALLED[filename] = "site-packages" in parts or "dist-packages" in parts
+    return known
+
+
+_INSTALLED: dict = {}
 _CONVERTED_CALL_CELL = types.CellType(converted_call)

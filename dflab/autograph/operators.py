@@ -19,6 +19,7 @@ from dflab.framework.composite import GraphIterable
 from dflab.framework.graph import Graph
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import array_ops, control_flow_ops, logging_ops, math_ops, string_ops
+from dflab.ops import resource_variable_ops as _rv
 from dflab.ops.op_util import capture_placeholder_attrs
 from dflab.ops.tensor_array_ops import TensorArray
 
@@ -49,22 +50,73 @@ def is_symbolic(x) -> bool:
 
 
 def ld(fn, name: str):
-    """The current value of a variable (or of an attribute, ``self.h``), or ``Undefined``
-    where it has none yet."""
+    """The current value of a variable, or ``Undefined`` where it has none yet."""
     try:
         return fn()
-    except (NameError, AttributeError):
+    except NameError:
         return Undefined(name)
 
 
-def setattr_(obj, attr: str, value) -> None:
-    """A carried attribute set to a converted statement's value for it: at the start of each
-    branch or iteration function (what another branch's trace set is undone) and after the
-    statement. ``Undefined`` (the attribute was unset) unsets it."""
-    if not isinstance(value, Undefined):
-        setattr(obj, attr, value)
-    elif hasattr(obj, attr):
-        delattr(obj, attr)
+class Attribute:
+    """An attribute a converted statement assigns (``self.h``, its ``name``), carried as a
+    variable only where the statement becomes graph control flow: a Python ``if`` or loop
+    neither reads nor sets it beyond what the user's code does (TF's rule)."""
+
+    __slots__ = ("owner", "attr", "name")
+
+    def __init__(self, owner, attr: str, name: str):
+        self.owner = owner  # a function giving the object (read when needed)
+        self.attr = attr
+        self.name = name
+
+    def get(self):
+        try:
+            return getattr(self.owner(), self.attr)
+        except AttributeError:
+            return Undefined(self.name)
+
+    def set(self, value) -> None:
+        """``value`` set on the object; ``Undefined`` (it had none) unsets it."""
+        obj = self.owner()
+        if not isinstance(value, Undefined):
+            setattr(obj, self.attr, value)
+        elif hasattr(obj, self.attr):
+            delattr(obj, self.attr)
+
+
+def _with_attributes(attrs, state, names, live):
+    """A graph statement over its variables and attributes: the attributes' values join the
+    state (and are always handed on); ``wrap`` gives each of the statement's functions a twin
+    that first sets the attributes from its arguments (so each branch or iteration starts from
+    the statement's values, not from what another branch's trace set) and returns them after
+    its own results."""
+    n = len(attrs)
+    state = tuple(state) + tuple(a.get() for a in attrs)
+    names = tuple(names) + tuple(a.name for a in attrs)
+    live = None if live is None else tuple(live) + tuple(a.name for a in attrs)
+
+    def wrap(fn, returns=True, leading=0):
+        if fn is None:
+            return None
+
+        def with_attributes(*args):
+            for a, v in zip(attrs, args[len(args) - n:]):
+                a.set(v)
+            out = fn(*args[:len(args) - n])
+            return tuple(out) + tuple(a.get() for a in attrs) if returns else out
+
+        return with_attributes
+
+    return state, names, live, wrap
+
+
+def _settle(attrs, result) -> tuple:
+    """The statement's results without its attributes', which are set on their objects."""
+    result = tuple(result)
+    split = len(result) - len(attrs)
+    for a, v in zip(attrs, result[split:]):
+        a.set(v)
+    return result[:split]
 
 
 class StructureError(ConversionError, TypeError):
@@ -122,12 +174,16 @@ def _carried(name: str, live) -> bool:
     return live is None or name in live or name.startswith(("__ag_", "<"))
 
 
-def if_stmt(cond, body, orelse, state, names, where, live=None):
+def if_stmt(cond, body, orelse, state, names, where, live=None, attrs=()):
     """``if cond: body else: orelse`` over the variables ``names`` (their values ``state``);
     a tensor condition hands on only the variables in ``live`` (the others keep their
-    values: nothing after reads them)."""
+    values: nothing after reads them), and the attributes the branches assign (``attrs``)."""
     if not is_symbolic(cond):
         return body(*state) if cond else orelse(*state)
+    if attrs:
+        state, names, live, wrap = _with_attributes(attrs, state, names, live)
+        return _settle(attrs, if_stmt(cond, wrap(body), wrap(orelse), state, names, where,
+                                      live))
     outs = {}
     carried = [_carried(n, live) for n in names]
 
@@ -233,7 +289,8 @@ def loop_options(**options) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 
-def while_stmt(test, body, state, names, where, extra_test=None, live_out=None, opts=None):
+def while_stmt(test, body, state, names, where, extra_test=None, live_out=None, opts=None,
+               attrs=()):
     """``while test: body`` over the variables ``names``; ``extra_test`` (a lowered
     ``break``) must also hold for another iteration; ``live_out``: the names code after the
     loop, or the next iteration before assigning them, may read (None: all) — a tensor loop
@@ -252,6 +309,11 @@ def while_stmt(test, body, state, names, where, extra_test=None, live_out=None, 
                                       "tensor after the first iteration; make it a tensor "
                                       "from the start (e.g. with tf.constant).")
         return state
+    if attrs:
+        state, names, live_out, wrap = _with_attributes(attrs, state, names, live_out)
+        return _settle(attrs, _graph_while(wrap(test, returns=False), wrap(body), state, names,
+                                           where, wrap(extra_test, returns=False), live_out,
+                                           opts))
     return _graph_while(test, body, state, names, where, extra_test, live_out, opts)
 
 
@@ -466,18 +528,24 @@ def _zeros_like_staged(value, name, where):
 
 
 # --- for -----------------------------------------------------------------------------------------
-def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=None, opts=None):
+def for_stmt(iterable, body, state, names, where, extra_test=None, live_out=None, opts=None,
+             attrs=()):
     """``for target in iterable: body``; ``body(item, *state)`` assigns the target itself."""
-    if isinstance(iterable, GraphIterable) and not _ops.executing_eagerly():
-        return _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out,
-                                   opts)
-    if not is_symbolic(iterable):
+    graph_iterable = isinstance(iterable, GraphIterable) and not _ops.executing_eagerly()
+    if not graph_iterable and not is_symbolic(iterable):
         state = tuple(state)
         for item in iterable:
             if extra_test is not None and not extra_test(*state):
                 break
             state = tuple(body(item, *state))
         return state
+    if attrs:
+        state, names, live_out, wrap = _with_attributes(attrs, state, names, live_out)
+        return _settle(attrs, for_stmt(iterable, wrap(body), state, names, where,
+                                       wrap(extra_test, returns=False), live_out, opts))
+    if graph_iterable:
+        return _graph_iterable_for(iterable, body, state, names, where, extra_test, live_out,
+                                   opts)
     return _graph_for(iterable, body, state, names, where, extra_test, live_out, opts)
 
 
@@ -596,13 +664,25 @@ def zip_(*iterables, **kwargs):
     return builtins.zip(*iterables, **kwargs)
 
 
+def _traced(x):
+    """``x`` as a tensor being traced — a variable read while a graph is built is one — or
+    None: the builtins' conversions apply to those (TF's ``is_tf_type``)."""
+    if is_symbolic(x):
+        return x
+    if _rv.is_resource_variable(x) and not _ops.executing_eagerly():
+        return x.value()
+    return None
+
+
 def len_(s):
     """``len``: of a tensor being traced, its static first dimension, else a shape op (TF's
     conversion); of a ``TensorArray``, its size; Python's otherwise."""
     if isinstance(s, TensorArray):
         return s.size()
-    if not is_symbolic(s):
+    traced = _traced(s)
+    if traced is None:
         return builtins.len(s)
+    s = traced
     if s.shape.ndims == 0:
         raise ValueError(f"len requires a non-scalar tensor, got one of shape {s.shape}")
     first = s.shape.as_list()[0] if s.shape.ndims is not None else None
@@ -614,8 +694,10 @@ def range_(start_or_stop, stop=None, step=None):
     below the start, as Python's, rather than ``tf.range``'s error), which a ``for`` then
     iterates as a loop; Python's otherwise."""
     args = [a for a in (start_or_stop, stop, step) if a is not None]
-    if not any(is_symbolic(a) for a in args):
+    if not any(_traced(a) is not None for a in args):
         return builtins.range(*args)
+    start_or_stop, stop, step = (a if _traced(a) is None else _traced(a)
+                                 for a in (start_or_stop, stop, step))
     if step is not None:
         return math_ops.range(start_or_stop, stop, step)
     if stop is not None:
@@ -624,14 +706,17 @@ def range_(start_or_stop, stop=None, step=None):
 
 
 def abs_(x):
-    return math_ops.abs(x) if is_symbolic(x) else builtins.abs(x)
+    traced = _traced(x)
+    return math_ops.abs(traced) if traced is not None else builtins.abs(x)
 
 
 def float_(x=0):
     """``float`` of a tensor being traced: a cast to float32 (TF's conversion; a string is
     parsed as a number)."""
-    if not is_symbolic(x):
+    traced = _traced(x)
+    if traced is None:
         return builtins.float(x)
+    x = traced
     if x.dtype.base_dtype == _dt.string:
         return string_ops.string_to_number(x, out_type=_dt.float32)
     return math_ops.cast(x, _dt.float32)
@@ -639,8 +724,10 @@ def float_(x=0):
 
 def int_(x=0, base=None):
     """``int`` of a tensor being traced: a cast to int32 (TF's conversion)."""
-    if not is_symbolic(x):
+    traced = _traced(x)
+    if traced is None:
         return builtins.int(x) if base is None else builtins.int(x, base)
+    x = traced
     if base not in (None, 10):
         raise NotImplementedError(f"base {base} not supported for int")
     if x.dtype.base_dtype == _dt.string:

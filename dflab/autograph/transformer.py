@@ -71,9 +71,9 @@ class _Assigned(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node):
-        # An attribute a converted statement inside these ones assigned (``ag__.setattr_``).
-        if _is_setattr(node):
-            self._add(f"{_dotted(node.args[0])}.{node.args[1].value}")
+        # An attribute a converted statement inside these ones carries (``ag__.Attribute``).
+        if _is_operator(node.func) and getattr(node.func, "attr", None) == "Attribute":
+            self._add(node.args[2].value)
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node):
@@ -97,7 +97,7 @@ def assigned(stmts) -> list[str]:
     v = _Assigned()
     for s in stmts:
         v.visit(s)
-    return [n for n in v.names if not n.startswith(("__ag_it", "__agf_", ATTR))]
+    return [n for n in v.names if not n.startswith(("__ag_it", "__agf_"))]
 
 
 def _dotted(node) -> str | None:
@@ -111,35 +111,19 @@ def _dotted(node) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
-def _is_setattr(node) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-        node.func.attr == "setattr_" and isinstance(node.func.value, ast.Name) and \
-        node.func.value.id == AG
-
-
-# A carried attribute travels as a parameter of this prefix (``self.h``: ``__ag_attr_self__h``).
-ATTR = "__ag_attr_"
-
-
-def _param(name: str) -> str:
-    return ATTR + name.replace(".", "__") if "." in name else name
-
-
-def _attribute(name: str, ctx=None):
-    """The expression of a dotted name (``self.h``)."""
-    *path, attr = name.split(".")
-    node = _name(path[0])
-    for part in path[1:]:
-        node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
-    return ast.Attribute(value=node, attr=attr, ctx=ctx or ast.Load())
-
-
-def _set_attributes(names) -> list:
-    """``ag__.setattr_(self, 'h', __ag_attr_self__h)`` for each dotted name: a carried
-    attribute set to its parameter (not where it is Undefined: it had none)."""
-    return [ast.Expr(value=_call(_ag("setattr_"), [
-        _attribute(n).value, _const(n.rsplit(".", 1)[1]), _name(_param(n))]))
-        for n in names if "." in n]
+def _declared(fdef) -> dict:
+    """The names ``fdef`` declares ``global`` or ``nonlocal`` (not in nested definitions)."""
+    out: dict = {}
+    stack = list(fdef.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                out[name] = type(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def bound_by(target) -> list[str]:
@@ -193,8 +177,37 @@ _UNCONVERTIBLE = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.Raise, ast.
                   ast.Nonlocal)
 
 
+def _blocker(stmts):
+    """What keeps a statement over ``stmts`` Python: a ``return``, ``yield``, ``try``,
+    ``raise``, ``global`` or ``nonlocal`` anywhere inside (in nested loops too: a ``return``
+    there leaves the function), or a ``break``/``continue`` of this statement's own."""
+    return finds(stmts, _UNCONVERTIBLE) or finds(stmts, (ast.Break, ast.Continue),
+                                                 into_loops=False)
+
+
 def _name(id_, ctx=None):
     return ast.Name(id=id_, ctx=ctx or ast.Load())
+
+
+
+def _attribute_operand(name: str):
+    """``ag__.Attribute(lambda: self, 'h', 'self.h')``: a carried attribute, for the
+    operators (its owner read when they need it)."""
+    *path, attr = name.split(".")
+    owner = _name(path[0])
+    for part in path[1:]:
+        owner = ast.Attribute(value=owner, attr=part, ctx=ast.Load())
+    return _call(_ag("Attribute"), [_lambda(owner), _const(attr), _const(name)])
+
+
+def _split_carried(names) -> tuple:
+    """(the plain names, the ``attrs=`` keyword of the dotted ones) a statement carries: the
+    operators carry attributes only where the statement becomes graph control flow."""
+    plain = [n for n in names if "." not in n]
+    dotted = [n for n in names if "." in n]
+    keywords = [ast.keyword(arg="attrs", value=ast.Tuple(
+        elts=[_attribute_operand(n) for n in dotted], ctx=ast.Load()))] if dotted else []
+    return plain, keywords
 
 
 def _ag(attr):
@@ -206,17 +219,7 @@ def _call(func, args, keywords=()):
 
 
 def _tuple(names, ctx=None):
-    """``(a, b)``; a dotted name is read as ``ag__.ld`` reads it, stored into its parameter."""
-    if ctx is not None and isinstance(ctx, ast.Store):
-        return ast.Tuple(elts=[_name(_param(n), ast.Store()) for n in names], ctx=ctx)
-    return ast.Tuple(elts=[_ld(n) if "." in n else _name(n) for n in names], ctx=ast.Load())
-
-
-def _ld(name):
-    """``ag__.ld(lambda: name, 'name')``: the variable's value, or Undefined."""
-    return _call(_ag("ld"), [ast.Lambda(args=ast.arguments(
-        posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-        defaults=[]), body=_attribute(name) if "." in name else _name(name)), _const(name)])
+    return ast.Tuple(elts=[_name(n, ctx or ast.Load()) for n in names], ctx=ctx or ast.Load())
 
 
 def _const(v):
@@ -224,10 +227,9 @@ def _const(v):
 
 
 def _fn_def(name, params, body, returns):
-    body = _set_attributes(params) + list(body) + [ast.Return(value=_tuple(returns))]
+    body = list(body) + [ast.Return(value=_tuple(returns))]
     return ast.FunctionDef(
-        name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p))
-                                                            for p in params],
+        name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params],
                                       vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                       defaults=[]),
         body=body, decorator_list=[], returns=None, type_params=[])
@@ -235,16 +237,15 @@ def _fn_def(name, params, body, returns):
 
 def _load_state(names):
     """``(ag__.ld(lambda: a, 'a'), ...)``: the variables' current values or Undefined."""
-    return ast.Tuple(elts=[_ld(n) for n in names], ctx=ast.Load())
+    return ast.Tuple(elts=[_call(_ag("ld"), [_lambda(_name(n)), _const(n)]) for n in names],
+                     ctx=ast.Load())
 
 
 def _assign_state(names, call) -> list:
-    """The statements that take a converted statement's results: ``a, b = call``, then each
-    carried attribute set from its parameter."""
+    """``a, b = call``: the statement's results taken (the call alone where it has none)."""
     if not names:
         return [ast.Expr(value=call)]
-    return [ast.Assign(targets=[_tuple(names, ast.Store())], value=call),
-            *_set_attributes(names)]
+    return [ast.Assign(targets=[_tuple(names, ast.Store())], value=call)]
 
 
 def _lambda(body):
@@ -424,9 +425,11 @@ class _Control(ast.NodeTransformer):
         self.offset = offset
         self.shadowed = shadowed  # the builtins' names the function or its module rebinds
         self.recursive = recursive
+        self.declared: dict = {}  # the function's global and nonlocal names -> which
 
     def visit_FunctionDef(self, node):
         if getattr(node, "_ag_root", False):
+            self.declared = _declared(node)
             self.generic_visit(node)
         return node
 
@@ -447,10 +450,22 @@ class _Control(ast.NodeTransformer):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
-        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
-            fn = "eq" if isinstance(node.ops[0], ast.Eq) else "not_eq"
-            return ast.copy_location(_call(_ag(fn), [node.left, node.comparators[0]]), node)
-        return node
+        # ``a < b < c`` is ``a < b and b < c`` (TF's conversion; ``b`` is read twice), so
+        # that tensors give a logical_and; ``==``/``!=`` are the operators'.
+        left, parts = node.left, []
+        for op, right in zip(node.ops, node.comparators):
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                fn = "eq" if isinstance(op, ast.Eq) else "not_eq"
+                parts.append(_call(_ag(fn), [left, right]))
+            else:
+                parts.append(ast.Compare(left=left, ops=[op], comparators=[right]))
+            left = right
+        result = parts[-1]
+        for part in reversed(parts[:-1]):
+            result = _call(_ag("and_"), [_lambda(part), _lambda(result)])
+        if result is parts[0] and isinstance(result, ast.Compare):
+            return node
+        return ast.copy_location(result, node)
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
@@ -478,23 +493,22 @@ class _Control(ast.NodeTransformer):
         returns = self._both_return(node)
         if returns is not None:
             return returns
-        bad = finds(node.body + node.orelse, _UNCONVERTIBLE + (ast.Break, ast.Continue),
-                    into_loops=False)
+        bad = _blocker(node.body + node.orelse)
         if bad is not None:
             node.test = _call(_ag("py_cond"), [node.test, _const("if"), _const(
                 _why(bad)), _const(where)])
             return node
-        names = assigned(node.body + node.orelse)
+        names, attrs = _split_carried(assigned(node.body + node.orelse))
         n = next(_counter)
         t_name, f_name = f"__agf_if_true_{n}", f"__agf_if_false_{n}"
         t_fn = _fn_def(t_name, names, node.body or [ast.Pass()], names)
         f_fn = _fn_def(f_name, names, node.orelse or [ast.Pass()], names)
         live = getattr(node, "_ag_live", None)
         keywords = [] if live is None else [ast.keyword(arg="live", value=_const(
-            tuple(n for n in names if n in live or "." in n)))]
+            tuple(n for n in names if n in live)))]
         call = _call(_ag("if_stmt"), [node.test, _name(t_name), _name(f_name),
                                       _load_state(names), _const(tuple(names)), _const(where)],
-                     keywords)
+                     keywords + attrs)
         return [ast.copy_location(x, node) for x in (t_fn, f_fn, *_assign_state(names, call))]
 
     def _both_return(self, node):
@@ -504,54 +518,60 @@ class _Control(ast.NodeTransformer):
         if not (isinstance(node.body[-1], ast.Return) and isinstance(node.orelse[-1],
                                                                          ast.Return)):
             return None
-        if finds(node.body[:-1] + node.orelse[:-1], _UNCONVERTIBLE + (
-                ast.Break, ast.Continue), into_loops=False) is not None:
+        if _blocker(node.body[:-1] + node.orelse[:-1]) is not None:
             return None
         n = next(_counter)
-        fns = []
+        fns, calls = [], []
         for label, stmts in (("ret_true", node.body), ("ret_false", node.orelse)):
-            body = stmts[:-1] + [ast.Return(value=stmts[-1].value or _const(None))]
+            # The names the branch assigns are its parameters, given their values when it
+            # runs (else they would be the branch function's own, unbound where read first);
+            # those the function declares global or nonlocal stay so.
+            names = [v for v in assigned(stmts[:-1]) if "." not in v and v not in self.declared]
+            declared = [kind(names=kept) for kind in (ast.Global, ast.Nonlocal)
+                        if (kept := [v for v in assigned(stmts[:-1])
+                                     if self.declared.get(v) is kind])]
+            body = declared + stmts[:-1] + [ast.Return(value=stmts[-1].value or _const(None))]
             fns.append(ast.FunctionDef(
                 name=f"__agf_{label}_{n}", args=ast.arguments(
-                    posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
-                    kwarg=None, defaults=[]),
+                    posonlyargs=[], args=[ast.arg(arg=v) for v in names], vararg=None,
+                    kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
                 body=body, decorator_list=[], returns=None, type_params=[]))
+            calls.append(_lambda(_call(_name(f"__agf_{label}_{n}"), _load_state(names).elts)))
         ret = ast.Return(value=_call(_ag("if_exp"), [
-            node.test, _name(f"__agf_ret_true_{n}"), _name(f"__agf_ret_false_{n}"),
-            _const(_where(node, self.filename, self.offset))]))
+            node.test, *calls, _const(_where(node, self.filename, self.offset))]))
         return [ast.copy_location(x, node) for x in (*fns, ret)]
 
     def visit_While(self, node):
         where = _where(node, self.filename, self.offset)
         self.generic_visit(node)
-        bad = finds(node.body, _UNCONVERTIBLE + (ast.Break, ast.Continue), into_loops=False)
+        bad = _blocker(node.body)
         if bad is not None or node.orelse:
             node.test = _call(_ag("py_cond"), [node.test, _const("while"), _const(
                 _why(bad) if bad is not None else "it has an else clause"), _const(where)])
             return node
         options = _take_loop_options(node)
         flag = getattr(node, "_ag_break", None)
-        names = assigned(node.body)
+        names, attrs = _split_carried(assigned(node.body))
         if flag and flag not in names:
             names.append(flag)
         n = next(_counter)
         test_name, body_name = f"__agf_loop_test_{n}", f"__agf_loop_body_{n}"
         test_fn = ast.FunctionDef(
-            name=test_name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p))
+            name=test_name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p)
                                                                   for p in names],
                                                vararg=None, kwonlyargs=[], kw_defaults=[],
                                                kwarg=None, defaults=[]),
-            body=[*_set_attributes(names), ast.Return(value=node.test)], decorator_list=[],
-            returns=None, type_params=[])
+            body=[ast.Return(value=node.test)], decorator_list=[], returns=None,
+            type_params=[])
         body_fn = _fn_def(body_name, names, node.body, names)
         keywords = []
         if flag:
             keywords.append(ast.keyword(arg="extra_test", value=ast.Lambda(
-                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p)) for p in names],
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in names],
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
-        keywords += [_live_out(node, names), *options]
+        keywords += [_live_out(node, names), *options, *attrs]
         call = _call(_ag("while_stmt"), [_name(test_name), _name(body_name), _load_state(names),
                                          _const(tuple(names)), _const(where)], keywords)
         return [ast.copy_location(x, node)
@@ -560,14 +580,15 @@ class _Control(ast.NodeTransformer):
     def visit_For(self, node):
         where = _where(node, self.filename, self.offset)
         self.generic_visit(node)
-        bad = finds(node.body, _UNCONVERTIBLE + (ast.Break, ast.Continue), into_loops=False)
+        bad = _blocker(node.body)
         if bad is not None or node.orelse:
             node.iter = _call(_ag("py_iter"), [node.iter, _const(
                 _why(bad) if bad is not None else "it has an else clause"), _const(where)])
             return node
         options = _take_loop_options(node)
         flag = getattr(node, "_ag_break", None)
-        names = list(dict.fromkeys(assigned(node.body) + bound_by(node.target)))
+        names, attrs = _split_carried(dict.fromkeys(assigned(node.body) +
+                                                    bound_by(node.target)))
         if flag and flag not in names:
             names.append(flag)
         n = next(_counter)
@@ -578,11 +599,11 @@ class _Control(ast.NodeTransformer):
         keywords = []
         if flag:
             keywords.append(ast.keyword(arg="extra_test", value=ast.Lambda(
-                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=_param(p)) for p in names],
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in names],
                                    vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                    defaults=[]),
                 body=_call(_ag("not_"), [_name(flag)]))))
-        keywords += [_live_out(node, names), *options]
+        keywords += [_live_out(node, names), *options, *attrs]
         call = _call(_ag("for_stmt"), [node.iter, _name(body_name), _load_state(names),
                                        _const(tuple(names)), _const(where)], keywords)
         return [ast.copy_location(x, node) for x in (body_fn, *_assign_state(names, call))]
@@ -629,7 +650,7 @@ def _take_loop_options(node) -> list:
 def _live_out(node, names) -> ast.keyword:
     live = getattr(node, "_ag_live_out", None)
     return ast.keyword(arg="live_out", value=_const(
-        None if live is None else tuple(n for n in names if n in live or "." in n)))
+        None if live is None else tuple(n for n in names if n in live)))
 
 
 def _why(node) -> str:

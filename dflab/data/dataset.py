@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dflab import autograph
+from dflab.autograph.conversion import converted_call
 from dflab.data import options as _options
 from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
@@ -219,7 +219,7 @@ class Dataset(_st.ElementsArgument, GraphIterable):
 
         # TF's datasets trace their functions with AutoGraph: a tensor ``if`` there is a cond.
         try:
-            return _dso.trace_function(autograph.convert(fn), self._types, self._shapes, call,
+            return _dso.trace_function(converted_call(fn), self._types, self._shapes, call,
                                        f"Dataset.{what}")
         except _dso.LoopInFunctionError:
             # A loop (a tensor ``for``/``while``, ``tf.while_loop``) needs the executor's

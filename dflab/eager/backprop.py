@@ -249,6 +249,10 @@ class GradientTape:
         """d``target``[i]/d``source`` for every element i of ``target``, stacked: shape
         ``target.shape + source.shape``. Each element is differentiated in turn (TF
         vectorizes them); a non-persistent tape allows one jacobian, as one gradient."""
+        if not experimental_use_pfor and not self._persistent and self._graph is None:
+            raise RuntimeError("GradientTape must be created with persistent=True to compute "
+                               "the jacobian with eager execution enabled and with "
+                               "experimental_use_pfor set to False.")
         target = _ops.convert_to_tensor(target)
         flat_sources = nest.flatten(sources)
         n = _known_size(target, "jacobian", "target")
@@ -280,10 +284,9 @@ class GradientTape:
         row of ``source``)."""
         target = _ops.convert_to_tensor(target)
         source_value = _value_of(source)
-        if target.shape.ndims is None or target.shape.ndims < 1 or \
-                source_value.shape.ndims is None or source_value.shape.ndims < 1:
-            raise ValueError("batch_jacobian needs a target and a source of rank 1 or more: "
-                             "their first dimension is the batch")
+        for t in (target, source_value):  # the batch dimension, then an example's
+            if t.shape.ndims is not None and t.shape.ndims < 2:
+                raise ValueError(f"Shape {t.shape} must have rank at least 2")
         batch = target.shape.as_list()[0]
         if batch is not None and source_value.shape.as_list()[0] not in (None, batch):
             raise ValueError(f"Need first dimension of target shape ({target.shape}) and "
@@ -302,8 +305,8 @@ class GradientTape:
                 onehot, array_ops.shape(target)), unconnected_gradients)
             columns.append(None if g is None else _dense(g))
         self._release_unless_persistent()
-        if any(g is None for g in columns):
-            return None
+        if any(g is None for g in columns):  # unconnected: zeros, as TF's batch_jacobian gives
+            columns = [array_ops.zeros_like(source_value) for _ in columns]
         stacked = array_ops.stack(columns, axis=1) if columns else array_ops.zeros(
             array_ops.concat([array_ops.shape(source_value)[:1], [0],
                               array_ops.shape(source_value)[1:]], 0), target.dtype)

@@ -214,6 +214,8 @@ class ConcreteFunction:
         self._split_done = None  # a _ForwardBackward, _UNSPLIT, or None: not tried yet
         self._read_variables: list = []  # weak references, set by the trace
         self._traced_inputs: tuple = ([], [])  # (parameter names, arguments as traced)
+        self._parameter_kinds: dict = {}  # parameter name -> inspect.Parameter kind
+        self._spec_names = None  # the input_signature's own names, in its order
 
     @property
     def inputs(self) -> list:
@@ -229,18 +231,34 @@ class ConcreteFunction:
         """TF's ``(args, kwargs)``: the arguments as traced, each tensor a ``TensorSpec``
         named by its path (``x``; ``d_a`` for ``d["a"]``), Python values as given."""
         names, values = self._traced_inputs
+        kinds = self._parameter_kinds
+        given = iter(self._spec_names or ())  # an input_signature's names come first
 
         def spec_of(value, name):
             if isinstance(value, _ops.Tensor):
-                return TensorSpec(value.shape, value.dtype.base_dtype, name)
+                return TensorSpec(value.shape, value.dtype.base_dtype,
+                                  next(given, None) or name)
             if isinstance(value, dict):
                 return type(value)((k, spec_of(v, f"{name}_{k}")) for k, v in value.items())
             if isinstance(value, (list, tuple)):
-                items = [spec_of(v, f"{name}_{i}") for i, v in enumerate(value)]
-                return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+                if hasattr(value, "_fields"):  # a named tuple: its fields' names
+                    return type(value)(*(spec_of(v, f"{name}_{f}")
+                                         for f, v in zip(value._fields, value)))
+                return type(value)(spec_of(v, f"{name}_{i}") for i, v in enumerate(value))
             return value
 
-        return tuple(spec_of(v, n) for n, v in zip(names, values)), {}
+        args, kwargs = [], {}
+        for n, v in zip(names, values):
+            kind = kinds.get(n)
+            if kind is inspect.Parameter.VAR_POSITIONAL:  # each of ``*args`` an argument
+                args.extend(spec_of(e, f"{n}_{i}") for i, e in enumerate(v))
+            elif kind is inspect.Parameter.KEYWORD_ONLY:
+                kwargs[n] = spec_of(v, n)
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                kwargs.update((k, spec_of(e, k)) for k, e in v.items())
+            else:
+                args.append(spec_of(v, n))
+        return tuple(args), kwargs
 
     @property
     def variables(self) -> list:
@@ -771,6 +789,8 @@ def _describe(key) -> str:
         return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in key[1]) + "}"
     if kind == "composite":
         return f"{key[1][0]} of {', '.join(dt.name for dt in key[1][2])}"
+    if isinstance(key[1], tuple):  # a named tuple (its class's name) and its fields
+        return f"{kind}({', '.join(_describe(k) for k in key[1])})"
     return f"<{kind} {key[1]:#x}>"
 
 
@@ -1133,6 +1153,10 @@ class Function:
         concrete = ConcreteFunction(fg, args, structured, python_call, reason, key)
         concrete._read_variables = read.refs
         concrete._traced_inputs = (list(names), traced_values)
+        concrete._spec_names = None if self._input_signature is None else [
+            spec.name for spec in self._input_signature]
+        concrete._parameter_kinds = {} if self._sig is None else {
+            n: p.kind for n, p in self._sig.parameters.items()}
         return concrete
 
 

@@ -341,6 +341,8 @@ def _to_tensors(values, ctx, what):
         if isinstance(v, _ops.Operation):
             v = with_dependencies([v], ctx.pivot)
         v = _leaf_to_tensor(v, what)  # a TensorArray leaves a branch as its flow
+        if v.is_eager:  # an eager tensor a traced function's branch returns: captured here
+            v = array_ops.identity(v)
         out.append(ctx.AddValue(v) if not ctx._is_inside(v) else v)
     return out
 

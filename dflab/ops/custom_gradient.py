@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import types
 
 from dflab.framework import nest
 from dflab.framework import ops as _ops
@@ -29,20 +30,33 @@ _VARIABLE_OP_TYPES = ("VariableV2", "Variable", "VarHandleOp")
 def custom_gradient(f=None):
     """Decorator: ``f(*args)`` returns ``(y, grad_fn)``; the gradient of ``y`` with respect
     to ``args`` is ``grad_fn(*dys)``. When ``y`` depends on variables that are not among the
-    arguments, ``grad_fn(*dys, variables=None)`` must return ``(arg_grads, var_grads)``."""
+    arguments, ``grad_fn(*dys, variables=None)`` must return ``(arg_grads, var_grads)``. On a
+    method, ``self`` is bound, not an argument (TF's)."""
     if f is None:
         return custom_gradient
+    return _CustomGradient(f)
 
-    @functools.wraps(f)
-    def decorated(*args, **kwargs):
+
+class _CustomGradient:
+    """``@custom_gradient``'s function: callable, and a descriptor, so that decorating a
+    method binds its instance first."""
+
+    def __init__(self, f):
+        self._f = f
+        functools.update_wrapper(self, f)
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        return _CustomGradient(types.MethodType(self._f, instance))
+
+    def __call__(self, *args, **kwargs):
         if _ops.executing_eagerly():
-            return _EAGER_MODE[0](f, args, kwargs)
+            return _EAGER_MODE[0](self._f, args, kwargs)
         if kwargs:
             raise ValueError("The custom_gradient decorator currently supports keywords "
                              "arguments only when eager execution is enabled.")
-        return _graph_mode(f, args)
-
-    return decorated
+        return _graph_mode(self._f, args)
 
 
 def register_eager_mode(implementation, recompute) -> None:

@@ -222,28 +222,4 @@ def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
                  "foldr", reverse=True)
 
 
-def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
-    """TF's ``vectorized_map``: ``fn`` applied to each slice of ``elems`` along dim 0, the
-    results stacked. TF vectorizes ``fn``'s ops (``pfor``); here it runs as ``map_fn``, one
-    slice per iteration, which gives the same values. Eagerly the slices are computed in
-    order; in a graph ``fn`` is first called on the first slice to learn the structure and
-    dtypes of its result (those ops are not run: nothing reads them)."""
-    flat = [_ops.convert_to_tensor(e) for e in nest.flatten(elems)]
-    if not flat:
-        raise ValueError("vectorized_map needs at least one tensor in elems")
-
-    def slice_of(i):
-        return nest.pack_sequence_as(elems, [e[i] for e in flat])
-
-    if _ops.executing_eagerly():
-        n = int(_leading_dim(flat))
-        outs = [fn(slice_of(i)) for i in range(n)]
-        if not outs:
-            raise ValueError("vectorized_map over zero elements cannot tell what fn gives")
-        return nest.map_structure(lambda *xs: array_ops.stack(list(xs)), *outs)
-    probe = fn(slice_of(0))
-    dtype = nest.map_structure(lambda t: _ops.convert_to_tensor(t).dtype.base_dtype, probe)
-    return map_fn(fn, elems, dtype=dtype)
-
-
-__all__ = ["map_fn", "scan", "foldl", "foldr", "vectorized_map"]
+__all__ = ["map_fn", "scan", "foldl", "foldr"]

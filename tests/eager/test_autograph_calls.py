@@ -178,10 +178,17 @@ def test_what_is_not_the_users_code_is_called_as_written():
         tf.function(lambda x: raw(x) + 1.0)(tf.constant(1.0))
 
 
-def test_a_helper_is_converted_once_per_code_object():
-    made = [convert(functools.partial(sign_of)).func for _ in range(2)]
-    assert made[0] is not made[1] and made[0].__code__ is made[1].__code__
-    assert made[0].__code__.co_qualname == "sign_of"  # tracebacks name the user's function
+def test_a_helper_is_converted_once():
+    assert convert(sign_of) is convert(functools.partial(sign_of)).func  # per function
+    closures = []
+    for scale in (2.0, 3.0):
+        def scaled(x, scale=scale):
+            return x * scale
+        closures.append(convert(scaled))
+    assert closures[0] is not closures[1]  # two functions of one ``def``: one code object
+    assert closures[0].__code__ is closures[1].__code__
+    assert closures[1](1.0) == 3.0 and closures[0](1.0) == 2.0
+    assert closures[0].__code__.co_qualname.endswith("scaled")  # tracebacks name the user's
 
 
 def loop_that_returns(x):
@@ -273,3 +280,172 @@ def test_lambdas_inside_converted_code_are_converted_with_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert float(g(tf.constant(3.0))) == 7.0 and float(g(tf.constant(-3.0))) == 4.0
+
+
+# --- what the review of converted calls found (each compared with TF 2.21) --------------------
+def with_default_lambda(x, key=lambda v: -v):
+    return x + sorted([3.0, 1.0, 2.0], key=key)[0]
+
+
+def with_default_comprehension(n, names=[k for k in "ab"]):  # noqa: B006
+    return n + len(names)
+
+
+def returns_early(x, flag):
+    if flag:
+        x = x + 1.0
+        return x
+    return x
+
+
+def found_in_rows(rows, target):
+    for row in rows:
+        for value in row:
+            if value == target:
+                return value * 10
+    return -1
+
+
+class _Private:
+    def __init__(self):
+        self.__weight = 5.0
+
+    def scaled(self, x):
+        text = """a
+            b"""
+        if x > 0:
+            y = x * self.__weight
+        else:
+            y = x
+        return y, text
+
+
+class _StaticCall:
+    @staticmethod
+    def __call__(x):
+        if x > 0:
+            y = x * 2.0
+        else:
+            y = -x
+        return y
+
+
+class _ClassCall:
+    scale = 3.0
+
+    @classmethod
+    def __call__(cls, x):
+        if x > 0:
+            y = x * cls.scale
+        else:
+            y = -x
+        return y
+
+
+def test_helpers_convert_as_their_python_runs():
+    @tf.function
+    def f(x):
+        return (with_default_lambda(x), with_default_comprehension(x),
+                returns_early(x, True), returns_early(x, False))
+
+    # (the first had run the default's lambda as the helper; the second had crashed)
+    assert [float(v) for v in f(tf.constant(1.0))] == [4.0, 3.0, 2.0, 1.0]
+    rows = [[1, 2], [3, 4]]
+    assert int(tf.function(lambda t: found_in_rows(rows, t))(3)) == 30
+    value, text = tf.function(lambda x: _Private().scaled(x))(tf.constant(2.0))
+    assert float(value) == 10.0  # ``self.__weight``: the class's mangled name
+    assert text.numpy() == b"a\n            b"  # a multi-line string as written
+    assert float(tf.function(lambda x: _StaticCall()(x))(tf.constant(-2.0))) == 2.0
+    assert float(tf.function(lambda x: _ClassCall()(x))(tf.constant(2.0))) == 6.0
+
+
+def test_installed_packages_are_called_as_written():
+    import linecache
+
+    filename = "/usr/lib/python3/site-packages/some_library/module.py"
+    source = "def branchy(x):\n    if x > 0:\n        return 1\n    return 2\n"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "some_library.module"}
+    exec(compile(source, filename, "exec"), namespace)
+    assert converted_call(namespace["branchy"]) is namespace["branchy"]
+    namespace["__name__"] = "__main__"  # the same code in the user's own file is converted
+    user_file = "/home/user/project/model.py"
+    linecache.cache[user_file] = (len(source), None, source.splitlines(True), user_file)
+    exec(compile(source, user_file, "exec"), namespace)
+    assert converted_call(namespace["branchy"]).__dflab_autograph__
+
+
+class _Watched:
+    """An attribute behind a property: how often it is read and set."""
+
+    def __init__(self):
+        self.reads = self.writes = 0
+        self._h = 1.0
+
+    @property
+    def h(self):
+        self.reads += 1
+        return self._h
+
+    @h.setter
+    def h(self, value):
+        self.writes += 1
+        self._h = value
+
+
+def set_when(obj, flag):
+    if flag:
+        obj.h = 5.0
+    return obj.writes
+
+
+def test_a_python_statement_reads_and_sets_attributes_only_as_python_does():
+    watched = _Watched()
+    assert int(tf.function(lambda: set_when(watched, True))()) == 1  # TF 2.21: 1 (it was 3)
+    assert watched.reads == 0 and watched.h == 5.0
+
+    class Cell:
+        def __init__(self):
+            self.h = tf.constant(5.0)  # made eagerly, assigned in one branch of a tensor if
+
+        @tf.function
+        def run(self, x):
+            if x > 0:
+                self.h = x
+            return self.h
+
+    assert float(Cell().run(tf.constant(-2.0))) == 5.0  # TF 2.21: 5.0 (it had crashed)
+    assert float(Cell().run(tf.constant(2.0))) == 2.0
+    e = tf.constant(3.0)
+    picked = tf.function(lambda x: tf.cond(x > 0, lambda: e, lambda: x))
+    assert float(picked(tf.constant(1.0))) == 3.0  # an eager tensor a branch returns
+
+
+def test_builtins_of_variables_and_chained_comparisons():
+    v = tf.Variable([1.0, 2.0, 3.0])
+    n = tf.Variable(3)
+
+    @tf.function
+    def f():
+        total = tf.constant(0)
+        for i in range(n):  # a variable's range: a while_loop
+            total += i
+        return len(v), int(v[0] * 3.0), float(n), abs(-v[2]), total
+
+    assert [float(t) for t in f()] == [3.0, 3.0, 3.0, 3.0, 3.0]
+    between = tf.function(lambda x: 0 < x < 5)
+    assert bool(between(tf.constant(3))) and not bool(between(tf.constant(7)))
+    assert bool(tf.function(lambda x: 1 == x != 2)(tf.constant(1)))
+
+
+class _Doubler:
+    def __call__(self, x):
+        if x > 2:
+            y = x * 2
+        else:
+            y = x
+        return y
+
+
+def test_dataset_functions_may_be_callable_objects():
+    assert [int(e) for e in tf.data.Dataset.range(4).map(_Doubler())] == [0, 1, 2, 6]

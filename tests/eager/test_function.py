@@ -3,6 +3,8 @@ variable rule, calls from graph mode (placed, differentiated, inside loops), err
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,26 @@ def test_structured_input_signature_names_each_spec_by_its_path(eager):
     args, _ = scaled.get_concrete_function(tf.TensorSpec([2], tf.float32)).\
         structured_input_signature
     assert args[0].name == "x" and args[0].shape.as_list() == [2] and args[1] == 3
+
+    point = collections.namedtuple("P", ["u", "w"])
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="inp")])
+    def renamed(x):
+        return x
+
+    assert renamed.get_concrete_function().structured_input_signature[0][0].name == "inp"
+
+    @tf.function
+    def shaped(x, *rest, p, flag=False):  # a named tuple had failed the trace
+        return x + rest[0] + tf.cast(p.u, tf.float32) * p.w
+
+    args = (tf.constant(1.0), tf.constant(2.0))
+    value = shaped(*args, p=point(tf.constant(2), tf.constant(3.0)))
+    assert float(value) == 9.0
+    sig_args, sig_kwargs = shaped.get_concrete_function(
+        *args, p=point(tf.constant(2), tf.constant(3.0))).structured_input_signature
+    assert [s.name for s in sig_args] == ["x", "rest_0"]
+    assert sig_kwargs["p"].u.name == "p_u" and sig_kwargs["flag"] is False
 
 
 def test_the_traced_graph_is_an_ordinary_graph(eager):

@@ -222,11 +222,40 @@ def test_jacobians_of_a_plain_tape_batch_jacobians_and_hessians():
                                rtol=1e-5)
 
 
+def test_batch_jacobian_and_jacobian_refuse_as_tf_does():
+    x = tf.constant([[1.0, 2.0]])
+    z = tf.constant([[3.0, 4.0]])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, z])
+        y = x * 2.0
+        flat = tf.reshape(x, [2])
+    np.testing.assert_array_equal(t.batch_jacobian(y, z).numpy(), np.zeros((1, 2, 2)))
+    with pytest.raises(ValueError, match="must have rank at least 2"):
+        t.batch_jacobian(flat, flat)
+    with tf.GradientTape() as plain:
+        plain.watch(x)
+        y = x * 2.0
+    with pytest.raises(RuntimeError, match="persistent=True to compute the jacobian"):
+        plain.jacobian(y, x, experimental_use_pfor=False)
+
+
 def test_vectorized_map_is_map_fn_over_rows():
     rows = tf.constant([[1.0, 2.0], [-3.0, 4.0]])
     sums, positive = tf.vectorized_map(lambda r: (tf.reduce_sum(r * r), r[0] > 0), rows)
     np.testing.assert_allclose(sums.numpy(), [5.0, 25.0])
     np.testing.assert_array_equal(positive.numpy(), [True, False])
+    assert tf.vectorized_map(lambda r: r * 2.0, tf.zeros([0, 3])).numpy().size == 0
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same size in dimension 0"):
+        tf.vectorized_map(lambda p: p[0] + p[1], (tf.ones([2]), tf.ones([3])))
+    counter = tf.Variable(0)
+
+    @tf.function
+    def counted(rows):  # one increment per row, none for the trace that learns the dtypes
+        return tf.vectorized_map(lambda r: r + tf.cast(counter.assign_add(1), tf.float32) * 0,
+                                 rows)
+
+    counted(tf.ones([3]))
+    assert int(counter.numpy()) == 3
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [3, 2])
         y = tf.vectorized_map(lambda r: tf.reduce_sum(r * r), x)

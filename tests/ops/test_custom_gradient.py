@@ -208,3 +208,30 @@ def test_an_override_naming_no_gradient_fails_as_tf():
             y = tf.nn.relu(x)
         with pytest.raises(LookupError, match="No gradient defined for operation 'Relu'"):
             tf.gradients(y, x)
+
+
+def test_a_method_binds_its_instance_first():
+    # TF 2.21: 100.0 eagerly and traced (``self`` is bound, not an argument).
+    class Layer:
+        scale = 100.0
+
+        @tf.custom_gradient
+        def forward(self, x):
+            return x * 1.0, lambda dy: dy * self.scale
+
+    layer = Layer()
+    with eager_mode():
+        x = tf.constant(2.0)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer.forward(x)
+        assert float(tape.gradient(y, x)) == 100.0
+
+        @tf.function
+        def traced(v):
+            with tf.GradientTape() as t:
+                t.watch(v)
+                out = layer.forward(v)
+            return t.gradient(out, v)
+
+        assert float(traced(x)) == 100.0
