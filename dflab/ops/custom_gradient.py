@@ -16,12 +16,14 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import threading
 import types
 
 from dflab.framework import nest
 from dflab.framework import ops as _ops
 from dflab.framework.registry import RegisterGradient
 from dflab.ops import array_ops, variables
+from dflab.ops import resource_variable_ops as _rv
 
 _UIDS = itertools.count(1)
 _VARIABLE_OP_TYPES = ("VariableV2", "Variable", "VarHandleOp")
@@ -73,11 +75,24 @@ _EAGER_RECOMPUTE: list = []
 def _graph_mode(f, args):
     name = f"CustomGradient-{next(_UIDS)}"
     args = nest.map_structure(_ops.convert_to_tensor, list(args))
-    result, grad_fn = f(*args)
+    read: list = []  # resource variables ``f`` reads on this thread (a traced function's are
+    ident = threading.get_ident()  # captured handles, which the walk below cannot name)
+
+    def watch(variable):
+        if threading.get_ident() == ident and all(variable is not r for r in read):
+            read.append(variable)
+
+    _rv.add_access_listener(watch)
+    try:
+        result, grad_fn = f(*args)
+    finally:
+        _rv.remove_access_listener(watch)
     flat_args = nest.flatten(args)
     flat_result = [_ops.convert_to_tensor(t) for t in nest.flatten(result)]
     n_result = len(flat_result)
     used = _dependent_variables(flat_args, flat_result)
+    used += [v for v in read if all(v is not u for u in used)]
+    used.sort(key=lambda v: v.name)
     if used and not takes_variables(grad_fn):
         raise TypeError("@tf.custom_gradient grad_fn must accept keyword argument "
                         f"'variables', since function uses variables: {used}")

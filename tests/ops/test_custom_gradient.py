@@ -235,3 +235,25 @@ def test_a_method_binds_its_instance_first():
             return t.gradient(out, v)
 
         assert float(traced(x)) == 100.0
+
+
+def test_a_traced_function_finds_the_variables_f_reads():
+    # TF 2.21: [7.0, 11.0] (the variable's handle is a capture there, which the graph walk
+    # cannot name: its read is seen instead).
+    with eager_mode():
+        v = tf.Variable(3.0)
+
+        @tf.custom_gradient
+        def uses_variable(x):
+            def grad(dy, variables=None):
+                return dy * 7.0, [dy * 11.0 for _ in variables]
+            return x * v, grad
+
+        @tf.function
+        def traced(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = uses_variable(x)
+            return tape.gradient(y, [x, v])
+
+        assert [float(g) for g in traced(tf.constant(2.0))] == [7.0, 11.0]
