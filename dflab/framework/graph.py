@@ -83,7 +83,6 @@ class _NameScope:
         self._st.name_scope = self._old
 
 
-
 def _check_loop_value_in_reach(t, inner, ctx, op_type: str) -> None:
     """TF 1.x's rule, checked where the op is built: a value computed in a while loop's body
     is used only in that loop (or loops inside it); outside it leaves through ``Exit``.
@@ -98,6 +97,7 @@ def _check_loop_value_in_reach(t, inner, ctx, op_type: str) -> None:
         f"Cannot use '{t.name}' as input to '{op_type}' because '{t.op.name}' is in a while "
         f"loop (created at {errors._site_of(t.op)}): use a value the loop returns, or a "
         "TensorArray or loop variable that carries it out.")
+
 
 class Graph(RichDisplay):
     """A dataflow graph of operations, with the scopes that name and place new ops."""

@@ -512,3 +512,15 @@ def test_eager_name_scopes_check_names_and_nest_as_in_graphs(ctx):
             with tf.name_scope("exact/") as exact:
                 assert exact == "exact/"
         assert v.name == "outer/inner/v:0"
+
+
+def test_the_eager_context_keeps_cpythons_fast_attribute_reads():
+    # A class with __getattr__ (or an instance with more attributes than a shared-key dict
+    # holds, 30) loses CPython's specialized attribute reads: 0.13 us on every eager op.
+    from dflab.eager import eager_mode
+    from dflab.eager.context import EagerContext, eager_context
+
+    assert "__getattr__" not in vars(EagerContext)
+    with eager_mode():
+        tf.add(tf.constant(1.0), 2.0)
+        assert len(vars(eager_context())) <= 30
