@@ -403,19 +403,8 @@ def _eager_custom_gradient(f, args, kwargs):
     outputs = [EagerTensor(t._value, t.dtype, t._device_obj) for t in flat_result]
 
     def gradient(op, *result_grads):
-        dys = list(result_grads[:n_result])
-        if used:
-            arg_grads, var_grads = grad_fn(*dys, variables=used)
-            if len(var_grads) != len(used):
-                raise ValueError("Must return gradient for each variable from "
-                                 "@custom_gradient grad_fn.")
-        else:
-            arg_grads, var_grads = grad_fn(*dys), []
-        flat_grads = nest.flatten(arg_grads)
-        if len(flat_grads) != len(flat_args):
-            raise ValueError(f"custom_gradient function expected to return {len(flat_args)} "
-                             f"gradients, but returned {len(flat_grads)} instead.")
-        return [None] * n_result + flat_grads + list(var_grads)
+        return [None] * n_result + _custom.user_gradients(grad_fn, result_grads[:n_result],
+                                                          used, len(flat_args))
 
     if _context._TAPES:
         ctx = _ops.get_default_graph()

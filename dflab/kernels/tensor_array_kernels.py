@@ -115,11 +115,7 @@ class TensorArrayStorage:
             self._grow(index + 1)
 
     def write(self, index, value):
-        value = _in_memory_of(self.xp, value)
-        if value.dtype != self.dtype:
-            raise _err(f"TensorArray {self.name}: Could not write to TensorArray index {index} "
-                       f"because the value dtype is {value.dtype.name} but the TensorArray "
-                       f"dtype is {self.dtype.name}.")
+        value = _written_value(self, index, value)
         self._check_open()
         self._check_write_index(index)
         shape = value.shape
@@ -320,11 +316,7 @@ class TensorListStorage:
 
     def _put(self, index, value):
         """Write ``value`` at ``index`` (which exists) as the next version."""
-        value = _in_memory_of(self.xp, value)
-        if value.dtype != self.dtype:
-            raise _err(f"TensorArray {self.name}: Could not write to TensorArray index {index} "
-                       f"because the value dtype is {value.dtype.name} but the TensorArray "
-                       f"dtype is {self.dtype.name}.")
+        value = _written_value(self, index, value)
         if not _compatible(self.element_shape, value.shape):
             raise _err(f"TensorArray {self.name}: Could not write to TensorArray index {index} "
                        f"because the value shape is {_shape_str(value.shape)} which is "
@@ -533,6 +525,16 @@ def _merged(a, b):
 
 def _index(v):
     return int(host(v))
+
+
+def _written_value(array, index, value):
+    """``value`` in the array's memory, of the array's dtype (else TF's error)."""
+    value = _in_memory_of(array.xp, value)
+    if value.dtype != array.dtype:
+        raise _err(f"TensorArray {array.name}: Could not write to TensorArray index {index} "
+                   f"because the value dtype is {value.dtype.name} but the TensorArray "
+                   f"dtype is {array.dtype.name}.")
+    return value
 
 
 def _in_memory_of(xp, value):

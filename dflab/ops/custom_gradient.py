@@ -99,15 +99,8 @@ def _graph_mode(f, args):
 
     @RegisterGradient(name)
     def _grad(op, *result_grads):
-        dys = list(result_grads[:n_result])
-        if used:
-            arg_grads, var_grads = grad_fn(*dys, variables=used)
-            if len(var_grads) != len(used):
-                raise ValueError("Must return gradient for each variable from "
-                                 "@custom_gradient grad_fn.")
-        else:
-            arg_grads, var_grads = grad_fn(*dys), []
-        return [None] * n_result + nest.flatten(arg_grads) + list(var_grads)
+        return [None] * n_result + user_gradients(grad_fn, result_grads[:n_result], used,
+                                                  len(flat_args))
 
     tensors = flat_result + flat_args + [_ops.convert_to_tensor(v) for v in used]
     op = _ops.apply_op("IdentityN", tensors, {"_gradient_op_type": name})
@@ -115,6 +108,22 @@ def _graph_mode(f, args):
     for out, t in zip(outs, flat_result):
         out.set_shape(t.shape)
     return nest.pack_sequence_as(result, outs)
+
+
+def user_gradients(grad_fn, dys, variables, n_args: int) -> list:
+    """``grad_fn``'s gradients, flat: the arguments', then the variables' (TF's checks)."""
+    if variables:
+        arg_grads, var_grads = grad_fn(*dys, variables=variables)
+        if len(var_grads) != len(variables):
+            raise ValueError("Must return gradient for each variable from @custom_gradient "
+                             "grad_fn.")
+    else:
+        arg_grads, var_grads = grad_fn(*dys), []
+    flat = nest.flatten(arg_grads)
+    if len(flat) != n_args:
+        raise ValueError(f"custom_gradient function expected to return {n_args} gradients, "
+                         f"but returned {len(flat)} instead.")
+    return flat + list(var_grads)
 
 
 def takes_variables(fn) -> bool:
