@@ -98,9 +98,11 @@ def set_logical_device_configuration(device, logical_devices) -> None:
     devices on the host, as dflab's other simulated CPUs: to place ops on and watch). A GPU
     gives one logical device here, its memory taken as needed."""
     device = _physical(device)
-    _refuse_after_initialization("Virtual devices")
     logical = [LogicalDeviceConfiguration(*c) if not isinstance(
         c, LogicalDeviceConfiguration) else c for c in _as_list(logical_devices)]
+    if logical == get_logical_device_configuration(device):
+        return  # (what is set already: allowed after initialization too, as TF)
+    _refuse_after_initialization("Virtual devices")
     if not logical:
         raise ValueError("set_logical_device_configuration needs at least one logical device")
     if device.device_type == "CPU":
@@ -156,10 +158,15 @@ def get_intra_op_parallelism_threads() -> int:
 
 
 def set_intra_op_parallelism_threads(num_threads: int) -> None:
-    """Threads one eager kernel may use (0: every core), before the eager context is made."""
+    """Threads one eager kernel may use (0: every core), before the eager context is made
+    (afterwards only the value it has, as TF)."""
+    num_threads = _threads(num_threads)
+    config = _context.context_config()
+    if num_threads == config.intra_op_parallelism_threads:
+        return
     if _context.context_initialized():
         raise RuntimeError("Intra op parallelism cannot be modified after initialization.")
-    _context.context_config().intra_op_parallelism_threads = _threads(num_threads)
+    config.intra_op_parallelism_threads = num_threads
 
 
 def get_inter_op_parallelism_threads() -> int:
@@ -167,10 +174,15 @@ def get_inter_op_parallelism_threads() -> int:
 
 
 def set_inter_op_parallelism_threads(num_threads: int) -> None:
-    """Kernels run at once (0: one per core), before the eager context is made."""
+    """Kernels run at once (0: one per core), before the eager context is made (afterwards
+    only the value it has, as TF)."""
+    num_threads = _threads(num_threads)
+    config = _context.context_config()
+    if num_threads == config.inter_op_parallelism_threads:
+        return
     if _context.context_initialized():
         raise RuntimeError("Inter op parallelism cannot be modified after initialization.")
-    _context.context_config().inter_op_parallelism_threads = _threads(num_threads)
+    config.inter_op_parallelism_threads = num_threads
 
 
 def _threads(n) -> int:

@@ -51,33 +51,46 @@ def _definition(fn):
     if not isinstance(fdef, ast.FunctionDef) or fdef.name != fn.__code__.co_name:
         return None
     fdef.decorator_list = []
-    _mangle_private_names(fdef, fn.__qualname__)
+    if not _mangle_private_names(fdef, fn.__qualname__):
+        return None
     return fdef, inspect.getsourcefile(fn) or "<unknown>", fn.__code__.co_firstlineno - first
 
 
-def _mangle_private_names(fdef, qualname: str) -> None:
+def _private(name) -> bool:
+    return bool(name) and name.startswith("__") and not name.endswith("__") and "." not in name
+
+
+def _mangle_private_names(fdef, qualname: str) -> bool:
     """Python mangles ``self.__w`` in a class's methods to ``self._Class__w`` when it compiles
-    the class; the converted method is compiled alone, so its names are mangled here."""
+    the class; the converted method is compiled alone, so its names are mangled here. Only
+    for a method defined in the class body (``Class.method``) without classes inside it;
+    anything else holding private names is not converted — it runs as written, as TF runs
+    such functions. False where it is not to be converted."""
+    nodes = list(ast.walk(fdef))
+    if not any(_private(name) for node in nodes for name in _identifiers(node)):
+        return True
     parts = qualname.split(".")
-    owner = parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else ""
+    owner = parts[-2] if len(parts) == 2 else ""
     prefix = "_" + owner.lstrip("_")
-    if prefix == "_":
-        return
+    if prefix == "_" or any(isinstance(n, ast.ClassDef) for n in nodes):
+        return False
+    for node in nodes:
+        for field in ("id", "attr", "arg", "name", "asname"):
+            value = getattr(node, field, None)
+            if isinstance(value, str) and _private(value) and node is not fdef:
+                setattr(node, field, prefix + value)
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            node.names = [prefix + n if _private(n) else n for n in node.names]
+    return True
 
-    def mangled(name):
-        if name and name.startswith("__") and not name.endswith("__") and "." not in name:
-            return prefix + name
-        return name
 
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Name):
-            node.id = mangled(node.id)
-        elif isinstance(node, ast.Attribute):
-            node.attr = mangled(node.attr)
-        elif isinstance(node, ast.arg):
-            node.arg = mangled(node.arg)
-        elif isinstance(node, ast.keyword) and node.arg is not None:
-            node.arg = mangled(node.arg)
+def _identifiers(node):
+    for field in ("id", "attr", "arg", "name", "asname"):
+        value = getattr(node, field, None)
+        if isinstance(value, str):
+            yield value
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        yield from node.names
 
 
 def _lambda_definition(fn):
@@ -92,6 +105,8 @@ def _lambda_definition(fn):
     if len(found) != 1:
         return None
     node = found[0]
+    if any(_private(name) for n in ast.walk(node) for name in _identifiers(n)):
+        return None  # (where it would need mangling: run as written, as TF does)
     fdef = ast.FunctionDef(name="__ag_lambda", args=node.args,
                            body=[ast.copy_location(ast.Return(value=node.body), node.body)],
                            decorator_list=[], returns=None, type_params=[])
@@ -152,6 +167,9 @@ def _converted_code(fn, recursive):
     else:
         fdef, filename, offset = converted
         ast.increment_lineno(fdef, offset)
+        # Named apart inside the maker: the body's own name (recursion, ``f.__name__``) must
+        # find what it finds in fn, not the maker's local definition.
+        fdef.name = "__ag_converted"
         # Compiled inside a maker whose parameters are fn's free variables and the operators'
         # name, so that the new code reads them as free variables too: it is then bound to
         # fn's own cells, and sees (and assigns, ``nonlocal``) what fn would.
@@ -164,7 +182,7 @@ def _converted_code(fn, recursive):
         ast.fix_missing_locations(module)
         maker_code = _nested_code(compile(module, filename, "exec"), "__ag_maker")
         # (by name: a default's lambda or comprehension is compiled into the maker too)
-        result = _nested_code(maker_code, fdef.name).replace(co_name=code.co_name)
+        result = _nested_code(maker_code, "__ag_converted").replace(co_name=code.co_name)
         if hasattr(code, "co_qualname"):  # (Python 3.11: tracebacks show the user's name)
             result = result.replace(co_qualname=code.co_qualname)
     if len(_CONVERTED) >= _CONVERTED_MAX:
@@ -199,8 +217,11 @@ def convert(fn, recursive=True):
     if AG in fn.__code__.co_freevars or AG_CALL in fn.__code__.co_freevars:
         return fn  # a lambda or comprehension of converted code: converted with it
     known = fn.__dict__.get(_MEMO)
-    if known is not None and known[0] == recursive and known[1].__wrapped__ is fn:
-        return known[1]  # (a wrapper that copied fn's __dict__ is not fn)
+    if known is not None and known[0] == recursive and known[1] is fn.__code__ and \
+            known[2].__wrapped__ is fn:  # (a wrapper that copied fn's __dict__ is not fn)
+        new = known[2]
+        new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+        return new
     code = _converted_code(fn, recursive)
     if code is None:
         return fn
@@ -217,7 +238,7 @@ def convert(fn, recursive=True):
     new.__dflab_autograph__ = True
     new.__dict__.pop(_MEMO, None)
     setattr(new, DO_NOT_CONVERT, True)  # (converting it again would convert its conversion)
-    fn.__dict__[_MEMO] = (recursive, new)  # a function called again is converted once
+    fn.__dict__[_MEMO] = (recursive, fn.__code__, new)  # called again: converted once
     return new
 
 

@@ -72,12 +72,15 @@ class Attribute:
     def get(self):
         try:
             return getattr(self.owner(), self.attr)
-        except AttributeError:
+        except (AttributeError, NameError):  # (NameError: no object yet, made in the loop)
             return Undefined(self.name)
 
     def set(self, value) -> None:
         """``value`` set on the object; ``Undefined`` (it had none) unsets it."""
-        obj = self.owner()
+        try:
+            obj = self.owner()
+        except NameError:  # the object is the loop's own (made in each iteration)
+            return
         if not isinstance(value, Undefined):
             setattr(obj, self.attr, value)
         elif hasattr(obj, self.attr):
@@ -171,7 +174,8 @@ def _same_structure(before, after, name, message):
 def _carried(name: str, live) -> bool:
     """Whether a statement hands variable ``name`` on (``live``: the names code after it may
     read, None: all); AutoGraph's own (a lowered ``break``'s flag, a loop's index) always."""
-    return live is None or name in live or name.startswith(("__ag_", "<"))
+    return live is None or name in live or (
+        name.startswith(("__ag_", "<")) and not name.startswith("__ag_retval"))
 
 
 def if_stmt(cond, body, orelse, state, names, where, live=None, attrs=()):

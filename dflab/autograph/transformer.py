@@ -11,7 +11,8 @@
 3. a statement whose body holds what a graph cannot express (``return``, ``yield``, ``try``,
    ``raise``, ``global``/``nonlocal``, a ``break`` out of it) stays Python: its test goes through
    ``py_cond``/``py_iter``, which refuse a traced tensor with a message naming the line. An
-   ``if`` whose two branches each end in ``return`` becomes ``return if_exp(...)``;
+   ``if`` whose two branches each end in ``return`` assigns the value to a variable of its
+   own, returned after it;
 4. any other call ``f(...)`` into ``ag__converted_call(f)(...)`` (with ``recursive``), which
    converts ``f`` when it is the user's function (``conversion``); builtins stay as written.
 
@@ -111,21 +112,6 @@ def _dotted(node) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
-def _declared(fdef) -> dict:
-    """The names ``fdef`` declares ``global`` or ``nonlocal`` (not in nested definitions)."""
-    out: dict = {}
-    stack = list(fdef.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                out[name] = type(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
 def bound_by(target) -> list[str]:
     """The names an assignment target (``x``, ``(a, b)``, a ``for`` or ``with ... as``
     target) binds."""
@@ -204,7 +190,9 @@ def _split_carried(names) -> tuple:
     """(the plain names, the ``attrs=`` keyword of the dotted ones) a statement carries: the
     operators carry attributes only where the statement becomes graph control flow."""
     plain = [n for n in names if "." not in n]
-    dotted = [n for n in names if "." in n]
+    # An attribute of an object the statement binds itself (``o = Obj(); o.v = x`` in a loop
+    # body) belongs to that object, not carried (TF's rule for such names).
+    dotted = [n for n in names if "." in n and n.split(".", 1)[0] not in plain]
     keywords = [ast.keyword(arg="attrs", value=ast.Tuple(
         elts=[_attribute_operand(n) for n in dotted], ctx=ast.Load()))] if dotted else []
     return plain, keywords
@@ -256,7 +244,7 @@ def _lambda(body):
 # --- step 0: an early return folded into an if/else ---------------------------------------------
 def _fold_returns(stmts):
     """``if c: ...; return a`` followed by ``...; return b`` becomes ``if c: ...; return a
-    else: ...; return b``, so that both branches return (``if_exp``)."""
+    else: ...; return b``, so that both branches return (then one value, returned after)."""
     for i, s in enumerate(stmts):
         for field in ("body", "orelse"):
             inner = getattr(s, field, None)
@@ -270,6 +258,32 @@ def _fold_returns(stmts):
             s.orelse = _fold_returns(rest)
             return stmts[:i + 1]
     return stmts
+
+
+def _returns_as_values(stmts):
+    """An ``if`` whose branches both end in ``return`` (after step 0) assigns the value each
+    returns to a variable of its own and is followed by one ``return`` of it: an ordinary
+    statement for step 2 (each branch a function over what it assigns — the variables it
+    binds, attributes, globals — a tensor condition a cond), as TF's return conversion does.
+    Inner statements first, so that an ``elif`` chain of returns becomes nested ones."""
+    out = []
+    for s in stmts:
+        if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(s, field, _returns_as_values(inner))
+        out.append(s)
+        if isinstance(s, ast.If) and s.body and s.orelse and \
+                isinstance(s.body[-1], ast.Return) and isinstance(s.orelse[-1], ast.Return):
+            value = f"__ag_retval_{next(_counter)}"
+            for block in (s.body, s.orelse):
+                ret = block[-1]
+                block[-1] = ast.copy_location(ast.Assign(
+                    targets=[_name(value, ast.Store())], value=ret.value or _const(None)), ret)
+            out.append(ast.copy_location(ast.Return(value=_name(value)), s))
+            break  # (what follows both returns never runs)
+    return out
 
 
 # --- step 1: break and continue into flags ----------------------------------------------------
@@ -425,11 +439,9 @@ class _Control(ast.NodeTransformer):
         self.offset = offset
         self.shadowed = shadowed  # the builtins' names the function or its module rebinds
         self.recursive = recursive
-        self.declared: dict = {}  # the function's global and nonlocal names -> which
 
     def visit_FunctionDef(self, node):
         if getattr(node, "_ag_root", False):
-            self.declared = _declared(node)
             self.generic_visit(node)
         return node
 
@@ -490,9 +502,6 @@ class _Control(ast.NodeTransformer):
     def visit_If(self, node):
         where = _where(node, self.filename, self.offset)
         self.generic_visit(node)
-        returns = self._both_return(node)
-        if returns is not None:
-            return returns
         bad = _blocker(node.body + node.orelse)
         if bad is not None:
             node.test = _call(_ag("py_cond"), [node.test, _const("if"), _const(
@@ -510,36 +519,6 @@ class _Control(ast.NodeTransformer):
                                       _load_state(names), _const(tuple(names)), _const(where)],
                      keywords + attrs)
         return [ast.copy_location(x, node) for x in (t_fn, f_fn, *_assign_state(names, call))]
-
-    def _both_return(self, node):
-        """``if c: ...; return a`` / ``else: ...; return b`` as ``return if_exp(...)``."""
-        if not node.body or not node.orelse:
-            return None
-        if not (isinstance(node.body[-1], ast.Return) and isinstance(node.orelse[-1],
-                                                                         ast.Return)):
-            return None
-        if _blocker(node.body[:-1] + node.orelse[:-1]) is not None:
-            return None
-        n = next(_counter)
-        fns, calls = [], []
-        for label, stmts in (("ret_true", node.body), ("ret_false", node.orelse)):
-            # The names the branch assigns are its parameters, given their values when it
-            # runs (else they would be the branch function's own, unbound where read first);
-            # those the function declares global or nonlocal stay so.
-            names = [v for v in assigned(stmts[:-1]) if "." not in v and v not in self.declared]
-            declared = [kind(names=kept) for kind in (ast.Global, ast.Nonlocal)
-                        if (kept := [v for v in assigned(stmts[:-1])
-                                     if self.declared.get(v) is kind])]
-            body = declared + stmts[:-1] + [ast.Return(value=stmts[-1].value or _const(None))]
-            fns.append(ast.FunctionDef(
-                name=f"__agf_{label}_{n}", args=ast.arguments(
-                    posonlyargs=[], args=[ast.arg(arg=v) for v in names], vararg=None,
-                    kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-                body=body, decorator_list=[], returns=None, type_params=[]))
-            calls.append(_lambda(_call(_name(f"__agf_{label}_{n}"), _load_state(names).elts)))
-        ret = ast.Return(value=_call(_ag("if_exp"), [
-            node.test, *calls, _const(_where(node, self.filename, self.offset))]))
-        return [ast.copy_location(x, node) for x in (*fns, ret)]
 
     def visit_While(self, node):
         where = _where(node, self.filename, self.offset)
@@ -668,7 +647,7 @@ def rewrite(fdef: ast.FunctionDef, filename: str, offset: int, shadowed=frozense
     """Steps 0-2 on the definition ``fdef`` read from ``filename`` (``offset`` added to its
     line numbers gives the file's): the new definition, its control flow as operator calls."""
     fdef._ag_root = True
-    fdef.body = _fold_returns(fdef.body)
+    fdef.body = _returns_as_values(_fold_returns(fdef.body))
     tree = _Jumps().visit(ast.Module(body=[fdef], type_ignores=[]))
     _mark_liveness(fdef)
     tree = _Control(filename, offset, shadowed, recursive).visit(tree)

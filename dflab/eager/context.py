@@ -849,11 +849,12 @@ def context_config() -> ConfigProto:
     """The eager context's config: the one it has, or (before it is made) the one it will be
     made with, which ``tf.config`` fills."""
     global _pending_config
-    if _context is not None and not _context.closed:
-        return _context.config
-    if _pending_config is None:
-        _pending_config = ConfigProto()
-    return _pending_config
+    with _context_lock:
+        if _context is not None and not _context.closed:
+            return _context.config
+        if _pending_config is None:
+            _pending_config = ConfigProto()
+        return _pending_config
 
 
 _pending_config: ConfigProto | None = None

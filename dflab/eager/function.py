@@ -238,8 +238,9 @@ class ConcreteFunction:
             if isinstance(value, _ops.Tensor):
                 return TensorSpec(value.shape, value.dtype.base_dtype,
                                   next(given, None) or name)
-            if isinstance(value, dict):
-                return type(value)((k, spec_of(v, f"{name}_{k}")) for k, v in value.items())
+            if isinstance(value, dict):  # (its specs in sorted order: the signature's)
+                specs = {k: spec_of(value[k], f"{name}_{k}") for k in sorted(value)}
+                return type(value)((k, specs[k]) for k in value)
             if isinstance(value, (list, tuple)):
                 if hasattr(value, "_fields"):  # a named tuple: its fields' names
                     return type(value)(*(spec_of(v, f"{name}_{f}")

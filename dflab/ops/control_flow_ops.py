@@ -333,6 +333,12 @@ class WhileContext(ControlFlowContext):
 
 
 # --- cond -------------------------------------------------------------------------------------
+def _captured(t):
+    """An eager tensor a traced function's branch or loop body gives: captured into the
+    function's graph (by an op of the branch or body), which a context can route."""
+    return array_ops.identity(t) if t.is_eager else t
+
+
 def _to_tensors(values, ctx, what):
     out = []
     for v in nest.flatten(values):
@@ -340,9 +346,7 @@ def _to_tensors(values, ctx, what):
             raise ValueError(f"{what} returned None; it must return tensors")
         if isinstance(v, _ops.Operation):
             v = with_dependencies([v], ctx.pivot)
-        v = _leaf_to_tensor(v, what)  # a TensorArray leaves a branch as its flow
-        if v.is_eager:  # an eager tensor a traced function's branch returns: captured here
-            v = array_ops.identity(v)
+        v = _captured(_leaf_to_tensor(v, what))  # a TensorArray leaves a branch as its flow
         out.append(ctx.AddValue(v) if not ctx._is_inside(v) else v)
     return out
 
@@ -701,7 +705,7 @@ def _build_loop(ctx, cond, body, lv, invariants, site):
                     f"shape {r.shape} after one iteration. To allow the shape to vary across "
                     f"iterations, use the `shape_invariants` argument of tf.while_loop to "
                     f"specify a less-specific shape ({where}).")
-            outs.append(ctx.AddValue(r))
+            outs.append(ctx.AddValue(_captured(r)))
         last = g.last_side_effect() if ordered else None  # (the context ends it below)
         if last is not None:  # the next iteration (and the loop's end) waits for its effects
             with g.control_dependencies([last]):

@@ -449,3 +449,65 @@ class _Doubler:
 
 def test_dataset_functions_may_be_callable_objects():
     assert [int(e) for e in tf.data.Dataset.range(4).map(_Doubler())] == [0, 1, 2, 6]
+
+
+# --- the second review's findings (each compared with TF 2.21) --------------------------------
+def scaled_by_default(x, k=1.0):
+    if x > 0:
+        y = x * k
+    else:
+        y = x
+    return y
+
+
+class _Box:
+    pass
+
+
+def test_what_the_second_review_found():
+    @tf.function
+    def named(x):
+        return x * 2.0, named.__name__  # its own name, inside its body (a KeyError before)
+
+    value, name = named(tf.constant(1.0))
+    assert float(value) == 2.0 and name.numpy() == b"named"
+    first = tf.function(lambda x: scaled_by_default(x))
+    assert float(first(tf.constant(2.0))) == 2.0
+    scaled_by_default.__defaults__ = (10.0,)  # the memo follows the function's defaults
+    try:
+        assert float(tf.function(lambda x: scaled_by_default(x))(tf.constant(2.0))) == 20.0
+    finally:
+        scaled_by_default.__defaults__ = (1.0,)
+
+    @tf.function
+    def both_return(x):  # a global's value in a tensor if that returns from both branches
+        global _COUNT
+        if x > 0:
+            _COUNT += 1
+            return x + _COUNT
+        else:
+            _COUNT += 10
+            return x - _COUNT
+
+    assert float(both_return(tf.constant(-1.0))) == -11.0 and _COUNT == 0  # TF 2.21 too
+
+    @tf.function
+    def made_in_loop(x):
+        s = tf.constant(0.0)
+        for _ in tf.range(3):
+            box = _Box()
+            box.v = x
+            s += box.v
+        return s
+
+    assert float(made_in_loop(tf.constant(2.0))) == 6.0
+    e = tf.constant(5.0)
+
+    @tf.function
+    def loop_gives_eager(n):
+        return tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, e), [0, 0.0])
+
+    assert [float(t) for t in loop_gives_eager(tf.constant(3))] == [3.0, 5.0]
+
+
+_COUNT = 0

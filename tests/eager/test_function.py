@@ -81,6 +81,14 @@ def test_structured_input_signature_names_each_spec_by_its_path(eager):
 
     assert renamed.get_concrete_function().structured_input_signature[0][0].name == "inp"
 
+    @tf.function(input_signature=[{"k": tf.TensorSpec([], tf.int32, name="kk"),
+                                   "a": tf.TensorSpec([2], tf.float32, name="aa")}])
+    def keyed(d):
+        return d["a"]
+
+    (spec,), _ = keyed.get_concrete_function().structured_input_signature
+    assert (spec["k"].name, spec["a"].name) == ("kk", "aa")  # by key, not by position
+
     @tf.function
     def shaped(x, *rest, p, flag=False):  # a named tuple had failed the trace
         return x + rest[0] + tf.cast(p.u, tf.float32) * p.w

@@ -59,6 +59,8 @@ def test_physical_devices_and_logical_cpus_set_before_the_devices_are_made(fresh
     with pytest.raises(RuntimeError, match="Intra op parallelism cannot be modified after "
                                            "initialization."):
         tf.config.threading.set_intra_op_parallelism_threads(2)
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # the value it has: allowed
+    tf.config.set_logical_device_configuration(cpu, two)  # likewise (a cell run again)
     tf.config.set_visible_devices([cpu])  # what is set already: allowed, as TF's
     with pytest.raises(ValueError, match="Cannot set memory growth on non-GPU"):
         tf.config.experimental.set_memory_growth(cpu, True)
