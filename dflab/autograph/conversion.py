@@ -263,7 +263,8 @@ def converted_call(f):
     ``do_not_convert`` (a lambda is converted where its source can be told apart)."""
     kind = type(f)
     if kind is types.FunctionType:
-        return _converted(f)
+        taking = _takes_functions().get(f)
+        return taking if taking is not None else _converted(f)
     if kind is types.MethodType:
         func = f.__func__
         new = _converted(func) if type(func) is types.FunctionType else func
@@ -285,6 +286,42 @@ def converted_call(f):
         if new is not call:
             return types.MethodType(new, f)
     return f
+
+
+def _takes_functions() -> dict:
+    """dflab's builders that take functions (``tf.cond``'s branches, ``tf.while_loop``'s test
+    and body, ``map_fn``'s ``fn`` …) -> the same builder converting the functions it is given,
+    as TF's do where AutoGraph is on: a named function's tensor ``if`` converts as a lambda's."""
+    if not _TAKES_FUNCTIONS:
+        from dflab.ops import control_flow_ops, functional_ops
+
+        for builder in (control_flow_ops.cond, control_flow_ops.case,
+                        control_flow_ops.while_loop, functional_ops.map_fn,
+                        functional_ops.scan, functional_ops.foldl, functional_ops.foldr):
+            _TAKES_FUNCTIONS[builder] = _converting_arguments(builder)
+    return _TAKES_FUNCTIONS
+
+
+_TAKES_FUNCTIONS: dict = {}
+
+
+def _converting_arguments(builder):
+    @functools.wraps(builder)
+    def with_converted_functions(*args, **kwargs):
+        return builder(*[_functions_converted(a) for a in args],
+                       **{k: _functions_converted(v) for k, v in kwargs.items()})
+
+    return with_converted_functions
+
+
+def _functions_converted(value, depth=2):
+    """``value`` with the functions in it converted: itself, or (``tf.case``'s pairs) those
+    in a list or tuple of them."""
+    if type(value) in (types.FunctionType, types.MethodType, functools.partial):
+        return converted_call(value)
+    if depth and isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_functions_converted(v, depth - 1) for v in value)
+    return value
 
 
 def _converted(fn):

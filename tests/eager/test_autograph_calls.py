@@ -511,3 +511,38 @@ def test_what_the_second_review_found():
 
 
 _COUNT = 0
+
+
+def clip_or_flip(v):
+    if v > 2:
+        r = v * 10
+    else:
+        r = -v
+    return r
+
+
+def every_other(i, acc):
+    if i % 2 == 0:  # unconverted, ``==`` of tensors is identity (False): nothing summed
+        acc = acc + i
+    return i + 1, acc
+
+
+def three_steps():
+    s = tf.constant(0.0)
+    for i in tf.range(3):
+        s += tf.cast(i, tf.float32)
+    return s
+
+
+def test_functions_given_to_control_flow_builders_are_converted():
+    @tf.function
+    def f(x):
+        mapped = tf.map_fn(clip_or_flip, x)
+        picked = tf.cond(x[0] > 0, three_steps, lambda: tf.constant(-1.0))
+        summed = tf.while_loop(lambda i, acc: i < 5, every_other, [0, 0])[1]
+        folded = tf.foldl(lambda acc, v: acc + clip_or_flip(v), x, initializer=0.0)
+        return mapped, picked, summed, folded
+
+    mapped, picked, summed, folded = f(tf.constant([1.0, 3.0]))
+    assert mapped.numpy().tolist() == [-1.0, 30.0]  # TF 2.21: the same
+    assert (float(picked), int(summed), float(folded)) == (3.0, 6, 29.0)
