@@ -476,6 +476,9 @@ class Graph(RichDisplay):
 
     def _capture(self, t: Tensor, op_type: str) -> Tensor:
         """The stand-in in this graph for a tensor ``t`` of another graph (none here)."""
+        if t.is_eager:  # (TF's error; only a traced function's graph captures eager values)
+            raise RuntimeError(f"{op_type}: Attempting to capture an EagerTensor without "
+                               "building a function.")
         raise ValueError(
             f"Tensor {t.name} must be from the same graph as the op {op_type} being created."
         )

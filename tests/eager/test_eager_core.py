@@ -199,3 +199,16 @@ def test_an_eager_assert_tests_a_python_values_truth(eager):
     tf.Assert(1, [tf.constant(1)])
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.Assert(0, [tf.constant(1)])
+
+
+def test_an_eager_tensor_given_to_a_graph_op_is_tfs_runtime_error():
+    # TF 2.21: "Attempting to capture an EagerTensor without building a function." (it had
+    # been an AttributeError about the eager tensor's name).
+    with eager_mode():
+        e = tf.constant(1.0)
+    with tf.Graph().as_default():
+        with pytest.raises(RuntimeError, match="capture an EagerTensor without building a "
+                                               "function"):
+            tf.add(e, 1.0)
+        with pytest.raises(RuntimeError, match="capture an EagerTensor"):
+            tf.cond(tf.constant(True), lambda: e, lambda: e)
