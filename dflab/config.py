@@ -160,13 +160,7 @@ def get_intra_op_parallelism_threads() -> int:
 def set_intra_op_parallelism_threads(num_threads: int) -> None:
     """Threads one eager kernel may use (0: every core), before the eager context is made
     (afterwards only the value it has, as TF)."""
-    num_threads = _threads(num_threads)
-    config = _context.context_config()
-    if num_threads == config.intra_op_parallelism_threads:
-        return
-    if _context.context_initialized():
-        raise RuntimeError("Intra op parallelism cannot be modified after initialization.")
-    config.intra_op_parallelism_threads = num_threads
+    _set_threads("intra_op_parallelism_threads", "Intra op", num_threads)
 
 
 def get_inter_op_parallelism_threads() -> int:
@@ -176,20 +170,19 @@ def get_inter_op_parallelism_threads() -> int:
 def set_inter_op_parallelism_threads(num_threads: int) -> None:
     """Kernels run at once (0: one per core), before the eager context is made (afterwards
     only the value it has, as TF)."""
-    num_threads = _threads(num_threads)
+    _set_threads("inter_op_parallelism_threads", "Inter op", num_threads)
+
+
+def _set_threads(field: str, what: str, num_threads) -> None:
+    num_threads = int(num_threads)
+    if num_threads < 0:
+        raise ValueError(f"The number of threads must be >= 0, got {num_threads}")
     config = _context.context_config()
-    if num_threads == config.inter_op_parallelism_threads:
+    if num_threads == getattr(config, field):
         return
     if _context.context_initialized():
-        raise RuntimeError("Inter op parallelism cannot be modified after initialization.")
-    config.inter_op_parallelism_threads = num_threads
-
-
-def _threads(n) -> int:
-    n = int(n)
-    if n < 0:
-        raise ValueError(f"The number of threads must be >= 0, got {n}")
-    return n
+        raise RuntimeError(f"{what} parallelism cannot be modified after initialization.")
+    setattr(config, field, num_threads)
 
 
 # --- GPU memory and the optimizer's hints -------------------------------------------------------

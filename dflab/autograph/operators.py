@@ -98,7 +98,7 @@ def _with_attributes(attrs, state, names, live):
     names = tuple(names) + tuple(a.name for a in attrs)
     live = None if live is None else tuple(live) + tuple(a.name for a in attrs)
 
-    def wrap(fn, returns=True, leading=0):
+    def wrap(fn, returns=True):
         if fn is None:
             return None
 
