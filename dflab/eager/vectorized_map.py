@@ -2,14 +2,14 @@
 
 TF vectorizes the function's ops (``pfor``); dflab runs it as ``map_fn`` — one slice per
 iteration of a ``while_loop``, the same values. ``map_fn`` needs the structure and dtypes of
-the function's result before the loop is built: the function is traced once on one slice's
-placeholders in a throwaway function graph (it captures what it reads from outside, and none
-of its ops joins the caller's graph, so a stateful op there never runs).
+the function's result before the loop is built, so the function is traced once, as TF's
+``pfor`` traces it, into a concrete function of one slice; each iteration calls that function
+(a call op in a graph), so the Python function runs once, whatever the number of slices.
 """
 
 from __future__ import annotations
 
-from dflab.eager.function import FuncGraph
+from dflab.eager.function import Function, TensorSpec
 from dflab.framework import errors, nest
 from dflab.framework import ops as _ops
 from dflab.ops.functional_ops import map_fn
@@ -27,15 +27,8 @@ def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
         raise errors.InvalidArgumentError(
             None, None, f"vectorized_map's elems must have the same size in dimension 0, got "
             f"sizes {sorted(sizes)}")
-    return map_fn(fn, elems, dtype=_result_dtypes(fn, elems, flat))
-
-
-def _result_dtypes(fn, elems, flat):
-    """The dtypes of ``fn``'s result, in its structure, from one trace on a slice's
-    placeholders."""
-    probe = FuncGraph("vectorized_map_probe", _ops.get_default_graph())
-    with probe.as_default():
-        slices = [probe.placeholder(e.dtype.base_dtype, e.shape[1:], f"slice{i}")
-                  for i, e in enumerate(flat)]
-        result = fn(nest.pack_sequence_as(elems, slices))
-        return nest.map_structure(lambda t: _ops.convert_to_tensor(t).dtype.base_dtype, result)
+    specs = nest.pack_sequence_as(
+        elems, [TensorSpec(e.shape[1:], e.dtype.base_dtype) for e in flat])
+    per_slice = Function(fn).get_concrete_function(specs)
+    dtypes = nest.map_structure(lambda t: t.dtype.base_dtype, per_slice.structured_outputs)
+    return map_fn(per_slice, nest.pack_sequence_as(elems, flat), dtype=dtypes)

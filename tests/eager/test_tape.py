@@ -259,9 +259,27 @@ def test_vectorized_map_is_map_fn_over_rows():
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [3, 2])
         y = tf.vectorized_map(lambda r: tf.reduce_sum(r * r), x)
+        (dx,) = tf.gradients(y, x)
         with tf.Session() as sess:
-            np.testing.assert_allclose(sess.run(y, {x: [[1, 2], [-3, 4], [5, 6]]}),
-                                       [5.0, 25.0, 61.0])
+            values, grads = sess.run([y, dx], {x: [[1, 2], [-3, 4], [5, 6]]})
+        np.testing.assert_allclose(values, [5.0, 25.0, 61.0])
+        np.testing.assert_allclose(grads, [[2, 4], [-6, 8], [10, 12]])
+
+
+def test_vectorized_map_runs_its_python_function_once():
+    calls = []
+
+    def squared(r):  # traced once, as TF's pfor traces it: its Python runs once
+        calls.append(r.shape.as_list())
+        return r * r
+
+    x = tf.constant([[1.0, 2.0], [-3.0, 4.0], [5.0, 6.0]])
+    np.testing.assert_allclose(tf.vectorized_map(squared, x).numpy(), x.numpy() ** 2)
+    assert calls == [[2]]
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.vectorized_map(squared, x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), 2 * x.numpy())
 
 
 def test_output_gradients_weight_the_target():
