@@ -24,6 +24,7 @@ differentiated as a whole by ``dflab.ops.control_flow_grad``.
 from __future__ import annotations
 
 import builtins
+import itertools
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import nest
@@ -185,14 +186,46 @@ def loop_cond(pred, name=None):
 
 
 # --- contexts ------------------------------------------------------------------------------------
+_CONTEXT_SEQ = itertools.count()  # contexts in the order made: outer ones before inner ones
+
+
 class ControlFlowContext:
     """Base of ``CondContext`` and ``WhileContext``: see the module docstring."""
+
+    COLLECTION = ""  # TF's graph collection of this kind of context
 
     def __init__(self):
         self._graph = _ops.get_default_graph()
         self.outer_context = self._graph.control_flow_context
         # id(outside tensor) -> (outside tensor, the tensor standing for it inside)
         self._external: dict[int, builtins.tuple] = {}
+        self._register()
+
+    def _register(self) -> None:
+        """Number the context and keep it in its graph's collection, as TF does: a meta
+        graph writes it from there (``dflab.ops.control_flow_io``), so gradients can be
+        built on the graph it is read back into."""
+        self._number()
+        self._graph.add_to_collection(self.COLLECTION, self)
+
+    def _number(self) -> None:
+        self._seq = next(_CONTEXT_SEQ)
+
+    @classmethod
+    def rebuilt(cls, graph):
+        """A context of this class in ``graph`` with only the common fields set, no outer
+        context and no values brought in: a meta graph's import sets the rest."""
+        ctx = cls.__new__(cls)
+        ctx._blank(graph)
+        return ctx
+
+    def _blank(self, graph) -> None:
+        self._graph, self.outer_context, self._external = graph, None, {}
+        self._number()
+
+    @property
+    def graph(self):
+        return self._graph
 
     def contains(self, ctx) -> bool:
         """Is ``ctx`` this context or nested inside it?"""
@@ -258,6 +291,8 @@ class _ContextSwitch:
 class CondContext(ControlFlowContext):
     """One branch of a ``cond``: outside values enter through ``Switch(value, pred)[branch]``."""
 
+    COLLECTION = "cond_context"
+
     def __init__(self, pred, pivot, branch):
         super().__init__()
         self.pred = pred
@@ -273,6 +308,7 @@ class WhileContext(ControlFlowContext):
     """One while loop's frame; see the module docstring."""
 
     is_loop = True  # (the graph checks that what the body computes stays in the loop)
+    COLLECTION = "while_context"
 
     def __init__(self, name, parallel_iterations=10, back_prop=True):
         super().__init__()

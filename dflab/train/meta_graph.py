@@ -5,7 +5,8 @@ A ``.meta`` file is JSON (never pickle): ``{"format": "dflab.meta_graph", "versi
 "graph_def": <graph JSON of dflab.framework.graph_io>, "saver_def": {...},
 "collection_def": {key: [item, ...]}}``. Collection items are tagged: ``{"variable": <def>}``,
 ``{"op": name}``, ``{"tensor": name}``, ``{"queue_runner": <def>}``, ``{"saver": <SaverDef>}``,
-``{"value": scalar}``;
+``{"value": scalar}``, ``{"while_context": <def>}``, ``{"cond_context": <def>}``
+(``dflab.ops.control_flow_io``);
 items of other Python types cannot be described as data and are left out (TF does the same for
 collections it cannot serialize).
 
@@ -24,6 +25,9 @@ from dflab.framework import ops as _ops
 from dflab.framework.graph_io import graph_def_from_json, import_graph_def, load_json
 from dflab.framework.op_kinds import VARIABLE_OPS
 from dflab.kernels.io_kernels import atomic_write
+from dflab.ops import control_flow_io as _cfio
+from dflab.ops.control_flow_grad import GradWhileContext
+from dflab.ops.control_flow_ops import CondContext, WhileContext
 from dflab.ops.variables import Variable
 
 FORMAT = "dflab.meta_graph"
@@ -87,6 +91,24 @@ def register_proto_function(kind: str, from_proto) -> None:
     _FROM_PROTO[kind] = from_proto
 
 
+# Control-flow contexts (their defs let gradients be built on an imported graph).
+_CONTEXTS = {WhileContext: ("while_context", _cfio.while_to_proto),
+             GradWhileContext: ("while_context", _cfio.while_to_proto),
+             CondContext: ("cond_context", _cfio.cond_to_proto)}
+register_proto_function("while_context", _cfio.while_from_proto)
+register_proto_function("cond_context", _cfio.cond_from_proto)
+
+
+def _import_order(item) -> int:
+    """A context def's ``seq``; -1 for any other item (imported first)."""
+    if isinstance(item, dict) and len(item) == 1:
+        (kind, value), = item.items()
+        if kind in ("while_context", "cond_context") and isinstance(value, dict):
+            seq = value.get("seq", -1)
+            return seq if isinstance(seq, int) else -1
+    return -1
+
+
 def _encode_item(item):
     if isinstance(item, Variable):
         return {"variable": item.to_proto()}
@@ -97,6 +119,10 @@ def _encode_item(item):
     kind = getattr(type(item), "_META_KIND", None)
     if kind in ("queue_runner", "saver"):
         return {kind: item.to_proto()}
+    context = _CONTEXTS.get(type(item))
+    if context is not None:
+        proto = context[1](item)
+        return None if proto is None else {context[0]: proto}
     if isinstance(item, (bool, int, float, str)):
         return {"value": item}
     return None
@@ -234,8 +260,12 @@ def import_scoped_meta_graph(meta_graph_or_file, clear_devices=False, import_sco
             n.device = ""
     graph = _ops.get_default_graph()
     import_graph_def(gd, name=import_scope or "")
-    for key, items in meta.collection_def.items():
-        for i, item in enumerate(items):
-            where = f"{meta.source}: collection {key!r} item #{i}"
-            graph.add_to_collection(key, _decode_item(item, graph, import_scope, where))
+    items = [(key, i, item) for key, items in meta.collection_def.items()
+             for i, item in enumerate(items)]
+    # Control-flow contexts in the order they were made (an inner one names its outer one);
+    # every other item before them, in the file's order.
+    items.sort(key=lambda e: _import_order(e[2]))
+    for key, i, item in items:
+        where = f"{meta.source}: collection {key!r} item #{i}"
+        graph.add_to_collection(key, _decode_item(item, graph, import_scope, where))
     return meta
