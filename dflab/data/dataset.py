@@ -23,7 +23,7 @@ from dflab.ops import dataset_ops as _dso
 from dflab.ops.script_ops import register_function
 
 AUTOTUNE = -1
-# TF's cardinality of an endless dataset and of one it cannot count (dflab counts none yet).
+# TF's cardinality of an endless dataset and of one it cannot count without reading it.
 INFINITE_CARDINALITY = -1
 UNKNOWN_CARDINALITY = -2
 
@@ -175,6 +175,32 @@ class Dataset(_st.ElementsArgument, GraphIterable):
         return Dataset(variant, output_types, types, shapes)
 
     @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
+        """The names of the files matching the glob ``file_pattern`` (or any of a list of
+        patterns), sorted, then shuffled unless ``shuffle=False`` (TF's); no match fails
+        with ``InvalidArgumentError`` when the dataset is made (run)."""
+        from dflab.ops import array_ops, control_flow_ops, math_ops, string_ops
+        from dflab.ops.tensor_io_ops import matching_files
+
+        with _ops.name_scope(None, "list_files"):
+            pattern = _ops.convert_to_tensor(file_pattern, dtype=_dt.string,
+                                             name="file_pattern")
+            matching = matching_files(pattern)
+            found = math_ops.greater(array_ops.shape(matching)[0], 0, name="match_not_empty")
+            message = math_ops.add("No files matched pattern: ",
+                                   string_ops.reduce_join(pattern, separator=", "),
+                                   name="message")
+            check = control_flow_ops.Assert(found, [message], summarize=1,
+                                            name="assert_not_empty")
+            with _ops.control_dependencies([check]):
+                matching = array_ops.identity(matching)
+            dataset = Dataset.from_tensor_slices(matching)
+            if shuffle is None or shuffle:
+                count = array_ops.shape(matching, out_type=_dt.int64)[0]
+                dataset = dataset.shuffle(math_ops.maximum(count, 1), seed=seed)
+        return dataset
+
+    @staticmethod
     def zip(datasets) -> Dataset:
         """Elements of several datasets side by side (a nested tuple/dict of datasets)."""
         flat = _st.flatten(datasets)
@@ -204,30 +230,9 @@ class Dataset(_st.ElementsArgument, GraphIterable):
                              f"tensor. Was {traced.out_types} with shapes {traced.out_shapes}.")
         return self._same_structure("FilterDataset", traced.captured, {"f": traced.attr})
 
-    def _trace(self, fn, what: str):
-        if not callable(fn):
-            raise TypeError(f"{what} needs a callable, got {type(fn).__name__}")
-        structure = self._structure
-
-        def call(f, args):
-            element = _st.pack(structure, args)
-            # TF's rule: a plain tuple is passed as positional arguments, anything else whole.
-            ret = f(*element) if type(element) is tuple else f(element)
-            if isinstance(ret, list):
-                ret = tuple(ret)
-            return ret, _st.flatten(ret)
-
-        # TF's datasets trace their functions with AutoGraph: a tensor ``if`` there is a cond.
-        try:
-            return _dso.trace_function(converted_call(fn), self._types, self._shapes, call,
-                                       f"Dataset.{what}")
-        except _dso.LoopInFunctionError:
-            # A loop (a tensor ``for``/``while``, ``tf.while_loop``) needs the executor's
-            # frames: the function becomes a traced function, called by one op.
-            from dflab.eager.function import function
-
-            return _dso.trace_function(function(fn), self._types, self._shapes, call,
-                                       f"Dataset.{what}")
+    def _trace(self, fn, what: str, result=None):
+        return _trace_function(fn, what, self._structure, self._types, self._shapes,
+                               result or _element_result)
 
     def batch(self, batch_size, drop_remainder=False) -> Dataset:
         """Consecutive elements stacked; the last batch may be short unless
@@ -331,6 +336,100 @@ class Dataset(_st.ElementsArgument, GraphIterable):
     def apply(self, transformation_func) -> Dataset:
         return transformation_func(self)
 
+    def flat_map(self, map_func) -> Dataset:
+        """The elements of the datasets ``map_func`` makes of each element, one dataset after
+        the other (``map_func`` is traced once, as ``map``'s, and returns a dataset)."""
+        traced = self._trace(map_func, "flat_map", _dataset_result)
+        inner = traced.out_structure
+        return self._derive("FlatMapDataset", traced.captured, {"f": traced.attr},
+                            inner._structure, inner._types, inner._shapes)
+
+    def interleave(self, map_func, cycle_length=None, block_length=None,
+                   num_parallel_calls=None, deterministic=None) -> Dataset:
+        """The datasets ``map_func`` makes of ``cycle_length`` elements at a time, read
+        ``block_length`` elements from each in turn, a finished one's place taken by the
+        next element's dataset (TF's order). ``cycle_length`` None or ``AUTOTUNE``: the CPUs
+        of the host (TF's); ``num_parallel_calls`` and ``deterministic`` are accepted and
+        change nothing (the order is always TF's deterministic one)."""
+        traced = self._trace(map_func, "interleave", _dataset_result)
+        inner = traced.out_structure
+        inputs = [*traced.captured,
+                  _int64(AUTOTUNE if cycle_length is None else cycle_length, "cycle_length"),
+                  _int64(1 if block_length is None else block_length, "block_length")]
+        return self._derive("InterleaveDataset", inputs, {"f": traced.attr},
+                            inner._structure, inner._types, inner._shapes)
+
+    def unbatch(self) -> Dataset:
+        """Each element cut along its first dimension into that many elements (every
+        component must have the same first dimension)."""
+        if any(s.ndims == 0 for s in self._shapes):
+            raise ValueError("Cannot unbatch an input with scalar components.")
+        known = None
+        for s in self._shapes:
+            d = s[0] if s.ndims else None
+            if d is not None and known is not None and d != known:
+                raise ValueError("`unbatch()` is only supported for datasets of elements whose "
+                                 "components have a matching leading dimension. Encountered "
+                                 f"both {known} and {d}.")
+            known = d if d is not None else known
+        shapes = [s[1:] if s.ndims is not None else unknown_shape() for s in self._shapes]
+        return self._derive("UnbatchDataset", [], {}, self._structure, self._types, shapes)
+
+    def cache(self, filename="") -> Dataset:
+        """The elements, kept in memory by the first pass that reads them all; later passes
+        read the memory (TF's). Caching in files (a ``filename``) is refused when the dataset
+        is made (``UnimplementedError``)."""
+        name = _ops.convert_to_tensor(filename, dtype=_dt.string, name="filename")
+        return self._same_structure("CacheDataset", [name])
+
+    def shard(self, num_shards, index) -> Dataset:
+        """Every ``num_shards``-th element, from the ``index``-th on."""
+        return self._same_structure("ShardDataset", [_int64(num_shards, "num_shards"),
+                                                     _int64(index, "index")],
+                                    {"require_non_empty": False})
+
+    def reduce(self, initial_state, reduce_func):
+        """``reduce_func(state, element)`` folded over the elements from ``initial_state``:
+        the final state, as tensors computed when run (at once, eagerly). Where the function
+        changes a component's shape, the state takes the shape common to both (TF's)."""
+        with _ops.name_scope(None, "ReduceDataset"):
+            structure, flat = _components(initial_state, "reduce")
+            types = [t.dtype.base_dtype for t in flat]
+            shapes = [t.shape for t in flat]
+            while True:
+                traced = _trace_function(reduce_func, "reduce", (structure, self._structure),
+                                         types + self._types, shapes + self._shapes,
+                                         _element_result)
+                _check_new_state(types, traced.out_types)
+                relaxed = [_most_specific_common(a, b)
+                           for a, b in zip(shapes, traced.out_shapes)]
+                if all(_same_shape(a, b) for a, b in zip(shapes, relaxed)):
+                    break
+                shapes = relaxed
+            outs = _dso.reduce_dataset(self._variant_tensor, flat, traced.captured,
+                                       traced.attr, types, shapes)
+        return _st.pack(structure, outs)
+
+    def cardinality(self) -> _ops.Tensor:
+        """The number of elements as an int64 scalar computed when run: the count, or
+        ``INFINITE_CARDINALITY`` (-1) or ``UNKNOWN_CARDINALITY`` (-2), by TF's rules (TF 1.x's
+        ``map`` does not keep its input's count: unknown)."""
+        return _dso.dataset_cardinality(self._variant_tensor)
+
+    def __len__(self) -> int:
+        if not _ops.executing_eagerly():
+            raise TypeError("`tf.data.Dataset` only supports `len` in eager mode. Use "
+                            "`tf.data.Dataset.cardinality()` instead.")
+        n = int(self.cardinality().numpy())
+        if n == INFINITE_CARDINALITY:
+            raise TypeError("The dataset is infinite.")
+        if n == UNKNOWN_CARDINALITY:
+            raise TypeError("The dataset length is unknown.")
+        return n
+
+    def __bool__(self) -> bool:
+        return True  # (not by ``__len__``: a dataset is true, in a graph too)
+
     # --- iterators ---------------------------------------------------------------------------
     def __iter__(self):
         """An eager iterator over the elements (``for element in dataset``): eager execution
@@ -362,6 +461,65 @@ class Dataset(_st.ElementsArgument, GraphIterable):
         from dflab.data.iterator import make_initializable_iterator
 
         return make_initializable_iterator(self, shared_name)
+
+
+def _element_result(ret):
+    """A function's result as an element: (structure, flat components); a list it returns
+    is a tuple (TF's)."""
+    if isinstance(ret, list):
+        ret = tuple(ret)
+    return ret, _st.flatten(ret)
+
+
+def _dataset_result(ret):
+    """A function's result that must be a dataset (``flat_map``, ``interleave``): (the
+    dataset, its variant)."""
+    if not isinstance(ret, Dataset):
+        raise TypeError(f"The `map_func` argument must return a `Dataset` object. Got "
+                        f"{type(ret)}.")
+    return ret, [ret._variant_tensor]
+
+
+def _trace_function(fn, what: str, structure, types, shapes, result):
+    """``fn`` traced once on an element of ``structure`` (flat ``types``/``shapes``), its
+    result read by ``result`` (``_element_result``, ``_dataset_result``)."""
+    if not callable(fn):
+        raise TypeError(f"{what} needs a callable, got {type(fn).__name__}")
+
+    def call(f, args):
+        element = _st.pack(structure, args)
+        # TF's rule: a plain tuple is passed as positional arguments, anything else whole.
+        return result(f(*element) if type(element) is tuple else f(element))
+
+    # TF's datasets trace their functions with AutoGraph: a tensor ``if`` there is a cond.
+    try:
+        return _dso.trace_function(converted_call(fn), types, shapes, call, f"Dataset.{what}")
+    except _dso.LoopInFunctionError:
+        # A loop (a tensor ``for``/``while``, ``tf.while_loop``) needs the executor's
+        # frames: the function becomes a traced function, called by one op.
+        from dflab.eager.function import function
+
+        return _dso.trace_function(function(fn), types, shapes, call, f"Dataset.{what}")
+
+
+def _check_new_state(types, new_types) -> None:
+    """A reduce function's new state has the initial state's components and dtypes."""
+    from dflab.framework import errors
+
+    if len(new_types) != len(types):
+        raise errors.InvalidArgumentError(
+            None, None, "The number of components of the initial state and the reduce "
+            f"function output does not match. (initial_state={len(types)}, "
+            f"output={len(new_types)}).")
+    for t, new in zip(types, new_types):
+        if new is not t:
+            raise TypeError("The element types for the new state must match the initial "
+                            f"state. Expected <dtype: '{t.name}'> but got <dtype: "
+                            f"'{new.name}'>.")
+
+
+def _same_shape(a: TensorShape, b: TensorShape) -> bool:
+    return a.ndims == b.ndims and (a.ndims is None or a.as_list() == b.as_list())
 
 
 def _most_specific_common(a: TensorShape, b: TensorShape) -> TensorShape:

@@ -14,7 +14,8 @@ iteration) makes a state kept by no name. ``SerializeIterator``/``DeserializeIte
 an iterator's position as JSON data and replay a pass to it (a checkpoint's
 ``ITERATOR_STATE``). All of these are host-only ops.
 
-``map`` and ``filter`` functions arrive as plain data (``dflab.ops.dataset_ops``); a
+Dataset functions (``map``, ``filter``, ``flat_map``/``interleave``, whose result is a
+dataset value, and ``reduce``) arrive as plain data (``dflab.ops.dataset_ops``); a
 ``DatasetFunction`` binds their nodes' CPU kernels once, against the kernel's own context (so a
 re-declared variable reads this device's state, at every call), and runs them in order,
 propagating the deadness of an untaken ``tf.cond`` branch as the executor does.
@@ -27,6 +28,7 @@ import functools
 import gzip
 import itertools
 import json
+import os
 import secrets
 import threading
 import zlib
@@ -47,7 +49,7 @@ from dflab.ops.script_ops import registered_function
 
 # --- dataset functions ----------------------------------------------------------------------------
 class DatasetFunction:
-    """A traced ``map``/``filter`` function bound to CPU kernels: ``fn(args, captured)``."""
+    """A traced dataset function bound to CPU kernels: ``fn(args, captured)``."""
 
     def __init__(self, spec: dict, ctx, where: str):
         self.where = where
@@ -118,7 +120,9 @@ class DatasetFunction:
             elif n_out > 1:
                 for k, v in enumerate(out):
                     env[f"{name}:{k}"] = v
-        return [np.asarray(env[r]) for r in self._rets]
+        # (a dataset a function returns, ``flat_map``'s, is passed on as it is)
+        return [v if isinstance(v, DatasetValue) else np.asarray(v)
+                for v in (env[r] for r in self._rets)]
 
 
 def _op_types_within(node_defs):
@@ -137,6 +141,10 @@ def _draws_random(op_type: str) -> bool:
 
 
 # --- dataset values -------------------------------------------------------------------------------
+# TF's cardinalities of an endless dataset and of one that cannot be counted without reading it.
+INFINITE, UNKNOWN = -1, -2
+
+
 class DatasetValue:
     """What a dataset op outputs at run time; ``elements()`` starts a pass over it."""
 
@@ -152,6 +160,11 @@ class DatasetValue:
     def check_saveable(self) -> None:
         """Raise where a pass over this value cannot be saved and replayed to a position (it
         reads a Python generator, or draws random numbers in a function)."""
+
+    def cardinality(self) -> int:
+        """How many elements a pass gives, by TF's rules per transformation: the count,
+        ``INFINITE`` or, where it cannot be known without reading, ``UNKNOWN``."""
+        return UNKNOWN
 
     def batches(self, size: int, drop_remainder: bool):
         """A pass of whole batches made at once, or None where only ``batch``'s stacking of
@@ -205,6 +218,9 @@ class _Tensors(DatasetValue):
     def elements(self):
         yield self.components
 
+    def cardinality(self) -> int:
+        return 1
+
 
 class _TensorSlices(DatasetValue):
     def __init__(self, components, name):
@@ -220,6 +236,9 @@ class _TensorSlices(DatasetValue):
         for i in range(self.n):
             # dtype kept: a slice of a string (object) array stays an object array of bytes
             yield tuple(np.asarray(c[i], dtype=c.dtype) for c in self.components)
+
+    def cardinality(self) -> int:
+        return self.n
 
     def batches(self, size: int, drop_remainder: bool):
         # One copy of rows per component, where stacking ``size`` elements cost a Python
@@ -240,6 +259,9 @@ class _Range(DatasetValue):
     def elements(self):
         for v in range(self.start, self.stop, self.step):
             yield (np.int64(v),)
+
+    def cardinality(self) -> int:
+        return len(range(self.start, self.stop, self.step))
 
 
 class _Generator(DatasetValue):
@@ -345,6 +367,12 @@ class _Batch(DatasetValue):
                 return
             yield _made(self._combine, chunk)
 
+    def cardinality(self) -> int:
+        n = self.source.cardinality()
+        if n < 0:
+            return n
+        return n // self.size if self.drop else -(-n // self.size)
+
     def _padded(self, it):
         """``padded_batch``: a failed element fails the batch at once, the elements gathered
         before it are gone and the next batch starts after it (TF 2.21's, where ``batch``
@@ -407,12 +435,16 @@ class _Shuffle(DatasetValue):
             raise errors.InvalidArgumentError(None, None, "buffer_size must be greater than "
                                               f"zero, got {self.size}")
         seed, seed2 = int(seed), int(seed2)
-        if seed == 0 and seed2 == 0:
+        self.random_key = seed == 0 and seed2 == 0
+        if self.random_key:
             seed, seed2 = secrets.randbits(63), secrets.randbits(63)
         self.key = [seed & (2**63 - 1), seed2 & (2**63 - 1)]
         self.reshuffle = bool(reshuffle)
         self.next_pass = 0
         self._lock = threading.Lock()
+
+    def cardinality(self) -> int:
+        return self.source.cardinality()
 
     def take_pass(self) -> int:
         """The next pass number of this dataset."""
@@ -470,6 +502,14 @@ class _Repeat(DatasetValue):
             if not produced:
                 return  # an empty input repeated forever is empty, not a hang
 
+    def cardinality(self) -> int:
+        n = self.source.cardinality()
+        if self.count < 0:  # (TF's: forever over an uncounted input is infinite too)
+            return 0 if n == 0 else INFINITE
+        if self.count == 0 or n < 0:
+            return 0 if self.count == 0 else n
+        return self.count * n
+
 
 class _Take(DatasetValue):
     def __init__(self, source, count):
@@ -478,6 +518,14 @@ class _Take(DatasetValue):
     def elements(self):
         it = self.source.elements()
         yield from it if self.count < 0 else _counted(it, self.count)
+
+    def cardinality(self) -> int:
+        n = self.source.cardinality()
+        if n == UNKNOWN:
+            return UNKNOWN
+        if n == INFINITE:
+            return INFINITE if self.count < 0 else self.count
+        return n if self.count < 0 else min(n, self.count)
 
 
 class _Skip(DatasetValue):
@@ -501,6 +549,12 @@ class _Skip(DatasetValue):
                 skipped += 1
         yield from it
 
+    def cardinality(self) -> int:
+        n = self.source.cardinality()
+        if n < 0:
+            return n
+        return 0 if self.count < 0 else max(0, n - self.count)
+
 
 class _Zip(DatasetValue):
     def __init__(self, sources):
@@ -510,6 +564,13 @@ class _Zip(DatasetValue):
         for parts in zip(*[s.elements() for s in self.sources]):
             yield _failed(parts) or tuple(itertools.chain.from_iterable(parts))
 
+    def cardinality(self) -> int:
+        counts = [s.cardinality() for s in self.sources]
+        if UNKNOWN in counts:
+            return UNKNOWN
+        finite = [n for n in counts if n != INFINITE]
+        return min(finite) if finite else INFINITE
+
 
 class _Concatenate(DatasetValue):
     def __init__(self, first, second):
@@ -518,6 +579,222 @@ class _Concatenate(DatasetValue):
     def elements(self):
         yield from self.first.elements()
         yield from self.second.elements()
+
+    def cardinality(self) -> int:
+        counts = (self.first.cardinality(), self.second.cardinality())
+        if INFINITE in counts:
+            return INFINITE
+        return UNKNOWN if UNKNOWN in counts else sum(counts)
+
+
+def _detached(elements):
+    """The elements of a dataset a function made (``flat_map``, ``reduce``...), pulled with
+    no iterator about: a shuffle in it draws as its own dataset's (a fresh one per call,
+    so a seeded one repeats its order, as TF's), not as one of the iterator's shuffles."""
+    while True:
+        token = _PULLING.set(None)
+        try:
+            element = next(elements, None)
+        finally:
+            _PULLING.reset(token)
+        if element is None:
+            return
+        yield element
+
+
+def _host_parallelism() -> int:
+    """TF's ``AUTOTUNE`` cycle length of an ``interleave``: the CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # (no affinity on this platform)
+        return os.cpu_count() or 1
+
+
+def _replay_problem(dataset: DatasetValue) -> errors.OpError | None:
+    """Why a pass over ``dataset``, a value a function made, could not be replayed (a
+    checkpoint of the iterator reading it), or None: it reads a Python generator, draws random
+    numbers, or shuffles with a key drawn at random (not saved: the value is made afresh)."""
+    for v in _dataset_values(dataset):
+        try:
+            v.check_saveable()
+        except errors.FailedPreconditionError as e:
+            return e
+        if isinstance(v, _Shuffle) and v.random_key:
+            return errors.FailedPreconditionError(
+                None, None, "An iterator over a dataset whose function makes an unseeded "
+                "shuffle cannot be saved in a checkpoint: its order could not be replayed.")
+    return None
+
+
+class _Interleave(DatasetValue):
+    """``interleave``/``flat_map``: ``fn`` makes a dataset of each input element; ``cycle``
+    of them are read at a time, ``block`` elements from each in turn, a finished one's place
+    taken by the next input's (TF's ``InterleaveDataset`` order; ``flat_map`` is a cycle of
+    one). A failed element is raised and not counted in its block; a failed input, or a
+    function that fails on one, is raised and leaves its place to the next input (TF's)."""
+
+    def __init__(self, source, fn, captured, cycle, block):
+        self.source, self.fn, self.captured = source, fn, captured
+        self.cycle, self.block = int(cycle), int(block)
+        if self.cycle == -1:  # AUTOTUNE
+            self.cycle = _host_parallelism()
+        if self.cycle <= 0:
+            raise errors.InvalidArgumentError(None, None,
+                                              "cycle_length must be greater than zero.")
+        if self.block <= 0:
+            raise errors.InvalidArgumentError(None, None,
+                                              "block_length must be greater than zero.")
+        self._unreplayable = None
+
+    def check_saveable(self) -> None:
+        self.fn.check_replayable()
+        if self._unreplayable is not None:
+            raise self._unreplayable
+
+    def _dataset_of(self, element) -> DatasetValue:
+        dataset = self.fn(element, self.captured)[0]
+        if self._unreplayable is None:
+            self._unreplayable = _replay_problem(dataset)
+        return dataset
+
+    def elements(self):
+        inputs = self.source.elements()
+        slots = [None] * self.cycle
+        index = given = opened = 0  # the slot read, what its block has given, slots open
+        inputs_left = True
+        while inputs_left or opened:
+            if slots[index] is not None:
+                element = next(slots[index], None)
+                if element is None:  # this input's dataset is done: on to the next slot
+                    slots[index], opened = None, opened - 1
+                    index, given = (index + 1) % self.cycle, 0
+                    continue
+                if element.__class__ is not Failure:
+                    given += 1
+                    if given == self.block:
+                        index, given = (index + 1) % self.cycle, 0
+                yield element
+            elif inputs_left:
+                element = next(inputs, None)
+                if element is None:
+                    inputs_left = False
+                    continue
+                if element.__class__ is not Failure:
+                    element = _made(self._dataset_of, element)
+                if element.__class__ is Failure:
+                    yield element
+                    continue
+                slots[index], opened = _detached(element.elements()), opened + 1
+            else:
+                index, given = (index + 1) % self.cycle, 0
+
+
+class _Unbatch(DatasetValue):
+    """Each element cut along its first dimension into that many elements."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def elements(self):
+        for element in self.source.elements():
+            if element.__class__ is Failure:
+                yield element
+                continue
+            size = _made(_batch_size, element)
+            if size.__class__ is Failure:
+                yield size
+                continue
+            for i in range(size):
+                yield tuple(c[i] for c in element)
+
+
+def _batch_size(element) -> int:
+    if any(c.ndim == 0 for c in element):
+        raise errors.InvalidArgumentError(
+            None, None, "Input element must have a non-scalar value in each component.")
+    sizes = [c.shape[0] for c in element]
+    for k, n in enumerate(sizes[1:], 1):
+        if n != sizes[0]:
+            raise errors.InvalidArgumentError(
+                None, None, "Input element must have the same batch size in each component. "
+                f"Component 0 had size {sizes[0]} but component {k} had size, {n}.")
+    return sizes[0]
+
+
+class _Shard(DatasetValue):
+    """Every ``num_shards``-th element from ``index`` on. As TF's, it skips to its next
+    element each time; a failure met while skipping is raised and loses the count of the
+    elements skipped before it in that skip (so the shard shifts, as TF's does)."""
+
+    def __init__(self, source, num_shards, index):
+        self.source, self.shards, self.index = source, int(num_shards), int(index)
+        if self.shards <= 0:
+            raise errors.InvalidArgumentError(
+                None, None, "Number of shards must be greater than zero (currently "
+                f"num_shards = {self.shards}).")
+        if not 0 <= self.index < self.shards:
+            raise errors.InvalidArgumentError(
+                None, None, f"Index must be between 0 and {self.shards - 1} (currently "
+                f"index = {self.index}).")
+
+    def elements(self):
+        it = self.source.elements()
+        position = 0  # the input position the shard believes it is at
+        while True:
+            skipped, failed = 0, None
+            for _ in range((self.index - position) % self.shards):
+                element = next(it, None)
+                if element is None:
+                    return
+                if element.__class__ is Failure:
+                    failed = element
+                    break
+                skipped += 1
+            if failed is not None:
+                yield failed
+                continue
+            position += skipped
+            element = next(it, None)
+            if element is None:
+                return
+            if element.__class__ is not Failure:
+                position += 1
+            yield element
+
+    def cardinality(self) -> int:
+        n = self.source.cardinality()
+        if n < 0:
+            return n
+        return n // self.shards + (1 if self.index < n % self.shards else 0)
+
+
+class _Cache(DatasetValue):
+    """The source's elements, kept in memory by the first pass that reads them all; every
+    pass after reads the memory (TF's in-memory ``cache``). A pass left unfinished keeps
+    nothing; failed elements are raised and not kept (TF's)."""
+
+    def __init__(self, source):
+        self.source = source
+        self._kept = None
+        self._lock = threading.Lock()
+
+    def elements(self):
+        with self._lock:
+            kept = self._kept
+        if kept is not None:
+            yield from kept
+            return
+        reading = []
+        for element in self.source.elements():
+            if element.__class__ is not Failure:
+                reading.append(element)
+            yield element
+        with self._lock:
+            if self._kept is None:  # the first pass to finish fills the cache
+                self._kept = reading
+
+    def cardinality(self) -> int:
+        return self.source.cardinality()
 
 
 def _open_text(name: str, compression: str):
@@ -690,6 +967,55 @@ def _function_factory(cls):
 
 register_kernel("MapDataset", host_only=True, factory=_function_factory(_Map))
 register_kernel("FilterDataset", host_only=True, factory=_function_factory(_Filter))
+
+
+@kernel("FlatMapDataset", host_only=True)
+def _flat_map(node, ctx):
+    fn = DatasetFunction(node.attr["f"], ctx, node.name)
+    return lambda source, *captured: _Interleave(source, fn, captured, 1, 1)
+
+
+@kernel("InterleaveDataset", host_only=True)
+def _interleave(node, ctx):
+    fn = DatasetFunction(node.attr["f"], ctx, node.name)
+    return lambda source, *rest: _Interleave(source, fn, rest[:-2], rest[-2], rest[-1])
+
+
+@kernel("ReduceDataset", host_only=True)
+def _reduce(node, ctx):
+    """The state ``f`` folds over the elements, from the initial state (TF's: a failed
+    element fails the whole reduction)."""
+    fn = DatasetFunction(node.attr["f"], ctx, node.name)
+    n = len(node.attr["output_types"])
+
+    def reduce(source, *rest):
+        state, captured = list(rest[:n]), rest[n:]
+        for element in _detached(source.elements()):
+            if element.__class__ is Failure:
+                raise element.error
+            state = fn([*state, *element], captured)
+        return state[0] if n == 1 else tuple(state)
+
+    return reduce
+
+
+register_kernel("DatasetCardinality", host_only=True,
+                fn=lambda dataset: np.int64(dataset.cardinality()))
+register_kernel("UnbatchDataset", host_only=True, fn=_Unbatch)
+register_kernel("ShardDataset", host_only=True, fn=_Shard)
+
+
+@kernel("CacheDataset", host_only=True)
+def _cache(node, ctx):
+    def cache(source, filename):
+        name = np.asarray(filename, dtype=object).item()
+        if name not in (b"", ""):
+            raise errors.UnimplementedError(
+                None, None, f"{node.name}: caching a dataset in files ({name!r}) is not "
+                "supported by dflab; cache() with no filename keeps it in memory.")
+        return _Cache(source)
+
+    return cache
 
 
 @kernel("BatchDatasetV2", host_only=True)

@@ -12,9 +12,11 @@ Iterators are resources like queues: ``IteratorV2`` (re-initialisable by ``MakeI
 optional one: a variant that ``OptionalHasValue`` and ``OptionalGetValue`` read, what a loop
 over a dataset in a traced function tests). ``AnonymousIterator`` makes a new iterator
 each time it runs, owned by its handle rather than kept by name: what eager iteration over a
-dataset uses (``for element in dataset``), as TF's eager iterators do.
+dataset uses (``for element in dataset``), as TF's eager iterators do. ``ReduceDataset`` and
+``DatasetCardinality`` read a dataset into tensors when they run.
 
-A function given to ``map`` or ``filter`` is *traced* once into a ``FunctionGraph``, with a
+A function given to ``map``, ``filter``, ``flat_map``/``interleave`` (whose result is a
+dataset op's variant) or ``reduce`` is *traced* once into a ``FunctionGraph``, with a
 placeholder per element component, and stored on the op as plain data (the attr ``f``: typed
 node defs in the graph JSON format, argument and result names) so a kernel can run it per
 element without the user's Python function. Tensors the function uses from the outer graph are
@@ -40,7 +42,10 @@ DATASET_OPS = (
     "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
     "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
+    "FlatMapDataset", "InterleaveDataset", "UnbatchDataset", "ShardDataset", "CacheDataset",
 )
+# Ops that read a whole dataset when they run, into tensors.
+DATASET_READING_OPS = ("ReduceDataset", "DatasetCardinality")
 ITERATOR_OPS = ("IteratorV2", "OneShotIterator", "AnonymousIterator", "MakeIterator",
                 "IteratorGetNext", "IteratorGetNextAsOptional", "OptionalHasValue",
                 "OptionalGetValue", "SerializeIterator", "DeserializeIterator")
@@ -83,7 +88,9 @@ register_op("OptionalHasValue", lambda op: [(_dt.bool, TensorShape([]))])
 register_op("OptionalGetValue", _get_next_infer)
 register_op("SerializeIterator", lambda op: [(_dt.string, TensorShape([]))], stateful=True)
 register_op("DeserializeIterator", lambda op: [], stateful=True)
-for _t in DATASET_OPS + ITERATOR_OPS:
+register_op("ReduceDataset", _get_next_infer, stateful=True, expensive=True)
+register_op("DatasetCardinality", lambda op: [(_dt.int64, TensorShape([]))])
+for _t in DATASET_OPS + ITERATOR_OPS + DATASET_READING_OPS:
     NotDifferentiable(_t)
 
 
@@ -93,6 +100,22 @@ def dataset_op(op_type: str, inputs, attrs: dict, types, shapes, name=None) -> _
     attrs["output_types"] = [_dt.as_dtype(t).base_dtype for t in types]
     attrs["output_shapes"] = [as_shape(s) for s in shapes]
     return _ops.apply_op(op_type, list(inputs), attrs, name or op_type).outputs[0]
+
+
+def reduce_dataset(variant, initial_state, captured, f, types, shapes, name=None) -> list:
+    """The state ``f`` (a traced function of the state and an element) folds over the
+    dataset's elements, from ``initial_state`` (flat tensors): one tensor per component."""
+    op = _ops.apply_op("ReduceDataset", [variant, *initial_state, *captured],
+                       {"f": f, "output_types": [_dt.as_dtype(t).base_dtype for t in types],
+                        "output_shapes": [as_shape(s) for s in shapes]},
+                       name or "ReduceDataset")
+    return list(op.outputs)
+
+
+def dataset_cardinality(variant, name=None) -> _ops.Tensor:
+    """The number of elements of the dataset, or -1 (infinite) or -2 (unknown): an int64."""
+    return _ops.apply_op("DatasetCardinality", [variant], {},
+                         name or "DatasetCardinality").outputs[0]
 
 
 # --- function tracing -----------------------------------------------------------------------------
