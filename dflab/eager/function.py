@@ -46,14 +46,16 @@ from dflab.framework import ops as _ops
 from dflab.framework.composite import CompositeArgument
 from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.graph import Graph
-from dflab.framework.graph_io import GraphDef
+from dflab.framework.graph_io import GraphDef, import_graph_def
 from dflab.framework.registry import GRADIENT_OUTPUTS
+from dflab.framework.tensor import relax_shape
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import array_ops
 from dflab.ops import control_flow_ops as _cf
 from dflab.ops import gradients as _gradients
 from dflab.ops import resource_variable_ops as _rv
 from dflab.ops import variables as _variables
+from dflab.ops.control_flow_io import copy_contexts
 from dflab.runtime.node import Node
 
 _function_ids = itertools.count(1)
@@ -355,21 +357,24 @@ class ConcreteFunction:
         return None if split is _UNSPLIT else split
 
     def retrace(self, name: str):
-        """``(graph, argument placeholders, outputs)`` of the Python function traced again
-        into a new graph (for its gradient), or Nones where that graph is not this trace's,
-        op for op: the Python state it reads (a global, an object's field) has changed."""
-        fg = FuncGraph(name, self.graph.outer_graph)
-        with fg.as_default():
-            # Named as the trace's own, so that the two graphs compare.
-            xs = [fg.placeholder(t.dtype.base_dtype, t.shape, t.op.name, like=t)
-                  for t in self._args]
-            outs = [_ops.convert_to_tensor(t) for t in nest.flatten(self._python_call(xs))
-                    if t is not None]
-            for c in self._captured:  # every input of a call, used by the trace or not
-                fg.capture(c)
-        if not _same_trace(fg, xs, self):
-            return None, None, None
-        return fg, xs, outs
+        """``(graph, argument placeholders, outputs)`` of this trace's graph copied into a
+        new graph, for its gradient: op for op, with the trace's static shapes, captures and
+        control-flow contexts. The Python function does not run again (TF differentiates the
+        traced graph too): its side effects happen once, and Python state it read that has
+        changed since does not matter."""
+        src = self.graph
+        fg = FuncGraph(name, src.outer_graph)
+        with fg.as_default(), fg.side_effects_unordered():
+            import_graph_def(src.as_graph_def(), name="")
+        for op in src.get_operations():
+            for t, twin in zip(op.outputs, fg.get_operation_by_name(op.name).outputs):
+                relax_shape(twin, t.shape)  # a loop variable's invariant, a set shape
+        fg.captures = {k: (outer, fg.get_tensor_by_name(ph.name))
+                       for k, (outer, ph) in src.captures.items()}
+        fg.variables = list(src.variables)
+        copy_contexts(src, fg)
+        xs = [fg.get_tensor_by_name(t.name) for t in self._args]
+        return fg, xs, [fg.get_tensor_by_name(t.name) for t in self.outputs]
 
     def _gradient_function(self):
         with self._grad_lock:
@@ -381,12 +386,6 @@ class ConcreteFunction:
         """Trace the Python function again with ``tf.gradients`` of its outputs for its
         arguments and captured values, given the outputs' gradients as arguments."""
         fg, xs, outs = self.retrace(f"{self.name}_grad")
-        if fg is None:
-            raise ValueError(
-                f"No gradient for this call of {self.name}: its Python code builds another "
-                "graph now than when it was traced (it reads Python state that has changed "
-                "since, such as a global), so tracing it again would differentiate another "
-                "function. Pass that state as an argument, or make it a tf.Variable.")
         with fg.as_default():
             ys = [y for y in outs if _float(y)]
             dys = [fg.placeholder(y.dtype.base_dtype, y.shape, f"dy{i}")
@@ -446,8 +445,6 @@ class _ForwardBackward:
     @classmethod
     def _build(cls, concrete):
         fg, xs, outs = concrete.retrace(f"{concrete.name}_forward")
-        if fg is None:
-            return None  # the Python code builds another graph now: not that call's
         with fg.as_default():
             before = len(fg.get_operations())
             ys = [y for y in outs if _float(y)]
@@ -549,19 +546,6 @@ def _gradients_from(outputs, mask, sparse) -> list:
         else:
             grads.append(next(it))
     return grads
-
-
-def _same_trace(fg, xs, concrete) -> bool:
-    """Whether tracing the Python function again built the graph of ``concrete`` (op for op,
-    attributes and constants included): the Python state it reads (globals, an object's
-    fields) may have changed since, and then its forward would not be that function's."""
-    def body(graph, inputs):
-        skip = {t.op for t in inputs}
-        return [Node.of_op(op, "").to_node_def().to_json() for op in graph.get_operations()
-                if op not in skip]
-
-    again = body(fg, xs + fg.capture_placeholders())
-    return again == body(concrete.graph, concrete.inputs)
 
 
 def _cut(traced, added, args, dys, results, extra_forward=()):

@@ -226,3 +226,17 @@ def cond_from_proto(value, graph, scope=None) -> CondContext:
         op.control_flow_info = ctx.pred
     return ctx
 
+
+
+def copy_contexts(src, dst) -> None:
+    """Rebuild ``src``'s contexts in ``dst``, a copy of ``src`` made op for op under the same
+    names (a traced function's graph copied for its gradient)."""
+    contexts = sorted(src.get_collection(WHILE_CONTEXT) + src.get_collection(COND_CONTEXT),
+                      key=lambda c: c._seq)
+    for ctx in contexts:
+        if isinstance(ctx, WhileContext):
+            proto, rebuild = while_to_proto(ctx), while_from_proto
+        else:
+            proto, rebuild = cond_to_proto(ctx), cond_from_proto
+        if proto is not None:
+            dst.add_to_collection(ctx.COLLECTION, rebuild(proto, dst))

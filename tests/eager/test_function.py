@@ -742,8 +742,53 @@ def test_differentiated_calls_with_tensor_arrays_and_changed_python_state(eager)
         tape.watch(x)
         y = scaled(x)
     assert float(y) == 2.0
-    with pytest.raises(ValueError, match="builds another graph now"):
-        tape.gradient(y, x)
+    # The traced graph is differentiated (as TF's), not the function traced again.
+    assert float(tape.gradient(y, x)) == 2.0
+
+
+def test_a_differentiated_call_runs_its_python_once(eager):
+    """The gradient of a call copies the traced graph (TF differentiates the traced graph):
+    the Python function, its side effects included, ran once, for the trace; a loop whose
+    variable changes shape keeps its shape invariant in the copy."""
+    traced = []
+    w = tf.Variable(2.0)
+
+    @tf.function
+    def grow(x):
+        traced.append(1)
+        _, out = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.concat([v, v * w], 0)),
+                               [0, x], shape_invariants=[tf.TensorShape([]),
+                                                          tf.TensorShape([None])])
+        return tf.reduce_sum(tf.cond(out[0] > 0, lambda: out * out, lambda: -out))
+
+    x = tf.constant([1.0, -1.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = grow(x)
+    dx, dw = tape.gradient(y, [x, w])
+    assert traced == [1]
+    with tf.GradientTape() as tape:  # the same, eagerly
+        tape.watch(x)
+        v = x
+        for _ in range(3):
+            v = tf.concat([v, v * w], 0)
+        expected = tape.gradient(tf.reduce_sum(v * v), [x, w])
+    np.testing.assert_allclose(float(y), float(tf.reduce_sum(v * v)))
+    np.testing.assert_allclose(dx.numpy(), expected[0].numpy())
+    np.testing.assert_allclose(float(dw), float(expected[1]))
+
+    @tf.function
+    def doubled(x):
+        traced.append(2)
+        return tf.reduce_sum(tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, lambda v: v * 2.0,
+                                           [x]) ** 2)
+
+    with tf.Graph().as_default():  # TF 1.x gradients of a call in a graph
+        xg = tf.placeholder(tf.float32, [2])
+        (g,) = tf.gradients(doubled(xg), xg)
+        with tf.Session() as sess:
+            np.testing.assert_allclose(sess.run(g, {xg: [1.0, 2.0]}), [32.0, 64.0])
+    assert traced == [1, 2]  # no trace for the gradients
 
 
 def test_the_gradient_of_a_traced_gather_stays_sparse(eager):
