@@ -375,6 +375,20 @@ class Dataset(_st.ElementsArgument, GraphIterable):
         shapes = [s[1:] if s.ndims is not None else unknown_shape() for s in self._shapes]
         return self._derive("UnbatchDataset", [], {}, self._structure, self._types, shapes)
 
+    def window(self, size, shift=None, stride=1, drop_remainder=False) -> Dataset:
+        """Windows of ``size`` elements (fewer at the end unless ``drop_remainder``), one
+        starting every ``shift`` elements (``size`` by default), each taking every
+        ``stride``-th element: an element of datasets, one per component, in the elements'
+        structure (TF's; ``flat_map(lambda w: w.batch(size))`` makes them tensors)."""
+        specs = [_st.DatasetSpec(leaf, [t], [s]) for leaf, t, s in
+                 zip(_st.flatten(self._structure), self._types, self._shapes)]
+        inputs = [_int64(size, "size"), _int64(size if shift is None else shift, "shift"),
+                  _int64(stride, "stride"),
+                  _ops.convert_to_tensor(drop_remainder, dtype=_dt.bool,
+                                         name="drop_remainder")]
+        return self._derive("WindowDataset", inputs, {}, _st.pack(self._structure, specs),
+                            [_dt.variant] * len(specs), [TensorShape([])] * len(specs))
+
     def cache(self, filename="") -> Dataset:
         """The elements, kept in memory by the first pass that reads them all; later passes
         read the memory (TF's). Caching in files (a ``filename``) is refused when the dataset
@@ -465,10 +479,17 @@ class Dataset(_st.ElementsArgument, GraphIterable):
 
 def _element_result(ret):
     """A function's result as an element: (structure, flat components); a list it returns
-    is a tuple (TF's)."""
+    is a tuple (TF's), a dataset in it a component (its variant; a ``DatasetSpec`` in the
+    structure)."""
     if isinstance(ret, list):
         ret = tuple(ret)
-    return ret, _st.flatten(ret)
+    flat = _st.flatten(ret)
+    if not any(isinstance(v, Dataset) for v in flat):
+        return ret, flat
+    specs = [_st.DatasetSpec(v._structure, v._types, v._shapes) if isinstance(v, Dataset)
+             else v for v in flat]
+    return _st.pack(ret, specs), [v._variant_tensor if isinstance(v, Dataset) else v
+                                  for v in flat]
 
 
 def _dataset_result(ret):
@@ -487,7 +508,7 @@ def _trace_function(fn, what: str, structure, types, shapes, result):
         raise TypeError(f"{what} needs a callable, got {type(fn).__name__}")
 
     def call(f, args):
-        element = _st.pack(structure, args)
+        element = _st.pack_element(structure, args)
         # TF's rule: a plain tuple is passed as positional arguments, anything else whole.
         return result(f(*element) if type(element) is tuple else f(element))
 

@@ -82,7 +82,7 @@ class Iterator(_st.HasElementStructure):
     def get_next(self, name=None):
         """The next element (a structure of tensors): one ``IteratorGetNext`` op."""
         outs = _dso.iterator_get_next(self._handle, self._types, self._shapes, name)
-        return _st.pack(self._structure, outs)
+        return _st.pack_element(self._structure, outs)
 
     def string_handle(self, name=None):
         raise NotImplementedError("Iterator.string_handle is not supported by dflab")
@@ -106,7 +106,7 @@ class _IteratorLoop(GraphLoop):
         return _dso.optional_has_value(optional)
 
     def value(self, optional):
-        return _st.pack(self._like._structure, _dso.optional_get_value(
+        return _st.pack_element(self._like._structure, _dso.optional_get_value(
             optional, self._like._types, self._like._shapes))
 
 
@@ -171,7 +171,7 @@ class OwnedIterator(_st.ElementsArgument, GraphIterable):
     def get_next(self, name=None):
         """The next element; ``tf.errors.OutOfRangeError`` past the last one."""
         outs = _dso.iterator_get_next(self._handle, self._types, self._shapes, name)
-        return _st.pack(self._structure, outs)
+        return _st.pack_element(self._structure, outs)
 
     def __repr__(self):
         return f"<OwnedIterator shapes: {self.output_shapes}, types: {self.output_types}>"

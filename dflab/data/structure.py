@@ -84,21 +84,66 @@ def flatten_up_to(structure, value, what: str) -> list:
     return [value]
 
 
+class DatasetSpec:
+    """A component of an element that is itself a dataset (``window``'s elements): its
+    elements' nesting and flat dtypes and static shapes. The component is one scalar variant
+    tensor; where elements are packed for a user (a function's arguments, ``get_next``) it is
+    a ``Dataset`` over that tensor, and TF 1.x's ``output_types``, ``output_shapes`` and
+    ``output_classes`` give this spec for it (TF's)."""
+
+    def __init__(self, structure, types, shapes):
+        self.structure, self.types, self.shapes = structure, list(types), list(shapes)
+
+    def __eq__(self, other):
+        return isinstance(other, DatasetSpec) and same_structure(self.structure,
+                                                                 other.structure) and \
+            self.types == other.types and [s.as_list() if s.ndims is not None else None
+                                           for s in self.shapes] == \
+            [s.as_list() if s.ndims is not None else None for s in other.shapes]
+
+    def __hash__(self):
+        return hash(tuple(self.types))
+
+    def __repr__(self):
+        from dflab.eager.function import TensorSpec
+
+        specs = pack(self.structure, [TensorSpec(s, t) for t, s in zip(self.types,
+                                                                       self.shapes)])
+        return f"DatasetSpec({specs!r}, TensorShape([]))"
+
+
+def pack_element(structure, flat):
+    """``flat`` rebuilt into ``structure``, a component whose spec is a ``DatasetSpec`` as a
+    ``Dataset`` over its variant tensor."""
+    specs = flatten(structure)
+    if any(isinstance(s, DatasetSpec) for s in specs):
+        from dflab.data.dataset import Dataset
+
+        flat = [Dataset(t, s.structure, s.types, s.shapes) if isinstance(s, DatasetSpec)
+                else t for s, t in zip(specs, flat)]
+    return pack(structure, flat)
+
+
+def _legacy(structure, values) -> list:
+    """``values`` (one per component), a ``DatasetSpec`` in a dataset component's place."""
+    return [s if isinstance(s, DatasetSpec) else v for s, v in zip(flatten(structure), values)]
+
+
 class HasElementStructure:
     """What datasets and iterators say about their elements, from ``_structure`` (the nesting),
     ``_types`` and ``_shapes`` (one per flattened component), as TF1's properties."""
 
     @property
     def output_types(self):
-        return pack(self._structure, self._types)
+        return pack(self._structure, _legacy(self._structure, self._types))
 
     @property
     def output_shapes(self):
-        return pack(self._structure, self._shapes)
+        return pack(self._structure, _legacy(self._structure, self._shapes))
 
     @property
     def output_classes(self):
-        return pack(self._structure, [Tensor] * len(self._types))
+        return pack(self._structure, _legacy(self._structure, [Tensor] * len(self._types)))
 
 
 class ElementsArgument(HasElementStructure, CompositeArgument):

@@ -148,6 +148,9 @@ INFINITE, UNKNOWN = -1, -2
 class DatasetValue:
     """What a dataset op outputs at run time; ``elements()`` starts a pass over it."""
 
+    # As a component of an element (a window's), a dataset is a scalar: TF's variant.
+    shape, ndim = (), 0
+
     def elements(self):
         raise NotImplementedError
 
@@ -768,6 +771,68 @@ class _Shard(DatasetValue):
         return n // self.shards + (1 if self.index < n % self.shards else 0)
 
 
+class _Window(DatasetValue):
+    """Windows of ``size`` elements taken every ``stride``-th, one starting every ``shift``
+    elements; each a dataset per component (TF's ``WindowDataset``: a buffer of the
+    ``(size - 1) * stride + 1`` elements a window spans; at the end, the windows starting in
+    what is left, shorter, unless ``drop_remainder``). A window holding a failed element fails
+    and is passed over."""
+
+    def __init__(self, source, size, shift, stride, drop_remainder):
+        self.source, self.drop = source, bool(drop_remainder)
+        self.size, self.shift, self.stride = int(size), int(shift), int(stride)
+        for what, v in (("size", self.size), ("shift", self.shift), ("stride", self.stride)):
+            if v <= 0:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Window {what} must be greater than zero.")
+
+    def elements(self):
+        it = self.source.elements()
+        span = (self.size - 1) * self.stride + 1
+        buffer, more = [], True
+        while True:
+            while more and len(buffer) < span:
+                element = next(it, None)
+                if element is None:
+                    more = False
+                else:
+                    buffer.append(element)
+            if not buffer or (self.drop and len(buffer) < span):
+                return
+            window = buffer[::self.stride][:self.size]
+            if len(buffer) <= self.shift:
+                for _ in range(self.shift - len(buffer)):  # the elements between windows
+                    if more and next(it, None) is None:
+                        more = False
+                buffer = []
+            else:
+                buffer = buffer[self.shift:]
+            yield _failed(window) or tuple(
+                _WindowComponent([e[c] for e in window]) for c in range(len(window[0])))
+
+    def cardinality(self) -> int:
+        n = self.source.cardinality()
+        if n < 0:
+            return n
+        if self.drop:
+            rest = n - ((self.size - 1) * self.stride + 1)
+            return 0 if rest < 0 else rest // self.shift + 1
+        return -(-n // self.shift)
+
+
+class _WindowComponent(DatasetValue):
+    """One component of a window: a dataset of its values."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def elements(self):
+        for v in self.values:
+            yield (v,)
+
+    def cardinality(self) -> int:
+        return len(self.values)
+
 class _Cache(DatasetValue):
     """The source's elements, kept in memory by the first pass that reads them all; every
     pass after reads the memory (TF's in-memory ``cache``). A pass left unfinished keeps
@@ -1003,6 +1068,7 @@ register_kernel("DatasetCardinality", host_only=True,
                 fn=lambda dataset: np.int64(dataset.cardinality()))
 register_kernel("UnbatchDataset", host_only=True, fn=_Unbatch)
 register_kernel("ShardDataset", host_only=True, fn=_Shard)
+register_kernel("WindowDataset", host_only=True, fn=_Window)
 
 
 @kernel("CacheDataset", host_only=True)

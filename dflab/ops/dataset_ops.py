@@ -43,6 +43,7 @@ DATASET_OPS = (
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
     "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
     "FlatMapDataset", "InterleaveDataset", "UnbatchDataset", "ShardDataset", "CacheDataset",
+    "WindowDataset",
 )
 # Ops that read a whole dataset when they run, into tensors.
 DATASET_READING_OPS = ("ReduceDataset", "DatasetCardinality")
