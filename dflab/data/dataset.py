@@ -520,6 +520,12 @@ def _trace_function(fn, what: str, structure, types, shapes, result):
         # frames: the function becomes a traced function, called by one op.
         from dflab.eager.function import function
 
+        if result is _dataset_result:  # (a traced function's results are tensors)
+            raise NotImplementedError(
+                f"Dataset.{what}: a function returning a dataset cannot hold a loop "
+                "(tf.while_loop, or a tensor for/while) in dflab; compute the loop in a map "
+                f"before it: ds.map(loop_fn).{what}(...)") from None
+
         return _dso.trace_function(function(fn), types, shapes, call, f"Dataset.{what}")
 
 

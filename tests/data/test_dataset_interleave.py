@@ -199,3 +199,26 @@ def test_what_a_function_makes_unreplayable_is_refused_at_save(eager, tmp_path):
     next(generated)
     with pytest.raises(tf.errors.FailedPreconditionError, match="from_generator"):
         tf.train.Checkpoint(it=generated).save(str(tmp_path / "b"))
+
+
+def test_a_loop_in_a_function_returning_a_dataset_is_refused_with_the_way_out():
+    def loop(x):
+        return tf.while_loop(lambda i: i < x, lambda i: i + 2, [tf.constant(0, tf.int64)])
+
+    with pytest.raises(NotImplementedError, match=r"cannot hold a loop .* ds.map\(loop_fn\)"
+                                                  r".flat_map\(...\)"):
+        D.range(1, 4).flat_map(lambda x: D.from_tensors(loop(x)))
+    # the way out: the loop in a map before
+    assert _steps_graph(D.range(1, 4).map(loop).flat_map(lambda y: D.from_tensors(y))) == [
+        2, 2, 4]
+
+
+def _steps_graph(dataset):
+    nxt = tf.data.make_one_shot_iterator(dataset).get_next()
+    out = []
+    with tf.Session() as sess:
+        while True:
+            try:
+                out.append(int(sess.run(nxt)))
+            except tf.errors.OutOfRangeError:
+                return out
