@@ -48,7 +48,6 @@ from dflab.framework.eager_tensor import EagerTensor
 from dflab.framework.graph import Graph
 from dflab.framework.graph_io import GraphDef, import_graph_def
 from dflab.framework.registry import GRADIENT_OUTPUTS
-from dflab.framework.tensor import relax_shape
 from dflab.framework.tensor_shape import TensorShape, as_shape
 from dflab.ops import array_ops
 from dflab.ops import control_flow_ops as _cf
@@ -365,10 +364,8 @@ class ConcreteFunction:
         src = self.graph
         fg = FuncGraph(name, src.outer_graph)
         with fg.as_default(), fg.side_effects_unordered():
-            import_graph_def(src.as_graph_def(), name="")
-        for op in src.get_operations():
-            for t, twin in zip(op.outputs, fg.get_operation_by_name(op.name).outputs):
-                relax_shape(twin, t.shape)  # a loop variable's invariant, a set shape
+            # (with its static shapes: a loop variable's invariant, a shape set by hand)
+            import_graph_def(src.as_graph_def(add_shapes=True), name="")
         fg.captures = {k: (outer, fg.get_tensor_by_name(ph.name))
                        for k, (outer, ph) in src.captures.items()}
         fg.variables = list(src.variables)

@@ -29,6 +29,7 @@ from dflab.framework import dtypes as _dt
 from dflab.framework import errors, ops
 from dflab.framework.op_kinds import BACK_EDGE_OPS, MERGE_OPS
 from dflab.framework.registry import registered_ops
+from dflab.framework.tensor import relax_shape
 from dflab.framework.tensor_shape import TensorShape
 
 FORMAT = "dflab.graph"
@@ -478,7 +479,7 @@ def _output_of(created: dict, node: str, s: str, source: str):
 def _build_node(g, n: NodeDef, inputs, controls, prefix: str, source: str):
     attr = dict(n.attr)
     colocation = attr.pop("_class", None)
-    attr.pop("_output_shapes", None)
+    shapes = attr.pop("_output_shapes", None)
     if colocation is not None and not (isinstance(colocation, list)
                                        and all(isinstance(c, str) for c in colocation)):
         raise _import_error(source, n.name, "attr '_class' must be a list of strings")
@@ -492,6 +493,8 @@ def _build_node(g, n: NodeDef, inputs, controls, prefix: str, source: str):
         # A shape rule fed attrs or inputs it cannot use fails in any of these ways; the
         # culprit is the node's data, which the message names (the cause stays chained).
         raise _import_error(source, n.name, f"{type(e).__name__}: {e}") from e
+    if shapes is not None:
+        _take_shapes(op, shapes, source, n.name)
     if n.device:
         op._set_device(n.device)
     if colocation:
@@ -499,6 +502,21 @@ def _build_node(g, n: NodeDef, inputs, controls, prefix: str, source: str):
             "loc:@" + prefix + c[5:] if c.startswith("loc:@") else c for c in colocation
         ]
     return op
+
+
+def _take_shapes(op, shapes, source: str, name: str) -> None:
+    """Give ``op``'s outputs the static shapes the graph def recorded (``add_shapes``): a
+    loop variable's shape invariant (a loop's ``Merge`` would otherwise take its ``Enter``'s
+    shape, the back edge not yet wired) and shapes set by hand. Nodes are built in order, so
+    the ops after it infer from these."""
+    if not isinstance(shapes, list) or len(shapes) != len(op.outputs):
+        raise _import_error(source, name, "attr '_output_shapes' must list one shape per "
+                                          "output")
+    for t, shape in zip(op.outputs, shapes):
+        try:
+            relax_shape(t, shape)
+        except (TypeError, ValueError) as e:
+            raise _import_error(source, name, f"attr '_output_shapes': {e}") from None
 
 
 def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,

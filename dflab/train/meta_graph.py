@@ -221,7 +221,8 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
                       strip_default_attrs=False, save_debug_info=False, **kwargs):
     """Describe ``graph`` (default graph) as a ``MetaGraphDef``; write it to ``filename``."""
     graph = graph or _ops.get_default_graph()
-    gd = graph_def or graph.as_graph_def()
+    # Static shapes recorded: an imported loop keeps its variables' shape invariants.
+    gd = graph_def or graph.as_graph_def(add_shapes=True)
     if clear_devices:
         for n in gd.node:
             n.device = ""

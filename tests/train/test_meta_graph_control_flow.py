@@ -161,3 +161,27 @@ def test_a_damaged_context_def_names_the_item(tmp_path):
     with tf.Graph().as_default():
         with pytest.raises(tf.errors.DataLossError, match="item #0.*'exits'"):
             tf.train.import_meta_graph(str(bad))
+
+
+def test_a_loop_keeps_its_shape_invariants_after_import(tmp_path):
+    """The meta graph records static shapes: a loop variable that grows keeps its ``[None]``
+    invariant (it had taken its initial value's shape, and its gradient failed to build)."""
+    meta = str(tmp_path / "m.meta")
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [2], name="x")
+        _, out = tf.while_loop(
+            lambda i, v: i < 3, lambda i, v: (i + 1, tf.concat([v, v * 2.0], 0)), [0, x],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None])])
+        tf.add_to_collection("loss", tf.reduce_sum(out * out))
+        tf.train.export_meta_graph(meta)
+    with tf.Graph().as_default():
+        tf.train.import_meta_graph(meta)
+        loss = tf.get_collection("loss")[0]
+        x = tf.get_default_graph().get_tensor_by_name("x:0")
+        assert loss.op.inputs[0].shape.as_list() == [None]
+        (dx,) = tf.gradients(loss, x)
+        with tf.Session() as sess:
+            got_loss, got_dx = sess.run([loss, dx], {x: [1.0, 2.0]})
+    # out = [x, 2x, 2x, 4x, 2x, 4x, 4x, 8x]: the sum of squares is 125 * |x|^2.
+    assert got_loss == 625.0
+    np.testing.assert_allclose(got_dx, [250.0, 500.0])
