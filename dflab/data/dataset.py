@@ -590,6 +590,9 @@ def _as_bytes(x):
     return x if isinstance(x, bytes) else str(x).encode()
 
 
+_st.register_dataset_class(Dataset)
+
+
 class TextLineDataset(Dataset):
     """The lines of text files, without their line endings, as scalar strings."""
 

@@ -112,14 +112,21 @@ class DatasetSpec:
         return f"DatasetSpec({specs!r}, TensorShape([]))"
 
 
+# ``Dataset``, registered by ``dflab.data.dataset`` (which imports this module).
+_DATASET_CLASS: list = []
+
+
+def register_dataset_class(cls) -> None:
+    _DATASET_CLASS[:] = [cls]
+
+
 def pack_element(structure, flat):
     """``flat`` rebuilt into ``structure``, a component whose spec is a ``DatasetSpec`` as a
     ``Dataset`` over its variant tensor."""
     specs = flatten(structure)
     if any(isinstance(s, DatasetSpec) for s in specs):
-        from dflab.data.dataset import Dataset
-
-        flat = [Dataset(t, s.structure, s.types, s.shapes) if isinstance(s, DatasetSpec)
+        dataset = _DATASET_CLASS[0]
+        flat = [dataset(t, s.structure, s.types, s.shapes) if isinstance(s, DatasetSpec)
                 else t for s, t in zip(specs, flat)]
     return pack(structure, flat)
 

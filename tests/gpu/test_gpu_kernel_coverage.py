@@ -38,6 +38,8 @@ TF_HOST_ONLY = frozenset({
     "FilterDataset", "BatchDatasetV2", "PaddedBatchDatasetV2", "ShuffleDataset",
     "RepeatDataset", "PrefetchDataset", "TakeDataset", "SkipDataset", "ZipDataset",
     "ConcatenateDataset", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDatasetV2",
+    "FlatMapDataset", "InterleaveDataset", "UnbatchDataset", "ShardDataset", "CacheDataset",
+    "WindowDataset", "ReduceDataset", "DatasetCardinality",
     "IteratorV2", "OneShotIterator", "AnonymousIterator", "MakeIterator", "IteratorGetNext",
     "IteratorGetNextAsOptional", "OptionalHasValue", "OptionalGetValue", "SerializeIterator",
     "DeserializeIterator",
