@@ -17,7 +17,7 @@ from collections import deque
 import numpy as np
 
 from dflab.framework import errors
-from dflab.kernels.dataset_kernels import split_lines
+from dflab.kernels.record_dataset_kernels import split_lines
 from dflab.kernels.registry import kernel
 from dflab.lib.io.tf_record import RecordReader
 

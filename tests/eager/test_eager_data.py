@@ -16,7 +16,7 @@ import pytest
 
 import dflab as tf
 from dflab.eager import eager_mode
-from dflab.kernels.dataset_kernels import IteratorState
+from dflab.kernels.iterator_kernels import IteratorState
 
 
 @pytest.fixture
