@@ -204,13 +204,18 @@ def while_grad(fwd: WhileContext, exit_grads: list) -> list:
         back = GradWhileContext(fwd, _ops.get_default_graph().unique_name("while_grad") + "/")
         ys = [fwd.next_iterations[k].op.inputs[0] for k in var_ids]
         xs = [fwd.body_inputs[k] for k in var_ids] + [outside[m][1] for m in ext_ids]
+        # One iteration is what lies between the body's inputs and its next values: the walk
+        # stops at every body input, those not differentiated too (an op that makes an int
+        # variable's next value and a float one's would otherwise reach, through the int
+        # variable's back edge, itself, and wait for a gradient that never comes).
+        stops = xs + [x for k, x in enumerate(fwd.body_inputs) if k not in var_ids]
 
         def cond(j, gv, ge):
             return j > 0
 
         def body(j, gv, ge):
             back.index = j - 1
-            grads = gradients(ys, xs, grad_ys=list(gv), stop_gradients=xs)
+            grads = gradients(ys, xs, grad_ys=list(gv), stop_gradients=stops)
             new_gv = [as_dense(g) if g is not None else array_ops.zeros_like(x)
                       for g, x in zip(grads[:len(var_ids)], xs)]
             new_ge = [acc + as_dense(g) if g is not None else acc

@@ -199,3 +199,20 @@ def test_a_second_order_gradient_through_a_while_loop_is_refused_as_tf1s():
         np.testing.assert_allclose(sess.run(g), [3.0, 12.0])
     with pytest.raises(TypeError, match="Second-order gradient for while loops"):
         tf.gradients(tf.reduce_sum(g * g), x)
+
+
+def test_an_op_making_an_int_and_a_float_loop_value_is_differentiated():
+    """One op gives the next counter and the next float value (``identity_n``, or a traced
+    function as the body): its gradient had waited on the counter's back edge and come out
+    zero (TF: the gradient)."""
+    x = tf.constant([1.0, 2.0])
+
+    def body(i, a):
+        return tuple(tf.identity_n([i + 1, a * 2.0]))
+
+    _, r = tf.while_loop(lambda i, a: i < 3, body, [tf.constant(0), x])
+    (g,) = tf.gradients(tf.reduce_sum(r * r), x)
+    with tf.Session() as sess:
+        values, grads = sess.run([r, g])
+    np.testing.assert_allclose(values, [8.0, 16.0])
+    np.testing.assert_allclose(grads, [128.0, 256.0])  # d/dx of sum((8x)^2) = 128x
