@@ -41,7 +41,7 @@ import numpy as np
 from dflab.eager import call_op
 from dflab.eager import context as _ctx
 from dflab.framework import dtypes as _dt
-from dflab.framework import nest
+from dflab.framework import errors, nest
 from dflab.framework import ops as _ops
 from dflab.framework.composite import CompositeArgument
 from dflab.framework.eager_tensor import EagerTensor
@@ -290,7 +290,68 @@ class ConcreteFunction:
         return self._graph_attrs
 
     def __call__(self, *args, **kwargs):
-        return self.call_flat(_flat_inputs(nest.flatten((args, kwargs))))
+        names, traced = self._traced_inputs
+        if not names:  # a function of its placeholders alone (a gradient's)
+            return self.call_flat(_flat_inputs(nest.flatten((args, kwargs))))
+        return self.call_flat(self._bind(names, traced, args, kwargs))
+
+    def _bind(self, names, traced, args, kwargs) -> list:
+        """The argument tensors of a call ``(*args, **kwargs)``, bound to the parameters as
+        traced (keywords by name), in placeholder order: a value that is not a tensor is
+        converted to its placeholder's dtype, a tensor of another dtype refused, a Python
+        argument must equal the traced one (TF's binding of a concrete function's inputs)."""
+        kinds = self._parameter_kinds
+        given, pos, kwargs = {}, list(args), dict(kwargs)
+        for n in names:
+            kind = kinds.get(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                given[n], pos = tuple(pos), []
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                given[n], kwargs = kwargs, {}
+            elif pos and kind is not inspect.Parameter.KEYWORD_ONLY:
+                given[n] = pos.pop(0)
+            elif n in kwargs:
+                given[n] = kwargs.pop(n)
+        if pos or kwargs:
+            what = "too many positional arguments" if pos else \
+                f"an unexpected keyword argument {sorted(kwargs)[0]!r}"
+            raise TypeError(f"{self.name}: binding the call's inputs failed: {what}")
+        out = []
+        for n, t in zip(names, traced):
+            leaves = nest.flatten(t)
+            if n not in given:
+                if any(_is_tensor_arg(x) for x in leaves):
+                    raise TypeError(f"{self.name}: binding the call's inputs failed: missing "
+                                    f"a required argument: {n!r}")
+                continue
+            try:
+                values = nest.flatten_up_to(t, given[n], check_types=False)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"{self.name}: argument {n!r} does not match the traced "
+                                f"structure: {e}") from None
+            for x, v in zip(leaves, values):
+                if isinstance(x, CompositeArgument):
+                    out += v._flat_tensors()
+                elif isinstance(x, _ops.Tensor):
+                    out.append(self._conformed(v, x, len(out)))
+                elif not _same_value(v, x):
+                    raise TypeError(f"{self.name}: argument {n!r} was traced as {x!r}; a "
+                                    f"concrete function cannot take {v!r} there")
+        return out
+
+    def _conformed(self, v, placeholder, k):
+        dtype = placeholder.dtype.base_dtype
+        if isinstance(v, _ops.Tensor):
+            if v.dtype.base_dtype != dtype:
+                raise errors.InvalidArgumentError(
+                    None, None, f"cannot compute {self.name} as input #{k}(zero-based) was "
+                    f"expected to be a {dtype.name} tensor but is a "
+                    f"{v.dtype.base_dtype.name} tensor")
+            return v
+        if isinstance(v, (np.ndarray, np.generic)):
+            v = np.asarray(v, dtype.as_numpy_dtype)
+        return _as_input(v) if isinstance(v, np.ndarray) else \
+            _ops.convert_to_tensor(v, dtype=dtype)
 
     def call_flat(self, tensors):
         """Call with the argument tensors in the order of the argument placeholders."""
@@ -394,6 +455,33 @@ class ConcreteFunction:
             results, sparse = _gradient_outputs(grads)
         concrete = ConcreteFunction(fg, xs + dys, results, None, "gradient")
         return concrete, mask, sparse
+
+    @property
+    def output_dtypes(self):
+        return nest.map_structure(lambda t: t.dtype.base_dtype, self.structured_outputs)
+
+    @property
+    def output_shapes(self):
+        return nest.map_structure(lambda t: t.shape, self.structured_outputs)
+
+    def pretty_printed_concrete_signature(self) -> str:
+        """TF's layout: ``Input Parameters``, ``Output Type``, ``Captures``."""
+        args, kwargs = self.structured_input_signature
+        names, _ = self._traced_inputs
+        lines = ["Input Parameters:"]
+        positional = [n for n in names if self._parameter_kinds.get(n) not in (
+            inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)]
+        for n, a in zip(positional, args):
+            kind = self._parameter_kinds.get(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            lines.append(f"  {n} ({kind.name}): {_spec_text(a)}")
+        for n, a in kwargs.items():
+            lines.append(f"  {n} (KEYWORD_ONLY): {_spec_text(a)}")
+        outs = nest.map_structure(lambda t: TensorSpec(t.shape, t.dtype.base_dtype),
+                                  self.structured_outputs)
+        lines += ["Output Type:", f"  {_spec_text(outs)}", "Captures:"]
+        lines += [f"  {id(c)}: {_spec_text(TensorSpec(c.shape, c.dtype.base_dtype))}"
+                  for c in self._captured] or ["  None"]
+        return "\n".join(lines)
 
     def pretty_printed_signature(self) -> str:
         args = ", ".join(f"{t.op.name}: {t.dtype.name}{t.shape}" for t in self._args)
@@ -697,6 +785,54 @@ def _function_def(name, ops, inputs, outputs) -> call_op.FunctionDef:
                                [t.shape for t in outputs])
 
 
+def _conformed_to(spec, value, name: str):
+    """``value`` shaped as the signature entry ``spec`` (a spec or a structure of them),
+    each Python number, list or array converted to its spec's dtype."""
+    if isinstance(spec, TensorSpec):
+        if _is_tensor_arg(value):
+            if isinstance(value, (np.ndarray, np.generic)):
+                return _as_input(np.asarray(value, spec.dtype.base_dtype.as_numpy_dtype))
+            return value
+        try:
+            return _ops.convert_to_tensor(value, dtype=spec.dtype.base_dtype)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name}(): {value!r} does not convert to the input_signature's "
+                            f"{spec}: {e}") from None
+    if isinstance(spec, dict) and isinstance(value, dict) and set(spec) == set(value):
+        return type(value)((k, _conformed_to(spec[k], value[k], name)) for k in value)
+    if isinstance(spec, (list, tuple)) and isinstance(value, (list, tuple)) and \
+            len(spec) == len(value):
+        parts = [_conformed_to(s, v, name) for s, v in zip(spec, value)]
+        return type(value)(*parts) if hasattr(value, "_fields") else type(value)(parts)
+    raise ValueError(f"{name}(): the argument {value!r} does not match the input_signature's "
+                     f"structure {spec!r}")
+
+
+def _spec_text(value) -> str:
+    """A spec (or a structure of them, or a Python value) as TF prints it in signatures."""
+    if isinstance(value, TensorSpec):
+        dims = value.shape.as_tuple()
+        shape = "None" if dims is None else repr(tuple(dims))
+        return f"TensorSpec(shape={shape}, dtype=tf.{value.dtype.name}, name={value.name!r})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_spec_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_spec_text(v) for v in value)
+        if hasattr(value, "_fields"):
+            return f"{type(value).__name__}({inner})"
+        return f"[{inner}]" if isinstance(value, list) else \
+            f"({inner}{',' if len(value) == 1 else ''})"
+    return f"Literal[{value!r}]"
+
+
+def _same_value(a, b) -> bool:
+    """Python arguments equal as a trace's signature compares them (type and value)."""
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - values that do not compare are not the same
+        return a is b
+
+
 def _float(t) -> bool:
     dt = t.dtype.base_dtype
     return dt.is_floating or dt.is_complex
@@ -705,7 +841,7 @@ def _float(t) -> bool:
 def _is_tensor_arg(x) -> bool:
     """An argument that enters the function as tensors: a tensor or an array, or a composite
     (a dataset, an eager iterator: its variant or handle)."""
-    return isinstance(x, (_ops.Tensor, np.ndarray, CompositeArgument, TensorSpec))
+    return isinstance(x, (_ops.Tensor, np.ndarray, np.generic, CompositeArgument, TensorSpec))
 
 
 def _flat_inputs(flat_values) -> list:
@@ -725,6 +861,9 @@ def _as_input(x):
     g = _ops.get_default_graph()
     if isinstance(x, np.ndarray) and g.executes_eagerly:
         return g.from_numpy(x)
+    if isinstance(x, np.generic):
+        x = np.asarray(x)
+        return g.from_numpy(x) if g.executes_eagerly else _ops.convert_to_tensor(x)
     return _ops.convert_to_tensor(x)
 
 
@@ -737,8 +876,8 @@ def _key(value):
         return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
     if isinstance(value, _ops.Tensor):
         return ("tensor", value.dtype.base_dtype, value.shape.as_tuple())
-    if isinstance(value, np.ndarray):
-        return ("tensor", _dt.as_dtype(value.dtype), value.shape)
+    if isinstance(value, (np.ndarray, np.generic)):  # a NumPy scalar too (TF's rule)
+        return ("tensor", _dt.as_dtype(value.dtype), np.shape(value))
     if isinstance(value, CompositeArgument):  # by what it holds, not by identity (TF's)
         return ("composite", value._trace_key())
     if isinstance(value, (list, tuple)):
@@ -992,6 +1131,30 @@ class Function:
             return list(bound.arguments.keys()), list(bound.arguments.values())
         return [f"arg{i}" for i in range(len(args))], list(args)
 
+    def _conform(self, names, values) -> list:
+        """``values`` of a call of a function with an ``input_signature``: the signature's
+        arguments with Python numbers, lists and arrays converted to its specs' dtypes; the
+        parameters after them at their defaults (a signature fixes them, as TF's)."""
+        sig = self._signature_structure
+        if len(values) < len(sig):
+            raise TypeError(f"{self._name}(): the input_signature has {len(sig)} arguments, "
+                            f"the call passes {len(values)}")
+        out = list(values)
+        for i, spec in enumerate(sig):
+            out[i] = _conformed_to(spec, values[i], self._name)
+        params = self._sig.parameters if self._sig is not None else {}
+        for name, v in zip(names[len(sig):], values[len(sig):]):
+            p = params.get(name)
+            if p is None or p.kind is inspect.Parameter.VAR_POSITIONAL and v == () or \
+                    p.kind is inspect.Parameter.VAR_KEYWORD and v == {}:
+                continue
+            if p.default is inspect.Parameter.empty or not (
+                    v is p.default or _same_value(v, p.default)):
+                raise TypeError(f"{self._name}(): {name}={v!r} is outside the "
+                                f"input_signature, which fixes it to its default "
+                                f"({'none' if p.default is p.empty else repr(p.default)})")
+        return out
+
     def _signature(self, names, values):
         g = _ops.get_default_graph()
         graph_key = None if g.executes_eagerly else id(g)
@@ -1016,6 +1179,8 @@ class Function:
         if _RUN_EAGERLY[0] and _ops.executing_eagerly():  # ``tf.config.run_functions_eagerly``
             return self._python_function(*args, **kwargs)
         names, values = self._canonical(args, kwargs)
+        if self._input_signature is not None:
+            values = self._conform(names, values)
         key, pinned = self._signature(names, values)
         concrete = self._cache.get(key)
         if concrete is None:
@@ -1031,10 +1196,17 @@ class Function:
         if not args and not kwargs and self._signature_structure is not None:
             args = tuple(self._signature_structure)
         names, values = self._canonical(args, kwargs)
+        if self._input_signature is not None:
+            values = self._conform(names, values)
         key, pinned = self._signature(names, values)
         with self._lock:
             concrete = self._cache.get(key) or self._trace(names, values, key, pinned)
         return concrete
+
+    def pretty_printed_concrete_signatures(self, verbose: bool = True) -> str:
+        """Each trace's parameters, outputs and captures, in TF's layout."""
+        return "\n\n".join(c.pretty_printed_concrete_signature()
+                             for c in self.concrete_functions())
 
     def concrete_functions(self) -> list:
         return list({id(c): c for c in self._cache.values()}.values())

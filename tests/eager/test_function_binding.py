@@ -1,0 +1,109 @@
+"""How calls bind to traced functions, as TF 2's: a concrete function's keywords by name, its
+dtypes checked and Python values converted; an ``input_signature`` converting Python values
+and fixing the other parameters to their defaults; NumPy scalars as tensors. Expected values
+and error classes were read off TF 2.21."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+
+
+@pytest.fixture(autouse=True)
+def eager():
+    with eager_mode():
+        yield
+
+
+def test_a_concrete_function_binds_keywords_by_parameter_name():
+    @tf.function
+    def f(b, a):
+        return b - a
+
+    cf = f.get_concrete_function(tf.TensorSpec([]), tf.TensorSpec([]))
+    assert float(cf(b=tf.constant(10.0), a=tf.constant(1.0))) == 9.0  # not sorted: -9
+    assert float(cf(tf.constant(10.0), a=tf.constant(1.0))) == 9.0
+    assert float(cf(10.0, np.float64(1.0))) == 9.0  # Python and NumPy values converted
+    with pytest.raises(TypeError, match="missing a required argument: 'a'"):
+        cf(tf.constant(10.0))
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        cf(tf.constant(1.0), tf.constant(2.0), tf.constant(3.0))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'c'"):
+        cf(b=tf.constant(10.0), c=tf.constant(1.0))
+
+
+def test_a_concrete_function_checks_dtypes_and_converts_values():
+    @tf.function
+    def g(x):
+        return x * 2
+
+    cg = g.get_concrete_function(tf.TensorSpec([None], tf.float32))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"input #0\(zero-based\) was expected to be a float32 tensor but "
+                             "is a int32 tensor"):
+        cg(tf.constant([3, 4]))
+    for value in (np.array([3, 4]), [3.0, 4.0]):
+        out = cg(value)
+        assert out.dtype == tf.float32 and out.numpy().dtype == np.float32
+        np.testing.assert_allclose(out.numpy(), [6.0, 8.0])
+    assert (cg.output_dtypes, cg.output_shapes.as_list()) == (tf.float32, [None])
+
+
+def test_a_concrete_function_keeps_its_python_arguments():
+    @tf.function
+    def h(x, n):
+        return x * n
+
+    ch = h.get_concrete_function(tf.TensorSpec([], tf.float32), 3)
+    assert float(ch(tf.constant(2.0))) == 6.0
+    assert float(ch(x=tf.constant(2.0), n=3)) == 6.0
+    with pytest.raises(TypeError, match="traced as 3"):
+        ch(tf.constant(2.0), 4)
+
+
+def test_an_input_signature_converts_python_values_and_fixes_other_arguments():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def f(x, training=False):
+        return x * 10.0 if training else x
+
+    np.testing.assert_allclose(f([1.0, 2.0]).numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(f(np.array([1, 2]), training=False).numpy(), [1.0, 2.0])
+    with pytest.raises(TypeError, match="training=True is outside the input_signature"):
+        f(tf.constant([1.0]), training=True)  # it had run the training=False trace
+
+    @tf.function(input_signature=[{"a": tf.TensorSpec([2], tf.float32),
+                                   "b": tf.TensorSpec([], tf.int32)}, tf.TensorSpec([])])
+    def g(d, s):
+        return tf.reduce_sum(d["a"]) * tf.cast(d["b"], tf.float32) + s
+
+    assert float(g({"b": 2, "a": [1.0, 2.0]}, 3.0)) == 9.0
+    assert g.experimental_get_tracing_count() == 1
+
+
+def test_numpy_scalars_are_tensors_to_tracing():
+    @tf.function
+    def step(x, lr):
+        return x * lr
+
+    for lr in (np.float32(0.5), np.float32(0.25), np.float32(0.1)):
+        np.testing.assert_allclose(float(step(tf.constant(2.0), lr)), 2.0 * lr, rtol=1e-6)
+    assert step.experimental_get_tracing_count() == 1
+    for lr in (np.float64(0.5), np.float64(0.2)):  # (a float subclass: not a Python value)
+        step(tf.constant(2.0, tf.float64), lr)
+    assert step.experimental_get_tracing_count() == 2
+
+
+def test_pretty_printed_concrete_signatures_use_tfs_layout():
+    @tf.function
+    def g(x):
+        return x * 2
+
+    g.get_concrete_function(tf.TensorSpec([None], tf.float32))
+    text = g.pretty_printed_concrete_signatures()
+    assert text.splitlines()[0] == "Input Parameters:"
+    assert "  x (POSITIONAL_OR_KEYWORD): TensorSpec(shape=(None,), dtype=tf.float32" in text
+    assert "Output Type:\n  TensorSpec(shape=(None,), dtype=tf.float32, name=None)" in text
+    assert text.endswith("Captures:\n  None")
