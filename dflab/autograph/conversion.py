@@ -213,6 +213,8 @@ def convert(fn, recursive=True):
     if inspect.ismethod(fn):
         return types.MethodType(convert(fn.__func__, recursive), fn.__self__)
     if not inspect.isfunction(fn):
+        if callable(fn) and not isinstance(fn, type) and inspect.ismethod(fn.__call__):
+            return convert(fn.__call__, recursive)  # a callable object: its method (TF's)
         return fn
     if AG in fn.__code__.co_freevars or AG_CALL in fn.__code__.co_freevars:
         return fn  # a lambda or comprehension of converted code: converted with it

@@ -1076,6 +1076,7 @@ class Function:
         self._general: list = []  # (signature, trace) of traces with None dimensions
         self._lock = threading.RLock()
         self._converted = None
+        self._per_instance = weakref.WeakKeyDictionary()  # instance -> its bound Function
         self._created_variables: list | None = None  # None: no trace yet
         self.traces: list = []  # (signature description, reason) per trace, oldest first
         functools.update_wrapper(self, python_function)
@@ -1100,19 +1101,22 @@ class Function:
         return self._signature_structure
 
     def __get__(self, instance, owner):
-        """A ``tf.function`` on a method: one traced function per instance."""
+        """A ``tf.function`` on a method: one traced function per instance, kept by this
+        function weakly keyed by the instance (TF's descriptor cache): a copy of the
+        instance gets its own, and the instance's ``__dict__`` holds nothing (``deepcopy``,
+        ``__slots__``). An instance that cannot be a weak key (unhashable, no weak
+        references) is passed as the first argument instead: one trace per instance."""
         if instance is None:
             return self
-        bound = instance.__dict__.get(f"__dflab_function_{id(self)}")
+        try:
+            bound = self._per_instance.get(instance)
+        except TypeError:
+            return functools.partial(self.__call__, instance)
         if bound is None:
-            bound = Function(functools.partial(self._python_function, instance),
+            bound = Function(_WeakMethod(self._python_function, instance),
                              self._signature_structure, self._autograph, self._name,
                              self._reduce_retracing)
-            bound._source = self._python_function
-            try:
-                instance.__dict__[f"__dflab_function_{id(self)}"] = bound
-            except (AttributeError, TypeError):
-                pass
+            self._per_instance[instance] = bound
         return bound
 
     def experimental_get_tracing_count(self) -> int:
@@ -1218,7 +1222,9 @@ class Function:
         if self._converted is None:
             from dflab.autograph import convert
 
-            self._converted = convert(self._python_function)
+            fn = self._python_function
+            self._converted = fn.converted(convert) if isinstance(fn, _WeakMethod) else \
+                convert(fn)
         return self._converted
 
     def _trace(self, names, values, key, pinned) -> ConcreteFunction:
@@ -1312,6 +1318,30 @@ class Function:
         concrete._parameter_kinds = {} if self._sig is None else {
             n: p.kind for n, p in self._sig.parameters.items()}
         return concrete
+
+
+class _WeakMethod:
+    """A method bound to its instance weakly: the bound ``Function`` a ``tf.function``
+    method keeps per instance (weakly keyed by it) must not keep the instance alive."""
+
+    def __init__(self, fn, instance, ref=None):
+        self.fn = fn
+        self.ref = ref or weakref.ref(instance)
+        functools.update_wrapper(self, fn)
+        try:
+            params = list(inspect.signature(fn).parameters.values())[1:]
+            self.__signature__ = inspect.Signature(params)
+        except (TypeError, ValueError):
+            pass
+
+    def __call__(self, *args, **kwargs):
+        instance = self.ref()
+        if instance is None:
+            raise ReferenceError(f"{self.fn.__name__}: its instance no longer exists")
+        return self.fn(instance, *args, **kwargs)
+
+    def converted(self, convert):
+        return _WeakMethod(convert(self.fn), None, self.ref)
 
 
 class _ReadVariables:

@@ -107,3 +107,57 @@ def test_pretty_printed_concrete_signatures_use_tfs_layout():
     assert "  x (POSITIONAL_OR_KEYWORD): TensorSpec(shape=(None,), dtype=tf.float32" in text
     assert "Output Type:\n  TensorSpec(shape=(None,), dtype=tf.float32, name=None)" in text
     assert text.endswith("Captures:\n  None")
+
+
+class _Scaled:
+    def __init__(self, k):
+        self.k = k
+
+    @tf.function
+    def f(self, x):
+        return x * self.k
+
+
+class _Slotted:
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+    @tf.function
+    def f(self, x):
+        return x * self.k
+
+
+def test_a_method_traces_per_instance_and_copies_get_their_own():
+    import copy
+    import gc
+    import weakref
+
+    a = _Scaled(2.0)
+    assert float(a.f(tf.constant(1.0))) == 2.0
+    b = copy.copy(a)
+    b.k = 100.0
+    assert float(b.f(tf.constant(1.0))) == 100.0  # (it had run a's trace: 2.0)
+    c = copy.deepcopy(a)  # (the instance's __dict__ holds no traced function)
+    c.k = 7.0
+    assert float(c.f(tf.constant(1.0))) == 7.0
+    s = _Slotted(3.0)
+    assert float(s.f(tf.constant(1.0))) == 3.0
+    assert float(s.f(tf.constant(2.0))) == 6.0
+    gone = weakref.ref(a)
+    del a
+    gc.collect()
+    assert gone() is None  # the traced function keeps no instance alive
+
+
+def test_a_callable_object_has_its_call_converted():
+    class Gate:
+        def __call__(self, x):
+            if tf.reduce_sum(x) > 0:  # a tensor condition: AutoGraph's cond
+                return x * 2.0
+            return -x
+
+    f = tf.function(Gate())
+    assert float(f(tf.constant(3.0))) == 6.0
+    assert float(f(tf.constant(-3.0))) == 3.0
