@@ -1,7 +1,12 @@
 """Data types (``tf.float32`` …): a thin, interned wrapper over NumPy dtypes.
 
-Invariant: there is exactly one ``DType`` object per type, so ``is`` and ``==`` agree and the
-objects can be used as dict keys in plans and caches.
+Invariant: there is exactly one ``DType`` object per type, so two ``DType``s are equal exactly
+when they are the same object, and the objects can be used as dict keys in plans and caches.
+As in TF, a ``DType`` also equals what names its type (``tf.float32 == np.float32``, ``==
+"float32"``, ``== np.dtype("float32")``, ``== float``; TF's conversions for comparison, not
+``as_dtype``'s), while hashing, as TF's does, by the type alone: equal ``DType``s hash
+alike, a NumPy type equal to one need not. The hash is the object's own (one object per
+type), which keeps a kernel-cache key's hash in C on the eager fast path.
 """
 
 from __future__ import annotations
@@ -74,8 +79,23 @@ class DType:
     def is_compatible_with(self, other) -> bool:
         return self.base_dtype is as_dtype(other).base_dtype
 
+    def __eq__(self, other) -> bool:
+        if other is self:
+            return True
+        if type(other) is DType:
+            return False
+        return _comparable(other) is self
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = object.__hash__  # one object per type: TF's hash by type, kept in C
+
     def __repr__(self) -> str:
         return f"tf.{self.name}"
+
+    def __str__(self) -> str:
+        return f"<dtype: {self.name!r}>"
 
     def __reduce__(self):
         return as_dtype, (self.name,)
@@ -126,6 +146,38 @@ _BY_NAME.update({a + "_ref": d._as_ref() for a, d in _ALIASES.items()})
 # Types TF names that have no NumPy counterpart here: named in the error rather than guessed.
 _UNSUPPORTED = ("bfloat16", "qint8", "qint16", "qint32", "quint8", "quint16", "int4", "uint4",
                 "int2", "uint2")
+
+
+# TF's type numbers (``DataType`` in types.proto): what a DType compares equal to as an int.
+_ENUMS = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6,
+          "string": 7, "complex64": 8, "int64": 9, "bool": 10, "uint16": 17, "complex128": 18,
+          "float16": 19, "resource": 20, "variant": 21, "uint32": 22, "uint64": 23}
+_BY_ENUM = {e: _BY_NAME[n] for n, e in _ENUMS.items()}
+_BY_ENUM.update({e + 100: _BY_NAME[n]._as_ref() for n, e in _ENUMS.items()
+                 if n not in ("resource", "variant")})
+# The Python types TF's comparisons take (not ``int`` or ``str``, which name no one type).
+_PY_FOR_EQ = {float: float32, _builtins.bool: _BY_NAME["bool"], object: string}
+
+
+def _comparable(value):
+    """The ``DType`` TF's ``==`` takes ``value`` for (a name, a type number, a NumPy type or
+    dtype, ``float``/``bool``/``object``), or None when it names no type."""
+    try:
+        if isinstance(value, str):
+            return _BY_NAME.get(value)
+        if isinstance(value, int):
+            return _BY_ENUM.get(value)
+        if isinstance(value, type):
+            if value in _PY_FOR_EQ:
+                return _PY_FOR_EQ[value]
+            if not issubclass(value, np.generic) or value is np.str_:
+                return None
+            value = np.dtype(value)
+        if not isinstance(value, np.dtype):
+            return None
+        return string if value.kind in "US" else _BY_NP.get(value)
+    except TypeError:  # a NumPy type with no dtype of its own (``np.generic``)
+        return None
 
 
 def as_dtype(value) -> DType:
