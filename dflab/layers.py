@@ -33,6 +33,7 @@ from dflab.ops import (
     variable_scope,
 )
 from dflab.ops.variable_scope import EagerVariableStore, get_variable
+from dflab.ops.variables import variable_creator_scope
 
 
 def _glorot():
@@ -676,7 +677,8 @@ class Layer(Module):
             with variable_scope.variable_scope(self._name, default_name=self._base_name) as sc:
                 self._scope = sc
         before = list(_ops.get_collection(_ops.GraphKeys.UPDATE_OPS))
-        with variable_scope.variable_scope(self._scope, reuse=True if self.built else None):
+        with variable_scope.variable_scope(self._scope, reuse=True if self.built else None), \
+                self._restoring_weights():
             first = not self.built
             if first:
                 self.build(_ops.convert_to_tensor(inputs).shape
@@ -692,6 +694,24 @@ class Layer(Module):
         self._updates += [op for op in _ops.get_collection(_ops.GraphKeys.UPDATE_OPS)
                           if not any(op is b for b in before)]
         return out
+
+    def _restoring_weights(self):
+        """Where a checkpoint restored before the layer was built holds values for it, a
+        scope that restores each weight as it is made (TF's deferred restoration)."""
+        held = self.__dict__.get("_dflab_restorations")
+        if not held or self.built:
+            return contextlib.nullcontext()
+        prefix = self._scope.name + "/"
+
+        def restore(next_creator, **kwargs):
+            v = next_creator(**kwargs)
+            local = v.name.split(":")[0]
+            if local.startswith(prefix) and local[len(prefix):].isidentifier():
+                for restoration, path in list(held):
+                    restoration.attach(path, local[len(prefix):], v)
+            return v
+
+        return variable_creator_scope(restore)
 
     def _local_names(self) -> dict:
         """The layer's variables by their names inside its scope (``kernel``, ``bias``)."""

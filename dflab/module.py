@@ -7,7 +7,8 @@ decorated with ``Module.with_name_scope`` run inside it. ``variables``,
 ``trainable_variables``, ``non_trainable_variables`` and ``submodules`` walk the attributes
 as TF does: a module's own attributes in sorted order (into lists, tuples and dicts, a dict's
 keys sorted too), then each module found there walked the same way, each object once. A
-``tf.train.Checkpoint`` saves a module's variables by attribute path, as any object's.
+``tf.train.Checkpoint`` saves a module's variables by attribute path, as any object's, and
+restores one set after ``restore`` as it is set.
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ class Module:
         self._name = name
         with _ops.name_scope(name) as scope:
             self._scope_name = scope
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        # A checkpoint restored before this attribute existed may hold its value (TF's
+        # deferred restoration: dflab.train.object_checkpoint).
+        held = self.__dict__.get("_dflab_restorations")
+        if held and not name.startswith("_dflab_"):
+            for restoration, path in list(held):
+                restoration.attach(path, name, value)
 
     @property
     def name(self) -> str:

@@ -18,8 +18,10 @@ optimizer's slots by the node of the variable they belong to), which is what TF'
 
 An object with state of its own offers values that read and assign like a variable's
 (``_checkpoint_values``: an eager iterator's position, ``ITERATOR_STATE``). Restoring assigns
-every variable that exists when ``restore`` is called, then those values; the returned status
-says what matched (``assert_consumed``, ``assert_existing_objects_matched``).
+every variable that exists when ``restore`` is called, then those values; the rest wait for
+their objects (TF's deferred restoration, ``_Restoration``): a module's attribute, a layer's
+weight, an optimizer's slot is restored as it is made. The returned status says what matched
+as of when it is asked (``assert_consumed``, ``assert_existing_objects_matched``).
 """
 
 from __future__ import annotations
@@ -91,11 +93,17 @@ def _unescape(segment: str) -> str:
     return "".join(out)
 
 
-def _walk(root: dict, found: dict, optimizers: list) -> None:
-    """Breadth first from the root's objects, as TF's object graph view: an object reached
-    along several paths is saved under the shortest (the first met among equals)."""
+def _join(path: str, name: str) -> str:
+    """The path of ``path``'s child ``name`` (the root's path is ``""``)."""
+    return f"{path}/{_escape(name)}" if path else _escape(name)
+
+
+def _walk(starts, found: dict, optimizers: list, objects: list | None = None) -> None:
+    """Breadth first from ``starts`` (``(path, object)`` pairs), as TF's object graph view: an
+    object reached along several paths is saved under the shortest (the first met among
+    equals). ``objects`` collects every object passed on the way with its path."""
     seen: set = set()
-    queue = collections.deque((_escape(name), obj, 0) for name, obj in root.items())
+    queue = collections.deque((path, obj, 0) for path, obj in starts)
     while queue:
         path, obj, depth = queue.popleft()
         if obj is None or isinstance(obj, _LEAVES) or id(obj) in seen:
@@ -111,10 +119,12 @@ def _walk(root: dict, found: dict, optimizers: list) -> None:
             for attribute, value in saved().items():
                 found[f"{path}{_ATTRIBUTES}{attribute}"] = value
             continue
+        if objects is not None:
+            objects.append((path, obj))
         if _is_optimizer(obj):
             optimizers.append((path, obj))
         if depth < 32:
-            queue.extend((f"{path}/{_escape(name)}", child, depth + 1)
+            queue.extend((_join(path, name), child, depth + 1)
                          for name, child in _children(obj))
 
 
@@ -123,21 +133,34 @@ def _key_of_variable(v):
         v, "handle", None) is not None and v.handle.is_eager else (v.op.graph, v.op.name)
 
 
+def _add_optimizer_state(found: dict, optimizers: list, var_paths: dict) -> None:
+    """Add the optimizers' slots (under the path of their variable, looked up in
+    ``var_paths``: ``{_key_of_variable(v): path}``) and non-slot variables to ``found``."""
+    for opt_path, opt in optimizers:
+        for slot_name, per_var in sorted(opt._slots.items()):
+            for var_key, slot in per_var.items():
+                var_path = var_paths.get(var_key)
+                if var_path is not None:
+                    found[_slot_key(var_path, opt_path, slot_name)] = slot
+        for (name, _graph), v in sorted(opt._non_slot_dict.items(), key=lambda kv: kv[0][0]):
+            found[f"{_join(opt_path, name)}/{_VALUE}"] = v
+
+
+def _slot_key(var_path: str, opt_path: str, slot_name: str) -> str:
+    return f"{var_path}{_SLOT}{opt_path}/{_escape(slot_name)}/{_VALUE}"
+
+
+def _variable_paths(found: dict) -> dict:
+    return {_key_of_variable(v): _split(k)[0] for k, v in found.items()
+            if isinstance(v, _variables.Variable)}
+
+
 def object_graph_variables(root: dict) -> dict:
     """``{checkpoint key: variable}`` for everything ``root``'s objects reach."""
     found: dict = {}
     optimizers: list = []
-    _walk(root, found, optimizers)
-    by_key = {_key_of_variable(v): _split(k)[0] for k, v in found.items()
-              if isinstance(v, _variables.Variable)}
-    for opt_path, opt in optimizers:
-        for slot_name, per_var in sorted(opt._slots.items()):
-            for var_key, slot in per_var.items():
-                var_path = by_key.get(var_key)
-                if var_path is not None:
-                    found[f"{var_path}/.OPTIMIZER_SLOT/{opt_path}/{slot_name}/{_VALUE}"] = slot
-        for (name, _graph), v in sorted(opt._non_slot_dict.items(), key=lambda kv: kv[0][0]):
-            found[f"{opt_path}/{name}/{_VALUE}"] = v
+    _walk([(_escape(name), obj) for name, obj in root.items()], found, optimizers)
+    _add_optimizer_state(found, optimizers, _variable_paths(found))
     return found
 
 
@@ -188,31 +211,176 @@ def object_graph(found: dict):
     return graph
 
 
-class CheckpointLoadStatus:
-    """What ``Checkpoint.restore`` returns: which saved values found a variable."""
+def _pretty(key: str) -> str:
+    """A key as TF's messages name its object: ``(root).model.w``, a slot as
+    ``(root).w's state 'm' for (root).optimizer``."""
+    def dotted(path):
+        return ".".join(["(root)"] + [_unescape(p) for p in path.split("/") if p])
 
-    def __init__(self, path: str, restored: list, unmatched_saved: list, unmatched_live: list):
-        self.save_path = path
-        self.restored = restored
-        self.unmatched_saved = unmatched_saved
-        self.unmatched_live = unmatched_live
+    path = _split(key)[0]
+    if _SLOT in path:
+        var_path, rest = path.split(_SLOT, 1)
+        opt_path, slot_name = rest.rsplit("/", 1)
+        return f"{dotted(var_path)}'s state '{_unescape(slot_name)}' for {dotted(opt_path)}"
+    return dotted(path)
+
+
+class _Restoration:
+    """One ``restore`` call: the checkpoint's values, the keys still waiting for an object
+    (TF's deferred restoration), and the objects that may yet gain one.
+
+    An object the walk from the root passed, under which values still wait, holds
+    ``(restoration, its path)`` in ``_dflab_restorations``; its hooks call back here:
+    ``attach`` when a ``tf.Module``/``Checkpoint`` gains an attribute or a layer makes a
+    weight, ``restore_slot`` when an optimizer makes a slot or a non-slot variable. A slot
+    finds its value through the path its variable was restored from (``var_paths``)."""
+
+    def __init__(self, save_path: str, dtypes: dict):
+        self.save_path = save_path
+        self.dtypes = dtypes
+        self.pending = set(dtypes) - {OBJECT_GRAPH_KEY}
+        self.restored: set = set()
+        self.var_paths: dict = {}  # {_key_of_variable(v): path} of the variables restored
+        self._prefixes: set = set()
+        self._update_prefixes()
+
+    def _update_prefixes(self) -> None:
+        """Every object path that leads to a waiting value."""
+        self._prefixes = {""}
+        for key in self.pending:
+            parts = _split(key)[0].split("/")
+            for i in range(1, len(parts) + 1):
+                self._prefixes.add("/".join(parts[:i]))
+
+    def restore_from(self, starts) -> list:
+        """Assign the waiting values of what ``starts`` (``(path, object)`` pairs) reaches,
+        and leave this restoration with the objects under which values still wait; returns
+        the keys assigned."""
+        found: dict = {}
+        optimizers: list = []
+        objects: list = []
+        _walk(starts, found, optimizers, objects)
+        self.var_paths.update({k: p for k, p in _variable_paths(found).items()
+                               if f"{p}/{_VALUE}" in self.dtypes})
+        _add_optimizer_state(found, optimizers, self.var_paths)
+        matched = self._assign({k: v for k, v in found.items() if k in self.pending})
+        for path, obj in objects:
+            if self.pending and (path in self._prefixes or _is_optimizer(obj)):
+                _hold(obj, self, path)
+        return matched
+
+    def attach(self, path: str, name: str, value) -> None:
+        """``value`` became the attribute ``name`` of the object at ``path``."""
+        child = _join(path, name)
+        if child in self._prefixes and value is not None and not isinstance(value, _LEAVES):
+            self.restore_from([(child, value)])
+
+    def restore_slot(self, opt_path: str, slot_name, var, slot) -> None:
+        """The optimizer at ``opt_path`` made ``slot`` for ``var`` (``var`` None: the
+        non-slot variable ``slot_name``)."""
+        if var is None:
+            key = f"{_join(opt_path, slot_name)}/{_VALUE}"
+        else:
+            var_path = self.var_paths.get(_key_of_variable(var))
+            if var_path is None:
+                return
+            key = _slot_key(var_path, opt_path, slot_name)
+        if key in self.pending:
+            self._assign({key: slot})
+
+    def _assign(self, targets: dict) -> list:
+        """Read ``targets``' values (``{key: variable}``) and assign them: variables first,
+        so a value another kind of object refuses (an iterator position over another
+        pipeline) leaves the variables restored and that object as it was."""
+        if not targets:
+            return []
+        from dflab.eager.context import init_scope  # (eager imports the train package)
+
+        keys = sorted(targets, key=lambda n: (not isinstance(targets[n], _variables.Variable), n))
+        unreadable = [n for n in keys if self.dtypes[n] is None]
+        readable = [n for n in keys if self.dtypes[n] is not None]
+        with init_scope():  # a variable made while a function is traced lives outside it
+            if readable:
+                values = io_ops.restore_v2(self.save_path, readable, [""] * len(readable),
+                                           [targets[n].dtype.base_dtype for n in readable])
+                for n, value in zip(readable, values):
+                    targets[n].assign(value)
+        self.pending.difference_update(readable)
+        self.restored.update(readable)
+        self._update_prefixes()
+        if unreadable:
+            raise UnimplementedError(
+                None, None, f"Checkpoint {self.save_path} holds {', '.join(unreadable)} in a "
+                "dtype dflab does not read (TF's own iterator state is a variant): the other "
+                "values are restored; restore from a Checkpoint without those objects.")
+        return readable
+
+
+def _hold(obj, restoration: _Restoration, path: str) -> None:
+    """Record on ``obj`` that ``restoration`` has values waiting under it (at ``path``);
+    restorations with nothing left waiting are dropped."""
+    try:
+        held = obj.__dict__.setdefault("_dflab_restorations", [])
+    except (AttributeError, TypeError):  # no instance dict: nothing can be attached to it
+        return
+    held[:] = [(r, p) for r, p in held if r.pending and r is not restoration]
+    held.append((restoration, path))
+
+
+def restore_attribute(obj, name: str, value) -> None:
+    """``value`` became ``obj``'s attribute ``name``: restore what waits for it (the hook
+    ``tf.Module``, ``Checkpoint`` and layers call; a no-op for an object no restore
+    reached)."""
+    for restoration, path in list(obj.__dict__.get("_dflab_restorations", ())):
+        restoration.attach(path, name, value)
+
+
+class CheckpointLoadStatus:
+    """What ``Checkpoint.restore`` returns: which saved values found an object, as of when it
+    is asked (values restored later, when their objects are made, count)."""
+
+    def __init__(self, checkpoint, restoration: _Restoration | None):
+        self._checkpoint = checkpoint
+        self._restoration = restoration
+        self.save_path = restoration.save_path if restoration is not None else ""
+
+    @property
+    def restored(self) -> list:
+        """The keys given their values so far."""
+        return sorted(self._restoration.restored) if self._restoration is not None else []
+
+    def _unmatched_live(self) -> list:
+        saved = self._restoration.dtypes
+        # (The counter is the checkpoint's own: a checkpoint written without it matches.)
+        return [v for k, v in sorted(self._checkpoint._objects().items())
+                if k not in saved and not k.startswith("save_counter/")]
 
     def assert_consumed(self):
-        if self.unmatched_saved or self.unmatched_live:
-            raise AssertionError(
-                f"Unresolved object in checkpoint {self.save_path}: saved values without a "
-                f"variable {self.unmatched_saved}, variables without a saved value "
-                f"{self.unmatched_live}")
+        """TF's: every existing object matched, and every value in the checkpoint restored."""
+        self.assert_existing_objects_matched()
+        if self._restoration is not None and self._restoration.pending:
+            key = sorted(self._restoration.pending)[0]
+            raise AssertionError(f"Unresolved object in checkpoint {_pretty(key)}: "
+                                 f"checkpoint_key: {key!r} (of {len(self._restoration.pending)}"
+                                 f" values not restored from {self.save_path})")
         return self
 
     def assert_existing_objects_matched(self):
-        if self.unmatched_live:
-            raise AssertionError(f"Variables without a value in {self.save_path}: "
-                                 f"{self.unmatched_live}")
+        """TF's: every variable the root reaches now has a value in the checkpoint (values
+        whose objects are not made yet are no error)."""
+        if self._restoration is None:
+            return self
+        unmatched = self._unmatched_live()
+        if unmatched:
+            raise AssertionError(
+                f"Found {len(unmatched)} Python objects that were not bound to checkpointed "
+                "values, likely due to changes in the Python program. Showing "
+                f"{min(len(unmatched), 10)} of {len(unmatched)} unmatched objects: "
+                f"{unmatched[:10]}")
         return self
 
     def assert_nontrivial_match(self):
-        if not self.restored:
+        if self._restoration is not None and not self._restoration.restored:
             raise AssertionError(f"Nothing in {self.save_path} matched this checkpoint's "
                                  "objects")
         return self
@@ -221,7 +389,8 @@ class CheckpointLoadStatus:
         return self
 
     def run_restore_ops(self, session=None) -> None:
-        """Values are assigned when ``restore`` runs eagerly: nothing is left to run."""
+        """Values are assigned when ``restore`` runs eagerly (or when their objects are
+        made): nothing is left to run."""
 
     def initialize_or_restore(self, session=None) -> None:
         """As ``run_restore_ops``."""
@@ -280,36 +449,28 @@ class Checkpoint:
         return self.restore(save_path)
 
     def restore(self, save_path) -> CheckpointLoadStatus:
-        """Assign every variable the checkpoint ``save_path`` has a value for."""
+        """Assign every variable the checkpoint ``save_path`` has a value for; the values
+        left are restored as their objects are made (TF's deferred restoration: a layer's
+        or module's variables made on its first call, an optimizer's slots on its first
+        update)."""
         if save_path is None:
-            return CheckpointLoadStatus("", [], [], [])
+            return CheckpointLoadStatus(self, None)
         try:
             reader = NewCheckpointReader(save_path)
         except (OSError, ValueError) as e:
             raise NotFoundError(None, None, f"Failed to find a checkpoint at {save_path}: "
                                 f"{e}") from None
-        dtypes = reader.get_variable_to_dtype_map()
-        saved = set(dtypes) - {OBJECT_GRAPH_KEY}
-        found = self._objects()
-        # Variables first: a saved value another kind of object refuses (an iterator position
-        # over another pipeline) then leaves the variables restored and that object as it was.
-        matched = sorted((n for n in found if n in saved),
-                         key=lambda n: (not isinstance(found[n], _variables.Variable), n))
-        unreadable = [n for n in matched if dtypes[n] is None]
-        readable = [n for n in matched if dtypes[n] is not None]
-        if readable:
-            values = io_ops.restore_v2(save_path, readable, [""] * len(readable),
-                                       [found[n].dtype.base_dtype for n in readable])
-            for n, value in zip(readable, values):
-                found[n].assign(value)
-        if unreadable:
-            raise UnimplementedError(
-                None, None, f"Checkpoint {save_path} holds {', '.join(unreadable)} in a dtype "
-                "dflab does not read (TF's own iterator state is a variant): the other values "
-                "are restored; restore from a Checkpoint without those objects.")
-        return CheckpointLoadStatus(save_path, sorted(matched), sorted(saved - set(found)),
-                                    sorted(n for n in found if n not in saved
-                                           and not n.startswith("save_counter")))
+        restoration = _Restoration(save_path, reader.get_variable_to_dtype_map())
+        self.save_counter  # noqa: B018  (made first: it is restored with the rest)
+        roots = [(_escape(k), v) for k, v in vars(self).items() if not k.startswith("_dflab_")]
+        restoration.restore_from([*roots, ("save_counter", self.save_counter)])
+        _hold(self, restoration, "")
+        return CheckpointLoadStatus(self, restoration)
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if not name.startswith("_dflab_"):
+            restore_attribute(self, name, value)
 
 
 def _ensure_dir(prefix: str) -> None:

@@ -254,21 +254,24 @@ class Optimizer:
     def _get_or_make_slot(self, var, val, slot_name, op_name):
         named = self._slot_dict(slot_name)
         if _var_key(var) not in named:
-            named[_var_key(var)] = slot_creator.create_slot(var, val, op_name)
+            named[_var_key(var)] = self._restored(
+                slot_name, var, slot_creator.create_slot(var, val, op_name))
         return named[_var_key(var)]
 
     def _get_or_make_slot_with_initializer(self, var, initializer, shape, dtype, slot_name,
                                            op_name):
         named = self._slot_dict(slot_name)
         if _var_key(var) not in named:
-            named[_var_key(var)] = slot_creator.create_slot_with_initializer(
-                var, initializer, shape, dtype, op_name)
+            named[_var_key(var)] = self._restored(
+                slot_name, var, slot_creator.create_slot_with_initializer(
+                    var, initializer, shape, dtype, op_name))
         return named[_var_key(var)]
 
     def _zeros_slot(self, var, slot_name, op_name):
         named = self._slot_dict(slot_name)
         if _var_key(var) not in named:
-            named[_var_key(var)] = slot_creator.create_zeros_slot(var, op_name)
+            named[_var_key(var)] = self._restored(
+                slot_name, var, slot_creator.create_zeros_slot(var, op_name))
         return named[_var_key(var)]
 
     def _create_non_slot_variable(self, initial_value, name, colocate_with):
@@ -280,8 +283,16 @@ class Optimizer:
                 # Of the kind of the variable it sits with, as TF makes it.
                 v = _variables.Variable(initial_value, name=name, trainable=False,
                                         use_resource=getattr(colocate_with, "_is_resource", False))
-            self._non_slot_dict[key] = v
+            self._non_slot_dict[key] = self._restored(name, None, v)
         return v
+
+    def _restored(self, name, var, made):
+        """``made`` (the slot ``name`` of ``var``; ``var`` None: the non-slot variable
+        ``name``), given its value from a checkpoint restored before it was made, if one
+        holds it (TF's deferred restoration of slots: dflab.train.object_checkpoint)."""
+        for restoration, path in list(self.__dict__.get("_dflab_restorations", ())):
+            restoration.restore_slot(path, name, var, made)
+        return made
 
     def _get_non_slot_variable(self, name, graph=None):
         # A traced function's graph keeps no state: its variables live in the graph (or eager
