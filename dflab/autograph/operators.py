@@ -173,9 +173,9 @@ def _same_structure(before, after, name, message):
 # --- if ---------------------------------------------------------------------------------------
 def _carried(name: str, live) -> bool:
     """Whether a statement hands variable ``name`` on (``live``: the names code after it may
-    read, None: all); AutoGraph's own (a lowered ``break``'s flag, a loop's index) always."""
-    return live is None or name in live or (
-        name.startswith(("__ag_", "<")) and not name.startswith("__ag_retval"))
+    read, None: all; a lowered ``break``'s flag is live where its loop's test reads it, and
+    nowhere else); a carried attribute's stand-in always."""
+    return live is None or name in live or name.startswith("<")
 
 
 def if_stmt(cond, body, orelse, state, names, where, live=None, attrs=()):

@@ -101,6 +101,40 @@ def assigned(stmts) -> list[str]:
     return [n for n in v.names if not n.startswith(("__ag_it", "__agf_"))]
 
 
+class _Bound(ast.NodeVisitor):
+    """The names a function binds in its own scope: its parameters, and every name it assigns
+    (nested functions', classes' and comprehensions' scopes left out)."""
+
+    def __init__(self):
+        self.names: set = set()
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.names.add(node.id)
+
+    def visit_FunctionDef(self, node):
+        self.names.add(node.name)
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef  # noqa: N815
+
+    def visit_Lambda(self, node):
+        pass
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda  # noqa: N815
+
+
+def local_names(fdef) -> set:
+    """The names local to the function ``fdef`` (see ``_Bound``)."""
+    v = _Bound()
+    a = fdef.args
+    for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+        if arg is not None:
+            v.names.add(arg.arg)
+    for stmt in fdef.body:
+        v.visit(stmt)
+    return v.names
+
+
 def _dotted(node) -> str | None:
     """``a.b.c`` for an attribute chain of a name; None for anything else."""
     parts = []
@@ -351,16 +385,18 @@ def _loads(node) -> set:
 
 
 def _loop_live_in(loop) -> set:
-    """What an iteration of ``loop`` may read before assigning it (its test included)."""
+    """What an iteration of ``loop`` may read before assigning it (its test included, and a
+    lowered ``break``'s flag, which the loop's extra test reads)."""
+    flag = {loop._ag_break} if getattr(loop, "_ag_break", None) else set()
     if isinstance(loop, ast.While):
-        return _loads(loop.test) | _reads_before_writes(loop.body, set())
-    return _reads_before_writes(loop.body, set(bound_by(loop.target)))
+        return _loads(loop.test) | _reads_before_writes(loop.body, set()) | flag
+    return _reads_before_writes(loop.body, set(bound_by(loop.target))) | flag
 
 
 def _reads_before_writes(stmts, written: set) -> set:
     """The names ``stmts`` may read before assigning them (``written``: assigned already;
     updated), conservatively: a branch's reads count, its writes only where both branches
-    make them, a nested loop's reads all count."""
+    make them, a nested loop's reads before its own writes count, its writes never."""
     out = set()
     for s in stmts:
         if isinstance(s, ast.If):
@@ -374,6 +410,15 @@ def _reads_before_writes(stmts, written: set) -> set:
                 if item.optional_vars is not None:
                     written |= set(bound_by(item.optional_vars))
             out |= _reads_before_writes(s.body, written)
+        elif isinstance(s, (ast.For, ast.While)) and not s.orelse:
+            # A nested loop: its iterable or test, then its body with its target bound (an
+            # iteration reads what it has not yet assigned; its writes may never happen).
+            if isinstance(s, ast.For):
+                out |= _loads(s.iter) - written
+                out |= _reads_before_writes(s.body, set(written) | set(bound_by(s.target)))
+            else:
+                out |= _loads(s.test) - written
+                out |= _reads_before_writes(s.body, set(written))
         else:
             out |= _loads(s) - written
             if not isinstance(s, (ast.For, ast.While)):  # a loop may not run at all
@@ -434,11 +479,19 @@ PYTHON_BUILTINS = frozenset(dir(builtins))
 
 
 class _Control(ast.NodeTransformer):
-    def __init__(self, filename, offset=0, shadowed=frozenset(), recursive=True):
+    def __init__(self, filename, offset=0, shadowed=frozenset(), recursive=True,
+                 local=frozenset()):
         self.filename = filename
         self.offset = offset
         self.shadowed = shadowed  # the builtins' names the function or its module rebinds
         self.recursive = recursive
+        self.local = local  # the function's local names
+
+    def _carried(self, names) -> tuple:
+        """(names, ``attrs=``) a statement carries: attributes, and local names only; a
+        global or closure container that ``d[k] = v`` changes in place stays what it is
+        (carrying it would make it a local of the function)."""
+        return _split_carried([n for n in names if "." in n or n in self.local])
 
     def visit_FunctionDef(self, node):
         if getattr(node, "_ag_root", False):
@@ -507,7 +560,7 @@ class _Control(ast.NodeTransformer):
             node.test = _call(_ag("py_cond"), [node.test, _const("if"), _const(
                 _why(bad)), _const(where)])
             return node
-        names, attrs = _split_carried(assigned(node.body + node.orelse))
+        names, attrs = self._carried(assigned(node.body + node.orelse))
         n = next(_counter)
         t_name, f_name = f"__agf_if_true_{n}", f"__agf_if_false_{n}"
         t_fn = _fn_def(t_name, names, node.body or [ast.Pass()], names)
@@ -530,7 +583,7 @@ class _Control(ast.NodeTransformer):
             return node
         options = _take_loop_options(node)
         flag = getattr(node, "_ag_break", None)
-        names, attrs = _split_carried(assigned(node.body))
+        names, attrs = self._carried(assigned(node.body))
         if flag and flag not in names:
             names.append(flag)
         n = next(_counter)
@@ -566,8 +619,8 @@ class _Control(ast.NodeTransformer):
             return node
         options = _take_loop_options(node)
         flag = getattr(node, "_ag_break", None)
-        names, attrs = _split_carried(dict.fromkeys(assigned(node.body) +
-                                                    bound_by(node.target)))
+        names, attrs = self._carried(dict.fromkeys(assigned(node.body) +
+                                                   bound_by(node.target)))
         if flag and flag not in names:
             names.append(flag)
         n = next(_counter)
@@ -650,6 +703,6 @@ def rewrite(fdef: ast.FunctionDef, filename: str, offset: int, shadowed=frozense
     fdef.body = _returns_as_values(_fold_returns(fdef.body))
     tree = _Jumps().visit(ast.Module(body=[fdef], type_ignores=[]))
     _mark_liveness(fdef)
-    tree = _Control(filename, offset, shadowed, recursive).visit(tree)
+    tree = _Control(filename, offset, shadowed, recursive, local_names(fdef)).visit(tree)
     ast.fix_missing_locations(tree)
     return tree.body[0]
