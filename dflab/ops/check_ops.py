@@ -7,6 +7,12 @@ can be decided while the graph is built are decided then, as TF does: values of 
 (``InvalidArgumentError`` at once when they fail), static ranks (``ValueError``) and dtypes
 (``TypeError``). Use the returned op as a control dependency (``with
 tf.control_dependencies([tf.assert_positive(x)]): ...``) or fetch it.
+
+Executing eagerly there is no op to return: a check that holds returns None and one that
+fails raises ``InvalidArgumentError`` at once with TF's eager message (the first differing
+entries and their indices for ``x < y`` and the like; the data as lists of values
+otherwise). Eager tensors have no names; messages name them by shape and dtype, or not at
+all, where TF's do.
 """
 
 from __future__ import annotations
@@ -34,11 +40,107 @@ def _static_check(condition, data) -> None:
     raise errors.InvalidArgumentError(None, None, "\n".join(text))
 
 
+# --- eager checks: TF's ``_binary_assert`` and ``Assert`` run at once --------------------------
+def _eager_name(x) -> str:
+    """How TF's eager messages name a tensor: by its shape and dtype (it has no name)."""
+    return f"shape={x.shape} dtype={x.dtype.name}"
+
+
+def _eager_summarize(summarize):
+    """TF's eager summary length: 3 entries by default, all of them when negative."""
+    if summarize is None:
+        return 3
+    return 10**9 if summarize < 0 else summarize
+
+
+def _pretty(item, summarize) -> str:
+    """One line of an eager check's message: a tensor as the list of its first
+    ``summarize`` entries (``'...'`` when there are more), anything else as ``str``."""
+    if not isinstance(item, _ops.Tensor):
+        return str(item)
+    arr = item.numpy()
+    if np.isscalar(arr):
+        return str(arr)
+    flat = arr.reshape((-1,))
+    shown = [str(v) for v in flat[:summarize]]
+    if len(shown) < flat.size:
+        shown.append("...")
+    return str(shown)
+
+
+def _differences(symbol, x, y, test, summarize) -> list:
+    """TF's default data of a failed eager ``x <op> y``: the first entries that differ (when
+    ``x`` and ``y`` have one non-scalar shape) and the first entries of each."""
+    data = [f"Condition x {symbol} y did not hold."]
+    if summarize <= 0:
+        return data
+    if x.shape == y.shape and x.shape.as_list():
+        failed = np.logical_not(test.numpy())
+        indices = np.argwhere(failed)
+        count = min(summarize, indices.shape[0])
+        data += [f"Indices of first {count} different values:", indices[:count],
+                 "Corresponding x values:", x.numpy()[failed].reshape((-1,))[:count],
+                 "Corresponding y values:", y.numpy()[failed].reshape((-1,))[:count]]
+    xs, ys = np.reshape(x.numpy(), (-1,)), np.reshape(y.numpy(), (-1,))
+    nx, ny = min(xs.size, summarize), min(ys.size, summarize)
+    data += [f"First {nx} elements of x:", xs[:nx], f"First {ny} elements of y:", ys[:ny]]
+    return data
+
+
+def _eager_binary(symbol, tf_fn, x, y, data, summarize, message):
+    """``x <op> y`` checked at once: None when it holds, TF's ``InvalidArgumentError``."""
+    test = tf_fn(x, y)
+    if bool(math_ops.reduce_all(test)):
+        return None
+    summarize = _eager_summarize(summarize)
+    if data is None:
+        data = _differences(symbol, x, y, test, summarize)
+    if message is not None:
+        data = [message, *data]
+    raise errors.InvalidArgumentError(None, None, "\n".join(_pretty(d, summarize)
+                                                            for d in data))
+
+
+def _summarize_value(t, summarize) -> str:
+    """TF's ``_summarize_eager``: a tensor's first entries joined by commas."""
+    if t.shape.ndims:
+        flat = np.reshape(t.numpy(), (-1,))
+        shown = [str(v) for v in flat[:summarize]]
+        if len(shown) < flat.size:
+            shown.append("...")
+    else:
+        shown = [str(t.numpy())] if summarize else []
+    return ", ".join(shown)
+
+
+def _assert(condition, data, summarize):
+    """``tf.Assert`` as the checks use it; executing eagerly, TF's eager ``Assert``: None, or
+    ``InvalidArgumentError`` showing the condition and the summarized data."""
+    if not _ops.executing_eagerly():
+        return control_flow_ops.Assert(condition, data, summarize=summarize)
+    if bool(condition):
+        return None
+    summarize = _eager_summarize(summarize)
+    values = [_ops.convert_to_tensor(d) for d in data]
+    raise errors.InvalidArgumentError(
+        None, None, f"Expected '{condition}' to be true. Summarized data: "
+        + "\n".join(_summarize_value(v, summarize) for v in values))
+
+
+def _static_ok(name):
+    """What a check decided while building returns: a no-op, or None executing eagerly."""
+    if _ops.executing_eagerly():
+        return None
+    return control_flow_ops.no_op(name=name)
+
+
 def _binary(name, default_name, symbol, tf_fn, np_fn):
     def check(x, y, data=None, summarize=None, message=None, name=None):
         with _ops.name_scope(name, default_name, [x, y]):
             x = _ops.convert_to_tensor(x, name="x")
             y = _ops.convert_to_tensor(y, name="y", dtype=x.dtype.base_dtype)
+            if _ops.executing_eagerly():
+                return _eager_binary(symbol, tf_fn, x, y, data, summarize, message)
             if data is None:
                 data = [message or "", f"Condition x {symbol} y did not hold element-wise:",
                         f"x ({x.name}) = ", x, f"y ({y.name}) = ", y]
@@ -68,7 +170,14 @@ def _sign(name, default_name, wording, compare):
     def check(x, data=None, summarize=None, message=None, name=None):
         with _ops.name_scope(name, default_name, [x]):
             x = _ops.convert_to_tensor(x, name="x")
-            if data is None:
+            if data is None and _ops.executing_eagerly():
+                # TF's eager message (whose ``<= 0`` wording runs into the next line).
+                head = f"Condition x {wording} did not hold element-wise:"
+                shown = f"x ({_eager_name(x)}) = "
+                data = ([f"{message}.  " if message else "", head + shown, x]
+                        if wording == "<= 0" else
+                        [f"{message}.  " if message else "", head, shown, x])
+            elif data is None:
                 data = [message or "", f"Condition x {wording} did not hold element-wise:",
                         f"x ({x.name}) = ", x]
             zero = array_ops.zeros([], dtype=x.dtype.base_dtype)
@@ -98,13 +207,17 @@ def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=N
         eps = np.finfo(dt._np).eps if dt.is_floating else 0
         rtol = _ops.convert_to_tensor(10 * eps if rtol is None else rtol, name="rtol", dtype=dt)
         atol = _ops.convert_to_tensor(10 * eps if atol is None else atol, name="atol", dtype=dt)
-        if data is None:
+        if data is None and _ops.executing_eagerly():
+            data = [f"{message}.  " if message else "",
+                    f"x and y not equal to tolerance rtol = {rtol}, atol = {atol}",
+                    f"x ({_eager_name(x)}) = ", x, f"y ({_eager_name(y)}) = ", y]
+        elif data is None:
             data = [message or "", "x and y not equal to tolerance rtol = ", rtol,
                     ", atol = ", atol, f"x ({x.name}) = ", x, f"y ({y.name}) = ", y]
         tol = atol + rtol * math_ops.abs(y)
         diff = math_ops.abs(x - y)
         condition = math_ops.reduce_all(math_ops.less_equal(diff, tol))
-        return control_flow_ops.Assert(condition, data, summarize=summarize)
+        return _assert(condition, data, summarize)
 
 
 def _rank_check(x, rank, data, summarize, message, name, default_name, at_least):
@@ -116,18 +229,23 @@ def _rank_check(x, rank, data, summarize, message, name, default_name, at_least)
         if rank.shape.ndims not in (None, 0):
             raise ValueError(f"Rank must be a scalar, got shape {rank.shape}")
         prefix = f"{message}.  " if message else ""
+        shown = _rank_name(x)
         if static_rank is not None and x.shape.ndims is not None:
             have, want = x.shape.ndims, int(static_rank)
             if have < want or (not at_least and have != want):
-                raise ValueError(f"{prefix}Tensor {x.name} must have rank {relation}{want}.  "
+                raise ValueError(f"{prefix}Tensor {shown} must have rank {relation}{want}.  "
                                  f"Received rank {have}, shape {x.shape}")
-            return control_flow_ops.no_op(name="static_checks_determined_all_ok")
+            return _static_ok("static_checks_determined_all_ok")
         if data is None:
-            data = [prefix, f"Tensor {x.name} must have rank {relation}".rstrip(), rank,
+            data = [prefix, f"Tensor {shown} must have rank {relation}".rstrip(), rank,
                     "Received shape: ", array_ops.shape(x)]
         compare = math_ops.greater_equal if at_least else math_ops.equal
-        return control_flow_ops.Assert(compare(array_ops.rank(x), rank), data,
-                                       summarize=summarize)
+        return _assert(compare(array_ops.rank(x), rank), data, summarize)
+
+
+def _rank_name(x) -> str:
+    """A tensor as TF's rank messages name it: by its name, by nothing when eager."""
+    return "" if _ops.executing_eagerly() else x.name
 
 
 def assert_rank(x, rank, data=None, summarize=None, message=None, name=None):
@@ -145,18 +263,24 @@ def assert_type(tensor, tf_type, message=None, name=None):
     tensor = _ops.convert_to_tensor(tensor)
     want = _dt.as_dtype(tf_type).base_dtype
     if tensor.dtype.base_dtype is not want:
+        if _ops.executing_eagerly():
+            raise TypeError(f"{f'{message}.  ' if message else ''}tensor must be of type "
+                            f"{want!r}; got {tensor.dtype!r}")
         raise TypeError(f"{message + ' ' if message else ''}{tensor.name} must be of type "
                         f"{want.name}; got {tensor.dtype.base_dtype.name}")
-    return control_flow_ops.no_op(name=name or "statically_determined_correct_type")
+    return _static_ok(name or "statically_determined_correct_type")
 
 
 def assert_integer(x, message=None, name=None):
     """Raise ``TypeError`` now unless ``x`` has an integer dtype; returns a no-op."""
     x = _ops.convert_to_tensor(x)
     if not x.dtype.base_dtype.is_integer:
+        if _ops.executing_eagerly():
+            raise TypeError(f'{f"{message}.  " if message else ""}Expected "x" to be integer '
+                            f"type.  Found: tensor of dtype {x.dtype}")
         raise TypeError(f"{message + ' ' if message else ''}Expected integer type for "
                         f"{x.name}, got {x.dtype.base_dtype.name}")
-    return control_flow_ops.no_op(name=name or "statically_determined_was_integer")
+    return _static_ok(name or "statically_determined_was_integer")
 
 
 def assert_scalar(tensor, name=None, message=None):
@@ -167,6 +291,9 @@ def assert_scalar(tensor, name=None, message=None):
         if ndims is None:
             raise ValueError(f"{message + ' ' if message else ''}Expected scalar shape for "
                              f"{tensor.name}, saw unknown shape.")
+        if ndims != 0 and _ops.executing_eagerly():
+            raise ValueError(f"{f'{message}.  ' if message else ''}Expected scalar shape, saw "
+                             f"shape: {tensor.shape}.")
         if ndims != 0:
             raise ValueError(f"{message + ' ' if message else ''}Expected scalar shape for "
                              f"{tensor.name}, saw shape: {tensor.shape}.")
@@ -181,7 +308,7 @@ def assert_rank_in(x, ranks, data=None, summarize=None, message=None, name=None)
         ranks = tuple(_ops.convert_to_tensor(r, name="rank") for r in ranks)
         prefix = f"{message}.  " if message else ""
         if data is None:
-            data = [prefix, f"Tensor {x.name} must have rank in", *ranks,
+            data = [prefix, f"Tensor {_rank_name(x)} must have rank in", *ranks,
                     "Received shape: ", array_ops.shape(x)]
         for r in ranks:
             assert_type(r, _dt.int32)
@@ -192,9 +319,10 @@ def assert_rank_in(x, ranks, data=None, summarize=None, message=None, name=None)
             if x.shape.ndims is not None:
                 wanted = tuple(int(k) for k in known)
                 if x.shape.ndims not in wanted:
-                    raise ValueError(f"{prefix}Tensor {x.name} must have rank in {wanted}.  "
-                                     f"Received rank {x.shape.ndims}, shape {x.shape}")
-                return control_flow_ops.no_op(name="static_checks_determined_all_ok")
+                    raise ValueError(f"{prefix}Tensor {_rank_name(x)} must have rank in "
+                                     f"{wanted}.  Received rank {x.shape.ndims}, shape "
+                                     f"{x.shape}")
+                return _static_ok("static_checks_determined_all_ok")
         rank = array_ops.rank(x)
         condition = math_ops.reduce_any(array_ops.stack([math_ops.equal(rank, r)
                                                          for r in ranks]))
@@ -202,7 +330,7 @@ def assert_rank_in(x, ranks, data=None, summarize=None, message=None, name=None)
             if k is None:  # assert_rank(x, [n]) where assert_rank(x, n) was meant
                 check = assert_rank(r, 0, data=["Rank must be a scalar. Received rank: ", r])
                 condition = control_flow_ops.with_dependencies([check], condition)
-        return control_flow_ops.Assert(condition, data, summarize=summarize)
+        return _assert(condition, data, summarize)
 
 
 def _same_base_type(items, expected=None):
@@ -213,12 +341,17 @@ def _same_base_type(items, expected=None):
             continue
         got = item.dtype.base_dtype
         if expected is None:
-            expected, first = got, item.name
+            expected, first = got, _item_text(item)
         elif got != expected:
             where = f" as {first}" if first else ""
-            raise ValueError(f"{item.name}, type={got!r}, must be of the same type "
-                             f"({expected!r}){where}.")
+            raise ValueError(f"{_item_text(item)}, type={got}, must be of the same type "
+                             f"({expected}){where}.")
     return expected
+
+
+def _item_text(item) -> str:
+    """A tensor's name, or its text when it has none (an eager tensor), as TF's message."""
+    return str(item) if getattr(item, "is_eager", False) else item.name
 
 
 def assert_same_float_dtype(tensors=None, dtype=None):
@@ -229,7 +362,7 @@ def assert_same_float_dtype(tensors=None, dtype=None):
     if not dtype:
         return _dt.float32
     if not dtype.is_floating:
-        raise ValueError(f"Expected floating point type, got {dtype!r}.")
+        raise ValueError(f"Expected floating point type, got {dtype}.")
     return dtype
 
 
@@ -265,7 +398,7 @@ _ShapeSpec = collections.namedtuple("_ShapeSpec", ["x", "leading_any", "sizes", 
 
 def _shape_name(x) -> str:
     """How TF's messages name a tensor (a SparseTensor by its shape and dtype)."""
-    if isinstance(x, _sparse.SparseTensor):
+    if isinstance(x, _sparse.SparseTensor) or _ops.executing_eagerly():
         return f"shape={x.shape} dtype={x.dtype.name}"
     return x.name
 
@@ -393,6 +526,8 @@ def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
         rank_checks = [a for a in (_rank_assertion(s, data, summarize, message, name)
                                    for s in specs) if a is not None]
         size_checks = _size_assertions(specs, rank_checks, data, summarize, prefix)
+    if _ops.executing_eagerly():
+        return None  # every check ran (and held) as it was made
     with _ops.control_dependencies(rank_checks):
         return control_flow_ops.group(size_checks)
 
@@ -429,5 +564,5 @@ def _size_assertions(specs, rank_checks, data, summarize, prefix):
             if data is None:
                 shown = [prefix, how, f"Tensor {_shape_name(spec.x)} dimension", dim,
                          "must have size", wanted, "Received shape: ", _dynamic_shape(spec.x)]
-            checks.append(control_flow_ops.Assert(condition, shown, summarize=summarize))
+            checks.append(_assert(condition, shown, summarize))
     return checks
