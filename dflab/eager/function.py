@@ -1078,6 +1078,8 @@ class Function:
         self._converted = None
         self._per_instance = weakref.WeakKeyDictionary()  # instance -> its bound Function
         self._created_variables: list | None = None  # None: no trace yet
+        self._initialized_in_call = False  # a variable's initial value reads the arguments
+        self._initializer = None  # (signature, the trace the first call runs) where it does
         self.traces: list = []  # (signature description, reason) per trace, oldest first
         functools.update_wrapper(self, python_function)
         try:
@@ -1190,9 +1192,21 @@ class Function:
         if concrete is None:
             with self._lock:
                 concrete = self._cache.get(key) or self._trace(names, values, key, pinned)
+        if self._initializer is not None:
+            concrete = self._initializing(key, concrete)
         if all(isinstance(v, _ops.Tensor) for v in values):
             return concrete.call_flat(values)
         return concrete.call_flat(_flat_inputs(nest.flatten(values)))
+
+    def _initializing(self, key, concrete):
+        """The trace that assigns the variables whose initial values read the arguments, for
+        the first call of its signature; ``concrete`` for every other call."""
+        with self._lock:
+            init = self._initializer
+            if init is None or init[0] != key:
+                return concrete
+            self._initializer = None
+            return init[1]
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
         """The trace for these arguments (``TensorSpec``s stand for tensors), traced now if
@@ -1253,8 +1267,13 @@ class Function:
         if first and self._created_variables:
             # TF traces again once variables exist: a function that makes variables on every
             # call fails here, one that makes them once reuses them.
+            initializing = concrete
             concrete = self._trace_once(names, values, key, pinned, reason,
                                         allow_variables=False)
+            if self._initialized_in_call:
+                # A variable's initial value reads the arguments: the first trace assigns
+                # it, so the first call runs that trace (TF's conditional initialization).
+                self._initializer = (key, initializing)
         self._cache[key] = concrete
         self._traced_keys.append(key)
         if not pinned and _is_general(key):
@@ -1292,6 +1311,7 @@ class Function:
             return ph
 
         traced_values = nest.map_structure(make, values) if values else []
+        fg.inputs = list(args)
         fn = self._callable()
         creator = _VariableLifter(self, fg, allow_variables)
 
@@ -1407,12 +1427,25 @@ def _safe(name: str) -> str:
 
 class _VariableLifter:
     """The variable creator of a trace: variables are made once, outside the function graph,
-    with their initial values computed as they are made (TF's once-only rule)."""
+    with their initial values computed as they are made (TF's once-only rule); a value that
+    reads the function's arguments is assigned by the trace itself, eagerly (TF's
+    conditional initialization: the first call runs that trace)."""
 
     def __init__(self, function: Function, fg: FuncGraph, allowed: bool):
         self.function = function
         self.fg = fg
         self.allowed = allowed
+
+    def _placeholder_value(self, init):
+        """What a variable whose initial value reads the arguments holds until the first
+        call assigns it: zeros of its static shape."""
+        if not _ctx.executing_eagerly_outside_functions() or not init.shape.is_fully_defined():
+            raise ValueError(
+                "The initial value of a variable created inside tf.function depends on the "
+                "function's arguments" + ("" if init.shape.is_fully_defined() else
+                                          f" and its shape {init.shape} is not fully known") +
+                "; pass a value or a callable that does not read them.")
+        return np.zeros(init.shape.as_list(), init.dtype.base_dtype.as_numpy_dtype)
 
     def __call__(self, next_creator, **kwargs):
         if not self.allowed:
@@ -1421,10 +1454,18 @@ class _VariableLifter:
                 "Make sure the tf.Variable is only created once or created outside "
                 "tf.function.")
         init = kwargs.get("initial_value")
-        if isinstance(init, _ops.Tensor) and init.graph is self.fg:
+        from_arguments = isinstance(init, _ops.Tensor) and init.graph is self.fg and \
+            _reads_arguments(init, self.fg)
+        if from_arguments:
+            kwargs["initial_value"] = self._placeholder_value(init)
+        elif isinstance(init, _ops.Tensor) and init.graph is self.fg:
             kwargs["initial_value"] = _lift_value(init, self.fg)
         with _ctx.init_scope():
             v = next_creator(**kwargs)
+        if from_arguments:
+            # Assigned where it is made, in this trace: the first call runs this trace.
+            v.assign(init)
+            self.function._initialized_in_call = True
         if self.function._created_variables is None:
             self.function._created_variables = []
         self.function._created_variables.append(v)
@@ -1432,10 +1473,15 @@ class _VariableLifter:
         return v
 
 
+def _reads_arguments(t, fg) -> bool:
+    return any(ph.op.type == "Placeholder" and any(ph is a for a in fg.inputs)
+               for ph in [t, *_ancestors(t)])
+
+
 def _lift_value(t, fg):
     """The value of ``t``, built in the function graph from constants and captures only: the
     initial value of a variable made inside a trace."""
-    if any(ph.op.type == "Placeholder" and ph in fg.inputs for ph in _ancestors(t)):
+    if _reads_arguments(t, fg):
         raise ValueError("The initial value of a variable created inside tf.function depends "
                          "on the function's arguments; pass a value or a callable that does "
                          "not read them.")

@@ -161,3 +161,43 @@ def test_a_callable_object_has_its_call_converted():
     f = tf.function(Gate())
     assert float(f(tf.constant(3.0))) == 6.0
     assert float(f(tf.constant(-3.0))) == 3.0
+
+
+def test_a_variable_made_from_the_arguments_is_assigned_by_the_first_call():
+    made = []
+
+    @tf.function
+    def g(x):
+        if not made:
+            made.append(tf.Variable(x))
+        made[0].assign_add(x)
+        return made[0].read_value()
+
+    assert float(g(tf.constant(1.0))) == 2.0  # (TF's: initialized to x, then x added)
+    assert float(g(tf.constant(1.0))) == 3.0
+    assert float(g(tf.constant(5.0))) == 8.0  # (the trace that assigns it ran once)
+
+    class Scale(tf.Module):
+        @tf.function
+        def __call__(self, x):
+            if not hasattr(self, "s"):
+                self.s = tf.Variable(tf.ones_like(x[0]) * 2.0)  # shaped from the input
+            return x * self.s
+
+    scale = Scale()
+    assert scale(tf.ones([2, 3])).numpy().tolist() == [[2.0] * 3] * 2
+    assert scale.s.numpy().tolist() == [2.0] * 3
+
+
+def test_a_variable_made_from_the_arguments_needs_eager_calls_and_a_known_shape():
+    @tf.function
+    def unknown(x):
+        v = tf.Variable(x)
+        return v.read_value()
+
+    with pytest.raises(ValueError, match=r"depends on the function's arguments and its shape "):
+        unknown.get_concrete_function(tf.TensorSpec([None]))
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [2])
+        with pytest.raises(ValueError, match="depends on the function's arguments"):
+            tf.function(lambda x: tf.Variable(x * 2.0).read_value())(x)
