@@ -9,6 +9,7 @@ gradients come from those ops' rules and graphs look like TF's. Public names rea
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 from dflab.framework import dtypes as _dt
@@ -97,7 +98,7 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         if not ids.dtype.base_dtype.is_integer:
             raise TypeError(f"ids must be integers, got {ids.dtype.name}")
         if len(shards) == 1:
-            with _ops.colocate_with(_op_of(shards[0])):
+            with _colocated_with(shards[0]):
                 result = array_ops.gather(shards[0], ids)
         else:
             result = _sharded_lookup(shards, ids, partition_strategy)
@@ -106,8 +107,13 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         return array_ops.identity(result, name=scope)
 
 
-def _op_of(shard):
-    return shard.op if hasattr(shard, "op") else _ops.convert_to_tensor(shard).op
+def _colocated_with(shard):
+    """A graph's lookup runs next to its shard; executing eagerly there is no op to sit
+    next to (an eager tensor has none), and the gather is placed with its inputs."""
+    if _ops.executing_eagerly():
+        return contextlib.nullcontext()
+    op = shard.op if hasattr(shard, "op") else _ops.convert_to_tensor(shard).op
+    return _ops.colocate_with(op)
 
 
 def _sharded_lookup(shards, ids, strategy):
@@ -126,7 +132,7 @@ def _sharded_lookup(shards, ids, strategy):
     where = array_ops.dynamic_partition(positions, owner, n)
     gathered = []
     for shard, r in zip(shards, rows):
-        with _ops.colocate_with(_op_of(shard)):
+        with _colocated_with(shard):
             gathered.append(array_ops.gather(shard, r))
     stitched = array_ops.dynamic_stitch(where, gathered)
     row_shape = array_ops.shape(stitched)[1:]
