@@ -135,7 +135,7 @@ class CheckpointManager:
         # Absolute paths in, relative ones out: the state file names them from the directory
         # (which may itself be relative to the working directory).
         checkpoint_utils.update_checkpoint_state(
-            self._directory, os.path.abspath(self._latest),
+            os.path.abspath(self._directory), os.path.abspath(self._latest),
             [os.path.abspath(p) for p in self._kept],
             all_model_checkpoint_timestamps=list(self._kept.values()),
             last_preserved_timestamp=self._last_preserved, save_relative_paths=True)

@@ -132,7 +132,10 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None) -> CheckpointStat
 def update_checkpoint_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths=None,
                             latest_filename=None, all_model_checkpoint_timestamps=None,
                             last_preserved_timestamp=None, save_relative_paths=False) -> None:
-    """Atomically (re)write the state file; ``model_checkpoint_path`` is listed last."""
+    """Atomically (re)write the state file, as TF's: ``model_checkpoint_path`` is listed last;
+    with ``save_relative_paths`` absolute paths are written relative to ``save_dir``, and for
+    a relative ``save_dir`` relative paths are made relative to it
+    (``generate_checkpoint_state_proto``), so that ``get_checkpoint_state`` finds them."""
     paths = list(all_model_checkpoint_paths or [])
     if not paths or paths[-1] != model_checkpoint_path:
         paths = [p for p in paths if p != model_checkpoint_path] + [model_checkpoint_path]
@@ -142,9 +145,9 @@ def update_checkpoint_state(save_dir, model_checkpoint_path, all_model_checkpoin
 
         model_checkpoint_path = rel(model_checkpoint_path)
         paths = [rel(p) for p in paths]
-    state = CheckpointState(model_checkpoint_path, paths,
-                            all_model_checkpoint_timestamps or [],
-                            last_preserved_timestamp or 0.0)
+    state = generate_checkpoint_state_proto(save_dir or os.curdir, model_checkpoint_path, paths,
+                                            all_model_checkpoint_timestamps or [],
+                                            last_preserved_timestamp or 0.0)
     os.makedirs(save_dir or ".", exist_ok=True)
     atomic_write(_state_path(save_dir, latest_filename), _format_state(state).encode())
 

@@ -41,7 +41,6 @@ from dflab.ops import resource_variable_ops as _rv
 from dflab.ops import variables as _variables
 from dflab.train.checkpoint_utils import (
     NewCheckpointReader,
-    get_checkpoint_state,
     update_checkpoint_state,
 )
 
@@ -435,14 +434,13 @@ class Checkpoint:
 
     def save(self, file_prefix: str) -> str:
         """Write ``file_prefix-N`` (N: the save counter, incremented first) and record it
-        in the directory's ``checkpoint`` file; returns the path."""
+        in the directory's ``checkpoint`` file as TF's ``Checkpoint.save`` does: that path
+        alone, relative to the directory (which may then move); returns the path."""
         self.save_counter.assign_add(1)
         path = f"{file_prefix}-{int(self.save_counter.numpy())}"
         self.write(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        state = get_checkpoint_state(directory)
-        earlier = list(state.all_model_checkpoint_paths) if state is not None else []
-        update_checkpoint_state(directory, path, earlier + [path])
+        update_checkpoint_state(os.path.dirname(file_prefix), path, [path],
+                                save_relative_paths=True)
         return path
 
     def read(self, save_path: str) -> CheckpointLoadStatus:
