@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import random
 import threading
 import time
 import weakref
@@ -232,6 +233,26 @@ class EagerContext(Graph):
     @property
     def devices_made(self) -> bool:
         return "worker" in self.__dict__
+
+    # --- random seeds -------------------------------------------------------------------------
+    _op_seeds = None  # random.Random: op seeds of random ops without one (set_random_seed's)
+
+    def reset_random_streams(self, seed) -> None:
+        """``tf.set_random_seed`` eagerly (TF's ``context.set_global_seed``): random ops
+        without an op seed draw theirs from a sequence ``seed`` starts, and every random op's
+        stream starts again (the kernels' generators are dropped)."""
+        self._op_seeds = random.Random(seed)
+        # Kernels hold their generators: dropped too, as TF clears its kernel cache.
+        self._cache.clear()
+        self._plain.clear()
+        if self.devices_made:
+            for device in self.devices:
+                device.resources.drop_kind("rng")
+
+    def internal_op_seed(self) -> int:
+        if self._op_seeds is None:
+            self._op_seeds = random.Random(self.seed)
+        return self._op_seeds.randint(0, 2**31 - 2)
 
     # --- graph behaviour that differs in eager mode -------------------------------------------
     def unique_name(self, name: str, mark_as_used: bool = True) -> str:

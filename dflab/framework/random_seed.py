@@ -5,7 +5,8 @@ the op is built:
 
 * graph seed set, op seed given   -> (graph seed, op seed);
 * graph seed set, op seed None    -> (graph seed, number of ops created so far), so a graph built
-  the same way twice draws the same numbers while its random ops still differ from each other;
+  the same way twice draws the same numbers while its random ops still differ from each other
+  (eagerly: the next number of a sequence ``set_random_seed`` starts);
 * graph seed None, op seed given  -> (DEFAULT_GRAPH_SEED, op seed);
 * neither                         -> (None, None): the kernel seeds itself from OS entropy.
 
@@ -32,8 +33,9 @@ def get_seed(op_seed):
     if global_seed is not None:
         if op_seed is None:
             # TF uses the id of the last op created: a count that is the same whenever the
-            # graph is built by the same code.
-            op_seed = graph._next_id
+            # graph is built by the same code. Eagerly, the next of a sequence the global seed
+            # starts (TF's ``internal_operation_seed``).
+            op_seed = graph.internal_op_seed() if graph.executes_eagerly else graph._next_id
         seeds = _truncate_seed(global_seed), _truncate_seed(op_seed)
     elif op_seed is not None:
         seeds = DEFAULT_GRAPH_SEED, _truncate_seed(op_seed)
@@ -45,8 +47,13 @@ def get_seed(op_seed):
 
 
 def set_random_seed(seed) -> None:
-    """Set the graph-level seed of the default graph (``tf.set_random_seed``)."""
-    _ops.get_default_graph().seed = None if seed is None else int(seed)
+    """Set the graph-level seed of the default graph (``tf.set_random_seed``); eagerly, also
+    start the op seeds' sequence and every random op's stream again, so that the same seed
+    gives the same numbers again (TF's ``context.set_global_seed``)."""
+    graph = _ops.get_default_graph()
+    graph.seed = None if seed is None else int(seed)
+    if graph.executes_eagerly:
+        graph.reset_random_streams(graph.seed)
 
 
 __all__ = ["get_seed", "set_random_seed", "DEFAULT_GRAPH_SEED"]

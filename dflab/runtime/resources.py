@@ -213,6 +213,12 @@ class ResourceMgr:
             self._vars.clear()
             self._other.clear()
 
+    def drop_kind(self, kind: str) -> None:
+        """Drop every kernel state of ``kind`` (``"rng"``: every random op's generator)."""
+        with self._lock:
+            for key in [k for k in self._other if k[0] == kind]:
+                del self._other[key]
+
     def clear_containers(self, containers) -> None:
         """Drop every resource of ``containers`` (names as ops give them; none: the default
         container), as TF's ``ResourceMgr::Cleanup`` of each: a variable there is
