@@ -7,7 +7,8 @@ the function in that scope with ``reuse`` off, so its ``get_variable`` calls cre
 variables; every later call enters the same scope with ``reuse=True`` (each under a new name
 scope for its ops), so the same ``get_variable`` calls find them. A later call that creates a
 new *trainable* variable (a ``tf.Variable`` where ``get_variable`` was meant) is an error, as
-in TF.
+in TF. Made executing eagerly, a template keeps its variables in an ``EagerVariableStore`` of
+its own (TF's ``EagerTemplate``): eager ``get_variable`` keeps none.
 """
 
 from __future__ import annotations
@@ -45,8 +46,17 @@ class Template:
         # the scope exists.
         self._variables_created = False
         self._first_call = True
+        # Made executing eagerly: the template keeps its variables in a store of its own
+        # (TF's ``EagerTemplate``), since eager ``get_variable`` keeps none.
+        self._eager_store = _vs.EagerVariableStore() if _ops.executing_eagerly() else None
 
     def __call__(self, *args, **kwargs):
+        if self._eager_store is not None:
+            with self._eager_store.as_default():
+                return self._scoped_call(args, kwargs)
+        return self._scoped_call(args, kwargs)
+
+    def _scoped_call(self, args, kwargs):
         if self._variable_scope is not None:
             with _vs.variable_scope(self._variable_scope, reuse=not self._first_call):
                 return self._call_func(args, kwargs)
@@ -77,17 +87,24 @@ class Template:
             exc.args = (f"{first}\n\noriginally defined at:\n{trace}",) + exc.args[1:]
             raise
 
+    def _collection(self, key) -> list:
+        if self._eager_store is None:
+            return _ops.get_collection(key)
+        if key == GraphKeys.TRAINABLE_VARIABLES:
+            return self._eager_store.trainable_variables()
+        return self._eager_store.variables() if key == GraphKeys.GLOBAL_VARIABLES else []
+
     def _call_again(self, args, kwargs):
-        vars_at_start = len(_ops.get_collection(GraphKeys.GLOBAL_VARIABLES))
-        trainable_at_start = len(_ops.get_collection(GraphKeys.TRAINABLE_VARIABLES))
+        vars_at_start = len(self._collection(GraphKeys.GLOBAL_VARIABLES))
+        trainable_at_start = len(self._collection(GraphKeys.TRAINABLE_VARIABLES))
         result = self._func(*args, **kwargs)
-        trainable = _ops.get_collection(GraphKeys.TRAINABLE_VARIABLES)
+        trainable = self._collection(GraphKeys.TRAINABLE_VARIABLES)
         if trainable_at_start != len(trainable):
             raise ValueError(
                 "Trainable variable created when calling a template after the first time, "
                 "perhaps you used tf.Variable when you meant tf.get_variable: "
                 f"{trainable[trainable_at_start:]}")
-        variables = _ops.get_collection(GraphKeys.GLOBAL_VARIABLES)
+        variables = self._collection(GraphKeys.GLOBAL_VARIABLES)
         if vars_at_start != len(variables):
             _logger.info("New variables created when calling a template after the first "
                           "time, perhaps you used tf.Variable when you meant "
@@ -122,6 +139,8 @@ class Template:
     def _scoped(self, key: str) -> list:
         if not self._variables_created:
             return []
+        if self._eager_store is not None:
+            return self._collection(key)
         return _ops.get_collection(key, self.variable_scope_name)
 
     @property
