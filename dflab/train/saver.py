@@ -25,6 +25,10 @@ each save and restore, so a checkpoint reflects one point between variable-chang
 while other threads train; a ``global_step`` tensor passed to ``save`` is read inside the gate,
 so the file name matches the saved step.
 
+Executing eagerly (``Saver(var_list)`` then ``save(None, path)``/``restore(None, path)``, as
+TF's), the Saver builds nothing: each call runs ``SaveV2`` or ``RestoreV2`` on the spot over
+the variables as they are then, writes no meta graph, and keeps the state file as in a graph.
+
 On a cluster, every save and restore is also one snapshot across tasks: the session's worker
 (``consistent_snapshot``, ``dflab.distributed.task_gate``) closes the step gates of the tasks
 holding the saved variables, so no step of any client is half applied in the checkpoint (some
@@ -367,6 +371,12 @@ class Saver:
             self._sharded = bool(self.saver_def.sharded)
             self._keep_every_n_hours = self.saver_def.keep_checkpoint_every_n_hours
             self._next_preserve_time = time.time() + self._keep_every_n_hours * 3600
+        elif _ops.executing_eagerly():
+            # Eagerly, a save or restore runs its ops on the spot (TF's ``_build_eager``): the
+            # variables are named now, nothing is built.
+            if var_list is None:
+                raise RuntimeError("When eager execution is enabled, `var_list` must specify a "
+                                   "list or dict of variables to save")
         elif not defer_build:
             self.build()
 
@@ -499,17 +509,21 @@ class Saver:
         if write_state:
             _finish_pending_deletes(save_dir, latest_filename)
         sd = self.saver_def
-        with self._gate(sess):
+        eager = sd is None and _ops.executing_eagerly()
+        with contextlib.nullcontext() if eager else self._gate(sess):
             step = global_step
             if step is not None and not isinstance(step, numbers.Integral):
-                step = int(sess.run(step))
+                step = int(step.numpy()) if eager else int(sess.run(step))
             prefix = save_path
             if step is not None:
                 prefix = f"{save_path}-{int(step):08d}" if self._pad_step_number \
                     else f"{save_path}-{int(step)}"
-            out = sess.run(sd.save_tensor_name, {sd.filename_tensor_name: prefix})
+            if eager:
+                out = self._save_eagerly(prefix)
+            else:
+                out = sess.run(sd.save_tensor_name, {sd.filename_tensor_name: prefix})
         path = io_kernels.as_str(out)
-        if write_meta_graph:
+        if write_meta_graph and not eager:  # (TF writes no meta graph eagerly)
             self.export_meta_graph(f"{path}.{meta_graph_suffix}")
         if write_state:
             self._record_last_checkpoint(path)
@@ -575,8 +589,46 @@ class Saver:
                 None, None, f"The passed save_path is not a valid checkpoint: {save_path} "
                 f"(no {save_path}.index)")
         sd = self.saver_def
+        if sd is None and _ops.executing_eagerly():
+            self._restore_eagerly(save_path)
+            return
         with self._gate(sess):
             sess.run(sd.restore_op_name, {sd.filename_tensor_name: save_path})
+
+    # --- executing eagerly -------------------------------------------------------------------
+    def _eager_items(self) -> list:
+        """``(checkpoint name, variable)`` pairs of ``var_list`` as it is now."""
+        names = _names_to_variables(self._var_list)
+        if not names and not self._allow_empty:
+            raise ValueError("No variables to save")
+        return sorted(names.items())
+
+    def _save_eagerly(self, prefix: str) -> str:
+        items = self._eager_items()
+        if items:
+            io_ops.save_v2(prefix, [n for n, _ in items], [""] * len(items),
+                           [_value_of(v) for _, v in items],
+                           checkpoint_format=self._checkpoint_format)
+        return prefix
+
+    def _restore_eagerly(self, save_path: str) -> None:
+        items = self._eager_items()
+        if not items:
+            return
+        values = io_ops.restore_v2(save_path, [n for n, _ in items], [""] * len(items),
+                                   [v.dtype.base_dtype for _, v in items])
+        for (name, v), value in zip(items, values):
+            if not v.shape.is_compatible_with(value.shape):
+                raise ValueError(f"Received incompatible tensor with shape {value.shape} when "
+                                 f"attempting to restore variable with shape {v.shape} and "
+                                 f"name {name}.")
+        for (_, v), value in zip(items, values):
+            if isinstance(v, _SlicedVariable):
+                for shard in v.shards:
+                    info = shard._save_slice_info
+                    shard.assign(array_ops.slice(value, info.var_offset, info.var_shape))
+            else:
+                v.assign(value)
 
     # --- (de)serialization -------------------------------------------------------------------
     def as_saver_def(self) -> SaverDef:
