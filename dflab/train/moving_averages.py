@@ -1,8 +1,9 @@
 """``tf.train.ExponentialMovingAverage`` and ``assign_moving_average``, as TF 1.x builds them.
 
 ``apply(var_list)`` gives each variable a shadow variable (a slot named ``<var>/<name>``,
-colocated with it, initialized to the variable's initial value; a tensor's shadow starts at
-zero) and returns one op that moves every shadow towards its variable: ``shadow -= (1 -
+colocated with it, initialized to the variable's initial value in a graph, its current value
+when executing eagerly, as TF's; a tensor's shadow starts at zero, and eagerly only variables
+are averaged) and returns one op that moves every shadow towards its variable: ``shadow -= (1 -
 decay) * (shadow - value)``. With ``num_updates`` the decay is ``min(decay, (1 + n) / (10 +
 n))``, so early averages move fast. A tensor averaged with ``zero_debias`` keeps a biased
 average and a step count beside it and stores ``biased / (1 - decay ** steps)`` (TF's
@@ -89,9 +90,13 @@ class ExponentialMovingAverage:
             var_list = _variables.trainable_variables()
         var_list = list(var_list)
         zero_debias = set()
+        eager = _ops.executing_eagerly()
         for var in var_list:
             if var.dtype.base_dtype not in (_dt.float16, _dt.float32, _dt.float64):
                 raise TypeError(f"The variables must be half, float, or double: {var.name}")
+            if eager and not _is_variable(var):
+                raise TypeError("tf.train.ExponentialMovingAverage does not support non-Variable"
+                                " tensors when eager execution is enabled.")
             if id(var) in self._averages:
                 continue
             # Shadows are made outside any control dependencies or loop being built (TF's
@@ -99,7 +104,9 @@ class ExponentialMovingAverage:
             with _ops.control_dependencies(None):
                 if _is_variable(var):
                     with _ops.device(var.device):
-                        initial = var.initialized_value()
+                        # TF's cond(initialized, read, initial value): eagerly a variable is
+                        # initialized, so its value now.
+                        initial = var.read_value() if eager else var.initialized_value()
                     avg = slot_creator.create_slot(var, initial, self._name,
                                                    colocate_with_primary=True)
                     _ops.add_to_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, var)
