@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from dflab.data import structure as _st
 from dflab.framework import dtypes as _dt
 from dflab.framework import errors
@@ -209,6 +211,16 @@ def graph_iteration_error(what: str, otherwise: str) -> RuntimeError:
         f"{otherwise}.")
 
 
+def _element_value(t):
+    """An element's array without a copy, as TF's: a view that cannot be written to (the
+    tensor's array is shared)."""
+    value = t._numpy() if hasattr(t, "_numpy") else t.numpy()
+    if isinstance(value, np.ndarray):
+        value = value.view()
+        value.flags.writeable = False
+    return value
+
+
 class NumpyIterator:
     """``dataset.as_numpy_iterator()``: the eager iterator's elements as NumPy values (a
     scalar as a NumPy scalar, a string as ``bytes``) in the dataset's structure."""
@@ -221,7 +233,7 @@ class NumpyIterator:
 
     def __next__(self):
         return _st.pack(self._iterator._structure,
-                        [t.numpy() for t in _st.flatten(next(self._iterator))])
+                        [_element_value(t) for t in _st.flatten(next(self._iterator))])
 
     next = __next__
 

@@ -81,8 +81,8 @@ class _EagerFunc:
         if outputs is None:
             return None
         if isinstance(outputs, list):
-            return [t.numpy() for t in outputs]
-        return outputs.numpy()
+            return [t._numpy() for t in outputs]  # the values themselves: no copy
+        return outputs._numpy()
 
 
 def _eager_tape_recording() -> bool:

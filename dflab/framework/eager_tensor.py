@@ -10,7 +10,10 @@ dtype and shape through it). Values are host NumPy arrays on host devices and th
 arrays elsewhere; ``numpy()`` brings them to the host.
 
 Invariant: an eager tensor's value never changes (kernels never write into their inputs, and
-variable state lives behind handles), so reading ``numpy()`` twice gives the same array.
+variable state lives behind handles; tensors may share one array, a reshape's result its
+input's). So ``numpy()`` hands out a copy, as TF 2's does: the caller may change it in place.
+dflab's own code reads the value itself (``_numpy()``, ``value_in_memory()``, the kernels'
+``_value``) and pays no copy; ``np.asarray(t)`` gives the array itself, as TF's does.
 """
 
 from __future__ import annotations
@@ -108,7 +111,16 @@ class EagerTensor(Tensor):
         return self.numpy()
 
     def numpy(self):
-        """The value as a NumPy array on the host (a NumPy scalar for a 0-d tensor)."""
+        """A copy of the value as a NumPy array on the host (a NumPy scalar, or ``bytes``,
+        for a 0-d tensor), the caller's to change."""
+        value = self._value
+        if isinstance(value, np.ndarray):
+            return value[()] if value.ndim == 0 else value.copy()
+        return self._numpy()  # a scalar, or a device's value brought to a new host array
+
+    def _numpy(self):
+        """The value on the host without a copy (the tensor's own array, which must not be
+        written to), for dflab's code and for printing."""
         value = self._value
         dev = self._device_obj
         if dev is not None and not isinstance(value, (np.ndarray, np.generic)):
@@ -123,26 +135,28 @@ class EagerTensor(Tensor):
 
     # --- Python conversions: eager tensors are values ------------------------------------------
     def __array__(self, dtype=None, copy=None):
-        arr = np.asarray(self.numpy())
-        return arr.astype(dtype) if dtype is not None else arr
+        arr = np.asarray(self._numpy())
+        if dtype is not None:
+            return arr.astype(dtype, copy=bool(copy))
+        return arr.copy() if copy else arr
 
     def __bool__(self):
-        return bool(self.numpy())
+        return bool(self._numpy())
 
     def __int__(self):
-        return int(self.numpy())
+        return int(self._numpy())
 
     def __float__(self):
-        return float(self.numpy())
+        return float(self._numpy())
 
     def __complex__(self):
-        return complex(self.numpy())
+        return complex(self._numpy())
 
     def __index__(self):
         if not self._dtype.is_integer:
             raise TypeError(f"Only integer tensors can be used as indices, not "
                             f"{self._dtype.name}")
-        return int(self.numpy())
+        return int(self._numpy())
 
     def __len__(self):
         shape = np.shape(self._value)
@@ -159,7 +173,7 @@ class EagerTensor(Tensor):
     def __format__(self, spec):
         if not spec:
             return str(self)
-        return format(self.numpy(), spec)
+        return format(self._numpy(), spec)
 
     def __copy__(self):
         return self
@@ -186,13 +200,13 @@ def _shape_text(t: EagerTensor) -> str:
 
 
 def _host(t: EagerTensor):
-    return np.asarray(t.numpy()) if t._dtype is not _dt.resource else None
+    return np.asarray(t._numpy()) if t._dtype is not _dt.resource else None
 
 
 def _numpy_repr(t: EagerTensor) -> str:
     if t._dtype is _dt.resource:
         return "<unprintable>"
-    value = t.numpy()
+    value = t._numpy()
     return repr(value) if isinstance(value, np.ndarray) else repr(value.item()) \
         if t._dtype is not _dt.string else repr(value)
 
@@ -200,7 +214,7 @@ def _numpy_repr(t: EagerTensor) -> str:
 def _numpy_str(t: EagerTensor) -> str:
     if t._dtype is _dt.resource:
         return "<ResourceHandle>"
-    return str(np.asarray(t.numpy()))
+    return str(np.asarray(t._numpy()))
 
 
 def is_eager(x) -> bool:

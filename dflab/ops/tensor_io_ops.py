@@ -99,7 +99,7 @@ def make_tensor_proto(values, dtype=None, shape=None, verify_shape=False,
         if not getattr(values, "is_eager", False):
             raise TypeError(f"Failed to convert a graph tensor to a TensorProto: {values}. "
                             "Evaluate it first.")
-        values = values.numpy()
+        values = values._numpy()  # read only: no copy
     return _tp.make_tensor_proto(values, dtype, shape, verify_shape, allow_broadcast)
 
 

@@ -1,0 +1,66 @@
+"""An eager tensor as a Python value, as TF 2's: ``numpy()`` hands out a writable copy (the
+tensor, and tensors sharing its array, never change), ``np.asarray`` the array itself;
+formatting, printing, truth and the small methods (``ref``, ``cpu``). Expected values read
+off TensorFlow 2.21."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dflab as tf
+from dflab.eager import eager_mode
+
+
+@pytest.fixture(autouse=True)
+def eager():
+    with eager_mode():
+        yield
+
+
+# --- numpy() is a copy --------------------------------------------------------------------
+def test_changing_numpy_leaves_the_tensor_alone():
+    x = tf.constant([1.0, 2.0]) + 0.0
+    n = x.numpy()
+    n += 10
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])
+    a = tf.ones([4]) * 1.0
+    b = tf.reshape(a, [2, 2])  # shares a's array
+    b.numpy()[0, 0] = -1
+    tf.identity(a).numpy()[1] = -1
+    np.testing.assert_array_equal(a.numpy(), [1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(b.numpy(), [[1.0, 1.0], [1.0, 1.0]])
+
+
+def test_numpy_of_constants_reads_and_elements_is_writable():
+    c = tf.constant([1.0, 2.0]).numpy()
+    c += 1  # constants' own arrays are read-only; their copies are not
+    np.testing.assert_array_equal(c, [2.0, 3.0])
+    v = tf.Variable([1.0, 2.0])
+    r = v.read_value().numpy()
+    r += 1
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    for e in tf.data.Dataset.from_tensor_slices(np.ones((2, 2), np.float32)):
+        n = e.numpy()
+        n *= 2
+        np.testing.assert_array_equal(n, [2.0, 2.0])
+        np.testing.assert_array_equal(e.numpy(), [1.0, 1.0])
+    s = tf.constant([b"a", b"b"]).numpy()
+    s[0] = b"z"
+    assert list(s) == [b"z", b"b"]
+
+
+def test_scalars_and_np_asarray():
+    assert type(tf.constant(1.0).numpy()) is np.float32
+    assert type(tf.constant(b"hi").numpy()) is bytes
+    x = tf.constant([1.0, 2.0]) + 1
+    assert np.shares_memory(np.asarray(x), np.asarray(x))  # the array itself, as TF's
+    assert not np.shares_memory(np.asarray(x), x.numpy())
+    assert not np.shares_memory(np.array(x), np.asarray(x))
+
+
+def test_as_numpy_iterator_gives_read_only_arrays():
+    e = next(tf.data.Dataset.from_tensor_slices(np.ones((2, 2), np.float32))
+             .as_numpy_iterator())
+    assert isinstance(e, np.ndarray) and not e.flags.writeable
+    assert next(tf.data.Dataset.from_tensors(b"x").as_numpy_iterator()) == b"x"
