@@ -1100,7 +1100,8 @@ class Function:
 
     @property
     def input_signature(self):
-        return self._signature_structure
+        sig = self._signature_structure
+        return tuple(sig) if isinstance(sig, list) else sig
 
     def __get__(self, instance, owner):
         """A ``tf.function`` on a method: one traced function per instance, kept by this
@@ -1287,30 +1288,32 @@ class Function:
         fg = FuncGraph(f"inference_{_safe(self._name)}_{fid}", _ops.get_default_graph())
         specs = iter(self._input_signature or [])
         args = []
-        counter = itertools.count()
 
-        def make(v):
+        def make(v, name):
+            """The placeholder of an argument's tensor, named as its parameter (TF's)."""
             if not _is_tensor_arg(v):
                 return v
             if isinstance(v, CompositeArgument):
-                phs = [fg.placeholder(dtype, shape, f"arg{next(counter)}")
+                phs = [fg.placeholder(dtype, shape, name)
                        for dtype, shape in v._placeholder_specs()]
                 args.extend(phs)
                 return v._over_tensors(phs)
             if pinned:
                 spec = next(specs)
                 dtype, shape = spec.dtype.base_dtype, spec.shape
+                name = spec.name or name
             elif isinstance(v, TensorSpec):
                 dtype, shape = v.dtype.base_dtype, v.shape
             else:
                 dtype = v.dtype.base_dtype if isinstance(v, _ops.Tensor) else \
                     _dt.as_dtype(v.dtype)
                 shape = v.shape if isinstance(v, _ops.Tensor) else TensorShape(v.shape)
-            ph = fg.placeholder(dtype, shape, f"arg{next(counter)}")
+            ph = fg.placeholder(dtype, shape, name)
             args.append(ph)
             return ph
 
-        traced_values = nest.map_structure(make, values) if values else []
+        traced_values = [nest.map_structure(lambda v, n=n: make(v, _safe(n)), value)
+                         for n, value in zip(names, values)]
         fg.inputs = list(args)
         fn = self._callable()
         creator = _VariableLifter(self, fg, allow_variables)

@@ -13,6 +13,7 @@ from dflab.eager import eager_mode
 def eager():
     with eager_mode():
         yield
+        tf.set_random_seed(None)  # (the process's eager context outlives the test)
 
 
 def _draws():

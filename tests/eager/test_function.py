@@ -17,6 +17,7 @@ from dflab.eager.function import defun
 def eager():
     with eager_mode():
         yield
+        tf.set_random_seed(None)  # (the process's eager context outlives the test)
 
 
 def test_a_trace_per_signature_and_the_reason_of_each(eager):

@@ -201,3 +201,19 @@ def test_a_variable_made_from_the_arguments_needs_eager_calls_and_a_known_shape(
         x = tf.placeholder(tf.float32, [2])
         with pytest.raises(ValueError, match="depends on the function's arguments"):
             tf.function(lambda x: tf.Variable(x * 2.0).read_value())(x)
+
+
+def test_argument_placeholders_are_named_as_their_parameters():
+    @tf.function
+    def f(x, pair, steps=2):
+        return x * pair[0] + pair[1]
+
+    cf = f.get_concrete_function(tf.TensorSpec([2]), (tf.TensorSpec([]), tf.TensorSpec([])))
+    assert [t.name for t in cf.inputs] == ["x:0", "pair:0", "pair_1:0"]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="values")])
+    def g(v):
+        return v + 1.0
+
+    assert [t.name for t in g.get_concrete_function().inputs] == ["values:0"]
+    assert isinstance(g.input_signature, tuple)
