@@ -171,8 +171,10 @@ class EagerTensor(Tensor):
         return (self[i] for i in range(shape[0]))
 
     def __format__(self, spec):
-        if not spec:
-            return str(self)
+        # TF's: the value formatted (``f"{loss}"`` is ``0.25``, ``f"{loss:.3f}"`` ``0.250``),
+        # not the ``tf.Tensor(...)`` that ``str`` gives.
+        if self._dtype is _dt.resource:
+            return format("<unprintable>", spec)
         return format(self._numpy(), spec)
 
     def __copy__(self):

@@ -123,7 +123,7 @@ def _assert(condition, data, summarize):
     summarize = _eager_summarize(summarize)
     values = [_ops.convert_to_tensor(d) for d in data]
     raise errors.InvalidArgumentError(
-        None, None, f"Expected '{condition}' to be true. Summarized data: "
+        None, None, f"Expected '{condition!s}' to be true. Summarized data: "
         + "\n".join(_summarize_value(v, summarize) for v in values))
 
 
@@ -209,7 +209,7 @@ def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=N
         atol = _ops.convert_to_tensor(10 * eps if atol is None else atol, name="atol", dtype=dt)
         if data is None and _ops.executing_eagerly():
             data = [f"{message}.  " if message else "",
-                    f"x and y not equal to tolerance rtol = {rtol}, atol = {atol}",
+                    f"x and y not equal to tolerance rtol = {rtol!s}, atol = {atol!s}",
                     f"x ({_eager_name(x)}) = ", x, f"y ({_eager_name(y)}) = ", y]
         elif data is None:
             data = [message or "", "x and y not equal to tolerance rtol = ", rtol,

@@ -64,3 +64,15 @@ def test_as_numpy_iterator_gives_read_only_arrays():
              .as_numpy_iterator())
     assert isinstance(e, np.ndarray) and not e.flags.writeable
     assert next(tf.data.Dataset.from_tensors(b"x").as_numpy_iterator()) == b"x"
+
+
+# --- formatting -----------------------------------------------------------------------------
+def test_format_gives_the_value():
+    loss = tf.constant(0.25)
+    assert f"loss: {loss}" == "loss: 0.25" and format(loss) == "0.25"
+    assert f"{loss:.3f}" == "0.250" and format(tf.constant(2), ">8") == "       2"
+    assert f"{tf.constant([[1.0, 2.0], [3.0, 4.0]])}" == "[[1. 2.]\n [3. 4.]]"
+    assert f"{tf.constant(b'hi')}" == "b'hi'" and f"{tf.constant(True)}" == "True"
+    assert f"{tf.constant([])}" == "[]"
+    with pytest.raises(TypeError, match="unsupported format string"):
+        f"{tf.constant([1.0, 2.0]):.2f}"  # noqa: B018 - NumPy's refusal, as TF's
