@@ -1,10 +1,15 @@
 """The global step: an int64 scalar variable named ``global_step`` counting training steps.
 
 It lives in ``GLOBAL_VARIABLES`` and ``GLOBAL_STEP`` (never trainable); ``apply_gradients``
-increments it after each step's updates when given one.
+increments it after each step's updates when given one. Executing eagerly, TF finds it in the
+eager graph's ``GLOBAL_STEP`` collection; dflab's eager context keeps no collections, so the
+step made there is kept here, one per context (``_EAGER_STEPS``): ``get_or_create_global_step``
+returns the same variable every time, and ``get_global_step`` finds it.
 """
 
 from __future__ import annotations
+
+import weakref
 
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
@@ -13,15 +18,23 @@ from dflab.ops import init_ops
 from dflab.ops import variable_scope as _vs
 from dflab.ops import variables as _variables
 
+# {eager context: its global step variable}
+_EAGER_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 
 def global_step(sess, global_step_tensor) -> int:
-    """The current value of ``global_step_tensor`` as a Python int."""
+    """The current value of ``global_step_tensor`` as a Python int (eagerly, its value now:
+    ``sess`` is not used, as in TF)."""
+    if _ops.executing_eagerly():
+        return int(global_step_tensor.numpy())
     return int(sess.run(global_step_tensor))
 
 
 def get_global_step(graph=None):
     """The graph's global step variable (or tensor named ``global_step:0``), or None."""
     graph = graph or _ops.get_default_graph()
+    if getattr(graph, "executes_eagerly", False):
+        return _EAGER_STEPS.get(graph)
     found = graph.get_collection(GraphKeys.GLOBAL_STEP)
     if len(found) == 1:
         step = found[0]
@@ -45,6 +58,14 @@ def create_global_step(graph=None):
     graph = graph or _ops.get_default_graph()
     if get_global_step(graph) is not None:
         raise ValueError('"global_step" already exists.')
+    if getattr(graph, "executes_eagerly", False):
+        # TF's eager branch: on the CPU, the name scope kept (no op is named by it).
+        with graph.as_default(), _ops.device("cpu:0"):
+            step = _vs.get_variable(GraphKeys.GLOBAL_STEP, shape=[], dtype=_dt.int64,
+                                    initializer=init_ops.zeros_initializer(),
+                                    trainable=False, collections=[])
+        _EAGER_STEPS[graph] = step
+        return step
     with graph.as_default(), graph.name_scope(None):
         return _vs.get_variable(GraphKeys.GLOBAL_STEP, shape=[], dtype=_dt.int64,
                                 initializer=init_ops.zeros_initializer(), trainable=False,
