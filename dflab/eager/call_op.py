@@ -55,6 +55,9 @@ class FunctionDef:
         self.out_dtypes = list(out_dtypes)
         self.out_shapes = list(out_shapes)
         self.concrete = concrete
+        # For a function cut from another's gradient (a backward): makes its concrete function
+        # when a call of it is differentiated (a second-order gradient); None where it cannot.
+        self.make_concrete = None
 
     def to_json(self) -> dict:
         return {"name": self.name, "graph_def": self.graph_def.to_json(),
@@ -189,6 +192,8 @@ def _straight_call(eplan, n_out):
 @RegisterGradient(CALL_OP)
 def _call_grad(op, *grads):
     fdef = lookup_function(op.get_attr("f"))
+    if fdef.concrete is None and fdef.make_concrete is not None:
+        fdef.concrete, fdef.make_concrete = fdef.make_concrete(), None
     if fdef.concrete is None:
         raise LookupError(f"No gradient for a call of {fdef.name}: the function was not "
                           "traced in this process")

@@ -517,6 +517,7 @@ class _ForwardBackward:
         self.mask = mask  # which inputs of a forward call get a gradient
         self.eager_attrs = {"f": forward.name, GRADIENT_OUTPUTS: n_outputs}
         self._graph_attrs = None
+        self._forward_function = None  # the forward as a function (a second order's)
 
     @classmethod
     def build(cls, concrete):
@@ -571,6 +572,11 @@ class _ForwardBackward:
         bwd = _function_def(f"{concrete.name}_backward", backward,
                             computed + [inputs[k] for k in given] + dys, results)
         fwd.concrete = concrete
+        if not fg.get_collection("while_context") and not fg.get_collection("cond_context"):
+            bwd_inputs = computed + [inputs[k] for k in given] + dys
+            bwd.make_concrete = functools.partial(_function_of, bwd, bwd_inputs,
+                                                  fg.outer_graph)
+            fwd.make_concrete = functools.partial(_function_of, fwd, inputs, fg.outer_graph)
         call_op.register_function(fwd)
         call_op.register_function(bwd)
         return cls(concrete, fwd, bwd, fg.capture_values(), len(outs), mask, given, sparse)
@@ -584,7 +590,16 @@ class _ForwardBackward:
         return self._graph_attrs
 
     def gradient(self, op, grads):
-        """The gradients for the inputs of forward call ``op``, given its outputs'."""
+        """The gradients for the inputs of forward call ``op``, given its outputs'; where
+        its intermediates have gradients too (a backward call was differentiated: a second
+        order), those of the forward as a function of its own, all its outputs counted."""
+        if any(g is not None for g in grads[self.n_outputs:]):
+            if self.forward.make_concrete is None:
+                raise LookupError(f"No second-order gradient through {self.concrete.name}: "
+                                  "it holds loops or conds")
+            if self._forward_function is None:
+                self._forward_function = self.forward.make_concrete()
+            return self._forward_function.call_gradient(op, grads)
         outs = op.outputs[:self.n_outputs]
         dys = [g if g is not None else array_ops.zeros_like(y)
                for g, y in zip(grads[:self.n_outputs], outs) if _float(y)]
@@ -598,6 +613,21 @@ class _ForwardBackward:
                 "f": bwd.name, "Tout": bwd.out_dtypes, "output_shapes": bwd.out_shapes,
                 "_body": bwd.to_json()}, call_op.CALL_OP)
         return _gradients_from(call.outputs, self.mask, self.sparse)
+
+
+def _function_of(fdef, inputs, outer) -> ConcreteFunction:
+    """A forward's or backward's ``FunctionDef`` (of a function without loops or conds) as a
+    concrete function of its own (its ops imported into a new function graph, its inputs
+    placeholders), whose calls can be differentiated in turn: a second-order gradient through
+    a traced function under nested tapes."""
+    bg = FuncGraph(f"{fdef.name}_as_function", outer)  # (the original stays registered)
+    with bg.as_default(), bg.side_effects_unordered():
+        phs = [bg.placeholder(t.dtype.base_dtype, t.shape, f"backward_input_{i}")
+               for i, t in enumerate(inputs)]
+        feeds = dict(zip(fdef.arg_names, phs))
+        import_graph_def(fdef.graph_def, input_map=feeds, name="")
+        outs = [feeds[n] if n in feeds else bg.get_tensor_by_name(n) for n in fdef.ret_names]
+    return ConcreteFunction(bg, phs, outs, None, "backward")
 
 
 def _gradient_outputs(grads) -> tuple[list, list]:

@@ -217,3 +217,39 @@ def test_argument_placeholders_are_named_as_their_parameters():
 
     assert [t.name for t in g.get_concrete_function().inputs] == ["values:0"]
     assert isinstance(g.input_signature, tuple)
+
+
+def test_second_order_gradients_through_a_traced_function_under_nested_tapes():
+    @tf.function
+    def cube(x):
+        return x * x * x
+
+    @tf.function
+    def mlp(x, w):
+        return tf.reduce_sum(tf.tanh(tf.matmul(x, w)) ** 2)
+
+    z = tf.constant(2.0)
+    with tf.GradientTape() as outer:
+        outer.watch(z)
+        with tf.GradientTape() as inner:
+            inner.watch(z)
+            y = cube(z)
+        dy = inner.gradient(y, z)
+    assert (float(dy), float(outer.gradient(dy, z))) == (12.0, 12.0)  # 3z^2, 6z
+
+    x = tf.constant([[0.5, -1.0]])
+    w = tf.constant([[0.3], [0.2]])
+
+    def penalty(fn):  # a gradient penalty: the norm of d loss / d x, differentiated for w
+        with tf.GradientTape() as outer:
+            outer.watch(w)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                loss = fn(x, w)
+            gx = inner.gradient(loss, x)
+            p = tf.reduce_sum(gx * gx)
+        return float(p), outer.gradient(p, w).numpy()
+
+    traced, plain = penalty(mlp), penalty(mlp.python_function)
+    np.testing.assert_allclose(traced[0], plain[0], rtol=1e-6)
+    np.testing.assert_allclose(traced[1], plain[1], rtol=1e-5)
