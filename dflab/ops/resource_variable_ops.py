@@ -433,6 +433,29 @@ class ResourceVariable(Variable):
                                  {"limit": int(limit), "T": self._dtype},
                                  "ResourceCountUpTo").outputs[0]
 
+    # --- in-place operators: TF's refusal (Python would rebind the name to a new tensor, and
+    # the variable would silently keep its value). A reference variable keeps TF 1.x's rebind.
+    def __iadd__(self, other):
+        raise RuntimeError(_in_place_refusal("variable", "+=", "variable.assign_add(value)",
+                                             "variable + value"))
+
+    def __isub__(self, other):
+        # (TF's text suggests ``*`` for a new tensor here: kept as TF writes it.)
+        raise RuntimeError(_in_place_refusal("variable", "-=", "variable.assign_sub(value)",
+                                             "variable * value"))
+
+    def __imul__(self, other):
+        raise RuntimeError(_in_place_refusal("var", "*=", "var.assign(var * value)",
+                                             "var * value"))
+
+    def __itruediv__(self, other):
+        raise RuntimeError(_in_place_refusal("var", "/=", "var.assign(var / value)",
+                                             "var / value"))
+
+    def __ipow__(self, other):
+        raise RuntimeError(_in_place_refusal("var", "**=", "var.assign(var ** value)",
+                                             "var ** value"))
+
     # --- eager variables (``dflab.eager``): the handle holds the state -------------------------
     @property
     def _in_eager(self) -> bool:
@@ -487,6 +510,11 @@ class ResourceVariable(Variable):
                     f"numpy={shown}>")
         return (f"<tf.Variable '{self.name}' shape={self.shape} "
                 f"dtype={self.dtype.name}>")
+
+
+def _in_place_refusal(var, symbol, update, new) -> str:
+    return (f"`{var} {symbol} value` with `tf.Variable`s is not supported. Use `{update}` to "
+            f"modify the variable, or `out = {new}` if you need to get a new output Tensor.")
 
 
 variables_module._RESOURCE_VARIABLE[0] = ResourceVariable
