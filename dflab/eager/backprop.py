@@ -216,12 +216,20 @@ class GradientTape:
     def _differentiate(self, targets, sources, output_gradients, unconnected):
         grads: dict[int, list] = {}
         for k, y in enumerate(targets):
-            y = _ops.convert_to_tensor(y)
-            if output_gradients is not None and output_gradients[k] is not None:
-                g = _ops.convert_to_tensor(output_gradients[k], dtype=y.dtype.base_dtype)
+            given = None if output_gradients is None else output_gradients[k]
+            if _rv.is_resource_variable(y):
+                # TF's target is the variable's handle, seeded with ones of the variable's
+                # shape and dtype: d v/d v is 1, and the reads the tape saw add theirs.
+                dtype, key = y.dtype.base_dtype, y.handle
+                g = (_ops.convert_to_tensor(given, dtype=dtype) if given is not None else
+                     array_ops.ones(y.shape, dtype))
             else:
-                g = array_ops.ones_like(y)
-            grads.setdefault(id(y), []).append(g)
+                key = y = _ops.convert_to_tensor(y)
+                g = (_ops.convert_to_tensor(given, dtype=y.dtype.base_dtype)
+                     if given is not None else array_ops.ones_like(y))
+            grads.setdefault(id(key), []).append(g)
+        # A source that is a target has its gradient, watched or not (TF's).
+        seeded = set(grads)
         wanted = {id(_target_of(s)) for s in sources}
         for op in reversed(self._records):
             out_grads = [_sum(grads.pop(id(t), None)) if id(t) not in wanted
@@ -238,7 +246,7 @@ class GradientTape:
             x = _target_of(s)
             # A source the tape never watched gets none (TF's), though an op taking it and a
             # watched tensor (a traced call) gave it one.
-            g = _sum(grads.get(id(x))) if id(x) in self._watched else None
+            g = _sum(grads.get(id(x))) if id(x) in self._watched or id(x) in seeded else None
             if g is None and unconnected == UnconnectedGradients.ZERO:
                 g = array_ops.zeros_like(s.value() if _rv.is_resource_variable(s) else s)
             result.append(g)
