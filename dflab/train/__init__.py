@@ -70,6 +70,7 @@ from dflab.train.learning_rate_decay import (  # noqa: F401
     inverse_time_decay,
     linear_cosine_decay,
     natural_exp_decay,
+    noisy_linear_cosine_decay,
     piecewise_constant,
     piecewise_constant_decay,
     polynomial_decay,

@@ -1,19 +1,40 @@
-"""Learning-rate schedules of the global step (TF1 ``tf.train.*_decay``): graph ops computing
-the rate each step, to pass as an optimizer's ``learning_rate``."""
+"""Learning-rate schedules of the global step (TF1 ``tf.train.*_decay``), to pass as an
+optimizer's ``learning_rate``. In a graph each is the ops computing the rate, run every step.
+Executing eagerly a tensor would be the rate of one step for good, so each returns, as TF's,
+a callable (a ``functools.partial`` of the schedule and its step variable) that computes the
+rate of the step's value when called; optimizers call it on each update."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 from dflab.framework import constant_op
 from dflab.framework import dtypes as _dt
 from dflab.framework import ops as _ops
-from dflab.ops import control_flow_ops, math_ops
+from dflab.ops import control_flow_ops, math_ops, random_ops
 
 
 def _prologue(global_step, what):
     if global_step is None:
         raise ValueError(f"global_step is required for {what}.")
+
+
+def _callable_eagerly(what):
+    """A schedule's builder as TF gives it: the ops in a graph; eagerly, after the checks
+    made at once (a missing ``global_step``), the builder waiting for its call."""
+
+    def wrap(build):
+        @functools.wraps(build)
+        def schedule(learning_rate, global_step, *args, **kwargs):
+            if not _ops.executing_eagerly():
+                return build(learning_rate, global_step, *args, **kwargs)
+            _prologue(global_step, what)
+            return functools.partial(build, learning_rate, global_step, *args, **kwargs)
+
+        return schedule
+
+    return wrap
 
 
 def _step_decay(what, default_name, learning_rate, global_step, decay_steps, decay_rate,
@@ -32,6 +53,7 @@ def _step_decay(what, default_name, learning_rate, global_step, decay_steps, dec
         return scale(lr, decay_rate, p, dtype, name[:-1] + "/")
 
 
+@_callable_eagerly("exponential_decay")
 def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
                       name=None):
     """learning_rate * decay_rate ^ (global_step / decay_steps) (floored if ``staircase``)."""
@@ -41,6 +63,7 @@ def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, stair
         lambda lr, rate, p, dtype, nm: math_ops.multiply(lr, math_ops.pow(rate, p), name=nm))
 
 
+@_callable_eagerly("natural_exp_decay")
 def natural_exp_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
                       name=None):
     """learning_rate * exp(-decay_rate * global_step / decay_steps)."""
@@ -50,6 +73,7 @@ def natural_exp_decay(learning_rate, global_step, decay_steps, decay_rate, stair
         lambda lr, rate, p, dtype, nm: math_ops.multiply(lr, math_ops.exp(-rate * p), name=nm))
 
 
+@_callable_eagerly("inverse_time_decay")
 def inverse_time_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
                        name=None):
     """learning_rate / (1 + decay_rate * global_step / decay_steps)."""
@@ -60,6 +84,7 @@ def inverse_time_decay(learning_rate, global_step, decay_steps, decay_rate, stai
             lr, math_ops.add(math_ops.cast(1, dtype), math_ops.multiply(rate, p)), name=nm))
 
 
+@_callable_eagerly("polynomial_decay")
 def polynomial_decay(learning_rate, global_step, decay_steps, end_learning_rate=0.0001,
                      power=1.0, cycle=False, name=None):
     """(lr - end) * (1 - step / decay_steps) ^ power + end, with step clipped at decay_steps
@@ -87,11 +112,11 @@ def polynomial_decay(learning_rate, global_step, decay_steps, end_learning_rate=
 def piecewise_constant(x, boundaries, values, name=None):
     """``values[0]`` while x <= boundaries[0], ``values[i]`` while boundaries[i-1] < x <=
     boundaries[i], ``values[-1]`` past the last boundary: a ``tf.case`` of exclusive ranges.
-    int32 boundaries are widened to an int64 x; any other type mismatch is a ValueError."""
+    int32 boundaries are widened to an int64 x; any other type mismatch is a ValueError
+    (checked at once; executing eagerly, the rest waits for the call, as TF's)."""
     boundaries = [_ops.convert_to_tensor(b) for b in _flat(boundaries)]
     values = [_ops.convert_to_tensor(v) for v in _flat(values)]
-    x = _ops.convert_to_tensor(x)
-    x_dtype = x.dtype.base_dtype
+    x_dtype = _ops.convert_to_tensor(x).dtype.base_dtype
     for i, b in enumerate(boundaries):
         if b.dtype.base_dtype is not x_dtype:
             if b.dtype.base_dtype is _dt.int32 and x_dtype is _dt.int64:
@@ -107,6 +132,13 @@ def piecewise_constant(x, boundaries, values, name=None):
     if len(boundaries) != len(values) - 1:
         raise ValueError(
             "The length of boundaries should be 1 less than the length of values")
+    if _ops.executing_eagerly():
+        return functools.partial(_piecewise, x, boundaries, values, name)
+    return _piecewise(x, boundaries, values, name)
+
+
+def _piecewise(x, boundaries, values, name):
+    x = _ops.convert_to_tensor(x)
     with _ops.name_scope(name, "PiecewiseConstant"):
         pairs = [(x <= boundaries[0], lambda: values[0]),
                  (x > boundaries[-1], lambda: values[-1])]
@@ -127,6 +159,7 @@ def _half_cosine(fraction):
     return 0.5 * (1.0 + math_ops.cos(constant_op.constant(math.pi) * fraction))
 
 
+@_callable_eagerly("cosine decay")
 def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
     """lr * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) + alpha)
     (Loshchilov & Hutter, SGDR, without restarts)."""
@@ -140,6 +173,7 @@ def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
         return math_ops.multiply(lr, decayed)
 
 
+@_callable_eagerly("cosine decay restarts")
 def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2.0, m_mul=1.0,
                           alpha=0.0, name=None):
     """Cosine decay with warm restarts (SGDR): period i lasts first_decay_steps * t_mul^i steps
@@ -172,6 +206,7 @@ def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2
         return math_ops.multiply(lr, decayed, name=name)
 
 
+@_callable_eagerly("linear cosine decay")
 def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5, alpha=0.0,
                         beta=0.001, name=None):
     """lr * ((alpha + linear) * cosine + beta) with linear = (decay_steps - step) / decay_steps
@@ -189,4 +224,30 @@ def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5
         linear_decayed = (decay_steps - step) / decay_steps
         cosine_decayed = _half_cosine(2.0 * num_periods * (step / decay_steps))
         return math_ops.multiply(lr, (alpha + linear_decayed) * cosine_decayed + beta,
+                                 name=name)
+
+
+@_callable_eagerly("noisy linear cosine decay")
+def noisy_linear_cosine_decay(learning_rate, global_step, decay_steps, initial_variance=1.0,
+                              variance_decay=0.55, num_periods=0.5, alpha=0.0, beta=0.001,
+                              name=None):
+    """``linear_cosine_decay`` with the linear term made noisy: N(0, variance) added to it,
+    variance = initial_variance / (1 + step) ^ variance_decay (step clipped at decay_steps)."""
+    _prologue(global_step, "noisy linear cosine decay")
+    with _ops.name_scope(name, "NoisyLinearCosineDecay") as name:
+        lr = _ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
+        dtype = lr.dtype
+        decay_steps = math_ops.cast(decay_steps, dtype)
+        initial_variance = math_ops.cast(initial_variance, dtype)
+        variance_decay = math_ops.cast(variance_decay, dtype)
+        num_periods = math_ops.cast(num_periods, dtype)
+        alpha = math_ops.cast(alpha, dtype)
+        beta = math_ops.cast(beta, dtype)
+        step = math_ops.minimum(math_ops.cast(global_step, dtype), decay_steps)
+        linear_decayed = (decay_steps - step) / decay_steps
+        variance = initial_variance / math_ops.pow(1.0 + step, variance_decay)
+        noisy_linear_decayed = linear_decayed + random_ops.random_normal(
+            linear_decayed.shape, stddev=math_ops.sqrt(variance), dtype=dtype)
+        cosine_decayed = _half_cosine(2.0 * num_periods * (step / decay_steps))
+        return math_ops.multiply(lr, (alpha + noisy_linear_decayed) * cosine_decayed + beta,
                                  name=name)
