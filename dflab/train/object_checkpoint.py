@@ -240,16 +240,18 @@ class _Restoration:
         self.pending = set(dtypes) - {OBJECT_GRAPH_KEY}
         self.restored: set = set()
         self.var_paths: dict = {}  # {_key_of_variable(v): path} of the variables restored
-        self._prefixes: set = set()
-        self._update_prefixes()
-
-    def _update_prefixes(self) -> None:
-        """Every object path that leads to a waiting value."""
-        self._prefixes = {""}
+        # {object path: how many waiting values lie under it}, every path leading to one
+        self._prefixes: collections.Counter = collections.Counter()
         for key in self.pending:
-            parts = _split(key)[0].split("/")
-            for i in range(1, len(parts) + 1):
-                self._prefixes.add("/".join(parts[:i]))
+            self._prefixes.update(_path_prefixes(key))
+
+    def _done(self, keys) -> None:
+        """``keys`` are restored: they wait no more."""
+        for key in keys:
+            self.pending.discard(key)
+            self.restored.add(key)
+            self._prefixes.subtract(_path_prefixes(key))
+        self._prefixes += collections.Counter()  # (drops the paths left at zero)
 
     def restore_from(self, starts) -> list:
         """Assign the waiting values of what ``starts`` (``(path, object)`` pairs) reaches,
@@ -299,20 +301,27 @@ class _Restoration:
         unreadable = [n for n in keys if self.dtypes[n] is None]
         readable = [n for n in keys if self.dtypes[n] is not None]
         with init_scope():  # a variable made while a function is traced lives outside it
+            if not _ops.executing_eagerly():
+                return []  # a graph's variable: nothing here would run the restoring ops
             if readable:
                 values = io_ops.restore_v2(self.save_path, readable, [""] * len(readable),
                                            [targets[n].dtype.base_dtype for n in readable])
                 for n, value in zip(readable, values):
                     targets[n].assign(value)
-        self.pending.difference_update(readable)
-        self.restored.update(readable)
-        self._update_prefixes()
+        self._done(readable)
         if unreadable:
             raise UnimplementedError(
                 None, None, f"Checkpoint {self.save_path} holds {', '.join(unreadable)} in a "
                 "dtype dflab does not read (TF's own iterator state is a variant): the other "
                 "values are restored; restore from a Checkpoint without those objects.")
         return readable
+
+
+def _path_prefixes(key: str) -> list:
+    """The object paths leading to ``key``'s value (``a``, ``a/b`` for ``a/b/.ATTRIBUTES/...``),
+    the root's (``""``) included."""
+    parts = _split(key)[0].split("/")
+    return [""] + ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _hold(obj, restoration: _Restoration, path: str) -> None:

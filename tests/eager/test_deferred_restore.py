@@ -179,3 +179,15 @@ def test_a_layer_built_after_restore_computes_with_the_restored_weights(eager, t
     status = tf.train.Checkpoint(model=fresh).restore(path)
     np.testing.assert_array_equal(fresh(tf.ones([1, 2])).numpy(), [[11.5]])
     status.assert_consumed()
+
+
+def test_a_variable_made_in_a_graph_is_left_waiting(eager, tmp_path):
+    path = _saved_lin(tmp_path)
+    m2 = _Lin()
+    status = tf.train.Checkpoint(model=m2).restore(path)
+    with tf.Graph().as_default():
+        m2.w = tf.Variable(tf.zeros([2, 1]))  # nothing would run a restoring op
+    with pytest.raises(AssertionError, match=r"\(root\)\.model\.w"):
+        status.assert_consumed()
+    m2.w = tf.Variable(tf.zeros([2, 1]))
+    np.testing.assert_array_equal(m2.w.numpy().ravel(), [3.0, 4.0])
