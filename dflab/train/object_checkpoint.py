@@ -319,9 +319,16 @@ class _Restoration:
 
 def _path_prefixes(key: str) -> list:
     """The object paths leading to ``key``'s value (``a``, ``a/b`` for ``a/b/.ATTRIBUTES/...``),
-    the root's (``""``) included."""
-    parts = _split(key)[0].split("/")
-    return [""] + ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    the root's (``""``) included; a slot's value is led to by its optimizer's path too."""
+    path = _split(key)[0]
+    paths = [path]
+    if _SLOT in path:
+        paths.append(path.split(_SLOT, 1)[1].rsplit("/", 1)[0])
+    found = {""}
+    for p in paths:
+        parts = p.split("/")
+        found.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return sorted(found)
 
 
 def _hold(obj, restoration: _Restoration, path: str) -> None:

@@ -191,3 +191,29 @@ def test_a_variable_made_in_a_graph_is_left_waiting(eager, tmp_path):
         status.assert_consumed()
     m2.w = tf.Variable(tf.zeros([2, 1]))
     np.testing.assert_array_equal(m2.w.numpy().ravel(), [3.0, 4.0])
+
+
+def test_an_optimizer_attached_after_restore_gets_its_slots(eager, tmp_path):
+    w = tf.Variable([1.0, 2.0])
+    opt = tf.train.MomentumOptimizer(0.1, 0.9)
+    opt.minimize(lambda: tf.reduce_sum(w * w))
+    path = tf.train.Checkpoint(w=w, optimizer=opt).save(str(tmp_path / "m"))
+    w2 = tf.Variable([0.0, 0.0])
+    ckpt = tf.train.Checkpoint(w=w2)
+    status = ckpt.restore(path)
+    ckpt.optimizer = tf.train.MomentumOptimizer(0.1, 0.9)
+    ckpt.optimizer.minimize(lambda: tf.reduce_sum(w2 * w2))
+    np.testing.assert_allclose(w2.numpy(), [0.46, 0.92], rtol=1e-6)  # TF's
+    status.assert_consumed()
+    # A module's variable and optimizer, both made after restore.
+    m = _Bag()
+    m.w = tf.Variable([1.0, 2.0])
+    m.opt = tf.train.MomentumOptimizer(0.1, 0.9)
+    m.opt.minimize(lambda: tf.reduce_sum(m.w * m.w))
+    path = tf.train.Checkpoint(model=m).save(str(tmp_path / "n"))
+    m2 = _Bag()
+    tf.train.Checkpoint(model=m2).restore(path).assert_existing_objects_matched()
+    m2.w = tf.Variable([0.0, 0.0])
+    m2.opt = tf.train.MomentumOptimizer(0.1, 0.9)
+    m2.opt.minimize(lambda: tf.reduce_sum(m2.w * m2.w))
+    np.testing.assert_allclose(m2.w.numpy(), [0.46, 0.92], rtol=1e-6)
