@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dflab.framework import errors
+from dflab.kernels.array_kernels import _numpy_index
 from dflab.kernels.registry import kernel
 
 
@@ -339,6 +340,60 @@ for _op, _ufunc in (("ScatterUpdate", None), ("ScatterAdd", "add"), ("ScatterSub
                     ("ScatterMin", "minimum"), ("ScatterMax", "maximum")):
     kernel(_op)(_scatter(_ufunc))
     kernel("Resource" + _op)(_resource_scatter(_ufunc))
+
+
+def _slice_writer(node, ctx) -> Callable:
+    """``write(state, begin, end, strides, value)``: ``value``, broadcast to the slice's
+    shape, written into the slice of the variable's own buffer (TF's ``StridedSliceAssign``).
+    The caller holds the lock it needs."""
+    xp = ctx.xp
+
+    def write(state, begin, end, strides, value) -> None:
+        var = state.read()
+        index = _numpy_index(node, var.shape, begin, end, strides)
+        final = np.shape(var[index])  # (an object array's entry is no array)
+        value = xp.asarray(value, dtype=var.dtype)
+        try:
+            value = xp.broadcast_to(value, final)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                None, None, f"Cannot broadcast input shape {list(value.shape)} into final "
+                f"shape {list(final)}") from None
+        if value.ndim == 0:  # one entry: its value (an object array would hold the array)
+            value = value[()]
+        with state.unfrozen(var):  # the variable owns this buffer (see _owned)
+            var[index] = value
+
+    return write
+
+
+@kernel("StridedSliceAssign", host_memory_inputs=(1, 2, 3))
+def _strided_slice_assign(node, ctx):
+    """A reference variable's slice assignment, in place as TF 1.x's; outputs the reference.
+    Under the variable's lock, as every slice write of TF's holds the variable's mutex."""
+    write = _slice_writer(node, ctx)
+
+    def strided_slice_assign(ref, begin, end, strides, value):
+        with ref.lock:
+            write(ref, begin, end, strides, value)
+        return ref
+
+    return strided_slice_assign
+
+
+@kernel("ResourceStridedSliceAssign", host_memory_inputs=(1, 2, 3))
+def _resource_strided_slice_assign(node, ctx):
+    """A resource variable's slice assignment, as its scatters: under the lock, on a buffer
+    no read holds; no output."""
+    xp = ctx.xp
+    write = _slice_writer(node, ctx)
+
+    def resource_strided_slice_assign(state, begin, end, strides, value):
+        with state.lock:
+            unshare_locked(state, xp)
+            write(state, begin, end, strides, value)
+
+    return resource_strided_slice_assign
 
 
 @kernel("CountUpTo", host_only=True)

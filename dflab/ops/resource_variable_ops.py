@@ -31,7 +31,7 @@ from dflab.framework.registry import (
     register_op,
 )
 from dflab.framework.tensor_shape import TensorShape, as_shape
-from dflab.ops import array_ops
+from dflab.ops import array_ops, slicing_ops
 from dflab.ops import variables as variables_module
 from dflab.ops.op_util import variable_dtype_shape
 from dflab.ops.variables import Variable
@@ -426,6 +426,18 @@ class ResourceVariable(Variable):
     def scatter_div(self, sparse_delta, use_locking=False, name=None):
         return self._scatter("ResourceScatterDiv", sparse_delta.indices, sparse_delta.values,
                              name)
+
+    def __getitem__(self, slice_spec):
+        """The slice of the variable's value, with TF's ``assign`` (``v[1:3].assign(x)``)."""
+        return slicing_ops._slice_helper(self.value(), slice_spec, var=self)
+
+    def _strided_slice_assign(self, begin, end, strides, value, name, **masks):
+        value = _ops.convert_to_tensor(value, dtype=self._dtype)
+        with _ops.colocate_with(self._handle.op):
+            op = slicing_ops.strided_slice_assign(self._handle, begin, end, strides, value,
+                                                  name=name, **masks)
+        with _ops.control_dependencies([op]):
+            return self.read_value()
 
     def count_up_to(self, limit):
         with _ops.colocate_with(self._handle.op):

@@ -11,6 +11,7 @@ and basic ops that this module imports from it.
 from __future__ import annotations
 
 import numbers
+import weakref
 
 import numpy as np
 
@@ -22,7 +23,8 @@ from dflab.framework.constant_op import (
     constant_value_as_shape,
     index_constant,
 )
-from dflab.framework.registry import RegisterGradient, register_op
+from dflab.framework.eager_tensor import EagerTensor
+from dflab.framework.registry import RegisterGradient, get_op_def, register_op
 from dflab.framework.tensor_shape import Dimension, TensorShape
 from dflab.ops.array_ops import (
     _apply,
@@ -258,7 +260,10 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, el
     attrs = {"begin_mask": int(begin_mask), "end_mask": int(end_mask),
              "ellipsis_mask": int(ellipsis_mask), "new_axis_mask": int(new_axis_mask),
              "shrink_axis_mask": int(shrink_axis_mask)}
-    return _apply("StridedSlice", [as_data(input_), begin, end, strides], attrs, name)
+    out = _apply("StridedSlice", [as_data(input_), begin, end, strides], attrs, name)
+    if var is not None:  # TF's: the slice of a variable can be assigned to
+        _assignable(out, var, (begin, end, strides), attrs)
+    return out
 
 
 def _check_index(idx):
@@ -274,7 +279,10 @@ def _check_index(idx):
 
 def _slice_helper(tensor, slice_spec, var=None):
     """``tensor[slice_spec]``: ints (shrink an axis), slices with steps, ``...``, ``tf.newaxis``
-    and scalar integer tensors, combined as in NumPy basic indexing (one ``StridedSlice``)."""
+    and scalar integer tensors, combined as in NumPy basic indexing (one ``StridedSlice``).
+    With ``var`` (the variable ``tensor`` reads), the slice has TF's ``assign``."""
+    if var is not None:
+        return _variable_slice(tensor, slice_spec, var)
     tensor = _ops.convert_to_tensor(tensor)
     g = _ops.get_default_graph()
     if g.executes_eagerly:
@@ -326,16 +334,22 @@ _SPECS: dict = {}
 def _graph_slice(tensor, slice_spec):
     begin, end, strides, masks = _spec_vectors(slice_spec)
     with _ops.name_scope(None, "strided_slice", [tensor]) as scope:
-        packed = [stack_ints(vals) if any(isinstance(v, _ops.Tensor) for v in vals) else
-                  tuple(int(v) for v in vals) for vals in (begin, end, strides)]
-        dt = packed[0].dtype.base_dtype if isinstance(packed[0], _ops.Tensor) else (
-            packed[1].dtype.base_dtype if isinstance(packed[1], _ops.Tensor) else _dt.int32)
-        packed = [p if isinstance(p, _ops.Tensor) else index_constant(p, dt) for p in packed]
-        if len({p.dtype.base_dtype for p in packed}) > 1:
-            from dflab.ops import math_ops
-
-            packed = [math_ops.cast(p, _dt.int64) for p in packed]
+        packed = _packed_vectors(begin, end, strides)
         return _apply("StridedSlice", [tensor] + packed, _mask_attrs(masks), name=scope)
+
+
+def _packed_vectors(begin, end, strides) -> list:
+    """A slice's begin, end and strides lists as three index tensors of one dtype."""
+    packed = [stack_ints(vals) if any(isinstance(v, _ops.Tensor) for v in vals) else
+              tuple(int(v) for v in vals) for vals in (begin, end, strides)]
+    dt = packed[0].dtype.base_dtype if isinstance(packed[0], _ops.Tensor) else (
+        packed[1].dtype.base_dtype if isinstance(packed[1], _ops.Tensor) else _dt.int32)
+    packed = [p if isinstance(p, _ops.Tensor) else index_constant(p, dt) for p in packed]
+    if len({p.dtype.base_dtype for p in packed}) > 1:
+        from dflab.ops import math_ops
+
+        packed = [math_ops.cast(p, _dt.int64) for p in packed]
+    return packed
 
 
 def _spec_vectors(slice_spec):
@@ -390,6 +404,114 @@ def _mask_attrs(masks: dict) -> _ops.FrozenAttrs:
 
 
 _MASK_ATTRS: dict = {}
+
+
+# --- slice assignment: ``v[1:3].assign(value)`` --------------------------------------------------
+# TF's ``StridedSliceAssign`` (a reference variable's: outputs the reference) and
+# ``ResourceStridedSliceAssign`` (a resource variable's: no output) write ``value``,
+# broadcast to the slice's shape, into the slice of the variable that ``begin``/``end``/
+# ``strides`` and the masks pick, as ``StridedSlice`` reads it. The value's shape is checked
+# by the kernel, as TF's shape functions leave it. No gradient, as TF registers none.
+def _slice_assign_checks(op, target):
+    _, begin, end, strides, value = op.inputs
+    _strided_slice_items(op, begin, end, strides)
+    want = op.get_attr("T")
+    if value.dtype.base_dtype is not want:
+        raise TypeError(f"Input 'value' of '{op.type}' Op has type {value.dtype.name} that does "
+                        f"not match type {want.name} of argument '{target}'.")
+
+
+def _strided_slice_assign_infer(op):
+    ref = op.inputs[0]
+    if not ref.dtype.is_ref_dtype:
+        raise TypeError(f"'{op.type}' Op requires that input 'ref' be a mutable tensor "
+                        f"(e.g. a tf.Variable), got {ref.dtype.name}")
+    _slice_assign_checks(op, "ref")
+    return [(ref.dtype, ref.shape)]
+
+
+def _resource_strided_slice_assign_infer(op):
+    if op.inputs[0].dtype.base_dtype is not _dt.resource:
+        raise TypeError(f"'{op.type}' Op requires that input 'ref' be a resource handle "
+                        f"(a resource variable), got {op.inputs[0].dtype.name}")
+    _slice_assign_checks(op, "ref")
+    return []
+
+
+register_op("StridedSliceAssign", _strided_slice_assign_infer, stateful=True, ref_inputs=(0,))
+register_op("ResourceStridedSliceAssign", _resource_strided_slice_assign_infer, stateful=True)
+get_op_def("ResourceStridedSliceAssign").writes_handle = True
+
+
+def strided_slice_assign(ref, begin, end, strides, value, begin_mask=0, end_mask=0,
+                         ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0, name=None):
+    """Write ``value`` into ``ref[begin:end:strides]`` (with TF's masks): ``ref`` a reference
+    variable's reference (the op's output is the reference) or a resource variable's handle
+    (the op, which has no output)."""
+    attrs = {"T": value.dtype.base_dtype, "begin_mask": int(begin_mask),
+             "end_mask": int(end_mask), "ellipsis_mask": int(ellipsis_mask),
+             "new_axis_mask": int(new_axis_mask), "shrink_axis_mask": int(shrink_axis_mask)}
+    if ref.dtype.base_dtype is _dt.resource:
+        return _ops.apply_op("ResourceStridedSliceAssign", [ref, begin, end, strides, value],
+                             attrs, name or "ResourceStridedSliceAssign")
+    return _ops.apply_op("StridedSliceAssign", [ref, begin, end, strides, value], attrs,
+                         name or "StridedSliceAssign").outputs[0]
+
+
+class _EagerVariableSlice(EagerTensor):
+    """An eager slice of a variable: the tensor itself, with TF's ``assign``. (Its class is
+    changed in place, keeping the object a tape may have recorded; no slot of its own.)"""
+
+    __slots__ = ()
+
+    def assign(self, value, name=None):
+        return _SLICE_ASSIGNS[self](value, name)
+
+
+class _GraphVariableSlice(_ops.Tensor):
+    """A graph's slice of a variable, with TF's ``assign`` (see ``_EagerVariableSlice``)."""
+
+    __slots__ = ()
+
+    def assign(self, value, name=None):
+        return _SLICE_ASSIGNS[self](value, name)
+
+
+# A variable's slice -> its ``assign(value, name)``, for as long as the slice lives.
+_SLICE_ASSIGNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _variable_slice(tensor, slice_spec, var):
+    """``var[slice_spec]`` (``tensor`` is its value): the slice, assignable."""
+    out = _slice_helper(tensor, slice_spec)
+    if out.is_eager:  # the vectors are made when (if) it is assigned to
+        begin, end, strides, masks = _spec_vectors(slice_spec)
+        return _assignable(out, var, None, masks, lambda: _packed_vectors(begin, end, strides))
+    return _assignable(out, var, tuple(out.op.inputs[1:]), _masks_of(out.op))
+
+
+def _assignable(out, var, vectors, masks, make_vectors=None):
+    """Give ``out``, a slice of ``var``, TF's ``assign(value, name=None)``: the slice
+    assignment of ``var`` with the slice's vectors and masks (named ``<slice>_assign`` in a
+    graph)."""
+    masks = dict(masks)
+    parent = None if out.is_eager else out.op.name
+
+    def assign(value, name=None):
+        begin, end, strides = vectors if vectors is not None else make_vectors()
+        if name is None and parent is not None:
+            name = parent + "_assign"
+        method = getattr(var, "_strided_slice_assign", None)
+        if method is not None:  # a resource variable
+            return method(begin, end, strides, value, name, **masks)
+        # A reference variable: the op on its reference, which it outputs (TF 1.x's).
+        value = _ops.convert_to_tensor(value, dtype=var.dtype.base_dtype)
+        return strided_slice_assign(var._ref(), begin, end, strides, value, name=name,
+                                    **masks)
+
+    _SLICE_ASSIGNS[out] = assign
+    out.__class__ = _EagerVariableSlice if out.is_eager else _GraphVariableSlice
+    return out
 
 
 # --- Split / SplitV -------------------------------------------------------------------------------
