@@ -27,6 +27,7 @@ as of when it is asked (``assert_consumed``, ``assert_existing_objects_matched``
 from __future__ import annotations
 
 import collections
+import logging
 import os
 
 import numpy as np
@@ -43,6 +44,8 @@ from dflab.train.checkpoint_utils import (
     NewCheckpointReader,
     update_checkpoint_state,
 )
+
+logger = logging.getLogger("dflab.train")
 
 _ATTRIBUTES = "/.ATTRIBUTES/"
 _VALUE = ".ATTRIBUTES/VARIABLE_VALUE"
@@ -240,6 +243,7 @@ class _Restoration:
         self.pending = set(dtypes) - {OBJECT_GRAPH_KEY}
         self.restored: set = set()
         self.var_paths: dict = {}  # {_key_of_variable(v): path} of the variables restored
+        self.expect_partial = False
         # {object path: how many waiting values lie under it}, every path leading to one
         self._prefixes: collections.Counter = collections.Counter()
         for key in self.pending:
@@ -252,6 +256,21 @@ class _Restoration:
             self.restored.add(key)
             self._prefixes.subtract(_path_prefixes(key))
         self._prefixes += collections.Counter()  # (drops the paths left at zero)
+
+    def __del__(self):
+        # TF's warning when the last object a restore could still reach goes away with values
+        # never restored (silenced by ``expect_partial``).
+        if self.pending and not self.expect_partial:
+            try:
+                logger.warning(
+                    "Detecting that an object or model or tf.train.Checkpoint is being deleted "
+                    "with unrestored values. See the following logs for the specific values in "
+                    "question. To silence these warnings, use `status.expect_partial()`.")
+                for key in sorted(self.pending):
+                    logger.warning("Value in checkpoint could not be found in the restored "
+                                   "object: %s", _pretty(key))
+            except Exception:  # noqa: BLE001  (at interpreter exit logging may be gone)
+                pass
 
     def restore_from(self, starts) -> list:
         """Assign the waiting values of what ``starts`` (``(path, object)`` pairs) reaches,
@@ -401,6 +420,9 @@ class CheckpointLoadStatus:
         return self
 
     def expect_partial(self):
+        """Silence the warning about values this restore leaves unrestored (TF's)."""
+        if self._restoration is not None:
+            self._restoration.expect_partial = True
         return self
 
     def run_restore_ops(self, session=None) -> None:

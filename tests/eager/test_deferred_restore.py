@@ -7,6 +7,8 @@ Expected values are TF 2.21's for the same programs (``tf.compat.v1`` eagerly)."
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -217,3 +219,24 @@ def test_an_optimizer_attached_after_restore_gets_its_slots(eager, tmp_path):
     m2.opt = tf.train.MomentumOptimizer(0.1, 0.9)
     m2.opt.minimize(lambda: tf.reduce_sum(m2.w * m2.w))
     np.testing.assert_allclose(m2.w.numpy(), [0.46, 0.92], rtol=1e-6)
+
+
+def test_values_never_restored_are_warned_of_unless_partial_is_expected(eager, tmp_path,
+                                                                         caplog):
+    path = _saved_lin(tmp_path)
+    caplog.set_level("WARNING", logger="dflab.train")
+    status = tf.train.Checkpoint(model=_Lin()).restore(path)
+    del status
+    gc.collect()
+    assert "being deleted with unrestored values" in caplog.text
+    assert "could not be found in the restored object: (root).model.w" in caplog.text
+    caplog.clear()
+    tf.train.Checkpoint(model=_Lin()).restore(path).expect_partial()
+    gc.collect()
+    assert caplog.text == ""
+    m = _Lin()
+    tf.train.Checkpoint(model=m).restore(path)
+    m(tf.ones([1, 2]))  # every value restored: nothing to say
+    del m
+    gc.collect()
+    assert caplog.text == ""
