@@ -389,10 +389,16 @@ class CheckpointLoadStatus:
         return [v for k, v in sorted(self._checkpoint._objects().items())
                 if k not in saved and not k.startswith("save_counter/")]
 
+    def _nothing_restored(self) -> None:
+        """TF's status of ``restore(None)`` fails every assertion."""
+        if self._restoration is None:
+            raise AssertionError("No checkpoint specified (save_path=None); nothing is being "
+                                 "restored.")
+
     def assert_consumed(self):
         """TF's: every existing object matched, and every value in the checkpoint restored."""
         self.assert_existing_objects_matched()
-        if self._restoration is not None and self._restoration.pending:
+        if self._restoration.pending:
             key = sorted(self._restoration.pending)[0]
             raise AssertionError(f"Unresolved object in checkpoint {_pretty(key)}: "
                                  f"checkpoint_key: {key!r} (of {len(self._restoration.pending)}"
@@ -402,8 +408,7 @@ class CheckpointLoadStatus:
     def assert_existing_objects_matched(self):
         """TF's: every variable the root reaches now has a value in the checkpoint (values
         whose objects are not made yet are no error)."""
-        if self._restoration is None:
-            return self
+        self._nothing_restored()
         unmatched = self._unmatched_live()
         if unmatched:
             raise AssertionError(
@@ -414,7 +419,8 @@ class CheckpointLoadStatus:
         return self
 
     def assert_nontrivial_match(self):
-        if self._restoration is not None and not self._restoration.restored:
+        self._nothing_restored()
+        if not self._restoration.restored:
             raise AssertionError(f"Nothing in {self.save_path} matched this checkpoint's "
                                  "objects")
         return self

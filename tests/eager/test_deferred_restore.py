@@ -240,3 +240,13 @@ def test_values_never_restored_are_warned_of_unless_partial_is_expected(eager, t
     del m
     gc.collect()
     assert caplog.text == ""
+
+
+def test_restoring_nothing_fails_every_assertion(eager):
+    status = tf.train.Checkpoint(v=tf.Variable(1.0)).restore(None)
+    for check in (status.assert_consumed, status.assert_existing_objects_matched,
+                  status.assert_nontrivial_match):
+        with pytest.raises(AssertionError, match=r"No checkpoint specified \(save_path=None\); "
+                                                 "nothing is being restored."):
+            check()
+    assert status.expect_partial() is status
