@@ -30,11 +30,22 @@ def global_step(sess, global_step_tensor) -> int:
     return int(sess.run(global_step_tensor))
 
 
+def _eager_chain(graph) -> list:
+    """``graph`` and the function graphs around it up to the eager context they trace for,
+    innermost first (TF's function graphs see the collections of the graphs around them, so
+    a trace finds the eager step); empty unless that outermost graph is an eager context."""
+    chain = [graph]
+    while getattr(chain[-1], "is_function_graph", False):
+        chain.append(chain[-1].outer_graph)
+    return chain if getattr(chain[-1], "executes_eagerly", False) else []
+
+
 def get_global_step(graph=None):
     """The graph's global step variable (or tensor named ``global_step:0``), or None."""
     graph = graph or _ops.get_default_graph()
-    if getattr(graph, "executes_eagerly", False):
-        return _EAGER_STEPS.get(graph)
+    chain = _eager_chain(graph)
+    if chain:
+        return _EAGER_STEPS.get(chain[-1])
     found = graph.get_collection(GraphKeys.GLOBAL_STEP)
     if len(found) == 1:
         step = found[0]
@@ -58,13 +69,16 @@ def create_global_step(graph=None):
     graph = graph or _ops.get_default_graph()
     if get_global_step(graph) is not None:
         raise ValueError('"global_step" already exists.')
-    if getattr(graph, "executes_eagerly", False):
-        # TF's eager branch: on the CPU, the name scope kept (no op is named by it).
-        with graph.as_default(), _ops.device("cpu:0"):
+    chain = _eager_chain(graph)
+    if chain:
+        # TF's eager branch: on the CPU, the name scope kept (no op is named by it). One
+        # made while a function is traced is kept for the eager context too, so that a
+        # retrace finds it (TF keeps it in the trace's own collection only).
+        with _ops.device("cpu:0"):
             step = _vs.get_variable(GraphKeys.GLOBAL_STEP, shape=[], dtype=_dt.int64,
                                     initializer=init_ops.zeros_initializer(),
                                     trainable=False, collections=[])
-        _EAGER_STEPS[graph] = step
+        _EAGER_STEPS[chain[-1]] = step
         return step
     with graph.as_default(), graph.name_scope(None):
         return _vs.get_variable(GraphKeys.GLOBAL_STEP, shape=[], dtype=_dt.int64,

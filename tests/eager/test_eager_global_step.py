@@ -4,6 +4,7 @@ per eager context and returns that variable again, ``get_global_step`` finds it,
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import dflab as tf
@@ -45,3 +46,20 @@ def test_a_graph_keeps_its_own(eager):
         assert in_graph.name == "global_step:0" and in_graph is not step
         assert tf.train.get_global_step() is in_graph
     assert tf.train.get_global_step() is step
+
+
+def test_a_traced_function_finds_the_eager_step(eager):
+    step = tf.train.get_or_create_global_step()
+    w = tf.Variable(1.0)
+    opt = tf.train.GradientDescentOptimizer(0.1)
+    seen = []
+
+    @tf.function
+    def train():
+        seen.append(tf.train.get_global_step())
+        opt.minimize(lambda: w * 2.0, global_step=tf.train.get_or_create_global_step())
+
+    train()
+    train()
+    assert seen and all(s is step for s in seen)
+    assert int(step.numpy()) == 2 and w.numpy() == np.float32(0.6)  # TF's
