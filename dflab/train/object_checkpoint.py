@@ -22,6 +22,11 @@ every variable that exists when ``restore`` is called, then those values; the re
 their objects (TF's deferred restoration, ``_Restoration``): a module's attribute, a layer's
 weight, an optimizer's slot is restored as it is made. The returned status says what matched
 as of when it is asked (``assert_consumed``, ``assert_existing_objects_matched``).
+
+In a graph (TF 1.x's graph mode) the same walk builds ops instead: ``save``/``write`` run a
+``SaveV2`` (built once per set of values) in a session, and ``restore`` builds the
+``RestoreV2`` and assigns, those of objects made later too, which the status's
+``run_restore_ops``/``initialize_or_restore`` run.
 """
 
 from __future__ import annotations
@@ -244,6 +249,10 @@ class _Restoration:
         self.restored: set = set()
         self.var_paths: dict = {}  # {_key_of_variable(v): path} of the variables restored
         self.expect_partial = False
+        # Where the values go: the eager context, or the graph whose session runs the
+        # restoring ops (``graph_ops``, built as their variables are found).
+        self.graph = None if _ops.executing_eagerly() else _ops.get_default_graph()
+        self.graph_ops: list = []
         # {object path: how many waiting values lie under it}, every path leading to one
         self._prefixes: collections.Counter = collections.Counter()
         for key in self.pending:
@@ -320,13 +329,16 @@ class _Restoration:
         unreadable = [n for n in keys if self.dtypes[n] is None]
         readable = [n for n in keys if self.dtypes[n] is not None]
         with init_scope():  # a variable made while a function is traced lives outside it
-            if not _ops.executing_eagerly():
-                return []  # a graph's variable: nothing here would run the restoring ops
+            here = None if _ops.executing_eagerly() else _ops.get_default_graph()
+            if here is not self.graph:
+                return []  # another graph's variable: nothing would run its restoring ops
             if readable:
                 values = io_ops.restore_v2(self.save_path, readable, [""] * len(readable),
                                            [targets[n].dtype.base_dtype for n in readable])
                 for n, value in zip(readable, values):
-                    targets[n].assign(value)
+                    assigned = targets[n].assign(value)
+                    if here is not None:  # run by the status's run_restore_ops
+                        self.graph_ops.append(getattr(assigned, "op", assigned))
         self._done(readable)
         if unreadable:
             raise UnimplementedError(
@@ -432,32 +444,61 @@ class CheckpointLoadStatus:
         return self
 
     def run_restore_ops(self, session=None) -> None:
-        """Values are assigned when ``restore`` runs eagerly (or when their objects are
-        made): nothing is left to run."""
+        """In a graph, run the ops that restore the values found so far (those of objects
+        made after ``restore`` included). Executing eagerly, values are assigned as their
+        objects are found: nothing is left to run."""
+        if self._restoration is not None and self._restoration.graph is not None:
+            ops = list(self._restoration.graph_ops)
+            if ops:
+                _session(session).run(ops)
 
     def initialize_or_restore(self, session=None) -> None:
-        """As ``run_restore_ops``."""
+        """In a graph, run the initializers of the variables the checkpoint has no value
+        for, then ``run_restore_ops`` (TF's); eagerly, nothing is left to run."""
+        if _ops.executing_eagerly():
+            return
+        restored = self._restoration.restored if self._restoration is not None else set()
+        initializers = [v.initializer for k, v in sorted(self._checkpoint._objects().items())
+                        if k not in restored and isinstance(v, _variables.Variable)]
+        if initializers:
+            _session(session).run(initializers)
+        self.run_restore_ops(session)
+
+
+def _session(session):
+    """``session``, else the default one: what runs a graph's save and restore ops."""
+    session = session or _ops.get_default_session()
+    if session is None:
+        raise ValueError("tf.train.Checkpoint in a graph runs its ops in a session: pass "
+                         "session= or make one the default (with tf.Session() as sess:).")
+    return session
 
 
 class Checkpoint:
-    """``tf.train.Checkpoint(**objects)`` (see the module docstring)."""
+    """``tf.train.Checkpoint(**objects)`` (see the module docstring). Executing eagerly its
+    values are read and assigned on the spot; in a graph ``save`` and ``write`` run their
+    ops in a session (``session=``, else the default one), and ``restore`` builds the
+    restoring ops that its status's ``run_restore_ops``/``initialize_or_restore`` run."""
 
     def __init__(self, **kwargs):
-        if not _ops.executing_eagerly():
-            raise RuntimeError("tf.train.Checkpoint saves objects' variables when eager "
-                               "execution is enabled; in a graph use tf.train.Saver.")
         for k, v in kwargs.items():
             if k == "save_counter":
                 raise ValueError("save_counter is the checkpoint's own attribute")
             setattr(self, k, v)
         self._dflab_counter = None
+        self._dflab_save_ops: dict = {}  # graph mode: {(graph, keys): (filename, save op)}
+        self._dflab_count_op = None
 
     @property
     def save_counter(self):
         """How many times ``save`` ran (a variable, saved with the checkpoint)."""
         if self._dflab_counter is None:
-            self._dflab_counter = _rv.ResourceVariable(0, dtype=_dt.int64, trainable=False,
-                                                       name="save_counter")
+            from dflab.eager.context import init_scope
+
+            with init_scope():
+                self._dflab_counter = _rv.ResourceVariable(0, dtype=_dt.int64,
+                                                           trainable=False,
+                                                           name="save_counter")
         return self._dflab_counter
 
     def _objects(self) -> dict:
@@ -466,23 +507,46 @@ class Checkpoint:
         found[f"save_counter/{_VALUE}"] = self.save_counter
         return found
 
-    def write(self, file_prefix: str) -> str:
+    def write(self, file_prefix: str, session=None) -> str:
         """Write the variables to ``file_prefix`` (no counter, no state file)."""
         found = self._objects()
         names = sorted(found)
         _ensure_dir(file_prefix)
-        graph = constant(object_graph(found).SerializeToString(), dtype=_dt.string)
-        io_ops.save_v2(file_prefix, [OBJECT_GRAPH_KEY, *names], [""] * (len(names) + 1),
-                       [graph, *[found[n].read_value() for n in names]])
+        if _ops.executing_eagerly():
+            graph = constant(object_graph(found).SerializeToString(), dtype=_dt.string)
+            io_ops.save_v2(file_prefix, [OBJECT_GRAPH_KEY, *names], [""] * (len(names) + 1),
+                           [graph, *[found[n].read_value() for n in names]])
+            return file_prefix
+        # In a graph the save op is built once per set of values, the file name fed.
+        key = (_ops.get_default_graph(), tuple(names))
+        if key not in self._dflab_save_ops:
+            from dflab.ops import array_ops
+
+            filename = array_ops.placeholder(_dt.string, shape=[], name="checkpoint_prefix")
+            graph = constant(object_graph(found).SerializeToString(), dtype=_dt.string)
+            op = io_ops.save_v2(filename, [OBJECT_GRAPH_KEY, *names], [""] * (len(names) + 1),
+                                [graph, *[found[n].read_value() for n in names]])
+            self._dflab_save_ops[key] = (filename, op)
+        filename, op = self._dflab_save_ops[key]
+        _session(session).run(op, {filename: file_prefix})
         return file_prefix
 
-    def save(self, file_prefix: str) -> str:
+    def save(self, file_prefix: str, session=None) -> str:
         """Write ``file_prefix-N`` (N: the save counter, incremented first) and record it
         in the directory's ``checkpoint`` file as TF's ``Checkpoint.save`` does: that path
         alone, relative to the directory (which may then move); returns the path."""
-        self.save_counter.assign_add(1)
-        path = f"{file_prefix}-{int(self.save_counter.numpy())}"
-        self.write(path)
+        if _ops.executing_eagerly():
+            self.save_counter.assign_add(1)
+            number = int(self.save_counter.numpy())
+        else:
+            session = _session(session)
+            if self._dflab_counter is None:  # a new counter starts at 0 (TF's)
+                session.run(self.save_counter.initializer)
+            if self._dflab_count_op is None:
+                self._dflab_count_op = self.save_counter.assign_add(1)
+            number = int(session.run(self._dflab_count_op))
+        path = f"{file_prefix}-{number}"
+        self.write(path, session=session)
         update_checkpoint_state(os.path.dirname(file_prefix), path, [path],
                                 save_relative_paths=True)
         return path
