@@ -23,6 +23,8 @@ import operator
 import numpy as np
 
 from dflab.framework import dtypes as _dt
+from dflab.framework import object_identity
+from dflab.framework import ops as _ops
 from dflab.framework.tensor import Tensor
 from dflab.framework.tensor_shape import TensorShape
 
@@ -138,10 +140,18 @@ class EagerTensor(Tensor):
         arr = np.asarray(self._numpy())
         if dtype is not None:
             return arr.astype(dtype, copy=bool(copy))
-        return arr.copy() if copy else arr
+        if copy:
+            return arr.copy()
+        if arr.flags.writeable:  # TF's: the tensor's own array, which no one may write to
+            arr = arr.view()
+            arr.flags.writeable = False
+        return arr
 
     def __bool__(self):
-        return bool(self._numpy())
+        value = self._numpy()
+        if np.size(value) == 0:  # TF's: an empty tensor is false (NumPy's is an error)
+            return False
+        return bool(value)
 
     def __int__(self):
         return int(self._numpy())
@@ -177,6 +187,18 @@ class EagerTensor(Tensor):
             return format("<unprintable>", spec)
         return format(self._numpy(), spec)
 
+    def ref(self):
+        """A hashable reference to this tensor (TF's ``Tensor.ref()``): ``deref()`` gives it
+        back; references are equal when they wrap the same tensor."""
+        return object_identity.Reference(self)
+
+    experimental_ref = ref
+
+    def cpu(self):
+        """A copy of the tensor on the host's CPU (TF's: an ``Identity`` placed there)."""
+        with _ops.device("/cpu:0"):
+            return _ops.apply_op_output("Identity", [self], None, "Identity")
+
     def __copy__(self):
         return self
 
@@ -208,15 +230,26 @@ def _host(t: EagerTensor):
 def _numpy_repr(t: EagerTensor) -> str:
     if t._dtype is _dt.resource:
         return "<unprintable>"
-    value = t._numpy()
-    return repr(value) if isinstance(value, np.ndarray) else repr(value.item()) \
-        if t._dtype is not _dt.string else repr(value)
+    return numpy_text(t._numpy())
+
+
+def numpy_text(value) -> str:
+    """A value as TF's ``repr`` of a tensor or variable shows it after ``numpy=``: a scalar as
+    Python's, an array as NumPy's, on a line of its own when it takes several."""
+    if isinstance(value, np.ndarray):
+        text = repr(value)
+    elif isinstance(value, np.generic):
+        text = repr(value.item())
+    else:  # bytes
+        text = repr(value)
+    return "\n" + text if "\n" in text else text
 
 
 def _numpy_str(t: EagerTensor) -> str:
     if t._dtype is _dt.resource:
         return "<ResourceHandle>"
-    return str(np.asarray(t._numpy()))
+    value = t._numpy()
+    return str(value) if not isinstance(value, np.generic) else str(np.asarray(value))
 
 
 def is_eager(x) -> bool:

@@ -145,6 +145,8 @@ NotDifferentiable("Placeholder")
 
 def placeholder(dtype, shape=None, name=None) -> _ops.Tensor:
     """A tensor that must be fed; ``shape=None`` accepts any shape."""
+    if _ops.executing_eagerly():  # nothing would ever feed it
+        raise RuntimeError("tf.placeholder() is not compatible with eager execution.")
     attrs = {"dtype": _dt.as_dtype(dtype).base_dtype, "shape": as_shape(shape)}
     return _ops.apply_op("Placeholder", [], attrs, name).outputs[0]
 

@@ -76,3 +76,57 @@ def test_format_gives_the_value():
     assert f"{tf.constant([])}" == "[]"
     with pytest.raises(TypeError, match="unsupported format string"):
         f"{tf.constant([1.0, 2.0]):.2f}"  # noqa: B018 - NumPy's refusal, as TF's
+
+
+def test_np_asarray_gives_a_read_only_array():
+    x = tf.constant([1.0, 2.0]) + 1
+    a = np.asarray(x)
+    assert not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0] = 5.0
+    np.testing.assert_array_equal(x.numpy(), [2.0, 3.0])
+    assert np.array(x).flags.writeable  # np.array copies
+
+
+# --- printing, truth, small methods ---------------------------------------------------------
+def test_printing_as_tfs():
+    assert str(tf.constant(b"hi")) == "tf.Tensor(b'hi', shape=(), dtype=string)"
+    assert repr(tf.constant(b"hi")) == "<tf.Tensor: shape=(), dtype=string, numpy=b'hi'>"
+    assert repr(tf.constant([[1.0, 2.0], [3.0, 4.0]])) == (
+        "<tf.Tensor: shape=(2, 2), dtype=float32, numpy=\n"
+        "array([[1., 2.],\n       [3., 4.]], dtype=float32)>")
+    assert str(tf.constant(True)) == "tf.Tensor(True, shape=(), dtype=bool)"
+    assert repr(tf.Variable(b"hi")) == (
+        "<tf.Variable 'Variable:0' shape=() dtype=string, numpy=b'hi'>")
+    assert repr(tf.Variable([[1.0, 2.0], [3.0, 4.0]])) == (
+        "<tf.Variable 'Variable:0' shape=(2, 2) dtype=float32, numpy=\n"
+        "array([[1., 2.],\n       [3., 4.]], dtype=float32)>")
+    assert repr(tf.Variable(2)) == "<tf.Variable 'Variable:0' shape=() dtype=int32, numpy=2>"
+
+
+def test_truth_of_tensors():
+    assert bool(tf.constant([])) is False
+    assert bool(tf.constant([[1]])) is True and bool(tf.constant([0])) is False
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(tf.constant([1, 2]))
+
+
+def test_ref_and_cpu():
+    c = tf.constant(1.0)
+    r = c.ref()
+    assert r.deref() is c and r == c.ref() and hash(r) == hash(c.ref())
+    assert r != tf.constant(1.0).ref()
+    assert c.experimental_ref().deref() is c
+    assert repr(r) == "<Reference wrapping <tf.Tensor: shape=(), dtype=float32, numpy=1.0>>"
+    v = tf.Variable([1.0])
+    assert v.ref().deref() is v and {v.ref(): 1}[v.ref()] == 1
+    assert v.experimental_ref() == v.ref()
+    on_cpu = tf.constant([1.0]).cpu()
+    assert "CPU" in on_cpu.device.upper()
+    np.testing.assert_array_equal(on_cpu.numpy(), [1.0])
+
+
+def test_placeholder_is_refused():
+    with pytest.raises(RuntimeError, match=r"^tf.placeholder\(\) is not compatible with eager "
+                       r"execution.$"):
+        tf.placeholder(tf.float32)
