@@ -91,4 +91,5 @@ for _kind, _combine in COMBINE.items():
     kernel("TensorScatter" + _kind)(_tensor_scatter(_combine))
     if _kind in ("Update", "Add", "Sub"):
         kernel("ScatterNd" + _kind)(_ref_scatter_nd(_combine))
+    if _kind in ("Update", "Add", "Sub", "Max", "Min"):
         kernel("ResourceScatterNd" + _kind)(_resource_scatter_nd(_combine))

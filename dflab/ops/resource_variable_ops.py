@@ -23,7 +23,9 @@ from __future__ import annotations
 import threading
 
 from dflab.framework import dtypes as _dt
+from dflab.framework import object_identity
 from dflab.framework import ops as _ops
+from dflab.framework.eager_tensor import numpy_text
 from dflab.framework.registry import (
     NotDifferentiable,
     RegisterGradient,
@@ -38,6 +40,10 @@ from dflab.ops.variables import Variable
 
 # --- the default kind ----------------------------------------------------------------------------
 _DEFAULT_USE_RESOURCE = [True]  # process-wide, as TF's switch is
+
+# ``scatter_ops.batch_scatter_update`` (that module imports this one): TF's composition of a
+# batch's row updates into one ``scatter_nd_update``, set when it loads.
+_BATCH_SCATTER_UPDATE: list = [None]
 
 
 def enable_resource_variables() -> None:
@@ -319,7 +325,16 @@ class ResourceVariable(Variable):
 
     @property
     def shape(self):
+        if self._set_shape is not None:
+            return self._set_shape
         return self._handle.op.get_attr("shape")
+
+    _set_shape = None  # what set_shape() merged in, if it was called
+
+    def set_shape(self, shape) -> None:
+        """Merge ``shape`` into the variable's static shape (TF's: ``ValueError`` when they
+        are not compatible)."""
+        self._set_shape = self.shape.merge_with(shape)
 
     def get_shape(self):
         return self.shape
@@ -374,6 +389,10 @@ class ResourceVariable(Variable):
 
     gather = sparse_read
 
+    def gather_nd(self, indices, name=None):
+        """``tf.gather_nd`` of the variable's value."""
+        return array_ops.gather_nd(self.value(), indices, name=name)
+
     # --- updates -------------------------------------------------------------------------
     def _update(self, op_type, value, name, read_value):
         value = _ops.convert_to_tensor(value, dtype=self._dtype)
@@ -381,12 +400,19 @@ class ResourceVariable(Variable):
         if op_type == "AssignVariableOp":
             # As TF: a variable of a fully known shape keeps it; the kernel checks each value
             # (a value of unknown static shape can still be the wrong size at run time).
-            attrs["validate_shape"] = bool(getattr(self, "_validate_shape", True)
-                                           and self.shape.is_fully_defined())
+            validate = bool(getattr(self, "_validate_shape", True)
+                            and self.shape.is_fully_defined())
+            if validate and not self.shape.is_compatible_with(value.shape):
+                # (TF's text, its space before the name included.)
+                raise ValueError(f"Cannot assign value to variable ' {self.name}': Shape "
+                                 f"mismatch.The variable shape {self.shape}, and the assigned "
+                                 f"value shape {value.shape} are incompatible.")
+            attrs["validate_shape"] = validate
         with _ops.colocate_with(self._handle.op):
             op = _write(op_type, self._handle, self._dtype, [value], name or op_type, **attrs)
         if not read_value:
-            return op
+            # A graph's caller gets the op to run; eagerly it has run (TF's None).
+            return None if self._handle.is_eager else op
         with _ops.control_dependencies([op]):
             return self.read_value()
 
@@ -438,6 +464,49 @@ class ResourceVariable(Variable):
                                                   name=name, **masks)
         with _ops.control_dependencies([op]):
             return self.read_value()
+
+    def scatter_max(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ResourceScatterMax", sparse_delta.indices, sparse_delta.values,
+                             name)
+
+    def scatter_min(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ResourceScatterMin", sparse_delta.indices, sparse_delta.values,
+                             name)
+
+    def batch_scatter_update(self, sparse_delta, use_locking=False, name=None):
+        return _BATCH_SCATTER_UPDATE[0](self, sparse_delta.indices, sparse_delta.values,
+                                        use_locking=use_locking, name=name)
+
+    def _scatter_nd(self, kind, indices, updates, name):
+        op_type = "ResourceScatterNd" + kind
+        indices = array_ops._as_int_tensor(indices)
+        updates = _ops.convert_to_tensor(updates, dtype=self._dtype)
+        with _ops.colocate_with(self._handle.op):
+            op = _write(op_type, self._handle, self._dtype, [indices, updates],
+                        name or op_type, use_locking=True)
+        with _ops.control_dependencies([op]):
+            return self.read_value()
+
+    def scatter_nd_update(self, indices, updates, name=None):
+        return self._scatter_nd("Update", indices, updates, name)
+
+    def scatter_nd_add(self, indices, updates, name=None):
+        return self._scatter_nd("Add", indices, updates, name)
+
+    def scatter_nd_sub(self, indices, updates, name=None):
+        return self._scatter_nd("Sub", indices, updates, name)
+
+    def scatter_nd_max(self, indices, updates, name=None):
+        return self._scatter_nd("Max", indices, updates, name)
+
+    def scatter_nd_min(self, indices, updates, name=None):
+        return self._scatter_nd("Min", indices, updates, name)
+
+    def ref(self):
+        """A hashable reference to the variable (TF's ``Variable.ref()``; ``deref()``)."""
+        return object_identity.Reference(self)
+
+    experimental_ref = ref
 
     def count_up_to(self, limit):
         with _ops.colocate_with(self._handle.op):
@@ -514,12 +583,8 @@ class ResourceVariable(Variable):
 
     def __repr__(self):
         if self._handle.is_eager:
-            import numpy as np
-
-            value = self.numpy()
-            shown = repr(value) if isinstance(value, np.ndarray) else repr(value.item())
             return (f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}, "
-                    f"numpy={shown}>")
+                    f"numpy={numpy_text(self.numpy())}>")
         return (f"<tf.Variable '{self.name}' shape={self.shape} "
                 f"dtype={self.dtype.name}>")
 

@@ -16,6 +16,7 @@ from dflab.framework.registry import NotDifferentiable, RegisterGradient, get_op
 from dflab.framework.tensor_shape import TensorShape
 from dflab.ops import array_ops, state_ops
 from dflab.ops import math_ops as _m
+from dflab.ops import resource_variable_ops as _rv
 from dflab.ops.array_ops import _as_int_tensor, _check_index_dtype, _dense
 from dflab.ops.resource_variable_ops import _check_handle, _write
 
@@ -158,9 +159,10 @@ def _resource_scatter_nd_infer(op):
 
 for _kind in ("Update", "Add", "Sub"):
     register_op("ScatterNd" + _kind, _ref_scatter_nd_infer, stateful=True, ref_inputs=(0,))
+    NotDifferentiable("ScatterNd" + _kind)
+for _kind in ("Update", "Add", "Sub", "Max", "Min"):  # (Max, Min: Variable.scatter_nd_max...)
     register_op("ResourceScatterNd" + _kind, _resource_scatter_nd_infer, stateful=True)
     get_op_def("ResourceScatterNd" + _kind).writes_handle = True
-    NotDifferentiable("ScatterNd" + _kind)
     NotDifferentiable("ResourceScatterNd" + _kind)
 for _kind in ("Max", "Min"):  # the row scatters' reference forms (their kernels: state_kernels)
     register_op("Scatter" + _kind, state_ops._scatter_infer, stateful=True, ref_inputs=(0,))
@@ -231,6 +233,9 @@ def batch_scatter_update(ref, indices, updates, use_locking=True, name=None):
             positions.append(array_ops.reshape(pos, view) + array_ops.zeros_like(indices))
         nd = array_ops.stack(positions + [indices], axis=-1)
         return scatter_nd_update(ref, nd, updates, use_locking=use_locking)
+
+
+_rv._BATCH_SCATTER_UPDATE[0] = batch_scatter_update  # Variable.batch_scatter_update
 
 
 __all__ = [
