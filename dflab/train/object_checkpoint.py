@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import sys
 
 import numpy as np
 
@@ -269,7 +270,7 @@ class _Restoration:
     def __del__(self):
         # TF's warning when the last object a restore could still reach goes away with values
         # never restored (silenced by ``expect_partial``).
-        if self.pending and not self.expect_partial:
+        if self.pending and not self.expect_partial and not sys.is_finalizing():
             try:
                 logger.warning(
                     "Detecting that an object or model or tf.train.Checkpoint is being deleted "
@@ -335,6 +336,13 @@ class _Restoration:
             if readable:
                 values = io_ops.restore_v2(self.save_path, readable, [""] * len(readable),
                                            [targets[n].dtype.base_dtype for n in readable])
+                for n, value in zip(readable, values):
+                    shape = getattr(targets[n], "shape", None)
+                    if shape is not None and not shape.is_compatible_with(value.shape):
+                        raise ValueError(
+                            f"Received incompatible tensor with shape {value.shape} when "
+                            f"attempting to restore variable with shape {shape} and name "
+                            f"{targets[n].name}.")
                 for n, value in zip(readable, values):
                     assigned = targets[n].assign(value)
                     if here is not None:  # run by the status's run_restore_ops

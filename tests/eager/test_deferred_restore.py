@@ -250,3 +250,11 @@ def test_restoring_nothing_fails_every_assertion(eager):
                                                  "nothing is being restored."):
             check()
     assert status.expect_partial() is status
+
+
+def test_a_value_of_another_shape_is_tfs_value_error(eager, tmp_path):
+    path = tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(tmp_path / "c"))
+    with pytest.raises(ValueError, match=r"Received incompatible tensor with shape \(\) when "
+                                         r"attempting to restore variable with shape \(2,\) "
+                                         "and name Variable:0."):
+        tf.train.Checkpoint(v=tf.Variable([1.0, 2.0])).restore(path)
