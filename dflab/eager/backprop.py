@@ -261,15 +261,18 @@ class GradientTape:
             raise RuntimeError("GradientTape must be created with persistent=True to compute "
                                "the jacobian with eager execution enabled and with "
                                "experimental_use_pfor set to False.")
-        target = _ops.convert_to_tensor(target)
+        if _rv.is_resource_variable(target) and self._graph is None:
+            shown = target.value()  # the variable is differentiated as itself (its handle)
+        else:
+            target = shown = _ops.convert_to_tensor(target)
         flat_sources = nest.flatten(sources)
-        n = _known_size(target, "jacobian", "target")
+        n = _known_size(shown, "jacobian", "target")
 
         rows = [[] for _ in flat_sources]
         for i in range(n):
             onehot = array_ops.one_hot(i, n, dtype=target.dtype.base_dtype)
             gs = self._gradient(target, flat_sources, array_ops.reshape(
-                onehot, array_ops.shape(target)), unconnected_gradients)
+                onehot, array_ops.shape(shown)), unconnected_gradients)
             for k, g in enumerate(gs):
                 rows[k].append(g)
         self._release_unless_persistent()

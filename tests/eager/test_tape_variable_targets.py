@@ -51,3 +51,11 @@ def test_a_target_that_is_a_source_needs_no_watching():
     with tf.GradientTape() as tape:
         _ = x * 3
     assert float(tape.gradient(x, x)) == 1.0
+
+
+def test_jacobian_of_a_variable_by_itself():
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as tape:
+        y = v * v
+    np.testing.assert_array_equal(tape.jacobian(v, v).numpy(), [[1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_array_equal(tape.jacobian(y, v).numpy(), [[2.0, 0.0], [0.0, 4.0]])
