@@ -247,6 +247,11 @@ class Variable(metaclass=_VariableMeta):
         return self._snapshot.eval(session=session)
 
     def load(self, value, session=None):
+        """Put ``value`` in the variable: assigned at once executing eagerly, else by running
+        its initializer with the value fed (TF's)."""
+        if _ops.executing_eagerly():
+            self.assign(value)
+            return None
         session = session or _ops.get_default_session()
         if session is None:
             raise ValueError("Either session argument should be provided or default session "
@@ -315,16 +320,26 @@ class RefVariable(Variable):
     """A reference variable (TF1's), whatever the default kind."""
 
 
+def _variable_getitem(self, slice_spec):
+    """``v[spec]``: a slice of the variable's value with TF's ``assign`` (a reference
+    variable's through ``StridedSliceAssign`` on its reference)."""
+    from dflab.ops import slicing_ops
+
+    return slicing_ops._slice_helper(self._as_tensor(), slice_spec, var=self)
+
+
 def _overload_variable_operators():
     """Give Variable every operator Tensor has (reads the snapshot, like TF1)."""
     for op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
                "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
                "__rmod__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__",
-               "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__and__",
+               "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
                "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__invert__", "__div__",
                "__rdiv__"):
         if hasattr(_ops.Tensor, op):
             Variable._overload_operator(op)
+    if "__getitem__" not in vars(Variable):
+        Variable.__getitem__ = _variable_getitem
 
 
 # --- collections and initializers ----------------------------------------------------------

@@ -99,3 +99,19 @@ def test_slice_assignment_in_a_graph(use_resource):
             with pytest.raises(tf.errors.InvalidArgumentError, match="Cannot broadcast"):
                 sess.run(c)
             np.testing.assert_array_equal(sess.run(v), [5.0, 7.0, 8.0])
+
+
+def test_a_reference_variables_slice_assigns_and_load_assigns_eagerly():
+    with tf.Graph().as_default():
+        v = tf.Variable([1.0, 2.0, 3.0], use_resource=False)
+        one = v[1].assign(10.0)
+        two = v[0:2].assign([7.0, 8.0])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            np.testing.assert_array_equal(sess.run(one), [1.0, 10.0, 3.0])  # (TF 1.x's)
+            np.testing.assert_array_equal(sess.run(two), [7.0, 8.0, 3.0])
+            np.testing.assert_array_equal(sess.run(v[1:]), [8.0, 3.0])
+    with eager_mode():
+        w = tf.Variable([1.0, 2.0])
+        assert w.load([3.0, 4.0]) is None  # assigned at once eagerly (TF's)
+        np.testing.assert_array_equal(w.numpy(), [3.0, 4.0])
