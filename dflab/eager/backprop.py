@@ -186,7 +186,9 @@ class GradientTape:
             return nest.pack_sequence_as(sources, _gradients.gradients(
                 targets, flat_sources, grad_ys=grads_out,
                 unconnected_gradients=unconnected_gradients))
-        paused = self._recording
+        # A persistent tape inside its block records its own gradient's ops, so that they can
+        # be differentiated in turn (TF's higher orders on one tape); another stops first.
+        paused = self._recording and not self._persistent
         if paused:
             self._pop()
         try:
@@ -231,7 +233,7 @@ class GradientTape:
         # A source that is a target has its gradient, watched or not (TF's).
         seeded = set(grads)
         wanted = {id(_target_of(s)) for s in sources}
-        for op in reversed(self._records):
+        for op in reversed(self._records[:]):  # (a recording tape appends to its records)
             out_grads = [_sum(grads.pop(id(t), None)) if id(t) not in wanted
                          else _sum(grads.get(id(t))) for t in op.outputs]
             if all(g is None for g in out_grads):

@@ -362,3 +362,27 @@ def test_a_tape_differentiates_tensor_arrays_once_per_call():
     with tf.name_scope("gradients"):  # a scope of that name changes nothing
         for _ in range(2):
             np.testing.assert_array_equal(t.gradient(y, w).numpy(), [10.0, 12.0])
+
+
+def test_a_persistent_tape_records_its_own_gradient_for_a_higher_order():
+    """Inside its block a persistent tape records the ops of its gradient (TF's), so a
+    second gradient on the same tape differentiates the first; a plain tape stops first."""
+    z = tf.constant(2.0)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(z)
+        y = z * z * z
+        dy = tape.gradient(y, z)
+    assert (float(dy), float(tape.gradient(dy, z))) == (12.0, 12.0)
+
+    @tf.function
+    def cube(x):
+        return x * x * x
+
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(z)
+        dy = tape.gradient(cube(z), z)
+    assert float(tape.gradient(dy, z)) == 12.0
+    with tf.GradientTape() as plain:
+        plain.watch(z)
+        dy = plain.gradient(z * z * z, z)
+    assert float(dy) == 12.0
