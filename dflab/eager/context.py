@@ -193,6 +193,12 @@ class _MadeOnFirstUse:
         return ctx.__dict__[self.name]
 
 
+# Per eager context, the op seeds of random ops without one (``set_random_seed``'s sequence):
+# kept here, not on the context, whose instance attributes stay under CPython's shared-key
+# limit (its attribute reads on every eager op stay specialized).
+_OP_SEEDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class EagerContext(Graph):
     """A graph that runs its ops at once (see the module docstring)."""
 
@@ -235,13 +241,11 @@ class EagerContext(Graph):
         return "worker" in self.__dict__
 
     # --- random seeds -------------------------------------------------------------------------
-    _op_seeds = None  # random.Random: op seeds of random ops without one (set_random_seed's)
-
     def reset_random_streams(self, seed) -> None:
         """``tf.set_random_seed`` eagerly (TF's ``context.set_global_seed``): random ops
         without an op seed draw theirs from a sequence ``seed`` starts, and every random op's
         stream starts again (the kernels' generators are dropped)."""
-        self._op_seeds = random.Random(seed)
+        _OP_SEEDS[self] = random.Random(seed)
         # Kernels hold their generators: dropped too, as TF clears its kernel cache.
         self._cache.clear()
         self._plain.clear()
@@ -250,9 +254,10 @@ class EagerContext(Graph):
                 device.resources.drop_kind("rng")
 
     def internal_op_seed(self) -> int:
-        if self._op_seeds is None:
-            self._op_seeds = random.Random(self.seed)
-        return self._op_seeds.randint(0, 2**31 - 2)
+        seeds = _OP_SEEDS.get(self)
+        if seeds is None:
+            seeds = _OP_SEEDS[self] = random.Random(self.seed)
+        return seeds.randint(0, 2**31 - 2)
 
     # --- graph behaviour that differs in eager mode -------------------------------------------
     def unique_name(self, name: str, mark_as_used: bool = True) -> str:
