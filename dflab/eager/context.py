@@ -48,6 +48,7 @@ from dflab.kernels.fp_errors import NO_FP_ERRORS, ignore_fp_errors, restore_fp_e
 from dflab.kernels.registry import get_kernel_def, has_kernel, is_host_only
 from dflab.runtime.config import ConfigProto
 from dflab.runtime.devices import spec_matches
+from dflab.runtime.placer import holds_strings
 from dflab.runtime.worker import Worker
 
 # Ops whose attributes are unique per call (a variable's own shared name): never cached.
@@ -695,7 +696,8 @@ class EagerContext(Graph):
                 if t.dtype is _dt.resource and t._device_obj is not None:
                     return t._device_obj
         spec = _requested_spec(request)
-        strings = _dt.string in out_dtypes or any(t.dtype is _dt.string for t in op.inputs)
+        strings = _dt.string in out_dtypes or any(t.dtype is _dt.string for t in op.inputs) \
+            or holds_strings(op.attrs, out_dtypes)
         candidates = self.devices.prioritized
         if spec is not None:
             wanted = [d for d in candidates if spec_matches(spec, d.spec)]

@@ -77,7 +77,15 @@ class Placement:
 # --- what a device can run ------------------------------------------------------------------------
 
 def _has_string(op) -> bool:
-    return any(t.dtype.base_dtype is _dt.string for t in list(op.inputs) + list(op.outputs))
+    """Whether ``op`` reads or makes strings: a string tensor, or a string resource (a
+    variable of strings, whose handle TF makes on the host)."""
+    return any(t.dtype.base_dtype is _dt.string for t in list(op.inputs) + list(op.outputs)) \
+        or holds_strings(op.attrs, [t.dtype.base_dtype for t in op.outputs])
+
+
+def holds_strings(attrs, out_dtypes) -> bool:
+    """Whether an op of these attributes and output dtypes makes a resource of strings."""
+    return _dt.resource in out_dtypes and attrs.get("dtype") is _dt.string
 
 
 def unsupported_reason(op, device) -> str | None:
