@@ -33,6 +33,7 @@ import contextlib
 import functools
 import inspect
 import itertools
+import re
 import threading
 import weakref
 
@@ -622,7 +623,8 @@ def _function_of(fdef, inputs, outer) -> ConcreteFunction:
     a traced function under nested tapes."""
     bg = FuncGraph(f"{fdef.name}_as_function", outer)  # (the original stays registered)
     with bg.as_default(), bg.side_effects_unordered():
-        phs = [bg.placeholder(t.dtype.base_dtype, t.shape, f"backward_input_{i}")
+        # (a variable's handle keeps its variable's dtype and shape: gradients reach it)
+        phs = [bg.placeholder(t.dtype.base_dtype, t.shape, f"backward_input_{i}", like=t)
                for i, t in enumerate(inputs)]
         feeds = dict(zip(fdef.arg_names, phs))
         import_graph_def(fdef.graph_def, input_map=feeds, name="")
@@ -1106,7 +1108,8 @@ class Function:
         self._general: list = []  # (signature, trace) of traces with None dimensions
         self._lock = threading.RLock()
         self._converted = None
-        self._per_instance = weakref.WeakKeyDictionary()  # instance -> its bound Function
+        self._per_instance = False  # a method's traces for one instance (``__get__``)
+        self._instance = None  # that instance
         self._created_variables: list | None = None  # None: no trace yet
         self._initialized_in_call = False  # a variable's initial value reads the arguments
         self._initializer = None  # (signature, the trace the first call runs) where it does
@@ -1134,23 +1137,33 @@ class Function:
         return tuple(sig) if isinstance(sig, list) else sig
 
     def __get__(self, instance, owner):
-        """A ``tf.function`` on a method: one traced function per instance, kept by this
-        function weakly keyed by the instance (TF's descriptor cache): a copy of the
-        instance gets its own, and the instance's ``__dict__`` holds nothing (``deepcopy``,
-        ``__slots__``). An instance that cannot be a weak key (unhashable, no weak
-        references) is passed as the first argument instead: one trace per instance."""
+        """A ``tf.function`` on a method: one traced function per instance, kept in the
+        instance's ``__dict__`` (a cycle the collector frees with the instance) and bound to
+        it alone: a copy of the instance, whose ``__dict__`` came from the original, gets its
+        own, and ``deepcopy`` copies none (``__deepcopy__``). An instance without a
+        ``__dict__`` (``__slots__``) is passed as the first argument instead: one trace per
+        instance."""
         if instance is None:
             return self
-        try:
-            bound = self._per_instance.get(instance)
-        except TypeError:
+        state = getattr(instance, "__dict__", None)
+        if state is None:
             return functools.partial(self.__call__, instance)
-        if bound is None:
+        key = f"__dflab_function_{id(self)}"
+        bound = state.get(key)
+        if bound is None or bound._instance is not instance:
+            # The traces hold the instance weakly (the function library keeps them); the
+            # bound function holds it, and the instance the bound function.
             bound = Function(_WeakMethod(self._python_function, instance),
                              self._signature_structure, self._autograph, self._name,
                              self._reduce_retracing)
-            self._per_instance[instance] = bound
+            bound._per_instance, bound._instance = True, instance
+            state[key] = bound
         return bound
+
+    def __deepcopy__(self, memo):
+        # A method's per-instance traces are made again for a copy of the instance (None in
+        # the copy's __dict__); a tf.function held elsewhere is shared, as its Python is.
+        return None if self._per_instance else self
 
     def experimental_get_tracing_count(self) -> int:
         return len(self.traces)
@@ -1250,6 +1263,13 @@ class Function:
         key, pinned = self._signature(names, values)
         with self._lock:
             concrete = self._cache.get(key) or self._trace(names, values, key, pinned)
+        if self._initializer is not None:
+            # Its variables are assigned by the first call's trace: a concrete function taken
+            # now would run without them (TF refuses too: UnliftableError).
+            raise ValueError(
+                f"{self._name}: a variable it makes takes its initial value from the "
+                "function's arguments, which the first call assigns; call the function once "
+                "before taking a concrete function of it.")
         return concrete
 
     def pretty_printed_concrete_signatures(self, verbose: bool = True) -> str:
@@ -1289,6 +1309,8 @@ class Function:
                 key = relaxed
         concrete = self._trace_new(names, values, key, pinned)
         self._cache[exact] = concrete
+        if self._initializer is not None and self._initializer[0] == key:
+            self._initializer = (exact, self._initializer[1])  # (the call's own signature)
         return concrete
 
     def _trace_new(self, names, values, key, pinned) -> ConcreteFunction:
@@ -1331,7 +1353,7 @@ class Function:
             if pinned:
                 spec = next(specs)
                 dtype, shape = spec.dtype.base_dtype, spec.shape
-                name = spec.name or name
+                name = _node_name(spec.name) if spec.name else name
             elif isinstance(v, TensorSpec):
                 dtype, shape = v.dtype.base_dtype, v.shape
             else:
@@ -1342,7 +1364,7 @@ class Function:
             args.append(ph)
             return ph
 
-        traced_values = [nest.map_structure(lambda v, n=n: make(v, _safe(n)), value)
+        traced_values = [nest.map_structure(lambda v, n=n: make(v, _node_name(n)), value)
                          for n, value in zip(names, values)]
         fg.inputs = list(args)
         fn = self._callable()
@@ -1351,15 +1373,17 @@ class Function:
         # The arguments as traced (placeholders, composites over them, Python values) are the
         # template a retrace fills: not the first call's values, which an eager iterator's
         # state (and its data) would outlive the call in.
+        sig = self._sig  # (not the Function: the library keeps the trace)
+
         def python_call(arg_tensors):
             it = iter(arg_tensors)
             vals = nest.map_structure(
                 lambda v: _traced_arg(v, it) if _is_tensor_arg(v) else v, traced_values) \
                 if traced_values else []
-            return _call_with(fn, names, vals, self._sig)
+            return _call_with(fn, names, vals, sig)
 
         with fg.as_default(), _variables.variable_creator_scope(creator), \
-                _ReadVariables() as read:
+                _ReadVariables() as read, _tracing(self):
             out = _call_with(fn, names, traced_values, self._sig)
             structured = nest.map_structure(
                 lambda t: None if t is None else _output_tensor(t, fg), out)
@@ -1373,9 +1397,26 @@ class Function:
         return concrete
 
 
+class _Tracing(threading.local):
+    def __init__(self):
+        self.stack: list = []  # the functions being traced on this thread, outermost first
+
+
+_TRACING = _Tracing()
+
+
+@contextlib.contextmanager
+def _tracing(function):
+    _TRACING.stack.append(function)
+    try:
+        yield
+    finally:
+        _TRACING.stack.pop()
+
+
 class _WeakMethod:
-    """A method bound to its instance weakly: the bound ``Function`` a ``tf.function``
-    method keeps per instance (weakly keyed by it) must not keep the instance alive."""
+    """A method bound to its instance weakly: the traces of a ``tf.function`` method live in
+    the function library, which must not keep the instance alive."""
 
     def __init__(self, fn, instance, ref=None):
         self.fn = fn
@@ -1454,6 +1495,15 @@ def _output_tensor(t, fg):
     return t
 
 
+_NODE_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+
+
+def _node_name(name: str) -> str:
+    """A parameter's name as its placeholder's, where it is a valid node name (``_x``, ``Ω``
+    are not: TF's fallback, ``Placeholder``)."""
+    return name if _NODE_NAME.match(name) else "Placeholder"
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
@@ -1496,9 +1546,11 @@ class _VariableLifter:
         with _ctx.init_scope():
             v = next_creator(**kwargs)
         if from_arguments:
-            # Assigned where it is made, in this trace: the first call runs this trace.
+            # Assigned where it is made, in this trace: the first call runs this trace, and
+            # the first call of each function whose trace calls this one runs that trace.
             v.assign(init)
-            self.function._initialized_in_call = True
+            for f in _TRACING.stack:
+                f._initialized_in_call = True
         if self.function._created_variables is None:
             self.function._created_variables = []
         self.function._created_variables.append(v)

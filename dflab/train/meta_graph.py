@@ -228,7 +228,10 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
             n.device = ""
     if saver_def is not None and not isinstance(saver_def, dict):
         saver_def = saver_def.to_json()
-    meta = MetaGraphDef(gd, saver_def, _collections(graph, collection_list), meta_info_def)
+    collections = _collections(graph, collection_list)
+    if graph_def is not None:
+        _drop_contexts_outside(collections, {n.name for n in gd.node})
+    meta = MetaGraphDef(gd, saver_def, collections, meta_info_def)
     if filename:
         directory = os.path.dirname(os.fspath(filename))
         if directory:
@@ -236,6 +239,30 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
         text = json.dumps(meta.to_json(), sort_keys=True, indent=1 if as_text else None)
         atomic_write(os.fspath(filename), text.encode())
     return meta
+
+
+def _drop_contexts_outside(collections: dict, names: set) -> None:
+    """Leave out the contexts whose ops a given (pruned) graph def lacks: their loops and
+    conds are not in it, and the imported graph would not have what they name."""
+    for key in ("while_context", "cond_context"):
+        items = collections.get(key)
+        if items:
+            kept = [i for i in items if _named_ops(next(iter(i.values()))) <= names]
+            if kept:
+                collections[key] = kept
+            else:
+                del collections[key]
+
+
+def _named_ops(value) -> set:
+    """The ops a context def names (its tensors' ops, its member ops)."""
+    if isinstance(value, str):
+        return {value.rsplit(":", 1)[0] if ":" in value else value}
+    if isinstance(value, dict):
+        value = [v for k, v in value.items() if k not in ("name", "site")]
+    if isinstance(value, list):
+        return set().union(*(_named_ops(v) for v in value)) if value else set()
+    return set()
 
 
 def read_meta_graph_file(filename) -> MetaGraphDef:

@@ -253,3 +253,75 @@ def test_second_order_gradients_through_a_traced_function_under_nested_tapes():
     traced, plain = penalty(mlp), penalty(mlp.python_function)
     np.testing.assert_allclose(traced[0], plain[0], rtol=1e-6)
     np.testing.assert_allclose(traced[1], plain[1], rtol=1e-5)
+
+
+def test_a_variable_from_the_arguments_of_a_function_called_by_another():
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = None
+
+        @tf.function
+        def __call__(self, x):
+            if self.v is None:
+                self.v = tf.Variable(x * 2.0)
+            self.v.assign_add(tf.ones_like(x))
+            return self.v.read_value()
+
+    m = M()
+
+    @tf.function
+    def outer(x):
+        return m(x)
+
+    assert outer(tf.constant([1.0, 2.0])).numpy().tolist() == [3.0, 5.0]  # (TF's; zeros + 1)
+    assert outer(tf.constant([5.0, 5.0])).numpy().tolist() == [4.0, 6.0]
+    fresh = M()
+    with pytest.raises(ValueError, match="call the function once before taking a concrete"):
+        fresh.__call__.get_concrete_function(tf.TensorSpec([2]))
+
+
+def test_a_second_order_gradient_reaches_a_captured_variable():
+    v = tf.Variable(2.0)
+
+    @tf.function
+    def f(x):
+        return x * x * v
+
+    x = tf.constant(3.0)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        gx = inner.gradient(y, x)  # 2xv
+    assert (float(gx), float(outer.gradient(gx, v))) == (12.0, 6.0)
+
+
+def test_parameters_that_are_no_node_names_and_unhashable_instances():
+    import dataclasses
+
+    @tf.function
+    def f(_x):
+        return _x * 2.0
+
+    assert float(f(tf.constant(1.0))) == 2.0  # ('_x' is no valid node name: "Placeholder")
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name="in put")])
+    def g(x):
+        return x * 3.0
+
+    assert float(g(tf.constant(1.0))) == 3.0
+
+    @dataclasses.dataclass
+    class P:
+        k: float = 2.0
+
+        @tf.function
+        def f(self, x):
+            return x * self.k
+
+    p = P()
+    assert float(p.f(tf.constant(3.0))) == 6.0  # (a dataclass is unhashable)
+    cf = p.f.get_concrete_function(tf.TensorSpec([], tf.float32))
+    assert float(cf(tf.constant(4.0))) == 8.0
+    assert float(P(7.0).f(tf.constant(1.0))) == 7.0  # (a temporary instance lives its call)

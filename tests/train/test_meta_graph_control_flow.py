@@ -185,3 +185,18 @@ def test_a_loop_keeps_its_shape_invariants_after_import(tmp_path):
     # out = [x, 2x, 2x, 4x, 2x, 4x, 4x, 8x]: the sum of squares is 125 * |x|^2.
     assert got_loss == 625.0
     np.testing.assert_allclose(got_dx, [250.0, 500.0])
+
+
+def test_a_pruned_graph_def_exports_without_the_contexts_it_lacks(tmp_path):
+    meta = str(tmp_path / "m.meta")
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [], name="x")
+        tf.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, [x])
+        tf.identity(x * 3.0, name="keep")
+        pruned = tf.graph_util.extract_sub_graph(g.as_graph_def(), ["keep"])
+        tf.train.export_meta_graph(meta, graph_def=pruned)
+    with tf.Graph().as_default():
+        tf.train.import_meta_graph(meta)
+        assert tf.get_collection("while_context") == []
+        with tf.Session() as sess:
+            assert sess.run("keep:0", {"x:0": 2.0}) == 6.0
