@@ -214,17 +214,26 @@ def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5
     decay_steps (Bello et al., Neural Optimizer Search)."""
     _prologue(global_step, "linear cosine decay")
     with _ops.name_scope(name, "LinearCosineDecay") as name:
-        lr = _ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
-        dtype = lr.dtype
-        decay_steps = math_ops.cast(decay_steps, dtype)
-        num_periods = math_ops.cast(num_periods, dtype)
-        alpha = math_ops.cast(alpha, dtype)
-        beta = math_ops.cast(beta, dtype)
-        step = math_ops.minimum(math_ops.cast(global_step, dtype), decay_steps)
-        linear_decayed = (decay_steps - step) / decay_steps
-        cosine_decayed = _half_cosine(2.0 * num_periods * (step / decay_steps))
-        return math_ops.multiply(lr, (alpha + linear_decayed) * cosine_decayed + beta,
-                                 name=name)
+        return _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha,
+                              beta, name)
+
+
+def _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta, name,
+                   noise=None):
+    """``lr * ((alpha + linear) * cosine + beta)`` (see ``linear_cosine_decay``); ``noise``
+    (of the clipped step, in the rate's dtype) is added to the linear term."""
+    lr = _ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
+    dtype = lr.dtype
+    decay_steps = math_ops.cast(decay_steps, dtype)
+    num_periods = math_ops.cast(num_periods, dtype)
+    alpha = math_ops.cast(alpha, dtype)
+    beta = math_ops.cast(beta, dtype)
+    step = math_ops.minimum(math_ops.cast(global_step, dtype), decay_steps)
+    linear_decayed = (decay_steps - step) / decay_steps
+    if noise is not None:
+        linear_decayed = linear_decayed + noise(step, linear_decayed.shape, dtype)
+    cosine_decayed = _half_cosine(2.0 * num_periods * (step / decay_steps))
+    return math_ops.multiply(lr, (alpha + linear_decayed) * cosine_decayed + beta, name=name)
 
 
 @_callable_eagerly("noisy linear cosine decay")
@@ -234,20 +243,12 @@ def noisy_linear_cosine_decay(learning_rate, global_step, decay_steps, initial_v
     """``linear_cosine_decay`` with the linear term made noisy: N(0, variance) added to it,
     variance = initial_variance / (1 + step) ^ variance_decay (step clipped at decay_steps)."""
     _prologue(global_step, "noisy linear cosine decay")
+
+    def noise(step, shape, dtype):
+        variance = math_ops.cast(initial_variance, dtype) / math_ops.pow(
+            1.0 + step, math_ops.cast(variance_decay, dtype))
+        return random_ops.random_normal(shape, stddev=math_ops.sqrt(variance), dtype=dtype)
+
     with _ops.name_scope(name, "NoisyLinearCosineDecay") as name:
-        lr = _ops.convert_to_tensor(learning_rate, name="initial_learning_rate")
-        dtype = lr.dtype
-        decay_steps = math_ops.cast(decay_steps, dtype)
-        initial_variance = math_ops.cast(initial_variance, dtype)
-        variance_decay = math_ops.cast(variance_decay, dtype)
-        num_periods = math_ops.cast(num_periods, dtype)
-        alpha = math_ops.cast(alpha, dtype)
-        beta = math_ops.cast(beta, dtype)
-        step = math_ops.minimum(math_ops.cast(global_step, dtype), decay_steps)
-        linear_decayed = (decay_steps - step) / decay_steps
-        variance = initial_variance / math_ops.pow(1.0 + step, variance_decay)
-        noisy_linear_decayed = linear_decayed + random_ops.random_normal(
-            linear_decayed.shape, stddev=math_ops.sqrt(variance), dtype=dtype)
-        cosine_decayed = _half_cosine(2.0 * num_periods * (step / decay_steps))
-        return math_ops.multiply(lr, (alpha + noisy_linear_decayed) * cosine_decayed + beta,
-                                 name=name)
+        return _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha,
+                              beta, name, noise)
