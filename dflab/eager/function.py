@@ -192,8 +192,8 @@ class ConcreteFunction:
     """One trace of a function: its graph, argument placeholders, captured values and outputs,
     callable with tensors of the traced signature (see the module docstring)."""
 
-    def __init__(self, graph: FuncGraph, arg_placeholders, structured_outputs, python_call,
-                 reason: str = "", signature=None):
+    def __init__(self, graph: FuncGraph, arg_placeholders, structured_outputs,
+                 user_trace: bool, reason: str = "", signature=None):
         self.graph = graph
         self._args = list(arg_placeholders)
         self.structured_outputs = structured_outputs
@@ -201,7 +201,9 @@ class ConcreteFunction:
         self.outputs = flat
         # A single tensor (the common case) comes back without repacking.
         self._single = isinstance(structured_outputs, _ops.Tensor)
-        self._python_call = python_call
+        # A trace of the user's function: a call a tape may record runs its forward and
+        # backward pair (a gradient's or a backward's own functions are called plainly).
+        self._user_trace = user_trace
         self.reason = reason
         self.signature = signature
         self.name = graph.name
@@ -417,7 +419,7 @@ class ConcreteFunction:
             split = self._split_done
         return None if split is _UNSPLIT else split
 
-    def retrace(self, name: str):
+    def copied(self, name: str):
         """``(graph, argument placeholders, outputs)`` of this trace's graph copied into a
         new graph, for its gradient: op for op, with the trace's static shapes, captures and
         control-flow contexts. The Python function does not run again (TF differentiates the
@@ -442,9 +444,9 @@ class ConcreteFunction:
         return self._grad
 
     def _trace_gradient(self):
-        """Trace the Python function again with ``tf.gradients`` of its outputs for its
-        arguments and captured values, given the outputs' gradients as arguments."""
-        fg, xs, outs = self.retrace(f"{self.name}_grad")
+        """The graph copied with ``tf.gradients`` of its outputs for its arguments and
+        captured values, given the outputs' gradients as arguments."""
+        fg, xs, outs = self.copied(f"{self.name}_grad")
         with fg.as_default():
             ys = [y for y in outs if _float(y)]
             dys = [fg.placeholder(y.dtype.base_dtype, y.shape, f"dy{i}")
@@ -454,7 +456,7 @@ class ConcreteFunction:
                 [None] * len(targets)
             mask = [g is not None for g in grads]
             results, sparse = _gradient_outputs(grads)
-        concrete = ConcreteFunction(fg, xs + dys, results, None, "gradient")
+        concrete = ConcreteFunction(fg, xs + dys, results, False, "gradient")
         return concrete, mask, sparse
 
     @property
@@ -497,7 +499,7 @@ _UNSPLIT = object()  # a function whose forward/backward pair cannot be built
 
 
 class _ForwardBackward:
-    """A traced function cut in two, as TF's tape functions: the function traced again with
+    """A traced function cut in two, as TF's tape functions: its graph copied with
     ``tf.gradients`` of its outputs, its ops split into the *forward* (what runs before the
     outputs' gradients exist: the function's own ops, and what its loops' gradients save
     while they run) and the *backward* (what needs the outputs' gradients). The forward gives
@@ -522,7 +524,7 @@ class _ForwardBackward:
 
     @classmethod
     def build(cls, concrete):
-        if not concrete._python_call or not any(_float(t) for t in concrete.outputs):
+        if not concrete._user_trace or not any(_float(t) for t in concrete.outputs):
             return None
         try:
             return cls._build(concrete)
@@ -531,7 +533,7 @@ class _ForwardBackward:
 
     @classmethod
     def _build(cls, concrete):
-        fg, xs, outs = concrete.retrace(f"{concrete.name}_forward")
+        fg, xs, outs = concrete.copied(f"{concrete.name}_forward")
         with fg.as_default():
             before = len(fg.get_operations())
             ys = [y for y in outs if _float(y)]
@@ -629,7 +631,7 @@ def _function_of(fdef, inputs, outer) -> ConcreteFunction:
         feeds = dict(zip(fdef.arg_names, phs))
         import_graph_def(fdef.graph_def, input_map=feeds, name="")
         outs = [feeds[n] if n in feeds else bg.get_tensor_by_name(n) for n in fdef.ret_names]
-    return ConcreteFunction(bg, phs, outs, None, "backward")
+    return ConcreteFunction(bg, phs, outs, False, "backward")
 
 
 def _gradient_outputs(grads) -> tuple[list, list]:
@@ -945,14 +947,6 @@ def _describe(key) -> str:
     if isinstance(key[1], tuple):  # a named tuple (its class's name) and its fields
         return f"{kind}({', '.join(_describe(k) for k in key[1])})"
     return f"<{kind} {key[1]:#x}>"
-
-
-def _traced_arg(value, tensors):
-    """What the traced function receives for argument ``value`` from the iterator of its
-    argument tensors: the next tensor, or a composite rebuilt over its next tensors."""
-    if isinstance(value, CompositeArgument):
-        return value._over_tensors([next(tensors) for _ in value._placeholder_specs()])
-    return next(tensors)
 
 
 def _why(new, traced, names) -> str:
@@ -1370,24 +1364,12 @@ class Function:
         fn = self._callable()
         creator = _VariableLifter(self, fg, allow_variables)
 
-        # The arguments as traced (placeholders, composites over them, Python values) are the
-        # template a retrace fills: not the first call's values, which an eager iterator's
-        # state (and its data) would outlive the call in.
-        sig = self._sig  # (not the Function: the library keeps the trace)
-
-        def python_call(arg_tensors):
-            it = iter(arg_tensors)
-            vals = nest.map_structure(
-                lambda v: _traced_arg(v, it) if _is_tensor_arg(v) else v, traced_values) \
-                if traced_values else []
-            return _call_with(fn, names, vals, sig)
-
         with fg.as_default(), _variables.variable_creator_scope(creator), \
                 _ReadVariables() as read, _tracing(self):
             out = _call_with(fn, names, traced_values, self._sig)
             structured = nest.map_structure(
                 lambda t: None if t is None else _output_tensor(t, fg), out)
-        concrete = ConcreteFunction(fg, args, structured, python_call, reason, key)
+        concrete = ConcreteFunction(fg, args, structured, True, reason, key)
         concrete._read_variables = read.refs
         concrete._traced_inputs = (list(names), traced_values)
         concrete._spec_names = None if self._input_signature is None else [
